@@ -1,0 +1,120 @@
+//! Internal types to `airlock.v1` messages.
+
+use airlock_proto::v1 as pb;
+
+use crate::engine::EngineKind;
+use crate::output::{OutputChunk, StreamKind, TruncateMode};
+use crate::tools::{ExecutionEvent, Risk, Tool, ToolResult, ToolStatus};
+
+pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
+    let manifest = &tool.manifest;
+    pb::ToolInfo {
+        name: manifest.name.clone(),
+        version: manifest.version.clone(),
+        description: manifest.description.clone(),
+        input_schema_json: tool.arguments.json().to_string(),
+        risk: risk(manifest.risk) as i32,
+        engine: manifest.engine.as_str().to_owned(),
+        profile: tool.profile.name.clone(),
+        module_digest: tool.digest().to_owned(),
+        timeout_ms: millis(manifest.timeout),
+        idempotent: manifest.idempotent,
+        output: Some(pb::OutputPolicy {
+            max_bytes: manifest.output.max_bytes,
+            truncate: truncate_mode(manifest.output.truncate) as i32,
+        }),
+    }
+}
+
+pub fn execution_event(event: ExecutionEvent) -> pb::ExecuteToolEvent {
+    use pb::execute_tool_event::Event;
+    let event = match event {
+        ExecutionEvent::Started {
+            execution_id,
+            tool,
+            module_digest,
+        } => Event::Started(pb::ExecutionStarted {
+            execution_id,
+            tool,
+            module_digest,
+        }),
+        ExecutionEvent::Output(chunk) => Event::Output(output(chunk)),
+        ExecutionEvent::Finished(result) => Event::Finished(tool_result(result)),
+    };
+    pb::ExecuteToolEvent { event: Some(event) }
+}
+
+pub fn output(chunk: OutputChunk) -> pb::ToolOutput {
+    pb::ToolOutput {
+        stream: match chunk.stream {
+            StreamKind::Stdout => pb::OutputStream::Stdout,
+            StreamKind::Stderr => pb::OutputStream::Stderr,
+        } as i32,
+        data: chunk.data.to_vec(),
+    }
+}
+
+pub fn tool_result(result: ToolResult) -> pb::ToolResult {
+    let metadata = result.metadata;
+    pb::ToolResult {
+        status: tool_status(result.status) as i32,
+        content: result.content,
+        truncated: result.truncated,
+        original_bytes: result.original_bytes,
+        duration_ms: millis(result.duration),
+        retryable: result.retryable,
+        exit_code: result.exit_code,
+        error_message: result.error_message,
+        metadata: Some(pb::ToolResultMetadata {
+            peak_memory_bytes: metadata.peak_memory_bytes,
+            cpu_time_us: u64::try_from(metadata.cpu_time.as_micros()).unwrap_or(u64::MAX),
+            module_digest: metadata.module_digest,
+            engine: metadata
+                .engine
+                .map(EngineKind::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            profile: metadata.profile,
+            stdout_bytes: metadata.stdout_bytes,
+            stderr_bytes: metadata.stderr_bytes,
+            signal: metadata.signal,
+        }),
+        execution_id: result.execution_id,
+    }
+}
+
+pub fn tool_status(status: ToolStatus) -> pb::ToolStatus {
+    match status {
+        ToolStatus::Ok => pb::ToolStatus::Ok,
+        ToolStatus::ToolError => pb::ToolStatus::ToolError,
+        ToolStatus::InvalidArguments => pb::ToolStatus::InvalidArguments,
+        ToolStatus::Denied => pb::ToolStatus::Denied,
+        ToolStatus::Timeout => pb::ToolStatus::Timeout,
+        ToolStatus::Cancelled => pb::ToolStatus::Cancelled,
+        ToolStatus::LimitExceeded => pb::ToolStatus::LimitExceeded,
+        ToolStatus::SandboxError => pb::ToolStatus::SandboxError,
+        ToolStatus::OutcomeUnknown => pb::ToolStatus::OutcomeUnknown,
+    }
+}
+
+fn risk(risk: Risk) -> pb::Risk {
+    match risk {
+        Risk::ReadOnly => pb::Risk::ReadOnly,
+        Risk::Write => pb::Risk::Write,
+        Risk::Network => pb::Risk::Network,
+        Risk::Install => pb::Risk::Install,
+        Risk::Destructive => pb::Risk::Destructive,
+    }
+}
+
+fn truncate_mode(mode: TruncateMode) -> pb::TruncateMode {
+    match mode {
+        TruncateMode::Head => pb::TruncateMode::Head,
+        TruncateMode::Tail => pb::TruncateMode::Tail,
+        TruncateMode::HeadTail => pb::TruncateMode::HeadTail,
+    }
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,225 @@
+//! The daemon's configuration: built-in defaults, then an optional TOML file (`--config`),
+//! then command-line flags. Tools directories accumulate; every other setting is replaced by
+//! the later source.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::engine::wasm::DEFAULT_MAX_CONCURRENT_CALLS;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
+
+/// Served when they exist, relative to the directory the daemon starts in: running
+/// `airlockd` from the repository root serves the first-party plugins and profiles.
+pub const DEFAULT_TOOLS_DIR: &str = "plugins";
+pub const DEFAULT_PROFILES_DIR: &str = "sandbox-profiles";
+
+/// How long in-flight calls may go on after a shutdown signal before they are cancelled.
+const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonConfig {
+    pub listen: SocketAddr,
+    pub tools_dirs: Vec<PathBuf>,
+    pub profiles_dir: PathBuf,
+    pub state_dir: PathBuf,
+    /// Requests may only name workspaces inside one of these.
+    pub workspace_roots: Vec<PathBuf>,
+    pub wasm_max_concurrent_calls: u32,
+    pub shutdown_grace: Duration,
+}
+
+/// The TOML file. Relative paths in it are relative to the file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub tools_dirs: Vec<PathBuf>,
+    pub profiles_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub workspace_roots: Vec<PathBuf>,
+    pub shutdown_grace_ms: Option<u64>,
+    #[serde(default)]
+    pub wasm: WasmFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WasmFile {
+    pub max_concurrent_calls: Option<u32>,
+}
+
+/// Settings given on the command line.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub tools_dirs: Vec<PathBuf>,
+    pub profiles_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub workspace_roots: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("cannot determine the current directory: {0}")]
+    CurrentDir(std::io::Error),
+}
+
+impl ConfigFile {
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut file: ConfigFile = toml::from_str(&text).map_err(|err| ConfigError::Parse {
+            path: path.to_owned(),
+            message: err.to_string(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let anchor = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        file.tools_dirs.iter_mut().for_each(anchor);
+        file.workspace_roots.iter_mut().for_each(anchor);
+        file.profiles_dir.iter_mut().for_each(anchor);
+        file.state_dir.iter_mut().for_each(anchor);
+        Ok(file)
+    }
+}
+
+impl DaemonConfig {
+    /// Merges defaults, `file` and `overrides`.
+    pub fn resolve(file: ConfigFile, overrides: Overrides) -> Result<DaemonConfig, ConfigError> {
+        let cwd = std::env::current_dir().map_err(ConfigError::CurrentDir)?;
+        let mut tools_dirs = Vec::new();
+        let default_tools = cwd.join(DEFAULT_TOOLS_DIR);
+        if default_tools.is_dir() {
+            tools_dirs.push(default_tools);
+        }
+        tools_dirs.extend(file.tools_dirs);
+        tools_dirs.extend(overrides.tools_dirs.into_iter().map(|dir| cwd.join(dir)));
+        let mut workspace_roots: Vec<PathBuf> = overrides
+            .workspace_roots
+            .into_iter()
+            .map(|dir| cwd.join(dir))
+            .collect();
+        if workspace_roots.is_empty() {
+            workspace_roots = file.workspace_roots;
+        }
+        if workspace_roots.is_empty() {
+            workspace_roots.push(cwd.clone());
+        }
+        Ok(DaemonConfig {
+            listen: overrides
+                .listen
+                .or(file.listen)
+                .unwrap_or_else(default_listen),
+            tools_dirs,
+            profiles_dir: overrides
+                .profiles_dir
+                .map(|dir| cwd.join(dir))
+                .or(file.profiles_dir)
+                .unwrap_or_else(|| cwd.join(DEFAULT_PROFILES_DIR)),
+            state_dir: overrides
+                .state_dir
+                .map(|dir| cwd.join(dir))
+                .or(file.state_dir)
+                .unwrap_or_else(default_state_dir),
+            workspace_roots,
+            wasm_max_concurrent_calls: file
+                .wasm
+                .max_concurrent_calls
+                .unwrap_or(DEFAULT_MAX_CONCURRENT_CALLS),
+            shutdown_grace: file
+                .shutdown_grace_ms
+                .map(Duration::from_millis)
+                .unwrap_or(DEFAULT_SHUTDOWN_GRACE),
+        })
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7411))
+}
+
+/// `$XDG_STATE_HOME/airlock`, else `~/.local/state/airlock`, else `.airlock`.
+fn default_state_dir() -> PathBuf {
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(state).join("airlock");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home).join(".local/state/airlock");
+    }
+    PathBuf::from(".airlock")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_listen_address_is_loopback() {
+        assert_eq!(default_listen().to_string(), DEFAULT_LISTEN);
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_tools_dirs_accumulate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlockd.toml");
+        std::fs::write(
+            &path,
+            r#"
+            listen = "127.0.0.1:9000"
+            tools_dirs = ["extra-tools"]
+            profiles_dir = "/etc/airlock/profiles"
+            workspace_roots = ["/srv"]
+            [wasm]
+            max_concurrent_calls = 8
+            "#,
+        )
+        .expect("write");
+        let file = ConfigFile::load(&path).expect("parses");
+        assert_eq!(file.tools_dirs, vec![dir.path().join("extra-tools")]);
+        let config = DaemonConfig::resolve(
+            file,
+            Overrides {
+                listen: Some("127.0.0.1:9001".parse().expect("addr")),
+                tools_dirs: vec![PathBuf::from("/opt/tools")],
+                ..Overrides::default()
+            },
+        )
+        .expect("resolves");
+        assert_eq!(config.listen.port(), 9001);
+        assert!(
+            config
+                .tools_dirs
+                .ends_with(&[dir.path().join("extra-tools"), PathBuf::from("/opt/tools")])
+        );
+        assert_eq!(config.profiles_dir, PathBuf::from("/etc/airlock/profiles"));
+        assert_eq!(config.workspace_roots, vec![PathBuf::from("/srv")]);
+        assert_eq!(config.wasm_max_concurrent_calls, 8);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlockd.toml");
+        std::fs::write(&path, "listne = \"127.0.0.1:1\"").expect("write");
+        let err = ConfigFile::load(&path).expect_err("typo");
+        assert!(err.to_string().contains("listne"), "{err}");
+    }
+}

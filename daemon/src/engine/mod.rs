@@ -1,0 +1,170 @@
+//! Engines run tools. Each engine checks, when a tool is loaded, that it can enforce
+//! everything the tool's profile asks for on this host (and refuses the tool otherwise), and
+//! prepares it for fast calls; the executor then runs calls through [`LoadedTool::run`].
+//!
+//! Deadlines, cancellation and the output limit are the executor's: it drops the future
+//! returned by `run`, and an engine must stop all of the tool's work when that happens.
+
+pub mod wasm;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde::Deserialize;
+
+use crate::output::OutputCapture;
+use crate::profile::Profile;
+use crate::tools::Manifest;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    Wasm,
+    Process,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Wasm => "wasm",
+            EngineKind::Process => "process",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Runs tools of one kind.
+pub trait Engine: Send + Sync {
+    fn kind(&self) -> EngineKind;
+
+    /// Loads the tool `manifest` describes, checks that `profile` can be enforced, and
+    /// prepares the tool for calls.
+    fn load(
+        &self,
+        manifest: &Manifest,
+        profile: &Profile,
+    ) -> Result<Arc<dyn LoadedTool>, LoadError>;
+}
+
+/// A tool ready to be called.
+pub trait LoadedTool: Send + Sync {
+    /// sha256 of the module or program, lowercase hex.
+    fn digest(&self) -> &str;
+
+    /// Runs one call to its end. Dropping the future stops the call.
+    fn run(&self, launch: Launch) -> BoxFuture<'_, Exit>;
+}
+
+/// Everything one call needs.
+pub struct Launch {
+    /// What the tool reads on stdin.
+    pub stdin: Bytes,
+    /// The call's workspace on the host, already checked against the workspace roots.
+    pub workspace: Option<PathBuf>,
+    pub profile: Arc<Profile>,
+    /// Where stdout and stderr go, under the profile's output limit.
+    pub capture: Arc<OutputCapture>,
+    /// Resource use, updated while the call runs so it survives a stopped call.
+    pub stats: Arc<RunStats>,
+}
+
+/// How a call ended, from the engine's point of view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// The tool exited with this code.
+    Code(i32),
+    /// A process was killed by this signal.
+    Signal(i32),
+    /// The tool trapped or crashed; the message says where.
+    Trap(String),
+    /// A resource limit stopped the tool.
+    LimitExceeded(String),
+    /// The sandbox could not be set up; the tool did not run.
+    SandboxError(String),
+}
+
+/// Resource use of one call.
+#[derive(Debug, Default)]
+pub struct RunStats {
+    peak_memory_bytes: AtomicU64,
+    cpu_time_ns: AtomicU64,
+}
+
+impl RunStats {
+    pub fn record_memory(&self, bytes: u64) {
+        self.peak_memory_bytes.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    pub fn add_cpu_time(&self, time: Duration) {
+        let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+        self.cpu_time_ns.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn peak_memory_bytes(&self) -> u64 {
+        self.peak_memory_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn cpu_time(&self) -> Duration {
+        Duration::from_nanos(self.cpu_time_ns.load(Ordering::Relaxed))
+    }
+}
+
+/// Why an engine refused a tool.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is {size} bytes; the limit is {max}")]
+    TooLarge { path: PathBuf, size: u64, max: u64 },
+    #[error(
+        "{path} has sha256 {actual}, but the manifest pins {pinned}; refusing a changed module"
+    )]
+    DigestMismatch {
+        path: PathBuf,
+        pinned: String,
+        actual: String,
+    },
+    #[error("{path} is not a valid tool: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{path} cannot be linked: {message}")]
+    Link { path: PathBuf, message: String },
+    #[error("the {engine} engine cannot enforce {what} of profile `{profile}`")]
+    Unenforceable {
+        engine: EngineKind,
+        profile: String,
+        what: String,
+    },
+    #[error("the {engine} engine is not available on this host: {message}")]
+    Unavailable { engine: EngineKind, message: String },
+}
+
+/// The engines a daemon runs, by kind.
+#[derive(Default, Clone)]
+pub struct Engines {
+    engines: Vec<Arc<dyn Engine>>,
+}
+
+impl Engines {
+    pub fn with(mut self, engine: Arc<dyn Engine>) -> Self {
+        self.engines.retain(|known| known.kind() != engine.kind());
+        self.engines.push(engine);
+        self
+    }
+
+    pub fn get(&self, kind: EngineKind) -> Option<&Arc<dyn Engine>> {
+        self.engines.iter().find(|engine| engine.kind() == kind)
+    }
+}

@@ -1,0 +1,585 @@
+//! The `wasm` engine: tools as untrusted WebAssembly, run by wasmtime with WASI.
+//!
+//! Each call gets a fresh store with a WASI context that starts empty and receives only what
+//! the tool's profile grants (the preopened directories, the environment it sets, stdin with
+//! the arguments, stdout and stderr into the call's capture; no sockets, no name lookups).
+//! Memory and tables are limited per store; the engine's epoch ticks make a running guest
+//! yield every few milliseconds, so deadlines and cancellation — which drop the call's
+//! future — stop even a spinning guest, including one stuck in its start function.
+//!
+//! Modules are compiled once and cached on disk by digest; each tool is pre-instantiated
+//! when it loads and every call instantiates from the pooling allocator's warm slots.
+
+mod cache;
+mod cpu;
+mod limits;
+mod stdio;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
+use wasmtime::{
+    Config, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig, Store,
+};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::bindings::CommandPre;
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
+use crate::output::StreamKind;
+use crate::profile::{Access, GUEST_WORKSPACE, GrantPath, LimitKind, NetworkPolicy, Profile};
+use crate::tools::{Manifest, Program};
+
+use cache::{ModuleCache, Source};
+use cpu::CpuMetered;
+use limits::{LimitHit, Limiter};
+use stdio::CaptureStream;
+
+/// How often the epoch advances. A running guest yields at every tick, which is when a
+/// cancelled or timed-out call is dropped: 5 ms keeps the time to stop a spinning tool far
+/// under 100 ms, for the cost of one atomic increment per tick.
+const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The largest module the daemon will compile. Real tools are a few megabytes; compiling is
+/// the part of loading whose cost grows with size.
+pub const MAX_MODULE_BYTES: u64 = 128 << 20;
+
+/// A wasm32 memory cannot exceed 4 GiB, and the pooling allocator reserves slots this size.
+const MAX_MEMORY_BYTES: u64 = 4 << 30;
+
+/// Calls that may run at once. Each needs a slot in the pooling allocator (reserved virtual
+/// memory, not resident memory); further calls wait for a slot, under their own deadline.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 128;
+
+#[derive(Debug, Clone)]
+pub struct WasmConfig {
+    /// Where compiled modules are kept.
+    pub cache_dir: PathBuf,
+    pub max_concurrent_calls: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("cannot configure wasmtime: {0}")]
+    Wasmtime(String),
+    #[error("cannot start the epoch ticker, without which calls could not be stopped: {0}")]
+    Ticker(std::io::Error),
+    #[error("cannot open the module cache at {path}: {source}")]
+    Cache {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub struct WasmEngine {
+    engine: Wasmtime,
+    modules: Linker<ModuleState>,
+    components: ComponentLinker<ComponentState>,
+    cache: ModuleCache,
+    calls: Arc<Semaphore>,
+    /// Shared with every loaded tool: calls must keep yielding after the engine that loaded
+    /// them is gone.
+    ticker: Arc<EpochTicker>,
+}
+
+impl WasmEngine {
+    pub fn new(config: &WasmConfig) -> Result<WasmEngine, SetupError> {
+        let setup = |err: wasmtime::Error| SetupError::Wasmtime(format!("{err:#}"));
+        let slots = config.max_concurrent_calls.max(1);
+        let mut pool = PoolingAllocationConfig::new();
+        // A command component instantiates a few core modules (program, adapter, shims).
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 4)
+            .total_memories(slots * 2)
+            .total_tables(slots * 4)
+            .total_stacks(slots)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_memory_size(MAX_MEMORY_BYTES as usize)
+            .table_elements(limits::MAX_TABLE_ELEMENTS);
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Wasmtime::new(&wasm).map_err(setup)?;
+
+        let mut modules = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut modules, |state: &mut ModuleState| {
+            &mut state.wasi
+        })
+        .map_err(setup)?;
+        let mut components = ComponentLinker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut components).map_err(setup)?;
+
+        let cache =
+            ModuleCache::open(&config.cache_dir, &engine).map_err(|source| SetupError::Cache {
+                path: config.cache_dir.clone(),
+                source,
+            })?;
+        Ok(WasmEngine {
+            ticker: Arc::new(EpochTicker::start(engine.clone()).map_err(SetupError::Ticker)?),
+            engine,
+            modules,
+            components,
+            cache,
+            calls: Arc::new(Semaphore::new(slots as usize)),
+        })
+    }
+
+    /// Refuses a profile that asks for something this engine cannot enforce.
+    fn check_profile(&self, profile: &Profile) -> Result<(), LoadError> {
+        let unenforceable = |what: String| LoadError::Unenforceable {
+            engine: EngineKind::Wasm,
+            profile: profile.name.clone(),
+            what,
+        };
+        if !matches!(profile.network, NetworkPolicy::None) {
+            return Err(unenforceable(
+                "a network allow-list (WebAssembly tools get no network)".into(),
+            ));
+        }
+        if profile.limits.memory_bytes > MAX_MEMORY_BYTES {
+            return Err(unenforceable(format!(
+                "limits.memory above {MAX_MEMORY_BYTES} bytes (the wasm32 maximum)"
+            )));
+        }
+        for kind in profile.limits.optional_set() {
+            match kind {
+                // Enforced by the engine.
+                LimitKind::Memory
+                | LimitKind::WallTime
+                | LimitKind::CpuTime
+                | LimitKind::Output => {}
+                // Hold by construction: a module cannot start processes and gets no /tmp.
+                LimitKind::Processes | LimitKind::Tmp => {}
+                LimitKind::OpenFiles | LimitKind::FileSize => {
+                    return Err(unenforceable(format!("limits.{}", kind.key())));
+                }
+            }
+        }
+        for grant in &profile.files {
+            if let GrantPath::Host(path) = &grant.path
+                && !path.is_dir()
+            {
+                return Err(unenforceable(format!(
+                    "the grant of {} (not a directory on this host)",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn compile(&self, path: &Path, digest: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+        let invalid = |err: wasmtime::Error| LoadError::Invalid {
+            path: path.to_owned(),
+            message: format!("{err:#}"),
+        };
+        let link = |err: wasmtime::Error| LoadError::Link {
+            path: path.to_owned(),
+            message: format!("{err:#}"),
+        };
+        let started = Instant::now();
+        let (compiled, source) = if is_component(bytes) {
+            let (component, source) = self
+                .cache
+                .get_or_compile(
+                    digest,
+                    // SAFETY: entries come from `Component::serialize` of this engine's
+                    // configuration, are keyed by its compatibility hash, live in a directory
+                    // only the daemon can write, and are checked against their sha256 before
+                    // reaching here (see cache.rs).
+                    |artifact| unsafe { Component::deserialize(&self.engine, artifact) },
+                    || {
+                        let component = Component::from_binary(&self.engine, bytes)?;
+                        let artifact = component.serialize()?;
+                        Ok((component, artifact))
+                    },
+                )
+                .map_err(invalid)?;
+            let pre = self.components.instantiate_pre(&component).map_err(link)?;
+            let command = CommandPre::new(pre).map_err(|err| LoadError::Invalid {
+                path: path.to_owned(),
+                message: format!("not a WASI command component (no wasi:cli/run export): {err:#}"),
+            })?;
+            (Compiled::Component(command), source)
+        } else {
+            let (module, source) = self
+                .cache
+                .get_or_compile(
+                    digest,
+                    // SAFETY: as for components above.
+                    |artifact| unsafe { Module::deserialize(&self.engine, artifact) },
+                    || {
+                        let module = Module::from_binary(&self.engine, bytes)?;
+                        let artifact = module.serialize()?;
+                        Ok((module, artifact))
+                    },
+                )
+                .map_err(invalid)?;
+            if !matches!(
+                module.get_export("_start"),
+                Some(wasmtime::ExternType::Func(_))
+            ) {
+                return Err(LoadError::Invalid {
+                    path: path.to_owned(),
+                    message: "not a WASI command: it exports no `_start` function".into(),
+                });
+            }
+            let pre = self.modules.instantiate_pre(&module).map_err(link)?;
+            (Compiled::Module(pre), source)
+        };
+        tracing::info!(
+            module = %path.display(),
+            digest,
+            from = match source {
+                Source::Cache => "cache",
+                Source::Compiled => "compiler",
+            },
+            elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "module ready"
+        );
+        Ok(compiled)
+    }
+}
+
+impl Engine for WasmEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Wasm
+    }
+
+    fn load(
+        &self,
+        manifest: &Manifest,
+        profile: &Profile,
+    ) -> Result<Arc<dyn LoadedTool>, LoadError> {
+        let Program::Module(path) = &manifest.program else {
+            return Err(LoadError::Invalid {
+                path: manifest.path.clone(),
+                message: "wasm tools name a `module`".into(),
+            });
+        };
+        self.check_profile(profile)?;
+        let bytes = read_module(path)?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        if let Some(pinned) = &manifest.sha256
+            && *pinned != digest
+        {
+            return Err(LoadError::DigestMismatch {
+                path: path.clone(),
+                pinned: pinned.clone(),
+                actual: digest,
+            });
+        }
+        let compiled = self.compile(path, &digest, &bytes)?;
+        Ok(Arc::new(WasmTool {
+            name: manifest.name.clone(),
+            digest,
+            engine: self.engine.clone(),
+            compiled,
+            calls: self.calls.clone(),
+            _ticker: self.ticker.clone(),
+        }))
+    }
+}
+
+fn read_module(path: &Path) -> Result<Vec<u8>, LoadError> {
+    let read = |source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let size = std::fs::metadata(path).map_err(read)?.len();
+    if size > MAX_MODULE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: path.to_owned(),
+            size,
+            max: MAX_MODULE_BYTES,
+        });
+    }
+    std::fs::read(path).map_err(read)
+}
+
+/// Components carry layer 1 in their preamble; core modules carry version 1 and layer 0.
+fn is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[6..8] == [0x01, 0x00]
+}
+
+enum Compiled {
+    Module(InstancePre<ModuleState>),
+    Component(CommandPre<ComponentState>),
+}
+
+struct WasmTool {
+    name: String,
+    digest: String,
+    engine: Wasmtime,
+    compiled: Compiled,
+    calls: Arc<Semaphore>,
+    _ticker: Arc<EpochTicker>,
+}
+
+impl LoadedTool for WasmTool {
+    fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {
+        Box::pin(self.call(launch))
+    }
+}
+
+impl WasmTool {
+    async fn call(&self, launch: Launch) -> Exit {
+        let Ok(_slot) = self.calls.acquire().await else {
+            return Exit::SandboxError("the wasm engine is shutting down".into());
+        };
+        let mut wasi = match wasi_context(&self.name, &launch) {
+            Ok(wasi) => wasi,
+            Err(message) => return Exit::SandboxError(message),
+        };
+        let limiter = Limiter::new(launch.profile.limits.memory_bytes, launch.stats.clone());
+        let run = async {
+            let result = match &self.compiled {
+                Compiled::Module(pre) => {
+                    let state = ModuleState {
+                        wasi: wasi.build_p1(),
+                        limiter,
+                    };
+                    run_module(&self.engine, pre, state).await
+                }
+                Compiled::Component(pre) => {
+                    let state = ComponentState {
+                        ctx: wasi.build(),
+                        table: ResourceTable::new(),
+                        limiter,
+                    };
+                    run_component(&self.engine, pre, state).await
+                }
+            };
+            exit_of(result)
+        };
+        match CpuMetered::new(run, launch.stats.clone(), launch.profile.limits.cpu_time).await {
+            Ok(exit) => exit,
+            Err(hit) => Exit::LimitExceeded(hit.to_string()),
+        }
+    }
+}
+
+/// The WASI context of one call: empty, plus what the profile grants.
+fn wasi_context(name: &str, launch: &Launch) -> Result<WasiCtxBuilder, String> {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdin(MemoryInputPipe::new(launch.stdin.clone()))
+        .stdout(CaptureStream::new(
+            launch.capture.clone(),
+            StreamKind::Stdout,
+        ))
+        .stderr(CaptureStream::new(
+            launch.capture.clone(),
+            StreamKind::Stderr,
+        ))
+        .arg(name)
+        .envs(&launch.profile.resolve_env(|var| std::env::var(var).ok()))
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    let grants = launch
+        .profile
+        .resolve_files(launch.workspace.as_deref())
+        .map_err(|err| err.to_string())?;
+    for grant in grants {
+        let perms = match grant.access {
+            Access::ReadOnly => FsPerms::ReadOnly,
+            Access::ReadWrite => FsPerms::ReadWrite,
+        };
+        let guest = grant.guest.to_string_lossy().into_owned();
+        let mut preopen = |guest: &str| {
+            wasi.preopened_dir(&grant.host, guest, perms)
+                .map(|_| ())
+                .map_err(|err| {
+                    format!(
+                        "cannot open {} for the sandbox: {err:#}",
+                        grant.host.display()
+                    )
+                })
+        };
+        preopen(&guest)?;
+        // The workspace is also the current directory, so relative paths resolve into it in
+        // every language's WASI library (sdk/ABI.md).
+        if guest == GUEST_WORKSPACE {
+            preopen(".")?;
+        }
+    }
+    Ok(wasi)
+}
+
+struct ModuleState {
+    wasi: WasiP1Ctx,
+    limiter: Limiter,
+}
+
+struct ComponentState {
+    ctx: WasiCtx,
+    table: ResourceTable,
+    limiter: Limiter,
+}
+
+impl WasiView for ComponentState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Every store yields at each epoch tick and is limited by its call's limiter.
+fn configure<T: 'static>(store: &mut Store<T>, limiter: fn(&mut T) -> &mut Limiter) {
+    store.limiter(move |state| limiter(state) as &mut dyn wasmtime::ResourceLimiter);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_async_yield_and_update(1);
+}
+
+async fn run_module(
+    engine: &Wasmtime,
+    pre: &InstancePre<ModuleState>,
+    state: ModuleState,
+) -> wasmtime::Result<()> {
+    let mut store = Store::new(engine, state);
+    configure(&mut store, |state| &mut state.limiter);
+    let instance = pre.instantiate_async(&mut store).await?;
+    let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+    start.call_async(&mut store, ()).await
+}
+
+async fn run_component(
+    engine: &Wasmtime,
+    pre: &CommandPre<ComponentState>,
+    state: ComponentState,
+) -> wasmtime::Result<()> {
+    let mut store = Store::new(engine, state);
+    configure(&mut store, |state| &mut state.limiter);
+    let command = pre.instantiate_async(&mut store).await?;
+    match command.wasi_cli_run().call_run(&mut store).await? {
+        Ok(()) => Ok(()),
+        Err(()) => Err(I32Exit(1).into()),
+    }
+}
+
+fn exit_of(result: wasmtime::Result<()>) -> Exit {
+    let Err(err) = result else {
+        return Exit::Code(0);
+    };
+    if let Some(exit) = err.downcast_ref::<I32Exit>() {
+        return Exit::Code(exit.0);
+    }
+    if let Some(hit) = err.downcast_ref::<LimitHit>() {
+        return Exit::LimitExceeded(hit.to_string());
+    }
+    Exit::Trap(format!("{err:?}"))
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Wasmtime) -> std::io::Result<EpochTicker> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("airlock-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::RunStats;
+    use crate::output::OutputCapture;
+    use crate::profile::Profiles;
+
+    /// Loads a tool made of `wat` under the repository's `strict` profile.
+    fn load(engine: &WasmEngine, dir: &Path, wat: &str) -> Arc<dyn LoadedTool> {
+        std::fs::write(dir.join("t.wasm"), wat::parse_str(wat).expect("wat")).expect("write");
+        std::fs::write(
+            dir.join("tool.toml"),
+            "name = 't'\nversion = '1'\ndescription = 'd'\nrisk = 'read_only'\nengine = 'wasm'\nmodule = 't.wasm'\ninput_schema = { type = 'object' }",
+        )
+        .expect("write");
+        let manifest = Manifest::load(&dir.join("tool.toml")).expect("manifest");
+        let (profiles, _) =
+            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+        let profile = profiles.get("strict").expect("strict profile");
+        engine.load(&manifest, &profile).expect("loads")
+    }
+
+    fn launch(profile: Arc<Profile>) -> Launch {
+        Launch {
+            stdin: bytes::Bytes::from_static(b"{}"),
+            workspace: None,
+            profile,
+            capture: OutputCapture::new(1024, None),
+            stats: Arc::new(RunStats::default()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_spinning_call_yields_even_after_its_engine_is_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = WasmEngine::new(&WasmConfig {
+            cache_dir: dir.path().join("cache"),
+            max_concurrent_calls: 2,
+        })
+        .expect("engine");
+        let tool = load(
+            &engine,
+            dir.path(),
+            r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#,
+        );
+        drop(engine);
+        let (profiles, _) =
+            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+        let profile = profiles.get("strict").expect("strict profile");
+        let stopped =
+            tokio::time::timeout(Duration::from_millis(200), tool.run(launch(profile))).await;
+        assert!(stopped.is_err(), "the spinning call finished: {stopped:?}");
+    }
+
+    #[test]
+    fn tells_components_from_core_modules() {
+        let module = wat::parse_str("(module)").expect("wat");
+        assert!(!is_component(&module));
+        let component = wat::parse_str("(component)").expect("wat");
+        assert!(is_component(&component));
+        assert!(!is_component(b"\0asm"));
+    }
+}

@@ -1,0 +1,16 @@
+//! airlockd: hosts AI agents' tool calls and runs every tool in a sandbox.
+//!
+//! The daemon is assembled in [`Daemon`]; the gRPC surface is [`api`]; tools, their
+//! manifests and the executor are in [`tools`]; the engines that run them in [`engine`].
+
+pub mod api;
+pub mod config;
+mod daemon;
+pub mod engine;
+pub mod ids;
+pub mod output;
+pub mod profile;
+pub mod tools;
+pub mod workspace;
+
+pub use daemon::{Daemon, StartError};

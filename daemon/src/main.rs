@@ -1,0 +1,104 @@
+//! `airlockd`: the airlock daemon.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use airlock_daemon::Daemon;
+use airlock_daemon::config::{ConfigFile, DaemonConfig, Overrides};
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+/// Runs AI agents' tools in WebAssembly and Linux sandboxes, driven over gRPC.
+#[derive(Debug, Parser)]
+#[command(name = "airlockd", version)]
+struct Args {
+    /// TOML configuration file; flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to serve gRPC on [default: 127.0.0.1:7411].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// A directory of tools (one folder with a tool.toml per tool); repeatable, adds to
+    /// ./plugins and the config file's.
+    #[arg(long = "tools-dir", value_name = "DIR")]
+    tools_dirs: Vec<PathBuf>,
+    /// Directory of sandbox profiles [default: ./sandbox-profiles].
+    #[arg(long, value_name = "DIR")]
+    profiles_dir: Option<PathBuf>,
+    /// Where the daemon keeps its state (compiled modules, ...) [default:
+    /// $XDG_STATE_HOME/airlock or ~/.local/state/airlock].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Requests may only name workspaces inside these directories; repeatable [default: the
+    /// current directory].
+    #[arg(long = "workspace-root", value_name = "DIR")]
+    workspace_roots: Vec<PathBuf>,
+    /// Log format; the filter comes from AIRLOCK_LOG (default `info`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let file = match &args.config {
+        Some(path) => ConfigFile::load(path)?,
+        None => ConfigFile::default(),
+    };
+    let config = DaemonConfig::resolve(
+        file,
+        Overrides {
+            listen: args.listen,
+            tools_dirs: args.tools_dirs,
+            profiles_dir: args.profiles_dir,
+            state_dir: args.state_dir,
+            workspace_roots: args.workspace_roots,
+        },
+    )?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("airlockd")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let daemon = Daemon::build(config)?;
+        let listener = daemon.bind().await?;
+        daemon.serve(listener, shutdown_signal()).await?;
+        tracing::info!("airlockd stopped");
+        anyhow::Ok(())
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_env("AIRLOCK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop the daemon with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => tracing::info!("SIGINT received"),
+        _ = terminate.recv() => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,84 @@
+//! The calls running right now, by execution id, so `CancelExecution` can reach them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Default, Clone)]
+pub struct Executions {
+    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+}
+
+/// Keeps an execution listed until dropped.
+#[derive(Debug)]
+pub struct Registration {
+    executions: Executions,
+    id: String,
+}
+
+impl Executions {
+    pub fn register(&self, id: String, cancel: CancellationToken) -> Registration {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), cancel);
+        Registration {
+            executions: self.clone(),
+            id,
+        }
+    }
+
+    /// Cancels a running execution; false if no such execution is running.
+    pub fn cancel(&self, id: &str) -> bool {
+        let token = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        token.map(|token| token.cancel()).is_some()
+    }
+
+    pub fn cancel_all(&self) {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        for token in running.values() {
+            token.cancel();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.executions
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancel_reaches_a_registered_execution_until_it_ends() {
+        let executions = Executions::default();
+        let token = CancellationToken::new();
+        let registration = executions.register("exe_1".into(), token.clone());
+        assert!(!executions.cancel("exe_2"));
+        assert!(executions.cancel("exe_1"));
+        assert!(token.is_cancelled());
+        drop(registration);
+        assert_eq!(executions.len(), 0);
+        assert!(!executions.cancel("exe_1"));
+    }
+}

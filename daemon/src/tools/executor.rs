@@ -1,0 +1,334 @@
+//! The executor: one tool call from request to normalised result.
+//!
+//! It checks the call (tool, workspace, arguments), runs it through the tool's engine under
+//! the deadline, the caller's cancellation and the profile's output limit, and shapes what
+//! came out into a [`ToolResult`] under the tool's output policy. Stopping a call means
+//! dropping the engine's future; engines guarantee that stops the tool's work.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Exit, Launch, RunStats};
+use crate::ids;
+use crate::output::{self, CaptureSummary, OutputCapture, OutputChunk};
+use crate::profile::GrantError;
+use crate::workspace::{WorkspaceError, WorkspaceRoots};
+
+use super::abi::{self, AbiResult};
+use super::executions::Executions;
+use super::manifest::Abi;
+use super::registry::{Registry, Tool};
+use super::result::{ResultMetadata, ToolResult, ToolStatus};
+
+/// A request to run one tool.
+#[derive(Debug, Clone, Default)]
+pub struct CallRequest {
+    pub tool: String,
+    pub arguments_json: String,
+    /// Absolute host path, or empty for none.
+    pub workspace: String,
+    /// Shortens the tool's timeout; never extends it.
+    pub timeout: Option<Duration>,
+}
+
+/// Why a call could not even be prepared (as opposed to a call that ran and failed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("no tool named `{0}`")]
+    UnknownTool(String),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+}
+
+/// A checked call, ready to run.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub tool: Arc<Tool>,
+    pub arguments_json: String,
+    pub workspace: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+/// What a running call reports, in order: `Started`, any `Output`, then `Finished`. A call
+/// refused before it runs reports only `Finished`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionEvent {
+    Started {
+        execution_id: String,
+        tool: String,
+        module_digest: String,
+    },
+    Output(OutputChunk),
+    Finished(ToolResult),
+}
+
+pub struct Executor {
+    registry: Arc<Registry>,
+    workspaces: WorkspaceRoots,
+    executions: Executions,
+}
+
+/// Why a call stopped before its tool finished.
+enum Stopped {
+    Cancelled,
+    Timeout,
+    OutputLimit,
+}
+
+impl Executor {
+    pub fn new(registry: Arc<Registry>, workspaces: WorkspaceRoots) -> Executor {
+        Executor {
+            registry,
+            workspaces,
+            executions: Executions::default(),
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Checks that the tool exists and the workspace is allowed.
+    pub fn prepare(&self, request: CallRequest) -> Result<Call, CallError> {
+        let tool = self
+            .registry
+            .get(&request.tool)
+            .ok_or_else(|| CallError::UnknownTool(request.tool.clone()))?;
+        let workspace = self.workspaces.resolve(&request.workspace)?;
+        if workspace.is_none() && tool.profile.grants_workspace() {
+            return Err(GrantError::WorkspaceRequired {
+                profile: tool.profile.name.clone(),
+            }
+            .into());
+        }
+        let mut timeout = tool.manifest.timeout.min(tool.profile.limits.wall_time);
+        if let Some(requested) = request.timeout.filter(|t| !t.is_zero()) {
+            timeout = timeout.min(requested);
+        }
+        Ok(Call {
+            tool,
+            arguments_json: request.arguments_json,
+            workspace,
+            timeout,
+        })
+    }
+
+    /// Cancels a running call by its execution id; false if none is running.
+    pub fn cancel(&self, execution_id: &str) -> bool {
+        self.executions.cancel(execution_id)
+    }
+
+    /// Cancels every running call (at shutdown).
+    pub fn cancel_all(&self) {
+        self.executions.cancel_all();
+    }
+
+    /// How many calls are running.
+    pub fn running(&self) -> usize {
+        self.executions.len()
+    }
+
+    /// Runs `call` to its end, reporting progress on `events`.
+    pub async fn run(
+        &self,
+        call: Call,
+        events: mpsc::UnboundedSender<ExecutionEvent>,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        let tool = call.tool;
+        let arguments = match tool.arguments.validate(&call.arguments_json) {
+            Ok(arguments) => arguments,
+            Err(err) => {
+                let result = ToolResult::refused(ToolStatus::InvalidArguments, err.to_string());
+                let _ = events.send(ExecutionEvent::Finished(result.clone()));
+                return result;
+            }
+        };
+        let execution_id = ids::execution_id();
+        let _registration = self
+            .executions
+            .register(execution_id.clone(), cancel.clone());
+        let _ = events.send(ExecutionEvent::Started {
+            execution_id: execution_id.clone(),
+            tool: tool.name().to_owned(),
+            module_digest: tool.digest().to_owned(),
+        });
+
+        let output_events = events.clone();
+        let capture = OutputCapture::new(
+            tool.profile.limits.output_bytes,
+            Some(Box::new(move |chunk| {
+                let _ = output_events.send(ExecutionEvent::Output(chunk));
+            })),
+        );
+        let stats = Arc::new(RunStats::default());
+        // The tool reads the arguments as validated, re-serialised: a parser of its own can
+        // never see a document (duplicate keys, odd escapes) that differs from what passed.
+        let launch = Launch {
+            stdin: Bytes::from(arguments.to_string()),
+            workspace: call.workspace,
+            profile: tool.profile.clone(),
+            capture: capture.clone(),
+            stats: stats.clone(),
+        };
+        let started = Instant::now();
+        let outcome = {
+            let run = tool.loaded.run(launch);
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(Stopped::Cancelled),
+                () = capture.overflowed() => Err(Stopped::OutputLimit),
+                () = tokio::time::sleep(call.timeout) => Err(Stopped::Timeout),
+                exit = run => Ok(exit),
+            }
+        };
+        let duration = started.elapsed();
+        // A tool that crossed the output limit is reported as such even when it went on to
+        // exit (typically by failing its next write).
+        let outcome = match outcome {
+            Ok(_) if capture.has_overflowed() => Err(Stopped::OutputLimit),
+            other => other,
+        };
+        let summary = capture.finish();
+        let mut result = shape_result(&tool, call.timeout, outcome, &summary);
+        result.duration = duration;
+        result.execution_id = execution_id;
+        result.metadata = ResultMetadata {
+            peak_memory_bytes: stats.peak_memory_bytes(),
+            cpu_time: stats.cpu_time(),
+            module_digest: tool.digest().to_owned(),
+            engine: Some(tool.manifest.engine),
+            profile: tool.profile.name.clone(),
+            stdout_bytes: summary.stdout_bytes,
+            stderr_bytes: summary.stderr_bytes,
+            signal: result.metadata.signal,
+        };
+        let _ = events.send(ExecutionEvent::Finished(result.clone()));
+        result
+    }
+}
+
+/// Turns how a call ended into its result (status, content, message), before timing and
+/// metadata are added.
+fn shape_result(
+    tool: &Tool,
+    timeout: Duration,
+    outcome: Result<Exit, Stopped>,
+    summary: &CaptureSummary,
+) -> ToolResult {
+    let stderr_tail = String::from_utf8_lossy(&summary.stderr_tail)
+        .trim()
+        .to_owned();
+    let with_stderr = |message: String| {
+        if stderr_tail.is_empty() {
+            message
+        } else {
+            format!("{message}\nstderr (end):\n{stderr_tail}")
+        }
+    };
+    let raw_view = || {
+        output::shape(
+            &String::from_utf8_lossy(&summary.stdout),
+            &tool.manifest.output,
+        )
+    };
+    let exit = match outcome {
+        Err(Stopped::Cancelled) => {
+            return ToolResult::refused(ToolStatus::Cancelled, "the call was cancelled");
+        }
+        Err(Stopped::Timeout) => {
+            return ToolResult::refused(
+                ToolStatus::Timeout,
+                with_stderr(format!(
+                    "the call ran past its deadline of {} ms and was stopped",
+                    timeout.as_millis()
+                )),
+            );
+        }
+        Err(Stopped::OutputLimit) => {
+            let view = raw_view();
+            let mut result = ToolResult::refused(
+                ToolStatus::LimitExceeded,
+                format!(
+                    "the tool wrote more than {} bytes of output (limits.output of profile `{}`) and was stopped",
+                    tool.profile.limits.output_bytes, tool.profile.name
+                ),
+            );
+            result.content = view.text;
+            result.truncated = true;
+            result.original_bytes = summary.stdout_bytes;
+            return result;
+        }
+        Ok(exit) => exit,
+    };
+    match exit {
+        Exit::Code(0) => match tool.manifest.abi {
+            Abi::JsonStdio => match abi::parse_result(&summary.stdout) {
+                Ok(AbiResult::Ok(json)) => {
+                    ok_result(output::shape(&json, &tool.manifest.output), 0)
+                }
+                Ok(AbiResult::Error { message, retryable }) => {
+                    let mut result = ToolResult::refused(ToolStatus::ToolError, message);
+                    result.retryable = retryable;
+                    result.exit_code = Some(0);
+                    result
+                }
+                Err(violation) => {
+                    let mut result = ToolResult::refused(
+                        ToolStatus::ToolError,
+                        with_stderr(format!("the tool broke the ABI: {violation}")),
+                    );
+                    result.exit_code = Some(0);
+                    result
+                }
+            },
+            Abi::Argv => ok_result(raw_view(), 0),
+        },
+        Exit::Code(code) => {
+            let mut result = ToolResult::refused(
+                ToolStatus::ToolError,
+                with_stderr(format!("the tool exited with code {code}")),
+            );
+            result.exit_code = Some(code);
+            if tool.manifest.abi == Abi::Argv {
+                let view = raw_view();
+                result.content = view.text;
+                result.truncated = view.truncated;
+                result.original_bytes = view.original_bytes;
+            }
+            result
+        }
+        Exit::Signal(signal) => {
+            let mut result = ToolResult::refused(
+                ToolStatus::ToolError,
+                with_stderr(format!("the tool was killed by signal {signal}")),
+            );
+            result.metadata.signal = Some(signal);
+            result
+        }
+        Exit::Trap(trap) => ToolResult::refused(
+            ToolStatus::ToolError,
+            with_stderr(format!("the tool crashed: {trap}")),
+        ),
+        Exit::LimitExceeded(message) => {
+            ToolResult::refused(ToolStatus::LimitExceeded, with_stderr(message))
+        }
+        Exit::SandboxError(message) => ToolResult::refused(ToolStatus::SandboxError, message),
+    }
+}
+
+fn ok_result(view: output::Shaped, exit_code: i32) -> ToolResult {
+    let mut result = ToolResult::refused(ToolStatus::Ok, "");
+    result.content = view.text;
+    result.truncated = view.truncated;
+    result.original_bytes = view.original_bytes;
+    result.exit_code = Some(exit_code);
+    result
+}

@@ -1,0 +1,419 @@
+//! `tool.toml`: what a tool is, what it may do, and how it runs. Parsing is strict: unknown
+//! keys, a missing schema or an inconsistent engine section refuse the tool.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::engine::EngineKind;
+use crate::output::OutputPolicy;
+
+/// A manifest is a page of TOML; anything larger is not one.
+const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+
+/// Schemas describe a handful of arguments; a megabyte is already absurd.
+const MAX_SCHEMA_BYTES: u64 = 1 << 20;
+
+/// Timeout of a tool that names none.
+const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// No single call holds a sandbox for longer than an hour.
+const MAX_TIMEOUT_MS: u64 = 60 * 60 * 1000;
+
+/// Profile of a tool that names none: no files, no network.
+const DEFAULT_PROFILE: &str = "strict";
+
+/// Tool names become function names in model APIs, which allow `[a-zA-Z0-9_-]{1,64}`;
+/// airlock keeps to the lowercase part of that.
+const MAX_NAME_LEN: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    ReadOnly,
+    Write,
+    Network,
+    Install,
+    Destructive,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::ReadOnly => "read_only",
+            Risk::Write => "write",
+            Risk::Network => "network",
+            Risk::Install => "install",
+            Risk::Destructive => "destructive",
+        }
+    }
+}
+
+/// How arguments reach a tool and its result comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Abi {
+    /// JSON arguments on stdin, one JSON result on stdout (sdk/ABI.md).
+    JsonStdio,
+    /// Arguments substituted into argv; stdout is the result.
+    Argv,
+}
+
+/// What the engine runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    /// A WebAssembly module or component, by its absolute path.
+    Module(PathBuf),
+    /// A program and its arguments; never passed through a shell.
+    Command(Vec<String>),
+}
+
+/// A checked manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub risk: Risk,
+    pub engine: EngineKind,
+    pub program: Program,
+    pub abi: Abi,
+    /// The pinned sha256, lowercase hex.
+    pub sha256: Option<String>,
+    pub profile: String,
+    pub timeout: Duration,
+    pub idempotent: bool,
+    /// The tool implements preview mode (`"preview": true` changes nothing).
+    pub preview: bool,
+    pub input_schema: serde_json::Value,
+    pub output: OutputPolicy,
+    /// The `tool.toml` this came from.
+    pub path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ManifestError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    name: String,
+    version: String,
+    description: String,
+    risk: Risk,
+    engine: EngineKind,
+    module: Option<PathBuf>,
+    command: Option<Vec<String>>,
+    abi: Option<Abi>,
+    sha256: Option<String>,
+    profile: Option<String>,
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    idempotent: bool,
+    #[serde(default)]
+    preview: bool,
+    input_schema: Option<SchemaSource>,
+    #[serde(default)]
+    output: OutputPolicy,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SchemaSource {
+    Path(PathBuf),
+    Inline(serde_json::Map<String, serde_json::Value>),
+}
+
+impl Manifest {
+    /// Reads and checks the manifest at `path`.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let fail = |message: String| ManifestError {
+            path: path.to_owned(),
+            message,
+        };
+        let text = read_capped(path, MAX_MANIFEST_BYTES).map_err(fail)?;
+        let file: ManifestFile = toml::from_str(&text).map_err(|err| fail(err.to_string()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Manifest::check(file, dir, path).map_err(fail)
+    }
+
+    fn check(file: ManifestFile, dir: &Path, path: &Path) -> Result<Manifest, String> {
+        check_name(&file.name)?;
+        for (key, value) in [
+            ("version", &file.version),
+            ("description", &file.description),
+        ] {
+            if value.trim().is_empty() {
+                return Err(format!("`{key}` must not be empty"));
+            }
+        }
+        let (program, abi) = match (file.engine, file.module, file.command) {
+            (EngineKind::Wasm, Some(module), None) => {
+                if file.abi.is_some_and(|abi| abi != Abi::JsonStdio) {
+                    return Err("wasm tools use `abi = \"json-stdio\"`".into());
+                }
+                (Program::Module(dir.join(module)), Abi::JsonStdio)
+            }
+            (EngineKind::Wasm, _, Some(_)) => {
+                return Err("`command` is for process tools; wasm tools name a `module`".into());
+            }
+            (EngineKind::Wasm, None, None) => {
+                return Err("wasm tools need `module`, the path of their .wasm file".into());
+            }
+            (EngineKind::Process, None, Some(command)) => {
+                if command.is_empty() || command[0].is_empty() {
+                    return Err("`command` must name a program: [\"/usr/bin/rg\", …]".into());
+                }
+                let abi = file
+                    .abi
+                    .ok_or("process tools need `abi`: \"json-stdio\" or \"argv\"".to_owned())?;
+                (Program::Command(command), abi)
+            }
+            (EngineKind::Process, Some(_), _) => {
+                return Err("`module` is for wasm tools; process tools name a `command`".into());
+            }
+            (EngineKind::Process, None, None) => {
+                return Err("process tools need `command`, an argv array".into());
+            }
+        };
+        let sha256 = file
+            .sha256
+            .map(|digest| {
+                let digest = digest.to_ascii_lowercase();
+                if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    Ok(digest)
+                } else {
+                    Err("`sha256` must be 64 hex digits".to_owned())
+                }
+            })
+            .transpose()?;
+        let timeout_ms = file.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+        if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+            return Err(format!(
+                "`timeout_ms` must be between 1 and {MAX_TIMEOUT_MS}"
+            ));
+        }
+        if file.output.max_bytes == 0 {
+            return Err("`output.max_bytes` must be greater than 0".into());
+        }
+        let input_schema = match file.input_schema {
+            None => {
+                return Err(
+                    "`input_schema` is missing: a path to a JSON Schema file or an inline table"
+                        .into(),
+                );
+            }
+            Some(SchemaSource::Inline(map)) => serde_json::Value::Object(map),
+            Some(SchemaSource::Path(schema)) => {
+                let schema_path = dir.join(schema);
+                let text = read_capped(&schema_path, MAX_SCHEMA_BYTES)?;
+                serde_json::from_str(&text)
+                    .map_err(|err| format!("{} is not JSON: {err}", schema_path.display()))?
+            }
+        };
+        if input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+            return Err(
+                "`input_schema` must describe an object (`type = \"object\"`): arguments are one JSON object"
+                    .into(),
+            );
+        }
+        Ok(Manifest {
+            name: file.name,
+            version: file.version,
+            description: file.description,
+            risk: file.risk,
+            engine: file.engine,
+            program,
+            abi,
+            sha256,
+            profile: file.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+            timeout: Duration::from_millis(timeout_ms),
+            idempotent: file.idempotent,
+            preview: file.preview,
+            input_schema,
+            output: file.output,
+            path: path.to_owned(),
+        })
+    }
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let mut bytes = name.bytes();
+    let valid = name.len() <= MAX_NAME_LEN
+        && bytes.next().is_some_and(|b| b.is_ascii_lowercase())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`name` must match [a-z][a-z0-9_]{{0,{}}}, not `{name}`",
+            MAX_NAME_LEN - 1
+        ))
+    }
+}
+
+/// Reads a small text file, refusing one larger than `max` before reading it.
+fn read_capped(path: &Path, max: u64) -> Result<String, String> {
+    let size = std::fs::metadata(path)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?
+        .len();
+    if size > max {
+        return Err(format!(
+            "{} is {size} bytes; the limit is {max}",
+            path.display()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|err| format!("cannot read {}: {err}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::TruncateMode;
+
+    const VALID: &str = r#"
+        name = "read_file"
+        version = "0.1.0"
+        description = "Reads a file."
+        risk = "read_only"
+        engine = "wasm"
+        module = "read_file.wasm"
+        profile = "readonly"
+        timeout_ms = 5000
+        idempotent = true
+        input_schema = { type = "object", properties = { path = { type = "string" } }, required = ["path"] }
+        [output]
+        max_bytes = 100
+        truncate = "head"
+    "#;
+
+    fn load(text: &str) -> Result<Manifest, ManifestError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tool.toml");
+        std::fs::write(&path, text).expect("write");
+        std::fs::write(
+            dir.path().join("schema.json"),
+            r#"{"type": "object", "properties": {}}"#,
+        )
+        .expect("write");
+        Manifest::load(&path)
+    }
+
+    #[test]
+    fn reads_a_complete_manifest() {
+        let manifest = load(VALID).expect("valid");
+        assert_eq!(manifest.name, "read_file");
+        assert_eq!(manifest.risk, Risk::ReadOnly);
+        assert_eq!(manifest.engine, EngineKind::Wasm);
+        assert_eq!(manifest.abi, Abi::JsonStdio);
+        assert!(
+            matches!(manifest.program, Program::Module(ref p) if p.ends_with("read_file.wasm") && p.is_absolute())
+        );
+        assert_eq!(manifest.timeout, Duration::from_millis(5000));
+        assert!(manifest.idempotent);
+        assert_eq!(manifest.output.max_bytes, 100);
+        assert_eq!(manifest.output.truncate, TruncateMode::Head);
+        assert_eq!(manifest.input_schema["required"][0], "path");
+    }
+
+    #[test]
+    fn defaults_are_strict() {
+        let manifest = load(
+            r#"
+            name = "t"
+            version = "1"
+            description = "d"
+            risk = "write"
+            engine = "wasm"
+            module = "t.wasm"
+            input_schema = "schema.json"
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(manifest.profile, "strict");
+        assert!(!manifest.idempotent);
+        assert!(!manifest.preview);
+        assert_eq!(manifest.timeout, Duration::from_millis(DEFAULT_TIMEOUT_MS));
+        assert_eq!(manifest.output, OutputPolicy::default());
+    }
+
+    #[test]
+    fn process_tools_need_a_command_and_an_abi() {
+        let manifest = load(
+            r#"
+            name = "rg"
+            version = "1"
+            description = "d"
+            risk = "read_only"
+            engine = "process"
+            command = ["/usr/bin/rg", "--", "${pattern}"]
+            abi = "argv"
+            input_schema = { type = "object" }
+            "#,
+        )
+        .expect("valid");
+        assert_eq!(manifest.abi, Abi::Argv);
+        assert!(matches!(manifest.program, Program::Command(ref argv) if argv.len() == 3));
+    }
+
+    #[test]
+    fn refuses_each_kind_of_mistake_with_a_reason() {
+        let with = |from: &str, to: &str| VALID.replace(from, to);
+        let cases = [
+            (
+                with("idempotent = true", "idempotent = true\ncolour = 1"),
+                "unknown field",
+            ),
+            (
+                with("name = \"read_file\"", "name = \"Read File\""),
+                "`name`",
+            ),
+            (
+                with("risk = \"read_only\"", "risk = \"spicy\""),
+                "unknown variant",
+            ),
+            (with("module = \"read_file.wasm\"", ""), "need `module`"),
+            (
+                with(
+                    "module = \"read_file.wasm\"",
+                    "module = \"a.wasm\"\ncommand = [\"x\"]",
+                ),
+                "`command` is for process tools",
+            ),
+            (with("timeout_ms = 5000", "timeout_ms = 0"), "timeout_ms"),
+            (with("profile = \"readonly\"", "sha256 = \"abc\""), "64 hex"),
+            (
+                with(
+                    "input_schema = { type = \"object\", properties = { path = { type = \"string\" } }, required = [\"path\"] }",
+                    "",
+                ),
+                "`input_schema` is missing",
+            ),
+            (
+                with(
+                    "input_schema = { type = \"object\", properties = { path = { type = \"string\" } }, required = [\"path\"] }",
+                    "input_schema = \"missing.json\"",
+                ),
+                "cannot read",
+            ),
+            (
+                with(
+                    "input_schema = { type = \"object\", properties = { path = { type = \"string\" } }, required = [\"path\"] }",
+                    "input_schema = { type = \"string\" }",
+                ),
+                "must describe an object",
+            ),
+            (with("max_bytes = 100", "max_bytes = 0"), "max_bytes"),
+        ];
+        for (text, expected) in cases {
+            let err = load(&text).expect_err("invalid").to_string();
+            assert!(err.contains(expected), "expected {expected:?} in {err}");
+            assert!(err.contains("tool.toml"), "the error names the file: {err}");
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Tools: manifests, the registry the daemon serves, argument validation against each tool's
+//! schema, and the executor that turns one call into a normalised [`ToolResult`].
+
+mod abi;
+mod arguments;
+mod executions;
+mod executor;
+mod manifest;
+mod registry;
+mod result;
+
+pub use arguments::{ArgumentError, ArgumentSchema, Violation};
+pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
+pub use manifest::{Abi, Manifest, ManifestError, Program, Risk};
+pub use registry::{Registry, Tool, ToolLoadError};
+pub use result::{ResultMetadata, ToolResult, ToolStatus};

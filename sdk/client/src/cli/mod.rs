@@ -1,0 +1,116 @@
+//! The `airlock` command line: the argument grammar, the errors a command can end with, and
+//! the dispatch to one module per subcommand.
+
+mod exec;
+mod output;
+mod tools;
+
+use std::io::{self, Write};
+
+use airlock_client::arguments::ArgumentsError;
+use airlock_client::{ClientError, DEFAULT_ENDPOINT, exit_code};
+use clap::{Parser, Subcommand};
+
+pub use output::Output;
+
+/// Drive airlockd: list the tools it serves and run them in its sandboxes.
+#[derive(Debug, Parser)]
+#[command(name = "airlock", version, propagate_version = true)]
+pub struct Cli {
+    /// The airlockd gRPC endpoint.
+    #[arg(
+        long,
+        global = true,
+        env = "AIRLOCK_SERVER",
+        value_name = "URL",
+        default_value = DEFAULT_ENDPOINT
+    )]
+    server: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the tools the daemon serves, or show one of them.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
+    /// Run one tool directly, without a model, and print its result.
+    Exec(exec::ExecArgs),
+}
+
+impl Cli {
+    /// Runs the command and returns the process exit code.
+    pub fn run<O: Write, E: Write>(self, out: &mut Output<O, E>) -> Result<u8, CliError> {
+        // One thread is plenty for one call at a time, and starts faster than a pool.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(CliError::Runtime)?;
+        runtime.block_on(async {
+            match self.command {
+                Command::Tools(command) => tools::run(command, &self.server, out).await,
+                Command::Exec(args) => exec::run(args, &self.server, out).await,
+            }
+        })
+    }
+}
+
+/// Why a command failed before it could report a tool's result.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Arguments(#[from] ArgumentsError),
+    /// The command line names something that cannot be used; the message says what.
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write output: {0}")]
+    Output(io::Error),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(io::Error),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Client(error) => error.exit_code(),
+            Self::Arguments(_) | Self::Usage(_) => exit_code::USAGE,
+            Self::Output(_) => exit_code::IO_ERROR,
+            Self::Runtime(_) => exit_code::SOFTWARE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_server_defaults_and_can_follow_the_subcommand() -> anyhow::Result<()> {
+        let cli = Cli::try_parse_from(["airlock", "tools", "list"])?;
+        // AIRLOCK_SERVER may be set where the tests run; the flag wins over it.
+        let expected = std::env::var("AIRLOCK_SERVER").unwrap_or(DEFAULT_ENDPOINT.to_owned());
+        assert_eq!(cli.server, expected);
+        let cli = Cli::try_parse_from(["airlock", "tools", "list", "--server", "http://h:1"])?;
+        assert_eq!(cli.server, "http://h:1");
+        Ok(())
+    }
+
+    #[test]
+    fn usage_errors_exit_with_ex_usage() {
+        let error = CliError::Usage("workspace /nope is not a directory".to_owned());
+        assert_eq!(error.exit_code(), exit_code::USAGE);
+        let error = CliError::from(ArgumentsError::EmptyFileName);
+        assert_eq!(error.exit_code(), exit_code::USAGE);
+    }
+}

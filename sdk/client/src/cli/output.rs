@@ -1,0 +1,240 @@
+//! Where `airlock` writes. Results go to stdout, so that they can be piped; the tool's log, the
+//! status line and errors go to stderr. Text bound for a terminal has its control characters
+//! escaped (it may come from an untrusted tool), and a closed pipe means the reader has seen
+//! enough, which is not an error.
+
+use std::fmt::Display;
+use std::io::{self, IsTerminal, Write};
+use std::os::fd::AsRawFd;
+
+use airlock_client::render::escape_control_bytes;
+
+use super::CliError;
+
+/// Line width for tables when neither `COLUMNS` nor a terminal says otherwise (output piped to
+/// a file or a program): wide enough for the fixed columns and a useful description, narrow
+/// enough to read in a log.
+const DEFAULT_WIDTH: usize = 120;
+
+/// The two output streams and what is known about them.
+pub struct Output<O, E> {
+    stdout: O,
+    stderr: E,
+    stdout_is_terminal: bool,
+    stderr_is_terminal: bool,
+    /// A tool's log may stop mid-line; airlock's own lines must start on a line of their own.
+    stderr_mid_line: bool,
+    width: usize,
+}
+
+impl Output<io::Stdout, io::Stderr> {
+    /// The process's stdout and stderr. The table width is `COLUMNS` when set, else the
+    /// terminal's width when stdout is one, else [`DEFAULT_WIDTH`].
+    pub fn detect() -> Self {
+        let stdout = io::stdout();
+        let stderr = io::stderr();
+        let stdout_is_terminal = stdout.is_terminal();
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|columns| columns.trim().parse().ok())
+            .filter(|&columns: &usize| columns > 0)
+            .or_else(|| {
+                stdout_is_terminal
+                    .then(|| terminal_columns(&stdout))
+                    .flatten()
+            })
+            .unwrap_or(DEFAULT_WIDTH);
+        Self {
+            stdout_is_terminal,
+            stderr_is_terminal: stderr.is_terminal(),
+            stdout,
+            stderr,
+            stderr_mid_line: false,
+            width,
+        }
+    }
+}
+
+/// The width of the terminal behind `stdout`, when the kernel knows it.
+fn terminal_columns(stdout: &io::Stdout) -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points at a live,
+    // writable local of that type; the descriptor is stdout's, open for the whole process.
+    let status = unsafe { libc::ioctl(stdout.as_raw_fd(), libc::TIOCGWINSZ, &mut size) };
+    (status == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+impl<O: Write, E: Write> Output<O, E> {
+    #[cfg(test)]
+    pub fn new(stdout: O, stderr: E, width: usize, terminals: bool) -> Self {
+        Self {
+            stdout,
+            stderr,
+            stdout_is_terminal: terminals,
+            stderr_is_terminal: terminals,
+            stderr_mid_line: false,
+            width,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn into_inner(self) -> (O, E) {
+        (self.stdout, self.stderr)
+    }
+
+    /// How wide a table line may be.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Writes `text` to stdout as it is.
+    pub fn stdout(&mut self, text: &str) -> Result<(), CliError> {
+        write_to(&mut self.stdout, text.as_bytes(), self.stdout_is_terminal)
+    }
+
+    /// Writes a chunk of a tool's log to stderr, as the tool wrote it.
+    pub fn tool_log(&mut self, bytes: &[u8]) -> Result<(), CliError> {
+        if let Some(&last) = bytes.last() {
+            self.stderr_mid_line = last != b'\n';
+        }
+        write_to(&mut self.stderr, bytes, self.stderr_is_terminal)
+    }
+
+    /// Writes one line of airlock's own to stderr.
+    pub fn line(&mut self, text: &str) -> Result<(), CliError> {
+        let mut line = String::with_capacity(text.len() + 2);
+        if std::mem::take(&mut self.stderr_mid_line) {
+            line.push('\n');
+        }
+        line.push_str(text);
+        line.push('\n');
+        write_to(&mut self.stderr, line.as_bytes(), self.stderr_is_terminal)
+    }
+
+    /// Ends the tool's last log line if the tool left it open, so that the shell prompt that
+    /// follows starts on a line of its own.
+    pub fn finish(&mut self) {
+        if std::mem::take(&mut self.stderr_mid_line) {
+            // Cosmetic, and the last write: a failure here has nobody to be reported to.
+            let _ = write_to(&mut self.stderr, b"\n", self.stderr_is_terminal);
+        }
+    }
+
+    /// Reports a failure as `airlock: <error>` on stderr.
+    pub fn error(&mut self, error: &dyn Display) {
+        // This is the last thing written: if even stderr is gone, there is nobody to tell.
+        let _ = self.line(&format!("airlock: {error}"));
+    }
+}
+
+fn write_to(target: &mut impl Write, bytes: &[u8], is_terminal: bool) -> Result<(), CliError> {
+    let bytes = if is_terminal {
+        escape_control_bytes(bytes)
+    } else {
+        bytes.into()
+    };
+    match target.write_all(&bytes).and_then(|()| target.flush()) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(error) => Err(CliError::Output(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn captured(output: Output<Vec<u8>, Vec<u8>>) -> (String, String) {
+        let (stdout, stderr) = output.into_inner();
+        (
+            String::from_utf8_lossy(&stdout).into_owned(),
+            String::from_utf8_lossy(&stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn own_lines_never_join_an_unfinished_tool_log_line() -> anyhow::Result<()> {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
+        output.tool_log(b"progress 50%")?;
+        output.line("status: OK")?;
+        output.tool_log(b"done\n")?;
+        output.line("next")?;
+        assert_eq!(captured(output).1, "progress 50%\nstatus: OK\ndone\nnext\n");
+        Ok(())
+    }
+
+    #[test]
+    fn finishing_ends_an_open_log_line_once() -> anyhow::Result<()> {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
+        output.tool_log(b"partial")?;
+        output.finish();
+        output.finish();
+        assert_eq!(captured(output).1, "partial\n");
+
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
+        output.tool_log(b"whole\n")?;
+        output.finish();
+        assert_eq!(captured(output).1, "whole\n");
+        Ok(())
+    }
+
+    #[test]
+    fn terminals_get_control_characters_escaped_pipes_do_not() -> anyhow::Result<()> {
+        let mut terminal = Output::new(Vec::new(), Vec::new(), 80, true);
+        terminal.stdout("a\x1b[2Jb\n")?;
+        terminal.tool_log(b"\x1b]0;title\x07\n")?;
+        assert_eq!(
+            captured(terminal),
+            ("a\\x1b[2Jb\n".to_owned(), "\\x1b]0;title\\x07\n".to_owned())
+        );
+
+        let mut pipe = Output::new(Vec::new(), Vec::new(), 80, false);
+        pipe.stdout("a\x1b[2Jb\n")?;
+        assert_eq!(captured(pipe).0, "a\x1b[2Jb\n");
+        Ok(())
+    }
+
+    #[test]
+    fn errors_are_prefixed_with_the_program_name() {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
+        output.error(&"unknown tool 'nope'");
+        assert_eq!(captured(output).1, "airlock: unknown tool 'nope'\n");
+    }
+
+    struct ClosedPipe;
+
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_is_not_an_error_but_a_full_disk_is() {
+        let mut output = Output::new(ClosedPipe, Vec::new(), 80, false);
+        assert!(output.stdout("ignored").is_ok());
+
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::StorageFull.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut output = Output::new(Full, Vec::new(), 80, false);
+        let Err(error) = output.stdout("lost") else {
+            panic!("a failed write was ignored");
+        };
+        assert_eq!(error.exit_code(), airlock_client::exit_code::IO_ERROR);
+    }
+}

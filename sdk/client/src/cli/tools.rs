@@ -1,0 +1,136 @@
+//! `airlock tools list` and `airlock tools show NAME`.
+
+use std::io::Write;
+
+use airlock_client::proto::ToolInfo;
+use airlock_client::{connect, exit_code, render};
+use clap::Subcommand;
+
+use super::{CliError, Output};
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List the tools the daemon serves, sorted by name.
+    List {
+        /// Print JSON (`{"tools": [...]}`) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show every field of one tool, its input schema included.
+    Show {
+        /// The tool's name.
+        name: String,
+        /// Print the tool as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run<O: Write, E: Write>(
+    command: ToolsCommand,
+    server: &str,
+    out: &mut Output<O, E>,
+) -> Result<u8, CliError> {
+    let client = connect(server).await?;
+    let mut tools = client.list_tools().await?;
+    // The daemon's order is whatever its registry keeps; a sorted list reads and diffs better.
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    match command {
+        ToolsCommand::List { json } => list(&tools, json, client.endpoint(), out)?,
+        ToolsCommand::Show { name, json } => show(&tools, &name, json, out)?,
+    }
+    Ok(exit_code::OK)
+}
+
+fn list<O: Write, E: Write>(
+    tools: &[ToolInfo],
+    json: bool,
+    endpoint: &str,
+    out: &mut Output<O, E>,
+) -> Result<(), CliError> {
+    if json {
+        out.stdout(&render::tools_json(tools))
+    } else if tools.is_empty() {
+        // An empty table would look like a failure; say what it means instead.
+        out.line(&format!("airlockd at {endpoint} serves no tools"))
+    } else {
+        let table = render::tools_table(tools, out.width());
+        out.stdout(&table)
+    }
+}
+
+fn show<O: Write, E: Write>(
+    tools: &[ToolInfo],
+    name: &str,
+    json: bool,
+    out: &mut Output<O, E>,
+) -> Result<(), CliError> {
+    let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
+        return Err(CliError::Usage(format!(
+            "unknown tool {name:?}; `airlock tools list` shows the tools the daemon serves"
+        )));
+    };
+    if json {
+        out.stdout(&render::tool_json(tool))
+    } else {
+        out.stdout(&render::tool_details(tool))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Vec<ToolInfo> {
+        ["grep", "read_file"]
+            .into_iter()
+            .map(|name| ToolInfo {
+                name: name.to_owned(),
+                input_schema_json: "{}".to_owned(),
+                ..ToolInfo::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_empty_list_says_so_on_stderr() -> anyhow::Result<()> {
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        list(&[], false, "http://h:1", &mut out)?;
+        let (stdout, stderr) = out.into_inner();
+        assert!(stdout.is_empty());
+        assert_eq!(stderr, b"airlockd at http://h:1 serves no tools\n");
+        Ok(())
+    }
+
+    #[test]
+    fn an_empty_json_list_is_still_json() -> anyhow::Result<()> {
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        list(&[], true, "http://h:1", &mut out)?;
+        let (stdout, stderr) = out.into_inner();
+        assert_eq!(stdout, b"{\n  \"tools\": []\n}\n");
+        assert!(stderr.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn show_finds_the_tool_by_name() -> anyhow::Result<()> {
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        show(&tools(), "read_file", false, &mut out)?;
+        let (stdout, _) = out.into_inner();
+        assert!(stdout.starts_with(b"name:         read_file\n"));
+        Ok(())
+    }
+
+    #[test]
+    fn show_of_an_unknown_tool_is_a_usage_error() {
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        let Err(error) = show(&tools(), "nope", false, &mut out) else {
+            panic!("an unknown tool was shown");
+        };
+        assert_eq!(
+            error.to_string(),
+            "unknown tool \"nope\"; `airlock tools list` shows the tools the daemon serves"
+        );
+        assert_eq!(error.exit_code(), exit_code::USAGE);
+    }
+}

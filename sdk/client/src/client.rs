@@ -1,0 +1,240 @@
+//! Connecting to `airlockd` and the typed calls of its `Tools` service.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+use crate::error::ClientError;
+use crate::proto::execute_tool_event::Event;
+use crate::proto::tools_client::ToolsClient;
+use crate::proto::{
+    CancelExecutionRequest, ExecuteToolEvent, ExecuteToolRequest, ExecutionStarted,
+    ListToolsRequest, ToolInfo, ToolOutput, ToolResult,
+};
+
+/// Where `airlockd` listens unless configured otherwise.
+pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7411";
+
+/// How long to wait for the daemon to accept the connection. A daemon on the same host answers
+/// within milliseconds; without a bound, an address that drops packets would hang the caller
+/// until the kernel gives up on the TCP handshake, minutes later.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens a connection to the daemon at `endpoint`.
+///
+/// `endpoint` is a URL such as `http://127.0.0.1:7411`; a bare `host:port` is taken to mean
+/// `http://host:port`. The connection is made now, so that an address where nothing listens
+/// is reported here, as [`ClientError::Unreachable`], rather than by the first call.
+pub async fn connect(endpoint: &str) -> Result<AirlockClient, ClientError> {
+    let endpoint = normalize_endpoint(endpoint)?;
+    let channel = Endpoint::from_shared(endpoint.clone())
+        .map_err(|error| ClientError::InvalidEndpoint {
+            endpoint: endpoint.clone(),
+            reason: innermost_reason(&error),
+        })?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect()
+        .await
+        .map_err(|error| ClientError::Unreachable {
+            endpoint: endpoint.clone(),
+            reason: innermost_reason(&error),
+        })?;
+    Ok(AirlockClient {
+        tools: ToolsClient::new(channel),
+        endpoint,
+    })
+}
+
+/// Adds the scheme people leave out, and refuses schemes this client cannot speak: the daemon
+/// serves plaintext gRPC, and this client is built without TLS.
+fn normalize_endpoint(raw: &str) -> Result<String, ClientError> {
+    let raw = raw.trim();
+    let endpoint = match raw.split_once("://") {
+        None => format!("http://{raw}"),
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => raw.to_owned(),
+        Some((scheme, _)) => {
+            return Err(ClientError::InvalidEndpoint {
+                endpoint: raw.to_owned(),
+                reason: format!("unsupported scheme {scheme:?}; airlockd speaks http://"),
+            });
+        }
+    };
+    Ok(endpoint)
+}
+
+/// The transport wraps the cause of a failed connection several layers deep (tonic, then
+/// hyper, then the socket); the innermost error is the one a person understands. An OS error
+/// is named by its kind ("connection refused") without the errno noise.
+fn innermost_reason(error: &(dyn StdError + 'static)) -> String {
+    let mut innermost = error;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    match innermost.downcast_ref::<std::io::Error>() {
+        Some(io) if io.raw_os_error().is_some() => io.kind().to_string(),
+        Some(_) | None => innermost.to_string(),
+    }
+}
+
+/// A connection to one daemon. Cloning is cheap and clones share the connection, so a clone
+/// can cancel a call while another clone reads its events.
+#[derive(Debug, Clone)]
+pub struct AirlockClient {
+    tools: ToolsClient<Channel>,
+    endpoint: String,
+}
+
+impl AirlockClient {
+    /// The URL this client is connected to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Every tool the daemon serves, in the daemon's order.
+    pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ClientError> {
+        let response = self
+            .tools
+            .clone()
+            .list_tools(ListToolsRequest {})
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(response.into_inner().tools)
+    }
+
+    /// Starts one tool call and returns its stream of events.
+    ///
+    /// Dropping the returned [`Execution`] before its result arrives cancels the call: the
+    /// daemon stops the tool when the stream goes away.
+    pub async fn execute_tool(
+        &self,
+        request: ExecuteToolRequest,
+    ) -> Result<Execution, ClientError> {
+        let response = self
+            .tools
+            .clone()
+            .execute_tool(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(Execution {
+            events: response.into_inner(),
+            endpoint: self.endpoint.clone(),
+        })
+    }
+
+    /// Asks the daemon to stop a running call; the call's stream then ends with `CANCELLED`.
+    pub async fn cancel_execution(&self, execution_id: &str) -> Result<(), ClientError> {
+        self.tools
+            .clone()
+            .cancel_execution(CancelExecutionRequest {
+                execution_id: execution_id.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(())
+    }
+}
+
+/// One event of a running tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecutionEvent {
+    /// The tool started; carries the id that names the call.
+    Started(ExecutionStarted),
+    /// A chunk of what the tool wrote, as it wrote it.
+    Output(ToolOutput),
+    /// The call is over; always the last event.
+    Finished(ToolResult),
+}
+
+/// The event stream of one tool call. Dropping it cancels the call if it is still running.
+#[derive(Debug)]
+pub struct Execution {
+    events: tonic::Streaming<ExecuteToolEvent>,
+    endpoint: String,
+}
+
+impl Execution {
+    /// Waits for the next event of the call.
+    ///
+    /// A call's last event is [`ExecutionEvent::Finished`]; there is nothing to read after it.
+    /// A stream that ends without one is [`ClientError::IncompleteStream`].
+    pub async fn next_event(&mut self) -> Result<ExecutionEvent, ClientError> {
+        loop {
+            let message = self
+                .events
+                .message()
+                .await
+                .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            let Some(message) = message else {
+                return Err(ClientError::IncompleteStream {
+                    endpoint: self.endpoint.clone(),
+                });
+            };
+            match message.event {
+                Some(Event::Started(started)) => return Ok(ExecutionEvent::Started(started)),
+                Some(Event::Output(output)) => return Ok(ExecutionEvent::Output(output)),
+                Some(Event::Finished(result)) => return Ok(ExecutionEvent::Finished(result)),
+                // An event of a kind added to the API after this client was built decodes as
+                // no event at all; skipping it is how an older client stays compatible.
+                None => continue,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_host_and_port_means_http() {
+        let endpoint = normalize_endpoint(" 127.0.0.1:7411 ").ok();
+        assert_eq!(endpoint.as_deref(), Some("http://127.0.0.1:7411"));
+        let endpoint = normalize_endpoint("http://[::1]:7411").ok();
+        assert_eq!(endpoint.as_deref(), Some("http://[::1]:7411"));
+        let endpoint = normalize_endpoint("HTTP://localhost:7411").ok();
+        assert_eq!(endpoint.as_deref(), Some("HTTP://localhost:7411"));
+    }
+
+    #[test]
+    fn other_schemes_are_refused_with_the_reason() {
+        let Err(error) = normalize_endpoint("https://example.com") else {
+            panic!("https was accepted");
+        };
+        assert_eq!(
+            error.to_string(),
+            "invalid server address \"https://example.com\": unsupported scheme \"https\"; \
+             airlockd speaks http://"
+        );
+        assert_eq!(error.exit_code(), crate::exit_code::USAGE);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_address_is_invalid_not_unreachable() {
+        let Err(error) = connect("http://exa mple:1").await else {
+            panic!("a URL with a space connected");
+        };
+        assert!(
+            matches!(error, ClientError::InvalidEndpoint { .. }),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_reported_as_unreachable_connection_refused() -> anyhow::Result<()> {
+        // Binding then dropping a listener yields a loopback port that nothing listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let Err(error) = connect(&endpoint).await else {
+            panic!("connected to a closed port");
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("cannot reach airlockd at {endpoint}: connection refused — is it running?")
+        );
+        assert_eq!(error.exit_code(), crate::exit_code::UNAVAILABLE);
+        Ok(())
+    }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Drives a real airlockd from Python's grpcio with stubs generated from proto/: proof that
+# a client in another language needs nothing but the .proto files. Installs grpcio into a
+# private virtualenv, generates the stubs, starts the daemon the Rust build produced on a
+# free loopback port, runs test_client.py against it, then stops the daemon with SIGTERM
+# and checks that it exits cleanly.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="$here/.venv"
+
+if [[ ! -x $venv/bin/python ]]; then
+    python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+
+work="$(mktemp -d)"
+daemon_pid=""
+cleanup() {
+    [[ -n $daemon_pid ]] && kill -9 "$daemon_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" --python_out="$work" \
+    --grpc_python_out="$work" "$repo"/proto/airlock/v1/*.proto
+
+airlockd="${AIRLOCKD:-$repo/target/debug/airlockd}"
+[[ -x $airlockd ]] || { echo "run.sh: $airlockd is missing; build it with cargo build --bins" >&2; exit 1; }
+port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+mkdir -p "$work/root/project"
+(cd "$repo" && exec "$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" \
+    --workspace-root "$work/root") 2>"$work/airlockd.log" &
+daemon_pid=$!
+
+status=0
+PYTHONPATH="$work" "$venv/bin/python" "$here/test_client.py" "127.0.0.1:$port" "$work/root/project" || status=$?
+
+kill -TERM "$daemon_pid"
+daemon_status=0
+wait "$daemon_pid" || daemon_status=$?
+daemon_pid=""
+if ((status != 0 || daemon_status != 0)); then
+    echo "run.sh: client exit $status, daemon exit $daemon_status; daemon log:" >&2
+    cat "$work/airlockd.log" >&2
+    exit 1
+fi
+grep -q "airlockd stopped" "$work/airlockd.log" || { echo "run.sh: the daemon did not stop cleanly" >&2; exit 1; }
+echo "python grpc client: ok" >&2

@@ -1,0 +1,399 @@
+//! Helpers for airlock's integration tests: a real daemon on a loopback port, tool folders
+//! built from real modules, workspaces, and a gRPC client that collects a call's events.
+//!
+//! WebAssembly modules come from `scripts/build-wasm.sh` (the test command runs it first);
+//! a missing module is a clear panic that says so, never a skipped test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_daemon::Daemon;
+use airlock_daemon::config::DaemonConfig;
+use airlock_proto::v1 as pb;
+use pb::execute_tool_event::Event;
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository")
+        .to_owned()
+}
+
+/// A module built by `scripts/build-wasm.sh`: `tests/modules/<name>.wasm`.
+pub fn test_module(name: &str) -> PathBuf {
+    built(
+        repo_root()
+            .join("tests/modules")
+            .join(format!("{name}.wasm")),
+    )
+}
+
+/// A first-party plugin's module: `plugins/<name>/<name>.wasm`.
+pub fn plugin_module(name: &str) -> PathBuf {
+    built(
+        repo_root()
+            .join("plugins")
+            .join(name)
+            .join(format!("{name}.wasm")),
+    )
+}
+
+fn built(path: PathBuf) -> PathBuf {
+    assert!(
+        path.is_file(),
+        "{} is missing: build the WebAssembly modules first with scripts/build-wasm.sh \
+         (scripts/test.sh does this)",
+        path.display()
+    );
+    path
+}
+
+/// `tests/modules/<name>.wat`, assembled to a binary module.
+pub fn wat_module(name: &str) -> Vec<u8> {
+    let path = repo_root()
+        .join("tests/modules")
+        .join(format!("{name}.wat"));
+    wat::parse_file(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// A directory of tool folders for one test.
+pub struct ToolsDir {
+    dir: TempDir,
+}
+
+impl Default for ToolsDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ToolsDir {
+    pub fn new() -> ToolsDir {
+        ToolsDir {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds a tool folder `name` with `module` copied in as `<name>.wasm` and a manifest made
+    /// of the standard keys plus `extra` (TOML lines that override or add keys).
+    pub fn add(&self, name: &str, module: &[u8], extra: &str) -> PathBuf {
+        let folder = self.dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join(format!("{name}.wasm")), module).unwrap();
+        self.write_manifest(name, &standard_manifest(name, extra))
+    }
+
+    /// Adds a tool with `module` read from a file.
+    pub fn add_file(&self, name: &str, module: &Path, extra: &str) -> PathBuf {
+        self.add(name, &std::fs::read(module).unwrap(), extra)
+    }
+
+    /// Writes `tool.toml` of folder `name` verbatim.
+    pub fn write_manifest(&self, name: &str, manifest: &str) -> PathBuf {
+        let folder = self.dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        let path = folder.join("tool.toml");
+        std::fs::write(&path, manifest).unwrap();
+        path
+    }
+}
+
+/// A manifest with every required key; `extra` lines come last, and a key in `extra`
+/// replaces the standard one.
+pub fn standard_manifest(name: &str, extra: &str) -> String {
+    let overridden = |key: &str| {
+        extra.lines().any(|line| {
+            line.trim_start().starts_with(&format!("{key} "))
+                || line.trim_start().starts_with(&format!("{key}="))
+        })
+    };
+    let mut manifest = String::new();
+    for (key, value) in [
+        ("name", format!("\"{name}\"")),
+        ("version", "\"0.1.0\"".to_owned()),
+        ("description", format!("\"test tool {name}\"")),
+        ("risk", "\"read_only\"".to_owned()),
+        ("engine", "\"wasm\"".to_owned()),
+        ("module", format!("\"{name}.wasm\"")),
+        ("profile", "\"strict\"".to_owned()),
+        ("timeout_ms", "20000".to_owned()),
+        ("input_schema", "{ type = \"object\" }".to_owned()),
+    ] {
+        if !overridden(key) {
+            manifest.push_str(&format!("{key} = {value}\n"));
+        }
+    }
+    manifest.push_str(extra);
+    manifest.push('\n');
+    manifest
+}
+
+/// Options for a test daemon.
+pub struct DaemonOptions {
+    pub tools_dirs: Vec<PathBuf>,
+    /// Defaults to the repository's `sandbox-profiles/`.
+    pub profiles_dir: PathBuf,
+    /// Defaults to a fresh temporary directory.
+    pub state_dir: Option<PathBuf>,
+    pub max_concurrent_calls: u32,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            tools_dirs: Vec::new(),
+            profiles_dir: repo_root().join("sandbox-profiles"),
+            state_dir: None,
+            max_concurrent_calls: 16,
+        }
+    }
+}
+
+/// A daemon serving on a loopback port, stopped when dropped.
+pub struct TestDaemon {
+    pub endpoint: String,
+    /// The only directory requests may name workspaces in.
+    pub workspace_root: TempDir,
+    pub state_dir: PathBuf,
+    refused: Vec<String>,
+    _state: Option<TempDir>,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+}
+
+impl TestDaemon {
+    pub async fn start(options: DaemonOptions) -> TestDaemon {
+        let workspace_root = tempfile::tempdir().unwrap();
+        let (state_dir, state) = match options.state_dir {
+            Some(dir) => (dir, None),
+            None => {
+                let temp = tempfile::tempdir().unwrap();
+                (temp.path().to_owned(), Some(temp))
+            }
+        };
+        let config = DaemonConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tools_dirs: options.tools_dirs,
+            profiles_dir: options.profiles_dir,
+            state_dir: state_dir.clone(),
+            workspace_roots: vec![workspace_root.path().to_owned()],
+            wasm_max_concurrent_calls: options.max_concurrent_calls,
+            shutdown_grace: Duration::from_secs(2),
+        };
+        let daemon = Daemon::build(config).expect("daemon builds");
+        let refused = daemon
+            .refused_tools()
+            .iter()
+            .map(|error| error.to_string())
+            .collect();
+        let listener = daemon.bind().await.expect("bind loopback");
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            daemon
+                .serve(listener, async {
+                    let _ = stop.await;
+                })
+                .await
+                .expect("daemon serves");
+        });
+        TestDaemon {
+            endpoint,
+            workspace_root,
+            state_dir,
+            refused,
+            _state: state,
+            shutdown: Some(shutdown),
+            server: Some(server),
+        }
+    }
+
+    /// Starts a daemon serving the tools in `tools`.
+    pub async fn with_tools(tools: &ToolsDir) -> TestDaemon {
+        TestDaemon::start(DaemonOptions {
+            tools_dirs: vec![tools.path().to_owned()],
+            ..DaemonOptions::default()
+        })
+        .await
+    }
+
+    /// Why each refused tool was refused.
+    pub fn refused(&self) -> &[String] {
+        &self.refused
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.endpoint.clone())
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect to the test daemon")
+    }
+
+    pub async fn tools(&self) -> pb::tools_client::ToolsClient<Channel> {
+        pb::tools_client::ToolsClient::new(self.channel().await)
+    }
+
+    /// A fresh workspace directory inside the daemon's workspace root.
+    pub fn workspace(&self, name: &str) -> PathBuf {
+        let dir = self.workspace_root.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Runs a tool and collects its whole event stream.
+    pub async fn exec(
+        &self,
+        tool: &str,
+        arguments: serde_json::Value,
+        workspace: Option<&Path>,
+    ) -> Execution {
+        self.exec_request(pb::ExecuteToolRequest {
+            tool: tool.to_owned(),
+            arguments_json: arguments.to_string(),
+            workspace: workspace
+                .map(|w| w.to_str().unwrap().to_owned())
+                .unwrap_or_default(),
+            timeout_ms: 0,
+        })
+        .await
+        .expect("ExecuteTool is accepted")
+    }
+
+    pub async fn exec_request(
+        &self,
+        request: pb::ExecuteToolRequest,
+    ) -> Result<Execution, tonic::Status> {
+        let mut stream = self.tools().await.execute_tool(request).await?.into_inner();
+        let mut execution = Execution::default();
+        while let Some(event) = stream.message().await? {
+            execution.push(event.event.expect("every event carries a payload"));
+        }
+        Ok(execution)
+    }
+
+    /// Stops the daemon and waits until it has stopped.
+    pub async fn stop(mut self) {
+        self.stop_inner().await;
+    }
+
+    async fn stop_inner(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("daemon task");
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
+
+/// Everything one call streamed.
+#[derive(Debug, Default)]
+pub struct Execution {
+    pub execution_id: Option<String>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub result: Option<pb::ToolResult>,
+    pub events: Vec<Event>,
+}
+
+impl Execution {
+    fn push(&mut self, event: Event) {
+        match &event {
+            Event::Started(started) => {
+                assert!(self.execution_id.is_none(), "two started events");
+                self.execution_id = Some(started.execution_id.clone());
+            }
+            Event::Output(output) => match pb::OutputStream::try_from(output.stream) {
+                Ok(pb::OutputStream::Stdout) => self.stdout.extend_from_slice(&output.data),
+                Ok(pb::OutputStream::Stderr) => self.stderr.extend_from_slice(&output.data),
+                other => panic!("output on an unknown stream: {other:?}"),
+            },
+            Event::Finished(result) => {
+                assert!(self.result.is_none(), "two finished events");
+                self.result = Some(result.clone());
+            }
+        }
+        self.events.push(event);
+    }
+
+    pub fn result(&self) -> &pb::ToolResult {
+        self.result
+            .as_ref()
+            .expect("the stream ended with a result")
+    }
+
+    pub fn status(&self) -> pb::ToolStatus {
+        pb::ToolStatus::try_from(self.result().status).expect("a known status")
+    }
+
+    /// The result's content parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.result().content)
+            .unwrap_or_else(|err| panic!("content is not JSON ({err}): {:?}", self.result()))
+    }
+
+    /// Asserts the status, showing the whole result when it differs.
+    #[track_caller]
+    pub fn assert_status(&self, expected: pb::ToolStatus) -> &Self {
+        assert_eq!(
+            self.status(),
+            expected,
+            "result: {:#?}\nstderr: {}",
+            self.result(),
+            String::from_utf8_lossy(&self.stderr)
+        );
+        self
+    }
+}
+
+/// A profiles directory for one test: the repository's profiles plus the test's own.
+pub struct ProfilesDir {
+    dir: TempDir,
+}
+
+impl Default for ProfilesDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProfilesDir {
+    pub fn new() -> ProfilesDir {
+        let dir = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir(repo_root().join("sandbox-profiles")).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+        ProfilesDir { dir }
+    }
+
+    /// Adds profile `name` with the given TOML.
+    pub fn add(&self, name: &str, toml: &str) -> &Self {
+        std::fs::write(self.dir.path().join(format!("{name}.toml")), toml).unwrap();
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}

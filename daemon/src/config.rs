@@ -26,6 +26,8 @@ pub struct DaemonConfig {
     pub tools_dirs: Vec<PathBuf>,
     pub profiles_dir: PathBuf,
     pub state_dir: PathBuf,
+    /// Where compiled modules are kept; `<state_dir>/modules` unless set.
+    pub module_cache_dir: Option<PathBuf>,
     /// Requests may only name workspaces inside one of these.
     pub workspace_roots: Vec<PathBuf>,
     pub wasm_max_concurrent_calls: u32,
@@ -41,6 +43,7 @@ pub struct ConfigFile {
     pub tools_dirs: Vec<PathBuf>,
     pub profiles_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
+    pub module_cache_dir: Option<PathBuf>,
     #[serde(default)]
     pub workspace_roots: Vec<PathBuf>,
     pub shutdown_grace_ms: Option<u64>,
@@ -97,6 +100,7 @@ impl ConfigFile {
         file.workspace_roots.iter_mut().for_each(anchor);
         file.profiles_dir.iter_mut().for_each(anchor);
         file.state_dir.iter_mut().for_each(anchor);
+        file.module_cache_dir.iter_mut().for_each(anchor);
         Ok(file)
     }
 }
@@ -139,6 +143,7 @@ impl DaemonConfig {
                 .map(|dir| cwd.join(dir))
                 .or(file.state_dir)
                 .unwrap_or_else(default_state_dir),
+            module_cache_dir: file.module_cache_dir,
             workspace_roots,
             wasm_max_concurrent_calls: file
                 .wasm

@@ -57,7 +57,10 @@ impl Daemon {
             tracing::error!(%error, "profile refused");
         }
         let wasm = WasmEngine::new(&WasmConfig {
-            cache_dir: config.state_dir.join(MODULE_CACHE_DIR),
+            cache_dir: config
+                .module_cache_dir
+                .clone()
+                .unwrap_or_else(|| config.state_dir.join(MODULE_CACHE_DIR)),
             max_concurrent_calls: config.wasm_max_concurrent_calls,
         })?;
         let engines = Engines::default().with(Arc::new(wasm));

@@ -26,7 +26,7 @@ trap cleanup EXIT
 "$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" --python_out="$work" \
     --grpc_python_out="$work" "$repo"/proto/airlock/v1/*.proto
 
-airlockd="${AIRLOCKD:-$repo/target/debug/airlockd}"
+airlockd="${AIRLOCKD:-${CARGO_TARGET_DIR:-$repo/target}/debug/airlockd}"
 [[ -x $airlockd ]] || { echo "run.sh: $airlockd is missing; build it with cargo build --bins" >&2; exit 1; }
 port="$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 mkdir -p "$work/root/project"

@@ -139,6 +139,16 @@ pub fn standard_manifest(name: &str, extra: &str) -> String {
     manifest
 }
 
+/// The module cache shared by the tests of one target directory.
+fn shared_module_cache() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps")
+        .join("airlock-test-modules")
+}
+
 /// Options for a test daemon.
 pub struct DaemonOptions {
     pub tools_dirs: Vec<PathBuf>,
@@ -146,6 +156,9 @@ pub struct DaemonOptions {
     pub profiles_dir: PathBuf,
     /// Defaults to a fresh temporary directory.
     pub state_dir: Option<PathBuf>,
+    /// Defaults to one cache shared by every test of the run (`target/airlock-test-modules`),
+    /// so each module is compiled once per run rather than once per test.
+    pub module_cache_dir: Option<PathBuf>,
     pub max_concurrent_calls: u32,
 }
 
@@ -155,6 +168,7 @@ impl Default for DaemonOptions {
             tools_dirs: Vec::new(),
             profiles_dir: repo_root().join("sandbox-profiles"),
             state_dir: None,
+            module_cache_dir: Some(shared_module_cache()),
             max_concurrent_calls: 16,
         }
     }
@@ -187,6 +201,7 @@ impl TestDaemon {
             tools_dirs: options.tools_dirs,
             profiles_dir: options.profiles_dir,
             state_dir: state_dir.clone(),
+            module_cache_dir: options.module_cache_dir,
             workspace_roots: vec![workspace_root.path().to_owned()],
             wasm_max_concurrent_calls: options.max_concurrent_calls,
             shutdown_grace: Duration::from_secs(2),
@@ -396,4 +411,22 @@ impl ProfilesDir {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// A binary of the workspace (`airlockd`, `airlock`), from the target directory this test
+/// runs from. `cargo build --bins` (part of scripts/test.sh) builds them.
+pub fn cargo_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the binaries first with `cargo build --bins` (scripts/test.sh does)",
+        path.display()
+    );
+    path
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sets everything up on a fresh machine and shows airlock working: installs what is
+# missing, builds the daemon, the CLI and the WebAssembly tools, starts airlockd on a free
+# loopback port over a copy of a sample workspace, runs the first tools against it with the
+# `airlock` CLI, and stops the daemon.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+
+say "setting up (Rust targets, Debian packages)"
+ensure_rust_targets
+ensure_apt_packages
+
+say "building airlockd, airlock and the tools"
+cargo build --bins --quiet
+scripts/build-wasm.sh
+
+target_dir="$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+airlockd="$target_dir/debug/airlockd"
+airlock="$target_dir/debug/airlock"
+
+work="$(mktemp -d)"
+daemon_pid=""
+cleanup() {
+    [[ -n $daemon_pid ]] && kill -9 "$daemon_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/root"
+cp -r scripts/demo/workspace "$work/root/calc"
+workspace="$work/root/calc"
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+server="http://127.0.0.1:$port"
+
+say "starting airlockd on $server (log: $work/airlockd.log)"
+"$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" --workspace-root "$work/root" \
+    2>"$work/airlockd.log" &
+daemon_pid=$!
+for _ in $(seq 600); do
+    "$airlock" --server "$server" tools list >/dev/null 2>&1 && break
+    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }
+    sleep 0.1
+done
+
+run() {
+    { printf '\n$ airlock'; printf ' %q' "$@"; printf '\n'; } >&2
+    "$airlock" --server "$server" "$@"
+}
+
+say "the tools it serves"
+run tools list
+
+say "running them against a sample workspace, each in its own WebAssembly sandbox"
+run exec list_dir --args '{"recursive": true}' --workspace "$workspace"
+run exec grep --args '{"pattern": "def \\w+", "glob": "*.py"}' --workspace "$workspace"
+run exec read_file --args '{"path": "src/calc.py"}' --workspace "$workspace"
+run exec wc --args '{"path": "src/calc.py"}' --workspace "$workspace"
+
+say "a write, previewed first: the diff it would make, and nothing written"
+fixed="$(sed 's|(len(values) - 1)|len(values)|' "$workspace/src/calc.py")"
+args="$(python3 -c 'import json, sys; print(json.dumps({"path": "src/calc.py", "content": sys.argv[1] + "\n", "preview": True}))' "$fixed")"
+run exec write_file --args "$args" --workspace "$workspace"
+
+say "what the sandbox refuses: a path outside the workspace"
+run exec read_file --args '{"path": "../../etc/passwd"}' --workspace "$workspace" || true
+
+say "stopping airlockd"
+kill -TERM "$daemon_pid"
+wait "$daemon_pid"
+daemon_pid=""
+echo "demo finished" >&2

@@ -1,9 +1,22 @@
-//! Compiles `airlock/v1/*.proto` with protox, a pure-Rust protobuf compiler, so that building
-//! the workspace never needs a `protoc` binary on the machine.
+//! Compiles `airlock/v1/*.proto`, and the OTLP trace subset under `otlp/`, with protox, a
+//! pure-Rust protobuf compiler, so that building the workspace never needs a `protoc` binary
+//! on the machine.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const PROTO_ROOT: &str = ".";
+
+/// Root of the OTLP protos: their imports name files relative to it
+/// (`opentelemetry/proto/common/v1/common.proto`), as the official ones do.
+const OTLP_ROOT: &str = "otlp";
+
+/// The OTLP files, in dependency order; the generated modules are exposed as `otlp::…`.
+const OTLP_PROTOS: &[&str] = &[
+    "opentelemetry/proto/common/v1/common.proto",
+    "opentelemetry/proto/resource/v1/resource.proto",
+    "opentelemetry/proto/trace/v1/trace.proto",
+    "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = std::fs::read_dir("airlock/v1")?
@@ -23,6 +36,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out_dir.join("airlock_descriptor.bin"),
         prost::Message::encode_to_vec(&descriptors),
     )?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(descriptors)?;
+
+    compile_otlp()
+}
+
+/// The OTLP subset is compiled on its own, so that the `airlock.v1` descriptor set served
+/// through reflection holds only airlock's API.
+fn compile_otlp() -> Result<(), Box<dyn std::error::Error>> {
+    let files = OTLP_PROTOS
+        .iter()
+        .map(|file| Path::new(OTLP_ROOT).join(file))
+        .collect::<Vec<_>>();
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", file.display());
+    }
+    println!("cargo:rerun-if-changed={OTLP_ROOT}");
+    let descriptors = protox::compile(&files, [OTLP_ROOT])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -2,7 +2,9 @@
 # Sets everything up on a fresh machine and shows airlock working: installs what is
 # missing, builds the daemon, the CLI and the WebAssembly tools, starts airlockd on a free
 # loopback port over a copy of a sample workspace, runs the first tools against it with the
-# `airlock` CLI, and stops the daemon.
+# `airlock` CLI, then an agent run (a scripted model, so no API key is needed) that reads
+# the code, proposes a fix that an approver accepts, and finishes; prints the run's trace;
+# and stops the daemon.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,6 +71,14 @@ run exec write_file --args "$args" --workspace "$workspace"
 
 say "what the sandbox refuses: a path outside the workspace"
 run exec read_file --args '{"path": "../../etc/passwd"}' --workspace "$workspace" || true
+
+say "an agent run: the model reads the code and proposes a fix; the approver (here: y) agrees"
+printf 'y\n' | run run "fix the failing test in this workspace" --workspace "$workspace" \
+    --model "scripted:$repo/scripts/demo/fix-mean.yaml" --policy risky
+grep -q "return sum(values) / len(values)" "$workspace/src/calc.py" ||
+    die "the approved fix did not reach the workspace"
+say "the sample's tests, after the fix"
+(cd "$workspace" && python3 -m unittest tests.test_calc 2>&1 | tail -3)
 
 say "stopping airlockd"
 kill -TERM "$daemon_pid"

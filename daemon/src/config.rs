@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::agent::{AgentSettings, ProviderSettings, RunDefaults};
 use crate::engine::wasm::DEFAULT_MAX_CONCURRENT_CALLS;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
@@ -20,7 +21,7 @@ pub const DEFAULT_PROFILES_DIR: &str = "sandbox-profiles";
 /// How long in-flight calls may go on after a shutdown signal before they are cancelled.
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DaemonConfig {
     pub listen: SocketAddr,
     pub tools_dirs: Vec<PathBuf>,
@@ -32,6 +33,12 @@ pub struct DaemonConfig {
     pub workspace_roots: Vec<PathBuf>,
     pub wasm_max_concurrent_calls: u32,
     pub shutdown_grace: Duration,
+    /// Model providers and the defaults of runs.
+    pub agent: AgentSettings,
+    /// fsync the store on every commit (see `store::StoreOptions`).
+    pub store_fsync: bool,
+    /// The OpenTelemetry collector spans are exported to (OTLP/gRPC); none when unset.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The TOML file. Relative paths in it are relative to the file.
@@ -49,6 +56,45 @@ pub struct ConfigFile {
     pub shutdown_grace_ms: Option<u64>,
     #[serde(default)]
     pub wasm: WasmFile,
+    #[serde(default)]
+    pub providers: ProvidersFile,
+    #[serde(default)]
+    pub runs: RunsFile,
+    #[serde(default)]
+    pub store: StoreFile,
+    /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317`.
+    pub otlp_endpoint: Option<String>,
+}
+
+/// Where the model APIs are and which environment variables hold their keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvidersFile {
+    pub openai_base_url: Option<String>,
+    pub openai_api_key_env: Option<String>,
+    pub anthropic_base_url: Option<String>,
+    pub anthropic_api_key_env: Option<String>,
+    pub request_timeout_ms: Option<u64>,
+}
+
+/// Defaults for the runs whose clients leave a budget unset.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsFile {
+    pub max_steps: Option<u32>,
+    pub wall_time_ms: Option<u64>,
+    pub max_tool_calls: Option<u32>,
+    pub max_repeated_errors: Option<u32>,
+    pub context_tokens: Option<u64>,
+    pub approval_timeout_ms: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreFile {
+    #[serde(default)]
+    pub fsync_every_commit: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -65,6 +111,7 @@ pub struct Overrides {
     pub profiles_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub workspace_roots: Vec<PathBuf>,
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,8 +200,42 @@ impl DaemonConfig {
                 .shutdown_grace_ms
                 .map(Duration::from_millis)
                 .unwrap_or(DEFAULT_SHUTDOWN_GRACE),
+            agent: agent_settings(&file.providers, &file.runs),
+            store_fsync: file.store.fsync_every_commit,
+            otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
         })
     }
+}
+
+fn agent_settings(providers: &ProvidersFile, runs: &RunsFile) -> AgentSettings {
+    let mut settings = AgentSettings::default();
+    let p: &mut ProviderSettings = &mut settings.providers;
+    let set = |target: &mut String, value: &Option<String>| {
+        if let Some(value) = value {
+            target.clone_from(value);
+        }
+    };
+    set(&mut p.openai_base_url, &providers.openai_base_url);
+    set(&mut p.openai_api_key_env, &providers.openai_api_key_env);
+    set(&mut p.anthropic_base_url, &providers.anthropic_base_url);
+    set(
+        &mut p.anthropic_api_key_env,
+        &providers.anthropic_api_key_env,
+    );
+    if let Some(ms) = providers.request_timeout_ms {
+        p.request_timeout = Duration::from_millis(ms);
+    }
+    let d: &mut RunDefaults = &mut settings.defaults;
+    d.max_steps = runs.max_steps.unwrap_or(d.max_steps);
+    d.wall_time = runs.wall_time_ms.map_or(d.wall_time, Duration::from_millis);
+    d.max_tool_calls = runs.max_tool_calls.unwrap_or(d.max_tool_calls);
+    d.max_repeated_errors = runs.max_repeated_errors.unwrap_or(d.max_repeated_errors);
+    d.context_tokens = runs.context_tokens.unwrap_or(d.context_tokens);
+    d.approval_timeout = runs
+        .approval_timeout_ms
+        .map_or(d.approval_timeout, Duration::from_millis);
+    d.max_output_tokens = runs.max_output_tokens.unwrap_or(d.max_output_tokens);
+    settings
 }
 
 fn default_listen() -> SocketAddr {
@@ -217,6 +298,32 @@ mod tests {
         assert_eq!(config.profiles_dir, PathBuf::from("/etc/airlock/profiles"));
         assert_eq!(config.workspace_roots, vec![PathBuf::from("/srv")]);
         assert_eq!(config.wasm_max_concurrent_calls, 8);
+    }
+
+    #[test]
+    fn the_otlp_endpoint_comes_from_the_flag_else_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlockd.toml");
+        std::fs::write(&path, "otlp_endpoint = \"http://collector:4317\"").expect("write");
+        let resolve = |flag: Option<&str>| {
+            DaemonConfig::resolve(
+                ConfigFile::load(&path).expect("parses"),
+                Overrides {
+                    otlp_endpoint: flag.map(str::to_owned),
+                    ..Overrides::default()
+                },
+            )
+            .expect("resolves")
+            .otlp_endpoint
+        };
+        assert_eq!(resolve(None).as_deref(), Some("http://collector:4317"));
+        assert_eq!(
+            resolve(Some("http://127.0.0.1:4317")).as_deref(),
+            Some("http://127.0.0.1:4317")
+        );
+        let none =
+            DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
+        assert_eq!(none.otlp_endpoint, None);
     }
 
     #[test]

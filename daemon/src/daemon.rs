@@ -7,16 +7,35 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::agent::AgentRuntime;
 use crate::api;
 use crate::config::DaemonConfig;
 use crate::engine::Engines;
 use crate::engine::wasm::{WasmConfig, WasmEngine};
+use crate::output::{KeptLimits, KeptOutputs};
 use crate::profile::Profiles;
+use crate::store::{SqliteStore, Store, StoreError, StoreOptions};
 use crate::tools::{Executor, Registry, ToolLoadError};
+use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
+use crate::trace::{SpanSink, Tracer};
 use crate::workspace::WorkspaceRoots;
 
 /// Subdirectory of the state dir that holds compiled modules.
 const MODULE_CACHE_DIR: &str = "modules";
+
+/// The store's file in the state dir.
+const STORE_FILE: &str = "airlock.db";
+
+/// How long cancelled calls get to report before the remaining connections are dropped.
+const FINAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Where full outputs are kept, in the state dir.
+const OUTPUTS_DIR: &str = "outputs";
+
+/// How long a stopping daemon waits for the OTLP collector to take the last spans: long
+/// enough for a collector that answers, short enough that one that is down does not hold up
+/// the exit.
+const OTLP_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -35,13 +54,21 @@ pub enum StartError {
         source: std::io::Error,
     },
     #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot resume the runs left unfinished: {0}")]
+    Resume(String),
+    #[error(transparent)]
     Serve(#[from] api::ServeError),
+    #[error(transparent)]
+    Otlp(#[from] OtlpError),
 }
 
 pub struct Daemon {
     config: DaemonConfig,
     executor: Arc<Executor>,
+    agents: Arc<AgentRuntime>,
     refused: Vec<ToolLoadError>,
+    otlp: Option<Arc<OtlpExporter>>,
 }
 
 impl Daemon {
@@ -79,11 +106,46 @@ impl Daemon {
         }
         let workspaces =
             WorkspaceRoots::new(&config.workspace_roots).map_err(StartError::WorkspaceRoots)?;
-        let executor = Arc::new(Executor::new(Arc::new(registry), workspaces));
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
+            &config.state_dir.join(STORE_FILE),
+            &StoreOptions {
+                fsync_every_commit: config.store_fsync,
+            },
+        )?);
+        let kept = KeptOutputs::open(
+            &config.state_dir.join(OUTPUTS_DIR),
+            store.clone(),
+            KeptLimits::default(),
+        )
+        .map_err(|source| StartError::StateDir {
+            path: config.state_dir.join(OUTPUTS_DIR),
+            source,
+        })?;
+        let executor = Arc::new(
+            Executor::new(Arc::new(registry), workspaces).with_kept_outputs(Arc::new(kept)),
+        );
+        let otlp = match &config.otlp_endpoint {
+            Some(endpoint) => {
+                let exporter = OtlpExporter::start(OtlpSettings::new(endpoint.clone()))?;
+                tracing::info!(endpoint = %exporter.endpoint(), "exporting traces over OTLP");
+                Some(exporter)
+            }
+            None => None,
+        };
+        let sink = otlp.clone().map(|exporter| exporter as Arc<dyn SpanSink>);
+        let tracer = Arc::new(Tracer::new(store.clone(), sink));
+        let agents = Arc::new(AgentRuntime::new(
+            executor.clone(),
+            store,
+            tracer,
+            config.agent.clone(),
+        ));
         Ok(Daemon {
             config,
             executor,
+            agents,
             refused,
+            otlp,
         })
     }
 
@@ -93,6 +155,10 @@ impl Daemon {
 
     pub fn executor(&self) -> &Arc<Executor> {
         &self.executor
+    }
+
+    pub fn agents(&self) -> &Arc<AgentRuntime> {
+        &self.agents
     }
 
     /// The tools that were refused at load, with why.
@@ -111,16 +177,36 @@ impl Daemon {
     }
 
     /// Serves on `listener` until `shutdown` resolves; then stops accepting, gives in-flight
-    /// calls the configured grace period, and cancels what is still running.
+    /// calls the configured grace period, and cancels what is still running. Spans still
+    /// queued for the OTLP collector are sent last, for a bounded time.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
+        let otlp = self.otlp.clone();
+        let served = self.serve_until_drained(listener, shutdown).await;
+        if let Some(otlp) = otlp {
+            otlp.shutdown(OTLP_FLUSH_TIMEOUT).await;
+        }
+        served
+    }
+
+    async fn serve_until_drained(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartError> {
+        // Runs a previous daemon left unfinished go on from their checkpoints.
+        let resumed = self.agents.resume_unfinished().map_err(|err| match err {
+            crate::agent::AgentError::Store(store) => StartError::Store(store),
+            other => StartError::Resume(other.to_string()),
+        })?;
         let local = listener.local_addr().ok();
         tracing::info!(
             listen = ?local,
             tools = self.executor.registry().len(),
+            resumed,
             refused = self.refused.len(),
             roots = ?self.config.workspace_roots,
             "airlockd serving"
@@ -133,14 +219,20 @@ impl Daemon {
             tracing::info!("shutting down: no new calls");
             let _ = stopping_tx.send(());
         };
-        let server = api::serve(self.executor.clone(), listener, shutdown);
+        let server = api::serve(
+            self.executor.clone(),
+            self.agents.clone(),
+            listener,
+            shutdown,
+        );
         tokio::pin!(server);
         tokio::select! {
             result = &mut server => return Ok(result?),
             _ = stopping_rx => {}
         }
         // The server is draining; give running calls their grace, then cut them off so the
-        // drain completes.
+        // drain completes. Runs are not cancelled: they are recorded, and the next daemon
+        // resumes them.
         tokio::select! {
             result = &mut server => return Ok(result?),
             () = tokio::time::sleep(grace) => {
@@ -148,6 +240,14 @@ impl Daemon {
                 executor.cancel_all();
             }
         }
-        Ok(server.await?)
+        // Clients that keep streams open (a follower of a finished run, an idle approver
+        // console) would hold the drain forever: past a last moment, connections are dropped.
+        tokio::select! {
+            result = &mut server => Ok(result?),
+            () = tokio::time::sleep(FINAL_DRAIN) => {
+                tracing::warn!("closing the connections still open");
+                Ok(())
+            }
+        }
     }
 }

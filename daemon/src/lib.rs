@@ -3,14 +3,19 @@
 //! The daemon is assembled in [`Daemon`]; the gRPC surface is [`api`]; tools, their
 //! manifests and the executor are in [`tools`]; the engines that run them in [`engine`].
 
+pub mod agent;
 pub mod api;
 pub mod config;
 mod daemon;
 pub mod engine;
 pub mod ids;
 pub mod output;
+pub mod policy;
 pub mod profile;
+pub mod store;
 pub mod tools;
+pub mod trace;
+pub mod wire;
 pub mod workspace;
 
 pub use daemon::{Daemon, StartError};

@@ -34,6 +34,10 @@ struct Args {
     /// current directory].
     #[arg(long = "workspace-root", value_name = "DIR")]
     workspace_roots: Vec<PathBuf>,
+    /// Export traces to this OpenTelemetry collector over OTLP/gRPC, e.g.
+    /// http://127.0.0.1:4317 (plaintext; a bare host:port means http).
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Log format; the filter comes from AIRLOCK_LOG (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -60,6 +64,7 @@ fn main() -> anyhow::Result<()> {
             profiles_dir: args.profiles_dir,
             state_dir: args.state_dir,
             workspace_roots: args.workspace_roots,
+            otlp_endpoint: args.otlp_endpoint,
         },
     )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,5 +1,6 @@
 //! The `airlock.v1` API as Rust types: messages, the tonic client and server for every service,
-//! and the encoded file descriptor set that the daemon serves through gRPC reflection.
+//! and the encoded file descriptor set that the daemon serves through gRPC reflection; and
+//! [`otlp`], the part of the OpenTelemetry protocol the daemon exports traces with.
 //!
 //! The `.proto` files under `proto/airlock/v1` are the contract; this crate only compiles them.
 
@@ -12,4 +13,42 @@ pub mod v1 {
     /// The encoded `FileDescriptorSet` of every `airlock.v1` file, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         include_bytes!(concat!(env!("OUT_DIR"), "/airlock_descriptor.bin"));
+}
+
+/// OTLP/gRPC trace export (OTLP 1.x), generated from airlock's wire-compatible subset in
+/// `proto/otlp`: `collector::trace::v1` has the `TraceService` client (what the daemon's
+/// exporter sends with) and server (what a test's receiver serves).
+///
+/// The modules nest as the protobuf packages do below `opentelemetry.proto`, because the
+/// generated code names the messages of the other packages by relative paths.
+pub mod otlp {
+    pub mod common {
+        /// `opentelemetry.proto.common.v1`.
+        pub mod v1 {
+            tonic::include_proto!("opentelemetry.proto.common.v1");
+        }
+    }
+
+    pub mod resource {
+        /// `opentelemetry.proto.resource.v1`.
+        pub mod v1 {
+            tonic::include_proto!("opentelemetry.proto.resource.v1");
+        }
+    }
+
+    pub mod trace {
+        /// `opentelemetry.proto.trace.v1`.
+        pub mod v1 {
+            tonic::include_proto!("opentelemetry.proto.trace.v1");
+        }
+    }
+
+    pub mod collector {
+        pub mod trace {
+            /// `opentelemetry.proto.collector.trace.v1`.
+            pub mod v1 {
+                tonic::include_proto!("opentelemetry.proto.collector.trace.v1");
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use airlock_daemon::Daemon;
+use airlock_daemon::agent::AgentSettings;
 use airlock_daemon::config::DaemonConfig;
 use airlock_proto::v1 as pb;
 use pb::execute_tool_event::Event;
@@ -160,6 +161,9 @@ pub struct DaemonOptions {
     /// so each module is compiled once per run rather than once per test.
     pub module_cache_dir: Option<PathBuf>,
     pub max_concurrent_calls: u32,
+    pub agent: AgentSettings,
+    /// An OTLP/gRPC collector to export spans to.
+    pub otlp_endpoint: Option<String>,
 }
 
 impl Default for DaemonOptions {
@@ -170,6 +174,8 @@ impl Default for DaemonOptions {
             state_dir: None,
             module_cache_dir: Some(shared_module_cache()),
             max_concurrent_calls: 16,
+            agent: AgentSettings::default(),
+            otlp_endpoint: None,
         }
     }
 }
@@ -205,6 +211,9 @@ impl TestDaemon {
             workspace_roots: vec![workspace_root.path().to_owned()],
             wasm_max_concurrent_calls: options.max_concurrent_calls,
             shutdown_grace: Duration::from_secs(2),
+            agent: options.agent,
+            store_fsync: false,
+            otlp_endpoint: options.otlp_endpoint,
         };
         let daemon = Daemon::build(config).expect("daemon builds");
         let refused = daemon
@@ -429,4 +438,240 @@ pub fn cargo_bin(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The client side of one `Agent.Run` stream: send requests, read the run's events.
+pub struct RunStream {
+    requests: tokio::sync::mpsc::UnboundedSender<pb::RunRequest>,
+    events: tonic::Streaming<pb::RunEvent>,
+    /// Every event read so far.
+    pub seen: Vec<pb::RunEvent>,
+}
+
+impl TestDaemon {
+    pub async fn agent(&self) -> pb::agent_client::AgentClient<Channel> {
+        pb::agent_client::AgentClient::new(self.channel().await)
+    }
+
+    /// Opens a `Run` stream whose first message is `first`.
+    pub async fn open_run(
+        &self,
+        first: pb::run_request::Request,
+    ) -> Result<RunStream, tonic::Status> {
+        let (requests, receiver) = tokio::sync::mpsc::unbounded_channel();
+        requests
+            .send(pb::RunRequest {
+                request: Some(first),
+            })
+            .unwrap();
+        let events = self
+            .agent()
+            .await
+            .run(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await?
+            .into_inner();
+        Ok(RunStream {
+            requests,
+            events,
+            seen: Vec::new(),
+        })
+    }
+
+    /// Starts a run.
+    pub async fn start_run(&self, start: pb::StartRun) -> RunStream {
+        self.open_run(pb::run_request::Request::Start(start))
+            .await
+            .expect("the run starts")
+    }
+}
+
+/// A `StartRun` for the scripted model playing `script` in `workspace`.
+pub fn scripted_run(workspace: &Path, script: &serde_json::Value) -> pb::StartRun {
+    pb::StartRun {
+        workspace: workspace.to_str().unwrap().to_owned(),
+        input: "do the task".into(),
+        model: Some(pb::ModelConfig {
+            model: "scripted".into(),
+            script: script.to_string(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+impl RunStream {
+    pub fn send(&self, request: pb::run_request::Request) {
+        self.requests
+            .send(pb::RunRequest {
+                request: Some(request),
+            })
+            .expect("the stream is open");
+    }
+
+    pub fn decide(&self, approval_id: &str, decision: pb::Decision, reason: &str) {
+        self.send(pb::run_request::Request::Decision(pb::ApprovalDecision {
+            approval_id: approval_id.into(),
+            decision: decision as i32,
+            reason: reason.into(),
+            digest: String::new(),
+        }));
+    }
+
+    /// The next event, `None` at the end, or the status the stream ended with.
+    pub async fn next_raw(&mut self) -> Result<Option<pb::RunEvent>, tonic::Status> {
+        let event = self.events.message().await?;
+        if let Some(event) = &event {
+            self.seen.push(event.clone());
+        }
+        Ok(event)
+    }
+
+    /// The next event, or `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<pb::RunEvent> {
+        let event = tokio::time::timeout(Duration::from_secs(60), self.events.message())
+            .await
+            .expect("an event within a minute")
+            .expect("the stream stays healthy")?;
+        self.seen.push(event.clone());
+        Some(event)
+    }
+
+    /// Reads until an event matches, and returns it.
+    pub async fn until<T>(
+        &mut self,
+        mut pick: impl FnMut(&pb::run_event::Event) -> Option<T>,
+    ) -> T {
+        loop {
+            let event = self.next().await.unwrap_or_else(|| {
+                panic!(
+                    "the stream ended before the awaited event; seen: {:#?}",
+                    self.seen
+                )
+            });
+            if let Some(found) = event.event.as_ref().and_then(&mut pick) {
+                return found;
+            }
+        }
+    }
+
+    /// Reads to the end of the run and returns how it finished.
+    pub async fn finished(&mut self) -> pb::RunFinished {
+        let finished = self
+            .until(|event| match event {
+                pb::run_event::Event::RunFinished(finished) => Some(finished.clone()),
+                _ => None,
+            })
+            .await;
+        assert!(self.next().await.is_none(), "events after run_finished");
+        finished
+    }
+
+    pub async fn approval_requested(&mut self) -> pb::ApprovalRequest {
+        self.until(|event| match event {
+            pb::run_event::Event::ApprovalRequested(requested) => requested.request.clone(),
+            _ => None,
+        })
+        .await
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.seen.first().expect("at least one event").run_id
+    }
+
+    /// The events seen so far of one kind.
+    pub fn of<T>(&self, pick: impl Fn(&pb::run_event::Event) -> Option<T>) -> Vec<T> {
+        self.seen
+            .iter()
+            .filter_map(|event| event.event.as_ref().and_then(&pick))
+            .collect()
+    }
+}
+
+/// `airlockd` as a real process: started on an ephemeral loopback port, its log collected.
+pub struct DaemonProcess {
+    child: tokio::process::Child,
+    pub endpoint: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl DaemonProcess {
+    /// Starts `airlockd --listen 127.0.0.1:0 ARGS` in `cwd` and waits until it serves.
+    pub async fn start(args: &[&str], cwd: &Path) -> DaemonProcess {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(cargo_bin("airlockd"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(cwd)
+            .env("AIRLOCK_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("airlockd starts");
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let endpoint = loop {
+            let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+                .await
+                .expect("airlockd serves within two minutes")
+                .unwrap()
+                .unwrap_or_else(|| {
+                    panic!("airlockd exited before serving:\n{}", log.lock().unwrap())
+                });
+            log.lock().unwrap().push_str(&format!("{line}\n"));
+            if line.contains("airlockd serving")
+                && let Some(addr) = line
+                    .split("listen=Some(")
+                    .nth(1)
+                    .and_then(|rest| rest.split(')').next())
+            {
+                break format!("http://{addr}");
+            }
+        };
+        let collected = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                collected.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        DaemonProcess {
+            child,
+            endpoint,
+            log,
+        }
+    }
+
+    /// What the daemon logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn signal(&self, signal: i32) {
+        let pid = i32::try_from(self.child.id().expect("running")).unwrap();
+        // SAFETY: signalling our own child process.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+
+    /// SIGKILL, and wait until it is gone.
+    pub async fn kill(mut self) {
+        self.signal(libc::SIGKILL);
+        self.child.wait().await.unwrap();
+    }
+
+    pub async fn wait(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("airlockd exits within a minute")
+            .unwrap()
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.endpoint.clone())
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect to airlockd")
+    }
 }

@@ -144,3 +144,106 @@ async fn an_unreachable_daemon_is_reported_as_such() {
         text(&output.stderr)
     );
 }
+
+/// Runs `airlock ARGS` with `stdin` piped in.
+async fn airlock_with_input(endpoint: &str, args: &[&str], stdin: &str) -> Output {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(cargo_bin("airlock"))
+        .arg("--server")
+        .arg(endpoint)
+        .args(args)
+        .env("COLUMNS", "200")
+        .env_remove("AIRLOCK_SERVER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    child.wait_with_output().await.unwrap()
+}
+
+fn write_script(dir: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("model.json");
+    std::fs::write(
+        &script,
+        serde_json::json!({"turns": [
+            {"text": "Writing the fix.", "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "fixed.txt", "content": "fixed\n"}}
+            ]},
+            {"final": "All done."}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    script
+}
+
+#[tokio::test]
+async fn run_asks_at_the_terminal_and_finishes_when_approved() {
+    let (daemon, extra) = daemon().await;
+    let workspace = daemon.workspace("project");
+    let script = write_script(extra.path());
+    let output = airlock_with_input(
+        &daemon.endpoint,
+        &[
+            "run",
+            "fix it",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--model",
+            &format!("scripted:{}", script.display()),
+        ],
+        "y\n",
+    )
+    .await;
+    let stdout = text(&output.stdout);
+    let stderr = text(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("approve? [y]es / [n]o / [a]lways for this session"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("stop: FINAL"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("All done."), "{stdout}");
+    assert!(stdout.contains("write_file"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("fixed.txt")).unwrap(),
+        "fixed\n"
+    );
+}
+
+#[tokio::test]
+async fn run_without_an_answer_denies_and_lists_the_run() {
+    let (daemon, extra) = daemon().await;
+    let workspace = daemon.workspace("project");
+    let script = write_script(extra.path());
+    let output = airlock_with_input(
+        &daemon.endpoint,
+        &[
+            "run",
+            "fix it",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--model",
+            &format!("scripted:{}", script.display()),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        !workspace.join("fixed.txt").exists(),
+        "a call nobody approved ran"
+    );
+    let listed = airlock(&daemon.endpoint, &["runs", "list", "--json"]).await;
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+}

@@ -1,18 +1,20 @@
 //! The gRPC surface: the `airlock.v1` services, gRPC health and server reflection. This layer
 //! only translates between wire messages and the services behind it.
 
-mod convert;
+mod agent;
 mod error;
 mod tools;
 
 use std::future::Future;
 use std::sync::Arc;
 
+use airlock_proto::v1::agent_server::AgentServer;
 use airlock_proto::v1::tools_server::ToolsServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 
+use crate::agent::AgentRuntime;
 use crate::tools::Executor;
 
 pub use error::ApiError;
@@ -21,12 +23,16 @@ pub use error::ApiError;
 /// lets in-flight calls finish.
 pub async fn serve(
     executor: Arc<Executor>,
+    agents: Arc<AgentRuntime>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<ToolsServer<tools::ToolsService>>()
+        .await;
+    health
+        .set_serving::<AgentServer<agent::AgentService>>()
         .await;
     // v1alpha as well: grpcurl and many other clients still ask for it.
     let reflection = || {
@@ -42,10 +48,14 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(ToolsServer::new(tools::ToolsService::new(executor)))
+        .add_service(AgentServer::new(agent::AgentService::new(agents)))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
             shutdown.await;
             health
                 .set_not_serving::<ToolsServer<tools::ToolsService>>()
+                .await;
+            health
+                .set_not_serving::<AgentServer<agent::AgentService>>()
                 .await;
         })
         .await?;

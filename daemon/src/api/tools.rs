@@ -12,9 +12,9 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
-use super::convert;
 use super::error::ApiError;
 use crate::tools::{CallRequest, ExecutionEvent, Executor};
+use crate::wire as convert;
 
 pub struct ToolsService {
     executor: Arc<Executor>,
@@ -56,6 +56,7 @@ impl pb::tools_server::Tools for ToolsService {
                 workspace: request.workspace,
                 timeout: (request.timeout_ms > 0)
                     .then(|| Duration::from_millis(request.timeout_ms)),
+                read_only: false,
             })
             .map_err(ApiError::from)?;
         let (events, receiver) = mpsc::unbounded_channel();
@@ -66,6 +67,27 @@ impl pb::tools_server::Tools for ToolsService {
         Ok(Response::new(CancelOnDrop {
             events: UnboundedReceiverStream::new(receiver),
             _cancel: cancel.drop_guard(),
+        }))
+    }
+
+    async fn read_output(
+        &self,
+        request: Request<pb::ReadOutputRequest>,
+    ) -> Result<Response<pb::ReadOutputResponse>, Status> {
+        let request = request.into_inner();
+        let kept = self
+            .executor
+            .kept_outputs()
+            .ok_or_else(|| Status::unimplemented("this daemon keeps no outputs"))?;
+        let page = kept
+            .read(&request.execution_id, request.offset, request.length)
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ReadOutputResponse {
+            data: page.data,
+            offset: page.offset,
+            total_bytes: page.total_bytes,
+            eof: page.eof,
+            digest: page.digest,
         }))
     }
 

@@ -175,6 +175,15 @@ impl Profile {
             .collect()
     }
 
+    /// The same profile with every file grant read-only.
+    pub fn read_only(&self) -> Profile {
+        let mut profile = self.clone();
+        for grant in &mut profile.files {
+            grant.access = Access::ReadOnly;
+        }
+        profile
+    }
+
     /// The environment of a call: the passed variables the daemon has, then the fixed ones.
     pub fn resolve_env(&self, lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
         let mut env: BTreeMap<String, String> = self

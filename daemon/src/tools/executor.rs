@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids;
-use crate::output::{self, CaptureSummary, OutputCapture, OutputChunk};
-use crate::profile::GrantError;
+use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
+use crate::profile::{GrantError, Profile};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};
@@ -34,6 +34,9 @@ pub struct CallRequest {
     pub workspace: String,
     /// Shortens the tool's timeout; never extends it.
     pub timeout: Option<Duration>,
+    /// Run with every file grant of the tool's profile made read-only: how a write tool's
+    /// preview is made, so that a preview cannot change anything whatever the tool does.
+    pub read_only: bool,
 }
 
 /// Why a call could not even be prepared (as opposed to a call that ran and failed).
@@ -51,6 +54,8 @@ pub enum CallError {
 #[derive(Debug, Clone)]
 pub struct Call {
     pub tool: Arc<Tool>,
+    /// The tool's profile, or its read-only view.
+    pub profile: Arc<Profile>,
     pub arguments_json: String,
     pub workspace: Option<PathBuf>,
     pub timeout: Duration,
@@ -73,6 +78,7 @@ pub struct Executor {
     registry: Arc<Registry>,
     workspaces: WorkspaceRoots,
     executions: Executions,
+    kept: Option<Arc<KeptOutputs>>,
 }
 
 /// Why a call stopped before its tool finished.
@@ -88,11 +94,26 @@ impl Executor {
             registry,
             workspaces,
             executions: Executions::default(),
+            kept: None,
         }
+    }
+
+    /// Keeps the full output of every call whose result gets cut, for `ReadOutput`.
+    pub fn with_kept_outputs(mut self, kept: Arc<KeptOutputs>) -> Executor {
+        self.kept = Some(kept);
+        self
+    }
+
+    pub fn kept_outputs(&self) -> Option<&Arc<KeptOutputs>> {
+        self.kept.as_ref()
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    pub fn workspaces(&self) -> &WorkspaceRoots {
+        &self.workspaces
     }
 
     /// Checks that the tool exists and the workspace is allowed.
@@ -112,8 +133,14 @@ impl Executor {
         if let Some(requested) = request.timeout.filter(|t| !t.is_zero()) {
             timeout = timeout.min(requested);
         }
+        let profile = if request.read_only {
+            Arc::new(tool.profile.read_only())
+        } else {
+            tool.profile.clone()
+        };
         Ok(Call {
             tool,
+            profile,
             arguments_json: request.arguments_json,
             workspace,
             timeout,
@@ -162,8 +189,9 @@ impl Executor {
         });
 
         let output_events = events.clone();
+        let profile = call.profile;
         let capture = OutputCapture::new(
-            tool.profile.limits.output_bytes,
+            profile.limits.output_bytes,
             Some(Box::new(move |chunk| {
                 let _ = output_events.send(ExecutionEvent::Output(chunk));
             })),
@@ -174,7 +202,7 @@ impl Executor {
         let launch = Launch {
             stdin: Bytes::from(arguments.to_string()),
             workspace: call.workspace,
-            profile: tool.profile.clone(),
+            profile: profile.clone(),
             capture: capture.clone(),
             stats: stats.clone(),
         };
@@ -197,7 +225,13 @@ impl Executor {
             other => other,
         };
         let summary = capture.finish();
-        let mut result = shape_result(&tool, call.timeout, outcome, &summary);
+        let mut result = shape_result(&tool, &profile, call.timeout, outcome, &summary);
+        if result.truncated
+            && let Some(kept) = &self.kept
+            && let Err(err) = kept.keep(&execution_id, &summary.stdout)
+        {
+            tracing::warn!(execution = %execution_id, error = %err, "cannot keep the full output");
+        }
         result.duration = duration;
         result.execution_id = execution_id;
         result.metadata = ResultMetadata {
@@ -205,7 +239,7 @@ impl Executor {
             cpu_time: stats.cpu_time(),
             module_digest: tool.digest().to_owned(),
             engine: Some(tool.manifest.engine),
-            profile: tool.profile.name.clone(),
+            profile: profile.name.clone(),
             stdout_bytes: summary.stdout_bytes,
             stderr_bytes: summary.stderr_bytes,
             signal: result.metadata.signal,
@@ -219,6 +253,7 @@ impl Executor {
 /// metadata are added.
 fn shape_result(
     tool: &Tool,
+    profile: &Profile,
     timeout: Duration,
     outcome: Result<Exit, Stopped>,
     summary: &CaptureSummary,
@@ -258,7 +293,7 @@ fn shape_result(
                 ToolStatus::LimitExceeded,
                 format!(
                     "the tool wrote more than {} bytes of output (limits.output of profile `{}`) and was stopped",
-                    tool.profile.limits.output_bytes, tool.profile.name
+                    profile.limits.output_bytes, profile.name
                 ),
             );
             result.content = view.text;

@@ -1,11 +1,16 @@
-//! Connecting to `airlockd` and the typed calls of its `Tools` service.
+//! Connecting to `airlockd` and the typed calls of its `Tools` service; those of its `Agent`
+//! service are in [`agent`].
+
+mod agent;
 
 use std::error::Error as StdError;
 use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 
+pub use self::agent::{ApprovalConsole, RunHandle};
 use crate::error::ClientError;
+use crate::proto::agent_client::AgentClient;
 use crate::proto::execute_tool_event::Event;
 use crate::proto::tools_client::ToolsClient;
 use crate::proto::{
@@ -41,7 +46,8 @@ pub async fn connect(endpoint: &str) -> Result<AirlockClient, ClientError> {
             reason: innermost_reason(&error),
         })?;
     Ok(AirlockClient {
-        tools: ToolsClient::new(channel),
+        tools: ToolsClient::new(channel.clone()),
+        agent: AgentClient::new(channel),
         endpoint,
     })
 }
@@ -82,6 +88,7 @@ fn innermost_reason(error: &(dyn StdError + 'static)) -> String {
 #[derive(Debug, Clone)]
 pub struct AirlockClient {
     tools: ToolsClient<Channel>,
+    agent: AgentClient<Channel>,
     endpoint: String,
 }
 

@@ -37,6 +37,23 @@ pub enum ClientError {
     /// The daemon closed a call's event stream before sending the call's result.
     #[error("airlockd at {endpoint} closed the call's stream before sending its result")]
     IncompleteStream { endpoint: String },
+
+    /// The daemon closed a run's event stream before the run finished. The run belongs to the
+    /// daemon, not to the stream: it may still be going, and can be followed again from the
+    /// last event received.
+    #[error(
+        "airlockd at {endpoint} closed the stream of run {run_id} before the run finished \
+         (last event received: {last_seq})"
+    )]
+    IncompleteRun {
+        endpoint: String,
+        run_id: String,
+        last_seq: u64,
+    },
+
+    /// A message could not be sent on a stream the daemon has already closed.
+    #[error("the stream to airlockd at {endpoint} is closed; the message was not sent")]
+    StreamClosed { endpoint: String },
 }
 
 impl ClientError {
@@ -63,7 +80,9 @@ impl ClientError {
             Self::InvalidEndpoint { .. } => exit_code::USAGE,
             Self::Unreachable { .. } | Self::ConnectionLost { .. } => exit_code::UNAVAILABLE,
             Self::Rpc { status, .. } => exit_code::for_rpc_code(status.code()),
-            Self::IncompleteStream { .. } => exit_code::SOFTWARE,
+            Self::IncompleteStream { .. }
+            | Self::IncompleteRun { .. }
+            | Self::StreamClosed { .. } => exit_code::SOFTWARE,
         }
     }
 
@@ -74,7 +93,9 @@ impl ClientError {
             Self::InvalidEndpoint { .. }
             | Self::Unreachable { .. }
             | Self::ConnectionLost { .. }
-            | Self::IncompleteStream { .. } => None,
+            | Self::IncompleteStream { .. }
+            | Self::IncompleteRun { .. }
+            | Self::StreamClosed { .. } => None,
         }
     }
 }
@@ -184,6 +205,21 @@ mod tests {
         );
         assert_eq!(error.exit_code(), exit_code::UNAVAILABLE);
         assert!(error.status().is_none());
+    }
+
+    #[test]
+    fn a_run_stream_that_ends_early_says_where_to_resume() {
+        let error = ClientError::IncompleteRun {
+            endpoint: "http://h:1".to_owned(),
+            run_id: "run_1".to_owned(),
+            last_seq: 7,
+        };
+        assert_eq!(
+            error.to_string(),
+            "airlockd at http://h:1 closed the stream of run run_1 before the run finished \
+             (last event received: 7)"
+        );
+        assert_eq!(error.exit_code(), exit_code::SOFTWARE);
     }
 
     #[test]

@@ -21,10 +21,21 @@
 //! | 70 | any other failure of a call: an internal daemon error, a broken protocol |
 //! | 74 | the output could not be written |
 //! | 130 | interrupted by Ctrl-C (128 + SIGINT, what a shell reports) |
+//!
+//! An agent run (`airlock run`, `airlock attach`) exits with the code of its stop reason, chosen
+//! to mean the same as the tool status it resembles:
+//!
+//! | code | stop reason |
+//! | ---: | --- |
+//! | 0 | `FINAL` |
+//! | 3 | `PERMISSION_DENIED` (as a tool's `DENIED`) |
+//! | 6 | `MAX_STEPS`, `BUDGET_EXHAUSTED`, `REPEATED_ERRORS`: the run hit a limit (as `LIMIT_EXCEEDED`) |
+//! | 70 | `MODEL_ERROR`: the model provider failed; or a reason this client does not know |
+//! | 130 | `CANCELLED`, by Ctrl-C or by any client |
 
 use tonic::Code;
 
-use crate::proto::ToolStatus;
+use crate::proto::{StopReason, ToolStatus};
 
 /// The call succeeded (`OK`), or a command that runs no tool succeeded.
 pub const OK: u8 = 0;
@@ -62,6 +73,35 @@ pub fn for_status(status: ToolStatus) -> u8 {
 /// (from a newer daemon) cannot be reported faithfully, so it is [`SOFTWARE`].
 pub fn for_raw_status(status: i32) -> u8 {
     ToolStatus::try_from(status).map_or(SOFTWARE, for_status)
+}
+
+/// A denied call ended the run: the code of a tool's `DENIED`.
+pub const RUN_DENIED: u8 = 3;
+/// The run hit one of its limits (steps, tokens, wall time, tool calls, repeated errors): the
+/// code of a tool's `LIMIT_EXCEEDED`.
+pub const RUN_LIMIT: u8 = 6;
+
+/// The exit code of a run that ended for `reason`.
+///
+/// A cancelled run exits like a process stopped by Ctrl-C, whoever cancelled it: the run did
+/// not finish, and scripts already treat 130 as "stopped on request". A failing model provider
+/// is a failure of the machinery, not of the task, so it shares [`SOFTWARE`].
+pub fn for_stop_reason(reason: StopReason) -> u8 {
+    match reason {
+        StopReason::Final => OK,
+        StopReason::PermissionDenied => RUN_DENIED,
+        StopReason::MaxSteps | StopReason::BudgetExhausted | StopReason::RepeatedErrors => {
+            RUN_LIMIT
+        }
+        StopReason::Cancelled => INTERRUPTED,
+        StopReason::ModelError | StopReason::Unspecified => SOFTWARE,
+    }
+}
+
+/// [`for_stop_reason`] of the reason as it arrives on the wire; a reason this client does not
+/// know (from a newer daemon) is [`SOFTWARE`].
+pub fn for_raw_stop_reason(reason: i32) -> u8 {
+    StopReason::try_from(reason).map_or(SOFTWARE, for_stop_reason)
 }
 
 /// The exit code of a call the daemon answered with a gRPC error status.
@@ -129,6 +169,29 @@ mod tests {
     fn an_unknown_status_is_a_software_error() {
         assert_eq!(for_raw_status(42), SOFTWARE);
         assert_eq!(for_raw_status(-1), SOFTWARE);
+    }
+
+    #[test]
+    fn every_stop_reason_has_its_documented_code() {
+        let expected = [
+            (StopReason::Unspecified, 70),
+            (StopReason::Final, 0),
+            (StopReason::MaxSteps, 6),
+            (StopReason::BudgetExhausted, 6),
+            (StopReason::RepeatedErrors, 6),
+            (StopReason::Cancelled, 130),
+            (StopReason::PermissionDenied, 3),
+            (StopReason::ModelError, 70),
+        ];
+        for (reason, code) in expected {
+            assert_eq!(for_stop_reason(reason), code, "{reason:?}");
+            assert_eq!(
+                for_raw_stop_reason(reason as i32),
+                code,
+                "{reason:?} on the wire"
+            );
+        }
+        assert_eq!(for_raw_stop_reason(99), SOFTWARE);
     }
 
     #[test]

@@ -131,7 +131,7 @@ fn report<O: Write, E: Write>(
 
 /// The workspace as an absolute path with symlinks resolved, which is what the daemon checks
 /// against its workspace roots.
-fn resolve_workspace(dir: &Path) -> Result<String, CliError> {
+pub(super) fn resolve_workspace(dir: &Path) -> Result<String, CliError> {
     let absolute = std::fs::canonicalize(dir).map_err(|error| {
         CliError::Usage(format!("cannot use workspace {}: {error}", dir.display()))
     })?;

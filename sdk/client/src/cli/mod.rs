@@ -1,8 +1,17 @@
 //! The `airlock` command line: the argument grammar, the errors a command can end with, and
 //! the dispatch to one module per subcommand.
 
+mod approvals;
+mod ask;
+mod attach;
 mod exec;
+mod follow;
+mod input;
+mod interrupt;
+mod model;
 mod output;
+mod run;
+mod runs;
 mod tools;
 
 use std::io::{self, Write};
@@ -13,7 +22,8 @@ use clap::{Parser, Subcommand};
 
 pub use output::Output;
 
-/// Drive airlockd: list the tools it serves and run them in its sandboxes.
+/// Drive airlockd: list the tools it serves and run them in its sandboxes, run agents and
+/// answer their approvals.
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version, propagate_version = true)]
 pub struct Cli {
@@ -38,6 +48,15 @@ enum Command {
     Tools(tools::ToolsCommand),
     /// Run one tool directly, without a model, and print its result.
     Exec(exec::ExecArgs),
+    /// Run an agent on a task, asking you about the calls the policy puts to you.
+    Run(run::RunArgs),
+    /// Follow a run from a point of its log (and answer its approvals).
+    Attach(attach::AttachArgs),
+    /// An approver console: answer the approval requests of every run.
+    Approvals(approvals::ApprovalsArgs),
+    /// List runs, show one, or cancel one.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
 }
 
 impl Cli {
@@ -52,6 +71,10 @@ impl Cli {
             match self.command {
                 Command::Tools(command) => tools::run(command, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,
+                Command::Run(args) => run::run(args, &self.server, out).await,
+                Command::Attach(args) => attach::run(args, &self.server, out).await,
+                Command::Approvals(args) => approvals::run(args, &self.server, out).await,
+                Command::Runs(command) => runs::run(command, &self.server, out).await,
             }
         })
     }

@@ -1,13 +1,17 @@
 //! Where `airlock` writes. Results go to stdout, so that they can be piped; the tool's log, the
-//! status line and errors go to stderr. Text bound for a terminal has its control characters
-//! escaped (it may come from an untrusted tool), and a closed pipe means the reader has seen
-//! enough, which is not an error.
+//! status line, questions, progress and errors go to stderr. Text bound for a terminal has its
+//! control characters escaped (it may come from an untrusted tool or model), and a closed pipe
+//! means the reader has seen enough, which is not an error.
+//!
+//! On a terminal, a progress line is redrawn in place on stderr; it is erased before anything
+//! else is written, so that it never mixes with other output. A question left open on stderr
+//! (its answer never came) is ended before the next line of output.
 
 use std::fmt::Display;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsRawFd;
 
-use airlock_client::render::escape_control_bytes;
+use airlock_client::render::{StyledLine, escape_control_bytes, paint};
 
 use super::CliError;
 
@@ -22,10 +26,18 @@ pub struct Output<O, E> {
     stderr: E,
     stdout_is_terminal: bool,
     stderr_is_terminal: bool,
-    /// A tool's log may stop mid-line; airlock's own lines must start on a line of their own.
+    /// A tool's log, or an unanswered question, may stop mid-line; airlock's own lines must
+    /// start on a line of their own.
     stderr_mid_line: bool,
+    /// A progress line is on the terminal, to be erased before anything else is written.
+    progress_shown: bool,
+    /// Whether stdout takes colours: a terminal, without `NO_COLOR`, other than `TERM=dumb`.
+    colour: bool,
     width: usize,
 }
+
+/// Erases the terminal line the cursor is on and returns to its start.
+const ERASE_LINE: &str = "\r\x1b[2K";
 
 impl Output<io::Stdout, io::Stderr> {
     /// The process's stdout and stderr. The table width is `COLUMNS` when set, else the
@@ -45,14 +57,23 @@ impl Output<io::Stdout, io::Stderr> {
             })
             .unwrap_or(DEFAULT_WIDTH);
         Self {
+            colour: stdout_is_terminal && colours_wanted(),
             stdout_is_terminal,
             stderr_is_terminal: stderr.is_terminal(),
             stdout,
             stderr,
             stderr_mid_line: false,
+            progress_shown: false,
             width,
         }
     }
+}
+
+/// The conventions of <https://no-color.org> and of terminals that cannot show colours.
+fn colours_wanted() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    let dumb = std::env::var_os("TERM").is_some_and(|term| term == "dumb");
+    !no_color && !dumb
 }
 
 /// The width of the terminal behind `stdout`, when the kernel knows it.
@@ -78,8 +99,16 @@ impl<O: Write, E: Write> Output<O, E> {
             stdout_is_terminal: terminals,
             stderr_is_terminal: terminals,
             stderr_mid_line: false,
+            progress_shown: false,
+            colour: false,
             width,
         }
+    }
+
+    #[cfg(test)]
+    pub fn with_colour(mut self) -> Self {
+        self.colour = true;
+        self
     }
 
     #[cfg(test)]
@@ -92,13 +121,104 @@ impl<O: Write, E: Write> Output<O, E> {
         self.width
     }
 
+    /// Whether stderr is a terminal: where progress is shown and questions are typed at.
+    pub fn stderr_is_terminal(&self) -> bool {
+        self.stderr_is_terminal
+    }
+
+    /// Whether stdout is a terminal, where a person reads what is printed.
+    pub fn stdout_is_terminal(&self) -> bool {
+        self.stdout_is_terminal
+    }
+
     /// Writes `text` to stdout as it is.
     pub fn stdout(&mut self, text: &str) -> Result<(), CliError> {
+        self.before_output()?;
         write_to(&mut self.stdout, text.as_bytes(), self.stdout_is_terminal)
+    }
+
+    /// Writes lines to stdout, coloured when stdout takes colours.
+    pub fn stdout_lines(&mut self, lines: &[StyledLine]) -> Result<(), CliError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        self.before_output()?;
+        // `paint` escapes what the terminal must not interpret, then adds the colours.
+        let text = paint(lines, self.stdout_is_terminal, self.colour);
+        write_to(&mut self.stdout, text.as_bytes(), false)
+    }
+
+    /// Writes lines to stderr, without colours.
+    pub fn stderr_lines(&mut self, lines: &[StyledLine]) -> Result<(), CliError> {
+        for line in lines {
+            self.line(&line.text)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a question to stderr and leaves the cursor after it, on the same line.
+    pub fn prompt(&mut self, question: &str) -> Result<(), CliError> {
+        self.clear_progress()?;
+        let mut text = String::with_capacity(question.len() + 1);
+        if std::mem::take(&mut self.stderr_mid_line) {
+            text.push('\n');
+        }
+        text.push_str(question);
+        self.stderr_mid_line = true;
+        write_to(&mut self.stderr, text.as_bytes(), self.stderr_is_terminal)
+    }
+
+    /// Ends the line of the question just answered. A terminal has echoed the answer and its
+    /// line break already; an answer read from a pipe is echoed here, `echo`, so that a log
+    /// shows what was answered.
+    pub fn answered(&mut self, echo: Option<&str>) -> Result<(), CliError> {
+        if !std::mem::take(&mut self.stderr_mid_line) {
+            return Ok(());
+        }
+        match echo {
+            Some(answer) => {
+                let text = format!("{answer}\n");
+                write_to(&mut self.stderr, text.as_bytes(), self.stderr_is_terminal)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Draws `text` as the progress line, in place of the previous one. Only on a terminal,
+    /// and never over an open question.
+    pub fn progress(&mut self, text: &str) -> Result<(), CliError> {
+        if !self.stderr_is_terminal || self.stderr_mid_line {
+            return Ok(());
+        }
+        let escaped = escape_control_bytes(text.as_bytes());
+        let mut line = ERASE_LINE.as_bytes().to_vec();
+        line.extend_from_slice(&escaped);
+        self.progress_shown = true;
+        write_to(&mut self.stderr, &line, false)
+    }
+
+    /// Erases the progress line, if one is shown.
+    pub fn clear_progress(&mut self) -> Result<(), CliError> {
+        if !std::mem::take(&mut self.progress_shown) {
+            return Ok(());
+        }
+        write_to(&mut self.stderr, ERASE_LINE.as_bytes(), false)
+    }
+
+    /// Before a line of output: the progress line goes, and a question left open on the
+    /// terminal gets its line ended, so that the output does not continue it.
+    fn before_output(&mut self) -> Result<(), CliError> {
+        self.clear_progress()?;
+        if self.stderr_mid_line && self.stderr_is_terminal && self.stdout_is_terminal {
+            self.stderr_mid_line = false;
+            write_to(&mut self.stderr, b"\n", false)?;
+        }
+        Ok(())
     }
 
     /// Writes a chunk of a tool's log to stderr, as the tool wrote it.
     pub fn tool_log(&mut self, bytes: &[u8]) -> Result<(), CliError> {
+        self.clear_progress()?;
         if let Some(&last) = bytes.last() {
             self.stderr_mid_line = last != b'\n';
         }
@@ -107,6 +227,7 @@ impl<O: Write, E: Write> Output<O, E> {
 
     /// Writes one line of airlock's own to stderr.
     pub fn line(&mut self, text: &str) -> Result<(), CliError> {
+        self.clear_progress()?;
         let mut line = String::with_capacity(text.len() + 2);
         if std::mem::take(&mut self.stderr_mid_line) {
             line.push('\n');
@@ -119,8 +240,9 @@ impl<O: Write, E: Write> Output<O, E> {
     /// Ends the tool's last log line if the tool left it open, so that the shell prompt that
     /// follows starts on a line of its own.
     pub fn finish(&mut self) {
+        // Cosmetic, and the last writes: a failure here has nobody to be reported to.
+        let _ = self.clear_progress();
         if std::mem::take(&mut self.stderr_mid_line) {
-            // Cosmetic, and the last write: a failure here has nobody to be reported to.
             let _ = write_to(&mut self.stderr, b"\n", self.stderr_is_terminal);
         }
     }
@@ -204,6 +326,78 @@ mod tests {
         let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
         output.error(&"unknown tool 'nope'");
         assert_eq!(captured(output).1, "airlock: unknown tool 'nope'\n");
+    }
+
+    #[test]
+    fn progress_is_erased_before_any_other_output() -> anyhow::Result<()> {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, true);
+        output.progress("⠋ grep running, 1 ms")?;
+        output.progress("⠙ grep running, 2 ms")?;
+        output.stdout("result\n")?;
+        output.line("done")?;
+        let (stdout, stderr) = captured(output);
+        assert_eq!(stdout, "result\n");
+        assert_eq!(
+            stderr,
+            "\r\x1b[2K⠋ grep running, 1 ms\r\x1b[2K⠙ grep running, 2 ms\r\x1b[2Kdone\n"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn progress_is_never_drawn_on_a_pipe() -> anyhow::Result<()> {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
+        output.progress("⠋ grep running, 1 ms")?;
+        output.line("done")?;
+        assert_eq!(captured(output).1, "done\n");
+        Ok(())
+    }
+
+    #[test]
+    fn a_piped_answer_is_echoed_after_its_question() -> anyhow::Result<()> {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, false);
+        output.prompt("approve? ")?;
+        output.answered(Some("y"))?;
+        output.prompt("approve? ")?;
+        output.line("airlock: cancelled")?;
+        assert_eq!(
+            captured(output).1,
+            "approve? y\napprove? \nairlock: cancelled\n"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn output_after_an_open_question_on_a_terminal_starts_a_new_line() -> anyhow::Result<()> {
+        let mut output = Output::new(Vec::new(), Vec::new(), 80, true);
+        output.prompt("approve? ")?;
+        output.stdout("✓ approved once (approver)\n")?;
+        // The terminal echoed the answer that was never needed; nothing more to end.
+        output.answered(None)?;
+        assert_eq!(
+            captured(output),
+            (
+                "✓ approved once (approver)\n".to_owned(),
+                "approve? \n".to_owned()
+            )
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn styled_lines_are_coloured_only_when_colours_are_on() -> anyhow::Result<()> {
+        use airlock_client::render::Tone;
+        let lines = [StyledLine::new(Tone::Added, "+new \x1b[2J")];
+        let mut plain = Output::new(Vec::new(), Vec::new(), 80, true);
+        plain.stdout_lines(&lines)?;
+        assert_eq!(captured(plain).0, "+new \\x1b[2J\n");
+        let mut coloured = Output::new(Vec::new(), Vec::new(), 80, true).with_colour();
+        coloured.stdout_lines(&lines)?;
+        assert_eq!(captured(coloured).0, "\x1b[32m+new \\x1b[2J\x1b[0m\n");
+        let mut pipe = Output::new(Vec::new(), Vec::new(), 80, false);
+        pipe.stdout_lines(&lines)?;
+        assert_eq!(captured(pipe).0, "+new \x1b[2J\n");
+        Ok(())
     }
 
     struct ClosedPipe;

@@ -15,6 +15,32 @@ pub fn pretty_json(text: &str) -> Option<String> {
     Some(reindent(text))
 }
 
+/// `text` on one line without the whitespace between tokens, keys and numbers untouched;
+/// `None` when `text` is not exactly one JSON document.
+pub fn compact_json(text: &str) -> Option<String> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in text.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if is_json_whitespace(c) {
+            continue;
+        }
+        out.push(c);
+    }
+    Some(out)
+}
+
 /// Re-indents text already known to be valid JSON. Outside strings, valid JSON has only
 /// structural characters, scalars and whitespace, so whitespace can be dropped and re-added
 /// around the structure without looking at anything else.
@@ -130,6 +156,16 @@ mod tests {
     fn scalars_are_printed_as_they_are() {
         assert_eq!(pretty(" \"just text\" "), "\"just text\"");
         assert_eq!(pretty("42"), "42");
+    }
+
+    #[test]
+    fn compacting_drops_whitespace_between_tokens_only() {
+        let text = "{ \"b\" : [ 1 , 2 ],\n \"a\": \"x  y\\\" z\" }";
+        assert_eq!(
+            compact_json(text).as_deref(),
+            Some("{\"b\":[1,2],\"a\":\"x  y\\\" z\"}")
+        );
+        assert_eq!(compact_json("not json"), None);
     }
 
     #[test]

@@ -1,20 +1,21 @@
-//! The table of `airlock tools list`: one line per tool, columns aligned, the description cut
-//! so that each line fits the terminal.
+//! Aligned tables, such as that of `airlock tools list`: one line per row, columns aligned, the
+//! last (free-text) column cut so that each line fits the terminal.
 //!
-//! Widths are counted in characters. Tool names, versions, profiles and digests are ASCII by
-//! the manifest's rules; a description with double-width characters may overflow by a few
+//! Widths are counted in characters. Tool names, versions, profiles, digests and ids are ASCII
+//! by the API's rules; a free-text cell with double-width characters may overflow by a few
 //! columns, which is preferable to a Unicode-width table in a tool that prints a list.
 
 use std::borrow::Cow;
 
 use super::names::risk_name;
+use super::text::{cut, fold_whitespace};
 use crate::proto::ToolInfo;
 
 /// Digest characters shown in the table: the length `git` and `docker` use for short ids,
 /// ample to tell apart the tools of one daemon. `airlock tools show` prints the whole digest.
 pub const SHORT_DIGEST_LEN: usize = 12;
 
-/// The description column never gets narrower than this. Below it a cut description says
+/// The description column (the last column of any table) never gets narrower than this. Below it a cut description says
 /// nothing; on a very narrow terminal the line wraps instead.
 pub const MIN_DESCRIPTION_WIDTH: usize = 20;
 
@@ -28,32 +29,42 @@ const HEADER: [&str; 7] = [
     "DIGEST",
     "DESCRIPTION",
 ];
-/// Every column but the last (the description) is padded to its widest cell.
-const PADDED_COLUMNS: usize = HEADER.len() - 1;
 
 /// The tools as an aligned table with a header line, each line at most `width` characters
 /// (unless that would leave the description less than [`MIN_DESCRIPTION_WIDTH`]). Tools are
 /// listed in the order given. Lines carry no trailing spaces and end with a newline.
 pub fn tools_table(tools: &[ToolInfo], width: usize) -> String {
-    let header = HEADER.map(Cow::Borrowed);
-    let rows: Vec<[Cow<'_, str>; 7]> = tools.iter().map(row).collect();
+    aligned_table(HEADER, tools.iter().map(row).collect(), width)
+}
 
-    let mut widths = [0usize; PADDED_COLUMNS];
+/// `rows` under `header`, every column but the last padded to its widest cell, the last cut so
+/// that each line is at most `width` characters (but never below [`MIN_DESCRIPTION_WIDTH`]).
+/// Lines carry no trailing spaces and end with a newline.
+pub(super) fn aligned_table<const N: usize>(
+    header: [&str; N],
+    rows: Vec<[Cow<'_, str>; N]>,
+    width: usize,
+) -> String {
+    let padded = N.saturating_sub(1);
+    let header = header.map(Cow::Borrowed);
+    let mut widths = [0usize; N];
     for cells in std::iter::once(&header).chain(&rows) {
-        for (column, cell) in cells.iter().take(PADDED_COLUMNS).enumerate() {
+        for (column, cell) in cells.iter().take(padded).enumerate() {
             widths[column] = widths[column].max(cell.chars().count());
         }
     }
-    let fixed = widths.iter().sum::<usize>() + PADDED_COLUMNS * SEPARATOR.len();
-    let description_width = width.saturating_sub(fixed).max(MIN_DESCRIPTION_WIDTH);
+    let fixed = widths.iter().sum::<usize>() + padded * SEPARATOR.len();
+    let last_width = width.saturating_sub(fixed).max(MIN_DESCRIPTION_WIDTH);
 
     let mut out = String::new();
     for cells in std::iter::once(&header).chain(&rows) {
         let mut line = String::new();
-        for (cell, width) in cells.iter().zip(widths) {
+        for (cell, width) in cells.iter().zip(widths).take(padded) {
             line.push_str(&format!("{cell:<width$}{SEPARATOR}"));
         }
-        line.push_str(&cut(&cells[PADDED_COLUMNS], description_width));
+        if let Some(last) = cells.last() {
+            line.push_str(&cut(last, last_width));
+        }
         out.push_str(line.trim_end());
         out.push('\n');
     }
@@ -73,30 +84,12 @@ fn row(tool: &ToolInfo) -> [Cow<'_, str>; 7] {
         or_dash(&tool.profile),
         or_dash(digest),
         // A description may span lines in its manifest; a table row may not.
-        Cow::Owned(
-            tool.description
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
+        Cow::Owned(fold_whitespace(&tool.description)),
     ]
 }
 
-fn or_dash(text: &str) -> Cow<'_, str> {
+pub(super) fn or_dash(text: &str) -> Cow<'_, str> {
     Cow::Borrowed(if text.is_empty() { "-" } else { text })
-}
-
-/// `text` cut to at most `max` characters, the last of which is then an ellipsis.
-fn cut(text: &str, max: usize) -> Cow<'_, str> {
-    if text.chars().count() <= max {
-        return Cow::Borrowed(text);
-    }
-    let Some(keep) = max.checked_sub(1) else {
-        return Cow::Borrowed("");
-    };
-    let mut short: String = text.chars().take(keep).collect();
-    short.push('…');
-    Cow::Owned(short)
 }
 
 #[cfg(test)]
@@ -185,13 +178,5 @@ mod tests {
         };
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells, ["bare", "-", "unspecified", "-", "-", "abc"]);
-    }
-
-    #[test]
-    fn cutting_counts_characters_not_bytes() {
-        assert_eq!(cut("ééééé", 5), "ééééé");
-        assert_eq!(cut("éééééé", 5), "éééé…");
-        assert_eq!(cut("abc", 1), "…");
-        assert_eq!(cut("abc", 0), "");
     }
 }

@@ -48,7 +48,7 @@ pub fn tool_details(tool: &ToolInfo) -> String {
 }
 
 /// One `label: value` line; the lines of a multi-line value line up under its first line.
-fn field(out: &mut String, label: &str, value: &str) {
+pub(super) fn field(out: &mut String, label: &str, value: &str) {
     let label = format!("{label}:");
     let value = if value.is_empty() { "-" } else { value };
     for (index, line) in value.lines().enumerate() {

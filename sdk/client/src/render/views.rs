@@ -37,7 +37,7 @@ pub fn result_json(result: &ToolResult) -> String {
 
 /// Serialized compactly, then re-indented: `to_string_pretty` would print an embedded schema
 /// verbatim, on its own indentation, in the middle of the pretty document.
-fn to_json(view: &impl Serialize) -> String {
+pub(super) fn to_json(view: &impl Serialize) -> String {
     #[expect(
         clippy::expect_used,
         reason = "the views hold only strings, integers, booleans and already-validated raw \
@@ -111,7 +111,7 @@ impl From<&OutputPolicy> for OutputView {
 }
 
 #[derive(Serialize)]
-struct ResultView<'a> {
+pub(super) struct ResultView<'a> {
     execution_id: &'a str,
     status: Cow<'static, str>,
     content: &'a str,

@@ -1,4 +1,5 @@
-//! Internal types to `airlock.v1` messages.
+//! Internal types as `airlock.v1` messages. Used by the api layer and by the run event log,
+//! whose stored format is the wire format.
 
 use airlock_proto::v1 as pb;
 
@@ -97,7 +98,7 @@ pub fn tool_status(status: ToolStatus) -> pb::ToolStatus {
     }
 }
 
-fn risk(risk: Risk) -> pb::Risk {
+pub fn risk(risk: Risk) -> pb::Risk {
     match risk {
         Risk::ReadOnly => pb::Risk::ReadOnly,
         Risk::Write => pb::Risk::Write,

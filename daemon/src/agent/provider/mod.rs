@@ -1,0 +1,255 @@
+//! Model providers behind one trait: `openai` (Chat Completions), `anthropic` (Messages) and
+//! `scripted` (a deterministic transcript for demos, tests and evals).
+//!
+//! A provider turns the loop's conversation into one model call and the model's reply back
+//! into text and proposed tool calls. The reply is untrusted: tool call arguments are passed
+//! on as the raw text the model wrote, valid JSON or not; the loop validates them.
+//! Transient failures (timeouts, 429, 5xx) are retried with backoff inside the provider, and
+//! each retry is reported through [`ProviderEvents`] so clients see it happen. Cancellation is
+//! by dropping the future.
+
+mod anthropic;
+mod http;
+mod openai;
+mod retry;
+mod scripted;
+mod sse;
+#[cfg(test)]
+mod test_server;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use retry::RetryPolicy;
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+}
+
+/// One tool call the model proposed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The provider's id for the call (OpenAI `call_…`, Anthropic `toolu_…`), or one the
+    /// provider made up when the model gave none.
+    pub id: String,
+    pub name: String,
+    /// The arguments exactly as the model wrote them; may be invalid JSON.
+    pub arguments: String,
+}
+
+/// The conversation, in provider-neutral form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    User {
+        text: String,
+    },
+    Assistant {
+        text: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The observation for one tool call, answering the assistant message that proposed it.
+    Tool {
+        call_id: String,
+        name: String,
+        /// What the model reads: the result, or a structured description of an error.
+        content: String,
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolDefinition>,
+    pub max_output_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model finished its answer.
+    Stop,
+    /// The model wants tools called.
+    ToolCalls,
+    /// The output token limit cut the answer.
+    Length,
+    /// The provider filtered the content.
+    ContentFilter,
+    Other(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelResponse {
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub finish: FinishReason,
+}
+
+/// What a provider reports while a call is in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderEvent {
+    /// An attempt failed with a transient error; the next one starts after `delay`.
+    Retrying {
+        attempt: u32,
+        error: String,
+        delay: Duration,
+    },
+    /// A piece of the model's text, as it streams (only providers that stream send these).
+    TextDelta(String),
+}
+
+/// Receives [`ProviderEvent`]s.
+pub trait ProviderEvents: Send + Sync {
+    fn event(&self, event: ProviderEvent);
+}
+
+impl<F: Fn(ProviderEvent) + Send + Sync> ProviderEvents for F {
+    fn event(&self, event: ProviderEvent) {
+        self(event)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider is misconfigured (no API key, a bad URL, an invalid script).
+    #[error("model provider configuration: {0}")]
+    Config(String),
+    /// The request could not be sent or the connection failed.
+    #[error("cannot reach the model provider: {0}")]
+    Transport(String),
+    #[error("the model provider did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The provider answered with an HTTP error.
+    #[error("the model provider answered HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    /// The provider's answer could not be understood.
+    #[error("the model provider's answer is malformed: {0}")]
+    Malformed(String),
+    /// A scripted model has no turn for this point of the conversation.
+    #[error("the scripted model has no turn left: {0}")]
+    ScriptExhausted(String),
+    /// Transient failures went on past the retry policy.
+    #[error("the model call failed {attempts} times; last: {last}")]
+    RetriesExhausted {
+        attempts: u32,
+        last: Box<ProviderError>,
+    },
+}
+
+impl ProviderError {
+    /// Whether trying again may help: transport errors, timeouts, 408, 409, 429 and 5xx.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ProviderError::Transport(_) | ProviderError::Timeout(_) => true,
+            ProviderError::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
+            ProviderError::Config(_)
+            | ProviderError::Malformed(_)
+            | ProviderError::ScriptExhausted(_)
+            | ProviderError::RetriesExhausted { .. } => false,
+        }
+    }
+}
+
+/// One model, reachable through its provider.
+#[async_trait::async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// `provider:model`, for events and traces.
+    fn describe(&self) -> String;
+
+    /// Asks the model for its next step. Dropping the future abandons the call.
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        events: &dyn ProviderEvents,
+    ) -> Result<ModelResponse, ProviderError>;
+}
+
+/// Which provider and model a run uses, as its client asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSpec {
+    /// `openai:MODEL` — Chat Completions at the configured base URL.
+    OpenAi { model: String },
+    /// `anthropic:MODEL` — the Messages API at the configured base URL.
+    Anthropic { model: String },
+    /// `scripted` — a transcript in YAML or JSON (see `scripted.rs`), sent by the client.
+    Scripted { script: String },
+}
+
+/// The daemon's side of provider configuration: where the APIs are and which environment
+/// variables hold their keys. Clients choose a provider and model, never a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSettings {
+    pub openai_base_url: String,
+    pub openai_api_key_env: String,
+    pub anthropic_base_url: String,
+    pub anthropic_api_key_env: String,
+    /// How long one HTTP attempt may take, a streamed answer's last byte included.
+    pub request_timeout: Duration,
+    pub retry: RetryPolicy,
+    /// Whether `openai` and `anthropic` stream answers (reporting text as it arrives). Off
+    /// for local servers whose streamed tool calls are unreliable.
+    pub stream: bool,
+}
+
+impl Default for ProviderSettings {
+    fn default() -> Self {
+        ProviderSettings {
+            openai_base_url: "https://api.openai.com/v1".into(),
+            openai_api_key_env: "OPENAI_API_KEY".into(),
+            anthropic_base_url: "https://api.anthropic.com".into(),
+            anthropic_api_key_env: "ANTHROPIC_API_KEY".into(),
+            request_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            stream: true,
+        }
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelSpec::OpenAi { model } => write!(f, "openai:{model}"),
+            ModelSpec::Anthropic { model } => write!(f, "anthropic:{model}"),
+            ModelSpec::Scripted { .. } => f.write_str("scripted"),
+        }
+    }
+}
+
+/// A rough token count for `bytes` of text (about four bytes a token for English and code),
+/// for where no count is reported: the scripted model, and servers that send no usage.
+fn estimated_tokens(bytes: usize) -> u64 {
+    u64::try_from(bytes.div_ceil(4)).unwrap_or(u64::MAX)
+}
+
+/// Builds the provider for `spec`.
+pub fn build(
+    spec: &ModelSpec,
+    settings: &ProviderSettings,
+) -> Result<std::sync::Arc<dyn ModelProvider>, ProviderError> {
+    match spec {
+        ModelSpec::OpenAi { model } => {
+            Ok(std::sync::Arc::new(openai::OpenAi::new(model, settings)?))
+        }
+        ModelSpec::Anthropic { model } => Ok(std::sync::Arc::new(anthropic::Anthropic::new(
+            model, settings,
+        )?)),
+        ModelSpec::Scripted { script } => {
+            Ok(std::sync::Arc::new(scripted::Scripted::parse(script)?))
+        }
+    }
+}

@@ -1,0 +1,868 @@
+//! `scripted`: a deterministic model that plays a transcript, for the demo, tests and evals.
+//!
+//! A script is YAML (or JSON, which the same parser reads): a list of turns, each the answer
+//! to one model call: tool calls (with optional text), or a final answer.
+//!
+//! ```yaml
+//! turns:
+//!   - text: "Let me look."                  # optional text with the calls
+//!     tool_calls:
+//!       - name: read_file
+//!         arguments: {path: src/calc.py}     # any JSON value, serialised compactly
+//!       - name: grep
+//!         arguments_raw: '{"pattern": '      # exact text instead (malformed-JSON tests)
+//!   - alternatives:                          # the first whose `when` matches the last observation
+//!       - when: {status: OK, contains: "len(values) - 1", tool: read_file}
+//!         tool_calls:
+//!           - name: write_file
+//!             arguments: {path: src/calc.py, content: "..."}
+//!       - final: "I could not find the bug." # no `when`: always matches
+//!   - final: "Fixed."                        # a final answer (no tool calls)
+//!     usage: {input_tokens: 10, output_tokens: 3}   # optional; default: estimated (bytes/4)
+//!     delay_ms: 50                           # optional: answer after this long
+//! ```
+//!
+//! The model is stateless: the call whose conversation holds `i` assistant messages gets
+//! turn `i` (counting from 0), so a run resumed after a crash replays identically, and the
+//! same request always gets the same answer. A tool call without arguments gets `{}`; tool
+//! call ids are `call_<turn>_<index>`.
+//!
+//! `when` looks at the last tool observation in the conversation; each condition given must
+//! hold. `tool` is the tool's name; `contains` a substring of the observation's content;
+//! `status` the `status` field of the content when that is a JSON object, where `OK` also
+//! requires that the observation is not an error (and content without a `status` field has
+//! status `OK` unless it is an error). A `when` with conditions never matches before the
+//! first observation.
+//!
+//! A conversation past the last turn, or a turn whose alternatives all fail to match, gets
+//! [`ProviderError::ScriptExhausted`]. A script that cannot be read is a
+//! [`ProviderError::Config`] saying where: the path always (`turns[2].tool_calls[0]: …`),
+//! and the line and column for syntax errors, unknown fields and wrong types.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
+    ProviderEvents, ToolCall, Usage, estimated_tokens,
+};
+
+/// The largest script, in bytes. Scripts arrive from clients; a megabyte holds thousands of
+/// turns, and bounds what parsing one may allocate (the parser also refuses alias
+/// expansions that would blow it up).
+const MAX_SCRIPT_BYTES: usize = 1 << 20;
+
+/// The longest `delay_ms`: ten minutes. Delays exist to test cancellation and slow models;
+/// longer ones would only leave a run hanging.
+const MAX_DELAY_MS: u64 = 10 * 60 * 1000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Scripted {
+    turns: Vec<Turn>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Turn {
+    Answer(Answer),
+    Alternatives(Vec<Alternative>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Alternative {
+    when: When,
+    answer: Answer,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Answer {
+    reply: Reply,
+    usage: Option<Usage>,
+    delay: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Reply {
+    Final(String),
+    ToolCalls {
+        text: Option<String>,
+        calls: Vec<ScriptedCall>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct ScriptedCall {
+    name: String,
+    arguments: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct When {
+    status: Option<String>,
+    contains: Option<String>,
+    tool: Option<String>,
+}
+
+impl Scripted {
+    pub fn parse(text: &str) -> Result<Self, ProviderError> {
+        if text.len() > MAX_SCRIPT_BYTES {
+            return Err(ProviderError::Config(format!(
+                "script: {} bytes, more than the {MAX_SCRIPT_BYTES} allowed",
+                text.len()
+            )));
+        }
+        let file: ScriptFile = serde_norway::from_str(text)
+            .map_err(|error| ProviderError::Config(format!("script: {error}")))?;
+        if file.turns.is_empty() {
+            return Err(ProviderError::Config("script: `turns` is empty".into()));
+        }
+        let turns = file
+            .turns
+            .into_iter()
+            .enumerate()
+            .map(|(index, turn)| {
+                turn.check().map_err(|error| {
+                    ProviderError::Config(format!("script: turns[{index}]{error}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Scripted { turns })
+    }
+
+    fn answer(&self, request: &ModelRequest) -> Result<(usize, &Answer), ProviderError> {
+        let turn = request
+            .messages
+            .iter()
+            .filter(|message| matches!(message, Message::Assistant { .. }))
+            .count();
+        let Some(scripted) = self.turns.get(turn) else {
+            return Err(ProviderError::ScriptExhausted(format!(
+                "the conversation is at turn {turn}, the script has {} turns",
+                self.turns.len()
+            )));
+        };
+        match scripted {
+            Turn::Answer(answer) => Ok((turn, answer)),
+            Turn::Alternatives(alternatives) => {
+                let observation = last_observation(request);
+                alternatives
+                    .iter()
+                    .find(|alternative| alternative.when.matches(observation))
+                    .map(|alternative| (turn, &alternative.answer))
+                    .ok_or_else(|| {
+                        ProviderError::ScriptExhausted(format!(
+                            "no alternative of turns[{turn}] matches {}",
+                            describe(observation)
+                        ))
+                    })
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Scripted {
+    fn describe(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _events: &dyn ProviderEvents,
+    ) -> Result<ModelResponse, ProviderError> {
+        let (turn, answer) = self.answer(request)?;
+        if let Some(delay) = answer.delay {
+            tokio::time::sleep(delay).await;
+        }
+        Ok(answer.response(turn, request))
+    }
+}
+
+impl Answer {
+    fn response(&self, turn: usize, request: &ModelRequest) -> ModelResponse {
+        let (text, tool_calls, finish) = match &self.reply {
+            Reply::Final(text) => (Some(text.clone()), Vec::new(), FinishReason::Stop),
+            Reply::ToolCalls { text, calls } => (
+                text.clone(),
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(|(index, call)| ToolCall {
+                        id: format!("call_{turn}_{index}"),
+                        name: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                    })
+                    .collect::<Vec<_>>(),
+                FinishReason::ToolCalls,
+            ),
+        };
+        let usage = self.usage.unwrap_or_else(|| {
+            let output = text.as_ref().map_or(0, String::len)
+                + tool_calls
+                    .iter()
+                    .map(|call| call.name.len() + call.arguments.len())
+                    .sum::<usize>();
+            Usage {
+                input_tokens: estimated_tokens(request_bytes(request)),
+                output_tokens: estimated_tokens(output),
+            }
+        });
+        ModelResponse {
+            text,
+            tool_calls,
+            usage,
+            finish,
+        }
+    }
+}
+
+/// The text a real model would read: system prompt, messages, tool descriptions.
+fn request_bytes(request: &ModelRequest) -> usize {
+    let messages: usize = request
+        .messages
+        .iter()
+        .map(|message| match message {
+            Message::User { text } => text.len(),
+            Message::Assistant { text, tool_calls } => {
+                text.as_ref().map_or(0, String::len)
+                    + tool_calls
+                        .iter()
+                        .map(|call| call.name.len() + call.arguments.len())
+                        .sum::<usize>()
+            }
+            Message::Tool { content, .. } => content.len(),
+        })
+        .sum();
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|tool| tool.name.len() + tool.description.len() + tool.input_schema.to_string().len())
+        .sum();
+    request.system.len() + messages + tools
+}
+
+/// The last tool observation: its tool, content and error flag.
+#[derive(Clone, Copy)]
+struct Observation<'a> {
+    tool: &'a str,
+    content: &'a str,
+    is_error: bool,
+}
+
+fn last_observation(request: &ModelRequest) -> Option<Observation<'_>> {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message {
+            Message::Tool {
+                name,
+                content,
+                is_error,
+                ..
+            } => Some(Observation {
+                tool: name,
+                content,
+                is_error: *is_error,
+            }),
+            Message::User { .. } | Message::Assistant { .. } => None,
+        })
+}
+
+fn describe(observation: Option<Observation<'_>>) -> String {
+    match observation {
+        None => "a conversation without observations".to_owned(),
+        Some(observation) => format!(
+            "the last observation (tool {}, status {}, error {})",
+            observation.tool,
+            observation.status().as_deref().unwrap_or("unknown"),
+            observation.is_error
+        ),
+    }
+}
+
+impl Observation<'_> {
+    /// The content's `status` field; `OK` for content without one, unless it is an error.
+    fn status(&self) -> Option<String> {
+        let content_status = serde_json::from_str::<Value>(self.content)
+            .ok()
+            .and_then(|json| json.get("status")?.as_str().map(str::to_owned));
+        match content_status {
+            Some(status) => Some(status),
+            None if self.is_error => None,
+            None => Some("OK".to_owned()),
+        }
+    }
+}
+
+impl When {
+    fn matches(&self, observation: Option<Observation<'_>>) -> bool {
+        let conditions = [&self.status, &self.contains, &self.tool];
+        let Some(observation) = observation else {
+            return conditions.iter().all(|condition| condition.is_none());
+        };
+        let status_matches = self.status.as_deref().is_none_or(|wanted| {
+            observation.status().as_deref() == Some(wanted)
+                && (wanted != "OK" || !observation.is_error)
+        });
+        status_matches
+            && self
+                .contains
+                .as_deref()
+                .is_none_or(|part| observation.content.contains(part))
+            && self
+                .tool
+                .as_deref()
+                .is_none_or(|tool| observation.tool == tool)
+    }
+}
+
+// The script as written. The parser reports what serde can check (unknown fields, types)
+// with its path and position; the checks serde cannot express follow, reported with their
+// path: errors below start with the path under the turn (`.alternatives[1]: …`, or `: …`
+// for the turn itself).
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    turns: Vec<RawTurn>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTurn {
+    alternatives: Option<Vec<RawAlternative>>,
+    text: Option<String>,
+    tool_calls: Option<Vec<RawCall>>,
+    #[serde(rename = "final")]
+    final_text: Option<String>,
+    usage: Option<RawUsage>,
+    delay_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlternative {
+    when: Option<When>,
+    text: Option<String>,
+    tool_calls: Option<Vec<RawCall>>,
+    #[serde(rename = "final")]
+    final_text: Option<String>,
+    usage: Option<RawUsage>,
+    delay_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCall {
+    name: String,
+    arguments: Option<Value>,
+    arguments_raw: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+struct RawUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl RawTurn {
+    fn check(self) -> Result<Turn, String> {
+        let Some(alternatives) = self.alternatives else {
+            return answer(
+                self.text,
+                self.tool_calls,
+                self.final_text,
+                self.usage,
+                self.delay_ms,
+            )
+            .map(Turn::Answer);
+        };
+        let others = [
+            ("text", self.text.is_some()),
+            ("tool_calls", self.tool_calls.is_some()),
+            ("final", self.final_text.is_some()),
+            ("usage", self.usage.is_some()),
+            ("delay_ms", self.delay_ms.is_some()),
+        ];
+        if let Some((field, _)) = others.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                ": a turn with `alternatives` has nothing else; `{field}` belongs in an alternative"
+            ));
+        }
+        if alternatives.is_empty() {
+            return Err(": `alternatives` is empty".into());
+        }
+        alternatives
+            .into_iter()
+            .enumerate()
+            .map(|(index, alternative)| {
+                answer(
+                    alternative.text,
+                    alternative.tool_calls,
+                    alternative.final_text,
+                    alternative.usage,
+                    alternative.delay_ms,
+                )
+                .map(|answer| Alternative {
+                    when: alternative.when.unwrap_or_default(),
+                    answer,
+                })
+                .map_err(|error| format!(".alternatives[{index}]{error}"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Turn::Alternatives)
+    }
+}
+
+fn answer(
+    text: Option<String>,
+    tool_calls: Option<Vec<RawCall>>,
+    final_text: Option<String>,
+    usage: Option<RawUsage>,
+    delay_ms: Option<u64>,
+) -> Result<Answer, String> {
+    let reply = match (tool_calls, final_text) {
+        (Some(_), Some(_)) => {
+            return Err(": `tool_calls` and `final` exclude each other".into());
+        }
+        (None, None) => return Err(": an answer needs `tool_calls` or `final`".into()),
+        (None, Some(_)) if text.is_some() => {
+            return Err(": `text` goes with `tool_calls`; a final answer's text is `final`".into());
+        }
+        (None, Some(final_text)) => Reply::Final(final_text),
+        (Some(calls), None) => {
+            if calls.is_empty() {
+                return Err(
+                    ": `tool_calls` is empty; write `final` for an answer without calls".into(),
+                );
+            }
+            let calls = calls
+                .into_iter()
+                .enumerate()
+                .map(|(index, call)| {
+                    call.into_call()
+                        .map_err(|error| format!(".tool_calls[{index}]: {error}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Reply::ToolCalls { text, calls }
+        }
+    };
+    let delay = match delay_ms {
+        Some(ms) if ms > MAX_DELAY_MS => {
+            return Err(format!(
+                ".delay_ms: {ms}, more than the {MAX_DELAY_MS} allowed"
+            ));
+        }
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => None,
+    };
+    Ok(Answer {
+        reply,
+        usage: usage.map(|usage| Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        }),
+        delay,
+    })
+}
+
+impl RawCall {
+    fn into_call(self) -> Result<ScriptedCall, String> {
+        if self.name.is_empty() {
+            return Err("`name` is empty".into());
+        }
+        let arguments = match (self.arguments, self.arguments_raw) {
+            (Some(_), Some(_)) => {
+                return Err("`arguments` and `arguments_raw` exclude each other".into());
+            }
+            (Some(value), None) => value.to_string(),
+            (None, Some(raw)) => raw,
+            (None, None) => "{}".to_owned(),
+        };
+        Ok(ScriptedCall {
+            name: self.name,
+            arguments,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::ToolDefinition;
+    use super::*;
+
+    /// The module documentation's example, with real content.
+    const EXAMPLE: &str = r#"
+turns:
+  - text: "Let me look."
+    tool_calls:
+      - name: read_file
+        arguments: {path: src/calc.py}
+      - name: grep
+        arguments_raw: '{"pattern": '
+  - alternatives:
+      - when: {status: OK, contains: "len(values) - 1", tool: read_file}
+        tool_calls:
+          - name: write_file
+            arguments: {path: src/calc.py, content: "return sum(values) / len(values)\n"}
+      - final: "I could not find the bug."
+  - final: "Fixed."
+    usage: {input_tokens: 10, output_tokens: 3}
+    delay_ms: 1
+"#;
+
+    fn request(messages: Vec<Message>) -> ModelRequest {
+        ModelRequest {
+            system: "You fix bugs.".into(),
+            messages,
+            tools: vec![ToolDefinition {
+                name: "read_file".into(),
+                description: "Reads a file.".into(),
+                input_schema: json!({"type": "object"}),
+            }],
+            max_output_tokens: 100,
+            temperature: None,
+        }
+    }
+
+    fn user() -> Message {
+        Message::User {
+            text: "Fix the failing test.".into(),
+        }
+    }
+
+    /// An assistant message as the loop records the model's answer.
+    fn assistant(response: &ModelResponse) -> Message {
+        Message::Assistant {
+            text: response.text.clone(),
+            tool_calls: response.tool_calls.clone(),
+        }
+    }
+
+    fn observation(call: &ToolCall, content: &str, is_error: bool) -> Message {
+        Message::Tool {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    async fn complete(
+        script: &Scripted,
+        request: &ModelRequest,
+    ) -> Result<ModelResponse, ProviderError> {
+        script
+            .complete(request, &|_: super::super::ProviderEvent| {})
+            .await
+    }
+
+    fn config_error(script: &str) -> String {
+        match Scripted::parse(script) {
+            Err(ProviderError::Config(message)) => message,
+            other => panic!("a configuration error expected, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn plays_the_example_run() {
+        let script = Scripted::parse(EXAMPLE).expect("valid script");
+        assert_eq!(script.describe(), "scripted");
+
+        let mut messages = vec![user()];
+        let first = complete(&script, &request(messages.clone()))
+            .await
+            .expect("turn 0");
+        assert_eq!(first.text.as_deref(), Some("Let me look."));
+        assert_eq!(
+            first.tool_calls,
+            vec![
+                ToolCall {
+                    id: "call_0_0".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"src/calc.py"}"#.into(),
+                },
+                ToolCall {
+                    id: "call_0_1".into(),
+                    name: "grep".into(),
+                    arguments: r#"{"pattern": "#.into(),
+                },
+            ]
+        );
+        assert_eq!(first.finish, FinishReason::ToolCalls);
+        let expected_input = "You fix bugs.".len()
+            + "Fix the failing test.".len()
+            + "read_file".len()
+            + "Reads a file.".len()
+            + r#"{"type":"object"}"#.len();
+        assert_eq!(
+            first.usage,
+            Usage {
+                input_tokens: estimated_tokens(expected_input),
+                output_tokens: estimated_tokens(
+                    "Let me look.".len() + "read_file".len() + 22 + "grep".len() + 12
+                ),
+            }
+        );
+
+        messages.push(assistant(&first));
+        messages.push(observation(
+            &first.tool_calls[0],
+            r#"{"status":"OK","content":"return sum(values) / (len(values) - 1)"}"#,
+            false,
+        ));
+        let second = complete(&script, &request(messages.clone()))
+            .await
+            .expect("turn 1");
+        assert_eq!(second.tool_calls[0].id, "call_1_0");
+        assert_eq!(second.tool_calls[0].name, "write_file");
+        assert_eq!(
+            second.tool_calls[0].arguments,
+            r#"{"content":"return sum(values) / len(values)\n","path":"src/calc.py"}"#
+        );
+        assert_eq!(second.text, None);
+
+        messages.push(assistant(&second));
+        messages.push(observation(
+            &second.tool_calls[0],
+            r#"{"status":"OK"}"#,
+            false,
+        ));
+        let third = complete(&script, &request(messages.clone()))
+            .await
+            .expect("turn 2");
+        assert_eq!(
+            third,
+            ModelResponse {
+                text: Some("Fixed.".into()),
+                tool_calls: vec![],
+                usage: Usage {
+                    input_tokens: 10,
+                    output_tokens: 3
+                },
+                finish: FinishReason::Stop,
+            }
+        );
+
+        messages.push(assistant(&third));
+        let past_the_end = complete(&script, &request(messages)).await;
+        assert_eq!(
+            past_the_end,
+            Err(ProviderError::ScriptExhausted(
+                "the conversation is at turn 3, the script has 3 turns".into()
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn the_same_request_gets_the_same_answer() {
+        let one = Scripted::parse(EXAMPLE).expect("valid script");
+        let other = Scripted::parse(EXAMPLE).expect("valid script");
+        let first = complete(&one, &request(vec![user()]))
+            .await
+            .expect("turn 0");
+        let messages = vec![
+            user(),
+            assistant(&first),
+            observation(&first.tool_calls[0], "len(values) - 1", false),
+        ];
+        let request = request(messages);
+        let answers = [
+            complete(&one, &request).await,
+            complete(&one, &request).await,
+            complete(&other, &request).await,
+        ];
+        assert!(answers[0].is_ok());
+        assert_eq!(answers[0], answers[1]);
+        assert_eq!(answers[0], answers[2]);
+    }
+
+    #[tokio::test]
+    async fn alternatives_follow_the_last_observation() {
+        let script = Scripted::parse(
+            r#"
+turns:
+  - tool_calls: [{name: run_tests}]
+  - alternatives:
+      - when: {status: OK}
+        final: ok
+      - when: {status: TOOL_ERROR, tool: run_tests}
+        final: tool error
+      - when: {contains: "timed out"}
+        final: slow
+"#,
+        )
+        .expect("valid script");
+        let first = complete(&script, &request(vec![user()]))
+            .await
+            .expect("turn 0");
+        assert_eq!(first.tool_calls[0].arguments, "{}");
+        let call = &first.tool_calls[0];
+        let answer = |content: &'static str, is_error: bool| {
+            let request = request(vec![
+                user(),
+                assistant(&first),
+                observation(call, content, is_error),
+            ]);
+            let script = script.clone();
+            async move {
+                complete(&script, &request)
+                    .await
+                    .map(|response| response.text)
+            }
+        };
+        let text = |s: &str| Ok(Some(s.to_owned()));
+        assert_eq!(
+            answer(r#"{"status":"OK","content":"3 passed"}"#, false).await,
+            text("ok")
+        );
+        // Content that is not a JSON object has status OK unless it is an error.
+        assert_eq!(answer("3 passed", false).await, text("ok"));
+        assert_eq!(
+            answer(r#"{"status":"TOOL_ERROR"}"#, true).await,
+            text("tool error")
+        );
+        // An error is never OK, whatever its content says.
+        let denied = answer(r#"{"status":"OK","note":"timed out"}"#, true).await;
+        assert_eq!(denied, text("slow"));
+        let none = answer(r#"{"status":"DENIED"}"#, true).await;
+        assert_eq!(
+            none,
+            Err(ProviderError::ScriptExhausted(
+                "no alternative of turns[1] matches the last observation (tool run_tests, status DENIED, error true)".into()
+            ))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_condition_never_matches_before_the_first_observation() {
+        let script = Scripted::parse(
+            r#"{"turns": [{"alternatives": [{"when": {"tool": "read_file"}, "final": "read"}, {"when": {}, "final": "start"}]}]}"#,
+        )
+        .expect("JSON is a script too");
+        let response = complete(&script, &request(vec![user()]))
+            .await
+            .expect("turn 0");
+        assert_eq!(response.text.as_deref(), Some("start"));
+    }
+
+    #[tokio::test]
+    async fn a_delay_can_be_abandoned() {
+        let script = Scripted::parse("turns: [{final: late, delay_ms: 600000}]").expect("valid");
+        let request = request(vec![user()]);
+        let call = complete(&script, &request);
+        // Dropping the call, as the loop does on cancellation, ends it long before the delay.
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), call)
+                .await
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn invalid_scripts_say_where() {
+        // What the parser checks comes with the path, the line and the column.
+        let message =
+            config_error("turns:\n  - final: done\n  - tool_calls:\n      - nme: read_file\n");
+        assert_eq!(
+            message,
+            "script: turns[1].tool_calls[0]: unknown field `nme`, expected one of `name`, \
+             `arguments`, `arguments_raw` at line 4 column 9"
+        );
+        let message = config_error(
+            "turns:\n  - alternatives:\n      - when: {state: OK}\n        final: a\n",
+        );
+        assert!(
+            message.starts_with("script: turns[0].alternatives[0].when: unknown field `state`"),
+            "{message}"
+        );
+        assert!(message.ends_with("at line 3 column 16"), "{message}");
+        let message = config_error("turns:\n  - final: [unclosed\n");
+        assert!(message.starts_with("script: turns[0].final: "), "{message}");
+        assert!(message.contains("line 2"), "{message}");
+        assert_eq!(
+            config_error("steps: []"),
+            "script: unknown field `steps`, expected `turns`"
+        );
+        assert_eq!(config_error(""), "script: missing field `turns`");
+
+        // What the script's own rules check comes with the path.
+        let cases = [
+            (
+                "turns:\n  - final: done\n  - final: done\n    tool_calls: [{name: x}]\n",
+                "turns[1]: `tool_calls` and `final` exclude each other",
+            ),
+            (
+                "turns: [{text: hi}]",
+                "turns[0]: an answer needs `tool_calls` or `final`",
+            ),
+            (
+                "turns: [{final: a, text: b}]",
+                "turns[0]: `text` goes with `tool_calls`; a final answer's text is `final`",
+            ),
+            (
+                "turns: [{tool_calls: []}]",
+                "turns[0]: `tool_calls` is empty; write `final` for an answer without calls",
+            ),
+            (
+                "turns:\n  - tool_calls:\n      - {name: a}\n      - {name: b, arguments: {}, arguments_raw: '{}'}\n",
+                "turns[0].tool_calls[1]: `arguments` and `arguments_raw` exclude each other",
+            ),
+            (
+                "turns: [{tool_calls: [{name: ''}]}]",
+                "turns[0].tool_calls[0]: `name` is empty",
+            ),
+            (
+                "turns: [{final: a, delay_ms: 600001}]",
+                "turns[0].delay_ms: 600001, more than the 600000 allowed",
+            ),
+            (
+                "turns:\n  - alternatives: [{final: a}]\n    text: b\n",
+                "turns[0]: a turn with `alternatives` has nothing else; `text` belongs in an alternative",
+            ),
+            (
+                "turns: [{alternatives: []}]",
+                "turns[0]: `alternatives` is empty",
+            ),
+            (
+                "turns:\n  - final: a\n  - alternatives:\n      - final: a\n      - {when: {status: OK}}\n",
+                "turns[1].alternatives[1]: an answer needs `tool_calls` or `final`",
+            ),
+            ("turns: []", "`turns` is empty"),
+        ];
+        for (script, expected) in cases {
+            assert_eq!(
+                config_error(script),
+                format!("script: {expected}"),
+                "{script}"
+            );
+        }
+    }
+
+    #[test]
+    fn size_limits() {
+        let huge = format!("turns: [{{final: \"{}\"}}]", "x".repeat(MAX_SCRIPT_BYTES));
+        let message = config_error(&huge);
+        assert!(message.contains("allowed"), "{message}");
+
+        // Aliases that would expand to billions of nodes are refused, not expanded.
+        let mut bomb =
+            String::from("turns:\n  - tool_calls:\n      - name: x\n        arguments:\n");
+        bomb.push_str("          a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..12u8 {
+            let previous = char::from(b'a' + level - 1);
+            let name = char::from(b'a' + level);
+            let refs = vec![format!("*{previous}"); 10].join(", ");
+            bomb.push_str(&format!("          {name}: &{name} [{refs}]\n"));
+        }
+        let message = config_error(&bomb);
+        assert!(message.contains("repetition limit exceeded"), "{message}");
+    }
+}

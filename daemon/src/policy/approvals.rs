@@ -1,0 +1,448 @@
+//! The approval broker: pending questions, the approvers who answer them, and the rules that
+//! make an answer count.
+//!
+//! An answer counts only for the request it names, only while that request is pending (so a
+//! replayed or late answer is refused), only with the request's digest when it carries one,
+//! and only from an approver allowed to answer for the request's run. Requests wait until
+//! their deadline; no answer by then is a denial. Approvers come and go: every pending
+//! request is sent to an approver when it connects, and an approver that leaves takes
+//! nothing with it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use airlock_proto::v1 as pb;
+use tokio::sync::{broadcast, oneshot};
+
+/// Updates queued for a slow approver before it is told to catch up.
+const UPDATE_BUFFER: usize = 1024;
+
+/// Who sent a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approver {
+    /// The client of a run's own stream: may answer that run's requests only.
+    RunClient { run_id: String },
+    /// A client of the `Approvals` stream: may answer any run's requests.
+    Console,
+}
+
+impl Approver {
+    fn describe(&self) -> &'static str {
+        match self {
+            Approver::RunClient { .. } => "run client",
+            Approver::Console => "approver",
+        }
+    }
+}
+
+/// An accepted decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub decision: pb::Decision,
+    pub reason: String,
+    pub decided_by: String,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Answered(Answer),
+    /// Nobody answered by the deadline.
+    Expired,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionError {
+    #[error("no pending approval `{0}`: it does not exist, was already answered, or expired")]
+    NotPending(String),
+    #[error(
+        "approval `{approval_id}` belongs to another run; this stream answers for run `{run_id}` only"
+    )]
+    OtherRun { approval_id: String, run_id: String },
+    #[error("the decision's digest does not match approval `{0}`: it answers a different call")]
+    DigestMismatch(String),
+    #[error("approval `{0}` is past its deadline")]
+    PastDeadline(String),
+    #[error(
+        "the decision for `{0}` names no decision: approve once, approve for the session, or deny"
+    )]
+    NoDecision(String),
+}
+
+struct Pending {
+    request: pb::ApprovalRequest,
+    grant_key: String,
+    answer: oneshot::Sender<Answer>,
+}
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<String, Pending>,
+    session_grants: HashSet<String>,
+}
+
+pub struct ApprovalBroker {
+    state: Mutex<State>,
+    updates: broadcast::Sender<pb::ApprovalRequest>,
+}
+
+impl Default for ApprovalBroker {
+    fn default() -> Self {
+        ApprovalBroker {
+            state: Mutex::new(State::default()),
+            updates: broadcast::channel(UPDATE_BUFFER).0,
+        }
+    }
+}
+
+impl ApprovalBroker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether an earlier "approve for the session" covers this call.
+    pub fn has_session_grant(&self, grant_key: &str) -> bool {
+        self.lock().session_grants.contains(grant_key)
+    }
+
+    /// Records a grant (also when restoring a session's grants).
+    pub fn add_session_grant(&self, grant_key: String) {
+        self.lock().session_grants.insert(grant_key);
+    }
+
+    /// Puts `request` to the approvers and waits for an answer until its deadline. Dropping
+    /// the future withdraws the request.
+    pub async fn ask(self: &Arc<Self>, request: pb::ApprovalRequest, grant_key: String) -> Outcome {
+        let approval_id = request.approval_id.clone();
+        let deadline = deadline_of(&request);
+        let (answer, answered) = oneshot::channel();
+        {
+            let mut state = self.lock();
+            state.pending.insert(
+                approval_id.clone(),
+                Pending {
+                    request: request.clone(),
+                    grant_key,
+                    answer,
+                },
+            );
+        }
+        let _ = self.updates.send(request);
+        let withdraw = Withdraw {
+            broker: self.clone(),
+            approval_id: approval_id.clone(),
+            armed: true,
+        };
+        let outcome = tokio::select! {
+            answer = answered => match answer {
+                Ok(answer) => Outcome::Answered(answer),
+                Err(_) => Outcome::Expired,
+            },
+            () = tokio::time::sleep(deadline) => {
+                self.finish(&approval_id, pb::ApprovalState::Expired, "no answer by the deadline");
+                Outcome::Expired
+            }
+        };
+        withdraw.disarm();
+        outcome
+    }
+
+    /// Applies a decision, or says why it does not count.
+    pub fn decide(
+        &self,
+        decision: &pb::ApprovalDecision,
+        approver: &Approver,
+    ) -> Result<(), DecisionError> {
+        let id = &decision.approval_id;
+        let kind = pb::Decision::try_from(decision.decision).unwrap_or(pb::Decision::Unspecified);
+        let pending = {
+            let mut state = self.lock();
+            let Some(pending) = state.pending.get(id) else {
+                return Err(DecisionError::NotPending(id.clone()));
+            };
+            if let Approver::RunClient { run_id } = approver
+                && *run_id != pending.request.run_id
+            {
+                return Err(DecisionError::OtherRun {
+                    approval_id: id.clone(),
+                    run_id: run_id.clone(),
+                });
+            }
+            if !decision.digest.is_empty() && decision.digest != pending.request.digest {
+                return Err(DecisionError::DigestMismatch(id.clone()));
+            }
+            if deadline_of(&pending.request).is_zero() {
+                return Err(DecisionError::PastDeadline(id.clone()));
+            }
+            if kind == pb::Decision::Unspecified {
+                return Err(DecisionError::NoDecision(id.clone()));
+            }
+            let Some(pending) = state.pending.remove(id) else {
+                return Err(DecisionError::NotPending(id.clone()));
+            };
+            if kind == pb::Decision::ApproveSession {
+                state.session_grants.insert(pending.grant_key.clone());
+            }
+            pending
+        };
+        let decided_by = approver.describe().to_owned();
+        let detail = match kind {
+            pb::Decision::ApproveOnce => format!("approved once by the {decided_by}"),
+            pb::Decision::ApproveSession => format!("approved for the session by the {decided_by}"),
+            pb::Decision::Deny | pb::Decision::Unspecified => format!("denied by the {decided_by}"),
+        };
+        let mut update = pending.request;
+        update.state = pb::ApprovalState::Resolved as i32;
+        update.detail = detail;
+        let _ = self.updates.send(update);
+        let _ = pending.answer.send(Answer {
+            decision: kind,
+            reason: decision.reason.clone(),
+            decided_by,
+        });
+        Ok(())
+    }
+
+    /// The requests pending now, and every update from here on.
+    pub fn subscribe(
+        &self,
+    ) -> (
+        Vec<pb::ApprovalRequest>,
+        broadcast::Receiver<pb::ApprovalRequest>,
+    ) {
+        let state = self.lock();
+        let receiver = self.updates.subscribe();
+        let mut pending: Vec<_> = state.pending.values().map(|p| p.request.clone()).collect();
+        pending.sort_by_key(|request| request.deadline_ms);
+        (pending, receiver)
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Removes a request without an answer and tells the approvers.
+    fn finish(&self, approval_id: &str, state: pb::ApprovalState, detail: &str) {
+        let removed = self.lock().pending.remove(approval_id);
+        if let Some(pending) = removed {
+            let mut update = pending.request;
+            update.state = state as i32;
+            update.detail = detail.to_owned();
+            let _ = self.updates.send(update);
+        }
+    }
+}
+
+/// Withdraws a request whose asker went away (its run was cancelled).
+struct Withdraw {
+    broker: Arc<ApprovalBroker>,
+    approval_id: String,
+    armed: bool,
+}
+
+impl Withdraw {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if self.armed {
+            self.broker.finish(
+                &self.approval_id,
+                pb::ApprovalState::Resolved,
+                "withdrawn: the run no longer waits for it",
+            );
+        }
+    }
+}
+
+/// Time left until the request's deadline (zero once past).
+fn deadline_of(request: &pb::ApprovalRequest) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let deadline = u128::try_from(request.deadline_ms).unwrap_or(0);
+    Duration::from_millis(u64::try_from(deadline.saturating_sub(now)).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(id: &str, run_id: &str, in_ms: i64) -> pb::ApprovalRequest {
+        let now = i64::try_from(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("fits");
+        pb::ApprovalRequest {
+            approval_id: id.into(),
+            run_id: run_id.into(),
+            digest: format!("digest-{id}"),
+            deadline_ms: now + in_ms,
+            state: pb::ApprovalState::Pending as i32,
+            ..Default::default()
+        }
+    }
+
+    fn decision(id: &str, kind: pb::Decision) -> pb::ApprovalDecision {
+        pb::ApprovalDecision {
+            approval_id: id.into(),
+            decision: kind as i32,
+            reason: "because".into(),
+            digest: String::new(),
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_counts_once_and_only_for_its_request() {
+        let broker = Arc::new(ApprovalBroker::default());
+        let asking = tokio::spawn({
+            let broker = broker.clone();
+            async move {
+                broker
+                    .ask(request("a1", "r1", 60_000), "grant".into())
+                    .await
+            }
+        });
+        settle().await;
+        assert_eq!(
+            broker.decide(
+                &decision("a2", pb::Decision::ApproveOnce),
+                &Approver::Console
+            ),
+            Err(DecisionError::NotPending("a2".into()))
+        );
+        let mut wrong_digest = decision("a1", pb::Decision::ApproveOnce);
+        wrong_digest.digest = "digest-of-something-else".into();
+        assert_eq!(
+            broker.decide(&wrong_digest, &Approver::Console),
+            Err(DecisionError::DigestMismatch("a1".into()))
+        );
+        assert!(matches!(
+            broker.decide(
+                &decision("a1", pb::Decision::ApproveOnce),
+                &Approver::RunClient {
+                    run_id: "r2".into()
+                }
+            ),
+            Err(DecisionError::OtherRun { .. })
+        ));
+        let mut right = decision("a1", pb::Decision::ApproveOnce);
+        right.digest = "digest-a1".into();
+        broker
+            .decide(
+                &right,
+                &Approver::RunClient {
+                    run_id: "r1".into(),
+                },
+            )
+            .expect("accepted");
+        let outcome = asking.await.expect("task");
+        assert!(matches!(
+            outcome,
+            Outcome::Answered(Answer {
+                decision: pb::Decision::ApproveOnce,
+                ..
+            })
+        ));
+        // Replayed: the request is no longer pending.
+        assert_eq!(
+            broker.decide(&right, &Approver::Console),
+            Err(DecisionError::NotPending("a1".into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn no_answer_by_the_deadline_expires_the_request() {
+        let broker = Arc::new(ApprovalBroker::default());
+        let (_, mut updates) = broker.subscribe();
+        let outcome = broker.ask(request("a1", "r1", 50), "grant".into()).await;
+        assert_eq!(outcome, Outcome::Expired);
+        assert_eq!(broker.pending_count(), 0);
+        let first = updates.recv().await.expect("pending update");
+        assert_eq!(first.state, pb::ApprovalState::Pending as i32);
+        let second = updates.recv().await.expect("expiry update");
+        assert_eq!(second.state, pb::ApprovalState::Expired as i32);
+        assert!(matches!(
+            broker.decide(
+                &decision("a1", pb::Decision::ApproveOnce),
+                &Approver::Console
+            ),
+            Err(DecisionError::NotPending(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn session_approval_grants_the_same_call_later() {
+        let broker = Arc::new(ApprovalBroker::default());
+        let asking = tokio::spawn({
+            let broker = broker.clone();
+            async move {
+                broker
+                    .ask(request("a1", "r1", 60_000), "grant-key".into())
+                    .await
+            }
+        });
+        settle().await;
+        assert!(!broker.has_session_grant("grant-key"));
+        broker
+            .decide(
+                &decision("a1", pb::Decision::ApproveSession),
+                &Approver::Console,
+            )
+            .expect("accepted");
+        asking.await.expect("task");
+        assert!(broker.has_session_grant("grant-key"));
+        assert!(!broker.has_session_grant("another-call"));
+    }
+
+    #[tokio::test]
+    async fn a_late_approver_gets_what_is_pending_and_a_withdrawn_request_is_announced() {
+        let broker = Arc::new(ApprovalBroker::default());
+        let asking = tokio::spawn({
+            let broker = broker.clone();
+            async move { broker.ask(request("a1", "r1", 60_000), "g".into()).await }
+        });
+        settle().await;
+        let (pending, mut updates) = broker.subscribe();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].approval_id, "a1");
+        asking.abort();
+        let _ = asking.await;
+        let update = updates.recv().await.expect("withdrawn");
+        assert_eq!(update.state, pb::ApprovalState::Resolved as i32);
+        assert!(update.detail.contains("withdrawn"));
+        assert_eq!(broker.pending_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_decision_without_a_verdict_is_refused() {
+        let broker = Arc::new(ApprovalBroker::default());
+        let _asking = tokio::spawn({
+            let broker = broker.clone();
+            async move { broker.ask(request("a1", "r1", 60_000), "g".into()).await }
+        });
+        settle().await;
+        assert_eq!(
+            broker.decide(
+                &decision("a1", pb::Decision::Unspecified),
+                &Approver::Console
+            ),
+            Err(DecisionError::NoDecision("a1".into()))
+        );
+        assert_eq!(broker.pending_count(), 1);
+    }
+}

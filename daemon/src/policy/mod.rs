@@ -1,0 +1,118 @@
+//! Policy: the permission gate that decides, for each validated tool call, whether it runs,
+//! is denied, or waits for an approver; and the approval broker that asks.
+
+mod approvals;
+mod digest;
+
+pub use approvals::{Answer, ApprovalBroker, Approver, DecisionError, Outcome};
+pub use digest::{Binding, binding_digest, session_grant_key};
+
+use airlock_proto::v1 as pb;
+
+use crate::tools::Risk;
+
+/// Who must agree before a call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalPolicy {
+    /// Ask for every call.
+    Always,
+    /// Ask for anything but read-only calls.
+    Risky,
+    /// Ask nobody: what would need asking is denied.
+    Never,
+    /// Everything the profile allows runs.
+    Auto,
+}
+
+impl ApprovalPolicy {
+    pub fn from_wire(policy: pb::ApprovalPolicy) -> ApprovalPolicy {
+        match policy {
+            pb::ApprovalPolicy::Unspecified | pb::ApprovalPolicy::Risky => ApprovalPolicy::Risky,
+            pb::ApprovalPolicy::Always => ApprovalPolicy::Always,
+            pb::ApprovalPolicy::Never => ApprovalPolicy::Never,
+            pb::ApprovalPolicy::Auto => ApprovalPolicy::Auto,
+        }
+    }
+
+    pub fn to_wire(self) -> pb::ApprovalPolicy {
+        match self {
+            ApprovalPolicy::Always => pb::ApprovalPolicy::Always,
+            ApprovalPolicy::Risky => pb::ApprovalPolicy::Risky,
+            ApprovalPolicy::Never => pb::ApprovalPolicy::Never,
+            ApprovalPolicy::Auto => pb::ApprovalPolicy::Auto,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Always => "always",
+            ApprovalPolicy::Risky => "risky",
+            ApprovalPolicy::Never => "never",
+            ApprovalPolicy::Auto => "auto",
+        }
+    }
+}
+
+/// The gate's verdict on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    Allow,
+    /// Put it to an approver; the text says why.
+    Ask(String),
+    /// Refused without asking; the text says why.
+    Deny(String),
+}
+
+/// Decides what happens to a call of a tool with `risk` under `policy`. What the call may
+/// touch is the profile's business and enforced by the engine either way.
+pub fn gate(policy: ApprovalPolicy, risk: Risk) -> Gate {
+    let risky = !matches!(risk, Risk::ReadOnly);
+    match (policy, risky) {
+        (ApprovalPolicy::Auto, _) | (ApprovalPolicy::Risky | ApprovalPolicy::Never, false) => {
+            Gate::Allow
+        }
+        (ApprovalPolicy::Always, _) => Gate::Ask("policy `always` asks for every call".into()),
+        (ApprovalPolicy::Risky, true) => {
+            Gate::Ask(format!("policy `risky` asks for {} tools", risk.as_str()))
+        }
+        (ApprovalPolicy::Never, true) => Gate::Deny(format!(
+            "policy `never` runs no {} tool without an approval, and this run asks nobody",
+            risk.as_str()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_policy_treats_read_only_and_risky_calls_as_documented() {
+        let risky = [Risk::Write, Risk::Network, Risk::Install, Risk::Destructive];
+        for risk in risky {
+            assert!(matches!(gate(ApprovalPolicy::Always, risk), Gate::Ask(_)));
+            assert!(matches!(gate(ApprovalPolicy::Risky, risk), Gate::Ask(_)));
+            assert!(matches!(gate(ApprovalPolicy::Never, risk), Gate::Deny(_)));
+            assert_eq!(gate(ApprovalPolicy::Auto, risk), Gate::Allow);
+        }
+        assert!(matches!(
+            gate(ApprovalPolicy::Always, Risk::ReadOnly),
+            Gate::Ask(_)
+        ));
+        for policy in [
+            ApprovalPolicy::Risky,
+            ApprovalPolicy::Never,
+            ApprovalPolicy::Auto,
+        ] {
+            assert_eq!(gate(policy, Risk::ReadOnly), Gate::Allow);
+        }
+    }
+
+    #[test]
+    fn unspecified_means_risky() {
+        assert_eq!(
+            ApprovalPolicy::from_wire(pb::ApprovalPolicy::Unspecified),
+            ApprovalPolicy::Risky
+        );
+    }
+}

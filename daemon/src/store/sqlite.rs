@@ -1,0 +1,1061 @@
+//! The embedded store: one SQLite file in WAL mode, migrated by the daemon on open.
+//!
+//! Durability: commits use `synchronous = NORMAL` in WAL mode, which survives any crash of
+//! the daemon (the case resumption is built for) but may lose the last commits on a power
+//! failure; `StoreOptions::fsync_every_commit` trades speed for that too.
+//! One connection behind a mutex: statements are short, and serialising them makes the
+//! per-run sequence check race-free.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use airlock_proto::v1 as pb;
+use prost::Message as _;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{
+    ApprovalResolution, Checkpoint, Effect, OutputRecord, RunEnd, RunFilter, RunRecord, RunState,
+    SessionRecord, Store, StoreError, StoreResult,
+};
+
+/// Each entry moves the schema one version forward; the index is the version it leaves.
+/// Never edit a shipped entry: add one.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, runs, the event log.
+    r#"
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        state TEXT NOT NULL,
+        start BLOB NOT NULL,
+        model TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        finished_at_ms INTEGER,
+        stop_reason INTEGER,
+        stop_detail TEXT NOT NULL DEFAULT '',
+        final_text TEXT NOT NULL DEFAULT '',
+        usage BLOB NOT NULL,
+        steps INTEGER NOT NULL DEFAULT 0,
+        last_seq INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_by_time ON runs(created_at_ms DESC, run_id DESC);
+    CREATE INDEX runs_by_session ON runs(session_id, created_at_ms DESC);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        seq INTEGER NOT NULL,
+        event BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    "#,
+    // 2: what resumption and tracing need: checkpoints, the effect journal, approvals and
+    // session grants, spans, kept outputs.
+    r#"
+    CREATE TABLE checkpoints (
+        run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+        checkpoint_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        state BLOB NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE effects (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        idempotent INTEGER NOT NULL,
+        intent_at_ms INTEGER NOT NULL,
+        result BLOB,
+        PRIMARY KEY (run_id, call_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        call_id TEXT NOT NULL,
+        request BLOB NOT NULL,
+        decision INTEGER,
+        reason TEXT,
+        decided_by TEXT,
+        resolved_at_ms INTEGER
+    );
+    CREATE INDEX approvals_by_call ON approvals(run_id, call_id);
+    CREATE TABLE session_grants (
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        grant_key TEXT NOT NULL,
+        PRIMARY KEY (session_id, grant_key)
+    ) WITHOUT ROWID;
+    CREATE TABLE spans (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        span_id TEXT NOT NULL,
+        start_unix_nano INTEGER NOT NULL,
+        span BLOB NOT NULL,
+        PRIMARY KEY (run_id, span_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE outputs (
+        execution_id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX outputs_by_age ON outputs(created_at_ms, execution_id);
+    CREATE INDEX outputs_by_digest ON outputs(digest);
+    "#,
+];
+
+/// How the store is opened.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// fsync on every commit (`synchronous = FULL`): survives power loss, costs a disk flush
+    /// per event.
+    pub fsync_every_commit: bool,
+}
+
+pub struct SqliteStore {
+    connection: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, checks its integrity and migrates it.
+    /// A damaged file is refused, never repaired by guesswork.
+    pub fn open(path: &Path, options: &StoreOptions) -> StoreResult<SqliteStore> {
+        let display = path.display().to_string();
+        let open_error = |err: rusqlite::Error| StoreError::Open {
+            path: display.clone(),
+            message: err.to_string(),
+        };
+        let damaged = |message: String| StoreError::Damaged {
+            path: display.clone(),
+            message,
+        };
+        let connection = Connection::open(path).map_err(open_error)?;
+        // A file that is not a database fails on its first read; report it as damaged.
+        let mode: String = connection
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|err| damaged(err.to_string()))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(damaged(format!(
+                "cannot switch to WAL (journal mode {mode})"
+            )));
+        }
+        let synchronous = if options.fsync_every_commit {
+            "FULL"
+        } else {
+            "NORMAL"
+        };
+        connection
+            .execute_batch(&format!(
+                "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;"
+            ))
+            .map_err(open_error)?;
+        let check: String = connection
+            .query_row("PRAGMA quick_check", [], |row| row.get(0))
+            .map_err(|err| damaged(err.to_string()))?;
+        if check != "ok" {
+            return Err(damaged(format!("integrity check failed: {check}")));
+        }
+        migrate(&connection).map_err(damaged)?;
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(&self, work: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> StoreResult<T> {
+        let mut connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        work(&mut connection).map_err(|err| StoreError::Io(err.to_string()))
+    }
+}
+
+fn migrate(connection: &Connection) -> Result<(), String> {
+    let version: i64 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|err| err.to_string())?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(format!(
+            "schema version {version} is newer than this daemon knows ({known}); refusing to touch it"
+        ));
+    }
+    for (index, migration) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        let next = index + 1;
+        connection
+            .execute_batch(&format!(
+                "BEGIN; {migration}; PRAGMA user_version = {next}; COMMIT;"
+            ))
+            .map_err(|err| {
+                let _ = connection.execute_batch("ROLLBACK");
+                format!("migration to schema version {next} failed: {err}")
+            })?;
+    }
+    Ok(())
+}
+
+const RUN_COLUMNS: &str = "run_id, session_id, state, start, model, workspace, trace_id, created_at_ms, \
+     finished_at_ms, stop_reason, stop_detail, final_text, usage, steps, last_seq";
+
+fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, String>> {
+    let state: String = row.get(2)?;
+    let start: Vec<u8> = row.get(3)?;
+    let usage: Vec<u8> = row.get(12)?;
+    let stop_reason: Option<i32> = row.get(9)?;
+    let steps: i64 = row.get(13)?;
+    let last_seq: i64 = row.get(14)?;
+    let decoded = (|| {
+        Ok(RunRecord {
+            run_id: row.get(0).map_err(|e| e.to_string())?,
+            session_id: row.get(1).map_err(|e| e.to_string())?,
+            state: RunState::parse(&state).ok_or_else(|| format!("unknown run state `{state}`"))?,
+            start: pb::StartRun::decode(start.as_slice()).map_err(|e| e.to_string())?,
+            model: row.get(4).map_err(|e| e.to_string())?,
+            workspace: row.get(5).map_err(|e| e.to_string())?,
+            trace_id: row.get(6).map_err(|e| e.to_string())?,
+            created_at_ms: row.get(7).map_err(|e| e.to_string())?,
+            finished_at_ms: row.get(8).map_err(|e| e.to_string())?,
+            stop_reason: stop_reason
+                .map(|reason| pb::StopReason::try_from(reason).map_err(|e| e.to_string()))
+                .transpose()?,
+            stop_detail: row.get(10).map_err(|e| e.to_string())?,
+            final_text: row.get(11).map_err(|e| e.to_string())?,
+            usage: pb::Usage::decode(usage.as_slice()).map_err(|e| e.to_string())?,
+            steps: u32::try_from(steps).map_err(|e| e.to_string())?,
+            last_seq: u64::try_from(last_seq).map_err(|e| e.to_string())?,
+        })
+    })();
+    Ok(decoded)
+}
+
+fn decode<M: prost::Message + Default>(bytes: &[u8]) -> StoreResult<M> {
+    M::decode(bytes).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn output_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutputRecord> {
+    Ok(OutputRecord {
+        execution_id: row.get(0)?,
+        digest: row.get(1)?,
+        size: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+        created_at_ms: row.get(3)?,
+    })
+}
+
+fn seq_param(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+impl Store for SqliteStore {
+    fn create_session(&self, session: &SessionRecord) -> StoreResult<()> {
+        let labels =
+            serde_json::to_string(&session.labels).map_err(|e| StoreError::Io(e.to_string()))?;
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO sessions (session_id, workspace, labels, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![session.session_id, session.workspace, labels, session.created_at_ms],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn session(&self, session_id: &str) -> StoreResult<Option<SessionRecord>> {
+        let row = self.with(|c| {
+            c.query_row(
+                "SELECT session_id, workspace, labels, created_at_ms FROM sessions WHERE session_id = ?1",
+                params![session_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, i64>(3)?,
+                    ))
+                },
+            )
+            .optional()
+        })?;
+        row.map(|(session_id, workspace, labels, created_at_ms)| {
+            Ok(SessionRecord {
+                session_id,
+                workspace,
+                labels: serde_json::from_str(&labels)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                created_at_ms,
+            })
+        })
+        .transpose()
+    }
+
+    fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+                params![
+                    run.run_id,
+                    run.session_id,
+                    run.state.as_str(),
+                    run.start.encode_to_vec(),
+                    run.model,
+                    run.workspace,
+                    run.trace_id,
+                    run.created_at_ms,
+                    run.finished_at_ms,
+                    run.stop_reason.map(|r| r as i32),
+                    run.stop_detail,
+                    run.final_text,
+                    run.usage.encode_to_vec(),
+                    i64::from(run.steps),
+                    seq_param(run.last_seq),
+                ],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        let row = self.with(|c| {
+            c.query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1"),
+                params![run_id],
+                run_from_row,
+            )
+            .optional()
+        })?;
+        row.map(|decoded| decoded.map_err(StoreError::Corrupt))
+            .transpose()
+    }
+
+    fn list_runs(
+        &self,
+        filter: &RunFilter,
+        limit: usize,
+        page_token: Option<&str>,
+    ) -> StoreResult<(Vec<RunRecord>, Option<String>)> {
+        let cursor = page_token
+            .map(|token| {
+                let (time, run_id) = token
+                    .split_once(':')
+                    .ok_or_else(|| StoreError::Corrupt(format!("invalid page token `{token}`")))?;
+                let time: i64 = time
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt(format!("invalid page token `{token}`")))?;
+                Ok::<_, StoreError>((time, run_id.to_owned()))
+            })
+            .transpose()?;
+        let limit_plus_one = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = self.with(|c| {
+            let mut statement = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs
+                 WHERE (?1 IS NULL OR session_id = ?1)
+                   AND (?2 IS NULL OR state = ?2)
+                   AND (?3 IS NULL OR created_at_ms < ?3 OR (created_at_ms = ?3 AND run_id < ?4))
+                 ORDER BY created_at_ms DESC, run_id DESC
+                 LIMIT ?5"
+            ))?;
+            let rows = statement.query_map(
+                params![
+                    filter.session_id,
+                    filter.state.map(RunState::as_str),
+                    cursor.as_ref().map(|(time, _)| *time),
+                    cursor.as_ref().map(|(_, id)| id.clone()),
+                    limit_plus_one,
+                ],
+                run_from_row,
+            )?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        let mut runs = rows
+            .into_iter()
+            .map(|decoded| decoded.map_err(StoreError::Corrupt))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let next = if runs.len() > limit {
+            runs.truncate(limit);
+            runs.last()
+                .map(|run| format!("{}:{}", run.created_at_ms, run.run_id))
+        } else {
+            None
+        };
+        Ok((runs, next))
+    }
+
+    fn set_run_state(&self, run_id: &str, state: RunState) -> StoreResult<()> {
+        let changed = self.with(|c| {
+            c.execute(
+                "UPDATE runs SET state = ?2 WHERE run_id = ?1",
+                params![run_id, state.as_str()],
+            )
+        })?;
+        if changed == 0 {
+            return Err(StoreError::UnknownRun(run_id.to_owned()));
+        }
+        Ok(())
+    }
+
+    fn update_progress(&self, run_id: &str, steps: u32, usage: &pb::Usage) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE runs SET steps = ?2, usage = ?3 WHERE run_id = ?1",
+                params![run_id, i64::from(steps), usage.encode_to_vec()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn finish_run(&self, run_id: &str, end: &RunEnd) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE runs SET state = 'finished', stop_reason = ?2, stop_detail = ?3, final_text = ?4, finished_at_ms = ?5 WHERE run_id = ?1",
+                params![run_id, end.stop_reason as i32, end.stop_detail, end.final_text, end.finished_at_ms],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn append_event(&self, event: &pb::RunEvent) -> StoreResult<()> {
+        let mut connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let io = |err: rusqlite::Error| StoreError::Io(err.to_string());
+        let transaction = connection.transaction().map_err(io)?;
+        let last: Option<i64> = transaction
+            .query_row(
+                "SELECT last_seq FROM runs WHERE run_id = ?1",
+                params![event.run_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(io)?;
+        let Some(last) = last else {
+            return Err(StoreError::UnknownRun(event.run_id.clone()));
+        };
+        let last = u64::try_from(last).unwrap_or(0);
+        if event.seq != last + 1 {
+            return Err(StoreError::OutOfOrder {
+                run_id: event.run_id.clone(),
+                seq: event.seq,
+                last,
+            });
+        }
+        transaction
+            .execute(
+                "INSERT INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)",
+                params![event.run_id, seq_param(event.seq), event.encode_to_vec()],
+            )
+            .map_err(io)?;
+        transaction
+            .execute(
+                "UPDATE runs SET last_seq = ?2 WHERE run_id = ?1",
+                params![event.run_id, seq_param(event.seq)],
+            )
+            .map_err(io)?;
+        transaction.commit().map_err(io)
+    }
+
+    fn events_after(
+        &self,
+        run_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<pb::RunEvent>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let blobs = self.with(|c| {
+            let mut statement = c.prepare_cached(
+                "SELECT event FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let rows = statement
+                .query_map(params![run_id, seq_param(after_seq), limit], |row| {
+                    row.get::<_, Vec<u8>>(0)
+                })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        blobs
+            .iter()
+            .map(|blob| {
+                pb::RunEvent::decode(blob.as_slice())
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))
+            })
+            .collect()
+    }
+
+    fn unfinished_runs(&self) -> StoreResult<Vec<RunRecord>> {
+        let rows = self.with(|c| {
+            let mut statement = c.prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE state != 'finished' ORDER BY created_at_ms"
+            ))?;
+            let rows = statement.query_map([], run_from_row)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter()
+            .map(|decoded| decoded.map_err(StoreError::Corrupt))
+            .collect()
+    }
+
+    fn save_checkpoint(&self, run_id: &str, checkpoint: &Checkpoint) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = ?2, seq = ?3, state = ?4, created_at_ms = ?5",
+                params![run_id, checkpoint.checkpoint_id, seq_param(checkpoint.seq), checkpoint.state, checkpoint.created_at_ms],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT checkpoint_id, seq, state, created_at_ms FROM checkpoints WHERE run_id = ?1",
+                params![run_id],
+                |row| {
+                    Ok(Checkpoint {
+                        checkpoint_id: row.get(0)?,
+                        seq: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+                        state: row.get(2)?,
+                        created_at_ms: row.get(3)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    fn record_intent(&self, effect: &Effect) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![effect.run_id, effect.call_id, effect.tool, effect.arguments, effect.idempotent, effect.intent_at_ms],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn record_effect_result(
+        &self,
+        run_id: &str,
+        call_id: &str,
+        result: &pb::ToolResult,
+    ) -> StoreResult<()> {
+        let changed = self.with(|c| {
+            c.execute(
+                "UPDATE effects SET result = ?3 WHERE run_id = ?1 AND call_id = ?2",
+                params![run_id, call_id, result.encode_to_vec()],
+            )
+        })?;
+        if changed == 0 {
+            return Err(StoreError::Io(format!(
+                "no intent recorded for call {call_id} of run {run_id}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn effect(&self, run_id: &str, call_id: &str) -> StoreResult<Option<Effect>> {
+        let row = self.with(|c| {
+            c.query_row(
+                "SELECT tool, arguments, idempotent, intent_at_ms, result FROM effects WHERE run_id = ?1 AND call_id = ?2",
+                params![run_id, call_id],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, bool>(2)?,
+                        row.get::<_, i64>(3)?,
+                        row.get::<_, Option<Vec<u8>>>(4)?,
+                    ))
+                },
+            )
+            .optional()
+        })?;
+        row.map(|(tool, arguments, idempotent, intent_at_ms, result)| {
+            Ok(Effect {
+                run_id: run_id.to_owned(),
+                call_id: call_id.to_owned(),
+                tool,
+                arguments,
+                idempotent,
+                intent_at_ms,
+                result: result.map(|bytes| decode(&bytes)).transpose()?,
+            })
+        })
+        .transpose()
+    }
+
+    fn save_approval(&self, request: &pb::ApprovalRequest) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO approvals (approval_id, run_id, call_id, request) VALUES (?1, ?2, ?3, ?4)",
+                params![request.approval_id, request.run_id, request.call_id, request.encode_to_vec()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn resolve_approval(
+        &self,
+        approval_id: &str,
+        resolution: &ApprovalResolution,
+    ) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE approvals SET decision = ?2, reason = ?3, decided_by = ?4, resolved_at_ms = ?5 WHERE approval_id = ?1",
+                params![approval_id, resolution.decision as i32, resolution.reason, resolution.decided_by, resolution.resolved_at_ms],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn approval_for_call(
+        &self,
+        run_id: &str,
+        call_id: &str,
+    ) -> StoreResult<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>> {
+        let row = self.with(|c| {
+            c.query_row(
+                "SELECT request, decision, reason, decided_by, resolved_at_ms FROM approvals
+                 WHERE run_id = ?1 AND call_id = ?2 ORDER BY rowid DESC LIMIT 1",
+                params![run_id, call_id],
+                |row| {
+                    Ok((
+                        row.get::<_, Vec<u8>>(0)?,
+                        row.get::<_, Option<i32>>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, Option<String>>(3)?,
+                        row.get::<_, Option<i64>>(4)?,
+                    ))
+                },
+            )
+            .optional()
+        })?;
+        row.map(|(request, decision, reason, decided_by, resolved_at_ms)| {
+            let request: pb::ApprovalRequest = decode(&request)?;
+            let resolution = match (decision, resolved_at_ms) {
+                (Some(decision), Some(resolved_at_ms)) => Some(ApprovalResolution {
+                    decision: pb::Decision::try_from(decision)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    reason: reason.unwrap_or_default(),
+                    decided_by: decided_by.unwrap_or_default(),
+                    resolved_at_ms,
+                }),
+                _ => None,
+            };
+            Ok((request, resolution))
+        })
+        .transpose()
+    }
+
+    fn add_session_grant(&self, session_id: &str, grant_key: &str) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO session_grants (session_id, grant_key) VALUES (?1, ?2)",
+                params![session_id, grant_key],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn session_grants(&self) -> StoreResult<Vec<String>> {
+        self.with(|c| {
+            let mut statement = c.prepare("SELECT grant_key FROM session_grants")?;
+            let rows = statement.query_map([], |row| row.get(0))?;
+            rows.collect()
+        })
+    }
+
+    fn append_span(&self, run_id: &str, span: &pb::Span) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO spans (run_id, span_id, start_unix_nano, span) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, span.span_id, span.start_unix_nano, span.encode_to_vec()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn spans(&self, run_id: &str) -> StoreResult<Vec<pb::Span>> {
+        let blobs = self.with(|c| {
+            let mut statement = c.prepare(
+                "SELECT span FROM spans WHERE run_id = ?1 ORDER BY start_unix_nano, span_id",
+            )?;
+            let rows = statement.query_map(params![run_id], |row| row.get::<_, Vec<u8>>(0))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        blobs.iter().map(|blob| decode(blob)).collect()
+    }
+
+    fn record_output(&self, output: &OutputRecord) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO outputs (execution_id, digest, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![output.execution_id, output.digest, i64::try_from(output.size).unwrap_or(i64::MAX), output.created_at_ms],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn output(&self, execution_id: &str) -> StoreResult<Option<OutputRecord>> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT execution_id, digest, size, created_at_ms FROM outputs WHERE execution_id = ?1",
+                params![execution_id],
+                output_from_row,
+            )
+            .optional()
+        })
+    }
+
+    fn oldest_outputs(&self, limit: usize) -> StoreResult<Vec<OutputRecord>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(|c| {
+            let mut statement = c.prepare(
+                "SELECT execution_id, digest, size, created_at_ms FROM outputs ORDER BY created_at_ms, execution_id LIMIT ?1",
+            )?;
+            let rows = statement.query_map(params![limit], output_from_row)?;
+            rows.collect()
+        })
+    }
+
+    fn remove_output(&self, execution_id: &str) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "DELETE FROM outputs WHERE execution_id = ?1",
+                params![execution_id],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn output_references(&self, digest: &str) -> StoreResult<u64> {
+        let count: i64 = self.with(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM outputs WHERE digest = ?1",
+                params![digest],
+                |row| row.get(0),
+            )
+        })?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &Path) -> SqliteStore {
+        SqliteStore::open(&dir.join("airlock.db"), &StoreOptions::default()).expect("opens")
+    }
+
+    fn session(id: &str) -> SessionRecord {
+        SessionRecord {
+            session_id: id.into(),
+            workspace: "/srv/ws".into(),
+            labels: [("team".to_owned(), "core".to_owned())].into(),
+            created_at_ms: 1,
+        }
+    }
+
+    fn run(id: &str, session: &str, created_at_ms: i64) -> RunRecord {
+        RunRecord {
+            run_id: id.into(),
+            session_id: session.into(),
+            state: RunState::Running,
+            start: pb::StartRun {
+                input: format!("task of {id}"),
+                ..Default::default()
+            },
+            model: "scripted".into(),
+            workspace: String::new(),
+            trace_id: "t".into(),
+            created_at_ms,
+            finished_at_ms: None,
+            stop_reason: None,
+            stop_detail: String::new(),
+            final_text: String::new(),
+            usage: pb::Usage::default(),
+            steps: 0,
+            last_seq: 0,
+        }
+    }
+
+    fn event(run_id: &str, seq: u64) -> pb::RunEvent {
+        pb::RunEvent {
+            run_id: run_id.into(),
+            seq,
+            step_id: String::new(),
+            time_ms: 7,
+            event: Some(pb::run_event::Event::ModelText(pb::ModelText {
+                text: format!("event {seq}"),
+            })),
+        }
+    }
+
+    #[test]
+    fn sessions_runs_and_events_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(dir.path());
+        store.create_session(&session("s1")).expect("session");
+        assert_eq!(store.session("s1").expect("read"), Some(session("s1")));
+        store.create_run(&run("r1", "s1", 10)).expect("run");
+        for seq in 1..=3 {
+            store.append_event(&event("r1", seq)).expect("append");
+        }
+        let events = store.events_after("r1", 1, 100).expect("read");
+        assert_eq!(events, vec![event("r1", 2), event("r1", 3)]);
+        let record = store.run("r1").expect("read").expect("exists");
+        assert_eq!(record.last_seq, 3);
+        assert_eq!(record.start.input, "task of r1");
+        store
+            .finish_run(
+                "r1",
+                &RunEnd {
+                    stop_reason: pb::StopReason::Final,
+                    stop_detail: String::new(),
+                    final_text: "done".into(),
+                    finished_at_ms: 20,
+                },
+            )
+            .expect("finish");
+        let record = store.run("r1").expect("read").expect("exists");
+        assert_eq!(record.state, RunState::Finished);
+        assert_eq!(record.stop_reason, Some(pb::StopReason::Final));
+    }
+
+    #[test]
+    fn the_log_refuses_gaps_and_duplicates() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(dir.path());
+        store.create_session(&session("s1")).expect("session");
+        store.create_run(&run("r1", "s1", 10)).expect("run");
+        store.append_event(&event("r1", 1)).expect("first");
+        assert!(matches!(
+            store.append_event(&event("r1", 1)),
+            Err(StoreError::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            store.append_event(&event("r1", 3)),
+            Err(StoreError::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            store.append_event(&event("r2", 1)),
+            Err(StoreError::UnknownRun(_))
+        ));
+    }
+
+    #[test]
+    fn runs_page_newest_first_with_filters() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(dir.path());
+        store.create_session(&session("s1")).expect("session");
+        store.create_session(&session("s2")).expect("session");
+        for i in 0..5 {
+            store
+                .create_run(&run(&format!("r{i}"), "s1", i))
+                .expect("run");
+        }
+        store.create_run(&run("other", "s2", 100)).expect("run");
+        let filter = RunFilter {
+            session_id: Some("s1".into()),
+            state: None,
+        };
+        let (first, token) = store.list_runs(&filter, 2, None).expect("page");
+        assert_eq!(
+            first.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+            ["r4", "r3"]
+        );
+        let (second, token) = store.list_runs(&filter, 2, token.as_deref()).expect("page");
+        assert_eq!(
+            second.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+            ["r2", "r1"]
+        );
+        let (third, token) = store.list_runs(&filter, 2, token.as_deref()).expect("page");
+        assert_eq!(
+            third.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+            ["r0"]
+        );
+        assert!(token.is_none());
+        let (all, _) = store
+            .list_runs(&RunFilter::default(), 10, None)
+            .expect("all");
+        assert_eq!(all[0].run_id, "other");
+    }
+
+    #[test]
+    fn reopening_keeps_everything_and_does_not_migrate_twice() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = store(dir.path());
+            store.create_session(&session("s1")).expect("session");
+        }
+        let store = store(dir.path());
+        assert!(store.session("s1").expect("read").is_some());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        std::fs::write(&path, vec![0x42u8; 8192]).expect("write");
+        let err = SqliteStore::open(&path, &StoreOptions::default())
+            .err()
+            .expect("refused");
+        assert!(matches!(err, StoreError::Damaged { .. }), "{err}");
+        assert!(err.to_string().contains("airlock.db"), "{err}");
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        {
+            let connection = Connection::open(&path).expect("open");
+            connection
+                .execute_batch("PRAGMA user_version = 99")
+                .expect("set");
+        }
+        let err = SqliteStore::open(&path, &StoreOptions::default())
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+
+    #[test]
+    fn checkpoints_effects_approvals_and_grants_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(dir.path());
+        store.create_session(&session("s1")).expect("session");
+        store.create_run(&run("r1", "s1", 10)).expect("run");
+        assert_eq!(store.unfinished_runs().expect("list").len(), 1);
+
+        let checkpoint = |seq| Checkpoint {
+            checkpoint_id: format!("ckp_{seq}"),
+            seq,
+            state: vec![1, 2, 3],
+            created_at_ms: 5,
+        };
+        store.save_checkpoint("r1", &checkpoint(3)).expect("save");
+        store
+            .save_checkpoint("r1", &checkpoint(7))
+            .expect("replace");
+        assert_eq!(
+            store.latest_checkpoint("r1").expect("read"),
+            Some(checkpoint(7))
+        );
+
+        let effect = Effect {
+            run_id: "r1".into(),
+            call_id: "c1".into(),
+            tool: "write_file".into(),
+            arguments: "{}".into(),
+            idempotent: false,
+            intent_at_ms: 9,
+            result: None,
+        };
+        store.record_intent(&effect).expect("intent");
+        assert!(store.record_intent(&effect).is_err(), "one intent per call");
+        assert_eq!(
+            store.effect("r1", "c1").expect("read"),
+            Some(effect.clone())
+        );
+        let result = pb::ToolResult {
+            status: pb::ToolStatus::Ok as i32,
+            ..Default::default()
+        };
+        store
+            .record_effect_result("r1", "c1", &result)
+            .expect("result");
+        assert_eq!(
+            store
+                .effect("r1", "c1")
+                .expect("read")
+                .expect("some")
+                .result,
+            Some(result)
+        );
+        assert!(
+            store
+                .record_effect_result("r1", "c2", &pb::ToolResult::default())
+                .is_err()
+        );
+
+        let request = pb::ApprovalRequest {
+            approval_id: "a1".into(),
+            run_id: "r1".into(),
+            call_id: "c1".into(),
+            ..Default::default()
+        };
+        store.save_approval(&request).expect("save");
+        assert_eq!(
+            store.approval_for_call("r1", "c1").expect("read"),
+            Some((request.clone(), None))
+        );
+        let resolution = ApprovalResolution {
+            decision: pb::Decision::Deny,
+            reason: "no".into(),
+            decided_by: "approver".into(),
+            resolved_at_ms: 11,
+        };
+        store.resolve_approval("a1", &resolution).expect("resolve");
+        assert_eq!(
+            store.approval_for_call("r1", "c1").expect("read"),
+            Some((request, Some(resolution)))
+        );
+
+        store.add_session_grant("s1", "k1").expect("grant");
+        store.add_session_grant("s1", "k1").expect("idempotent");
+        assert_eq!(store.session_grants().expect("read"), vec!["k1".to_owned()]);
+    }
+
+    #[test]
+    fn spans_and_outputs_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store(dir.path());
+        store.create_session(&session("s1")).expect("session");
+        store.create_run(&run("r1", "s1", 10)).expect("run");
+        let span = |id: &str, start| pb::Span {
+            span_id: id.into(),
+            start_unix_nano: start,
+            ..Default::default()
+        };
+        store.append_span("r1", &span("b", 2)).expect("span");
+        store.append_span("r1", &span("a", 1)).expect("span");
+        let ids: Vec<String> = store
+            .spans("r1")
+            .expect("read")
+            .into_iter()
+            .map(|s| s.span_id)
+            .collect();
+        assert_eq!(ids, ["a", "b"]);
+
+        let output = |id: &str, at| OutputRecord {
+            execution_id: id.into(),
+            digest: "d1".into(),
+            size: 10,
+            created_at_ms: at,
+        };
+        store.record_output(&output("e2", 2)).expect("record");
+        store.record_output(&output("e1", 1)).expect("record");
+        assert_eq!(store.output("e1").expect("read"), Some(output("e1", 1)));
+        assert_eq!(store.output_references("d1").expect("count"), 2);
+        assert_eq!(
+            store.oldest_outputs(1).expect("oldest"),
+            vec![output("e1", 1)]
+        );
+        store.remove_output("e1").expect("remove");
+        assert_eq!(store.output_references("d1").expect("count"), 1);
+    }
+}

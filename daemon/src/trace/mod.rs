@@ -1,0 +1,155 @@
+//! Traces: the engineering record of a run, as spans — run → step → context build, model
+//! call, validation, permission decision, tool execution — with timings, tokens, argument
+//! digests, approval outcomes, errors and resource use. Spans are stored with the run when
+//! they end (`Agent.GetTrace` reads them) and handed to an exporter when one is configured
+//! ([`otlp`]).
+
+pub mod otlp;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use airlock_proto::v1 as pb;
+use sha2::{Digest, Sha256};
+
+use crate::store::{Store, StoreError};
+
+/// Where finished spans go besides the store (an OTLP collector).
+pub trait SpanSink: Send + Sync {
+    /// Takes a finished span; must not block.
+    fn export(&self, span: &pb::Span);
+}
+
+/// Records the spans of every run.
+pub struct Tracer {
+    store: Arc<dyn Store>,
+    sink: Option<Arc<dyn SpanSink>>,
+}
+
+impl Tracer {
+    pub fn new(store: Arc<dyn Store>, sink: Option<Arc<dyn SpanSink>>) -> Tracer {
+        Tracer { store, sink }
+    }
+}
+
+/// The trace of one run.
+#[derive(Clone)]
+pub struct RunTrace {
+    tracer: Arc<Tracer>,
+    run_id: String,
+    trace_id: String,
+    root: String,
+}
+
+/// A span being timed; recorded by [`RunTrace::end`].
+#[derive(Debug, Clone)]
+pub struct Span {
+    span_id: String,
+    parent: String,
+    name: &'static str,
+    start: i64,
+    attributes: Vec<pb::SpanAttribute>,
+    error: Option<String>,
+}
+
+pub fn now_unix_nano() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// 16 hex digits: the form OpenTelemetry gives span ids.
+fn span_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_owned()
+}
+
+impl RunTrace {
+    pub fn new(tracer: Arc<Tracer>, run_id: &str, trace_id: &str) -> RunTrace {
+        // The root's id is derived from the run, so a resumed run keeps its tree.
+        let root = hex::encode(&Sha256::digest(run_id.as_bytes())[..8]);
+        RunTrace {
+            tracer,
+            run_id: run_id.to_owned(),
+            trace_id: trace_id.to_owned(),
+            root,
+        }
+    }
+
+    /// The run's span, the root of the tree.
+    pub fn root_id(&self) -> &str {
+        &self.root
+    }
+
+    /// The root span, started at `start_unix_nano`.
+    pub fn root(&self, start_unix_nano: i64) -> Span {
+        Span {
+            span_id: self.root.clone(),
+            parent: String::new(),
+            name: "run",
+            start: start_unix_nano,
+            attributes: vec![pb::SpanAttribute {
+                key: "run_id".into(),
+                value: self.run_id.clone(),
+            }],
+            error: None,
+        }
+    }
+
+    pub fn start(&self, name: &'static str, parent: &str) -> Span {
+        Span {
+            span_id: span_id(),
+            parent: parent.to_owned(),
+            name,
+            start: now_unix_nano(),
+            attributes: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Ends and records `span`.
+    pub fn end(&self, span: Span) -> Result<(), StoreError> {
+        let span = pb::Span {
+            trace_id: self.trace_id.clone(),
+            span_id: span.span_id,
+            parent_span_id: span.parent,
+            name: span.name.to_owned(),
+            start_unix_nano: span.start,
+            end_unix_nano: now_unix_nano().max(span.start),
+            attributes: span.attributes,
+            status: if span.error.is_some() {
+                pb::SpanStatus::Error
+            } else {
+                pb::SpanStatus::Ok
+            } as i32,
+            status_message: span.error.unwrap_or_default(),
+        };
+        self.tracer.store.append_span(&self.run_id, &span)?;
+        if let Some(sink) = &self.tracer.sink {
+            sink.export(&span);
+        }
+        Ok(())
+    }
+}
+
+impl Span {
+    pub fn id(&self) -> &str {
+        &self.span_id
+    }
+
+    pub fn set(&mut self, key: &str, value: impl ToString) {
+        self.attributes.push(pb::SpanAttribute {
+            key: key.to_owned(),
+            value: value.to_string(),
+        });
+    }
+
+    pub fn fail(&mut self, message: impl Into<String>) {
+        self.error = Some(message.into());
+    }
+}
+
+/// sha256 of a call's canonical arguments: what a trace records instead of the arguments.
+pub fn arguments_digest(canonical: &str) -> String {
+    hex::encode(Sha256::digest(canonical.as_bytes()))
+}

@@ -1,0 +1,277 @@
+//! The typed calls of the `Agent` service: sessions, runs driven on their bidirectional stream,
+//! the approver console, and the bookkeeping calls on runs.
+//!
+//! A run belongs to the daemon, not to the stream that started it: dropping a [`RunHandle`]
+//! stops following the run, and the run goes on (it can be followed again with
+//! [`AirlockClient::attach_run`], or cancelled with [`AirlockClient::cancel_run`]).
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::AirlockClient;
+use crate::error::ClientError;
+use crate::proto::run_event::Event;
+use crate::proto::run_request::Request;
+use crate::proto::{
+    ApprovalDecision, ApprovalRequest, AttachRun, CancelRun, CancelRunRequest,
+    CreateSessionRequest, GetRunRequest, ListRunsRequest, ListRunsResponse, RunEvent, RunInfo,
+    RunRequest, Session, StartRun, UserInput,
+};
+
+/// Messages queued for the daemon on one stream before sending waits. A client sends a handful
+/// at a time (the first message, a decision, a cancel, some input), each in answer to something
+/// a person did; the daemon reads them as they come.
+const REQUEST_BUFFER: usize = 16;
+
+impl AirlockClient {
+    /// Creates a session: a workspace and the approvals granted in it, shared by its runs.
+    pub async fn create_session(
+        &self,
+        request: CreateSessionRequest,
+    ) -> Result<Session, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .create_session(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// Starts a run and returns the handle that follows it and steers it. The run's id arrives
+    /// with its first event ([`RunHandle::run_id`]).
+    pub async fn start_run(&self, start: StartRun) -> Result<RunHandle, ClientError> {
+        self.open_run(Request::Start(start), None).await
+    }
+
+    /// Follows an existing run: every event after `after_seq` (0 for all of them), then the live
+    /// ones. The handle can answer the run's approvals, cancel it and send it input, as the
+    /// client that started it can.
+    pub async fn attach_run(&self, run_id: &str, after_seq: u64) -> Result<RunHandle, ClientError> {
+        let attach = AttachRun {
+            run_id: run_id.to_owned(),
+            after_seq,
+        };
+        let mut handle = self
+            .open_run(Request::Attach(attach), Some(run_id.to_owned()))
+            .await?;
+        handle.last_seq = after_seq;
+        Ok(handle)
+    }
+
+    async fn open_run(
+        &self,
+        first: Request,
+        run_id: Option<String>,
+    ) -> Result<RunHandle, ClientError> {
+        let (requests, queued) = mpsc::channel(REQUEST_BUFFER);
+        // The daemon answers the call only once it has read the first message, so the message
+        // must be queued before the call is made.
+        requests
+            .send(RunRequest {
+                request: Some(first),
+            })
+            .await
+            .map_err(|_| ClientError::StreamClosed {
+                endpoint: self.endpoint.clone(),
+            })?;
+        let response = self
+            .agent
+            .clone()
+            .run(ReceiverStream::new(queued))
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(RunHandle {
+            events: response.into_inner(),
+            requests,
+            endpoint: self.endpoint.clone(),
+            run_id,
+            last_seq: 0,
+            finished: false,
+        })
+    }
+
+    /// One run's record: its state, and once finished its stop reason, final text and usage.
+    pub async fn get_run(&self, run_id: &str) -> Result<RunInfo, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .get_run(GetRunRequest {
+                run_id: run_id.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// One page of runs, newest first; `next_page_token` asks for the next.
+    pub async fn list_runs(
+        &self,
+        request: ListRunsRequest,
+    ) -> Result<ListRunsResponse, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .list_runs(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// Asks the daemon to stop a run: its model call and any running tool stop at once, and
+    /// the run ends `CANCELLED` with `reason` as its detail.
+    pub async fn cancel_run(&self, run_id: &str, reason: &str) -> Result<(), ClientError> {
+        self.agent
+            .clone()
+            .cancel_run(CancelRunRequest {
+                run_id: run_id.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(())
+    }
+
+    /// Opens an approver console: every approval request pending now, then every new request
+    /// and every update on one, for all runs; decisions sent on it answer for any run.
+    pub async fn approvals(&self) -> Result<ApprovalConsole, ClientError> {
+        let (decisions, queued) = mpsc::channel(REQUEST_BUFFER);
+        let response = self
+            .agent
+            .clone()
+            .approvals(ReceiverStream::new(queued))
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(ApprovalConsole {
+            updates: response.into_inner(),
+            decisions,
+            endpoint: self.endpoint.clone(),
+        })
+    }
+}
+
+/// One run's stream: its numbered events, and the messages that steer it.
+///
+/// Dropping the handle stops following the run; the run itself goes on in the daemon.
+#[derive(Debug)]
+pub struct RunHandle {
+    events: tonic::Streaming<RunEvent>,
+    requests: mpsc::Sender<RunRequest>,
+    endpoint: String,
+    run_id: Option<String>,
+    last_seq: u64,
+    finished: bool,
+}
+
+impl RunHandle {
+    /// The run's id: known from the start for an attached run, from the first event for a run
+    /// this handle started.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The sequence number of the last event received (the `after_seq` to attach with to
+    /// resume after it); for an attached run, `after_seq` until an event arrives.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Waits for the run's next event; `None` once the stream has ended after the run's
+    /// `run_finished`.
+    ///
+    /// A stream that ends before `run_finished` is [`ClientError::IncompleteRun`]. An event of a
+    /// kind added to the API after this client was built arrives with no `event`; it still
+    /// counts for [`RunHandle::last_seq`].
+    pub async fn next_event(&mut self) -> Result<Option<RunEvent>, ClientError> {
+        let message = self
+            .events
+            .message()
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        let Some(event) = message else {
+            if self.finished {
+                return Ok(None);
+            }
+            return Err(ClientError::IncompleteRun {
+                endpoint: self.endpoint.clone(),
+                run_id: self.run_id.clone().unwrap_or_default(),
+                last_seq: self.last_seq,
+            });
+        };
+        if self.run_id.is_none() && !event.run_id.is_empty() {
+            self.run_id = Some(event.run_id.clone());
+        }
+        self.last_seq = self.last_seq.max(event.seq);
+        if matches!(event.event, Some(Event::RunFinished(_))) {
+            self.finished = true;
+        }
+        Ok(Some(event))
+    }
+
+    /// Answers one of the run's approval requests. A decision the daemon refuses (another
+    /// run's request, one already answered, past its deadline, a digest that does not match)
+    /// comes back as a `decision_rejected` event.
+    pub async fn decide(&self, decision: ApprovalDecision) -> Result<(), ClientError> {
+        self.send(Request::Decision(decision)).await
+    }
+
+    /// Asks the daemon to stop the run; it ends `CANCELLED`, which this stream then reports.
+    pub async fn cancel(&self, reason: &str) -> Result<(), ClientError> {
+        self.send(Request::Cancel(CancelRun {
+            reason: reason.to_owned(),
+        }))
+        .await
+    }
+
+    /// More input from the user, read before the run's next model call.
+    pub async fn send_input(&self, text: &str) -> Result<(), ClientError> {
+        self.send(Request::Input(UserInput {
+            text: text.to_owned(),
+        }))
+        .await
+    }
+
+    async fn send(&self, request: Request) -> Result<(), ClientError> {
+        self.requests
+            .send(RunRequest {
+                request: Some(request),
+            })
+            .await
+            .map_err(|_| ClientError::StreamClosed {
+                endpoint: self.endpoint.clone(),
+            })
+    }
+}
+
+/// An approver console's stream: approval requests and the updates on them, for every run.
+#[derive(Debug)]
+pub struct ApprovalConsole {
+    updates: tonic::Streaming<ApprovalRequest>,
+    decisions: mpsc::Sender<ApprovalDecision>,
+    endpoint: String,
+}
+
+impl ApprovalConsole {
+    /// Waits for the next request or update; `None` when the daemon ends the stream.
+    ///
+    /// `state` says which: `PENDING` (a request to answer; those pending when the console
+    /// connected come first), `RESOLVED` (answered, here or elsewhere), `EXPIRED` (nobody
+    /// answered by the deadline) or `DECISION_REJECTED` (a decision sent on this console was
+    /// refused; `detail` says why).
+    pub async fn next(&mut self) -> Result<Option<ApprovalRequest>, ClientError> {
+        self.updates
+            .message()
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))
+    }
+
+    /// Answers a request of any run.
+    pub async fn decide(&self, decision: ApprovalDecision) -> Result<(), ClientError> {
+        self.decisions
+            .send(decision)
+            .await
+            .map_err(|_| ClientError::StreamClosed {
+                endpoint: self.endpoint.clone(),
+            })
+    }
+}

@@ -1,0 +1,552 @@
+//! Approvals end to end: each policy, previews, approve / deny / session grants / deadlines,
+//! decisions that must not count (forged, replayed, for another run), and approver consoles
+//! that come and go.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_proto::v1 as pb;
+use airlock_tests::{DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
+use pb::run_event::Event;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+async fn daemon() -> TestDaemon {
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins")],
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:?}", daemon.refused());
+    daemon
+}
+
+fn workspace(daemon: &TestDaemon, name: &str) -> PathBuf {
+    let workspace = daemon.workspace(name);
+    std::fs::write(
+        workspace.join("calc.py"),
+        "def mean(v):\n    return sum(v) / (len(v) - 1)\n",
+    )
+    .unwrap();
+    workspace
+}
+
+const FIXED: &str = "def mean(v):\n    return sum(v) / len(v)\n";
+
+fn write_call() -> Value {
+    json!({"name": "write_file", "arguments": {"path": "calc.py", "content": FIXED}})
+}
+
+/// Writes the fix, then answers depending on what the model was told.
+fn write_then_react() -> Value {
+    json!({"turns": [
+        {"tool_calls": [write_call()]},
+        {"alternatives": [
+            // The delay keeps the run open for decisions sent after the call (replays).
+            {"when": {"status": "OK"}, "final": "written", "delay_ms": 200},
+            {"when": {"contains": "not today"}, "final": "the approver said not today"},
+            {"when": {"contains": "deadline"}, "final": "nobody answered"},
+            {"final": "denied"}
+        ]}
+    ]})
+}
+
+fn start(workspace: &Path, script: &Value, policy: pb::ApprovalPolicy) -> pb::StartRun {
+    let mut start = scripted_run(workspace, script);
+    start.approval_policy = policy as i32;
+    start
+}
+
+fn resolutions(run: &RunStream) -> Vec<pb::ApprovalResolved> {
+    run.of(|event| match event {
+        Event::ApprovalResolved(resolved) => Some(resolved.clone()),
+        _ => None,
+    })
+}
+
+fn rejections(run: &RunStream) -> Vec<pb::DecisionRejected> {
+    run.of(|event| match event {
+        Event::DecisionRejected(rejected) => Some(rejected.clone()),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_risky_write_waits_for_approval_with_its_diff_then_runs() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut run = daemon
+        .start_run(start(
+            &workspace,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let request = run.approval_requested().await;
+    assert_eq!(request.tool, "write_file");
+    assert_eq!(request.risk, pb::Risk::Write as i32);
+    assert_eq!(request.profile, "workspace-write");
+    assert_eq!(request.digest.len(), 64);
+    assert!(request.approval_id.starts_with("apr_"));
+    let preview = request.preview.clone().unwrap();
+    assert_eq!(preview.kind, "diff", "{preview:?}");
+    assert!(
+        preview.text.contains("-    return sum(v) / (len(v) - 1)"),
+        "{}",
+        preview.text
+    );
+    assert!(
+        preview.text.contains("+    return sum(v) / len(v)"),
+        "{}",
+        preview.text
+    );
+    // Nothing was written by asking, nor by the preview.
+    assert!(
+        std::fs::read_to_string(workspace.join("calc.py"))
+            .unwrap()
+            .contains("len(v) - 1")
+    );
+    let info = daemon
+        .agent()
+        .await
+        .get_run(pb::GetRunRequest {
+            run_id: run.run_id().into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.state, pb::RunState::WaitingForApproval as i32);
+
+    run.decide(&request.approval_id, pb::Decision::ApproveOnce, "");
+    let finished = run.finished().await;
+    assert_eq!(finished.final_text, "written");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        FIXED
+    );
+    let resolved = resolutions(&run);
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0].decision, pb::Decision::ApproveOnce as i32);
+    assert_eq!(resolved[0].decided_by, "run client");
+}
+
+#[tokio::test]
+async fn a_denial_reaches_the_model_with_its_reason() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut run = daemon
+        .start_run(start(
+            &workspace,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let request = run.approval_requested().await;
+    run.decide(&request.approval_id, pb::Decision::Deny, "not today");
+    let finished = run.finished().await;
+    assert_eq!(finished.reason, pb::StopReason::Final as i32);
+    assert_eq!(finished.final_text, "the approver said not today");
+    assert!(
+        std::fs::read_to_string(workspace.join("calc.py"))
+            .unwrap()
+            .contains("len(v) - 1")
+    );
+    assert!(
+        run.of(|e| matches!(e, Event::ToolStarted(_)).then_some(()))
+            .is_empty(),
+        "a denied call ran"
+    );
+}
+
+#[tokio::test]
+async fn no_answer_by_the_deadline_is_a_denial_and_the_run_goes_on() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut start = start(&workspace, &write_then_react(), pb::ApprovalPolicy::Risky);
+    start.approval_timeout_ms = 300;
+    let mut run = daemon.start_run(start).await;
+    let finished = run.finished().await;
+    assert_eq!(finished.final_text, "nobody answered");
+    let resolved = resolutions(&run);
+    assert_eq!(resolved[0].decided_by, "deadline");
+    assert_eq!(resolved[0].decision, pb::Decision::Deny as i32);
+}
+
+#[tokio::test]
+async fn each_policy_asks_denies_or_runs_as_documented() {
+    let daemon = daemon().await;
+    let read_then_write = json!({"turns": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
+        {"tool_calls": [write_call()]},
+        {"final": "done"}
+    ]});
+
+    // auto: nothing is asked, both calls run.
+    let workspace_auto = workspace(&daemon, "auto");
+    let mut run = daemon
+        .start_run(start(
+            &workspace_auto,
+            &read_then_write,
+            pb::ApprovalPolicy::Auto,
+        ))
+        .await;
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+    assert!(resolutions(&run).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(workspace_auto.join("calc.py")).unwrap(),
+        FIXED
+    );
+
+    // never: the read runs, the write is denied without asking anyone.
+    let workspace_never = workspace(&daemon, "never");
+    let mut run = daemon
+        .start_run(start(
+            &workspace_never,
+            &read_then_write,
+            pb::ApprovalPolicy::Never,
+        ))
+        .await;
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+    assert!(
+        run.of(|e| matches!(e, Event::ApprovalRequested(_)).then_some(()))
+            .is_empty()
+    );
+    assert_eq!(
+        run.of(|e| matches!(e, Event::ToolFinished(_)).then_some(()))
+            .len(),
+        1
+    );
+    assert!(
+        std::fs::read_to_string(workspace_never.join("calc.py"))
+            .unwrap()
+            .contains("len(v) - 1")
+    );
+
+    // never, with stop_on_denial: the denial ends the run.
+    let mut stop = start(
+        &workspace_never,
+        &read_then_write,
+        pb::ApprovalPolicy::Never,
+    );
+    stop.stop_on_denial = true;
+    let finished = daemon.start_run(stop).await.finished().await;
+    assert_eq!(finished.reason, pb::StopReason::PermissionDenied as i32);
+    assert!(finished.detail.contains("never"), "{}", finished.detail);
+
+    // always: even the read-only call is asked.
+    let workspace_always = workspace(&daemon, "always");
+    let mut run = daemon
+        .start_run(start(
+            &workspace_always,
+            &read_then_write,
+            pb::ApprovalPolicy::Always,
+        ))
+        .await;
+    let first = run.approval_requested().await;
+    assert_eq!(first.tool, "read_file");
+    assert_eq!(first.preview.unwrap().kind, "arguments");
+    run.decide(&first.approval_id, pb::Decision::ApproveOnce, "");
+    let second = run.approval_requested().await;
+    assert_eq!(second.tool, "write_file");
+    run.decide(&second.approval_id, pb::Decision::ApproveOnce, "");
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+}
+
+#[tokio::test]
+async fn a_session_approval_covers_the_same_call_and_nothing_else() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let other =
+        json!({"name": "write_file", "arguments": {"path": "other.py", "content": "x = 1\n"}});
+    let script = json!({"turns": [
+        {"tool_calls": [write_call()]},
+        {"tool_calls": [write_call()]},
+        {"tool_calls": [other]},
+        {"final": "done"}
+    ]});
+    let mut run = daemon
+        .start_run(start(&workspace, &script, pb::ApprovalPolicy::Risky))
+        .await;
+    let first = run.approval_requested().await;
+    run.decide(&first.approval_id, pb::Decision::ApproveSession, "");
+    let asked_again = run.approval_requested().await;
+    assert_eq!(
+        asked_again.arguments_json,
+        json!({"path": "other.py", "content": "x = 1\n"}).to_string()
+    );
+    run.decide(&asked_again.approval_id, pb::Decision::ApproveOnce, "");
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+    let resolved = resolutions(&run);
+    let by: Vec<&str> = resolved.iter().map(|r| r.decided_by.as_str()).collect();
+    assert_eq!(by, ["run client", "session grant", "run client"]);
+
+    // A later run in the same session is covered too.
+    let session_id = run.of(|e| match e {
+        Event::RunStarted(started) => Some(started.session_id.clone()),
+        _ => None,
+    })[0]
+        .clone();
+    let mut again = start(
+        &workspace,
+        &json!({"turns": [{"tool_calls": [write_call()]}, {"final": "ok"}]}),
+        pb::ApprovalPolicy::Risky,
+    );
+    again.session_id = session_id;
+    let mut run = daemon.start_run(again).await;
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+    assert_eq!(resolutions(&run)[0].decided_by, "session grant");
+}
+
+#[tokio::test]
+async fn forged_replayed_and_foreign_decisions_do_not_count() {
+    let daemon = daemon().await;
+    let workspace_a = workspace(&daemon, "a");
+    let workspace_b = workspace(&daemon, "b");
+    let mut run_a = daemon
+        .start_run(start(
+            &workspace_a,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let mut run_b = daemon
+        .start_run(start(
+            &workspace_b,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let request_a = run_a.approval_requested().await;
+    let request_b = run_b.approval_requested().await;
+
+    // Run B's client answers run A's request: refused, recorded in B's log.
+    run_b.decide(&request_a.approval_id, pb::Decision::ApproveOnce, "");
+    let rejected = run_b
+        .until(|e| match e {
+            Event::DecisionRejected(rejected) => Some(rejected.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(
+        rejected.reason.contains("another run"),
+        "{}",
+        rejected.reason
+    );
+
+    // An id nobody issued, and a digest of another call.
+    run_a.decide("apr_0000000000000000", pb::Decision::ApproveOnce, "");
+    run_a.send(pb::run_request::Request::Decision(pb::ApprovalDecision {
+        approval_id: request_a.approval_id.clone(),
+        decision: pb::Decision::ApproveOnce as i32,
+        reason: String::new(),
+        digest: request_b.digest.clone(),
+    }));
+    let first = run_a
+        .until(|e| match e {
+            Event::DecisionRejected(r) => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(
+        first.reason.contains("no pending approval"),
+        "{}",
+        first.reason
+    );
+    let second = run_a
+        .until(|e| match e {
+            Event::DecisionRejected(r) => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(second.reason.contains("digest"), "{}", second.reason);
+
+    // The right answer, with the right digest, counts; replaying it does not.
+    run_a.send(pb::run_request::Request::Decision(pb::ApprovalDecision {
+        approval_id: request_a.approval_id.clone(),
+        decision: pb::Decision::ApproveOnce as i32,
+        reason: String::new(),
+        digest: request_a.digest.clone(),
+    }));
+    // Sent right behind the answer on the same stream, so it reaches the run while the
+    // approved call is still running.
+    run_a.decide(&request_a.approval_id, pb::Decision::ApproveOnce, "");
+    let replayed = run_a
+        .until(|e| match e {
+            Event::DecisionRejected(r) => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(
+        replayed.reason.contains("no pending approval"),
+        "{}",
+        replayed.reason
+    );
+    assert_eq!(run_a.finished().await.final_text, "written");
+    assert_eq!(rejections(&run_a).len(), 3);
+
+    // Run B is still waiting, untouched by all of that.
+    run_b.decide(&request_b.approval_id, pb::Decision::Deny, "not today");
+    assert_eq!(
+        run_b.finished().await.final_text,
+        "the approver said not today"
+    );
+}
+
+/// An `Approvals` console.
+struct Console {
+    decisions: mpsc::UnboundedSender<pb::ApprovalDecision>,
+    requests: tonic::Streaming<pb::ApprovalRequest>,
+}
+
+impl Console {
+    async fn open(daemon: &TestDaemon) -> Console {
+        let (decisions, receiver) = mpsc::unbounded_channel();
+        let requests = daemon
+            .agent()
+            .await
+            .approvals(UnboundedReceiverStream::new(receiver))
+            .await
+            .unwrap()
+            .into_inner();
+        Console {
+            decisions,
+            requests,
+        }
+    }
+
+    async fn next(&mut self) -> pb::ApprovalRequest {
+        tokio::time::timeout(Duration::from_secs(60), self.requests.message())
+            .await
+            .expect("an approval message within a minute")
+            .unwrap()
+            .expect("the console stream is open")
+    }
+
+    /// The next message in `state`, skipping others.
+    async fn next_in(&mut self, state: pb::ApprovalState) -> pb::ApprovalRequest {
+        loop {
+            let message = self.next().await;
+            if message.state == state as i32 {
+                return message;
+            }
+        }
+    }
+
+    fn decide(&self, approval_id: &str, decision: pb::Decision) {
+        self.decisions
+            .send(pb::ApprovalDecision {
+                approval_id: approval_id.into(),
+                decision: decision as i32,
+                reason: String::new(),
+                digest: String::new(),
+            })
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn two_consoles_see_the_request_and_only_the_first_answer_counts() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut first = Console::open(&daemon).await;
+    let mut second = Console::open(&daemon).await;
+    let mut run = daemon
+        .start_run(start(
+            &workspace,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let seen_first = first.next_in(pb::ApprovalState::Pending).await;
+    let seen_second = second.next_in(pb::ApprovalState::Pending).await;
+    assert_eq!(seen_first.approval_id, seen_second.approval_id);
+    assert_eq!(seen_first.preview.as_ref().unwrap().kind, "diff");
+
+    first.decide(&seen_first.approval_id, pb::Decision::ApproveOnce);
+    let resolved = second.next_in(pb::ApprovalState::Resolved).await;
+    assert_eq!(resolved.approval_id, seen_first.approval_id);
+    assert!(
+        resolved.detail.contains("approved once"),
+        "{}",
+        resolved.detail
+    );
+    second.decide(&seen_first.approval_id, pb::Decision::Deny);
+    let refused = second.next_in(pb::ApprovalState::DecisionRejected).await;
+    assert!(
+        refused.detail.contains("no pending approval"),
+        "{}",
+        refused.detail
+    );
+
+    assert_eq!(run.finished().await.final_text, "written");
+    assert_eq!(resolutions(&run)[0].decided_by, "approver");
+}
+
+#[tokio::test]
+async fn a_console_that_drops_and_returns_gets_the_pending_request_again() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut run = daemon
+        .start_run(start(
+            &workspace,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let asked = run.approval_requested().await;
+    {
+        let mut console = Console::open(&daemon).await;
+        let pending = console.next_in(pb::ApprovalState::Pending).await;
+        assert_eq!(pending.approval_id, asked.approval_id);
+        // Gone without answering.
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut console = Console::open(&daemon).await;
+    let pending = console.next_in(pb::ApprovalState::Pending).await;
+    assert_eq!(
+        pending.approval_id, asked.approval_id,
+        "the request is still pending"
+    );
+    console.decide(&pending.approval_id, pb::Decision::ApproveOnce);
+    assert_eq!(run.finished().await.final_text, "written");
+}
+
+#[tokio::test]
+async fn a_run_goes_on_when_its_client_disconnects_and_can_be_approved_by_a_console() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut console = Console::open(&daemon).await;
+    let run_id = {
+        let mut run = daemon
+            .start_run(start(
+                &workspace,
+                &write_then_react(),
+                pb::ApprovalPolicy::Risky,
+            ))
+            .await;
+        run.approval_requested().await;
+        run.run_id().to_owned()
+        // The run's own client leaves here.
+    };
+    let pending = console.next_in(pb::ApprovalState::Pending).await;
+    assert_eq!(pending.run_id, run_id);
+    console.decide(&pending.approval_id, pb::Decision::ApproveOnce);
+    // Another client follows the run to its end from the start of its log.
+    let mut follower = daemon
+        .open_run(pb::run_request::Request::Attach(pb::AttachRun {
+            run_id: run_id.clone(),
+            after_seq: 0,
+        }))
+        .await
+        .unwrap();
+    let finished = follower.finished().await;
+    assert_eq!(finished.final_text, "written");
+    assert_eq!(follower.seen[0].seq, 1);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        FIXED
+    );
+}

@@ -11,6 +11,7 @@ use crate::agent::AgentRuntime;
 use crate::api;
 use crate::config::DaemonConfig;
 use crate::engine::Engines;
+use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
 use crate::output::{KeptLimits, KeptOutputs};
 use crate::profile::Profiles;
@@ -90,7 +91,12 @@ impl Daemon {
                 .unwrap_or_else(|| config.state_dir.join(MODULE_CACHE_DIR)),
             max_concurrent_calls: config.wasm_max_concurrent_calls,
         })?;
-        let engines = Engines::default().with(Arc::new(wasm));
+        let process = ProcessEngine::new(&ProcessConfig {
+            state_dir: config.state_dir.clone(),
+        });
+        let engines = Engines::default()
+            .with(Arc::new(wasm))
+            .with(Arc::new(process));
         let (registry, refused) = Registry::load(&config.tools_dirs, &profiles, &engines);
         for error in &refused {
             tracing::error!(tool = %error.path.display(), reason = %error.message, "tool refused");

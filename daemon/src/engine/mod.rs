@@ -5,6 +5,7 @@
 //! Deadlines, cancellation and the output limit are the executor's: it drops the future
 //! returned by `run`, and an engine must stop all of the tool's work when that happens.
 
+pub mod process;
 pub mod wasm;
 
 use std::fmt;

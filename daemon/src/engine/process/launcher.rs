@@ -1,0 +1,600 @@
+//! Starting sandboxes: the launcher thread that clones each sandbox's first process, the
+//! pool that prepares namespaces and cgroups ahead of time, and the reaper.
+//!
+//! Sandboxes are cloned from one long-lived thread of the daemon, for three reasons. The
+//! first process shares the thread's memory (`CLONE_VM`) and runs on a stack the thread
+//! owns until it executes the tool; one thread cloning one sandbox at a time makes that
+//! stack's ownership simple. The first process's parent is this thread, and its parent-death
+//! signal fires when *the thread* exits, so the thread must live as long as the engine (a
+//! pooled runtime thread would not). And the thread enters a pre-made network and IPC
+//! namespace before each clone, which is per-thread state no runtime thread should carry.
+//!
+//! Creating a network namespace costs more than the rest of a sandbox together (about 1.5 ms
+//! against 0.3 ms here), and an IPC namespace most of the rest; the pool makes both, and
+//! each sandbox's cgroups, on its own thread while no call waits, and every sandbox gets
+//! fresh ones. When the pool is empty the sandbox creates its own, at the old cost.
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::cgroup::{Cgroups, SandboxCgroup};
+use super::child::{self, Failure, Stage};
+use super::plan::{self, Blueprint, CallSpec, Prepared};
+use super::sandbox::{self, Reap, Sandbox, reaper_loop};
+use crate::engine::RunStats;
+
+/// The first process's stack. It runs a few hundred bytes of frames; the rest is margin.
+const STACK_BYTES: usize = 256 * 1024;
+
+/// Longest a sandbox may take to be built before the launcher gives up on it. Building takes
+/// about a millisecond; only a hung mount source could take longer.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Namespaces and cgroups made ahead: enough for a burst of calls, each a few hundred KiB of
+/// kernel memory while it waits.
+const POOL_SIZE: usize = 4;
+
+/// One sandbox's worth of resources made ahead of time.
+struct Slot {
+    /// Network and IPC namespaces, owned by the host's user namespace.
+    namespaces: Option<(OwnedFd, OwnedFd)>,
+    cgroup: Option<SandboxCgroup>,
+}
+
+struct Pool {
+    slots: Mutex<VecDeque<Slot>>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+impl Pool {
+    fn take(&self) -> Option<Slot> {
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        self.changed.notify_all();
+        slot
+    }
+
+    fn fill(&self, cgroups: &Cgroups) {
+        let mut namespaces_work = true;
+        loop {
+            {
+                let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+                while slots.len() >= POOL_SIZE && !self.stop.load(Ordering::Relaxed) {
+                    slots = self
+                        .changed
+                        .wait(slots)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                if self.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+            let namespaces = if namespaces_work {
+                match make_namespaces() {
+                    Ok(namespaces) => Some(namespaces),
+                    Err(err) => {
+                        tracing::warn!(%err, "cannot pre-make network namespaces; each sandbox will make its own");
+                        namespaces_work = false;
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let cgroup = if cgroups.is_empty() {
+                None
+            } else {
+                match cgroups.create_sandbox() {
+                    Ok(group) => Some(group),
+                    Err(err) => {
+                        tracing::warn!(%err, "cannot pre-make a sandbox cgroup");
+                        None
+                    }
+                }
+            };
+            if namespaces.is_none() && cgroup.is_none() {
+                // Nothing to pool on this host.
+                return;
+            }
+            self.slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(Slot { namespaces, cgroup });
+        }
+    }
+}
+
+/// A network and an IPC namespace, made by moving this thread into new ones.
+fn make_namespaces() -> io::Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: unshare of these two namespaces affects only the calling thread.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWIPC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let net = std::fs::File::open("/proc/thread-self/ns/net")?;
+    let ipc = std::fs::File::open("/proc/thread-self/ns/ipc")?;
+    Ok((net.into(), ipc.into()))
+}
+
+fn setns(fd: RawFd, kind: i32) -> io::Result<()> {
+    // SAFETY: setns on a namespace descriptor affects only the calling thread for these kinds.
+    if unsafe { libc::setns(fd, kind) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Where a launch's result goes.
+type Reply = Box<dyn FnOnce(Result<Sandbox, String>) + Send>;
+
+struct Job {
+    blueprint: Arc<Blueprint>,
+    call: CallSpec,
+    stats: Arc<RunStats>,
+    reply: Reply,
+}
+
+/// Shared by the launcher, the pool filler and the engine.
+struct Shared {
+    cgroups: Arc<Cgroups>,
+    pool: Pool,
+    reaper: Sender<Reap>,
+}
+
+pub struct Launcher {
+    jobs: Option<Sender<Job>>,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Launcher {
+    pub fn start(cgroups: Arc<Cgroups>) -> io::Result<Launcher> {
+        let (reaper, reaps) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("airlock-reaper".into())
+            .spawn(move || reaper_loop(reaps))?;
+        let shared = Arc::new(Shared {
+            cgroups,
+            pool: Pool {
+                slots: Mutex::new(VecDeque::new()),
+                changed: Condvar::new(),
+                stop: AtomicBool::new(false),
+            },
+            reaper,
+        });
+        let (jobs, queue) = mpsc::channel();
+        let mut threads = Vec::new();
+        let launcher_shared = shared.clone();
+        let stack = Stack::new()?;
+        threads.push(
+            std::thread::Builder::new()
+                .name("airlock-launcher".into())
+                .spawn(move || launcher_loop(&launcher_shared, stack, queue))?,
+        );
+        let filler = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("airlock-sandbox-pool".into())
+                .spawn(move || filler.pool.fill(&filler.cgroups))?,
+        );
+        Ok(Launcher {
+            jobs: Some(jobs),
+            shared,
+            threads,
+        })
+    }
+
+    fn submit(&self, job: Job) -> Result<(), String> {
+        self.jobs
+            .as_ref()
+            .ok_or("the process engine is shutting down")?
+            .send(job)
+            .map_err(|_| "the process engine's launcher has stopped".to_owned())
+    }
+
+    /// Builds a sandbox for one call and starts its program.
+    pub async fn launch(
+        &self,
+        blueprint: Arc<Blueprint>,
+        call: CallSpec,
+        stats: Arc<RunStats>,
+    ) -> Result<Sandbox, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(Job {
+            blueprint,
+            call,
+            stats,
+            // If the call was dropped meanwhile, the sandbox is dropped here: killed and reaped.
+            reply: Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        })?;
+        rx.await
+            .map_err(|_| "the process engine's launcher has stopped".to_owned())?
+    }
+
+    /// As [`Launcher::launch`], blocking the calling thread (for the start-up check).
+    pub fn launch_blocking(
+        &self,
+        blueprint: Arc<Blueprint>,
+        call: CallSpec,
+    ) -> Result<Sandbox, String> {
+        let (tx, rx) = mpsc::channel();
+        self.submit(Job {
+            blueprint,
+            call,
+            stats: Arc::new(RunStats::default()),
+            reply: Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        })?;
+        rx.recv()
+            .map_err(|_| "the process engine's launcher has stopped".to_owned())?
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        self.jobs = None;
+        self.shared.pool.stop.store(true, Ordering::Relaxed);
+        self.shared.pool.changed.notify_all();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
+    // No signal handler of the daemon may ever run on this thread's clones (they inherit the
+    // mask and block everything until they execute the tool).
+    // SAFETY: a full set is a valid mask; changing this thread's mask affects no other.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    }
+    let home = HomeNamespaces::open();
+    for job in jobs {
+        let result = launch(
+            shared,
+            &stack,
+            home.as_ref(),
+            &job.blueprint,
+            job.call,
+            job.stats,
+        );
+        (job.reply)(result);
+    }
+}
+
+/// The launcher thread's own network and IPC namespaces, to return to after each clone
+/// from a pooled pair (so it never keeps a finished sandbox's namespaces alive).
+struct HomeNamespaces {
+    net: OwnedFd,
+    ipc: OwnedFd,
+}
+
+impl HomeNamespaces {
+    fn open() -> Option<HomeNamespaces> {
+        let net = std::fs::File::open("/proc/thread-self/ns/net").ok()?;
+        let ipc = std::fs::File::open("/proc/thread-self/ns/ipc").ok()?;
+        Some(HomeNamespaces {
+            net: net.into(),
+            ipc: ipc.into(),
+        })
+    }
+}
+
+/// The first process's stack: an anonymous mapping with a guard page below it.
+struct Stack {
+    base: *mut c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is only used by the launcher thread and, while it waits, its clone.
+unsafe impl Send for Stack {}
+
+impl Stack {
+    fn new() -> io::Result<Stack> {
+        let page = 4096;
+        let len = STACK_BYTES + page;
+        // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the lowest page of the mapping just made.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            let err = io::Error::last_os_error();
+            // SAFETY: unmapping what was just mapped.
+            unsafe { libc::munmap(base, len) };
+            return Err(err);
+        }
+        Ok(Stack { base, len })
+    }
+
+    /// The initial stack pointer (the stack grows down), 16-byte aligned.
+    fn top(&self) -> *mut c_void {
+        ((self.base as usize + self.len) & !15) as *mut c_void
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`; no clone runs on it once the launcher stopped.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+fn launch(
+    shared: &Shared,
+    stack: &Stack,
+    home: Option<&HomeNamespaces>,
+    blueprint: &Blueprint,
+    call: CallSpec,
+    stats: Arc<RunStats>,
+) -> Result<Sandbox, String> {
+    let slot = shared.pool.take();
+    let (namespaces, pooled_cgroup) = match slot {
+        Some(slot) => (slot.namespaces, slot.cgroup),
+        None => (None, None),
+    };
+    let cgroup = match pooled_cgroup {
+        Some(group) => Some(group),
+        None if !shared.cgroups.is_empty() => Some(
+            shared
+                .cgroups
+                .create_sandbox()
+                .map_err(|err| format!("cannot create the sandbox's cgroup: {err}"))?,
+        ),
+        None => None,
+    };
+    if let Some(group) = &cgroup {
+        group
+            .set_limits(blueprint.limits.memory_bytes, blueprint.limits.processes)
+            .map_err(|err| format!("cannot set the sandbox's cgroup limits: {err}"))?;
+    }
+    let mut prepared = plan::prepare(blueprint, call)?;
+    // Only the first process holds this pipe's write end once we drop ours: it closes when
+    // the process executes the program (close-on-exec) or dies.
+    let (status, status_write) = plan::pipe()?;
+    let (pid, pidfd) = clone_first_process(stack, home, namespaces, &prepared)?;
+    drop(status_write);
+    let go = prepared.go.take();
+    match start(pid, &prepared, cgroup.as_ref(), go, &status) {
+        Ok(()) => Ok(Sandbox::new(
+            pid,
+            pidfd,
+            prepared.ends,
+            cgroup,
+            shared.reaper.clone(),
+            stats,
+        )),
+        Err(message) => {
+            // The process is dead or about to be: make sure of it, and reap it here (it
+            // exits within microseconds) so the failure is final when it is reported.
+            sandbox::kill(pidfd.as_raw_fd());
+            let _ = sandbox::wait(pidfd.as_raw_fd(), false);
+            Err(message)
+        }
+    }
+}
+
+/// Clones the first process into its namespaces, returning its pid and pidfd.
+fn clone_first_process(
+    stack: &Stack,
+    home: Option<&HomeNamespaces>,
+    namespaces: Option<(OwnedFd, OwnedFd)>,
+    prepared: &Prepared,
+) -> Result<(i32, OwnedFd), String> {
+    let mut flags = libc::CLONE_VM
+        | libc::CLONE_PIDFD
+        | libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWUTS
+        | libc::SIGCHLD;
+    // Pooled namespaces are only used when the thread can return to its own afterwards.
+    let pooled = namespaces.as_ref().filter(|_| home.is_some());
+    let entered = pooled.is_some_and(|(net, ipc)| {
+        setns(net.as_raw_fd(), libc::CLONE_NEWNET)
+            .and_then(|()| setns(ipc.as_raw_fd(), libc::CLONE_NEWIPC))
+            .is_ok()
+    });
+    if !entered {
+        flags |= libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+    }
+    let mut pidfd: libc::c_int = -1;
+    let plan = &*prepared.plan as *const child::Plan as *mut c_void;
+    // SAFETY: `child::entry` only reads the plan, which outlives the child's use of it (the
+    // launcher waits until the child has executed the program or exited), and runs on
+    // `stack`, which nothing else uses meanwhile. CLONE_PIDFD stores the pidfd in `pidfd`.
+    let pid = unsafe {
+        libc::clone(
+            child::entry,
+            stack.top(),
+            flags,
+            plan,
+            &mut pidfd as *mut libc::c_int,
+        )
+    };
+    let clone_error = io::Error::last_os_error();
+    if pooled.is_some()
+        && let Some(home) = home
+        && (setns(home.net.as_raw_fd(), libc::CLONE_NEWNET).is_err()
+            || setns(home.ipc.as_raw_fd(), libc::CLONE_NEWIPC).is_err())
+    {
+        tracing::warn!("the launcher could not return to its own namespaces");
+    }
+    if pid < 0 {
+        return Err(match clone_error.raw_os_error() {
+            Some(libc::EPERM | libc::ENOSPC | libc::EINVAL | libc::EUSERS) => format!(
+                "cannot create the sandbox's namespaces (user, pid, mount, uts, net, ipc): {clone_error}; user namespaces may be disabled or exhausted on this host"
+            ),
+            _ => format!("cannot start the sandbox's first process: {clone_error}"),
+        });
+    }
+    // SAFETY: CLONE_PIDFD wrote a new descriptor nothing else owns.
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+}
+
+/// Maps the ids, moves the process into its group, lets it go, and waits until it has
+/// executed the program (or failed to).
+fn start(
+    pid: i32,
+    prepared: &Prepared,
+    cgroup: Option<&SandboxCgroup>,
+    go: Option<OwnedFd>,
+    status: &OwnedFd,
+) -> Result<(), String> {
+    write_proc(pid, "uid_map", &id_map(prepared.uid))
+        .map_err(|err| format!("cannot map the sandbox's uid (user namespace): {err}"))?;
+    write_proc(pid, "gid_map", &id_map(prepared.gid))
+        .map_err(|err| format!("cannot map the sandbox's gid (user namespace): {err}"))?;
+    if let Some(group) = cgroup {
+        group
+            .join(pid)
+            .map_err(|err| format!("cannot move the sandbox into its cgroup: {err}"))?;
+    }
+    let go = go.ok_or("the sandbox's go-ahead pipe is missing")?;
+    std::fs::File::from(go)
+        .write_all(b"g")
+        .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))?;
+    wait_for_close(status, SETUP_TIMEOUT)?;
+    let (stage, failure) = prepared.plan.report.read();
+    if let Some(failure) = failure {
+        return Err(describe_failure(failure, prepared));
+    }
+    let expected = if prepared.plan.exec {
+        Stage::Exec
+    } else {
+        Stage::Ready
+    };
+    if stage != expected {
+        return Err(format!(
+            "the sandbox's first process died while {}",
+            stage.describe()
+        ));
+    }
+    Ok(())
+}
+
+/// Waits until every write end of `pipe` is closed.
+fn wait_for_close(pipe: &OwnedFd, timeout: Duration) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "the sandbox took longer than {} s to build and was stopped",
+                timeout.as_secs()
+            ));
+        }
+        let mut poll = libc::pollfd {
+            fd: pipe.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+        if ready < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("cannot wait for the sandbox: {err}"));
+        }
+        if ready == 0 {
+            continue;
+        }
+        let mut byte = [0u8; 16];
+        // SAFETY: reads into a local buffer of the size passed.
+        let read = unsafe { libc::read(pipe.as_raw_fd(), byte.as_mut_ptr().cast(), byte.len()) };
+        if read == 0 {
+            return Ok(());
+        }
+        if read < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(format!("cannot wait for the sandbox: {err}"));
+            }
+        }
+    }
+}
+
+/// `inside outside 1`: the sandbox's id is the same number as on the host.
+pub fn id_map(id: u32) -> String {
+    format!("{id} {id} 1\n")
+}
+
+fn write_proc(pid: i32, file: &str, text: &str) -> io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/{file}"), text)
+}
+
+/// Turns a failure the first process reported into a message naming the layer.
+pub fn describe_failure(failure: Failure, prepared: &Prepared) -> String {
+    let detail = match failure.stage {
+        Stage::Mount => prepared
+            .step_names
+            .get(failure.index as usize)
+            .map(|name| format!(" ({name})"))
+            .unwrap_or_default(),
+        Stage::LandlockRule => prepared
+            .rule_names
+            .get(failure.index as usize)
+            .map(|name| format!(" (for {name})"))
+            .unwrap_or_default(),
+        Stage::Rlimit => prepared
+            .plan
+            .rlimits
+            .get(failure.index as usize)
+            .map(|limit| format!(" (resource {})", limit.resource))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    format!(
+        "the sandbox could not be built: {}{detail} failed: {}",
+        failure.stage.describe(),
+        io::Error::from_raw_os_error(failure.errno)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_map_to_themselves_one_at_a_time() {
+        assert_eq!(id_map(1000), "1000 1000 1\n");
+        assert_eq!(id_map(65534), "65534 65534 1\n");
+    }
+
+    #[test]
+    fn the_stack_top_is_aligned_inside_the_mapping() {
+        let stack = Stack::new().expect("map a stack");
+        let top = stack.top() as usize;
+        assert_eq!(top % 16, 0);
+        assert!(top <= stack.base as usize + stack.len);
+        assert!(top > stack.base as usize + STACK_BYTES / 2);
+    }
+}

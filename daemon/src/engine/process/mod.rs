@@ -1,0 +1,510 @@
+//! The `process` engine: existing programs as tools, each call in a fresh Linux sandbox.
+//!
+//! Every call gets new user, pid, mount, uts, network, IPC and cgroup namespaces; a root
+//! built from read-only binds of the profile's grants, the workspace at `/workspace` as
+//! granted, the tool's folder at `/tool`, a fresh `/proc`, a minimal `/dev` and a
+//! size-limited `/tmp`, pivoted into with the host's root detached; a new session; an
+//! unprivileged uid and gid (the workspace owner's, never root) mapped to the same host ids;
+//! no capabilities, bounding set included; `no_new_privs`; a Landlock ruleset mirroring the
+//! grants and denying TCP; a seccomp filter; rlimits; a cgroup for processes and memory; and
+//! only the environment the profile sets. See `child.rs` for the order of these steps.
+//!
+//! Lifecycle: the program is pid 1 of its namespace, so when it exits, or when the executor
+//! drops the call (deadline, cancel, output limit) and the sandbox is killed, the kernel
+//! kills every process of the sandbox; reaping pid 1 means all of them are gone.
+//!
+//! Fail closed: the host is probed once when the engine starts, by building a complete
+//! sandbox; if that fails, or if a profile asks for something the host lacks, tools are
+//! refused at load with a message naming the missing layer.
+
+mod argv;
+mod cgroup;
+mod child;
+mod host;
+mod landlock;
+mod launcher;
+mod limits;
+mod plan;
+mod program;
+mod sandbox;
+mod seccomp;
+mod sys;
+mod view;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+
+use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
+use crate::output::{OutputCapture, StreamKind};
+use crate::profile::{Access, NetworkPolicy, Profile};
+use crate::tools::{Abi, Manifest, Program};
+
+use argv::CommandLine;
+use host::Host;
+use launcher::Launcher;
+use limits::SandboxLimits;
+use plan::{Blueprint, CallSpec, Devices};
+use sandbox::Sandbox;
+use view::View;
+
+pub use view::GUEST_TOOL;
+
+/// Subdirectory of the daemon's state directory the engine owns: the mount point of every
+/// sandbox's root (in the sandbox's own mount namespace), and the start-up check's tool
+/// folder.
+const ENGINE_DIR: &str = "process";
+const ROOT_DIR: &str = "root";
+const PROBE_DIR: &str = "probe";
+
+/// How often the CPU time of a sandbox's whole group is checked against its limit.
+const CPU_WATCH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Read size for stdout and stderr.
+const READ_CHUNK: usize = 64 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct ProcessConfig {
+    /// The daemon's state directory.
+    pub state_dir: PathBuf,
+}
+
+/// What the engine runs on, when the host can run it.
+struct Runtime {
+    host: Host,
+    launcher: Launcher,
+    root: CString,
+    devices: Arc<Devices>,
+    seccomp: Arc<Vec<libc::sock_filter>>,
+}
+
+pub struct ProcessEngine {
+    runtime: Result<Arc<Runtime>, String>,
+}
+
+impl ProcessEngine {
+    /// Probes the host and starts the engine's threads. A host that cannot run sandboxes
+    /// still gets an engine: it refuses every tool with the reason.
+    pub fn new(config: &ProcessConfig) -> ProcessEngine {
+        let runtime = Runtime::start(config).map(Arc::new);
+        match &runtime {
+            Ok(runtime) => tracing::info!(
+                landlock_abi = runtime.host.landlock_abi,
+                cgroups = %runtime.host.cgroups.describe(),
+                "process engine ready"
+            ),
+            Err(reason) => tracing::warn!(%reason, "process tools are unavailable on this host"),
+        }
+        ProcessEngine { runtime }
+    }
+
+    /// Why this host cannot run process tools, if it cannot.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.runtime.as_ref().err().map(String::as_str)
+    }
+}
+
+impl Runtime {
+    fn start(config: &ProcessConfig) -> Result<Runtime, String> {
+        let host = Host::probe()?;
+        let dir = config.state_dir.join(ENGINE_DIR);
+        let root_dir = dir.join(ROOT_DIR);
+        let probe_dir = dir.join(PROBE_DIR);
+        for needed in [&root_dir, &probe_dir] {
+            std::fs::create_dir_all(needed)
+                .map_err(|err| format!("cannot create {}: {err}", needed.display()))?;
+        }
+        let root = CString::new(root_dir.as_os_str().as_bytes())
+            .map_err(|_| format!("{} contains a NUL byte", root_dir.display()))?;
+        let devices = Arc::new(
+            Devices::open().map_err(|err| format!("cannot open the host's /dev devices: {err}"))?,
+        );
+        let launcher = Launcher::start(host.cgroups.clone())
+            .map_err(|err| format!("cannot start the sandbox launcher: {err}"))?;
+        let runtime = Runtime {
+            host,
+            launcher,
+            root,
+            devices,
+            seccomp: Arc::new(seccomp::build()),
+        };
+        runtime.check_end_to_end(&probe_dir)?;
+        Ok(runtime)
+    }
+
+    fn blueprint(&self, view: View, program: CString, profile: &Profile) -> Blueprint {
+        let limits = SandboxLimits::new(
+            &profile.limits,
+            self.host.cgroups.has_memory(),
+            self.host.cgroups.has_pids(),
+        );
+        let rlimits = limits.rlimits(|resource| self.host.hard_limit(resource));
+        Blueprint {
+            view,
+            program,
+            limits,
+            rlimits,
+            landlock_abi: self.host.landlock_abi,
+            cap_last: self.host.cap_last,
+            seccomp: self.seccomp.clone(),
+            root: self.root.clone(),
+            devices: self.devices.clone(),
+        }
+    }
+
+    /// Builds one complete sandbox, without running anything in it: every layer a tool will
+    /// get is set up once, so a host that cannot provide one is known before any tool loads.
+    fn check_end_to_end(&self, probe_dir: &Path) -> Result<(), String> {
+        let profile = probe_profile();
+        let view = View::new(&profile, probe_dir)?;
+        let blueprint = Arc::new(self.blueprint(view, c"/tool".to_owned(), &profile));
+        let call = CallSpec {
+            workspace: None,
+            argv: vec![c"probe".to_owned()],
+            env: Vec::new(),
+            dry_run: true,
+            read_only: false,
+        };
+        let mut sandbox = self.launcher.launch_blocking(blueprint, call)?;
+        let waited = sandbox
+            .wait_blocking()
+            .map_err(|err| format!("cannot wait for the start-up sandbox: {err}"))?;
+        match waited.ended {
+            limits::Ended::Exited(0) => Ok(()),
+            other => Err(format!(
+                "the start-up sandbox ended unexpectedly: {other:?}"
+            )),
+        }
+    }
+}
+
+/// Refuses a profile that asks for something this host cannot enforce.
+fn check_profile(host: &Host, profile: &Profile) -> Result<(), LoadError> {
+    let unenforceable = |what: String| LoadError::Unenforceable {
+        engine: EngineKind::Process,
+        profile: profile.name.clone(),
+        what,
+    };
+    match &profile.network {
+        NetworkPolicy::None => {}
+        NetworkPolicy::AllowList { .. } => {
+            return Err(unenforceable(
+                "a network allow-list (process tools get no network: egress filtering is not implemented yet)".into(),
+            ));
+        }
+    }
+    if host.landlock_abi < landlock::REQUIRED_ABI {
+        let have = match host.landlock_abi {
+            0 => "no Landlock at all".to_owned(),
+            abi => format!("Landlock ABI {abi}"),
+        };
+        return Err(LoadError::Unavailable {
+            engine: EngineKind::Process,
+            message: format!(
+                "Landlock ABI {} (TCP bind/connect rules, Linux 6.7) is needed to enforce network = \"none\"; this kernel has {have}",
+                landlock::REQUIRED_ABI
+            ),
+        });
+    }
+    if profile.limits.processes.is_some() {
+        host.can_limit_processes().map_err(unenforceable)?;
+    }
+    Ok(())
+}
+
+/// A profile with nothing granted, for the start-up check.
+fn probe_profile() -> Profile {
+    Profile {
+        name: "process-engine-probe".into(),
+        description: "start-up check".into(),
+        files: Vec::new(),
+        network: NetworkPolicy::None,
+        env: crate::profile::EnvPolicy::default(),
+        limits: crate::profile::Limits {
+            memory_bytes: 64 << 20,
+            wall_time: Duration::from_secs(10),
+            cpu_time: Some(Duration::from_secs(1)),
+            output_bytes: 1 << 20,
+            processes: Some(4),
+            open_files: Some(64),
+            file_size_bytes: Some(1 << 20),
+            tmp_bytes: Some(1 << 20),
+        },
+        source: PathBuf::from("<built in>"),
+    }
+}
+
+impl Engine for ProcessEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Process
+    }
+
+    fn load(
+        &self,
+        manifest: &Manifest,
+        profile: &Profile,
+    ) -> Result<Arc<dyn LoadedTool>, LoadError> {
+        let invalid = |message: String| LoadError::Invalid {
+            path: manifest.path.clone(),
+            message,
+        };
+        let Program::Command(command) = &manifest.program else {
+            return Err(invalid("process tools name a `command`".into()));
+        };
+        let runtime = match &self.runtime {
+            Ok(runtime) => runtime,
+            Err(reason) => {
+                return Err(LoadError::Unavailable {
+                    engine: EngineKind::Process,
+                    message: reason.clone(),
+                });
+            }
+        };
+        check_profile(&runtime.host, profile)?;
+        let tool_dir = manifest.path.parent().unwrap_or(Path::new("."));
+        let view = View::new(profile, tool_dir).map_err(|what| LoadError::Unenforceable {
+            engine: EngineKind::Process,
+            profile: profile.name.clone(),
+            what,
+        })?;
+        for absent in &view.absent {
+            tracing::debug!(tool = %manifest.name, path = %absent.display(), "granted path does not exist on this host");
+        }
+        let command_line =
+            CommandLine::parse(command, manifest.abi, &manifest.input_schema).map_err(&invalid)?;
+        let env = profile.resolve_env(|var| std::env::var(var).ok());
+        let search_path = env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map_or(program::DEFAULT_SEARCH_PATH, |(_, value)| value.as_str());
+        let program =
+            program::resolve(command_line.program(), &view, search_path).map_err(|message| {
+                invalid(format!("the program cannot run in the sandbox: {message}"))
+            })?;
+        if let Some(pinned) = &manifest.sha256
+            && *pinned != program.digest
+        {
+            return Err(LoadError::DigestMismatch {
+                path: program.host.clone(),
+                pinned: pinned.clone(),
+                actual: program.digest,
+            });
+        }
+        let blueprint = Arc::new(runtime.blueprint(view, program.guest.clone(), profile));
+        Ok(Arc::new(ProcessTool {
+            name: manifest.name.clone(),
+            abi: manifest.abi,
+            digest: program.digest,
+            command_line,
+            blueprint,
+            runtime: runtime.clone(),
+        }))
+    }
+}
+
+struct ProcessTool {
+    name: String,
+    abi: Abi,
+    digest: String,
+    command_line: CommandLine,
+    blueprint: Arc<Blueprint>,
+    runtime: Arc<Runtime>,
+}
+
+impl LoadedTool for ProcessTool {
+    fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {
+        Box::pin(self.call(launch))
+    }
+}
+
+impl ProcessTool {
+    async fn call(&self, launch: Launch) -> Exit {
+        let argv = match self.command_line.render(&launch.stdin) {
+            Ok(argv) => argv,
+            Err(message) => {
+                return Exit::SandboxError(format!(
+                    "cannot build the command line of `{}`: {message}",
+                    self.name
+                ));
+            }
+        };
+        let env = launch
+            .profile
+            .resolve_env(|var| std::env::var(var).ok())
+            .into_iter()
+            .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
+            .collect();
+        let stdin = match self.abi {
+            Abi::JsonStdio => launch.stdin.clone(),
+            // The arguments are on the command line; a program that reads stdin (grep with
+            // no file) must see an empty input, not the JSON.
+            Abi::Argv => Bytes::new(),
+        };
+        let call = CallSpec {
+            workspace: launch.workspace.clone(),
+            argv,
+            env,
+            dry_run: false,
+            // The executor hands a preview call its profile with every grant read-only.
+            read_only: launch
+                .profile
+                .files
+                .iter()
+                .all(|grant| grant.access == Access::ReadOnly),
+        };
+        let mut sandbox = match self
+            .runtime
+            .launcher
+            .launch(self.blueprint.clone(), call, launch.stats.clone())
+            .await
+        {
+            Ok(sandbox) => sandbox,
+            Err(message) => return Exit::SandboxError(message),
+        };
+        tracing::debug!(tool = %self.name, pid = sandbox.pid, "sandbox started");
+        let Some(ends) = sandbox.take_ends() else {
+            return Exit::SandboxError("the sandbox's standard streams are missing".into());
+        };
+        let (stdin_fd, stdout, stderr) = match (
+            pipe::Sender::from_owned_fd(ends.stdin),
+            pipe::Receiver::from_owned_fd(ends.stdout),
+            pipe::Receiver::from_owned_fd(ends.stderr),
+        ) {
+            (Ok(stdin_fd), Ok(stdout), Ok(stderr)) => (stdin_fd, stdout, stderr),
+            (Err(err), _, _) | (_, Err(err), _) | (_, _, Err(err)) => {
+                return Exit::SandboxError(format!("cannot read the sandbox's output: {err}"));
+            }
+        };
+        let cpu_limit = self.blueprint.limits.cpu_time;
+        let (_, _, _, waited) = tokio::join!(
+            feed(stdin_fd, stdin),
+            pump(stdout, launch.capture.clone(), StreamKind::Stdout),
+            pump(stderr, launch.capture.clone(), StreamKind::Stderr),
+            wait_within_cpu_limit(&sandbox, cpu_limit),
+        );
+        let (waited, cpu_exceeded) = match waited {
+            Ok(waited) => waited,
+            Err(err) => return Exit::SandboxError(format!("cannot wait for the sandbox: {err}")),
+        };
+        sandbox.record_stats(Some(&waited));
+        limits::classify(
+            waited.ended,
+            &sandbox.cgroup_stats(),
+            &self.blueprint.limits,
+            cpu_exceeded,
+        )
+    }
+}
+
+/// Writes the tool's stdin and closes it. A program that exits without reading it all is
+/// not an error.
+async fn feed(mut stdin: pipe::Sender, bytes: Bytes) {
+    let _ = stdin.write_all(&bytes).await;
+    let _ = stdin.shutdown().await;
+}
+
+/// Copies one stream into the capture until the end of the stream or the output limit.
+async fn pump(mut stream: pipe::Receiver, capture: Arc<OutputCapture>, kind: StreamKind) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) => return,
+            Ok(n) => {
+                if capture.write(kind, &buf[..n]).is_err() {
+                    // Over the limit: the executor stops the call; stop reading now.
+                    return;
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits for the sandbox to end, killing it if its group's CPU time passes `limit` (the
+/// per-process RLIMIT_CPU alone would let a tree of processes use the limit many times).
+async fn wait_within_cpu_limit(
+    sandbox: &Sandbox,
+    limit: Option<Duration>,
+) -> std::io::Result<(sandbox::Waited, bool)> {
+    let Some(limit) = limit.filter(|_| sandbox.cpu_time().is_some()) else {
+        return sandbox.wait().await.map(|waited| (waited, false));
+    };
+    let mut exceeded = false;
+    let mut ticks = tokio::time::interval(CPU_WATCH_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let wait = sandbox.wait();
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            waited = &mut wait => return waited.map(|waited| (waited, exceeded)),
+            _ = ticks.tick() => {
+                if !exceeded && sandbox.cpu_time().is_some_and(|used| used > limit) {
+                    exceeded = true;
+                    sandbox.kill();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_host_builds_a_complete_sandbox() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let engine = ProcessEngine::new(&ProcessConfig {
+            state_dir: state.path().to_owned(),
+        });
+        assert_eq!(engine.unavailable(), None);
+    }
+
+    #[test]
+    fn what_the_host_lacks_is_refused_naming_the_layer() {
+        let mut host = Host::probe().expect("probe this host");
+        let profile = probe_profile();
+        check_profile(&host, &profile).expect("this host can enforce the probe profile");
+
+        host.landlock_abi = 3;
+        let err = check_profile(&host, &profile).expect_err("Landlock too old");
+        assert!(matches!(err, LoadError::Unavailable { .. }), "{err}");
+        assert!(err.to_string().contains("Landlock ABI 4"), "{err}");
+        host.landlock_abi = 0;
+        let err = check_profile(&host, &profile).expect_err("no Landlock");
+        assert!(err.to_string().contains("no Landlock at all"), "{err}");
+
+        host.landlock_abi = landlock::REQUIRED_ABI;
+        host.cgroups = Arc::new(cgroup::Cgroups::default());
+        host.kernel = (5, 10);
+        let err = check_profile(&host, &profile).expect_err("no way to limit processes");
+        assert!(err.to_string().contains("limits.processes"), "{err}");
+        let mut unlimited = probe_profile();
+        unlimited.limits.processes = None;
+        check_profile(&host, &unlimited)
+            .expect("without the key, the engine default applies as well as the host allows");
+
+        let mut networked = probe_profile();
+        networked.network = NetworkPolicy::AllowList {
+            allow: vec!["api.github.com:443".parse().expect("pattern")],
+            deny: Vec::new(),
+            ask_for_unlisted: false,
+        };
+        host.cgroups = Arc::new(cgroup::Cgroups::default());
+        let err = check_profile(&host, &networked).expect_err("allow-lists are not enforced yet");
+        assert!(matches!(err, LoadError::Unenforceable { .. }), "{err}");
+        assert!(err.to_string().contains("network allow-list"), "{err}");
+    }
+}

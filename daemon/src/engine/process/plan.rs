@@ -1,0 +1,728 @@
+//! Preparing one sandbox: everything its first process needs, made before the clone (see
+//! `child.rs` for why nothing may be made after it).
+//!
+//! Mount sources are detached copies of the host trees (`open_tree`), made by the daemon,
+//! which can open anything, with their flags already set (read-only, nosuid, nodev, noexec
+//! for writable grants) and their propagation private, so that nothing mounted inside a
+//! sandbox can reach the host. The sandbox's process only attaches them in its own mount
+//! namespace. Sub-grants of the workspace are opened beneath the workspace and never through
+//! a symlink that leads out of it: a link planted by an earlier call cannot widen a grant.
+
+use std::collections::BTreeSet;
+use std::ffi::{CString, c_char};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::child::{InsideRule, Plan, Report, Step};
+use super::landlock::{self, Ruleset};
+use super::limits::{Rlimit, SandboxLimits};
+use super::sys::{self, MountAttr};
+use super::view::{self, GUEST_DEV, GUEST_PROC, GUEST_TMP, Kind, View, depth_order};
+use crate::profile::{Access, GUEST_WORKSPACE};
+
+/// The host ids a sandbox runs as when its workspace belongs to root, or when it has none:
+/// the conventional `nobody` and `nogroup`. A sandbox never runs as host root.
+pub const NOBODY: u32 = 65534;
+
+/// The sandbox's hostname (its own uts namespace).
+pub const HOSTNAME: &str = "airlock";
+
+/// The root tmpfs holds only mount points and symlinks.
+const ROOT_TMPFS_BYTES: u64 = 1 << 20;
+const ROOT_TMPFS_INODES: u64 = 4096;
+
+/// `/dev` holds five device nodes and four symlinks.
+const DEV_TMPFS_BYTES: u64 = 64 * 1024;
+const DEV_TMPFS_INODES: u64 = 64;
+
+/// The devices every sandbox gets, bound from the host.
+pub const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
+
+/// Symlinks of `/dev` that programs expect.
+const DEV_LINKS: [(&str, &str); 4] = [
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// Host devices, opened once when the engine starts.
+#[derive(Debug)]
+pub struct Devices {
+    fds: Vec<(&'static str, OwnedFd)>,
+}
+
+impl Devices {
+    pub fn open() -> std::io::Result<Devices> {
+        let fds = DEVICES
+            .iter()
+            .map(|name| Ok((*name, view::open_path(&Path::new("/dev").join(name))?)))
+            .collect::<std::io::Result<_>>()?;
+        Ok(Devices { fds })
+    }
+}
+
+/// What every call of one tool shares.
+#[derive(Debug)]
+pub struct Blueprint {
+    pub view: View,
+    pub program: CString,
+    pub limits: SandboxLimits,
+    pub rlimits: Vec<Rlimit>,
+    pub landlock_abi: u32,
+    pub cap_last: u32,
+    pub seccomp: Arc<Vec<libc::sock_filter>>,
+    /// The host directory the root tmpfs is mounted on (in the sandbox's mount namespace).
+    pub root: CString,
+    pub devices: Arc<Devices>,
+}
+
+/// What differs per call.
+#[derive(Debug)]
+pub struct CallSpec {
+    pub workspace: Option<PathBuf>,
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+    /// Build the sandbox but exit instead of executing the program (the host probe).
+    pub dry_run: bool,
+    /// Mount every grant read-only for this call, whatever the tool's profile grants: a
+    /// preview run's calls may look but not touch.
+    pub read_only: bool,
+}
+
+impl CallSpec {
+    /// The access this call gets to a grant of `granted`.
+    fn access(&self, granted: Access) -> Access {
+        if self.read_only {
+            Access::ReadOnly
+        } else {
+            granted
+        }
+    }
+}
+
+/// The daemon's ends of the sandbox's standard streams.
+#[derive(Debug)]
+pub struct ParentEnds {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// A plan and the descriptors it refers to, which must stay open until the first process
+/// has executed the program.
+pub struct Prepared {
+    pub plan: Box<Plan>,
+    /// The write end of the go-ahead pipe, taken by the launcher.
+    pub go: Option<OwnedFd>,
+    pub ends: ParentEnds,
+    pub uid: u32,
+    pub gid: u32,
+    /// Human descriptions of the plan's mount steps, for error messages.
+    pub step_names: Vec<String>,
+    pub rule_names: Vec<String>,
+    _keep: Vec<OwnedFd>,
+    _ruleset: Ruleset,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("uid", &self.uid)
+            .field("gid", &self.gid)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Source {
+    Tree {
+        fd: OwnedFd,
+        is_dir: bool,
+    },
+    Symlink(PathBuf),
+    Fs {
+        fstype: &'static str,
+        flags: libc::c_ulong,
+        data: String,
+    },
+}
+
+struct Entry {
+    guest: PathBuf,
+    source: Source,
+    what: String,
+}
+
+/// Builds the plan of one sandbox.
+pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String> {
+    let mut keep: Vec<OwnedFd> = Vec::new();
+    let ruleset = Ruleset::create(blueprint.landlock_abi)
+        .map_err(|err| format!("cannot create a Landlock ruleset: {err}"))?;
+    let mut entries: Vec<Entry> = Vec::new();
+
+    for mount in &blueprint.view.host {
+        let source = match &mount.kind {
+            Kind::Symlink(target) => Source::Symlink(target.clone()),
+            Kind::Dir(fd) | Kind::File(fd) => {
+                let is_dir = matches!(mount.kind, Kind::Dir(_));
+                ruleset
+                    .allow(
+                        fd.as_fd(),
+                        landlock::grant_rights(call.access(mount.access), is_dir),
+                    )
+                    .map_err(|err| {
+                        format!(
+                            "cannot add a Landlock rule for {}: {err}",
+                            mount.host.display()
+                        )
+                    })?;
+                let tree = clone_tree(fd.as_fd(), is_dir, grant_flags(call.access(mount.access)))
+                    .map_err(|err| {
+                    format!(
+                        "cannot prepare the mount of {}: {err}",
+                        mount.host.display()
+                    )
+                })?;
+                Source::Tree { fd: tree, is_dir }
+            }
+        };
+        entries.push(Entry {
+            guest: mount.guest.clone(),
+            source,
+            what: format!("{} (from {})", mount.guest.display(), mount.host.display()),
+        });
+    }
+
+    let mut identity = (NOBODY, NOBODY);
+    if let Some(workspace) = &call.workspace {
+        let root = open_workspace(workspace)?;
+        let meta = fstat(root.as_fd()).map_err(|err| {
+            format!(
+                "cannot inspect the workspace {}: {err}",
+                workspace.display()
+            )
+        })?;
+        identity = sandbox_identity(meta.st_uid, meta.st_gid);
+        for grant in &blueprint.view.workspace {
+            let fd = if grant.sub.as_os_str().is_empty() {
+                Some(dup(root.as_fd())?)
+            } else {
+                open_beneath(root.as_fd(), &grant.sub).map_err(|err| {
+                    format!(
+                        "the grant of $WORKSPACE/{} cannot be used in {}: {err}",
+                        grant.sub.display(),
+                        workspace.display()
+                    )
+                })?
+            };
+            // A sub-grant the workspace does not have grants nothing.
+            let Some(fd) = fd else { continue };
+            let is_dir = fstat(fd.as_fd())
+                .map_err(|err| format!("cannot inspect $WORKSPACE/{}: {err}", grant.sub.display()))?
+                .st_mode
+                & libc::S_IFMT
+                == libc::S_IFDIR;
+            ruleset
+                .allow(
+                    fd.as_fd(),
+                    landlock::grant_rights(call.access(grant.access), is_dir),
+                )
+                .map_err(|err| format!("cannot add a Landlock rule for the workspace: {err}"))?;
+            let tree = clone_tree(fd.as_fd(), is_dir, grant_flags(call.access(grant.access)))
+                .map_err(|err| format!("cannot prepare the mount of the workspace: {err}"))?;
+            entries.push(Entry {
+                guest: grant.guest(),
+                source: Source::Tree { fd: tree, is_dir },
+                what: format!("{} (the workspace)", grant.guest().display()),
+            });
+        }
+    } else if blueprint.view.grants_workspace() {
+        return Err("the profile grants the workspace, but the call names none".into());
+    }
+    let (uid, gid) = identity;
+
+    // The engine's own mounts.
+    entries.push(Entry {
+        guest: PathBuf::from(GUEST_PROC),
+        source: Source::Fs {
+            fstype: "proc",
+            flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            data: String::new(),
+        },
+        what: "/proc (the sandbox's processes)".into(),
+    });
+    entries.push(Entry {
+        guest: PathBuf::from(GUEST_DEV),
+        source: Source::Fs {
+            fstype: "tmpfs",
+            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+            data: format!(
+                "size={DEV_TMPFS_BYTES},nr_inodes={DEV_TMPFS_INODES},mode=0755,uid={uid},gid={gid}"
+            ),
+        },
+        what: "/dev".into(),
+    });
+    for (name, fd) in &blueprint.devices.fds {
+        ruleset
+            .allow(fd.as_fd(), landlock::READ_WRITE_FILE)
+            .map_err(|err| format!("cannot add a Landlock rule for /dev/{name}: {err}"))?;
+        let tree = clone_tree(
+            fd.as_fd(),
+            false,
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+        )
+        .map_err(|err| format!("cannot prepare /dev/{name}: {err}"))?;
+        entries.push(Entry {
+            guest: Path::new(GUEST_DEV).join(name),
+            source: Source::Tree {
+                fd: tree,
+                is_dir: false,
+            },
+            what: format!("/dev/{name}"),
+        });
+    }
+    for (name, target) in DEV_LINKS {
+        entries.push(Entry {
+            guest: Path::new(GUEST_DEV).join(name),
+            source: Source::Symlink(PathBuf::from(target)),
+            what: format!("/dev/{name}"),
+        });
+    }
+    entries.push(Entry {
+        guest: PathBuf::from(GUEST_TMP),
+        source: Source::Fs {
+            fstype: "tmpfs",
+            flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            data: blueprint.limits.tmp_options(uid, gid),
+        },
+        what: format!("/tmp ({} bytes)", blueprint.limits.tmp_bytes),
+    });
+    // Parents before children; a stable sort keeps each path's own order.
+    entries.sort_by(|a, b| depth_order(&a.guest, &b.guest));
+
+    let mut steps = Vec::new();
+    let mut step_names = Vec::new();
+    let mut made: BTreeSet<PathBuf> = BTreeSet::new();
+    for entry in entries {
+        let relative = relative(&entry.guest);
+        let mut push = |step: Step, name: String| {
+            steps.push(step);
+            step_names.push(name);
+        };
+        for ancestor in ancestors(&relative) {
+            if made.insert(ancestor.clone()) {
+                push(
+                    Step::Mkdir(cstring(&ancestor)?),
+                    format!("creating /{}", ancestor.display()),
+                );
+            }
+        }
+        let target = cstring(&relative)?;
+        match entry.source {
+            Source::Tree { fd, is_dir } => {
+                if is_dir {
+                    if made.insert(relative.clone()) {
+                        push(
+                            Step::Mkdir(target.clone()),
+                            format!("creating {}", entry.guest.display()),
+                        );
+                    }
+                } else {
+                    push(
+                        Step::Touch(target.clone()),
+                        format!("creating {}", entry.guest.display()),
+                    );
+                }
+                push(
+                    Step::Attach {
+                        tree: fd.as_raw_fd(),
+                        target,
+                    },
+                    format!("mounting {}", entry.what),
+                );
+                keep.push(fd);
+            }
+            Source::Symlink(link_target) => push(
+                Step::Symlink {
+                    target: cstring(&link_target)?,
+                    link: target,
+                },
+                format!("creating the symlink {}", entry.what),
+            ),
+            Source::Fs {
+                fstype,
+                flags,
+                data,
+            } => {
+                if made.insert(relative.clone()) {
+                    push(
+                        Step::Mkdir(target.clone()),
+                        format!("creating {}", entry.guest.display()),
+                    );
+                }
+                push(
+                    Step::Mount {
+                        fstype: cstring(Path::new(fstype))?,
+                        target,
+                        flags,
+                        data: CString::new(data)
+                            .map_err(|_| "mount options contain a NUL byte".to_owned())?,
+                    },
+                    format!("mounting {}", entry.what),
+                );
+            }
+        }
+    }
+    steps.push(Step::ReadOnly(cstring(&relative(Path::new(GUEST_DEV)))?));
+    step_names.push("making /dev read-only".into());
+
+    let inside = [
+        ("/", landlock::LIST_ONLY),
+        (GUEST_PROC, landlock::PROC),
+        (GUEST_DEV, landlock::LIST_ONLY),
+        (GUEST_TMP, landlock::READ_WRITE_DIR),
+    ];
+    let inside_rules = inside
+        .iter()
+        .map(|(path, rights)| {
+            Ok(InsideRule {
+                path: cstring(Path::new(path))?,
+                rights: ruleset.mask(*rights),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let rule_names = inside.iter().map(|(path, _)| (*path).to_owned()).collect();
+
+    let (stdin_child, stdin_parent) = pipe()?;
+    let (stdout_parent, stdout_child) = pipe()?;
+    let (stderr_parent, stderr_child) = pipe()?;
+    let (go_child, go_parent) = pipe()?;
+    let stdio = [
+        stdin_child.as_raw_fd(),
+        stdout_child.as_raw_fd(),
+        stderr_child.as_raw_fd(),
+    ];
+    let go_raw = go_child.as_raw_fd();
+    keep.extend([stdin_child, stdout_child, stderr_child, go_child]);
+
+    let cwd = if blueprint.view.grants_workspace() && call.workspace.is_some() {
+        GUEST_WORKSPACE
+    } else {
+        "/"
+    };
+    let argv_storage = call.argv;
+    let env_storage = call.env;
+    let argv = null_terminated(&argv_storage);
+    let envp = null_terminated(&env_storage);
+    let plan = Box::new(Plan {
+        report: Report::default(),
+        go: go_raw,
+        root: blueprint.root.clone(),
+        root_options: CString::new(format!(
+            "size={ROOT_TMPFS_BYTES},nr_inodes={ROOT_TMPFS_INODES},mode=0755,uid={uid},gid={gid}"
+        ))
+        .map_err(|_| "root options contain a NUL byte".to_owned())?,
+        uid,
+        gid,
+        steps,
+        landlock: ruleset.fd().as_raw_fd(),
+        inside_rules,
+        hostname: CString::new(HOSTNAME).map_err(|_| "hostname".to_owned())?,
+        stdio,
+        cwd: CString::new(cwd).map_err(|_| "cwd".to_owned())?,
+        rlimits: blueprint.rlimits.clone(),
+        cap_last: blueprint.cap_last,
+        seccomp: blueprint.seccomp.as_ref().clone(),
+        program: blueprint.program.clone(),
+        argv,
+        envp,
+        _argv_storage: argv_storage,
+        _env_storage: env_storage,
+        exec: !call.dry_run,
+    });
+    Ok(Prepared {
+        plan,
+        go: Some(go_parent),
+        ends: ParentEnds {
+            stdin: stdin_parent,
+            stdout: stdout_parent,
+            stderr: stderr_parent,
+        },
+        uid,
+        gid,
+        step_names,
+        rule_names,
+        _keep: keep,
+        _ruleset: ruleset,
+    })
+}
+
+/// The host ids of a sandbox in a workspace owned by `owner`:`group`. The tool acts as the
+/// workspace's owner (files it creates belong to them), never as root.
+pub fn sandbox_identity(owner: u32, group: u32) -> (u32, u32) {
+    (
+        if owner == 0 { NOBODY } else { owner },
+        if group == 0 { NOBODY } else { group },
+    )
+}
+
+fn grant_flags(access: Access) -> u64 {
+    match access {
+        Access::ReadOnly => sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        Access::ReadWrite => {
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC
+        }
+    }
+}
+
+/// A detached, private copy of the mount tree at `fd`, with `flags` set on every mount of it.
+fn clone_tree(fd: BorrowedFd<'_>, recursive: bool, flags: u64) -> std::io::Result<OwnedFd> {
+    let recursive_flag = if recursive {
+        libc::AT_RECURSIVE as usize
+    } else {
+        0
+    };
+    // SAFETY: an empty path with AT_EMPTY_PATH names `fd` itself, which is open.
+    let tree = unsafe {
+        sys::syscall(
+            libc::SYS_open_tree,
+            [
+                fd.as_raw_fd() as usize,
+                c"".as_ptr() as usize,
+                sys::OPEN_TREE_CLONE as usize
+                    | libc::O_CLOEXEC as usize
+                    | libc::AT_EMPTY_PATH as usize
+                    | recursive_flag,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    let tree = sys::io_result(tree)?;
+    // SAFETY: open_tree returned a new descriptor nothing else owns.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
+    let attr = MountAttr {
+        attr_set: flags,
+        attr_clr: 0,
+        propagation: libc::MS_PRIVATE,
+        userns_fd: 0,
+    };
+    // SAFETY: `attr` is a valid mount_attr of the size passed; the path names `tree`.
+    let ret = unsafe {
+        sys::syscall(
+            libc::SYS_mount_setattr,
+            [
+                tree.as_raw_fd() as usize,
+                c"".as_ptr() as usize,
+                libc::AT_EMPTY_PATH as usize | recursive_flag,
+                &attr as *const MountAttr as usize,
+                std::mem::size_of::<MountAttr>(),
+                0,
+            ],
+        )
+    };
+    sys::io_result(ret)?;
+    Ok(tree)
+}
+
+/// Opens the workspace directory; its path is canonical, so any symlink in it now means it
+/// was swapped since it was checked.
+fn open_workspace(path: &Path) -> Result<OwnedFd, String> {
+    let c_path = cstring(path)?;
+    openat2(
+        libc::AT_FDCWD,
+        &c_path,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        libc::RESOLVE_NO_SYMLINKS,
+    )
+    .map_err(|err| format!("cannot open the workspace {}: {err}", path.display()))
+}
+
+/// Opens `sub` beneath `root` without ever leaving it; `None` when it does not exist.
+fn open_beneath(root: BorrowedFd<'_>, sub: &Path) -> Result<Option<OwnedFd>, String> {
+    let c_sub = cstring(sub)?;
+    match openat2(
+        root.as_raw_fd(),
+        &c_sub,
+        libc::O_PATH | libc::O_CLOEXEC,
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) if err.raw_os_error() == Some(libc::EXDEV) => {
+            Err("it leads outside the workspace (a symlink or `..`)".into())
+        }
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+fn openat2(dir: RawFd, path: &CString, flags: i32, resolve: u64) -> std::io::Result<OwnedFd> {
+    // SAFETY: open_how is plain integers; all zero is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = resolve;
+    // SAFETY: `path` is NUL-terminated and `how` is a valid open_how of the size passed.
+    let fd = unsafe {
+        sys::syscall(
+            libc::SYS_openat2,
+            [
+                dir as usize,
+                path.as_ptr() as usize,
+                &how as *const libc::open_how as usize,
+                std::mem::size_of::<libc::open_how>(),
+                0,
+                0,
+            ],
+        )
+    };
+    let fd = sys::io_result(fd)?;
+    // SAFETY: openat2 returned a new descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> std::io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open (O_PATH descriptors can be fstat'ed) and `stat` is writable.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(stat)
+}
+
+fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd, String> {
+    fd.try_clone_to_owned()
+        .map_err(|err| format!("cannot duplicate a descriptor: {err}"))
+}
+
+/// A pipe (read end, write end), both close-on-exec and numbered above the standard
+/// streams, so that the child's `dup3` onto 0, 1 and 2 can never clobber one of them.
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!(
+            "cannot create a pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: pipe2 returned two new descriptors nothing else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok((above_stdio(read)?, above_stdio(write)?))
+}
+
+fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, String> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on an open descriptor returns a new one nothing else owns.
+    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if high < 0 {
+        return Err(format!(
+            "cannot move a descriptor: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: as above.
+    Ok(unsafe { OwnedFd::from_raw_fd(high) })
+}
+
+fn relative(guest: &Path) -> PathBuf {
+    guest.strip_prefix("/").unwrap_or(guest).to_owned()
+}
+
+/// `a`, `a/b` for `a/b/c`.
+fn ancestors(relative: &Path) -> Vec<PathBuf> {
+    let mut ancestors: Vec<PathBuf> = relative
+        .ancestors()
+        .skip(1)
+        .filter(|ancestor| !ancestor.as_os_str().is_empty())
+        .map(Path::to_owned)
+        .collect();
+    ancestors.reverse();
+    ancestors
+}
+
+fn cstring(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} contains a NUL byte", path.display()))
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
+    strings
+        .iter()
+        .map(|string| string.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandboxes_never_run_as_root() {
+        assert_eq!(sandbox_identity(0, 0), (NOBODY, NOBODY));
+        assert_eq!(sandbox_identity(1000, 0), (1000, NOBODY));
+        assert_eq!(sandbox_identity(1000, 1001), (1000, 1001));
+    }
+
+    #[test]
+    fn ancestors_come_outermost_first() {
+        assert_eq!(
+            ancestors(Path::new("a/b/c")),
+            vec![PathBuf::from("a"), PathBuf::from("a/b")]
+        );
+        assert!(ancestors(Path::new("a")).is_empty());
+        assert_eq!(
+            relative(Path::new("/workspace/out")),
+            PathBuf::from("workspace/out")
+        );
+    }
+
+    #[test]
+    fn writable_grants_are_never_executable() {
+        assert_ne!(grant_flags(Access::ReadWrite) & sys::MOUNT_ATTR_NOEXEC, 0);
+        assert_eq!(grant_flags(Access::ReadWrite) & sys::MOUNT_ATTR_RDONLY, 0);
+        assert_ne!(grant_flags(Access::ReadOnly) & sys::MOUNT_ATTR_RDONLY, 0);
+        for access in [Access::ReadOnly, Access::ReadWrite] {
+            assert_ne!(grant_flags(access) & sys::MOUNT_ATTR_NOSUID, 0);
+            assert_ne!(grant_flags(access) & sys::MOUNT_ATTR_NODEV, 0);
+        }
+    }
+
+    #[test]
+    fn sub_grants_never_leave_the_workspace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir_all(workspace.join("inside")).expect("mkdir");
+        std::os::unix::fs::symlink("/etc", workspace.join("out")).expect("symlink");
+        std::os::unix::fs::symlink("inside", workspace.join("alias")).expect("symlink");
+        let root = open_workspace(&workspace).expect("open");
+        assert!(
+            open_beneath(root.as_fd(), Path::new("inside"))
+                .expect("opens")
+                .is_some()
+        );
+        assert!(
+            open_beneath(root.as_fd(), Path::new("alias"))
+                .expect("opens")
+                .is_some()
+        );
+        assert!(
+            open_beneath(root.as_fd(), Path::new("missing"))
+                .expect("absent")
+                .is_none()
+        );
+        let err = open_beneath(root.as_fd(), Path::new("out")).expect_err("escapes");
+        assert!(err.contains("outside the workspace"), "{err}");
+        let err = open_beneath(root.as_fd(), Path::new("../ws")).expect_err("escapes");
+        assert!(err.contains("outside the workspace"), "{err}");
+        // A workspace path that is not canonical is refused.
+        std::os::unix::fs::symlink(&workspace, dir.path().join("link")).expect("symlink");
+        assert!(open_workspace(&dir.path().join("link")).is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! A running sandbox: its first process (by pidfd), its standard streams and its cgroup.
+//!
+//! The first process is pid 1 of the sandbox's pid namespace, so the kernel kills every
+//! other process of the sandbox when it exits, and reaping it means the whole tree is gone.
+//! Dropping a sandbox that has not been reaped (a deadline, a cancel, an output limit: the
+//! executor dropped the call) sends it SIGKILL at once and hands the reaping, which can take
+//! a moment for a large tree, to the reaper thread, so no runtime thread ever blocks on it.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use super::cgroup::{CgroupStats, SandboxCgroup};
+use super::limits::Ended;
+use super::plan::ParentEnds;
+use super::sys;
+use crate::engine::RunStats;
+
+/// What the reaper thread is handed: a process to wait for (already killed), then a group
+/// to remove.
+pub struct Reap {
+    pub pidfd: Option<OwnedFd>,
+    pub cgroup: Option<SandboxCgroup>,
+}
+
+/// Waits for each handed-over sandbox and removes its group, until the engine is dropped.
+pub fn reaper_loop(jobs: std::sync::mpsc::Receiver<Reap>) {
+    for reap in jobs {
+        if let Some(pidfd) = &reap.pidfd {
+            // The process was killed: this returns as soon as its namespace is torn down.
+            let _ = wait(pidfd.as_raw_fd(), false);
+        }
+        drop(reap.cgroup);
+    }
+}
+
+/// How the first process ended, with its resource use.
+#[derive(Debug, Clone, Copy)]
+pub struct Waited {
+    pub ended: Ended,
+    /// Including the descendants it reaped (everything, for pid 1 of a namespace).
+    pub cpu_time: Duration,
+    pub max_rss_bytes: u64,
+}
+
+pub struct Sandbox {
+    pub pid: i32,
+    pidfd: Option<OwnedFd>,
+    ends: Option<ParentEnds>,
+    cgroup: Option<SandboxCgroup>,
+    reaper: Sender<Reap>,
+    stats: Arc<RunStats>,
+    reaped: AtomicBool,
+}
+
+impl Sandbox {
+    pub fn new(
+        pid: i32,
+        pidfd: OwnedFd,
+        ends: ParentEnds,
+        cgroup: Option<SandboxCgroup>,
+        reaper: Sender<Reap>,
+        stats: Arc<RunStats>,
+    ) -> Sandbox {
+        Sandbox {
+            pid,
+            pidfd: Some(pidfd),
+            ends: Some(ends),
+            cgroup,
+            reaper,
+            stats,
+            reaped: AtomicBool::new(false),
+        }
+    }
+
+    /// The daemon's ends of stdin, stdout and stderr; `None` after the first call.
+    pub fn take_ends(&mut self) -> Option<ParentEnds> {
+        self.ends.take()
+    }
+
+    /// Sends SIGKILL to the first process, and so to the whole sandbox.
+    pub fn kill(&self) {
+        if let Some(pidfd) = &self.pidfd
+            && !self.reaped.load(Ordering::SeqCst)
+        {
+            kill(pidfd.as_raw_fd());
+        }
+    }
+
+    /// What the sandbox's group has used so far.
+    pub fn cgroup_stats(&self) -> CgroupStats {
+        self.cgroup
+            .as_ref()
+            .map(SandboxCgroup::stats)
+            .unwrap_or_default()
+    }
+
+    /// CPU time of the whole group so far, when the host accounts it.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        self.cgroup.as_ref().and_then(SandboxCgroup::cpu_time)
+    }
+
+    /// Waits for the first process to exit and reaps it.
+    pub async fn wait(&self) -> io::Result<Waited> {
+        let Some(pidfd) = &self.pidfd else {
+            return Err(io::Error::other("the sandbox was already reaped"));
+        };
+        let raw = pidfd.as_raw_fd();
+        // SAFETY: the pidfd is owned by this sandbox and stays open while `readiness`, local
+        // to this call that borrows the sandbox, exists.
+        let readiness =
+            unsafe { AsyncFd::register_with_interest(Borrowed(raw), Interest::READABLE) }
+                .map_err(|err| err.into_parts().1)?;
+        loop {
+            if let Some(waited) = wait(raw, true)? {
+                self.reaped.store(true, Ordering::SeqCst);
+                return Ok(waited);
+            }
+            let mut guard = readiness.readable().await?;
+            guard.clear_ready();
+        }
+    }
+
+    /// Waits without a runtime (the engine's start-up check).
+    pub fn wait_blocking(&mut self) -> io::Result<Waited> {
+        let Some(pidfd) = &self.pidfd else {
+            return Err(io::Error::other("the sandbox was already reaped"));
+        };
+        let waited = wait(pidfd.as_raw_fd(), false)?
+            .ok_or_else(|| io::Error::other("waitid returned without a child"))?;
+        self.reaped.store(true, Ordering::SeqCst);
+        Ok(waited)
+    }
+
+    /// Records what the sandbox used into the call's stats: the group's figures when the
+    /// host has them, else the first process's rusage (which includes what it reaped).
+    pub fn record_stats(&self, waited: Option<&Waited>) {
+        let group = self.cgroup_stats();
+        let memory = group
+            .peak_memory_bytes
+            .or_else(|| waited.map(|waited| waited.max_rss_bytes));
+        if let Some(memory) = memory {
+            self.stats.record_memory(memory);
+        }
+        let cpu = group
+            .cpu_time
+            .or_else(|| waited.map(|waited| waited.cpu_time));
+        if let Some(cpu) = cpu {
+            self.stats.add_cpu_time(cpu);
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let pidfd = if self.reaped.load(Ordering::SeqCst) {
+            None
+        } else {
+            // Stopped before it ended: measure what it used, then stop it.
+            self.record_stats(None);
+            self.kill();
+            self.pidfd.take()
+        };
+        self.ends = None;
+        let reap = Reap {
+            pidfd,
+            cgroup: self.cgroup.take(),
+        };
+        if reap.pidfd.is_some() || reap.cgroup.is_some() {
+            // If the reaper is gone (the engine is shutting down), reaping here is the only
+            // way left not to leak a zombie; the process is already killed.
+            if let Err(unsent) = self.reaper.send(reap) {
+                let reap = unsent.0;
+                if let Some(pidfd) = &reap.pidfd {
+                    let _ = wait(pidfd.as_raw_fd(), false);
+                }
+            }
+        }
+    }
+}
+
+/// A descriptor the sandbox owns, registered with the runtime only while waiting.
+struct Borrowed(RawFd);
+
+impl AsRawFd for Borrowed {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+pub fn kill(pidfd: RawFd) {
+    // SAFETY: pidfd_send_signal with a null siginfo; a process that is already gone makes it
+    // fail harmlessly.
+    unsafe {
+        sys::syscall(
+            libc::SYS_pidfd_send_signal,
+            [pidfd as usize, libc::SIGKILL as usize, 0, 0, 0, 0],
+        );
+    }
+}
+
+/// `waitid(P_PIDFD, …)`; with `nohang`, `None` while the process runs.
+pub fn wait(pidfd: RawFd, nohang: bool) -> io::Result<Option<Waited>> {
+    loop {
+        // SAFETY: zeroed siginfo and rusage are valid values for waitid to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | if nohang { libc::WNOHANG } else { 0 };
+        // SAFETY: both out-pointers are valid for writes; the raw call is used because
+        // libc's waitid has no rusage argument.
+        let ret = unsafe {
+            sys::syscall(
+                libc::SYS_waitid,
+                [
+                    libc::P_PIDFD as usize,
+                    pidfd as usize,
+                    &mut info as *mut libc::siginfo_t as usize,
+                    flags as usize,
+                    &mut usage as *mut libc::rusage as usize,
+                    0,
+                ],
+            )
+        };
+        match sys::result(ret) {
+            Err(libc::EINTR) => continue,
+            Err(errno) => return Err(io::Error::from_raw_os_error(errno)),
+            Ok(_) => {}
+        }
+        // SAFETY: waitid filled `info` for a child state change (or left it zeroed).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        let ended = match info.si_code {
+            libc::CLD_EXITED => Ended::Exited(status),
+            _ => Ended::Killed(status),
+        };
+        let time = |tv: libc::timeval| {
+            Duration::new(
+                u64::try_from(tv.tv_sec).unwrap_or(0),
+                u32::try_from(tv.tv_usec).unwrap_or(0).saturating_mul(1000),
+            )
+        };
+        return Ok(Some(Waited {
+            ended,
+            cpu_time: time(usage.ru_utime) + time(usage.ru_stime),
+            max_rss_bytes: u64::try_from(usage.ru_maxrss)
+                .unwrap_or(0)
+                .saturating_mul(1024),
+        }));
+    }
+}

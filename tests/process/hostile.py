@@ -1,0 +1,412 @@
+#!/usr/bin/python3 -I
+"""A hostile process tool for tests/tests/process_sandbox.rs.
+
+Reads {"attack": NAME, ...} on stdin (the JSON ABI), tries the attack from inside the
+sandbox and reports what happened as {"ok": REPORT}. Attacks that must not get far (fork
+bombs, floods, spinning) are reported through their side effects instead, which the tests
+check on the host.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+# System call numbers the libc has no wrapper for (or that Python cannot reach otherwise).
+SYSCALLS = {
+    "x86_64": {
+        "ptrace": 101, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+        "unshare": 272, "setns": 308, "bpf": 321, "keyctl": 250, "add_key": 248,
+        "userfaultfd": 323, "perf_event_open": 298, "io_uring_setup": 425,
+        "init_module": 175, "kexec_load": 246, "open_by_handle_at": 304,
+        "process_vm_readv": 310, "clone3": 435, "open_tree": 428, "fsopen": 430,
+        "socket": 41, "ioctl": 16, "clone": 56, "swapon": 167, "reboot": 169,
+    },
+    "aarch64": {
+        "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "unshare": 97, "setns": 268, "bpf": 280, "keyctl": 219, "add_key": 217,
+        "userfaultfd": 282, "perf_event_open": 241, "io_uring_setup": 425,
+        "init_module": 105, "kexec_load": 104, "open_by_handle_at": 265,
+        "process_vm_readv": 270, "clone3": 435, "open_tree": 428, "fsopen": 430,
+        "socket": 198, "ioctl": 29, "clone": 220, "swapon": 224, "reboot": 142,
+    },
+}[platform.machine()]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+AF_VSOCK = 40
+TIOCSTI = 0x5412
+PTRACE_ATTACH = 16
+
+
+def syscall(name, *args):
+    """Returns 0 (or the result) on success, else the errno name."""
+    ctypes.set_errno(0)
+    ret = LIBC.syscall(ctypes.c_long(SYSCALLS[name]), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    if ret == -1:
+        return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+    return ret
+
+
+def attempt(name, action):
+    """Runs `action`; reports whether it succeeded, with its result or its error."""
+    try:
+        value = action()
+        return {"attempt": name, "succeeded": True, "value": value}
+    except OSError as err:
+        return {"attempt": name, "succeeded": False, "error": errno.errorcode.get(err.errno, str(err))}
+    except Exception as err:  # noqa: BLE001 - any failure is a refusal worth reporting
+        return {"attempt": name, "succeeded": False, "error": f"{type(err).__name__}: {err}"}
+
+
+def read(path):
+    with open(path, "rb") as file:
+        return file.read(4096).decode("utf-8", "replace")
+
+
+def attack_read(args):
+    return [attempt(path, lambda path=path: read(path)) for path in args["paths"]]
+
+
+def attack_list(args):
+    return [attempt(path, lambda path=path: sorted(os.listdir(path))) for path in args["paths"]]
+
+
+def attack_modify(args):
+    base = args["base"]
+
+    def write(name, mode):
+        with open(os.path.join(base, name), mode) as file:
+            file.write("changed")
+
+    def truncate():
+        os.truncate(os.path.join(base, "existing.txt"), 0)
+
+    return [
+        attempt("create", lambda: write("new.txt", "x")),
+        attempt("overwrite", lambda: write("existing.txt", "w")),
+        attempt("append", lambda: write("existing.txt", "a")),
+        attempt("truncate", truncate),
+        attempt("unlink", lambda: os.unlink(os.path.join(base, "existing.txt"))),
+        attempt("rename", lambda: os.rename(os.path.join(base, "existing.txt"), os.path.join(base, "moved.txt"))),
+        attempt("mkdir", lambda: os.mkdir(os.path.join(base, "newdir"))),
+        attempt("rmdir", lambda: os.rmdir(os.path.join(base, "existing_dir"))),
+        attempt("chmod", lambda: os.chmod(os.path.join(base, "existing.txt"), 0o777)),
+        attempt("symlink", lambda: os.symlink("/etc/passwd", os.path.join(base, "link"))),
+        attempt("hardlink", lambda: os.link(os.path.join(base, "existing.txt"), os.path.join(base, "hard"))),
+        attempt("utime", lambda: os.utime(os.path.join(base, "existing.txt"), (0, 0))),
+        attempt("mkfifo", lambda: os.mkfifo(os.path.join(base, "fifo"))),
+    ]
+
+
+def attack_write(args):
+    def write(path):
+        with open(path, "w") as file:
+            file.write(args.get("content", "written by the sandbox"))
+        return os.stat(path).st_uid
+
+    return [attempt(path, lambda path=path: write(path)) for path in args["paths"]]
+
+
+def attack_hardlink(args):
+    return [
+        attempt(f"{source} -> {dest}", lambda source=source, dest=dest: os.link(source, dest))
+        for source, dest in args["links"]
+    ]
+
+
+def attack_identity(args):
+    status = read("/proc/self/status")
+    fields = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Seccomp_filters"):
+            fields[key] = value.strip()
+    return {
+        "uid": os.getuid(),
+        "euid": os.geteuid(),
+        "gid": os.getgid(),
+        "groups": os.getgroups(),
+        "pid": os.getpid(),
+        "sid": os.getsid(0),
+        "hostname": socket.gethostname(),
+        "cwd": os.getcwd(),
+        "status": fields,
+        "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+        "env": dict(os.environ),
+        "root": sorted(os.listdir("/")),
+        "dev": sorted(os.listdir("/dev")),
+        "mounts": read_all("/proc/self/mountinfo"),
+        "limits": read_all("/proc/self/limits"),
+        "cgroup": read_all("/proc/self/cgroup"),
+        "interfaces": [name for _, name in socket.if_nameindex()],
+    }
+
+
+def read_all(path):
+    with open(path) as file:
+        return file.read()
+
+
+def attack_environ(args):
+    return {"proc1": read_all("/proc/1/environ"), "own": dict(os.environ)}
+
+
+def attack_pids(args):
+    pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    return {"pids": pids, "cmdlines": {pid: attempt("cmdline", lambda pid=pid: read(f"/proc/{pid}/cmdline")) for pid in pids}}
+
+
+def attack_kill(args):
+    return [
+        attempt(f"signal {pid}", lambda pid=pid: os.kill(pid, signal.SIGTERM))
+        for pid in args["pids"]
+    ]
+
+
+def parse(address):
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def attack_network(args):
+    results = []
+    if "tcp" in args:
+        def tcp():
+            with socket.create_connection(parse(args["tcp"]), timeout=3) as connection:
+                connection.sendall(b"escaped over tcp")
+        results.append(attempt("tcp connect", tcp))
+
+        def bind():
+            with socket.socket() as server:
+                server.bind(("0.0.0.0", 0))
+                server.listen()
+                return server.getsockname()[1]
+        results.append(attempt("tcp bind+listen", bind))
+    if "udp" in args:
+        def udp():
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.sendto(b"escaped over udp", parse(args["udp"]))
+        results.append(attempt("udp sendto", udp))
+
+        def udp_connected():
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.connect(parse(args["udp"]))
+                sock.send(b"escaped over udp")
+        results.append(attempt("udp connect+send", udp_connected))
+    if "dns" in args:
+        results.append(attempt("dns lookup", lambda: socket.getaddrinfo(args["dns"], 80)))
+    if "unix" in args:
+        def unix():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(3)
+                sock.connect(args["unix"])
+                sock.sendall(b"escaped over unix")
+        results.append(attempt("unix connect", unix))
+    if "abstract" in args:
+        def abstract():
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(3)
+                sock.connect("\0" + args["abstract"])
+                sock.sendall(b"escaped over an abstract socket")
+        results.append(attempt("abstract unix connect", abstract))
+    results.append(attempt("netlink route socket", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()))
+    return results
+
+
+def attack_fork_bomb(args):
+    children = 0
+    failure = None
+    while children < args.get("max", 100000):
+        try:
+            pid = os.fork()
+        except OSError as err:
+            failure = errno.errorcode.get(err.errno, str(err))
+            break
+        if pid == 0:
+            time.sleep(3600)
+            os._exit(0)
+        children += 1
+    if failure is None and args.get("hold"):
+        # All children started: stay, so that the caller can stop the whole tree.
+        time.sleep(3600)
+    # The bomb failed: say how far it got, and fail as a bomb would.
+    sys.stderr.write(f"forked {children} children before {failure}\n")
+    sys.exit(1)
+
+
+def attack_memory(args):
+    chunks = []
+    while True:
+        chunk = bytearray(8 * 1024 * 1024)
+        for offset in range(0, len(chunk), 4096):
+            chunk[offset] = 1
+        chunks.append(chunk)
+
+
+def attack_spin(args):
+    while True:
+        pass
+
+
+def attack_fill(args):
+    path = args["path"]
+    written = 0
+    block = b"x" * (256 * 1024)
+    try:
+        with open(path, "wb") as file:
+            while written < args.get("max", 1 << 40):
+                file.write(block)
+                file.flush()
+                written += len(block)
+    except OSError as err:
+        return {"written": written, "error": errno.errorcode.get(err.errno, str(err))}
+    return {"written": written, "error": None}
+
+
+def attack_flood(args):
+    block_out = b"o" * 65536
+    block_err = b"e" * 65536
+    while True:
+        os.write(1, block_out)
+        os.write(2, block_err)
+
+
+def attack_syscalls(args):
+    buffer = ctypes.create_string_buffer(64)
+    results = {
+        "unshare(user)": syscall("unshare", CLONE_NEWUSER),
+        "unshare(mount)": syscall("unshare", CLONE_NEWNS),
+        "unshare(net)": syscall("unshare", CLONE_NEWNET),
+        "mount tmpfs": syscall("mount", b"tmpfs", b"/tmp", b"tmpfs", 0, None),
+        "umount2 /proc": syscall("umount2", b"/proc", 2),
+        "pivot_root": syscall("pivot_root", b"/tmp", b"/tmp"),
+        "chroot": syscall("chroot", b"/tmp"),
+        "setns": syscall("setns", 0, 0),
+        "bpf": syscall("bpf", 0, buffer, 64),
+        "keyctl": syscall("keyctl", 0, 0),
+        "add_key": syscall("add_key", b"user", b"x", buffer, 1, -2),
+        "userfaultfd": syscall("userfaultfd", 0),
+        "perf_event_open": syscall("perf_event_open", buffer, 0, -1, -1, 0),
+        "io_uring_setup": syscall("io_uring_setup", 1, buffer),
+        "init_module": syscall("init_module", buffer, 1, b""),
+        "kexec_load": syscall("kexec_load", 0, 0, None, 0),
+        "open_by_handle_at": syscall("open_by_handle_at", 0, buffer, 0),
+        "open_tree": syscall("open_tree", -100, b"/", 1),
+        "fsopen": syscall("fsopen", b"tmpfs", 0),
+        "swapon": syscall("swapon", b"/tmp/swap", 0),
+        "reboot": syscall("reboot", 0, 0, 0, None),
+        "clone3": syscall("clone3", None, 0),
+        "clone(newuser)": syscall("clone", CLONE_NEWUSER | signal.SIGCHLD, 0, None, None, 0),
+        "socket(vsock)": syscall("socket", AF_VSOCK, socket.SOCK_STREAM, 0),
+        "ioctl(TIOCSTI)": syscall("ioctl", 0, TIOCSTI, ctypes.c_char_p(b"x")),
+        "ptrace(traceme)": syscall("ptrace", 0, 0, None, None),
+    }
+    return results
+
+
+def attack_ptrace(args):
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        buffer = ctypes.create_string_buffer(16)
+        local = (ctypes.c_void_p * 2)(ctypes.cast(buffer, ctypes.c_void_p), 16)
+        return {
+            "sibling": child,
+            "attach": syscall("ptrace", PTRACE_ATTACH, child, None, None),
+            "process_vm_readv": syscall("process_vm_readv", child, local, 1, local, 1, 0),
+        }
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
+def attack_orphan(args):
+    """Leaves a grandchild that writes `marker` after `delay` seconds, and exits at once."""
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            time.sleep(args["delay"])
+            with open(args["marker"], "w") as file:
+                file.write("the orphan survived")
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(first, 0)
+    return {"left": True}
+
+
+def attack_exit(args):
+    sys.stderr.write(f"exiting with {args['code']}\n")
+    sys.exit(args["code"])
+
+
+def attack_segfault(args):
+    ctypes.string_at(0)
+
+
+def attack_write_and_run(args):
+    """Writes an executable script where the tool can write, then tries to run it."""
+    path = args["path"]
+    with open(path, "w") as file:
+        file.write("#!/bin/sh\necho ran\n")
+    os.chmod(path, 0o755)
+    return attempt("exec", lambda: os.execv(path, [path]))
+
+
+def attack_exec(args):
+    import subprocess
+
+    completed = subprocess.run(args["argv"], capture_output=True, timeout=20)
+    return {
+        "code": completed.returncode,
+        "stdout": completed.stdout.decode("utf-8", "replace"),
+        "stderr": completed.stderr.decode("utf-8", "replace"),
+    }
+
+
+ATTACKS = {
+    "read": attack_read,
+    "list": attack_list,
+    "modify": attack_modify,
+    "write": attack_write,
+    "hardlink": attack_hardlink,
+    "identity": attack_identity,
+    "environ": attack_environ,
+    "pids": attack_pids,
+    "kill": attack_kill,
+    "network": attack_network,
+    "fork_bomb": attack_fork_bomb,
+    "memory": attack_memory,
+    "spin": attack_spin,
+    "fill": attack_fill,
+    "flood": attack_flood,
+    "syscalls": attack_syscalls,
+    "ptrace": attack_ptrace,
+    "orphan": attack_orphan,
+    "exec": attack_exec,
+    "exit": attack_exit,
+    "segfault": attack_segfault,
+    "write_and_run": attack_write_and_run,
+}
+
+
+def main():
+    args = json.load(sys.stdin)
+    report = ATTACKS[args["attack"]](args)
+    json.dump({"ok": report}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

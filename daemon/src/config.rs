@@ -75,6 +75,9 @@ pub struct ProvidersFile {
     pub anthropic_base_url: Option<String>,
     pub anthropic_api_key_env: Option<String>,
     pub request_timeout_ms: Option<u64>,
+    /// Stream answers from `openai` and `anthropic` (on by default); off for local servers
+    /// whose streamed tool calls are unreliable.
+    pub stream: Option<bool>,
 }
 
 /// Defaults for the runs whose clients leave a budget unset.
@@ -225,6 +228,7 @@ fn agent_settings(providers: &ProvidersFile, runs: &RunsFile) -> AgentSettings {
     if let Some(ms) = providers.request_timeout_ms {
         p.request_timeout = Duration::from_millis(ms);
     }
+    p.stream = providers.stream.unwrap_or(p.stream);
     let d: &mut RunDefaults = &mut settings.defaults;
     d.max_steps = runs.max_steps.unwrap_or(d.max_steps);
     d.wall_time = runs.wall_time_ms.map_or(d.wall_time, Duration::from_millis);
@@ -324,6 +328,45 @@ mod tests {
         let none =
             DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
         assert_eq!(none.otlp_endpoint, None);
+    }
+
+    #[test]
+    fn providers_and_run_defaults_come_from_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlockd.toml");
+        std::fs::write(
+            &path,
+            r#"
+            [providers]
+            openai_base_url = "http://127.0.0.1:8080/v1"
+            openai_api_key_env = "LOCAL_KEY"
+            request_timeout_ms = 5000
+            stream = false
+            [runs]
+            max_steps = 7
+            approval_timeout_ms = 1000
+            "#,
+        )
+        .expect("write");
+        let config = DaemonConfig::resolve(
+            ConfigFile::load(&path).expect("parses"),
+            Overrides::default(),
+        )
+        .expect("resolves");
+        let providers = &config.agent.providers;
+        assert_eq!(providers.openai_base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(providers.openai_api_key_env, "LOCAL_KEY");
+        assert_eq!(providers.request_timeout, Duration::from_secs(5));
+        assert!(!providers.stream);
+        assert_eq!(providers.anthropic_api_key_env, "ANTHROPIC_API_KEY");
+        assert_eq!(config.agent.defaults.max_steps, 7);
+        assert_eq!(
+            config.agent.defaults.approval_timeout,
+            Duration::from_secs(1)
+        );
+        let defaults =
+            DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
+        assert!(defaults.agent.providers.stream);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Drives a real airlockd from Python's grpcio with stubs generated from proto/: proof that
-# a client in another language needs nothing but the .proto files. Installs grpcio into a
+# a client in another language needs nothing but the .proto files — to run tools of both
+# engines, and to drive agent runs and answer their approvals. Installs grpcio into a
 # private virtualenv, generates the stubs, starts the daemon the Rust build produced on a
 # free loopback port, runs test_client.py against it, then stops the daemon with SIGTERM
 # and checks that it exits cleanly.

@@ -1,0 +1,332 @@
+//! Runs driven by the HTTP model providers, end to end: the daemon talks to a model API
+//! server on loopback that answers with recorded OpenAI and Anthropic responses, executes
+//! the calls they propose, and sends the results back in each API's own format.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_daemon::agent::AgentSettings;
+use airlock_proto::v1 as pb;
+use airlock_tests::{DaemonOptions, TestDaemon, repo_root};
+use pb::run_event::Event;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const TESTDATA: &str = "daemon/src/agent/provider/testdata";
+
+fn recorded(name: &str) -> String {
+    std::fs::read_to_string(repo_root().join(TESTDATA).join(name)).unwrap()
+}
+
+/// One request the model API received.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+/// A scripted answer: status, extra headers, JSON body.
+type Reply = (u16, Vec<(String, String)>, String);
+
+/// An HTTP/1.1 model API on loopback: answers each request with the next reply
+/// (status, extra headers, JSON body) and keeps what it received.
+#[derive(Clone, Default)]
+struct ModelApi {
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl ModelApi {
+    fn reply(self, status: u16, headers: &[(&str, &str)], body: String) -> Self {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.replies
+            .lock()
+            .unwrap()
+            .push_back((status, headers, body));
+        self
+    }
+
+    async fn serve(&self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let api = self.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let api = api.clone();
+                tokio::spawn(async move { api.answer(stream).await });
+            }
+        });
+        format!("http://{address}")
+    }
+
+    async fn answer(&self, mut stream: TcpStream) {
+        let mut buffer = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let head_end = loop {
+            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let n = stream.read(&mut chunk).await.unwrap();
+            if n == 0 {
+                return;
+            }
+            buffer.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let path = lines.next().unwrap().split(' ').nth(1).unwrap().to_owned();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .map(|(_, v)| v.parse().unwrap())
+            .unwrap_or(0);
+        while buffer.len() < head_end + length {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the request body was cut");
+            buffer.extend_from_slice(&chunk[..n]);
+        }
+        let body = serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap();
+        self.received.lock().unwrap().push(Received {
+            path,
+            headers,
+            body,
+        });
+        let (status, extra, body) = self
+            .replies
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("a reply for every request");
+        let mut response = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+            body.len()
+        );
+        for (name, value) in extra {
+            response.push_str(&format!("{name}: {value}\r\n"));
+        }
+        response.push_str("\r\n");
+        response.push_str(&body);
+        stream.write_all(response.as_bytes()).await.unwrap();
+        stream.shutdown().await.ok();
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+/// A daemon with the first-party plugins whose providers point at `api`, without streaming
+/// (these recordings are whole answers) and with short retry waits.
+async fn daemon(api: &str) -> TestDaemon {
+    let mut agent = AgentSettings::default();
+    agent.providers.openai_base_url = format!("{api}/v1");
+    agent.providers.anthropic_base_url = api.to_owned();
+    agent.providers.stream = false;
+    agent.providers.retry.initial_backoff = Duration::from_millis(10);
+    TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins")],
+        agent,
+        ..DaemonOptions::default()
+    })
+    .await
+}
+
+fn start(daemon: &TestDaemon, model: &str) -> pb::StartRun {
+    let workspace = daemon.workspace("w");
+    std::fs::create_dir_all(workspace.join("src")).unwrap();
+    std::fs::write(
+        workspace.join("src/calc.py"),
+        "def mean(values):\n    return sum(values) / (len(values) - 1)\n",
+    )
+    .unwrap();
+    pb::StartRun {
+        workspace: workspace.to_str().unwrap().to_owned(),
+        input: "fix the mean".into(),
+        model: Some(pb::ModelConfig {
+            model: model.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn an_openai_run_retries_rate_limits_rejects_broken_calls_and_sends_results_back() {
+    let api = ModelApi::default()
+        .reply(
+            429,
+            &[("retry-after", "0")],
+            recorded("openai_error_429.json"),
+        )
+        .reply(200, &[], recorded("openai_tool_calls.json"))
+        .reply(200, &[], recorded("openai_final.json"));
+    let daemon = daemon(&api.serve().await).await;
+    let mut run = daemon.start_run(start(&daemon, "openai:gpt-4.1")).await;
+    let finished = run.finished().await;
+
+    assert_eq!(
+        finished.reason,
+        pb::StopReason::Final as i32,
+        "{finished:?}"
+    );
+    assert!(finished.final_text.contains("now divides by `len(values)`"));
+    let usage = finished.usage.unwrap();
+    assert!(usage.input_tokens >= 412 + 655, "{usage:?}");
+    // The rate limit is visible, and was retried.
+    let retries = run.of(|e| match e {
+        Event::ModelRetry(retry) => Some(retry.clone()),
+        _ => None,
+    });
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(retries[0].error.contains("429"), "{retries:?}");
+    // The call with cut-off JSON arguments was rejected with a reason; the other ran.
+    let rejected = run.of(|e| match e {
+        Event::ToolCallRejected(rejected) => Some(rejected.clone()),
+        _ => None,
+    });
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0].tool, "grep");
+    let finished_calls = run.of(|e| match e {
+        Event::ToolFinished(done) => Some(done.clone()),
+        _ => None,
+    });
+    assert_eq!(finished_calls.len(), 1);
+    assert_eq!(finished_calls[0].tool, "read_file");
+
+    let received = api.received();
+    assert_eq!(received.len(), 3);
+    for request in &received {
+        assert_eq!(request.path, "/v1/chat/completions");
+        assert_eq!(request.body["model"], "gpt-4.1");
+        assert!(
+            request.body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["function"]["name"] == "read_file"),
+            "{}",
+            request.body
+        );
+        // A local server gets no key it did not ask for.
+        assert!(request.headers.iter().all(|(k, _)| k != "authorization"));
+    }
+    // The last request carries both calls' outcomes, each under its call id.
+    let messages = received[2].body["messages"].as_array().unwrap();
+    let tool_message = |id: &str| {
+        messages
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .unwrap_or_else(|| panic!("no result for {id} in {messages:#?}"))
+            .clone()
+    };
+    let read = tool_message("call_XbV1rk2YJ0x7Qm3pLs9Tn4Ud");
+    assert!(
+        read["content"]
+            .as_str()
+            .unwrap()
+            .contains("len(values) - 1"),
+        "{read}"
+    );
+    let broken = tool_message("call_Hq8WcN5eZr2Kt6Yb1Pv0Xs3M");
+    assert!(!broken["content"].as_str().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_anthropic_run_executes_tool_use_blocks_and_answers_with_tool_results() {
+    let api = ModelApi::default()
+        .reply(200, &[], recorded("anthropic_tool_use.json"))
+        .reply(200, &[], recorded("anthropic_final.json"));
+    let daemon = daemon(&api.serve().await).await;
+    let mut run = daemon
+        .start_run(start(&daemon, "anthropic:claude-sonnet-4-5"))
+        .await;
+    let finished = run.finished().await;
+
+    assert_eq!(
+        finished.reason,
+        pb::StopReason::Final as i32,
+        "{finished:?}"
+    );
+    assert_eq!(
+        finished.final_text,
+        "Fixed: `mean` now divides by `len(values)`."
+    );
+    let tools: Vec<String> = run.of(|e| match e {
+        Event::ToolFinished(done) => Some(done.tool.clone()),
+        _ => None,
+    });
+    assert_eq!(tools, ["read_file", "list_dir"]);
+    let texts = run.of(|e| match e {
+        Event::ModelText(text) => Some(text.text.clone()),
+        _ => None,
+    });
+    assert!(
+        texts.iter().any(|t| t.contains("read the module")),
+        "{texts:?}"
+    );
+
+    let received = api.received();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].path, "/v1/messages");
+    assert!(
+        received[0]
+            .headers
+            .iter()
+            .any(|(k, _)| k == "anthropic-version")
+    );
+    // The second request answers both tool_use blocks in one user turn of tool_results.
+    let messages = received[1].body["messages"].as_array().unwrap();
+    let results: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|block| block["type"] == "tool_result")
+        .collect();
+    let ids: Vec<&str> = results
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "toolu_01D7FLrfh4GYq7yT1ULFeyMV",
+            "toolu_01NCdQ5xU8Lq9fXfPUm1qRrT"
+        ]
+    );
+    assert!(
+        results[0].to_string().contains("len(values) - 1"),
+        "{}",
+        results[0]
+    );
+}
+
+#[tokio::test]
+async fn a_model_api_that_keeps_failing_ends_the_run_with_model_error() {
+    let api = ModelApi::default();
+    for _ in 0..4 {
+        let api = api.clone();
+        api.reply(500, &[], recorded("openai_error_500.json"));
+    }
+    let daemon = daemon(&api.serve().await).await;
+    let mut run = daemon.start_run(start(&daemon, "openai:gpt-4.1")).await;
+    let finished = run.finished().await;
+    assert_eq!(
+        finished.reason,
+        pb::StopReason::ModelError as i32,
+        "{finished:?}"
+    );
+    assert!(finished.detail.contains("500"), "{}", finished.detail);
+    assert_eq!(api.received().len(), 4, "four attempts, then the run stops");
+}

@@ -80,6 +80,12 @@ grep -q "return sum(values) / len(values)" "$workspace/src/calc.py" ||
 say "the sample's tests, after the fix"
 (cd "$workspace" && python3 -m unittest tests.test_calc 2>&1 | tail -3)
 
+say "the run's trace: every step, model call, permission decision and tool call, timed"
+# The daemon lists runs newest first, and this daemon has run only the demo's.
+run_id="$("$airlock" --server "$server" runs list --limit 1 --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["run_id"])')"
+run trace "$run_id"
+
 say "stopping airlockd"
 kill -TERM "$daemon_pid"
 wait "$daemon_pid"

@@ -1,11 +1,13 @@
-//! The `airlock` command line against a real daemon: listing tools, running one, and exit
-//! codes that follow the result's status.
+//! The `airlock` command line against a real daemon: listing tools, running one, exit codes
+//! that follow the result's status, agent runs, their traces, and the full output of a call
+//! whose result was cut.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Output;
 
 use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root, test_module};
+use serde_json::json;
 
 async fn airlock(daemon_endpoint: &str, args: &[&str]) -> Output {
     let mut command = tokio::process::Command::new(cargo_bin("airlock"));
@@ -246,4 +248,214 @@ async fn run_without_an_answer_denies_and_lists_the_run() {
     assert!(listed.status.success(), "{}", text(&listed.stderr));
     let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+}
+
+/// The run id from the first line of `airlock run`'s transcript: `run run_… in session …`.
+fn run_id_of(transcript: &str) -> String {
+    let first = transcript.lines().next().unwrap_or_default();
+    let id = first
+        .strip_prefix("run ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run id in the transcript:\n{transcript}"));
+    id.trim_end_matches(':').to_owned()
+}
+
+#[tokio::test]
+async fn trace_prints_the_run_as_a_tree_of_spans() {
+    let (daemon, extra) = daemon().await;
+    let workspace = daemon.workspace("project");
+    std::fs::write(workspace.join("notes.txt"), "alpha\n").unwrap();
+    let script = extra.path().join("read.json");
+    std::fs::write(
+        &script,
+        json!({"turns": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"final": "It says alpha."}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let run = airlock(
+        &daemon.endpoint,
+        &[
+            "run",
+            "what do the notes say?",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--model",
+            &format!("scripted:{}", script.display()),
+        ],
+    )
+    .await;
+    let transcript = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let run_id = run_id_of(&transcript);
+    assert!(run_id.starts_with("run_"), "{transcript}");
+
+    let traced = airlock(&daemon.endpoint, &["trace", &run_id]).await;
+    let tree = text(&traced.stdout);
+    assert_eq!(traced.status.code(), Some(0), "{}", text(&traced.stderr));
+    let lines: Vec<&str> = tree.lines().collect();
+    assert!(lines[0].starts_with("trace ") && lines[0].ends_with(&format!(" of run {run_id}")));
+    // The run at the top, its two steps under it, and each step's spans under the step.
+    let position = |prefix: &str| {
+        lines
+            .iter()
+            .position(|line| line.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?}:\n{tree}"))
+    };
+    let root = position(&format!("run {run_id}  "));
+    assert!(
+        lines[root].contains("stop FINAL, 2 steps, 2 model calls"),
+        "{tree}"
+    );
+    assert!(lines[root].contains("1 tool call"), "{tree}");
+    let step_1 = position("  step 1  ");
+    let step_2 = position("  step 2  ");
+    assert!(root < step_1 && step_1 < step_2, "{tree}");
+    let first_step = &lines[step_1 + 1..step_2];
+    let kinds: Vec<&str> = first_step
+        .iter()
+        .map(|line| {
+            let line = line
+                .strip_prefix("    ")
+                .unwrap_or_else(|| panic!("{line:?} is not indented under its step:\n{tree}"));
+            line.split_whitespace().next().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["context", "model", "validate", "permission", "tool"],
+        "{tree}"
+    );
+    let model = first_step[1];
+    assert!(
+        model.starts_with("    model scripted  ") && model.contains(" input + "),
+        "{tree}"
+    );
+    assert!(
+        first_step[3].contains("permission read_file  ") && first_step[3].contains("allowed"),
+        "{tree}"
+    );
+    let tool = first_step[4];
+    assert!(tool.starts_with("    tool read_file  "), "{tree}");
+    for part in ["  OK, exe_", "peak memory ", "cpu ", "output "] {
+        assert!(tool.contains(part), "{part:?} missing from {tool:?}");
+    }
+    assert!(
+        lines[step_2 + 1..]
+            .iter()
+            .any(|line| line.starts_with("    model scripted  ")),
+        "{tree}"
+    );
+    assert!(!tree.contains('✗'), "nothing failed:\n{tree}");
+
+    let json = airlock(&daemon.endpoint, &["trace", &run_id, "--json"]).await;
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
+    let trace: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(trace["run_id"], run_id.as_str());
+    let spans = trace["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), lines.len() - 1, "one line per span:\n{tree}");
+    assert!(spans.iter().all(|span| span["status"] == "OK"), "{trace}");
+}
+
+#[tokio::test]
+async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
+    let tools = ToolsDir::new();
+    tools.add_file(
+        "big",
+        &test_module("big_result"),
+        "[output]\nmax_bytes = 1000\ntruncate = \"head\"",
+    );
+    let daemon = TestDaemon::with_tools(&tools).await;
+    // More than two of the pages airlock asks for (1 MiB), so that it has to page.
+    let size = 2_500_000;
+    let arguments = json!({"bytes": size}).to_string();
+    let exec = airlock(
+        &daemon.endpoint,
+        &["exec", "big", "--args", &arguments, "--json"],
+    )
+    .await;
+    assert_eq!(exec.status.code(), Some(0), "{}", text(&exec.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&exec.stdout).unwrap();
+    assert_eq!(result["truncated"], true, "{result}");
+    let execution_id = result["execution_id"].as_str().unwrap().to_owned();
+
+    let whole = airlock(&daemon.endpoint, &["output", &execution_id]).await;
+    assert_eq!(whole.status.code(), Some(0), "{}", text(&whole.stderr));
+    assert!(whole.stderr.is_empty(), "{}", text(&whole.stderr));
+    let document: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
+    let ok = document["ok"].as_str().unwrap();
+    assert_eq!(ok.len(), size);
+    assert!(ok.bytes().all(|byte| byte == b'a'));
+    let all = whole.stdout;
+
+    let cases: [(&str, Option<&str>, std::ops::Range<usize>); 3] = [
+        ("0", Some("8"), 0..8),
+        // Across a page boundary, and longer than one page.
+        ("1048570", Some("1048600"), 1_048_570..2_097_170),
+        // From an offset to the end.
+        (&(all.len() - 5).to_string(), None, all.len() - 5..all.len()),
+    ];
+    for (offset, length, range) in cases {
+        let mut args = vec!["output", &execution_id, "--offset", offset];
+        if let Some(length) = length {
+            args.extend(["--length", length]);
+        }
+        let ranged = airlock(&daemon.endpoint, &args).await;
+        assert_eq!(ranged.status.code(), Some(0), "{}", text(&ranged.stderr));
+        assert!(
+            ranged.stdout == all[range.clone()],
+            "{args:?}: not bytes {range:?}"
+        );
+    }
+
+    let past = (all.len() + 1).to_string();
+    let past = airlock(
+        &daemon.endpoint,
+        &["output", &execution_id, "--offset", &past],
+    )
+    .await;
+    assert_eq!(past.status.code(), Some(64), "{}", text(&past.stderr));
+    assert!(
+        text(&past.stderr).contains(&execution_id),
+        "{}",
+        text(&past.stderr)
+    );
+
+    // Without --json, the result says where the rest is.
+    let cut = airlock(
+        &daemon.endpoint,
+        &["exec", "big", "--args", r#"{"bytes": 5000}"#],
+    )
+    .await;
+    assert_eq!(cut.status.code(), Some(0), "{}", text(&cut.stderr));
+    assert!(
+        text(&cut.stderr).contains("the whole output: airlock output exe_"),
+        "{}",
+        text(&cut.stderr)
+    );
+}
+
+#[tokio::test]
+async fn unknown_runs_and_executions_are_named_in_the_error() {
+    let (daemon, _extra) = daemon().await;
+    let cases: [(&[&str], &str); 3] = [
+        (&["trace", "run_nope"], "run_nope"),
+        (&["output", "exe_nope"], "exe_nope"),
+        (
+            &["output", "exe_nope", "--offset", "3", "--length", "4"],
+            "exe_nope",
+        ),
+    ];
+    for (args, id) in cases {
+        let output = airlock(&daemon.endpoint, args).await;
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("airlock: ") && stderr.contains(id),
+            "{args:?}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
 }

@@ -208,6 +208,8 @@ impl RunLoop {
     fn end_traces(&mut self, stop: &str, detail: &str) {
         let failed = !matches!(stop, "FINAL");
         if let Some(mut step) = self.step_span.take() {
+            // The step the run ends in never reaches the end of `step`, which numbers the others.
+            step.set("index", self.steps);
             if failed {
                 step.fail(format!("{stop}: {detail}"));
             }

@@ -15,7 +15,7 @@ use crate::proto::execute_tool_event::Event;
 use crate::proto::tools_client::ToolsClient;
 use crate::proto::{
     CancelExecutionRequest, ExecuteToolEvent, ExecuteToolRequest, ExecutionStarted,
-    ListToolsRequest, ToolInfo, ToolOutput, ToolResult,
+    ListToolsRequest, ReadOutputRequest, ReadOutputResponse, ToolInfo, ToolOutput, ToolResult,
 };
 
 /// Where `airlockd` listens unless configured otherwise.
@@ -139,6 +139,28 @@ impl AirlockClient {
             .await
             .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
         Ok(())
+    }
+
+    /// One page of the full output the daemon kept for a call whose result was cut: `length`
+    /// bytes from `offset` (0 for the daemon's page size; the daemon caps it at its largest
+    /// page). An id with no kept output is `NOT_FOUND`, an offset past the end `OUT_OF_RANGE`.
+    pub async fn read_output(
+        &self,
+        execution_id: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<ReadOutputResponse, ClientError> {
+        let response = self
+            .tools
+            .clone()
+            .read_output(ReadOutputRequest {
+                execution_id: execution_id.to_owned(),
+                offset,
+                length,
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(response.into_inner())
     }
 }
 

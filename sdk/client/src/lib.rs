@@ -9,8 +9,8 @@
 //! - [`arguments`] reads a tool call's JSON arguments from the places a command line offers;
 //!   [`duration`] reads durations (`90s`, `5m`); [`answer`] reads a person's answer to an
 //!   approval request.
-//! - [`render`] turns tools, results, run events and approval requests into the text and JSON
-//!   that `airlock` prints.
+//! - [`render`] turns tools, results, run events, traces and approval requests into the text
+//!   and JSON that `airlock` prints.
 //!
 //! The generated API types are re-exported as [`proto`], so that users of this crate need no
 //! direct dependency on `airlock-proto`.

@@ -121,6 +121,13 @@ fn report<O: Write, E: Write>(
         return out.stdout(&render::result_json(result));
     }
     out.line(&render::result_status_line(result))?;
+    if result.truncated && !result.execution_id.is_empty() {
+        // The daemon keeps the whole output of a cut call; say how to get it.
+        out.line(&format!(
+            "the whole output: airlock output {}",
+            result.execution_id
+        ))?;
+    }
     out.stdout(&render::result_content(&result.content))?;
     let message = result.error_message.trim_end();
     if !message.is_empty() {
@@ -174,6 +181,26 @@ mod tests {
         let (stdout, stderr) = reported(&result, false)?;
         assert_eq!(stdout, "{\n  \"text\": \"hi\"\n}\n");
         assert_eq!(stderr, "status: OK, duration: 3 ms, exit code: 0\n");
+        Ok(())
+    }
+
+    #[test]
+    fn a_cut_result_says_how_to_read_all_of_it() -> anyhow::Result<()> {
+        let result = ToolResult {
+            status: ToolStatus::Ok as i32,
+            content: "aaaa".to_owned(),
+            truncated: true,
+            original_bytes: 9_000,
+            execution_id: "exe_1".to_owned(),
+            ..ToolResult::default()
+        };
+        let (stdout, stderr) = reported(&result, false)?;
+        assert_eq!(stdout, "aaaa\n");
+        assert_eq!(
+            stderr,
+            "status: OK, duration: 0 ms, truncated: 4 of 9000 bytes\n\
+             the whole output: airlock output exe_1\n"
+        );
         Ok(())
     }
 

@@ -6,6 +6,7 @@ mod ask;
 mod attach;
 mod exec;
 mod follow;
+mod full_output;
 mod input;
 mod interrupt;
 mod model;
@@ -13,6 +14,7 @@ mod output;
 mod run;
 mod runs;
 mod tools;
+mod trace;
 
 use std::io::{self, Write};
 
@@ -57,6 +59,10 @@ enum Command {
     /// List runs, show one, or cancel one.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// Show a run's trace: its spans as a tree, with timings, tokens and resource use.
+    Trace(trace::TraceArgs),
+    /// Print the full output kept for a call whose result was cut by its output policy.
+    Output(full_output::OutputArgs),
 }
 
 impl Cli {
@@ -75,6 +81,8 @@ impl Cli {
                 Command::Attach(args) => attach::run(args, &self.server, out).await,
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
                 Command::Runs(command) => runs::run(command, &self.server, out).await,
+                Command::Trace(args) => trace::run(args, &self.server, out).await,
+                Command::Output(args) => full_output::run(args, &self.server, out).await,
             }
         })
     }
@@ -90,6 +98,9 @@ pub enum CliError {
     /// The command line names something that cannot be used; the message says what.
     #[error("{0}")]
     Usage(String),
+    /// The daemon answered something that cannot be right; the message says what.
+    #[error("airlockd broke the protocol: {0}")]
+    Protocol(String),
     #[error("cannot write output: {0}")]
     Output(io::Error),
     #[error("cannot start the async runtime: {0}")]
@@ -101,6 +112,7 @@ impl CliError {
         match self {
             Self::Client(error) => error.exit_code(),
             Self::Arguments(_) | Self::Usage(_) => exit_code::USAGE,
+            Self::Protocol(_) => exit_code::SOFTWARE,
             Self::Output(_) => exit_code::IO_ERROR,
             Self::Runtime(_) => exit_code::SOFTWARE,
         }

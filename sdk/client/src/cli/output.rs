@@ -137,6 +137,13 @@ impl<O: Write, E: Write> Output<O, E> {
         write_to(&mut self.stdout, text.as_bytes(), self.stdout_is_terminal)
     }
 
+    /// Writes bytes to stdout as they are (a tool's raw output); on a terminal, with its
+    /// control characters escaped like any other untrusted text.
+    pub fn stdout_bytes(&mut self, bytes: &[u8]) -> Result<(), CliError> {
+        self.before_output()?;
+        write_to(&mut self.stdout, bytes, self.stdout_is_terminal)
+    }
+
     /// Writes lines to stdout, coloured when stdout takes colours.
     pub fn stdout_lines(&mut self, lines: &[StyledLine]) -> Result<(), CliError> {
         if lines.is_empty() {
@@ -318,6 +325,18 @@ mod tests {
         let mut pipe = Output::new(Vec::new(), Vec::new(), 80, false);
         pipe.stdout("a\x1b[2Jb\n")?;
         assert_eq!(captured(pipe).0, "a\x1b[2Jb\n");
+        Ok(())
+    }
+
+    #[test]
+    fn raw_bytes_reach_a_pipe_untouched() -> anyhow::Result<()> {
+        let bytes = b"\x00\xff\x1b[2J not utf-8 \xc3";
+        let mut pipe = Output::new(Vec::new(), Vec::new(), 80, false);
+        pipe.stdout_bytes(bytes)?;
+        assert_eq!(pipe.into_inner().0, bytes);
+        let mut terminal = Output::new(Vec::new(), Vec::new(), 80, true);
+        terminal.stdout_bytes(bytes)?;
+        assert_eq!(terminal.into_inner().0, b"\\x00\xff\\x1b[2J not utf-8 \xc3");
         Ok(())
     }
 

@@ -14,8 +14,8 @@ use crate::proto::run_event::Event;
 use crate::proto::run_request::Request;
 use crate::proto::{
     ApprovalDecision, ApprovalRequest, AttachRun, CancelRun, CancelRunRequest,
-    CreateSessionRequest, GetRunRequest, ListRunsRequest, ListRunsResponse, RunEvent, RunInfo,
-    RunRequest, Session, StartRun, UserInput,
+    CreateSessionRequest, GetRunRequest, GetTraceRequest, ListRunsRequest, ListRunsResponse,
+    RunEvent, RunInfo, RunRequest, Session, StartRun, Trace, UserInput,
 };
 
 /// Messages queued for the daemon on one stream before sending waits. A client sends a handful
@@ -113,6 +113,21 @@ impl AirlockClient {
             .agent
             .clone()
             .list_runs(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// The spans recorded so far of one run, in start order: run → step → context, model,
+    /// validate, permission, tool. The run's own span is recorded when the run ends, so a run
+    /// still going has none yet.
+    pub async fn get_trace(&self, run_id: &str) -> Result<Trace, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .get_trace(GetTraceRequest {
+                run_id: run_id.to_owned(),
+            })
             .await
             .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
         Ok(response.into_inner())

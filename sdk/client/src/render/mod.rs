@@ -1,7 +1,8 @@
 //! What `airlock` prints: tables and detail views of tools and runs, a tool call's result, a
-//! run's transcript, approval requests and the questions asked about them, and the JSON forms
-//! of all of these. Every function here is pure (text in, text out), so that the output is
-//! stable and tested; writing it, and knowing the terminal, is the command line's business.
+//! run's transcript and its trace, approval requests and the questions asked about them, and
+//! the JSON forms of all of these. Every function here is pure (text in, text out), so that the
+//! output is stable and tested; writing it, and knowing the terminal, is the command line's
+//! business.
 
 mod approval;
 mod names;
@@ -15,6 +16,7 @@ mod styled;
 mod table;
 mod text;
 mod tool;
+mod trace;
 mod transcript;
 mod units;
 mod views;
@@ -25,18 +27,19 @@ pub use approval::{
 };
 pub use names::{
     approval_state_name, decision_name, disposition_name, output_stream_name, policy_name,
-    risk_name, run_state_name, status_name, stop_reason_name, truncate_mode_name,
+    risk_name, run_state_name, span_status_name, status_name, stop_reason_name, truncate_mode_name,
 };
 pub use pretty::{compact_json, pretty_json};
 pub use progress::progress_line;
 pub use result::{result_content, result_status_line};
-pub use run_json::{approval_json, run_event_json, run_info_json, runs_json};
+pub use run_json::{approval_json, run_event_json, run_info_json, runs_json, trace_json};
 pub use runs::{run_details, run_state_label, runs_table};
 pub use sanitize::escape_control_bytes;
 pub use styled::{StyledLine, Tone, paint, plain_text};
 pub use table::{MIN_DESCRIPTION_WIDTH, SHORT_DIGEST_LEN, tools_table};
 pub use text::{ARGUMENTS_CHARS, cut, fold_whitespace, short_arguments};
 pub use tool::tool_details;
+pub use trace::trace_lines;
 pub use transcript::{RESULT_LINE_CHARS, RESULT_LINES, Transcript, usage_line};
 pub use units::{format_bytes, format_micros, format_millis, format_remaining, format_utc};
 pub use views::{result_json, tool_json, tools_json};

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use crate::proto::{
     ApprovalPolicy, ApprovalState, ContextDisposition, Decision, OutputStream, Risk, RunState,
-    StopReason, ToolStatus, TruncateMode,
+    SpanStatus, StopReason, ToolStatus, TruncateMode,
 };
 
 /// `read_only`, `write`, `network`, `install` or `destructive`, as in `tool.toml`.
@@ -51,6 +51,11 @@ pub fn status_name(raw: i32) -> Cow<'static, str> {
         Ok(ToolStatus::OutcomeUnknown) => Cow::Borrowed("OUTCOME_UNKNOWN"),
         Err(_) => Cow::Owned(format!("STATUS_{raw}")),
     }
+}
+
+/// `OK` or `ERROR`: how a span of a trace ended.
+pub fn span_status_name(raw: i32) -> Cow<'static, str> {
+    api_name(raw, "SPAN_STATUS_", SpanStatus::as_str_name)
 }
 
 /// `FINAL`, `MAX_STEPS`, … : why a run stopped.

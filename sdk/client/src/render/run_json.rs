@@ -1,5 +1,5 @@
 //! The JSON of the agent commands: run events and approval updates one object per line (a
-//! stream a program reads as it comes), runs as indented documents.
+//! stream a program reads as it comes), runs and traces as indented documents.
 //!
 //! The shape is that of the API: proto field names, the event's kind as the key of its body
 //! (`{"run_id": …, "seq": 3, …, "tool_call_proposed": {…}}`, as in the protobuf JSON mapping),
@@ -13,12 +13,13 @@ use serde::Serialize;
 
 use super::names::{
     approval_state_name, decision_name, disposition_name, output_stream_name, policy_name,
-    risk_name, run_state_name, stop_reason_name,
+    risk_name, run_state_name, span_status_name, stop_reason_name,
 };
 use super::views::{ResultView, to_json};
 use crate::proto::run_event::Event;
 use crate::proto::{
-    ApprovalRequest, Budgets, ContextBuilt, Preview, RunEvent, RunInfo, RunStarted, Usage,
+    ApprovalRequest, Budgets, ContextBuilt, Preview, RunEvent, RunInfo, RunStarted, Span,
+    SpanAttribute, Trace, Usage,
 };
 
 /// One event as one line of JSON, ending with a newline.
@@ -45,6 +46,12 @@ pub fn runs_json(runs: &[RunInfo]) -> String {
     to_json(&RunsView {
         runs: runs.iter().map(RunView::from).collect(),
     })
+}
+
+/// One run's trace as an indented JSON document: every span as the daemon recorded it, in the
+/// daemon's order, attributes as a list of `{"key", "value"}` (a key may repeat).
+pub fn trace_json(trace: &Trace) -> String {
+    to_json(&TraceView::from(trace))
 }
 
 fn line(view: &impl Serialize) -> String {
@@ -428,6 +435,67 @@ impl<'a> From<&'a RunInfo> for RunView<'a> {
     }
 }
 
+#[derive(Serialize)]
+struct TraceView<'a> {
+    run_id: &'a str,
+    trace_id: &'a str,
+    spans: Vec<SpanView<'a>>,
+}
+
+impl<'a> From<&'a Trace> for TraceView<'a> {
+    fn from(trace: &'a Trace) -> Self {
+        Self {
+            run_id: &trace.run_id,
+            trace_id: &trace.trace_id,
+            spans: trace.spans.iter().map(SpanView::from).collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SpanView<'a> {
+    trace_id: &'a str,
+    span_id: &'a str,
+    parent_span_id: &'a str,
+    name: &'a str,
+    start_unix_nano: i64,
+    end_unix_nano: i64,
+    attributes: Vec<AttributeView<'a>>,
+    status: Cow<'static, str>,
+    status_message: &'a str,
+}
+
+impl<'a> From<&'a Span> for SpanView<'a> {
+    fn from(span: &'a Span) -> Self {
+        Self {
+            trace_id: &span.trace_id,
+            span_id: &span.span_id,
+            parent_span_id: &span.parent_span_id,
+            name: &span.name,
+            start_unix_nano: span.start_unix_nano,
+            end_unix_nano: span.end_unix_nano,
+            attributes: span.attributes.iter().map(AttributeView::from).collect(),
+            status: span_status_name(span.status),
+            status_message: &span.status_message,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct AttributeView<'a> {
+    key: &'a str,
+    value: &'a str,
+}
+
+impl<'a> From<&'a SpanAttribute> for AttributeView<'a> {
+    fn from(attribute: &'a SpanAttribute) -> Self {
+        Self {
+            key: &attribute.key,
+            value: &attribute.value,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
@@ -581,6 +649,46 @@ mod tests {
         assert_eq!(value["runs"][0]["usage"], Value::Null);
         let one: Value = serde_json::from_str(&run_info_json(&run))?;
         assert_eq!(one, value["runs"][0]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_trace_keeps_every_span_field_with_named_statuses() -> anyhow::Result<()> {
+        let trace = Trace {
+            run_id: "run_1".to_owned(),
+            trace_id: "t1".to_owned(),
+            spans: vec![Span {
+                trace_id: "t1".to_owned(),
+                span_id: "s1".to_owned(),
+                parent_span_id: "r1".to_owned(),
+                name: "tool".to_owned(),
+                start_unix_nano: 1_700_000_000_000_000_000,
+                end_unix_nano: 1_700_000_000_006_000_000,
+                attributes: vec![SpanAttribute {
+                    key: "status".to_owned(),
+                    value: "TIMEOUT".to_owned(),
+                }],
+                status: crate::proto::SpanStatus::Error as i32,
+                status_message: "ran past 200 ms".to_owned(),
+            }],
+        };
+        let text = trace_json(&trace);
+        assert!(text.ends_with("}\n"), "{text}");
+        let value: Value = serde_json::from_str(&text)?;
+        assert_eq!(
+            value,
+            json!({"run_id": "run_1", "trace_id": "t1", "spans": [{
+                "trace_id": "t1",
+                "span_id": "s1",
+                "parent_span_id": "r1",
+                "name": "tool",
+                "start_unix_nano": 1_700_000_000_000_000_000i64,
+                "end_unix_nano": 1_700_000_000_006_000_000i64,
+                "attributes": [{"key": "status", "value": "TIMEOUT"}],
+                "status": "ERROR",
+                "status_message": "ran past 200 ms"
+            }]})
+        );
         Ok(())
     }
 }

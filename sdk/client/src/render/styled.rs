@@ -1,5 +1,5 @@
 //! Lines of output that may be coloured: the transcript of a run, with the diff of an approval
-//! preview in the colours of `git diff`.
+//! preview in the colours of `git diff`, and a run's trace, with its failures in red.
 //!
 //! Rendering produces lines tagged with a [`Tone`]; whether the tones become colours, and
 //! whether untrusted text is escaped, is decided once, by [`paint`], from what the output is
@@ -19,6 +19,8 @@ pub enum Tone {
     Hunk,
     /// A diff's `---` / `+++` file header.
     FileHeader,
+    /// Something that failed: a span of a trace that ended in error.
+    Error,
 }
 
 impl Tone {
@@ -30,6 +32,8 @@ impl Tone {
             Tone::Removed => Some("\x1b[31m"),
             Tone::Hunk => Some("\x1b[36m"),
             Tone::FileHeader => Some("\x1b[1m"),
+            // Bold, so that it stands apart from a diff's removed lines.
+            Tone::Error => Some("\x1b[1;31m"),
         }
     }
 }

@@ -252,10 +252,18 @@ fn tool_finished(finished: &ToolFinished) -> Vec<StyledLine> {
     );
     if result.truncated {
         head.push_str(&format!(
-            " (output cut to {} of {} bytes)",
+            " (output cut to {} of {} bytes",
             result.content.len(),
             result.original_bytes
         ));
+        // The daemon keeps the whole output of a cut call under its execution id.
+        if !result.execution_id.is_empty() {
+            head.push_str(&format!(
+                "; all of it: airlock output {}",
+                result.execution_id
+            ));
+        }
+        head.push(')');
     }
     let mut lines = vec![StyledLine::plain(head)];
     let body: Cow<'_, str> =
@@ -313,7 +321,8 @@ pub fn usage_line(steps: u32, usage: Option<&Usage>) -> String {
     )
 }
 
-fn counted(count: u64, noun: &str) -> String {
+/// `1 step`, `2 steps`.
+pub(super) fn counted(count: u64, noun: &str) -> String {
     if count == 1 {
         format!("1 {noun}")
     } else {
@@ -492,12 +501,14 @@ mod tests {
                 truncated: true,
                 original_bytes: 9_000,
                 duration_ms: 2,
+                execution_id: "exe_1".to_owned(),
                 ..ToolResult::default()
             }),
         })]);
         assert_eq!(
             long,
-            "← read_file: OK in 2 ms (output cut to 56 of 9000 bytes)\n    line 1\n    line 2\n    \
+            "← read_file: OK in 2 ms (output cut to 56 of 9000 bytes; all of it: airlock output \
+             exe_1)\n    line 1\n    line 2\n    \
              line 3\n    line 4\n    line 5\n    … 3 more lines\n"
         );
     }

@@ -64,6 +64,10 @@ run exec grep --args '{"pattern": "def \\w+", "glob": "*.py"}' --workspace "$wor
 run exec read_file --args '{"path": "src/calc.py"}' --workspace "$workspace"
 run exec wc --args '{"path": "src/calc.py"}' --workspace "$workspace"
 
+say "existing programs as tools, each call in a fresh Linux sandbox (namespaces, Landlock, seccomp)"
+run exec workspace_grep --args '{"pattern": "def +mean"}' --workspace "$workspace"
+run exec py_outline --args '{"path": "src/calc.py"}' --workspace "$workspace"
+
 say "a write, previewed first: the diff it would make, and nothing written"
 fixed="$(sed 's|(len(values) - 1)|len(values)|' "$workspace/src/calc.py")"
 args="$(python3 -c 'import json, sys; print(json.dumps({"path": "src/calc.py", "content": sys.argv[1] + "\n", "preview": True}))' "$fixed")"

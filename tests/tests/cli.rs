@@ -91,6 +91,43 @@ async fn exec_runs_a_tool_and_prints_its_result() {
 }
 
 #[tokio::test]
+async fn exec_runs_the_process_tools() {
+    let (daemon, _extra) = daemon().await;
+    let workspace = daemon.workspace("project");
+    std::fs::write(
+        workspace.join("shapes.py"),
+        "class Square:\n    def area(self):\n        return 4\n",
+    )
+    .unwrap();
+    let exec = |tool: &'static str, args: &'static str| {
+        let workspace = workspace.to_str().unwrap().to_owned();
+        let endpoint = daemon.endpoint.clone();
+        async move {
+            airlock(
+                &endpoint,
+                &["exec", tool, "--args", args, "--workspace", &workspace],
+            )
+            .await
+        }
+    };
+    let grep = exec("workspace_grep", r#"{"pattern": "def +area"}"#).await;
+    assert_eq!(grep.status.code(), Some(0), "{}", text(&grep.stderr));
+    assert!(
+        text(&grep.stdout).contains("./shapes.py:2:    def area"),
+        "{}",
+        text(&grep.stdout)
+    );
+    let outline = exec("py_outline", r#"{"path": "shapes.py"}"#).await;
+    assert_eq!(outline.status.code(), Some(0), "{}", text(&outline.stderr));
+    assert!(
+        text(&outline.stdout).contains("Square"),
+        "{}",
+        text(&outline.stdout)
+    );
+    assert!(text(&outline.stderr).contains("status: OK"));
+}
+
+#[tokio::test]
 async fn exit_codes_follow_the_status() {
     let (daemon, _extra) = daemon().await;
     let workspace = daemon.workspace("project");

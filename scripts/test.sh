@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: installs what is missing, builds the
 # WebAssembly modules the tests run, then the Rust tests of the whole workspace, the C
-# plugin's test, and a gRPC client written in Python against a real daemon. Also checks
-# formatting and lints, so what passes here passes CI (.ci/run calls this script).
+# plugin's test, a gRPC client written in Python against a real daemon, and the benchmarks
+# in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
+# here passes CI (.ci/run calls this script).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,5 +34,8 @@ plugins/wc/test.sh
 
 step "Python gRPC client"
 tests/python/run.sh
+
+step "benchmarks, smoke mode (every section runs; no figures are judged)"
+scripts/bench.sh --smoke
 
 echo "all tests passed" >&2

@@ -1,0 +1,216 @@
+//! The release `airlockd` as a separate process: started on an ephemeral loopback port with
+//! its own state directory, measured from outside (its resident memory is its own, not the
+//! benchmark client's), and killed when dropped.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tonic::transport::{Channel, Endpoint};
+
+/// How long a daemon may take to serve: compiling every module from an empty cache on a
+/// loaded 2-core machine takes seconds, not minutes.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Log lines kept for the error message of a daemon that fails.
+const LOG_LINES_KEPT: usize = 40;
+
+/// Where and how to start a daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonSpec {
+    pub binary: PathBuf,
+    pub tools_dirs: Vec<PathBuf>,
+    pub profiles_dir: PathBuf,
+    pub workspace_root: PathBuf,
+    /// Its store and the process engine's files; fresh for each daemon.
+    pub state_dir: PathBuf,
+    /// Compiled modules; shared between daemons to measure a warm start.
+    pub module_cache_dir: PathBuf,
+}
+
+pub struct Airlockd {
+    child: tokio::process::Child,
+    pid: u32,
+    pub endpoint: String,
+    /// When the process was spawned.
+    pub spawned: Instant,
+    log: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Airlockd {
+    /// Starts the daemon and waits until it logs that it serves.
+    pub async fn start(spec: &DaemonSpec) -> anyhow::Result<Airlockd> {
+        std::fs::create_dir_all(&spec.state_dir)?;
+        let config = spec.state_dir.join("airlockd.toml");
+        std::fs::write(&config, config_toml(spec)?)
+            .with_context(|| format!("cannot write {}", config.display()))?;
+        let spawned = Instant::now();
+        let mut child = tokio::process::Command::new(&spec.binary)
+            .arg("--config")
+            .arg(&config)
+            .current_dir(&spec.state_dir)
+            .env("AIRLOCK_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", spec.binary.display()))?;
+        let pid = child.id().context("the daemon exited at once")?;
+        let stderr = child.stderr.take().context("the daemon's stderr")?;
+        let mut lines = BufReader::new(stderr).lines();
+        let log = Arc::new(Mutex::new(VecDeque::new()));
+        let keep = |log: &Mutex<VecDeque<String>>, line: String| {
+            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            if log.len() == LOG_LINES_KEPT {
+                log.pop_front();
+            }
+            log.push_back(line);
+        };
+        let endpoint = loop {
+            let line = tokio::time::timeout(START_TIMEOUT, lines.next_line())
+                .await
+                .context("airlockd did not serve within two minutes")??;
+            let Some(line) = line else {
+                bail!("airlockd exited before serving:\n{}", tail(&log));
+            };
+            let endpoint = serving_address(&line).map(|address| format!("http://{address}"));
+            keep(&log, line);
+            if let Some(endpoint) = endpoint {
+                break endpoint;
+            }
+        };
+        let collected = log.clone();
+        // The pipe must be drained for the daemon's whole life, or its logging blocks.
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                keep(&collected, line);
+            }
+        });
+        Ok(Airlockd {
+            child,
+            pid,
+            endpoint,
+            spawned,
+            log,
+        })
+    }
+
+    /// A new HTTP/2 connection to the daemon.
+    pub async fn channel(&self) -> anyhow::Result<Channel> {
+        Endpoint::from_shared(self.endpoint.clone())?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to airlockd at {}", self.endpoint))
+    }
+
+    /// The daemon's resident memory (VmRSS), in bytes.
+    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+        rss_of(&format!("/proc/{}/status", self.pid))
+    }
+
+    /// The last lines the daemon logged.
+    pub fn log_tail(&self) -> String {
+        tail(&self.log)
+    }
+
+    /// Kills the daemon and waits until it is gone.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.child.start_kill().context("cannot kill airlockd")?;
+        self.child
+            .wait()
+            .await
+            .context("cannot wait for airlockd")?;
+        Ok(())
+    }
+}
+
+fn tail(log: &Mutex<VecDeque<String>>) -> String {
+    let log = log.lock().unwrap_or_else(PoisonError::into_inner);
+    log.iter().cloned().collect::<Vec<_>>().join("\n")
+}
+
+/// The address in the daemon's `airlockd serving ... listen=Some(ADDR)` line.
+fn serving_address(line: &str) -> Option<&str> {
+    if !line.contains("airlockd serving") {
+        return None;
+    }
+    line.split("listen=Some(").nth(1)?.split(')').next()
+}
+
+/// `VmRSS` of a `/proc/<pid>/status` file, in bytes.
+pub fn rss_of(status: &str) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(status).with_context(|| format!("cannot read {status}"))?;
+    parse_vm_rss(&text).with_context(|| format!("{status} has no VmRSS line"))
+}
+
+fn parse_vm_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn config_toml(spec: &DaemonSpec) -> anyhow::Result<String> {
+    let path = |path: &Path| -> anyhow::Result<String> {
+        let text = path
+            .to_str()
+            .with_context(|| format!("{} is not UTF-8", path.display()))?;
+        Ok(serde_json::to_string(text)?)
+    };
+    let tools = spec
+        .tools_dirs
+        .iter()
+        .map(|dir| path(dir))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .join(", ");
+    Ok(format!(
+        "listen = \"127.0.0.1:0\"\ntools_dirs = [{tools}]\nprofiles_dir = {}\nstate_dir = {}\n\
+         module_cache_dir = {}\nworkspace_roots = [{}]\n",
+        path(&spec.profiles_dir)?,
+        path(&spec.state_dir)?,
+        path(&spec.module_cache_dir)?,
+        path(&spec.workspace_root)?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_serving_address() {
+        let line = "2026-01-01T00:00:00Z  INFO airlock_daemon::daemon: airlockd serving \
+                    listen=Some(127.0.0.1:40123) tools=4 resumed=0 refused=0 roots=[\"/w\"]";
+        assert_eq!(serving_address(line), Some("127.0.0.1:40123"));
+        assert_eq!(serving_address("INFO module ready listen=Some(x)"), None);
+    }
+
+    #[test]
+    fn reads_resident_memory() {
+        let status = "Name:\tairlockd\nVmPeak:\t  9000 kB\nVmRSS:\t   12345 kB\nThreads:\t4\n";
+        assert_eq!(parse_vm_rss(status), Some(12345 * 1024));
+        assert_eq!(parse_vm_rss("Name:\tx\n"), None);
+        assert!(rss_of("/proc/self/status").is_ok_and(|rss| rss > 0));
+    }
+
+    #[test]
+    fn the_config_quotes_paths() {
+        let spec = DaemonSpec {
+            binary: "/bin/airlockd".into(),
+            tools_dirs: vec!["/t/a".into(), "/t/b \"q\"".into()],
+            profiles_dir: "/p".into(),
+            workspace_root: "/w".into(),
+            state_dir: "/s".into(),
+            module_cache_dir: "/m".into(),
+        };
+        let toml = config_toml(&spec).expect("UTF-8 paths");
+        assert!(toml.contains("tools_dirs = [\"/t/a\", \"/t/b \\\"q\\\"\"]"));
+        assert!(toml.contains("module_cache_dir = \"/m\""));
+    }
+}

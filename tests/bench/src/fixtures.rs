@@ -1,0 +1,196 @@
+//! What the benchmarks run: the no-op tool, process tools, a small workspace to search, and
+//! the tools directory a daemon serves them from. Everything lives in one temporary
+//! directory that is removed when the run ends.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use tempfile::TempDir;
+
+/// The no-op WebAssembly tool: returns its arguments (tests/hostile/src/bin/echo.rs).
+pub const ECHO: &str = "echo";
+/// The same module declared `risk = "write"`, so that policy `risky` asks before each call.
+pub const ECHO_WRITE: &str = "echo_write";
+/// `/bin/true` as a process tool.
+pub const TRUE: &str = "true";
+/// GNU grep over the workspace as a process tool (the shipped `workspace_grep` plugin).
+pub const GREP: &str = "workspace_grep";
+/// What the grep benchmarks search for; the workspace has one match per file.
+pub const GREP_PATTERN: &str = "needle_[0-9]+";
+
+/// Files and lines of the workspace grep searches: a small project's worth of source.
+const WORKSPACE_FILES: usize = 40;
+const LINES_PER_FILE: usize = 200;
+
+/// The repository root, where the modules, plugins and profiles are.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+/// The benchmark's files.
+pub struct Fixtures {
+    _dir: TempDir,
+    pub repo: PathBuf,
+    pub echo_module: PathBuf,
+    pub tools_dir: PathBuf,
+    pub profiles_dir: PathBuf,
+    /// The only directory daemons accept workspaces in.
+    pub workspace_root: PathBuf,
+    /// `workspace_root/project`: what grep searches.
+    pub workspace: PathBuf,
+    /// Scratch space for daemon state and caches.
+    pub scratch: PathBuf,
+}
+
+impl Fixtures {
+    pub fn create() -> anyhow::Result<Fixtures> {
+        let repo = repo_root();
+        let echo_module = repo.join("tests/modules/echo.wasm");
+        if !echo_module.is_file() {
+            bail!(
+                "{} is missing: build the WebAssembly modules first with scripts/build-wasm.sh \
+                 (scripts/bench.sh does this)",
+                echo_module.display()
+            );
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("airlock-bench-")
+            .tempdir()
+            .context("cannot create the benchmark's temporary directory")?;
+        let tools_dir = dir.path().join("tools");
+        let workspace_root = dir.path().join("workspaces");
+        let workspace = workspace_root.join("project");
+        let scratch = dir.path().join("scratch");
+        for needed in [&tools_dir, &workspace, &scratch] {
+            std::fs::create_dir_all(needed)
+                .with_context(|| format!("cannot create {}", needed.display()))?;
+        }
+        let fixtures = Fixtures {
+            repo: repo.clone(),
+            echo_module,
+            profiles_dir: repo.join("sandbox-profiles"),
+            tools_dir,
+            workspace_root,
+            workspace,
+            scratch,
+            _dir: dir,
+        };
+        fixtures.write_tools()?;
+        write_workspace(&fixtures.workspace)?;
+        Ok(fixtures)
+    }
+
+    fn write_tools(&self) -> anyhow::Result<()> {
+        let module = std::fs::read(&self.echo_module)
+            .with_context(|| format!("cannot read {}", self.echo_module.display()))?;
+        for (name, risk) in [(ECHO, "read_only"), (ECHO_WRITE, "write")] {
+            let folder = self.tools_dir.join(name);
+            std::fs::create_dir_all(&folder)?;
+            std::fs::write(folder.join(format!("{name}.wasm")), &module)?;
+            std::fs::write(
+                folder.join("tool.toml"),
+                format!(
+                    "name = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"returns its arguments\"\n\
+                     risk = \"{risk}\"\nengine = \"wasm\"\nmodule = \"{name}.wasm\"\n\
+                     profile = \"strict\"\ntimeout_ms = 10000\ninput_schema = {{ type = \"object\" }}\n"
+                ),
+            )?;
+        }
+        let folder = self.tools_dir.join(TRUE);
+        std::fs::create_dir_all(&folder)?;
+        std::fs::write(
+            folder.join("tool.toml"),
+            format!(
+                "name = \"{TRUE}\"\nversion = \"0.1.0\"\ndescription = \"does nothing\"\n\
+                 risk = \"read_only\"\nengine = \"process\"\ncommand = [\"/bin/true\"]\n\
+                 abi = \"argv\"\nprofile = \"process-readonly\"\ntimeout_ms = 10000\n\
+                 input_schema = {{ type = \"object\" }}\n"
+            ),
+        )?;
+        // The shipped plugin, as users get it: its manifest and schema.
+        let plugin = self.repo.join("plugins").join(GREP);
+        let folder = self.tools_dir.join(GREP);
+        std::fs::create_dir_all(&folder)?;
+        for file in ["tool.toml", "schema.json"] {
+            std::fs::copy(plugin.join(file), folder.join(file))
+                .with_context(|| format!("cannot copy {}", plugin.join(file).display()))?;
+        }
+        Ok(())
+    }
+
+    /// A tools directory with the no-op tool alone, to serve beside the shipped plugins
+    /// (whose names the other benchmark tools would clash with).
+    pub fn echo_tools_dir(&self) -> anyhow::Result<PathBuf> {
+        let dir = self.scratch.join("echo-tools");
+        let folder = dir.join(ECHO);
+        if !folder.is_dir() {
+            std::fs::create_dir_all(&folder)?;
+            for file in ["tool.toml", "echo.wasm"] {
+                std::fs::copy(self.tools_dir.join(ECHO).join(file), folder.join(file))?;
+            }
+        }
+        Ok(dir)
+    }
+
+    /// The manifest of tool `name` in the tools directory.
+    pub fn manifest(&self, name: &str) -> PathBuf {
+        self.tools_dir.join(name).join("tool.toml")
+    }
+
+    /// A fresh, empty directory under the scratch space.
+    pub fn fresh_dir(&self, prefix: &str) -> anyhow::Result<PathBuf> {
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(&self.scratch)
+            .context("cannot create a scratch directory")?;
+        Ok(dir.keep())
+    }
+
+    /// The grep command line the plugin runs, for the peers (relative to the workspace).
+    pub fn grep_argv(&self) -> Vec<String> {
+        [
+            "/usr/bin/grep",
+            "--recursive",
+            "--line-number",
+            "--with-filename",
+            "--binary-files=without-match",
+            "--extended-regexp",
+            "--max-count=100",
+            "--exclude-dir=.git",
+            "--color=never",
+            &format!("--regexp={GREP_PATTERN}"),
+            "--",
+            ".",
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect()
+    }
+}
+
+/// Source-like files with one matching line each.
+fn write_workspace(dir: &Path) -> anyhow::Result<()> {
+    for file in 0..WORKSPACE_FILES {
+        let sub = dir.join(format!("module_{}", file % 4));
+        std::fs::create_dir_all(&sub)?;
+        let mut text = String::new();
+        for line in 0..LINES_PER_FILE {
+            if line == LINES_PER_FILE / 2 {
+                text.push_str(&format!("    let needle_{file} = find(haystack);\n"));
+            } else {
+                text.push_str(&format!(
+                    "    let value_{line} = compute(value_{}, {line}); // step {line}\n",
+                    line.saturating_sub(1)
+                ));
+            }
+        }
+        std::fs::write(sub.join(format!("file_{file}.rs")), text)?;
+    }
+    Ok(())
+}
+
+/// How many lines grep prints over the workspace: one per file.
+pub const GREP_MATCHES: usize = WORKSPACE_FILES;

@@ -1,0 +1,161 @@
+//! Section 4, scale: N runs at once, each stopped at an approval nobody answers yet. It
+//! measures the daemon's resident memory per waiting run (its own process, so the client's
+//! memory is not counted) and the per-step latency of another run, which must go on while
+//! they wait. Then every waiting run is approved and must finish as scripted.
+//!
+//! A fresh daemon serves this section alone, so its memory is not that of earlier sections.
+
+use std::time::{Duration, Instant};
+
+use airlock_proto::v1 as pb;
+use anyhow::Context;
+use futures::future::try_join_all;
+use tonic::transport::Channel;
+
+use crate::Bench;
+use crate::daemon::Airlockd;
+use crate::fixtures::{ECHO, ECHO_WRITE};
+use crate::report::{Check, Report};
+use crate::runs::{self, RunStream};
+use crate::stats::Samples;
+
+const SECTION: &str = "4 scale";
+
+/// Runs sharing one HTTP/2 connection: clients spread over connections as separate
+/// clients would, and well under servers' default stream limits (hyper's is 200).
+const RUNS_PER_CONNECTION: usize = 50;
+
+/// How long the daemon is given to settle after the last run starts waiting, before its
+/// memory is read: the last events are being written.
+const SETTLE: Duration = Duration::from_millis(300);
+
+pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
+    let levels: Vec<usize> = if bench.smoke {
+        vec![3]
+    } else {
+        bench.scale_levels.clone()
+    };
+    let probe_steps = u32::try_from(bench.count(24, 2))?;
+    let probe_runs = bench.count(5, 1);
+    let daemon = Airlockd::start(&bench.daemon_spec("scale-")?).await?;
+    let channel = daemon.channel().await?;
+
+    eprintln!("{SECTION}: probe with nothing waiting");
+    probe(bench, &channel, probe_steps, 1).await?;
+    let idle = probe(bench, &channel, probe_steps, probe_runs).await?;
+    report.measured(
+        SECTION,
+        "probe-0",
+        "per step of another run, 0 runs waiting",
+        idle,
+    );
+    report.note(
+        "probe-0",
+        &format!("daemon RSS {}", mib(daemon.rss_bytes()?)),
+    );
+
+    let mut largest = None;
+    for &waiting in &levels {
+        eprintln!("{SECTION}: {waiting} runs waiting on an approval");
+        let before = daemon.rss_bytes()?;
+        let started = Instant::now();
+        let mut connections = Vec::new();
+        for _ in 0..waiting.div_ceil(RUNS_PER_CONNECTION) {
+            connections.push(daemon.channel().await?);
+        }
+        let opened = try_join_all((0..waiting).map(|index| {
+            let channel = connections[index / RUNS_PER_CONNECTION].clone();
+            let start = runs::start(
+                &bench.fixtures.workspace,
+                ECHO_WRITE,
+                1,
+                pb::ApprovalPolicy::Risky,
+            );
+            async move {
+                let mut stream = RunStream::open(channel, start).await?;
+                let request = stream.until_approval().await?;
+                anyhow::Ok((stream, request))
+            }
+        }))
+        .await
+        .with_context(|| format!("starting {waiting} waiting runs"))?;
+        let ramp = started.elapsed();
+        tokio::time::sleep(SETTLE).await;
+        let after = daemon.rss_bytes()?;
+        let per_run = after.saturating_sub(before) / waiting as u64;
+
+        let key = format!("probe-{waiting}");
+        let samples = probe(bench, &channel, probe_steps, probe_runs).await?;
+        report.measured(
+            SECTION,
+            &key,
+            &format!("per step of another run, {waiting} runs waiting"),
+            samples,
+        );
+        report.note(
+            &key,
+            &format!(
+                "daemon RSS {} (+{} = {:.1} KiB per waiting run); all {waiting} waiting after {:.2} s",
+                mib(after),
+                mib(after.saturating_sub(before)),
+                per_run as f64 / 1024.0,
+                ramp.as_secs_f64()
+            ),
+        );
+        report.compare(&key, "probe-0");
+
+        try_join_all(opened.into_iter().map(|(stream, request)| async move {
+            stream.approve(&request)?;
+            stream.follow(2).await
+        }))
+        .await
+        .with_context(|| format!("finishing {waiting} approved runs"))?;
+        largest = Some((waiting, per_run));
+    }
+
+    let (met, measured) = match largest {
+        Some((waiting, per_run)) => (
+            waiting >= 1000,
+            format!(
+                "{waiting} runs waited and then finished; {:.1} KiB RSS per waiting run",
+                per_run as f64 / 1024.0
+            ),
+        ),
+        None => (false, "no level measured".into()),
+    };
+    report.target(
+        "a thousand waiting runs on this 2-core machine without trouble",
+        Check::Verdict { met, measured },
+    );
+    daemon.stop().await
+}
+
+/// Per-step latencies of `runs` runs of the no-op tool under policy auto, one at a time.
+async fn probe(
+    bench: &Bench,
+    channel: &Channel,
+    steps: u32,
+    runs: usize,
+) -> anyhow::Result<Samples> {
+    let mut latencies = Vec::new();
+    let mut wall = Duration::ZERO;
+    for _ in 0..runs {
+        let start = runs::start(
+            &bench.fixtures.workspace,
+            ECHO,
+            steps,
+            pb::ApprovalPolicy::Auto,
+        );
+        let times = RunStream::open(channel.clone(), start)
+            .await?
+            .follow(steps + 1)
+            .await?;
+        wall += times.finished.duration_since(times.opened);
+        latencies.extend(std::iter::repeat_n(times.per_step(), times.steps as usize));
+    }
+    Ok(Samples::new(latencies, wall))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}

@@ -1,0 +1,226 @@
+//! Section 1, a warm WebAssembly call: the no-op tool through `ExecuteTool` on loopback at
+//! several concurrencies, against the gRPC health check on the same server (the floor any
+//! RPC pays), the `wasmtime run` CLI once per call (from `.wasm`, with and without its
+//! compilation cache, and from a precompiled `.cwasm`), and the engine's own instantiate +
+//! call in this process without gRPC.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use airlock_daemon::engine::wasm::{WasmConfig, WasmEngine};
+use airlock_daemon::engine::{Engine, Exit, Launch, LoadedTool, RunStats};
+use airlock_daemon::output::OutputCapture;
+use airlock_daemon::profile::{Profile, Profiles};
+use airlock_daemon::tools::Manifest;
+use airlock_proto::v1::tools_client::ToolsClient;
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::Bench;
+use crate::client;
+use crate::daemon::Airlockd;
+use crate::fixtures::ECHO;
+use crate::peers::{self, Invocation};
+use crate::report::{Check, Report};
+use crate::stats::Samples;
+
+const SECTION: &str = "1 wasm call";
+
+/// What the no-op tool is called with, and what it answers.
+const ARGUMENTS: &str = "{}";
+const ANSWER: &str = "{\"ok\":{}}";
+
+/// The concurrencies the issue asks for.
+const CONCURRENCIES: [usize; 3] = [1, 2, 16];
+
+/// Output limit of an in-process call: the echo's answer is a few bytes.
+const CAPTURE_LIMIT: u64 = 1 << 20;
+
+pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyhow::Result<()> {
+    let calls = bench.count(1000, 20);
+    let warmup = bench.count(20, 2);
+    for concurrency in CONCURRENCIES {
+        eprintln!("{SECTION}: ExecuteTool and health at concurrency {concurrency}");
+        let samples = client::load(daemon, concurrency, warmup, calls, |channel| async move {
+            client::execute(&mut ToolsClient::new(channel), ECHO, ARGUMENTS, None, "{}").await
+        })
+        .await?;
+        report.measured(
+            SECTION,
+            &format!("grpc-c{concurrency}"),
+            &format!("ExecuteTool no-op wasm, gRPC, c={concurrency}"),
+            samples,
+        );
+        let samples = client::load(daemon, concurrency, warmup, calls, |channel| async move {
+            client::health(&mut HealthClient::new(channel)).await
+        })
+        .await?;
+        report.measured(
+            SECTION,
+            &format!("health-c{concurrency}"),
+            &format!("gRPC health check (floor), c={concurrency}"),
+            samples,
+        );
+        report.compare(
+            &format!("grpc-c{concurrency}"),
+            &format!("health-c{concurrency}"),
+        );
+    }
+
+    eprintln!("{SECTION}: engine in-process");
+    let samples = in_process(bench, bench.count(4000, 20), warmup).await?;
+    report.measured(
+        SECTION,
+        "inproc",
+        "engine instantiate + call, in-process, no gRPC",
+        samples,
+    );
+    report.compare("grpc-c1", "inproc");
+
+    cli_peers(bench, report).await?;
+
+    report.target(
+        "warm wasm call over gRPC, p50 well under 1 ms",
+        Check::Latency {
+            ours: "grpc-c1".into(),
+            max: Duration::from_micros(500),
+        },
+    );
+    report.target(
+        "warm wasm call within a small factor (≤ 3×) of the health check",
+        Check::Ratio {
+            ours: "grpc-c1".into(),
+            peer: "health-c1".into(),
+            max: 3.0,
+        },
+    );
+    report.target(
+        "≥ 20× faster than `wasmtime run` (.wasm, CLI cache on)",
+        Check::Ratio {
+            ours: "grpc-c1".into(),
+            peer: "cli-wasm".into(),
+            max: 0.05,
+        },
+    );
+    report.target(
+        "≥ 20× faster than `wasmtime run` (.cwasm)",
+        Check::Ratio {
+            ours: "grpc-c1".into(),
+            peer: "cli-cwasm".into(),
+            max: 0.05,
+        },
+    );
+    Ok(())
+}
+
+/// The engine alone: a fresh store, WASI context and instance per call, as the daemon does.
+async fn in_process(bench: &Bench, calls: usize, warmup: usize) -> anyhow::Result<Samples> {
+    let engine = WasmEngine::new(&WasmConfig {
+        cache_dir: bench.fixtures.fresh_dir("inproc-cache-")?,
+        max_concurrent_calls: 16,
+    })?;
+    let profile = profile(&bench.fixtures.profiles_dir, "strict")?;
+    let manifest = Manifest::load(&bench.fixtures.manifest(ECHO))?;
+    let tool = engine.load(&manifest, &profile)?;
+    for _ in 0..warmup {
+        call_in_process(tool.as_ref(), &profile).await?;
+    }
+    let mut latencies = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        latencies.push(call_in_process(tool.as_ref(), &profile).await?);
+    }
+    Ok(Samples::sequential(latencies))
+}
+
+async fn call_in_process(
+    tool: &dyn LoadedTool,
+    profile: &Arc<Profile>,
+) -> anyhow::Result<Duration> {
+    let capture = OutputCapture::new(CAPTURE_LIMIT, None);
+    let launch = Launch {
+        stdin: Bytes::from_static(ARGUMENTS.as_bytes()),
+        workspace: None,
+        profile: profile.clone(),
+        capture: capture.clone(),
+        stats: Arc::new(RunStats::default()),
+    };
+    let started = Instant::now();
+    let exit = tool.run(launch).await;
+    let elapsed = started.elapsed();
+    let stdout = capture.finish().stdout;
+    if exit != Exit::Code(0) || !String::from_utf8_lossy(&stdout).contains(ANSWER) {
+        bail!(
+            "the in-process call ended with {exit:?}, stdout {:?}",
+            String::from_utf8_lossy(&stdout)
+        );
+    }
+    Ok(elapsed)
+}
+
+/// A profile of the repository's `sandbox-profiles/` (a broken one says why when asked for).
+pub fn profile(dir: &Path, name: &str) -> anyhow::Result<Arc<Profile>> {
+    let (profiles, _) = Profiles::load_dir(dir);
+    Ok(profiles.get(name)?)
+}
+
+/// `wasmtime run` of the same module, once per call.
+async fn cli_peers(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
+    const WHY: &str = "wasmtime-cli not installed (scripts/bench.sh installs it outside --smoke)";
+    let cases = [
+        (
+            "cli-wasm",
+            "`wasmtime run` of .wasm (CLI cache on, the default)",
+        ),
+        (
+            "cli-wasm-nocache",
+            "`wasmtime run -C cache=n` of .wasm (compiles each call)",
+        ),
+        ("cli-cwasm", "`wasmtime run --allow-precompiled` of .cwasm"),
+    ];
+    let Some(wasmtime) = &bench.wasmtime else {
+        for (key, case) in cases {
+            report.skipped(SECTION, key, case, WHY);
+            report.compare("grpc-c1", key);
+        }
+        return Ok(());
+    };
+    let dir = bench.fixtures.fresh_dir("wasmtime-cli-")?;
+    let cwasm = dir.join("echo.cwasm");
+    let wasmtime = wasmtime.to_string_lossy().into_owned();
+    let module = bench.fixtures.echo_module.to_string_lossy().into_owned();
+    let compiled = std::process::Command::new(&wasmtime)
+        .args(["compile", &module, "-o"])
+        .arg(&cwasm)
+        .status()
+        .context("cannot run `wasmtime compile`")?;
+    if !compiled.success() {
+        bail!("`wasmtime compile` failed: {compiled}");
+    }
+    let cwasm = cwasm.to_string_lossy().into_owned();
+    let argv = |extra: &[&str], file: &str| {
+        let mut argv = vec![wasmtime.clone(), "run".to_owned()];
+        argv.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        argv.push(file.to_owned());
+        argv
+    };
+    let command_lines = [
+        argv(&[], &module),
+        argv(&["-C", "cache=n"], &module),
+        argv(&["--allow-precompiled"], &cwasm),
+    ];
+    let runs = bench.count(200, 3);
+    for ((key, case), argv) in cases.into_iter().zip(command_lines) {
+        eprintln!("{SECTION}: {case}");
+        let mut invocation = Invocation::new(argv, &dir);
+        // The CLI's compilation cache goes to $XDG_CACHE_HOME: keep it in this run's scratch.
+        invocation.env = vec![("XDG_CACHE_HOME".into(), dir.to_string_lossy().into_owned())];
+        invocation.stdin = ARGUMENTS.as_bytes().to_vec();
+        invocation.expect = ANSWER.into();
+        let latencies = peers::measure(invocation, bench.count(5, 1), runs).await?;
+        report.measured(SECTION, key, case, Samples::sequential(latencies));
+        report.compare("grpc-c1", key);
+    }
+    Ok(())
+}

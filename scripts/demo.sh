@@ -44,6 +44,15 @@ say "starting airlockd on $server (log: $work/airlockd.log)"
 "$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" --workspace-root "$work/root" \
     2>"$work/airlockd.log" &
 daemon_pid=$!
+# The daemon creates its access token in its state dir on first start; the CLI finds the
+# token of a daemon with the default state dir by itself, this one's it is told.
+for _ in $(seq 600); do
+    [[ -s $work/state/token ]] && break
+    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }
+    sleep 0.1
+done
+AIRLOCK_TOKEN="$(cat "$work/state/token")"
+export AIRLOCK_TOKEN
 for _ in $(seq 600); do
     "$airlock" --server "$server" tools list >/dev/null 2>&1 && break
     kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }

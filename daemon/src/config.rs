@@ -2,8 +2,10 @@
 //! then command-line flags. Tools directories accumulate; every other setting is replaced by
 //! the later source.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -23,7 +25,12 @@ const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
-    pub listen: SocketAddr,
+    pub listen: ListenAddr,
+    /// Serve TLS with this certificate; plaintext when unset.
+    pub tls: Option<TlsFiles>,
+    /// Who may connect: the tenants besides `default`, and whether the Unix socket's
+    /// permissions stand in for a token.
+    pub auth: AuthSettings,
     pub tools_dirs: Vec<PathBuf>,
     pub profiles_dir: PathBuf,
     pub state_dir: PathBuf,
@@ -45,7 +52,10 @@ pub struct DaemonConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
-    pub listen: Option<SocketAddr>,
+    pub listen: Option<ListenAddr>,
+    pub tls: Option<TlsFiles>,
+    #[serde(default)]
+    pub auth: AuthSettings,
     #[serde(default)]
     pub tools_dirs: Vec<PathBuf>,
     pub profiles_dir: Option<PathBuf>,
@@ -106,10 +116,119 @@ pub struct WasmFile {
     pub max_concurrent_calls: Option<u32>,
 }
 
+/// Where the daemon listens: a TCP address, or a Unix socket (`unix:/path`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ListenAddr, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if !path.starts_with('/') {
+                return Err(format!("`{text}`: a Unix socket needs an absolute path"));
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(path)));
+        }
+        text.parse()
+            .map(ListenAddr::Tcp)
+            .map_err(|_| format!("`{text}` is neither host:port nor unix:/path"))
+    }
+}
+
+impl TryFrom<String> for ListenAddr {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<ListenAddr, String> {
+        text.parse()
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenAddr::Tcp(addr) => write!(f, "{addr}"),
+            ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// The server's certificate chain and key (PEM), and for mutual TLS the CA client
+/// certificates must chain to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// When set, every client must present a certificate signed by this CA.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// `[auth]`: the tenants declared besides `default`, whose token the daemon creates.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Clients on the Unix socket need no token: the socket's mode (0600) already limits it
+    /// to the daemon's user, who can read the token file anyway. They act as `default`.
+    #[serde(default)]
+    pub unix_socket_trust: bool,
+    #[serde(default)]
+    pub tenants: Vec<TenantFile>,
+}
+
+/// One `[[auth.tenants]]` entry: a token and what its bearer may do. The token itself is
+/// never written in the configuration, only where to find it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantFile {
+    pub name: String,
+    /// A file holding the token; it must be private to its owner (mode 0600 or stricter).
+    pub token_file: Option<PathBuf>,
+    /// An environment variable of the daemon holding the token.
+    pub token_env: Option<String>,
+    /// The tools it may list and run, by name; `"*"` for all.
+    #[serde(default = "all_tools")]
+    pub tools: Vec<String>,
+    /// Where its workspaces may be; each inside one of the daemon's roots. Empty: the
+    /// daemon's roots.
+    #[serde(default)]
+    pub workspace_roots: Vec<PathBuf>,
+    #[serde(default)]
+    pub approvals: ApprovalRights,
+    pub max_concurrent_runs: Option<u32>,
+    pub max_concurrent_executions: Option<u32>,
+}
+
+fn all_tools() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+/// Which approval requests a tenant sees and may answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRights {
+    /// None: its runs' risky calls wait for another approver (a tenant with `all`).
+    None,
+    /// Those of its own runs.
+    #[default]
+    Own,
+    /// Those of every tenant's runs: an operator's approver console.
+    All,
+}
+
 /// Settings given on the command line.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
-    pub listen: Option<SocketAddr>,
+    pub listen: Option<ListenAddr>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    pub unix_socket_trust: bool,
     pub tools_dirs: Vec<PathBuf>,
     pub profiles_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
@@ -128,6 +247,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("cannot determine the current directory: {0}")]
     CurrentDir(std::io::Error),
+    #[error("TLS needs both a certificate and a key (--tls-cert and --tls-key)")]
+    TlsIncomplete,
 }
 
 impl ConfigFile {
@@ -151,6 +272,18 @@ impl ConfigFile {
         file.profiles_dir.iter_mut().for_each(anchor);
         file.state_dir.iter_mut().for_each(anchor);
         file.module_cache_dir.iter_mut().for_each(anchor);
+        if let Some(tls) = &mut file.tls {
+            anchor(&mut tls.cert);
+            anchor(&mut tls.key);
+            tls.client_ca.iter_mut().for_each(anchor);
+        }
+        for tenant in &mut file.auth.tenants {
+            tenant.token_file.iter_mut().for_each(anchor);
+            tenant.workspace_roots.iter_mut().for_each(anchor);
+        }
+        if let Some(ListenAddr::Unix(path)) = &mut file.listen {
+            anchor(path);
+        }
         Ok(file)
     }
 }
@@ -177,11 +310,27 @@ impl DaemonConfig {
         if workspace_roots.is_empty() {
             workspace_roots.push(cwd.clone());
         }
+        let tls = match (overrides.tls_cert, overrides.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cwd.join(cert),
+                key: cwd.join(key),
+                client_ca: overrides
+                    .tls_client_ca
+                    .map(|ca| cwd.join(ca))
+                    .or_else(|| file.tls.as_ref().and_then(|tls| tls.client_ca.clone())),
+            }),
+            (None, None) if overrides.tls_client_ca.is_none() => file.tls,
+            _ => return Err(ConfigError::TlsIncomplete),
+        };
+        let mut auth = file.auth;
+        auth.unix_socket_trust |= overrides.unix_socket_trust;
         Ok(DaemonConfig {
             listen: overrides
                 .listen
                 .or(file.listen)
                 .unwrap_or_else(default_listen),
+            tls,
+            auth,
             tools_dirs,
             profiles_dir: overrides
                 .profiles_dir
@@ -242,12 +391,13 @@ fn agent_settings(providers: &ProvidersFile, runs: &RunsFile) -> AgentSettings {
     settings
 }
 
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 7411))
+fn default_listen() -> ListenAddr {
+    ListenAddr::Tcp(SocketAddr::from(([127, 0, 0, 1], 7411)))
 }
 
-/// `$XDG_STATE_HOME/airlock`, else `~/.local/state/airlock`, else `.airlock`.
-fn default_state_dir() -> PathBuf {
+/// `$XDG_STATE_HOME/airlock`, else `~/.local/state/airlock`, else `.airlock`. The `airlock`
+/// CLI looks for the token in the same place (sdk/client/src/token.rs keeps it in step).
+pub fn default_state_dir() -> PathBuf {
     if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(state).join("airlock");
     }
@@ -293,7 +443,10 @@ mod tests {
             },
         )
         .expect("resolves");
-        assert_eq!(config.listen.port(), 9001);
+        assert_eq!(
+            config.listen,
+            ListenAddr::Tcp("127.0.0.1:9001".parse().expect("addr"))
+        );
         assert!(
             config
                 .tools_dirs
@@ -376,5 +529,79 @@ mod tests {
         std::fs::write(&path, "listne = \"127.0.0.1:1\"").expect("write");
         let err = ConfigFile::load(&path).expect_err("typo");
         assert!(err.to_string().contains("listne"), "{err}");
+    }
+
+    #[test]
+    fn listen_addresses_are_tcp_or_an_absolute_unix_socket() {
+        assert_eq!(
+            "unix:/run/airlock.sock".parse::<ListenAddr>(),
+            Ok(ListenAddr::Unix(PathBuf::from("/run/airlock.sock")))
+        );
+        assert_eq!(
+            "unix:///run/a.sock".parse::<ListenAddr>(),
+            Ok(ListenAddr::Unix(PathBuf::from("/run/a.sock")))
+        );
+        assert!("unix:relative.sock".parse::<ListenAddr>().is_err());
+        assert!("localhost".parse::<ListenAddr>().is_err());
+        let tcp: ListenAddr = "127.0.0.1:1".parse().expect("tcp");
+        assert_eq!(tcp.to_string(), "127.0.0.1:1");
+    }
+
+    #[test]
+    fn tenants_tls_and_trust_come_from_the_file_with_paths_anchored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlockd.toml");
+        std::fs::write(
+            &path,
+            r#"
+            listen = "unix:/tmp/airlockd.sock"
+            [tls]
+            cert = "server.pem"
+            key = "server.key"
+            [auth]
+            unix_socket_trust = true
+            [[auth.tenants]]
+            name = "ci"
+            token_file = "ci.token"
+            tools = ["read_file"]
+            approvals = "none"
+            max_concurrent_runs = 2
+            "#,
+        )
+        .expect("write");
+        let config = DaemonConfig::resolve(
+            ConfigFile::load(&path).expect("parses"),
+            Overrides::default(),
+        )
+        .expect("resolves");
+        assert_eq!(
+            config.listen,
+            ListenAddr::Unix(PathBuf::from("/tmp/airlockd.sock"))
+        );
+        let tls = config.tls.expect("tls");
+        assert_eq!(tls.cert, dir.path().join("server.pem"));
+        assert_eq!(tls.client_ca, None);
+        assert!(config.auth.unix_socket_trust);
+        let ci = &config.auth.tenants[0];
+        assert_eq!(
+            ci.token_file.as_deref(),
+            Some(dir.path().join("ci.token").as_path())
+        );
+        assert_eq!(ci.tools, vec!["read_file".to_owned()]);
+        assert_eq!(ci.approvals, ApprovalRights::None);
+        assert_eq!(ci.max_concurrent_runs, Some(2));
+    }
+
+    #[test]
+    fn a_tls_key_without_a_certificate_is_refused() {
+        let err = DaemonConfig::resolve(
+            ConfigFile::default(),
+            Overrides {
+                tls_key: Some(PathBuf::from("k.pem")),
+                ..Overrides::default()
+            },
+        )
+        .expect_err("incomplete");
+        assert!(matches!(err, ConfigError::TlsIncomplete), "{err}");
     }
 }

@@ -2,10 +2,7 @@
 //! executor, then serving them until shutdown.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
-
-use tokio::net::TcpListener;
 
 use crate::agent::AgentRuntime;
 use crate::api;
@@ -49,11 +46,12 @@ pub enum StartError {
     Wasm(#[from] crate::engine::wasm::SetupError),
     #[error("{0}")]
     WorkspaceRoots(std::io::Error),
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Listen(#[from] api::ListenError),
+    #[error(transparent)]
+    Tenants(#[from] api::tenants::TenantError),
+    #[error(transparent)]
+    Tls(#[from] api::tls::TlsError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot resume the runs left unfinished: {0}")]
@@ -68,6 +66,8 @@ pub struct Daemon {
     config: DaemonConfig,
     executor: Arc<Executor>,
     agents: Arc<AgentRuntime>,
+    store: Arc<dyn Store>,
+    tenants: Arc<api::Tenants>,
     refused: Vec<ToolLoadError>,
     otlp: Option<Arc<OtlpExporter>>,
 }
@@ -112,6 +112,16 @@ impl Daemon {
         }
         let workspaces =
             WorkspaceRoots::new(&config.workspace_roots).map_err(StartError::WorkspaceRoots)?;
+        let tenants = Arc::new(api::Tenants::load(
+            &config.state_dir,
+            &config.auth,
+            &workspaces,
+        )?);
+        tracing::info!(
+            token_file = %config.state_dir.join(api::token_file::TOKEN_FILE).display(),
+            tenants = ?tenants.names(),
+            "access tokens loaded"
+        );
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
             &config.state_dir.join(STORE_FILE),
             &StoreOptions {
@@ -142,7 +152,7 @@ impl Daemon {
         let tracer = Arc::new(Tracer::new(store.clone(), sink));
         let agents = Arc::new(AgentRuntime::new(
             executor.clone(),
-            store,
+            store.clone(),
             tracer,
             config.agent.clone(),
         ));
@@ -150,6 +160,8 @@ impl Daemon {
             config,
             executor,
             agents,
+            store,
+            tenants,
             refused,
             otlp,
         })
@@ -172,14 +184,14 @@ impl Daemon {
         &self.refused
     }
 
+    /// The tenants and their tokens.
+    pub fn tenants(&self) -> &Arc<api::Tenants> {
+        &self.tenants
+    }
+
     /// Binds the configured address.
-    pub async fn bind(&self) -> Result<TcpListener, StartError> {
-        TcpListener::bind(self.config.listen)
-            .await
-            .map_err(|source| StartError::Listen {
-                addr: self.config.listen,
-                source,
-            })
+    pub async fn bind(&self) -> Result<api::Listener, StartError> {
+        Ok(api::Listener::bind(&self.config.listen).await?)
     }
 
     /// Serves on `listener` until `shutdown` resolves; then stops accepting, gives in-flight
@@ -187,7 +199,7 @@ impl Daemon {
     /// queued for the OTLP collector are sent last, for a bounded time.
     pub async fn serve(
         self,
-        listener: TcpListener,
+        listener: api::Listener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
         let otlp = self.otlp.clone();
@@ -200,7 +212,7 @@ impl Daemon {
 
     async fn serve_until_drained(
         self,
-        listener: TcpListener,
+        listener: api::Listener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
         // Runs a previous daemon left unfinished go on from their checkpoints.
@@ -208,9 +220,17 @@ impl Daemon {
             crate::agent::AgentError::Store(store) => StartError::Store(store),
             other => StartError::Resume(other.to_string()),
         })?;
-        let local = listener.local_addr().ok();
+        let tls = self
+            .config
+            .tls
+            .as_ref()
+            .map(api::tls::server_config)
+            .transpose()?;
+        let local = listener.local_addr();
         tracing::info!(
             listen = ?local,
+            socket = %listener.describe(),
+            tls = tls.is_some(),
             tools = self.executor.registry().len(),
             resumed,
             refused = self.refused.len(),
@@ -225,10 +245,17 @@ impl Daemon {
             tracing::info!("shutting down: no new calls");
             let _ = stopping_tx.send(());
         };
+        let access = api::Access {
+            tenants: self.tenants.clone(),
+            unix_socket_trust: self.config.auth.unix_socket_trust,
+            tls,
+        };
         let server = api::serve(
             self.executor.clone(),
             self.agents.clone(),
+            self.store.clone(),
             listener,
+            access,
             shutdown,
         );
         tokio::pin!(server);

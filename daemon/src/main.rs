@@ -1,10 +1,9 @@
 //! `airlockd`: the airlock daemon.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use airlock_daemon::Daemon;
-use airlock_daemon::config::{ConfigFile, DaemonConfig, Overrides};
+use airlock_daemon::config::{ConfigFile, DaemonConfig, ListenAddr, Overrides};
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use tracing_subscriber::EnvFilter;
@@ -16,9 +15,23 @@ struct Args {
     /// TOML configuration file; flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Address to serve gRPC on [default: 127.0.0.1:7411].
+    /// Address to serve gRPC on: host:port, or unix:/path for a Unix socket (mode 0600)
+    /// [default: 127.0.0.1:7411].
     #[arg(long, value_name = "ADDR")]
-    listen: Option<SocketAddr>,
+    listen: Option<ListenAddr>,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (mutual TLS).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Let clients on the Unix socket in without a token, as the default tenant: the
+    /// socket's mode already limits it to this user.
+    #[arg(long)]
+    unix_socket_trust: bool,
     /// A directory of tools (one folder with a tool.toml per tool); repeatable, adds to
     /// ./plugins and the config file's.
     #[arg(long = "tools-dir", value_name = "DIR")]
@@ -60,6 +73,10 @@ fn main() -> anyhow::Result<()> {
         file,
         Overrides {
             listen: args.listen,
+            tls_cert: args.tls_cert,
+            tls_key: args.tls_key,
+            tls_client_ca: args.tls_client_ca,
+            unix_socket_trust: args.unix_socket_trust,
             tools_dirs: args.tools_dirs,
             profiles_dir: args.profiles_dir,
             state_dir: args.state_dir,

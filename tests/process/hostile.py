@@ -26,7 +26,7 @@ SYSCALLS = {
         "unshare": 272, "setns": 308, "bpf": 321, "keyctl": 250, "add_key": 248,
         "userfaultfd": 323, "perf_event_open": 298, "io_uring_setup": 425,
         "init_module": 175, "kexec_load": 246, "open_by_handle_at": 304,
-        "process_vm_readv": 310, "clone3": 435, "open_tree": 428, "fsopen": 430,
+        "process_vm_readv": 310, "clone3": 435, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "fsopen": 430,
         "socket": 41, "ioctl": 16, "clone": 56, "swapon": 167, "reboot": 169,
     },
     "aarch64": {
@@ -34,7 +34,7 @@ SYSCALLS = {
         "unshare": 97, "setns": 268, "bpf": 280, "keyctl": 219, "add_key": 217,
         "userfaultfd": 282, "perf_event_open": 241, "io_uring_setup": 425,
         "init_module": 105, "kexec_load": 104, "open_by_handle_at": 265,
-        "process_vm_readv": 270, "clone3": 435, "open_tree": 428, "fsopen": 430,
+        "process_vm_readv": 270, "clone3": 435, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "fsopen": 430,
         "socket": 198, "ioctl": 29, "clone": 220, "swapon": 224, "reboot": 142,
     },
 }[platform.machine()]
@@ -376,6 +376,112 @@ def attack_exec(args):
     }
 
 
+# Attacks of tests/tests/escape_corpus.rs.
+
+IORING_SETUP_PARAMS_BYTES = 120
+VMADDR_CID_LOCAL = 1
+VMADDR_CID_HOST = 2
+
+
+def attack_read_repeatedly(args):
+    """Reads `path` `times` times in a row (while the test swaps a symlink under it)."""
+    seen = {}
+    errors = {}
+    for _ in range(args["times"]):
+        try:
+            content = read(args["path"])
+            seen[content] = seen.get(content, 0) + 1
+        except OSError as err:
+            name = errno.errorcode.get(err.errno, str(err))
+            errors[name] = errors.get(name, 0) + 1
+    return {"seen": seen, "errors": errors}
+
+
+def attack_readlink(args):
+    return [attempt(path, lambda path=path: os.readlink(path)) for path in args["paths"]]
+
+
+def attack_link(args):
+    """Hard links that follow a final symlink in their source (linkat AT_SYMLINK_FOLLOW;
+    Python's os.link calls link(2), which never follows)."""
+    at_fdcwd = -100
+    at_symlink_follow = 0x400
+
+    def link(source, dest):
+        ctypes.set_errno(0)
+        if LIBC.linkat(at_fdcwd, source.encode(), at_fdcwd, dest.encode(), at_symlink_follow) != 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+    return [
+        attempt(f"{source} -> {dest}", lambda source=source, dest=dest: link(source, dest))
+        for source, dest in args["links"]
+    ]
+
+
+def attack_link_fd(args):
+    """Links an open descriptor into the workspace by AT_EMPTY_PATH, the way past a path walk."""
+    at_empty_path = 0x1000
+    at_fdcwd = -100
+    fd = os.open(args["source"], os.O_RDONLY)
+    try:
+        ctypes.set_errno(0)
+        ret = LIBC.linkat(fd, b"", at_fdcwd, args["dest"].encode(), at_empty_path)
+        return "ok" if ret == 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+    finally:
+        os.close(fd)
+
+
+def attack_fds(args):
+    """Every descriptor open in the tool, with what it refers to. The listing's own
+    descriptor is closed again by the time its link is read, so it reports ENOENT."""
+    return {
+        name: attempt(name, lambda name=name: os.readlink(f"/proc/self/fd/{name}"))
+        for name in os.listdir("/proc/self/fd")
+    }
+
+
+def attack_abstract_listen(args):
+    """Listens on an abstract unix socket for `hold` seconds and reports who connected."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind("\0" + args["name"])
+        server.listen()
+        server.settimeout(0.1)
+        accepted = 0
+        deadline = time.monotonic() + args["hold"]
+        while time.monotonic() < deadline:
+            try:
+                connection, _ = server.accept()
+                connection.close()
+                accepted += 1
+            except socket.timeout:
+                pass
+        return {"bound": True, "accepted": accepted}
+
+
+def attack_vsock_io_uring(args):
+    def vsock(kind, cid):
+        def go():
+            with socket.socket(socket.AF_VSOCK, kind) as sock:
+                sock.settimeout(3)
+                sock.connect((cid, args.get("port", 9999)))
+        return go
+
+    params = ctypes.create_string_buffer(IORING_SETUP_PARAMS_BYTES)
+    return {
+        "vsock stream host": attempt("vsock stream host", vsock(socket.SOCK_STREAM, VMADDR_CID_HOST)),
+        "vsock stream local": attempt("vsock stream local", vsock(socket.SOCK_STREAM, VMADDR_CID_LOCAL)),
+        "vsock dgram host": attempt("vsock dgram host", vsock(socket.SOCK_DGRAM, VMADDR_CID_HOST)),
+        "io_uring_setup": syscall("io_uring_setup", 8, params),
+        "io_uring_enter": syscall("io_uring_enter", 0, 1, 0, 0, None, 0),
+        "io_uring_register": syscall("io_uring_register", 0, 0, None, 0),
+    }
+
+
+def attack_say(args):
+    """Returns `text`: tool output that the test fills with instructions for the model."""
+    return {"text": args["text"]}
+
+
 ATTACKS = {
     "read": attack_read,
     "list": attack_list,
@@ -399,6 +505,14 @@ ATTACKS = {
     "exit": attack_exit,
     "segfault": attack_segfault,
     "write_and_run": attack_write_and_run,
+    "read_repeatedly": attack_read_repeatedly,
+    "readlink": attack_readlink,
+    "link": attack_link,
+    "link_fd": attack_link_fd,
+    "fds": attack_fds,
+    "abstract_listen": attack_abstract_listen,
+    "vsock_io_uring": attack_vsock_io_uring,
+    "say": attack_say,
 }
 
 

@@ -3,8 +3,9 @@
 # a client in another language needs nothing but the .proto files — to run tools of both
 # engines, and to drive agent runs and answer their approvals. Installs grpcio into a
 # private virtualenv, generates the stubs, starts the daemon the Rust build produced on a
-# free loopback port, runs test_client.py against it, then stops the daemon with SIGTERM
-# and checks that it exits cleanly.
+# free loopback port, runs test_client.py against it (with the access token the daemon
+# created in its state dir), then stops the daemon with SIGTERM and checks that it exits
+# cleanly.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,9 +35,16 @@ mkdir -p "$work/root/project"
 (cd "$repo" && exec "$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" \
     --workspace-root "$work/root") 2>"$work/airlockd.log" &
 daemon_pid=$!
+# The daemon writes its access token into the state dir while it starts; the client reads it.
+for _ in $(seq 1200); do
+    [[ -s $work/state/token ]] && break
+    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; exit 1; }
+    sleep 0.1
+done
 
 status=0
-PYTHONPATH="$work" "$venv/bin/python" "$here/test_client.py" "127.0.0.1:$port" "$work/root/project" || status=$?
+PYTHONPATH="$work" "$venv/bin/python" "$here/test_client.py" "127.0.0.1:$port" "$work/root/project" \
+    "$work/state" || status=$?
 
 kill -TERM "$daemon_pid"
 daemon_status=0

@@ -1,9 +1,12 @@
 """A plain grpcio client of airlockd: list the tools, run WebAssembly and process tools,
 check the refusals, and drive agent runs whose approvals it answers.
 
-Usage: test_client.py HOST:PORT WORKSPACE
+Usage: test_client.py HOST:PORT WORKSPACE STATE_DIR
+
+Every call but health carries the access token the daemon created in STATE_DIR/token.
 """
 
+import collections
 import json
 import os
 import queue
@@ -25,8 +28,59 @@ from airlock.v1 import (
     tools_pb2_grpc,
 )
 
-ADDRESS, WORKSPACE = sys.argv[1], sys.argv[2]
+ADDRESS, WORKSPACE, STATE_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
+with open(os.path.join(STATE_DIR, "token")) as token_file:
+    TOKEN = token_file.read().strip()
 FIRST_PARTY = {"read_file", "list_dir", "grep", "write_file", "wc"}
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class BearerToken(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Sends `authorization: Bearer <token>` with every call."""
+
+    def __init__(self, token):
+        self._header = ("authorization", f"Bearer {token}")
+
+    def _details(self, details):
+        metadata = list(details.metadata or []) + [self._header]
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+
+def authed_channel():
+    return grpc.intercept_channel(grpc.insecure_channel(ADDRESS), BearerToken(TOKEN))
 
 
 def wait_until_serving(channel, deadline_s=30.0):
@@ -44,10 +98,24 @@ def wait_until_serving(channel, deadline_s=30.0):
         time.sleep(0.1)
 
 
+class AccessTest(unittest.TestCase):
+    def test_without_a_token_only_health_answers(self):
+        channel = grpc.insecure_channel(ADDRESS)
+        wait_until_serving(channel)
+        tools = tools_pb2_grpc.ToolsStub(channel)
+        with self.assertRaises(grpc.RpcError) as refused:
+            tools.ListTools(tools_pb2.ListToolsRequest())
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        wrong = grpc.intercept_channel(channel, BearerToken("not-the-token"))
+        with self.assertRaises(grpc.RpcError) as refused:
+            tools_pb2_grpc.ToolsStub(wrong).ListTools(tools_pb2.ListToolsRequest())
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+
 class ToolsServiceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.channel = grpc.insecure_channel(ADDRESS)
+        cls.channel = authed_channel()
         wait_until_serving(cls.channel)
         cls.tools = tools_pb2_grpc.ToolsStub(cls.channel)
         with open(os.path.join(WORKSPACE, "hello.txt"), "w") as f:
@@ -156,7 +224,7 @@ def write_script(path, content):
 class AgentServiceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.channel = grpc.insecure_channel(ADDRESS)
+        cls.channel = authed_channel()
         wait_until_serving(cls.channel)
         cls.agent = agent_pb2_grpc.AgentStub(cls.channel)
 

@@ -1,23 +1,96 @@
 //! Helpers for airlock's integration tests: a real daemon on a loopback port, tool folders
 //! built from real modules, workspaces, and a gRPC client that collects a call's events.
 //!
+//! Every daemon requires an access token; the helpers read the one it created in its state
+//! dir and send it with each call. [`token_for`] finds it again from the endpoint, for tests
+//! that connect on their own (and for the `airlock` CLI, through `AIRLOCK_TOKEN`).
+//!
 //! WebAssembly modules come from `scripts/build-wasm.sh` (the test command runs it first);
 //! a missing module is a clear panic that says so, never a skipped test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use airlock_daemon::Daemon;
 use airlock_daemon::agent::AgentSettings;
-use airlock_daemon::config::DaemonConfig;
+use airlock_daemon::config::{AuthSettings, DaemonConfig, ListenAddr, TlsFiles};
 use airlock_proto::v1 as pb;
 use pb::execute_tool_event::Event;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+
+/// A channel that sends a tenant's token with every call.
+pub type AuthedChannel = InterceptedService<Channel, BearerToken>;
+
+/// Adds `authorization: Bearer <token>` to each request.
+#[derive(Clone)]
+pub struct BearerToken(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl BearerToken {
+    pub fn new(token: &str) -> BearerToken {
+        BearerToken(format!("Bearer {token}").parse().expect("a token is ASCII"))
+    }
+}
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// The token of each daemon the helpers started, by endpoint.
+fn tokens() -> &'static Mutex<HashMap<String, String>> {
+    static TOKENS: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    TOKENS.get_or_init(Mutex::default)
+}
+
+/// The `default` tenant's token of the daemon serving `endpoint`, when these helpers started
+/// it; empty otherwise (an address where no daemon of theirs listens).
+pub fn token_for(endpoint: &str) -> String {
+    tokens()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(endpoint)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Connects to a daemon these helpers started, sending its default token.
+pub async fn connect(endpoint: &str) -> Result<AuthedChannel, tonic::transport::Error> {
+    let token = token_for(endpoint);
+    assert!(
+        !token.is_empty(),
+        "no daemon of these helpers serves {endpoint}"
+    );
+    let channel = Channel::from_shared(endpoint.to_owned())
+        .expect("a valid endpoint")
+        .connect()
+        .await?;
+    Ok(InterceptedService::new(channel, BearerToken::new(&token)))
+}
+
+/// The token a daemon created in `state_dir`.
+pub fn read_token(state_dir: &Path) -> String {
+    let path = state_dir.join(airlock_daemon::api::token_file::TOKEN_FILE);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+        .trim()
+        .to_owned()
+}
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -164,6 +237,13 @@ pub struct DaemonOptions {
     pub agent: AgentSettings,
     /// An OTLP/gRPC collector to export spans to.
     pub otlp_endpoint: Option<String>,
+    /// Tenants besides `default`, and Unix socket trust.
+    pub auth: AuthSettings,
+    /// Where to listen; a loopback port when unset.
+    pub listen: Option<ListenAddr>,
+    pub tls: Option<TlsFiles>,
+    /// Workspace roots; a fresh temporary directory (`workspace_root`) is always the first.
+    pub extra_workspace_roots: Vec<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -176,13 +256,20 @@ impl Default for DaemonOptions {
             max_concurrent_calls: 16,
             agent: AgentSettings::default(),
             otlp_endpoint: None,
+            auth: AuthSettings::default(),
+            listen: None,
+            tls: None,
+            extra_workspace_roots: Vec::new(),
         }
     }
 }
 
 /// A daemon serving on a loopback port, stopped when dropped.
 pub struct TestDaemon {
+    /// `http://127.0.0.1:<port>` (or `unix:/path`, `https://localhost:<port>`).
     pub endpoint: String,
+    /// The `default` tenant's token, from the state dir.
+    pub token: String,
     /// The only directory requests may name workspaces in.
     pub workspace_root: TempDir,
     pub state_dir: PathBuf,
@@ -202,13 +289,20 @@ impl TestDaemon {
                 (temp.path().to_owned(), Some(temp))
             }
         };
+        let tls = options.tls.is_some();
+        let mut workspace_roots = vec![workspace_root.path().to_owned()];
+        workspace_roots.extend(options.extra_workspace_roots);
         let config = DaemonConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listen: options
+                .listen
+                .unwrap_or_else(|| "127.0.0.1:0".parse().unwrap()),
+            tls: options.tls,
+            auth: options.auth,
             tools_dirs: options.tools_dirs,
             profiles_dir: options.profiles_dir,
             state_dir: state_dir.clone(),
             module_cache_dir: options.module_cache_dir,
-            workspace_roots: vec![workspace_root.path().to_owned()],
+            workspace_roots,
             wasm_max_concurrent_calls: options.max_concurrent_calls,
             shutdown_grace: Duration::from_secs(2),
             agent: options.agent,
@@ -221,8 +315,17 @@ impl TestDaemon {
             .iter()
             .map(|error| error.to_string())
             .collect();
+        let token = read_token(&state_dir);
         let listener = daemon.bind().await.expect("bind loopback");
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let endpoint = match listener.local_addr() {
+            Some(addr) if tls => format!("https://localhost:{}", addr.port()),
+            Some(addr) => format!("http://{addr}"),
+            None => listener.describe(),
+        };
+        tokens()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(endpoint.clone(), token.clone());
         let (shutdown, stop) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             daemon
@@ -234,6 +337,7 @@ impl TestDaemon {
         });
         TestDaemon {
             endpoint,
+            token,
             workspace_root,
             state_dir,
             refused,
@@ -257,16 +361,28 @@ impl TestDaemon {
         &self.refused
     }
 
+    /// A connection without a token: enough for health and reflection only.
     pub async fn channel(&self) -> Channel {
-        Channel::from_shared(self.endpoint.clone())
+        // `Endpoint` (unlike `Channel::from_shared`) also takes `unix:/path`.
+        tonic::transport::Endpoint::from_shared(self.endpoint.clone())
             .unwrap()
             .connect()
             .await
             .expect("connect to the test daemon")
     }
 
-    pub async fn tools(&self) -> pb::tools_client::ToolsClient<Channel> {
-        pb::tools_client::ToolsClient::new(self.channel().await)
+    /// A connection that sends `token` with every call.
+    pub async fn channel_with_token(&self, token: &str) -> AuthedChannel {
+        InterceptedService::new(self.channel().await, BearerToken::new(token))
+    }
+
+    /// A connection as the `default` tenant.
+    pub async fn authed_channel(&self) -> AuthedChannel {
+        self.channel_with_token(&self.token).await
+    }
+
+    pub async fn tools(&self) -> pb::tools_client::ToolsClient<AuthedChannel> {
+        pb::tools_client::ToolsClient::new(self.authed_channel().await)
     }
 
     /// A fresh workspace directory inside the daemon's workspace root.
@@ -449,8 +565,8 @@ pub struct RunStream {
 }
 
 impl TestDaemon {
-    pub async fn agent(&self) -> pb::agent_client::AgentClient<Channel> {
-        pb::agent_client::AgentClient::new(self.channel().await)
+    pub async fn agent(&self) -> pb::agent_client::AgentClient<AuthedChannel> {
+        pb::agent_client::AgentClient::new(self.authed_channel().await)
     }
 
     /// Opens a `Run` stream whose first message is `first`.
@@ -593,6 +709,8 @@ impl RunStream {
 pub struct DaemonProcess {
     child: tokio::process::Child,
     pub endpoint: String,
+    /// The `default` tenant's token, read from the file the daemon names in its log.
+    pub token: String,
     log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -612,6 +730,7 @@ impl DaemonProcess {
             .expect("airlockd starts");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut token = None;
         let endpoint = loop {
             let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
                 .await
@@ -621,6 +740,14 @@ impl DaemonProcess {
                     panic!("airlockd exited before serving:\n{}", log.lock().unwrap())
                 });
             log.lock().unwrap().push_str(&format!("{line}\n"));
+            if line.contains("access tokens loaded")
+                && let Some(path) = line
+                    .split("token_file=")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+            {
+                token = Some(read_token(Path::new(path).parent().unwrap()));
+            }
             if line.contains("airlockd serving")
                 && let Some(addr) = line
                     .split("listen=Some(")
@@ -636,9 +763,20 @@ impl DaemonProcess {
                 collected.lock().unwrap().push_str(&format!("{line}\n"));
             }
         });
+        let token = token.unwrap_or_else(|| {
+            panic!(
+                "airlockd did not log its token file:\n{}",
+                log.lock().unwrap()
+            )
+        });
+        tokens()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(endpoint.clone(), token.clone());
         DaemonProcess {
             child,
             endpoint,
+            token,
             log,
         }
     }
@@ -667,11 +805,13 @@ impl DaemonProcess {
             .unwrap()
     }
 
-    pub async fn channel(&self) -> Channel {
-        Channel::from_shared(self.endpoint.clone())
+    /// A connection as the `default` tenant.
+    pub async fn channel(&self) -> AuthedChannel {
+        let channel = Channel::from_shared(self.endpoint.clone())
             .unwrap()
             .connect()
             .await
-            .expect("connect to airlockd")
+            .expect("connect to airlockd");
+        InterceptedService::new(channel, BearerToken::new(&self.token))
     }
 }

@@ -16,6 +16,7 @@ async fn airlock(daemon_endpoint: &str, args: &[&str]) -> Output {
         .arg(daemon_endpoint)
         .args(args)
         .env("COLUMNS", "200")
+        .env("AIRLOCK_TOKEN", airlock_tests::token_for(daemon_endpoint))
         .env_remove("AIRLOCK_SERVER");
     command.output().await.unwrap()
 }
@@ -192,6 +193,7 @@ async fn airlock_with_input(endpoint: &str, args: &[&str], stdin: &str) -> Outpu
         .arg(endpoint)
         .args(args)
         .env("COLUMNS", "200")
+        .env("AIRLOCK_TOKEN", airlock_tests::token_for(endpoint))
         .env_remove("AIRLOCK_SERVER")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -87,11 +87,7 @@ impl Scenario {
 fn approver(daemon: &DaemonProcess, delay: Duration) -> tokio::task::JoinHandle<()> {
     let endpoint = daemon.endpoint.clone();
     tokio::spawn(async move {
-        let Ok(channel) = tonic::transport::Channel::from_shared(endpoint)
-            .unwrap()
-            .connect()
-            .await
-        else {
+        let Ok(channel) = airlock_tests::connect(&endpoint).await else {
             return;
         };
         let (decisions, receiver) = mpsc::unbounded_channel();

@@ -85,10 +85,21 @@ pub enum AgentError {
     UnknownRun(String),
     #[error("run `{0}` has finished")]
     RunFinished(String),
+    #[error(
+        "tenant `{tenant}` already has {max} runs going, its limit; wait for one to finish or cancel one"
+    )]
+    TooManyRuns { tenant: String, max: u32 },
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Who starts a run, and how many runs that tenant may have going at once.
+#[derive(Debug, Clone)]
+pub struct RunOwner {
+    pub tenant: String,
+    pub max_live_runs: u32,
 }
 
 /// What every run shares.
@@ -104,6 +115,8 @@ pub(crate) struct Shared {
 pub struct LiveRun {
     pub run_id: String,
     pub session_id: String,
+    /// The tenant that started it.
+    pub tenant: String,
     pub log: Arc<RunLog>,
     input: mpsc::UnboundedSender<String>,
     cancel: CancellationToken,
@@ -158,6 +171,11 @@ impl AgentRuntime {
         }
     }
 
+    /// The tools runs may be given.
+    pub fn registry(&self) -> &Arc<crate::tools::Registry> {
+        self.shared.executor.registry()
+    }
+
     pub fn approvals(&self) -> &Arc<ApprovalBroker> {
         &self.shared.approvals
     }
@@ -170,6 +188,24 @@ impl AgentRuntime {
             .cloned()
     }
 
+    /// How many runs of `tenant` are going on.
+    pub fn live_runs_of(&self, tenant: &str) -> usize {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|run| run.tenant == tenant)
+            .count()
+    }
+
+    /// The tenant that owns run `run_id`.
+    pub fn run_owner(&self, run_id: &str) -> Result<String, AgentError> {
+        if let Some(live) = self.live_run(run_id) {
+            return Ok(live.tenant.clone());
+        }
+        Ok(self.run(run_id)?.tenant)
+    }
+
     /// How many runs are going on.
     pub fn live_runs(&self) -> usize {
         self.live
@@ -178,10 +214,12 @@ impl AgentRuntime {
             .len()
     }
 
+    /// A new session of `tenant`.
     pub fn create_session(
         &self,
         workspace: &str,
         labels: BTreeMap<String, String>,
+        tenant: &str,
     ) -> Result<SessionRecord, AgentError> {
         let workspace = self
             .shared
@@ -195,14 +233,21 @@ impl AgentRuntime {
             workspace,
             labels,
             created_at_ms: ids::now_ms(),
+            tenant: tenant.to_owned(),
         };
         self.shared.store.create_session(&session)?;
         Ok(session)
     }
 
-    /// Checks and records a new run, then starts its loop.
-    pub fn start(&self, start: pb::StartRun) -> Result<Arc<LiveRun>, AgentError> {
+    /// Checks and records a new run of `owner`, then starts its loop.
+    pub fn start(&self, start: pb::StartRun, owner: &RunOwner) -> Result<Arc<LiveRun>, AgentError> {
         let invalid = |message: String| AgentError::InvalidRequest(message);
+        if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
+            return Err(AgentError::TooManyRuns {
+                tenant: owner.tenant.clone(),
+                max: owner.max_live_runs,
+            });
+        }
         if start.input.trim().is_empty() {
             return Err(invalid(
                 "a run needs an input: what the user asks for".into(),
@@ -218,11 +263,13 @@ impl AgentRuntime {
         let provider = provider::build(&spec, &self.shared.settings.providers)
             .map_err(|err| invalid(err.to_string()))?;
         let session = if start.session_id.is_empty() {
-            self.create_session(&start.workspace, BTreeMap::new())?
+            self.create_session(&start.workspace, BTreeMap::new(), &owner.tenant)?
         } else {
+            // Another tenant's session is as unknown as one that does not exist.
             self.shared
                 .store
                 .session(&start.session_id)?
+                .filter(|session| session.tenant == owner.tenant)
                 .ok_or_else(|| AgentError::UnknownSession(start.session_id.clone()))?
         };
         let tools = self.resolve_tools(&start.tools)?;
@@ -250,6 +297,7 @@ impl AgentRuntime {
             usage: pb::Usage::default(),
             steps: 0,
             last_seq: 0,
+            tenant: owner.tenant.clone(),
         };
         self.shared.store.create_run(&record)?;
         let log = Arc::new(RunLog::new(run_id.clone(), self.shared.store.clone(), 0));
@@ -314,6 +362,7 @@ impl AgentRuntime {
         let live = Arc::new(LiveRun {
             run_id: record.run_id.clone(),
             session_id: session.session_id.clone(),
+            tenant: record.tenant.clone(),
             log,
             input,
             cancel: CancellationToken::new(),
@@ -634,6 +683,11 @@ impl AgentRuntime {
         let Err(err) = self.shared.approvals.decide(decision, &approver) else {
             return;
         };
+        self.refuse_decision_for_run(run_id, &decision.approval_id, &err.to_string());
+    }
+
+    /// Records in a run's log that a decision sent on its stream did not count, and why.
+    pub fn refuse_decision_for_run(&self, run_id: &str, approval_id: &str, reason: &str) {
         let Some(live) = self.live_run(run_id) else {
             return;
         };
@@ -643,8 +697,8 @@ impl AgentRuntime {
         let recorded = live.log.append(
             "",
             pb::run_event::Event::DecisionRejected(pb::DecisionRejected {
-                approval_id: decision.approval_id.clone(),
-                reason: err.to_string(),
+                approval_id: approval_id.to_owned(),
+                reason: reason.to_owned(),
             }),
         );
         if let Err(store) = recorded {

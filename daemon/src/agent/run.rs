@@ -1030,6 +1030,10 @@ impl RunLoop {
     ) -> Result<(), StoreError> {
         match event {
             ExecutionEvent::Started { execution_id, .. } => {
+                // Its kept output and its cancel belong to the run's tenant alone.
+                self.shared
+                    .store
+                    .record_execution_owner(&execution_id, &self.run.tenant)?;
                 self.emit(
                     step_id,
                     Event::ToolStarted(pb::ToolStarted {

@@ -1,4 +1,8 @@
 //! `airlock.v1.Agent`: sessions, runs on a bidirectional stream, approver consoles.
+//!
+//! Every run belongs to the tenant that started it. Another tenant's run ids answer
+//! NOT_FOUND, exactly like ids that do not exist, so that ids do not leak; approval requests
+//! reach only the consoles of tenants that may answer them.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -11,8 +15,13 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::auth::caller;
 use super::error::ApiError;
-use crate::agent::AgentRuntime;
+use super::limits;
+use super::tenants::Tenant;
+use super::tools::check_call;
+use crate::agent::{AgentError, AgentRuntime, RunOwner};
+use crate::config::ApprovalRights;
 use crate::store::{RunFilter, RunRecord, RunState};
 
 /// Runs listed per page unless the client asks for fewer; and the most it may ask for.
@@ -30,6 +39,52 @@ impl AgentService {
     pub fn new(runtime: Arc<AgentRuntime>) -> AgentService {
         AgentService { runtime }
     }
+
+    /// Fails with NOT_FOUND unless `tenant` owns run `run_id`.
+    fn check_owner(&self, tenant: &Tenant, run_id: &str) -> Result<(), Status> {
+        let owner = self.runtime.run_owner(run_id).map_err(ApiError::from)?;
+        if tenant.owns(&owner) {
+            Ok(())
+        } else {
+            Err(ApiError::from(AgentError::UnknownRun(run_id.to_owned())).into())
+        }
+    }
+
+    /// Narrows a run's tools to the tenant's and checks its workspace.
+    fn check_start(&self, tenant: &Tenant, start: &mut pb::StartRun) -> Result<(), Status> {
+        if start.input.len() > limits::MAX_ARGUMENTS_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "the input is {} bytes; the limit is {} bytes",
+                start.input.len(),
+                limits::MAX_ARGUMENTS_BYTES
+            )));
+        }
+        tenant
+            .may_use_workspace(&start.workspace)
+            .map_err(|err| Status::permission_denied(format!("tenant `{}`: {err}", tenant.name)))?;
+        let Some(allowed) = tenant.allowed_tools() else {
+            return Ok(());
+        };
+        if start.tools.is_empty() {
+            // "Every tool" means every tool this tenant may use.
+            let registry = self.runtime.registry();
+            start.tools = allowed
+                .iter()
+                .filter(|name| registry.get(name).is_some())
+                .cloned()
+                .collect();
+            if start.tools.is_empty() {
+                return Err(Status::permission_denied(format!(
+                    "tenant `{}` may use none of the tools this daemon serves",
+                    tenant.name
+                )));
+            }
+        }
+        for tool in &start.tools {
+            check_call(tenant, tool, "")?;
+        }
+        Ok(())
+    }
 }
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -40,11 +95,15 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<pb::CreateSessionRequest>,
     ) -> Result<Response<pb::Session>, Status> {
+        let tenant = caller(&request)?;
         let request = request.into_inner();
+        tenant
+            .may_use_workspace(&request.workspace)
+            .map_err(|err| Status::permission_denied(format!("tenant `{}`: {err}", tenant.name)))?;
         let labels: BTreeMap<String, String> = request.labels.into_iter().collect();
         let session = self
             .runtime
-            .create_session(&request.workspace, labels)
+            .create_session(&request.workspace, labels, &tenant.name)
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::Session {
             session_id: session.session_id,
@@ -60,14 +119,20 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<Streaming<pb::RunRequest>>,
     ) -> Result<Response<Self::RunStream>, Status> {
+        let tenant = caller(&request)?;
         let mut requests = request.into_inner();
         let first = requests
             .message()
             .await?
             .ok_or_else(|| Status::invalid_argument("the stream ended before its first message"))?;
         let (run_id, events) = match first.request {
-            Some(pb::run_request::Request::Start(start)) => {
-                let live = self.runtime.start(start).map_err(ApiError::from)?;
+            Some(pb::run_request::Request::Start(mut start)) => {
+                self.check_start(&tenant, &mut start)?;
+                let owner = RunOwner {
+                    tenant: tenant.name.clone(),
+                    max_live_runs: tenant.max_concurrent_runs,
+                };
+                let live = self.runtime.start(start, &owner).map_err(ApiError::from)?;
                 let events = self
                     .runtime
                     .follow(&live.run_id, 0)
@@ -75,6 +140,7 @@ impl pb::agent_server::Agent for AgentService {
                 (live.run_id.clone(), events)
             }
             Some(pb::run_request::Request::Attach(attach)) => {
+                self.check_owner(&tenant, &attach.run_id)?;
                 let events = self
                     .runtime
                     .follow(&attach.run_id, attach.after_seq)
@@ -98,7 +164,15 @@ impl pb::agent_server::Agent for AgentService {
             while let Ok(Some(message)) = requests.message().await {
                 match message.request {
                     Some(pb::run_request::Request::Decision(decision)) => {
-                        runtime.decide_for_run(&run_id, &decision);
+                        if tenant.approvals == ApprovalRights::None {
+                            runtime.refuse_decision_for_run(
+                                &run_id,
+                                &decision.approval_id,
+                                &format!("tenant `{}` may not answer approvals", tenant.name),
+                            );
+                        } else {
+                            runtime.decide_for_run(&run_id, &decision);
+                        }
                     }
                     Some(pb::run_request::Request::Cancel(cancel)) => {
                         if let Err(err) = runtime.cancel(&run_id, &cancel.reason) {
@@ -131,14 +205,29 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<Streaming<pb::ApprovalDecision>>,
     ) -> Result<Response<Self::ApprovalsStream>, Status> {
+        let tenant = caller(&request)?;
+        if tenant.approvals == ApprovalRights::None {
+            return Err(Status::permission_denied(format!(
+                "tenant `{}` may not answer approvals",
+                tenant.name
+            )));
+        }
         let mut decisions = request.into_inner();
         let (sender, receiver) = mpsc::channel(CONSOLE_BUFFER);
         let (pending, mut updates) = self.runtime.approvals().subscribe();
         let broker = self.runtime.approvals().clone();
         let outgoing = sender.clone();
+        let runtime = self.runtime.clone();
+        let console_tenant = tenant.clone();
+        // Only the requests of runs this tenant may answer; an unknown run's are nobody's.
+        let visible = move |request: &pb::ApprovalRequest| {
+            runtime
+                .run_owner(&request.run_id)
+                .is_ok_and(|owner| console_tenant.may_answer_for(&owner))
+        };
         tokio::spawn(async move {
             for request in pending {
-                if outgoing.send(Ok(request)).await.is_err() {
+                if visible(&request) && outgoing.send(Ok(request)).await.is_err() {
                     return;
                 }
             }
@@ -150,7 +239,7 @@ impl pb::agent_server::Agent for AgentService {
                         let (pending, fresh) = broker.subscribe();
                         updates = fresh;
                         for request in pending {
-                            if outgoing.send(Ok(request)).await.is_err() {
+                            if visible(&request) && outgoing.send(Ok(request)).await.is_err() {
                                 return;
                             }
                         }
@@ -158,7 +247,7 @@ impl pb::agent_server::Agent for AgentService {
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
-                if outgoing.send(Ok(update)).await.is_err() {
+                if visible(&update) && outgoing.send(Ok(update)).await.is_err() {
                     return;
                 }
             }
@@ -166,7 +255,20 @@ impl pb::agent_server::Agent for AgentService {
         let runtime = self.runtime.clone();
         tokio::spawn(async move {
             while let Ok(Some(decision)) = decisions.message().await {
-                if let Err(err) = runtime.decide(&decision) {
+                // Another tenant's request is answered as if it were not pending at all.
+                let allowed = runtime
+                    .approvals()
+                    .pending_run_id(&decision.approval_id)
+                    .and_then(|run_id| runtime.run_owner(&run_id).ok())
+                    .is_some_and(|owner| tenant.may_answer_for(&owner));
+                let decided = if allowed {
+                    runtime.decide(&decision)
+                } else {
+                    Err(crate::policy::DecisionError::NotPending(
+                        decision.approval_id.clone(),
+                    ))
+                };
+                if let Err(err) = decided {
                     let rejected = pb::ApprovalRequest {
                         approval_id: decision.approval_id.clone(),
                         state: pb::ApprovalState::DecisionRejected as i32,
@@ -186,7 +288,9 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<pb::CancelRunRequest>,
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
+        let tenant = caller(&request)?;
         let request = request.into_inner();
+        self.check_owner(&tenant, &request.run_id)?;
         self.runtime
             .cancel(&request.run_id, &request.reason)
             .map_err(ApiError::from)?;
@@ -197,10 +301,12 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::RunInfo>, Status> {
-        let run = self
-            .runtime
-            .run(&request.into_inner().run_id)
-            .map_err(ApiError::from)?;
+        let tenant = caller(&request)?;
+        let run_id = request.into_inner().run_id;
+        let run = self.runtime.run(&run_id).map_err(ApiError::from)?;
+        if !tenant.owns(&run.tenant) {
+            return Err(ApiError::from(AgentError::UnknownRun(run_id)).into());
+        }
         Ok(Response::new(run_info(run)))
     }
 
@@ -208,6 +314,7 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        let tenant = caller(&request)?;
         let request = request.into_inner();
         let state = match pb::RunState::try_from(request.state) {
             Ok(pb::RunState::Unspecified) => None,
@@ -224,6 +331,7 @@ impl pb::agent_server::Agent for AgentService {
         let filter = RunFilter {
             session_id: (!request.session_id.is_empty()).then_some(request.session_id),
             state,
+            tenant: Some(tenant.name.clone()),
         };
         let size = match request.page_size {
             0 => DEFAULT_PAGE_SIZE,
@@ -244,7 +352,9 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<pb::GetTraceRequest>,
     ) -> Result<Response<pb::Trace>, Status> {
+        let tenant = caller(&request)?;
         let run_id = request.into_inner().run_id;
+        self.check_owner(&tenant, &run_id)?;
         let (run, spans) = self.runtime.trace(&run_id).map_err(ApiError::from)?;
         Ok(Response::new(pb::Trace {
             run_id: run.run_id,

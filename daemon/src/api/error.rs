@@ -42,6 +42,7 @@ impl From<ApiError> for Status {
                 AgentError::InvalidRequest(_) => Code::InvalidArgument,
                 AgentError::UnknownSession(_) | AgentError::UnknownRun(_) => Code::NotFound,
                 AgentError::RunFinished(_) => Code::FailedPrecondition,
+                AgentError::TooManyRuns { .. } => Code::ResourceExhausted,
                 AgentError::Workspace(workspace) => workspace_code(workspace),
                 AgentError::Store(store) => match store {
                     StoreError::Open { .. }

@@ -1,8 +1,16 @@
 //! The gRPC surface: the `airlock.v1` services, gRPC health and server reflection. This layer
-//! only translates between wire messages and the services behind it.
+//! translates between wire messages and the services behind it, and decides who may call:
+//! every `Tools` and `Agent` call carries a tenant's token ([`auth`]).
 
 mod agent;
+pub mod auth;
 mod error;
+pub mod limits;
+pub mod listen;
+mod quota;
+pub mod tenants;
+pub mod tls;
+pub mod token_file;
 mod tools;
 
 use std::future::Future;
@@ -10,21 +18,36 @@ use std::sync::Arc;
 
 use airlock_proto::v1::agent_server::AgentServer;
 use airlock_proto::v1::tools_server::ToolsServer;
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::Server;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
 
 use crate::agent::AgentRuntime;
+use crate::store::Store;
 use crate::tools::Executor;
 
 pub use error::ApiError;
+pub use listen::{ListenError, Listener};
+pub use tenants::{Tenant, Tenants};
+
+/// Who may call, and how connections are secured.
+pub struct Access {
+    pub tenants: Arc<Tenants>,
+    /// Clients on a Unix socket need no token (see `config::AuthSettings`).
+    pub unix_socket_trust: bool,
+    /// TLS on the listener; plaintext when none.
+    pub tls: Option<ServerTlsConfig>,
+}
 
 /// Serves every service on `listener` until `shutdown` resolves, then stops accepting and
 /// lets in-flight calls finish.
 pub async fn serve(
     executor: Arc<Executor>,
     agents: Arc<AgentRuntime>,
-    listener: TcpListener,
+    store: Arc<dyn Store>,
+    listener: Listener,
+    access: Access,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -42,23 +65,50 @@ pub async fn serve(
     };
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
+    let authenticate = auth::Authenticate::new(access.tenants, access.unix_socket_trust);
+    let tools = ToolsServer::new(tools::ToolsService::new(executor, store))
+        .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
+        .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
+    let agent = AgentServer::new(agent::AgentService::new(agents))
+        .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
+        .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
 
-    Server::builder()
+    let mut server = Server::builder().http2_max_header_list_size(limits::MAX_HEADER_LIST_BYTES);
+    if let Some(tls) = access.tls {
+        server = server.tls_config(tls)?;
+    }
+    let router = server
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(ToolsServer::new(tools::ToolsService::new(executor)))
-        .add_service(AgentServer::new(agent::AgentService::new(agents)))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-            shutdown.await;
-            health
-                .set_not_serving::<ToolsServer<tools::ToolsService>>()
-                .await;
-            health
-                .set_not_serving::<AgentServer<agent::AgentService>>()
-                .await;
-        })
-        .await?;
+        .add_service(InterceptedService::new(tools, authenticate.clone()))
+        .add_service(InterceptedService::new(agent, authenticate));
+    let stopped = async {
+        shutdown.await;
+        health
+            .set_not_serving::<ToolsServer<tools::ToolsService>>()
+            .await;
+        health
+            .set_not_serving::<AgentServer<agent::AgentService>>()
+            .await;
+    };
+    // The listener is kept (not moved) so that a Unix socket's file is removed when it drops.
+    match listener {
+        Listener::Tcp(tcp) => {
+            // tonic sets TCP_NODELAY only on sockets it accepts itself. Without it a streamed
+            // call's small frames wait for the client's delayed ACK: ~40 ms per call.
+            let incoming = TcpIncoming::from(tcp).with_nodelay(Some(true));
+            router
+                .serve_with_incoming_shutdown(incoming, stopped)
+                .await?;
+        }
+        Listener::Unix { listener, path } => {
+            let _remove = listen::RemoveOnDrop(path);
+            router
+                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped)
+                .await?;
+        }
+    }
     Ok(())
 }
 

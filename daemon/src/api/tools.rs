@@ -1,4 +1,6 @@
-//! `airlock.v1.Tools`: list tools, run one directly, cancel a run.
+//! `airlock.v1.Tools`: list tools, run one directly, cancel a run. Each tenant sees and runs
+//! only the tools its entry allows, in its own workspaces, and reaches only its own
+//! executions.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,30 +14,66 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
+use super::auth::caller;
 use super::error::ApiError;
+use super::limits;
+use super::quota::{Quota, Slot};
+use super::tenants::{DEFAULT_TENANT, Tenant};
+use crate::store::Store;
 use crate::tools::{CallRequest, ExecutionEvent, Executor};
 use crate::wire as convert;
 
 pub struct ToolsService {
     executor: Arc<Executor>,
+    store: Arc<dyn Store>,
+    executions: Quota,
 }
 
 impl ToolsService {
-    pub fn new(executor: Arc<Executor>) -> ToolsService {
-        ToolsService { executor }
+    pub fn new(executor: Arc<Executor>, store: Arc<dyn Store>) -> ToolsService {
+        ToolsService {
+            executor,
+            store,
+            executions: Quota::default(),
+        }
     }
+
+    /// Whether `tenant` owns execution `execution_id`. Executions recorded before tenants
+    /// existed belong to `default`.
+    fn owns_execution(&self, tenant: &Tenant, execution_id: &str) -> Result<bool, Status> {
+        let owner = self
+            .store
+            .execution_owner(execution_id)
+            .map_err(|err| Status::unavailable(err.to_string()))?;
+        Ok(tenant.owns(owner.as_deref().unwrap_or(DEFAULT_TENANT)))
+    }
+}
+
+/// Checks a tool call against what the tenant may do.
+pub(super) fn check_call(tenant: &Tenant, tool: &str, workspace: &str) -> Result<(), Status> {
+    if !tenant.may_use_tool(tool) {
+        return Err(Status::permission_denied(format!(
+            "tenant `{}` may not use tool `{tool}`",
+            tenant.name
+        )));
+    }
+    tenant
+        .may_use_workspace(workspace)
+        .map_err(|err| Status::permission_denied(format!("tenant `{}`: {err}", tenant.name)))
 }
 
 #[tonic::async_trait]
 impl pb::tools_server::Tools for ToolsService {
     async fn list_tools(
         &self,
-        _request: Request<pb::ListToolsRequest>,
+        request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let tenant = caller(&request)?;
         let tools = self
             .executor
             .registry()
             .tools()
+            .filter(|tool| tenant.may_use_tool(tool.name()))
             .map(|tool| convert::tool_info(tool))
             .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))
@@ -47,7 +85,15 @@ impl pb::tools_server::Tools for ToolsService {
         &self,
         request: Request<pb::ExecuteToolRequest>,
     ) -> Result<Response<Self::ExecuteToolStream>, Status> {
+        let tenant = caller(&request)?;
         let request = request.into_inner();
+        limits::check_arguments(&request.arguments_json)?;
+        check_call(&tenant, &request.tool, &request.workspace)?;
+        let slot = self.executions.acquire(
+            &tenant.name,
+            tenant.max_concurrent_executions,
+            "tool executions",
+        )?;
         let call = self
             .executor
             .prepare(CallRequest {
@@ -59,11 +105,28 @@ impl pb::tools_server::Tools for ToolsService {
                 read_only: false,
             })
             .map_err(ApiError::from)?;
-        let (events, receiver) = mpsc::unbounded_channel();
+        let (events, mut from_executor) = mpsc::unbounded_channel();
+        let (to_client, receiver) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let executor = self.executor.clone();
         let call_cancel = cancel.clone();
         tokio::spawn(async move { executor.run(call, events, call_cancel).await });
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            // The slot is the tenant's until the call has reported its end.
+            let _slot: Slot = slot;
+            while let Some(event) = from_executor.recv().await {
+                if let ExecutionEvent::Started { execution_id, .. } = &event
+                    && let Err(err) = store.record_execution_owner(execution_id, &tenant.name)
+                {
+                    tracing::warn!(execution = %execution_id, error = %err, "cannot record the owner of an execution");
+                }
+                if to_client.send(event).is_err() {
+                    // The client went; draining lets the cancelled call finish.
+                    continue;
+                }
+            }
+        });
         Ok(Response::new(CancelOnDrop {
             events: UnboundedReceiverStream::new(receiver),
             _cancel: cancel.drop_guard(),
@@ -74,7 +137,13 @@ impl pb::tools_server::Tools for ToolsService {
         &self,
         request: Request<pb::ReadOutputRequest>,
     ) -> Result<Response<pb::ReadOutputResponse>, Status> {
+        let tenant = caller(&request)?;
         let request = request.into_inner();
+        if !self.owns_execution(&tenant, &request.execution_id)? {
+            return Err(
+                ApiError::Kept(crate::output::KeptError::NotFound(request.execution_id)).into(),
+            );
+        }
         let kept = self
             .executor
             .kept_outputs()
@@ -95,8 +164,9 @@ impl pb::tools_server::Tools for ToolsService {
         &self,
         request: Request<pb::CancelExecutionRequest>,
     ) -> Result<Response<pb::CancelExecutionResponse>, Status> {
+        let tenant = caller(&request)?;
         let id = request.into_inner().execution_id;
-        if self.executor.cancel(&id) {
+        if self.owns_execution(&tenant, &id)? && self.executor.cancel(&id) {
             Ok(Response::new(pb::CancelExecutionResponse {}))
         } else {
             Err(ApiError::ExecutionNotFound(id).into())

@@ -218,6 +218,14 @@ impl ApprovalBroker {
         (pending, receiver)
     }
 
+    /// The run a pending request belongs to; none when `approval_id` is not pending.
+    pub fn pending_run_id(&self, approval_id: &str) -> Option<String> {
+        self.lock()
+            .pending
+            .get(approval_id)
+            .map(|pending| pending.request.run_id.clone())
+    }
+
     pub fn pending_count(&self) -> usize {
         self.lock().pending.len()
     }

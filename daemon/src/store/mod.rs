@@ -21,6 +21,8 @@ pub struct SessionRecord {
     pub workspace: String,
     pub labels: BTreeMap<String, String>,
     pub created_at_ms: i64,
+    /// The tenant that created it; only that tenant sees it.
+    pub tenant: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +69,8 @@ pub struct RunRecord {
     pub usage: pb::Usage,
     pub steps: u32,
     pub last_seq: u64,
+    /// The tenant that started it; only that tenant sees it.
+    pub tenant: String,
 }
 
 /// A recoverable snapshot of a run's loop, covering its log up to `seq`.
@@ -116,6 +120,8 @@ pub struct OutputRecord {
 pub struct RunFilter {
     pub session_id: Option<String>,
     pub state: Option<RunState>,
+    /// Only the runs of this tenant.
+    pub tenant: Option<String>,
 }
 
 /// How a run ended.
@@ -218,4 +224,9 @@ pub trait Store: Send + Sync {
     fn remove_output(&self, execution_id: &str) -> StoreResult<()>;
     /// How many kept outputs name the blob `digest`.
     fn output_references(&self, digest: &str) -> StoreResult<u64>;
+
+    /// Records which tenant a tool execution belongs to (its `ReadOutput` and
+    /// `CancelExecution` are that tenant's alone).
+    fn record_execution_owner(&self, execution_id: &str, tenant: &str) -> StoreResult<()>;
+    fn execution_owner(&self, execution_id: &str) -> StoreResult<Option<String>>;
 }

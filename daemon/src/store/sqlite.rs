@@ -107,6 +107,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX outputs_by_age ON outputs(created_at_ms, execution_id);
     CREATE INDEX outputs_by_digest ON outputs(digest);
     "#,
+    // 3: the tenant that owns each session, run and tool execution. Rows written before
+    // tenants existed belong to `default`, the only tenant there was.
+    r#"
+    ALTER TABLE sessions ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE runs ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
+    CREATE INDEX runs_by_tenant ON runs(tenant, created_at_ms DESC);
+    CREATE TABLE execution_owners (
+        execution_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// How the store is opened.
@@ -210,7 +221,7 @@ fn migrate(connection: &Connection) -> Result<(), String> {
 }
 
 const RUN_COLUMNS: &str = "run_id, session_id, state, start, model, workspace, trace_id, created_at_ms, \
-     finished_at_ms, stop_reason, stop_detail, final_text, usage, steps, last_seq";
+     finished_at_ms, stop_reason, stop_detail, final_text, usage, steps, last_seq, tenant";
 
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, String>> {
     let state: String = row.get(2)?;
@@ -238,6 +249,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, S
             usage: pb::Usage::decode(usage.as_slice()).map_err(|e| e.to_string())?,
             steps: u32::try_from(steps).map_err(|e| e.to_string())?,
             last_seq: u64::try_from(last_seq).map_err(|e| e.to_string())?,
+            tenant: row.get(15).map_err(|e| e.to_string())?,
         })
     })();
     Ok(decoded)
@@ -266,8 +278,8 @@ impl Store for SqliteStore {
             serde_json::to_string(&session.labels).map_err(|e| StoreError::Io(e.to_string()))?;
         self.with(|c| {
             c.execute(
-                "INSERT INTO sessions (session_id, workspace, labels, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![session.session_id, session.workspace, labels, session.created_at_ms],
+                "INSERT INTO sessions (session_id, workspace, labels, created_at_ms, tenant) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![session.session_id, session.workspace, labels, session.created_at_ms, session.tenant],
             )
             .map(|_| ())
         })
@@ -276,7 +288,7 @@ impl Store for SqliteStore {
     fn session(&self, session_id: &str) -> StoreResult<Option<SessionRecord>> {
         let row = self.with(|c| {
             c.query_row(
-                "SELECT session_id, workspace, labels, created_at_ms FROM sessions WHERE session_id = ?1",
+                "SELECT session_id, workspace, labels, created_at_ms, tenant FROM sessions WHERE session_id = ?1",
                 params![session_id],
                 |row| {
                     Ok((
@@ -284,18 +296,20 @@ impl Store for SqliteStore {
                         row.get::<_, String>(1)?,
                         row.get::<_, String>(2)?,
                         row.get::<_, i64>(3)?,
+                        row.get::<_, String>(4)?,
                     ))
                 },
             )
             .optional()
         })?;
-        row.map(|(session_id, workspace, labels, created_at_ms)| {
+        row.map(|(session_id, workspace, labels, created_at_ms, tenant)| {
             Ok(SessionRecord {
                 session_id,
                 workspace,
                 labels: serde_json::from_str(&labels)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 created_at_ms,
+                tenant,
             })
         })
         .transpose()
@@ -304,7 +318,7 @@ impl Store for SqliteStore {
     fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
         self.with(|c| {
             c.execute(
-                &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"),
+                &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
                 params![
                     run.run_id,
                     run.session_id,
@@ -321,6 +335,7 @@ impl Store for SqliteStore {
                     run.usage.encode_to_vec(),
                     i64::from(run.steps),
                     seq_param(run.last_seq),
+                    run.tenant,
                 ],
             )
             .map(|_| ())
@@ -364,6 +379,7 @@ impl Store for SqliteStore {
                  WHERE (?1 IS NULL OR session_id = ?1)
                    AND (?2 IS NULL OR state = ?2)
                    AND (?3 IS NULL OR created_at_ms < ?3 OR (created_at_ms = ?3 AND run_id < ?4))
+                   AND (?6 IS NULL OR tenant = ?6)
                  ORDER BY created_at_ms DESC, run_id DESC
                  LIMIT ?5"
             ))?;
@@ -374,6 +390,7 @@ impl Store for SqliteStore {
                     cursor.as_ref().map(|(time, _)| *time),
                     cursor.as_ref().map(|(_, id)| id.clone()),
                     limit_plus_one,
+                    filter.tenant,
                 ],
                 run_from_row,
             )?;
@@ -740,6 +757,27 @@ impl Store for SqliteStore {
         })
     }
 
+    fn record_execution_owner(&self, execution_id: &str, tenant: &str) -> StoreResult<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR IGNORE INTO execution_owners (execution_id, tenant) VALUES (?1, ?2)",
+                params![execution_id, tenant],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn execution_owner(&self, execution_id: &str) -> StoreResult<Option<String>> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT tenant FROM execution_owners WHERE execution_id = ?1",
+                params![execution_id],
+                |row| row.get(0),
+            )
+            .optional()
+        })
+    }
+
     fn output_references(&self, digest: &str) -> StoreResult<u64> {
         let count: i64 = self.with(|c| {
             c.query_row(
@@ -766,6 +804,7 @@ mod tests {
             workspace: "/srv/ws".into(),
             labels: [("team".to_owned(), "core".to_owned())].into(),
             created_at_ms: 1,
+            tenant: "default".into(),
         }
     }
 
@@ -789,6 +828,7 @@ mod tests {
             usage: pb::Usage::default(),
             steps: 0,
             last_seq: 0,
+            tenant: "default".into(),
         }
     }
 
@@ -871,6 +911,7 @@ mod tests {
         let filter = RunFilter {
             session_id: Some("s1".into()),
             state: None,
+            tenant: None,
         };
         let (first, token) = store.list_runs(&filter, 2, None).expect("page");
         assert_eq!(

@@ -2,11 +2,16 @@
 //! service are in [`agent`].
 
 mod agent;
+pub mod auth;
 
 use std::error::Error as StdError;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+use self::auth::BearerToken;
 
 pub use self::agent::{ApprovalConsole, RunHandle};
 use crate::error::ClientError;
@@ -26,25 +31,65 @@ pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7411";
 /// until the kernel gives up on the TCP handshake, minutes later.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Opens a connection to the daemon at `endpoint`.
+/// The PEM CA bundle is a few certificates; a bound keeps a mistyped path from being read
+/// whole.
+const MAX_CA_BYTES: u64 = 1024 * 1024;
+
+/// A channel that sends the token with every call.
+pub type AuthedChannel = InterceptedService<Channel, BearerToken>;
+
+/// How to connect beyond the address: the token, and the CA an `https://` daemon's
+/// certificate must chain to.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// None: `$AIRLOCK_TOKEN`, else the token file of a daemon on this host
+    /// ([`auth::discover_token`]).
+    pub token: Option<String>,
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// Opens a connection to the daemon at `endpoint`, with the token found on this host.
 ///
-/// `endpoint` is a URL such as `http://127.0.0.1:7411`; a bare `host:port` is taken to mean
-/// `http://host:port`. The connection is made now, so that an address where nothing listens
-/// is reported here, as [`ClientError::Unreachable`], rather than by the first call.
+/// `endpoint` is a URL such as `http://127.0.0.1:7411`, `https://host:7411` or
+/// `unix:/run/airlock.sock`; a bare `host:port` is taken to mean `http://host:port`. The
+/// connection is made now, so that an address where nothing listens is reported here, as
+/// [`ClientError::Unreachable`], rather than by the first call.
 pub async fn connect(endpoint: &str) -> Result<AirlockClient, ClientError> {
+    connect_with(endpoint, &ConnectOptions::default()).await
+}
+
+/// [`connect`] with a given token or CA.
+pub async fn connect_with(
+    endpoint: &str,
+    options: &ConnectOptions,
+) -> Result<AirlockClient, ClientError> {
     let endpoint = normalize_endpoint(endpoint)?;
-    let channel = Endpoint::from_shared(endpoint.clone())
+    let bearer = BearerToken::new(auth::discover_token(options.token.as_deref())?.as_deref())?;
+    let mut builder = Endpoint::from_shared(endpoint.clone())
         .map_err(|error| ClientError::InvalidEndpoint {
             endpoint: endpoint.clone(),
             reason: innermost_reason(&error),
         })?
-        .connect_timeout(CONNECT_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT);
+    if endpoint
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    {
+        builder = builder
+            .tls_config(tls_config(&endpoint, options)?)
+            .map_err(|error| ClientError::InvalidEndpoint {
+                endpoint: endpoint.clone(),
+                reason: innermost_reason(&error),
+            })?;
+    }
+    let channel = builder
         .connect()
         .await
         .map_err(|error| ClientError::Unreachable {
             endpoint: endpoint.clone(),
             reason: innermost_reason(&error),
         })?;
+    let channel = InterceptedService::new(channel, bearer);
     Ok(AirlockClient {
         tools: ToolsClient::new(channel.clone()),
         agent: AgentClient::new(channel),
@@ -52,17 +97,48 @@ pub async fn connect(endpoint: &str) -> Result<AirlockClient, ClientError> {
     })
 }
 
-/// Adds the scheme people leave out, and refuses schemes this client cannot speak: the daemon
-/// serves plaintext gRPC, and this client is built without TLS.
+/// TLS for an `https://` daemon: its certificate must chain to `--ca-cert` (this client
+/// trusts no public roots: airlockd's certificates are the operator's own).
+fn tls_config(endpoint: &str, options: &ConnectOptions) -> Result<ClientTlsConfig, ClientError> {
+    let Some(path) = &options.ca_cert else {
+        return Err(ClientError::InvalidEndpoint {
+            endpoint: endpoint.to_owned(),
+            reason: "an https:// daemon needs --ca-cert, the CA its certificate is signed by"
+                .to_owned(),
+        });
+    };
+    let unreadable = |reason: String| {
+        ClientError::Credentials(format!("cannot read the CA {}: {reason}", path.display()))
+    };
+    let size = std::fs::metadata(path)
+        .map_err(|err| unreadable(err.to_string()))?
+        .len();
+    if size > MAX_CA_BYTES {
+        return Err(unreadable(format!("larger than {MAX_CA_BYTES} bytes")));
+    }
+    let pem = std::fs::read(path).map_err(|err| unreadable(err.to_string()))?;
+    Ok(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+}
+
+/// Adds the scheme people leave out, and refuses schemes this client cannot speak.
 fn normalize_endpoint(raw: &str) -> Result<String, ClientError> {
     let raw = raw.trim();
+    if raw.starts_with("unix:") {
+        return Ok(raw.to_owned());
+    }
     let endpoint = match raw.split_once("://") {
         None => format!("http://{raw}"),
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => raw.to_owned(),
+        Some((scheme, _))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
+            raw.to_owned()
+        }
         Some((scheme, _)) => {
             return Err(ClientError::InvalidEndpoint {
                 endpoint: raw.to_owned(),
-                reason: format!("unsupported scheme {scheme:?}; airlockd speaks http://"),
+                reason: format!(
+                    "unsupported scheme {scheme:?}; airlockd speaks http://, https:// and unix:"
+                ),
             });
         }
     };
@@ -87,8 +163,8 @@ fn innermost_reason(error: &(dyn StdError + 'static)) -> String {
 /// can cancel a call while another clone reads its events.
 #[derive(Debug, Clone)]
 pub struct AirlockClient {
-    tools: ToolsClient<Channel>,
-    agent: AgentClient<Channel>,
+    tools: ToolsClient<AuthedChannel>,
+    agent: AgentClient<AuthedChannel>,
     endpoint: String,
 }
 
@@ -227,14 +303,31 @@ mod tests {
 
     #[test]
     fn other_schemes_are_refused_with_the_reason() {
-        let Err(error) = normalize_endpoint("https://example.com") else {
-            panic!("https was accepted");
+        let Err(error) = normalize_endpoint("ftp://example.com") else {
+            panic!("ftp was accepted");
         };
         assert_eq!(
             error.to_string(),
-            "invalid server address \"https://example.com\": unsupported scheme \"https\"; \
-             airlockd speaks http://"
+            "invalid server address \"ftp://example.com\": unsupported scheme \"ftp\"; \
+             airlockd speaks http://, https:// and unix:"
         );
+        let endpoint = normalize_endpoint("unix:/run/airlock.sock").ok();
+        assert_eq!(endpoint.as_deref(), Some("unix:/run/airlock.sock"));
+        let endpoint = normalize_endpoint("https://h:1").ok();
+        assert_eq!(endpoint.as_deref(), Some("https://h:1"));
+        assert_eq!(error.exit_code(), crate::exit_code::USAGE);
+    }
+
+    #[tokio::test]
+    async fn https_without_a_ca_is_a_usage_error() {
+        let options = ConnectOptions {
+            token: Some("t".to_owned()),
+            ca_cert: None,
+        };
+        let Err(error) = connect_with("https://127.0.0.1:1", &options).await else {
+            panic!("https without a CA connected");
+        };
+        assert!(error.to_string().contains("--ca-cert"), "{error}");
         assert_eq!(error.exit_code(), crate::exit_code::USAGE);
     }
 

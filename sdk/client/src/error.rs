@@ -16,6 +16,10 @@ pub enum ClientError {
     #[error("invalid server address {endpoint:?}: {reason}")]
     InvalidEndpoint { endpoint: String, reason: String },
 
+    /// The token or a certificate could not be read.
+    #[error("{0}")]
+    Credentials(String),
+
     /// Nothing answered at the server address.
     #[error("cannot reach airlockd at {endpoint}: {reason} — is it running?")]
     Unreachable { endpoint: String, reason: String },
@@ -77,7 +81,7 @@ impl ClientError {
     /// The process exit code for this failure; see [`exit_code`].
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::InvalidEndpoint { .. } => exit_code::USAGE,
+            Self::InvalidEndpoint { .. } | Self::Credentials(_) => exit_code::USAGE,
             Self::Unreachable { .. } | Self::ConnectionLost { .. } => exit_code::UNAVAILABLE,
             Self::Rpc { status, .. } => exit_code::for_rpc_code(status.code()),
             Self::IncompleteStream { .. }
@@ -91,6 +95,7 @@ impl ClientError {
         match self {
             Self::Rpc { status, .. } => Some(status),
             Self::InvalidEndpoint { .. }
+            | Self::Credentials(_)
             | Self::Unreachable { .. }
             | Self::ConnectionLost { .. }
             | Self::IncompleteStream { .. }

@@ -24,7 +24,9 @@ pub mod exit_code;
 pub mod render;
 
 pub use airlock_proto::v1 as proto;
+pub use client::auth;
 pub use client::{
-    AirlockClient, ApprovalConsole, DEFAULT_ENDPOINT, Execution, ExecutionEvent, RunHandle, connect,
+    AirlockClient, ApprovalConsole, AuthedChannel, ConnectOptions, DEFAULT_ENDPOINT, Execution,
+    ExecutionEvent, RunHandle, connect, connect_with,
 };
 pub use error::ClientError;

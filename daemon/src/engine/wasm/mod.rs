@@ -7,12 +7,18 @@
 //! yield every few milliseconds, so deadlines and cancellation — which drop the call's
 //! future — stop even a spinning guest, including one stuck in its start function.
 //!
+//! The workspace and the folders granted below it are opened by the engine itself
+//! (`preopen`), never by path through a symlink, so a workspace swapped after its check or a
+//! symlink planted in it cannot widen what a call sees.
+//!
 //! Modules are compiled once and cached on disk by digest; each tool is pre-instantiated
 //! when it loads and every call instantiates from the pooling allocator's warm slots.
 
 mod cache;
 mod cpu;
+mod deadline;
 mod limits;
+mod preopen;
 mod stdio;
 
 use std::path::{Path, PathBuf};
@@ -199,9 +205,13 @@ impl WasmEngine {
                     // reaching here (see cache.rs).
                     |artifact| unsafe { Component::deserialize(&self.engine, artifact) },
                     || {
-                        let component = Component::from_binary(&self.engine, bytes)?;
-                        let artifact = component.serialize()?;
-                        Ok((component, artifact))
+                        let engine = self.engine.clone();
+                        let bytes = bytes.to_vec();
+                        deadline::compile_within(deadline::MAX_COMPILE_TIME, move || {
+                            let component = Component::from_binary(&engine, &bytes)?;
+                            let artifact = component.serialize()?;
+                            Ok((component, artifact))
+                        })
                     },
                 )
                 .map_err(invalid)?;
@@ -219,9 +229,13 @@ impl WasmEngine {
                     // SAFETY: as for components above.
                     |artifact| unsafe { Module::deserialize(&self.engine, artifact) },
                     || {
-                        let module = Module::from_binary(&self.engine, bytes)?;
-                        let artifact = module.serialize()?;
-                        Ok((module, artifact))
+                        let engine = self.engine.clone();
+                        let bytes = bytes.to_vec();
+                        deadline::compile_within(deadline::MAX_COMPILE_TIME, move || {
+                            let module = Module::from_binary(&engine, &bytes)?;
+                            let artifact = module.serialize()?;
+                            Ok((module, artifact))
+                        })
                     },
                 )
                 .map_err(invalid)?;
@@ -394,14 +408,31 @@ fn wasi_context(name: &str, launch: &Launch) -> Result<WasiCtxBuilder, String> {
         .profile
         .resolve_files(launch.workspace.as_deref())
         .map_err(|err| err.to_string())?;
-    for grant in grants {
+    // `resolve_files` maps the profile's grants one for one, in order.
+    for (grant, granted) in grants.into_iter().zip(&launch.profile.files) {
         let perms = match grant.access {
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
         };
         let guest = grant.guest.to_string_lossy().into_owned();
+        // Held until the preopens below have opened the directory through it.
+        let opened = match &granted.path {
+            GrantPath::Host(_) => None,
+            GrantPath::Workspace(sub) => {
+                let workspace = launch
+                    .workspace
+                    .as_deref()
+                    .ok_or_else(|| format!("{guest} is granted, but the call has no workspace"))?;
+                let opened = preopen::open_in_workspace(workspace, sub)
+                    .map_err(|err| format!("cannot open {guest} for the sandbox: {err}"))?;
+                Some(opened)
+            }
+        };
+        let host = opened
+            .as_ref()
+            .map_or_else(|| grant.host.clone(), preopen::Opened::path);
         let mut preopen = |guest: &str| {
-            wasi.preopened_dir(&grant.host, guest, perms)
+            wasi.preopened_dir(&host, guest, perms)
                 .map(|_| ())
                 .map_err(|err| {
                     format!(

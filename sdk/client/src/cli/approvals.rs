@@ -9,11 +9,12 @@
 use std::collections::VecDeque;
 use std::io::Write;
 
+use airlock_client::exit_code;
 use airlock_client::proto::{ApprovalDecision, ApprovalRequest, ApprovalState};
 use airlock_client::render::{approval_json, approval_lines, console_prompt, console_update_line};
-use airlock_client::{connect, exit_code};
 use clap::Args;
 
+use super::Server;
 use super::ask::{Answered, AtEnd, Question, next_line};
 use super::follow::now_ms;
 use super::input::Input;
@@ -29,10 +30,10 @@ pub struct ApprovalsArgs {
 
 pub async fn run<O: Write, E: Write>(
     args: ApprovalsArgs,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     let mut console = client.approvals().await?;
     let mut desk = Desk::new(args.json);
     let mut interrupts = Interrupts::new();

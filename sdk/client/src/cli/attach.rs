@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use airlock_client::connect;
 use clap::Args;
 
+use super::Server;
 use super::follow::{FollowOptions, OnInterrupt, follow};
 use super::{CliError, Output};
 
@@ -25,10 +25,10 @@ pub struct AttachArgs {
 
 pub async fn run<O: Write, E: Write>(
     args: AttachArgs,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     // Where the run's log stands now: what comes before is history, and an approval in it is
     // asked only if it is still waiting once the history has been replayed.
     let info = client.get_run(&args.run_id).await?;

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use airlock_client::arguments::ArgumentSource;
 use airlock_client::proto::{ExecuteToolRequest, OutputStream, ToolResult};
-use airlock_client::{ExecutionEvent, connect, exit_code, render};
+use airlock_client::{ExecutionEvent, exit_code, render};
 use clap::Args;
 
+use super::Server;
 use super::{CliError, Output};
 
 #[derive(Debug, Args)]
@@ -36,7 +37,7 @@ pub struct ExecArgs {
 
 pub async fn run<O: Write, E: Write>(
     args: ExecArgs,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
     let workspace = match &args.workspace {
@@ -80,12 +81,12 @@ pub async fn run<O: Write, E: Write>(
 
 /// Runs the call to its result, copying the tool's stderr to ours as it arrives.
 async fn call<O: Write, E: Write>(
-    server: &str,
+    server: &Server,
     request: ExecuteToolRequest,
     out: &mut Output<O, E>,
     execution_id: &mut Option<String>,
 ) -> Result<ToolResult, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     let mut execution = client.execute_tool(request).await?;
     loop {
         match execution.next_event().await? {

@@ -7,9 +7,10 @@
 use std::io::Write;
 
 use airlock_client::proto::ReadOutputResponse;
-use airlock_client::{AirlockClient, connect, exit_code};
+use airlock_client::{AirlockClient, exit_code};
 use clap::Args;
 
+use super::Server;
 use super::{CliError, Output};
 
 /// Bytes asked for per page: the daemon's largest page, so that a long output takes the fewest
@@ -37,10 +38,10 @@ pub struct OutputArgs {
 
 pub async fn run<O: Write, E: Write>(
     args: OutputArgs,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     let mut pages = Daemon {
         client: &client,
         execution_id: &args.execution_id,

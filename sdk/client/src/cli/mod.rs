@@ -17,9 +17,12 @@ mod tools;
 mod trace;
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 
 use airlock_client::arguments::ArgumentsError;
-use airlock_client::{ClientError, DEFAULT_ENDPOINT, exit_code};
+use airlock_client::{
+    AirlockClient, ClientError, ConnectOptions, DEFAULT_ENDPOINT, connect_with, exit_code,
+};
 use clap::{Parser, Subcommand};
 
 pub use output::Output;
@@ -29,15 +32,8 @@ pub use output::Output;
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version, propagate_version = true)]
 pub struct Cli {
-    /// The airlockd gRPC endpoint.
-    #[arg(
-        long,
-        global = true,
-        env = "AIRLOCK_SERVER",
-        value_name = "URL",
-        default_value = DEFAULT_ENDPOINT
-    )]
-    server: String,
+    #[command(flatten)]
+    server: Server,
 
     #[command(subcommand)]
     command: Command,
@@ -88,6 +84,40 @@ impl Cli {
     }
 }
 
+/// Which daemon to talk to, and the credentials to show it.
+#[derive(Debug, clap::Args)]
+pub struct Server {
+    /// The airlockd gRPC endpoint: http://host:port, https://host:port or unix:/path.
+    #[arg(
+        long = "server",
+        global = true,
+        env = "AIRLOCK_SERVER",
+        value_name = "URL",
+        default_value = DEFAULT_ENDPOINT
+    )]
+    endpoint: String,
+    /// The access token [default: $AIRLOCK_TOKEN, else the token file in the daemon's
+    /// default state dir].
+    #[arg(long, global = true, value_name = "TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The CA that an https:// daemon's certificate is signed by (PEM).
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+}
+
+impl Server {
+    pub async fn connect(&self) -> Result<AirlockClient, ClientError> {
+        connect_with(
+            &self.endpoint,
+            &ConnectOptions {
+                token: self.token.clone(),
+                ca_cert: self.ca_cert.clone(),
+            },
+        )
+        .await
+    }
+}
+
 /// Why a command failed before it could report a tool's result.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -135,9 +165,9 @@ mod tests {
         let cli = Cli::try_parse_from(["airlock", "tools", "list"])?;
         // AIRLOCK_SERVER may be set where the tests run; the flag wins over it.
         let expected = std::env::var("AIRLOCK_SERVER").unwrap_or(DEFAULT_ENDPOINT.to_owned());
-        assert_eq!(cli.server, expected);
+        assert_eq!(cli.server.endpoint, expected);
         let cli = Cli::try_parse_from(["airlock", "tools", "list", "--server", "http://h:1"])?;
-        assert_eq!(cli.server, "http://h:1");
+        assert_eq!(cli.server.endpoint, "http://h:1");
         Ok(())
     }
 

@@ -4,11 +4,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use airlock_client::connect;
 use airlock_client::duration::parse_millis;
 use airlock_client::proto::{ApprovalPolicy, Budgets, StartRun};
 use clap::{Args, ValueEnum};
 
+use super::Server;
 use super::exec::resolve_workspace;
 use super::follow::{FollowOptions, OnInterrupt, follow};
 use super::model::ModelChoice;
@@ -103,12 +103,12 @@ fn duration_millis(text: &str) -> Result<u64, String> {
 
 pub async fn run<O: Write, E: Write>(
     args: RunArgs,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
     let json = args.json;
     let start = start_request(args)?;
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     let handle = client.start_run(start).await?;
     let options = FollowOptions {
         json,

@@ -4,9 +4,10 @@
 use std::io::Write;
 
 use airlock_client::proto::{ListRunsRequest, RunInfo, RunState};
-use airlock_client::{AirlockClient, ClientError, connect, exit_code, render};
+use airlock_client::{AirlockClient, ClientError, exit_code, render};
 use clap::{Subcommand, ValueEnum};
 
+use super::Server;
 use super::{CliError, Output};
 
 /// Runs asked for per page: the most the daemon returns in one.
@@ -72,10 +73,10 @@ impl From<StateFilter> for RunState {
 
 pub async fn run<O: Write, E: Write>(
     command: RunsCommand,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     match command {
         RunsCommand::List {
             session,

@@ -3,9 +3,10 @@
 use std::io::Write;
 
 use airlock_client::proto::ToolInfo;
-use airlock_client::{connect, exit_code, render};
+use airlock_client::{exit_code, render};
 use clap::Subcommand;
 
+use super::Server;
 use super::{CliError, Output};
 
 #[derive(Debug, Subcommand)]
@@ -28,10 +29,10 @@ pub enum ToolsCommand {
 
 pub async fn run<O: Write, E: Write>(
     command: ToolsCommand,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     let mut tools = client.list_tools().await?;
     // The daemon's order is whatever its registry keeps; a sorted list reads and diffs better.
     tools.sort_by(|a, b| a.name.cmp(&b.name));

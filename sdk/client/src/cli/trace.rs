@@ -3,9 +3,10 @@
 use std::io::Write;
 
 use airlock_client::proto::Trace;
-use airlock_client::{connect, exit_code, render};
+use airlock_client::{exit_code, render};
 use clap::Args;
 
+use super::Server;
 use super::{CliError, Output};
 
 #[derive(Debug, Args)]
@@ -20,10 +21,10 @@ pub struct TraceArgs {
 
 pub async fn run<O: Write, E: Write>(
     args: TraceArgs,
-    server: &str,
+    server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = connect(server).await?;
+    let client = server.connect().await?;
     let trace = client.get_trace(&args.run_id).await?;
     print(&trace, args.json, out)?;
     Ok(exit_code::OK)

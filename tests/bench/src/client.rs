@@ -6,11 +6,11 @@ use std::future::Future;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::daemon::AuthChannel;
 use airlock_proto::v1 as pb;
 use anyhow::{Context, bail};
 use pb::execute_tool_event::Event;
 use pb::tools_client::ToolsClient;
-use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -20,7 +20,7 @@ use crate::stats::Samples;
 
 /// Runs `tool` once and checks that it returned `OK` with content containing `expect`.
 pub async fn execute(
-    client: &mut ToolsClient<Channel>,
+    client: &mut ToolsClient<AuthChannel>,
     tool: &str,
     arguments: &str,
     workspace: Option<&Path>,
@@ -50,7 +50,7 @@ pub async fn execute(
 }
 
 /// One health check of the whole server; it must say SERVING.
-pub async fn health(client: &mut HealthClient<Channel>) -> anyhow::Result<()> {
+pub async fn health(client: &mut HealthClient<AuthChannel>) -> anyhow::Result<()> {
     let response = client
         .check(HealthCheckRequest {
             service: String::new(),
@@ -73,7 +73,7 @@ pub async fn load<F, Fut>(
     call: F,
 ) -> anyhow::Result<Samples>
 where
-    F: Fn(Channel) -> Fut + Clone + Send + 'static,
+    F: Fn(AuthChannel) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
 {
     let per_worker = calls.div_ceil(concurrency);

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 /// How long a daemon may take to serve: compiling every module from an empty cache on a
@@ -32,10 +34,31 @@ pub struct DaemonSpec {
     pub module_cache_dir: PathBuf,
 }
 
+/// A connection that sends the daemon's access token with every call.
+pub type AuthChannel = InterceptedService<Channel, Bearer>;
+
+/// Adds `authorization: Bearer <token>` to each request.
+#[derive(Clone)]
+pub struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
 pub struct Airlockd {
     child: tokio::process::Child,
     pid: u32,
     pub endpoint: String,
+    /// The access token the daemon created in its state dir.
+    token: Bearer,
     /// When the process was spawned.
     pub spawned: Instant,
     log: Arc<Mutex<VecDeque<String>>>,
@@ -92,22 +115,33 @@ impl Airlockd {
                 keep(&collected, line);
             }
         });
+        // The daemon writes its token before it serves.
+        let token_file = spec.state_dir.join("token");
+        let token = std::fs::read_to_string(&token_file)
+            .with_context(|| format!("cannot read the daemon's token {}", token_file.display()))?;
+        let token = Bearer(
+            format!("Bearer {}", token.trim())
+                .parse()
+                .context("the daemon's token is not ASCII")?,
+        );
         Ok(Airlockd {
             child,
             pid,
             endpoint,
+            token,
             spawned,
             log,
         })
     }
 
     /// A new HTTP/2 connection to the daemon.
-    pub async fn channel(&self) -> anyhow::Result<Channel> {
-        Endpoint::from_shared(self.endpoint.clone())?
+    pub async fn channel(&self) -> anyhow::Result<AuthChannel> {
+        let channel = Endpoint::from_shared(self.endpoint.clone())?
             .tcp_nodelay(true)
             .connect()
             .await
-            .with_context(|| format!("cannot connect to airlockd at {}", self.endpoint))
+            .with_context(|| format!("cannot connect to airlockd at {}", self.endpoint))?;
+        Ok(InterceptedService::new(channel, self.token.clone()))
     }
 
     /// The daemon's resident memory (VmRSS), in bytes.

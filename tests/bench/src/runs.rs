@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::daemon::AuthChannel;
 use airlock_proto::v1 as pb;
 use anyhow::{Context, bail};
 use pb::agent_client::AgentClient;
@@ -12,7 +13,6 @@ use pb::run_event::Event;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Streaming;
-use tonic::transport::Channel;
 
 /// How long an approval may wait: longer than any benchmark keeps runs waiting.
 const APPROVAL_TIMEOUT_MS: u64 = 30 * 60 * 1000;
@@ -82,7 +82,7 @@ impl RunTimes {
 }
 
 impl RunStream {
-    pub async fn open(channel: Channel, start: pb::StartRun) -> anyhow::Result<RunStream> {
+    pub async fn open(channel: AuthChannel, start: pb::StartRun) -> anyhow::Result<RunStream> {
         let opened = Instant::now();
         let (requests, receiver) = mpsc::unbounded_channel();
         requests.send(pb::RunRequest {

@@ -7,10 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::daemon::AuthChannel;
 use airlock_proto::v1 as pb;
 use anyhow::Context;
 use futures::future::try_join_all;
-use tonic::transport::Channel;
 
 use crate::Bench;
 use crate::daemon::Airlockd;
@@ -133,7 +133,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
 /// Per-step latencies of `runs` runs of the no-op tool under policy auto, one at a time.
 async fn probe(
     bench: &Bench,
-    channel: &Channel,
+    channel: &AuthChannel,
     steps: u32,
     runs: usize,
 ) -> anyhow::Result<Samples> {

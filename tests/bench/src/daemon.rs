@@ -34,7 +34,34 @@ pub struct DaemonSpec {
     pub module_cache_dir: PathBuf,
 }
 
-/// A connection that sends the daemon's access token with every call.
+/// Runs and executions the bench's tenant may have at once: the scale section keeps a
+/// thousand runs waiting, far above a tenant's default cap.
+const BENCH_TENANT_CAP: u32 = 5000;
+
+/// Where the bench tenant's token is kept, beside the daemon's own state.
+fn bench_token_file(spec: &DaemonSpec) -> PathBuf {
+    spec.state_dir.join("bench-token")
+}
+
+/// Writes a fresh random token, private to its owner as the daemon demands, and returns it.
+fn write_bench_token(path: &std::path::Path) -> anyhow::Result<String> {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut random = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+    let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(token.as_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(token)
+}
+
+/// A connection that sends the bench tenant's token with every call.
 pub type AuthChannel = InterceptedService<Channel, Bearer>;
 
 /// Adds `authorization: Bearer <token>` to each request.
@@ -57,7 +84,7 @@ pub struct Airlockd {
     child: tokio::process::Child,
     pid: u32,
     pub endpoint: String,
-    /// The access token the daemon created in its state dir.
+    /// The bench tenant's token.
     token: Bearer,
     /// When the process was spawned.
     pub spawned: Instant,
@@ -68,6 +95,7 @@ impl Airlockd {
     /// Starts the daemon and waits until it logs that it serves.
     pub async fn start(spec: &DaemonSpec) -> anyhow::Result<Airlockd> {
         std::fs::create_dir_all(&spec.state_dir)?;
+        let token = write_bench_token(&bench_token_file(spec))?;
         let config = spec.state_dir.join("airlockd.toml");
         std::fs::write(&config, config_toml(spec)?)
             .with_context(|| format!("cannot write {}", config.display()))?;
@@ -115,14 +143,10 @@ impl Airlockd {
                 keep(&collected, line);
             }
         });
-        // The daemon writes its token before it serves.
-        let token_file = spec.state_dir.join("token");
-        let token = std::fs::read_to_string(&token_file)
-            .with_context(|| format!("cannot read the daemon's token {}", token_file.display()))?;
         let token = Bearer(
-            format!("Bearer {}", token.trim())
+            format!("Bearer {token}")
                 .parse()
-                .context("the daemon's token is not ASCII")?,
+                .context("the bench token is not ASCII")?,
         );
         Ok(Airlockd {
             child,
@@ -205,11 +229,14 @@ fn config_toml(spec: &DaemonSpec) -> anyhow::Result<String> {
         .join(", ");
     Ok(format!(
         "listen = \"127.0.0.1:0\"\ntools_dirs = [{tools}]\nprofiles_dir = {}\nstate_dir = {}\n\
-         module_cache_dir = {}\nworkspace_roots = [{}]\n",
+         module_cache_dir = {}\nworkspace_roots = [{}]\n\
+         [[auth.tenants]]\nname = \"bench\"\ntoken_file = {}\napprovals = \"own\"\n\
+         max_concurrent_runs = {BENCH_TENANT_CAP}\nmax_concurrent_executions = {BENCH_TENANT_CAP}\n",
         path(&spec.profiles_dir)?,
         path(&spec.state_dir)?,
         path(&spec.module_cache_dir)?,
         path(&spec.workspace_root)?,
+        path(&bench_token_file(spec))?,
     ))
 }
 

@@ -83,7 +83,9 @@ profile=release
 ((smoke)) && profile=dev
 bin_dir="$target_dir/$([[ $profile == dev ]] && echo debug || echo release)"
 scripts/build-wasm.sh >/dev/null
-cargo build --quiet --profile "$profile" -p airlock-daemon --bin airlockd -p airlock-bench --bin airlock-bench
+# The whole workspace's binaries, as scripts/test.sh builds them: building only some
+# packages resolves their dependencies' features differently and rebuilds them all.
+cargo build --quiet --profile "$profile" --workspace --bins
 
 run_args=(--airlockd "$bin_dir/airlockd" "${wasmtime_args[@]}")
 if ((smoke)); then

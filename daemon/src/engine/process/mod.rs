@@ -31,6 +31,8 @@ mod seccomp;
 mod sys;
 mod view;
 
+pub(crate) use plan::openat2;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

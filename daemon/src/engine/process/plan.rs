@@ -559,7 +559,13 @@ fn open_beneath(root: BorrowedFd<'_>, sub: &Path) -> Result<Option<OwnedFd>, Str
     }
 }
 
-fn openat2(dir: RawFd, path: &CString, flags: i32, resolve: u64) -> std::io::Result<OwnedFd> {
+/// `openat2(2)`; also the wasm engine's, for opening workspace preopens without symlinks.
+pub(crate) fn openat2(
+    dir: RawFd,
+    path: &CString,
+    flags: i32,
+    resolve: u64,
+) -> std::io::Result<OwnedFd> {
     // SAFETY: open_how is plain integers; all zero is a valid value.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;

@@ -9,7 +9,7 @@
 //! directory opened here, whatever happens to the paths afterwards.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -87,25 +87,12 @@ fn cstring(path: &Path) -> Result<CString, OpenError> {
 
 /// `openat2(dir, path, O_PATH | O_DIRECTORY | O_CLOEXEC, resolve)`.
 fn openat2(dir: RawFd, path: &CString, resolve: u64) -> std::io::Result<OwnedFd> {
-    // SAFETY: open_how is plain integers; all zero is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-    how.resolve = resolve;
-    // SAFETY: `path` is NUL-terminated and `how` is a valid open_how of the size passed.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            path.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: openat2 returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    crate::engine::process::openat2(
+        dir,
+        path,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        resolve,
+    )
 }
 
 #[cfg(test)]

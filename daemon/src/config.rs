@@ -2,8 +2,9 @@
 //! then command-line flags. Tools directories accumulate; every other setting is replaced by
 //! the later source.
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -46,6 +47,8 @@ pub struct DaemonConfig {
     pub store_fsync: bool,
     /// The OpenTelemetry collector spans are exported to (OTLP/gRPC); none when unset.
     pub otlp_endpoint: Option<String>,
+    /// How tools' egress resolves names.
+    pub egress: EgressSettings,
 }
 
 /// The TOML file. Relative paths in it are relative to the file.
@@ -74,6 +77,37 @@ pub struct ConfigFile {
     pub store: StoreFile,
     /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317`.
     pub otlp_endpoint: Option<String>,
+    #[serde(default)]
+    pub egress: EgressSettings,
+}
+
+/// `[egress]`: how the daemon resolves the hosts tools reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSettings {
+    /// Names the daemon resolves itself, to these addresses, instead of asking DNS (like
+    /// `curl --resolve`): `hosts = { "api.example.test" = ["198.51.100.7"] }`. The rules
+    /// still apply to the addresses.
+    #[serde(default)]
+    pub hosts: BTreeMap<String, Vec<IpAddr>>,
+}
+
+impl EgressSettings {
+    fn check(&self) -> Result<(), ConfigError> {
+        for (name, addrs) in &self.hosts {
+            let is_name = matches!(
+                format!("{name}:1").parse::<crate::profile::HostPattern>(),
+                Ok(crate::profile::HostPattern {
+                    host: crate::profile::HostMatch::Name(_),
+                    ..
+                })
+            );
+            if !is_name || addrs.is_empty() {
+                return Err(ConfigError::EgressHost { name: name.clone() });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where the model APIs are and which environment variables hold their keys.
@@ -249,6 +283,10 @@ pub enum ConfigError {
     CurrentDir(std::io::Error),
     #[error("TLS needs both a certificate and a key (--tls-cert and --tls-key)")]
     TlsIncomplete,
+    #[error(
+        "[egress] hosts: `{name}` must be a DNS name (no wildcard, no address) mapped to at least one address"
+    )]
+    EgressHost { name: String },
 }
 
 impl ConfigFile {
@@ -324,6 +362,7 @@ impl DaemonConfig {
         };
         let mut auth = file.auth;
         auth.unix_socket_trust |= overrides.unix_socket_trust;
+        file.egress.check()?;
         Ok(DaemonConfig {
             listen: overrides
                 .listen
@@ -355,6 +394,7 @@ impl DaemonConfig {
             agent: agent_settings(&file.providers, &file.runs),
             store_fsync: file.store.fsync_every_commit,
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
+            egress: file.egress,
         })
     }
 }
@@ -590,6 +630,35 @@ mod tests {
         assert_eq!(ci.tools, vec!["read_file".to_owned()]);
         assert_eq!(ci.approvals, ApprovalRights::None);
         assert_eq!(ci.max_concurrent_runs, Some(2));
+    }
+
+    #[test]
+    fn egress_host_overrides_are_read_and_checked() {
+        let file: ConfigFile = toml::from_str(
+            "[egress]\nhosts = { \"api.example.test\" = [\"198.51.100.7\", \"::1\"] }",
+        )
+        .expect("parses");
+        let config = DaemonConfig::resolve(file, Overrides::default()).expect("resolves");
+        assert_eq!(
+            config.egress.hosts["api.example.test"],
+            vec![
+                "198.51.100.7".parse::<IpAddr>().expect("ip"),
+                "::1".parse::<IpAddr>().expect("ip")
+            ]
+        );
+        for bad in [
+            "[egress]\nhosts = { \"*.example.test\" = [\"198.51.100.7\"] }",
+            "[egress]\nhosts = { \"a.test\" = [] }",
+            "[egress]\nhosts = { \"10.0.0.1\" = [\"198.51.100.7\"] }",
+        ] {
+            let file: ConfigFile = toml::from_str(bad).expect("parses");
+            let err = DaemonConfig::resolve(file, Overrides::default()).expect_err(bad);
+            assert!(matches!(err, ConfigError::EgressHost { .. }), "{err}");
+        }
+        assert!(
+            toml::from_str::<ConfigFile>("[egress]\nhosts = { \"a.test\" = [\"nope\"] }").is_err()
+        );
+        assert!(toml::from_str::<ConfigFile>("[egress]\nproxy = 1").is_err());
     }
 
     #[test]

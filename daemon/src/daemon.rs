@@ -2,11 +2,13 @@
 //! executor, then serving them until shutdown.
 
 use std::future::Future;
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::sync::Arc;
 
 use crate::agent::AgentRuntime;
 use crate::api;
 use crate::config::DaemonConfig;
+use crate::egress::Resolver;
 use crate::engine::Engines;
 use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
@@ -23,6 +25,9 @@ const MODULE_CACHE_DIR: &str = "modules";
 
 /// The store's file in the state dir.
 const STORE_FILE: &str = "airlock.db";
+
+/// The state dir is the daemon user's alone: it holds tokens, runs and tool outputs.
+const STATE_DIR_MODE: u32 = 0o700;
 
 /// How long cancelled calls get to report before the remaining connections are dropped.
 const FINAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -76,10 +81,22 @@ impl Daemon {
     /// Loads everything the configuration names. Broken profiles and tools are logged and
     /// left out; only what makes the daemon itself unusable is an error.
     pub fn build(config: DaemonConfig) -> Result<Daemon, StartError> {
-        std::fs::create_dir_all(&config.state_dir).map_err(|source| StartError::StateDir {
-            path: config.state_dir.clone(),
-            source,
-        })?;
+        // The state dir holds the access tokens, every run's record and the kept outputs:
+        // the daemon's user alone may read it, whatever the umask.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(STATE_DIR_MODE)
+            .create(&config.state_dir)
+            .and_then(|()| {
+                std::fs::set_permissions(
+                    &config.state_dir,
+                    std::fs::Permissions::from_mode(STATE_DIR_MODE),
+                )
+            })
+            .map_err(|source| StartError::StateDir {
+                path: config.state_dir.clone(),
+                source,
+            })?;
         let (profiles, profile_errors) = Profiles::load_dir(&config.profiles_dir);
         for error in &profile_errors {
             tracing::error!(%error, "profile refused");
@@ -110,8 +127,9 @@ impl Daemon {
                 "serving tool"
             );
         }
-        let workspaces =
-            WorkspaceRoots::new(&config.workspace_roots).map_err(StartError::WorkspaceRoots)?;
+        let workspaces = WorkspaceRoots::new(&config.workspace_roots)
+            .and_then(|roots| roots.reserve(&config.state_dir))
+            .map_err(StartError::WorkspaceRoots)?;
         let tenants = Arc::new(api::Tenants::load(
             &config.state_dir,
             &config.auth,
@@ -137,8 +155,18 @@ impl Daemon {
             path: config.state_dir.join(OUTPUTS_DIR),
             source,
         })?;
+        let resolver = Arc::new(Resolver::new(
+            config
+                .egress
+                .hosts
+                .iter()
+                .map(|(name, addrs)| (name.clone(), addrs.clone()))
+                .collect(),
+        ));
         let executor = Arc::new(
-            Executor::new(Arc::new(registry), workspaces).with_kept_outputs(Arc::new(kept)),
+            Executor::new(Arc::new(registry), workspaces)
+                .with_kept_outputs(Arc::new(kept))
+                .with_resolver(resolver),
         );
         let otlp = match &config.otlp_endpoint {
             Some(endpoint) => {
@@ -149,7 +177,7 @@ impl Daemon {
             None => None,
         };
         let sink = otlp.clone().map(|exporter| exporter as Arc<dyn SpanSink>);
-        let tracer = Arc::new(Tracer::new(store.clone(), sink));
+        let tracer = Arc::new(Tracer::new(sink));
         let agents = Arc::new(AgentRuntime::new(
             executor.clone(),
             store.clone(),

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod api;
 pub mod config;
 mod daemon;
+pub mod egress;
 pub mod engine;
 pub mod ids;
 pub mod output;

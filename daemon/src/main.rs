@@ -63,6 +63,15 @@ enum LogFormat {
 }
 
 fn main() -> anyhow::Result<()> {
+    // With RUST_BACKTRACE set (as it often is where Rust is developed), every error value
+    // captures a backtrace — and a WASI tool's ordinary exit is an error value inside
+    // wasmtime, so each call would walk its stack (about a tenth of a warm call's CPU).
+    // Panics still print theirs: RUST_LIB_BACKTRACE only governs captured ones.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: nothing else runs yet: no thread has been started that could read the
+        // environment concurrently.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     let args = Args::parse();
     init_logging(args.log_format);
     let file = match &args.config {

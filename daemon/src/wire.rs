@@ -3,6 +3,7 @@
 
 use airlock_proto::v1 as pb;
 
+use crate::egress::Contact;
 use crate::engine::EngineKind;
 use crate::output::{OutputChunk, StreamKind, TruncateMode};
 use crate::tools::{ExecutionEvent, Risk, Tool, ToolResult, ToolStatus};
@@ -79,8 +80,21 @@ pub fn tool_result(result: ToolResult) -> pb::ToolResult {
             stdout_bytes: metadata.stdout_bytes,
             stderr_bytes: metadata.stderr_bytes,
             signal: metadata.signal,
+            network: metadata.network.into_iter().map(network_contact).collect(),
         }),
         execution_id: result.execution_id,
+    }
+}
+
+pub fn network_contact(contact: Contact) -> pb::NetworkContact {
+    pb::NetworkContact {
+        host: contact.host,
+        port: u32::from(contact.port),
+        connections: contact.connections,
+        bytes_sent: contact.bytes_sent,
+        bytes_received: contact.bytes_received,
+        refused: contact.refused,
+        refusal: contact.refusal,
     }
 }
 

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct WorkspaceRoots {
     roots: Vec<PathBuf>,
+    /// The daemon's own directories (its state: the access tokens, the run store, kept
+    /// outputs): never a workspace, nor inside or around one, wherever the roots are.
+    reserved: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +26,8 @@ pub enum WorkspaceError {
     NotADirectory(String),
     #[error("workspace `{path}` is outside the daemon's workspace roots ({roots})")]
     OutsideRoots { path: String, roots: String },
+    #[error("workspace `{path}` overlaps the daemon's own directory {reserved}")]
+    Reserved { path: String, reserved: String },
 }
 
 impl WorkspaceRoots {
@@ -39,7 +44,17 @@ impl WorkspaceRoots {
                 })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(WorkspaceRoots { roots })
+        Ok(WorkspaceRoots {
+            roots,
+            reserved: Vec::new(),
+        })
+    }
+
+    /// Keeps `dir` (which must exist) out of every workspace: a workspace may be neither
+    /// inside it nor contain it.
+    pub fn reserve(mut self, dir: &Path) -> std::io::Result<WorkspaceRoots> {
+        self.reserved.push(dir.canonicalize()?);
+        Ok(self)
     }
 
     pub fn roots(&self) -> &[PathBuf] {
@@ -64,6 +79,16 @@ impl WorkspaceRoots {
         if !canonical.is_dir() {
             return Err(WorkspaceError::NotADirectory(requested.to_owned()));
         }
+        if let Some(reserved) = self
+            .reserved
+            .iter()
+            .find(|dir| canonical.starts_with(dir) || dir.starts_with(&canonical))
+        {
+            return Err(WorkspaceError::Reserved {
+                path: requested.to_owned(),
+                reserved: reserved.display().to_string(),
+            });
+        }
         if self.roots.iter().any(|root| canonical.starts_with(root)) {
             Ok(Some(canonical))
         } else {
@@ -83,6 +108,38 @@ impl WorkspaceRoots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daemons_own_directory_is_never_a_workspace() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let state = root.path().join("home/.local/state/airlock");
+        let project = root.path().join("home/project");
+        std::fs::create_dir_all(&state).expect("mkdir");
+        std::fs::create_dir_all(&project).expect("mkdir");
+        let roots = WorkspaceRoots::new(&[root.path().to_owned()])
+            .expect("roots")
+            .reserve(&state)
+            .expect("reserved");
+        let text = |p: &Path| p.to_str().expect("utf-8").to_owned();
+        // The state dir itself, anything inside it, and anything around it are refused.
+        for refused in [
+            state.clone(),
+            state.join("."),
+            root.path().join("home"),
+            root.path().to_owned(),
+        ] {
+            assert!(
+                matches!(
+                    roots.resolve(&text(&refused)),
+                    Err(WorkspaceError::Reserved { .. })
+                ),
+                "{}",
+                refused.display()
+            );
+        }
+        // A sibling is fine.
+        assert!(roots.resolve(&text(&project)).expect("sibling").is_some());
+    }
 
     #[test]
     fn only_directories_inside_a_root_pass() {

@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod netns;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -308,6 +310,7 @@ impl TestDaemon {
             agent: options.agent,
             store_fsync: false,
             otlp_endpoint: options.otlp_endpoint,
+            egress: Default::default(),
         };
         let daemon = Daemon::build(config).expect("daemon builds");
         let refused = daemon

@@ -15,8 +15,8 @@ use airlock_daemon::config::{
 };
 use airlock_proto::v1 as pb;
 use airlock_tests::{
-    AuthedChannel, BearerToken, DaemonOptions, TestDaemon, ToolsDir, repo_root, scripted_run,
-    test_module,
+    AuthedChannel, BearerToken, DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root,
+    scripted_run, test_module,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -606,21 +606,176 @@ async fn oversize_messages_and_arguments_are_refused() {
         .expect_err("arguments over the limit");
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().contains(&limit.to_string()), "{status:?}");
-    // A message over the decoding limit never reaches the service: tonic refuses it while
-    // decoding, with OUT_OF_RANGE.
-    let huge = "a".repeat(airlock_daemon::api::limits::MAX_DECODING_MESSAGE_BYTES + 1);
+    // A message over the decoding limit never reaches the service: it is refused as it
+    // arrives, with RESOURCE_EXHAUSTED (not tonic's OUT_OF_RANGE), on unary and streamed calls.
+    let decoding_limit = airlock_daemon::api::limits::MAX_DECODING_MESSAGE_BYTES;
+    let huge = "a".repeat(decoding_limit + 1);
     let status = daemon
         .exec_request(pb::ExecuteToolRequest {
             tool: "echo".into(),
-            arguments_json: huge,
+            arguments_json: huge.clone(),
             workspace: String::new(),
             timeout_ms: 0,
         })
         .await
         .expect_err("a message over the limit");
-    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
-    assert!(status.message().contains("too large"), "{status:?}");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains(&format!("the limit is {decoding_limit} bytes")),
+        "{status:?}"
+    );
+    let status = daemon
+        .agent()
+        .await
+        .get_run(pb::GetRunRequest {
+            run_id: huge.clone(),
+        })
+        .await
+        .expect_err("a unary message over the limit");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let start = pb::StartRun {
+        input: huge,
+        ..Default::default()
+    };
+    let status = Run::open(
+        &mut daemon.agent().await,
+        pb::run_request::Request::Start(start),
+    )
+    .await
+    .map(|_| ())
+    .expect_err("a streamed message over the limit");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    // A message at the limit is decoded, and refused for what it says, not for its size.
+    let status = daemon
+        .exec_request(pb::ExecuteToolRequest {
+            tool: "echo".into(),
+            arguments_json: "a".repeat(decoding_limit - 64),
+            workspace: String::new(),
+            timeout_ms: 0,
+        })
+        .await
+        .expect_err("arguments over their own limit");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     daemon.exec("echo", json!({"still": "serving"}), None).await;
+}
+
+const CAPPED: &str = "capped-token-0123456789";
+
+/// A daemon with tenant `capped` (spin and write_file), which may have `cap` runs and `cap`
+/// direct calls going at once.
+async fn capped_daemon(cap: u32) -> (TestDaemon, ToolsDir, TempDir) {
+    let secrets = tempfile::tempdir().unwrap();
+    let tools = ToolsDir::new();
+    tools.add_file("spin", &test_module("spin"), "");
+    let mut capped = tenant(
+        "capped",
+        private_file(secrets.path(), "capped", CAPPED),
+        &["spin", "write_file"],
+    );
+    capped.max_concurrent_runs = Some(cap);
+    capped.max_concurrent_executions = Some(cap);
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins"), tools.path().to_owned()],
+        auth: AuthSettings {
+            unix_socket_trust: false,
+            tenants: vec![capped],
+        },
+        ..DaemonOptions::default()
+    })
+    .await;
+    (daemon, tools, secrets)
+}
+
+/// A connection of its own as tenant `capped`: each attempt on its own connection, so that
+/// the daemon serves them on separate tasks.
+async fn capped_channel(endpoint: &str) -> AuthedChannel {
+    let channel = Endpoint::from_shared(endpoint.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    InterceptedService::new(channel, BearerToken::new(CAPPED))
+}
+
+/// Sorts the outcomes of concurrent attempts: how many got through, how many were refused
+/// with RESOURCE_EXHAUSTED; anything else fails the test.
+fn tally<T>(outcomes: Vec<Result<T, tonic::Status>>) -> (Vec<T>, usize) {
+    let mut through = Vec::new();
+    let mut exhausted = 0;
+    for outcome in outcomes {
+        match outcome {
+            Ok(value) => through.push(value),
+            Err(status) if status.code() == Code::ResourceExhausted => {
+                assert!(status.message().contains("capped"), "{status:?}");
+                exhausted += 1;
+            }
+            Err(status) => panic!("neither through nor over the cap: {status:?}"),
+        }
+    }
+    (through, exhausted)
+}
+
+/// Many requests at once, on a runtime with several threads so that the daemon handles them
+/// in parallel: a cap that counted and took in two steps lets more than `CAP` through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_never_pass_a_tenants_caps() {
+    const CAP: usize = 3;
+    const ATTEMPTS: usize = 32;
+    let (daemon, _tools, _secrets) = capped_daemon(CAP as u32).await;
+    let workspace = daemon.workspace("capped");
+
+    // Runs: each waits for an approval, so none ends while the others start.
+    let starts = (0..ATTEMPTS).map(|_| {
+        let start = risky_write(&workspace);
+        let endpoint = daemon.endpoint.clone();
+        tokio::spawn(async move {
+            let mut agent = pb::agent_client::AgentClient::new(capped_channel(&endpoint).await);
+            Run::open(&mut agent, pb::run_request::Request::Start(start)).await
+        })
+    });
+    let outcomes = futures::future::join_all(starts)
+        .await
+        .into_iter()
+        .map(|joined| joined.unwrap())
+        .collect();
+    let (runs, exhausted) = tally(outcomes);
+    assert_eq!((runs.len(), exhausted), (CAP, ATTEMPTS - CAP));
+    let listed = pb::agent_client::AgentClient::new(daemon.channel_with_token(CAPPED).await)
+        .list_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .runs;
+    assert_eq!(listed.len(), CAP, "a refused start left a run behind");
+
+    // Direct calls: each spins until cancelled.
+    let calls = (0..ATTEMPTS).map(|_| {
+        let request = execute("spin", &workspace);
+        let endpoint = daemon.endpoint.clone();
+        tokio::spawn(async move {
+            pb::tools_client::ToolsClient::new(capped_channel(&endpoint).await)
+                .execute_tool(request)
+                .await
+                .map(tonic::Response::into_inner)
+        })
+    });
+    let outcomes = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|joined| joined.unwrap())
+        .collect();
+    let (mut spinning, exhausted) = tally(outcomes);
+    assert_eq!((spinning.len(), exhausted), (CAP, ATTEMPTS - CAP));
+    for call in &mut spinning {
+        let event = call.message().await.unwrap().unwrap().event;
+        assert!(
+            matches!(event, Some(pb::execute_tool_event::Event::Started(_))),
+            "{event:?}"
+        );
+    }
+    drop(runs);
 }
 
 /// A CA, a server certificate for `localhost` and a client certificate, as PEM files.
@@ -650,6 +805,8 @@ fn pki() -> Pki {
     std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
     std::fs::write(dir.path().join("server.pem"), server.pem()).unwrap();
     private_file(dir.path(), "server.key", &server_key.serialize_pem());
+    std::fs::write(dir.path().join("client.pem"), client.pem()).unwrap();
+    private_file(dir.path(), "client.key", &client_key.serialize_pem());
     Pki {
         dir,
         ca: ca.pem(),
@@ -665,6 +822,11 @@ impl Pki {
             key: self.dir.path().join("server.key"),
             client_ca: client_ca.then(|| self.dir.path().join("ca.pem")),
         }
+    }
+
+    /// One of the PEM files: `ca.pem`, `client.pem`, `client.key`, ….
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_owned()
     }
 
     fn client(&self, with_identity: bool) -> ClientTlsConfig {
@@ -736,6 +898,128 @@ async fn tls_and_mutual_tls_handshakes_on_loopback() {
     list_tools_over(&mutual.endpoint, Some(pki.client(true)), &mutual.token)
         .await
         .expect("a client with a certificate");
+}
+
+/// Runs the `airlock` CLI against `daemon` with its default token; `env` adds variables, and
+/// no TLS variable of the caller's environment leaks in.
+async fn airlock_cli(
+    daemon: &TestDaemon,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> (i32, String, String) {
+    let mut command = tokio::process::Command::new(cargo_bin("airlock"));
+    command
+        .arg("--server")
+        .arg(&daemon.endpoint)
+        .args(args)
+        .env("AIRLOCK_TOKEN", &daemon.token)
+        .env("COLUMNS", "200");
+    for var in [
+        "AIRLOCK_SERVER",
+        "AIRLOCK_TLS_CA",
+        "AIRLOCK_TLS_CERT",
+        "AIRLOCK_TLS_KEY",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().map(|(name, value)| (*name, value)));
+    let output = command.output().await.unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_shows_its_certificate_to_a_daemon_that_requires_one() {
+    let stranger = pki();
+    let pki = pki();
+    let tools = ToolsDir::new();
+    tools.add_file("echo", &test_module("echo"), "");
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        tls: Some(pki.server(true)),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let (ca, cert, key) = (
+        pki.file("ca.pem"),
+        pki.file("client.pem"),
+        pki.file("client.key"),
+    );
+
+    let (code, stdout, stderr) =
+        airlock_cli(&daemon, &["--tls-ca", &ca, "tools", "list"], &[]).await;
+    assert_eq!(code, 64, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the daemon requires a client certificate: give --tls-cert and --tls-key"),
+        "{stderr}"
+    );
+
+    let with_flags = [
+        "--tls-ca",
+        &ca,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "tools",
+        "list",
+    ];
+    let (code, stdout, stderr) = airlock_cli(&daemon, &with_flags, &[]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.lines().any(|line| line.starts_with("echo ")),
+        "{stdout}"
+    );
+
+    let from_env = [
+        ("AIRLOCK_TLS_CA", ca.clone()),
+        ("AIRLOCK_TLS_CERT", cert.clone()),
+        ("AIRLOCK_TLS_KEY", key.clone()),
+    ];
+    let (code, stdout, stderr) = airlock_cli(&daemon, &["tools", "list"], &from_env).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.lines().any(|line| line.starts_with("echo ")),
+        "{stdout}"
+    );
+
+    // A certificate from a CA the daemon does not trust, and a daemon certificate that the
+    // client's CA did not sign, are each named.
+    let foreign = [
+        "--tls-ca",
+        &ca,
+        "--tls-cert",
+        &stranger.file("client.pem"),
+        "--tls-key",
+        &stranger.file("client.key"),
+        "tools",
+        "list",
+    ];
+    let (code, _, stderr) = airlock_cli(&daemon, &foreign, &[]).await;
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains("the daemon does not accept this client's certificate"),
+        "{stderr}"
+    );
+    let wrong_ca = [
+        "--tls-ca",
+        &stranger.file("ca.pem"),
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "tools",
+        "list",
+    ];
+    let (code, _, stderr) = airlock_cli(&daemon, &wrong_ca, &[]).await;
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains("the daemon's certificate is not valid for this client"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

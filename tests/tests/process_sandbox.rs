@@ -542,22 +542,11 @@ async fn templates_that_could_turn_values_into_options_are_refused_at_load() {
 
 #[tokio::test]
 async fn what_a_host_or_profile_cannot_enforce_is_refused_with_the_layer_named() {
-    let network = "description = \"x\"\nnetwork = { allow = [\"api.github.com:443\"] }\n[files]\nread_only = [\"/usr\", \"/lib\", \"/lib64\"]\n";
     let bin = tempfile::tempdir().unwrap();
     let writable_program = bin.path().join("tool");
     std::fs::copy("/usr/bin/true", &writable_program).unwrap();
     let writable = profile(&[], &[bin.path().to_str().unwrap()], &[]);
     let tools = [
-        (
-            "networked",
-            manifest(
-                "networked",
-                &["/usr/bin/true"],
-                "argv",
-                "networked",
-                "{ type = \"object\" }",
-            ),
-        ),
         (
             "proc",
             manifest(
@@ -607,7 +596,6 @@ async fn what_a_host_or_profile_cannot_enforce_is_refused_with_the_layer_named()
     let fixture = start_allowing_refusals(
         &tools,
         &[
-            ("networked", network.to_owned()),
             ("proc", profile(&["/proc/self"], &[], &[])),
             ("writable", writable),
             ("p", profile(&[], &[], &[])),
@@ -616,7 +604,6 @@ async fn what_a_host_or_profile_cannot_enforce_is_refused_with_the_layer_named()
     .await;
     let refused = fixture.refused().join("\n");
     for (tool, expected) in [
-        ("networked", "network allow-list"),
         ("proc", "mounts its own /proc"),
         ("writable", "never executes what a tool can write"),
         ("unreachable", "not in the sandbox"),
@@ -632,7 +619,7 @@ async fn what_a_host_or_profile_cannot_enforce_is_refused_with_the_layer_named()
     // Refused tools are not served.
     let status = fixture
         .exec_request(pb::ExecuteToolRequest {
-            tool: "networked".into(),
+            tool: "proc".into(),
             arguments_json: "{}".into(),
             workspace: String::new(),
             timeout_ms: 0,

@@ -143,7 +143,7 @@ async fn a_profile_the_engine_cannot_enforce_refuses_its_tools() {
     assert!(names.is_empty(), "{names:?}");
     for (folder, reason) in [
         ("files_limit", "cannot enforce limits.open_files"),
-        ("egress", "network allow-list"),
+        ("egress", "WASI preview 1 has no network"),
         ("missing_dir", "/nonexistent/airlock"),
         ("broken", "broken.toml"),
     ] {

@@ -28,6 +28,9 @@ pub struct RunLog {
     run_id: String,
     store: Arc<dyn Store>,
     next_seq: Mutex<u64>,
+    /// Spans that ended since the last event: written with the next one, in its transaction,
+    /// so a step costs the store one commit per event rather than one more per span.
+    pending_spans: Mutex<Vec<pb::Span>>,
     live: broadcast::Sender<pb::RunEvent>,
     /// Why the log stopped taking events, when the store failed; followers end with it.
     failure: Arc<Mutex<Option<String>>>,
@@ -40,6 +43,7 @@ impl RunLog {
             run_id,
             store,
             next_seq: Mutex::new(last_seq + 1),
+            pending_spans: Mutex::default(),
             live: broadcast::channel(LIVE_BUFFER).0,
             failure: Arc::default(),
         }
@@ -73,11 +77,35 @@ impl RunLog {
             time_ms: ids::now_ms(),
             event: Some(event),
         };
-        self.store.append_event(&event)?;
+        let spans = std::mem::take(
+            &mut *self
+                .pending_spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        if let Err(err) = self.store.append_event(&event, &spans) {
+            // Kept for the next attempt, in order, ahead of any span that ends meanwhile.
+            let mut pending = self
+                .pending_spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            pending.splice(0..0, spans);
+            return Err(err);
+        }
         *next += 1;
         // Nobody listening is fine: the event is in the store.
         let _ = self.live.send(event.clone());
         Ok(event)
+    }
+
+    /// Keeps an ended span until the next event is recorded. A run's last spans end before
+    /// its `run_finished` event; spans of a step a crash interrupts are lost with the step,
+    /// which the resumed run does again.
+    pub fn record_span(&self, span: pb::Span) {
+        self.pending_spans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(span);
     }
 
     /// Every event after `after_seq`, then the live ones, until the log closes (the run

@@ -7,6 +7,7 @@
 mod checkpoint;
 mod context;
 mod log;
+mod network_approval;
 mod observation;
 mod preview;
 mod prompt;
@@ -395,9 +396,14 @@ impl AgentRuntime {
             elapsed_before,
             resumed_at: now,
             recorded,
-            trace: RunTrace::new(self.shared.tracer.clone(), &record.run_id, &record.trace_id),
+            trace: RunTrace::new(
+                self.shared.tracer.clone(),
+                live.log.clone(),
+                &record.trace_id,
+            ),
             created_at_ms: record.created_at_ms,
             step_span: None,
+            approved_hosts: Default::default(),
             session,
         };
         run_loop.checkpoint()?;

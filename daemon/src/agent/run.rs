@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::checkpoint::{LoopState, PendingStep, SavedCall, SavedMessage};
 use super::context;
+use super::network_approval::{ApprovedHosts, NetworkApprover};
 use super::observation::{self, Observation};
 use super::preview;
 use super::provider::{
@@ -83,6 +84,23 @@ fn tool_attributes(span: &mut Span, call_id: &str, tool: &str, result: &pb::Tool
             metadata.stdout_bytes + metadata.stderr_bytes,
         );
         span.set("profile", &metadata.profile);
+        // One attribute per host contacted or refused: the connection record the trace keeps.
+        for contact in &metadata.network {
+            let mut record = format!(
+                "{} connections, {} bytes sent, {} bytes received",
+                contact.connections, contact.bytes_sent, contact.bytes_received
+            );
+            if contact.refused > 0 {
+                record.push_str(&format!(
+                    ", {} refused ({})",
+                    contact.refused, contact.refusal
+                ));
+            }
+            span.set(
+                &format!("connect {}:{}", contact.host, contact.port),
+                record,
+            );
+        }
     }
     if result.truncated {
         span.set("truncated_from_bytes", result.original_bytes);
@@ -132,6 +150,8 @@ pub(super) struct RunLoop {
     pub created_at_ms: i64,
     /// The span of the step in progress.
     pub step_span: Option<Span>,
+    /// Hosts outside a profile's allow-list approved in this run.
+    pub approved_hosts: ApprovedHosts,
 }
 
 /// The events recorded once per call.
@@ -213,7 +233,7 @@ impl RunLoop {
             if failed {
                 step.fail(format!("{stop}: {detail}"));
             }
-            let _ = self.trace.end(step);
+            self.trace.end(step);
         }
         let mut root = self
             .trace
@@ -227,9 +247,7 @@ impl RunLoop {
         if failed && !detail.is_empty() {
             root.fail(detail);
         }
-        if let Err(err) = self.trace.end(root) {
-            tracing::warn!(run = %self.run.run_id, error = %err, "cannot record the run's span");
-        }
+        self.trace.end(root);
     }
 
     /// The span new spans of this step hang from.
@@ -366,7 +384,7 @@ impl RunLoop {
         self.observe_pending().await?;
         if let Some(mut span) = self.step_span.take() {
             span.set("index", self.steps);
-            self.trace.end(span)?;
+            self.trace.end(span);
         }
         Ok(())
     }
@@ -421,7 +439,7 @@ impl RunLoop {
         context_span.set("budget", built.report.budget);
         context_span.set("summarised", count(pb::ContextDisposition::Summarised));
         context_span.set("dropped", count(pb::ContextDisposition::Dropped));
-        self.trace.end(context_span)?;
+        self.trace.end(context_span);
         self.emit(&step_id, Event::ContextBuilt(built.report))?;
         let request = ModelRequest {
             system: self.system.clone(),
@@ -438,7 +456,7 @@ impl RunLoop {
                 if let Halt::Stop { detail, .. } = &halt {
                     model_span.fail(detail.clone());
                 }
-                self.trace.end(model_span)?;
+                self.trace.end(model_span);
                 return Err(halt);
             }
         };
@@ -446,7 +464,7 @@ impl RunLoop {
         model_span.set("output_tokens", response.usage.output_tokens);
         model_span.set("tool_calls", response.tool_calls.len());
         model_span.set("finish", format!("{:?}", response.finish));
-        self.trace.end(model_span)?;
+        self.trace.end(model_span);
         self.usage.model_calls += 1;
         self.usage.input_tokens += response.usage.input_tokens;
         self.usage.output_tokens += response.usage.output_tokens;
@@ -608,13 +626,13 @@ impl RunLoop {
             Ok(checked) => checked,
             Err(reason) => {
                 validate.fail(reason.clone());
-                self.trace.end(validate)?;
+                self.trace.end(validate);
                 return self.reject(step_id, call_id, call, &failure_key, &reason);
             }
         };
         let canonical = arguments.to_string();
         validate.set("arguments_sha256", trace::arguments_digest(&canonical));
-        self.trace.end(validate)?;
+        self.trace.end(validate);
         let failure_key = format!("{}\u{0}{canonical}", call.name);
 
         let result = match self.shared.store.effect(&self.run.run_id, call_id)? {
@@ -664,7 +682,7 @@ impl RunLoop {
                             Ok(refusal) => refusal,
                             Err(halt) => {
                                 permission.fail("the run stopped while waiting for an approval");
-                                self.trace.end(permission)?;
+                                self.trace.end(permission);
                                 return Err(halt);
                             }
                         };
@@ -675,7 +693,7 @@ impl RunLoop {
                 if let Some(reason) = &refusal {
                     permission.set("refusal", reason);
                 }
-                self.trace.end(permission)?;
+                self.trace.end(permission);
                 if let Some(reason) = refusal {
                     return self.denied(&failure_key, &reason);
                 }
@@ -687,7 +705,7 @@ impl RunLoop {
                     Ok(result) => tool_attributes(&mut tool_span, call_id, tool.name(), result),
                     Err(_) => tool_span.fail("the run stopped during the call"),
                 }
-                self.trace.end(tool_span)?;
+                self.trace.end(tool_span);
                 executed?
             }
         };
@@ -873,6 +891,7 @@ impl RunLoop {
                     reason: why.to_owned(),
                     state: pb::ApprovalState::Pending as i32,
                     detail: String::new(),
+                    network: None,
                 };
                 self.shared.store.save_approval(&request)?;
                 request
@@ -988,6 +1007,18 @@ impl RunLoop {
             read_only: false,
         }) {
             Ok(call) => {
+                let call = call.with_egress_approver(Arc::new(NetworkApprover {
+                    approvals: self.shared.approvals.clone(),
+                    log: self.run.log.clone(),
+                    approved: self.approved_hosts.clone(),
+                    session_id: self.session.session_id.clone(),
+                    step_id: step_id.to_owned(),
+                    call_id: call_id.to_owned(),
+                    tool: tool.clone(),
+                    arguments: canonical.to_owned(),
+                    policy: self.policy.as_str(),
+                    timeout: self.limits.approval_timeout,
+                }));
                 let (sender, mut receiver) = mpsc::unbounded_channel();
                 let cancel = self.run.cancel.child_token();
                 let run = self.shared.executor.run(call, sender, cancel.clone());

@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::auth::caller;
 use super::error::ApiError;
 use super::limits;
+use super::quota::Turns;
 use super::tenants::Tenant;
 use super::tools::check_call;
 use crate::agent::{AgentError, AgentRuntime, RunOwner};
@@ -33,11 +34,17 @@ const CONSOLE_BUFFER: usize = 256;
 
 pub struct AgentService {
     runtime: Arc<AgentRuntime>,
+    /// A tenant's run starts take turns, so that its cap on live runs holds under
+    /// concurrent starts (see [`Turns`]).
+    starts: Turns,
 }
 
 impl AgentService {
     pub fn new(runtime: Arc<AgentRuntime>) -> AgentService {
-        AgentService { runtime }
+        AgentService {
+            runtime,
+            starts: Turns::default(),
+        }
     }
 
     /// Fails with NOT_FOUND unless `tenant` owns run `run_id`.
@@ -132,7 +139,10 @@ impl pb::agent_server::Agent for AgentService {
                     tenant: tenant.name.clone(),
                     max_live_runs: tenant.max_concurrent_runs,
                 };
-                let live = self.runtime.start(start, &owner).map_err(ApiError::from)?;
+                let live = {
+                    let _turn = self.starts.take(&tenant.name).await;
+                    self.runtime.start(start, &owner).map_err(ApiError::from)?
+                };
                 let events = self
                     .runtime
                     .follow(&live.run_id, 0)

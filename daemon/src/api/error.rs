@@ -18,6 +18,9 @@ pub enum ApiError {
     Agent(#[from] AgentError),
     #[error(transparent)]
     Kept(#[from] KeptError),
+    /// A request message longer than the daemon decodes; see `api::message_size`.
+    #[error("the request message is {size} bytes; the limit is {limit} bytes")]
+    MessageTooLarge { size: usize, limit: usize },
 }
 
 impl From<ApiError> for Status {
@@ -26,13 +29,15 @@ impl From<ApiError> for Status {
             WorkspaceError::NotAbsolute(_)
             | WorkspaceError::Unreadable { .. }
             | WorkspaceError::NotADirectory(_)
-            | WorkspaceError::OutsideRoots { .. } => Code::InvalidArgument,
+            | WorkspaceError::OutsideRoots { .. }
+            | WorkspaceError::Reserved { .. } => Code::InvalidArgument,
         };
         let code = match &err {
             ApiError::Call(CallError::UnknownTool(_)) => Code::NotFound,
             ApiError::Call(CallError::Workspace(workspace)) => workspace_code(workspace),
             ApiError::Call(CallError::Grant(_)) => Code::InvalidArgument,
             ApiError::ExecutionNotFound(_) => Code::NotFound,
+            ApiError::MessageTooLarge { .. } => Code::ResourceExhausted,
             ApiError::Kept(kept) => match kept {
                 KeptError::NotFound(_) => Code::NotFound,
                 KeptError::OutOfRange { .. } => Code::OutOfRange,

@@ -2,7 +2,8 @@
 
 /// The largest gRPC message either service decodes. The biggest legitimate requests are a
 /// run's input and a tool call's arguments (each bounded below); 4 MiB is tonic's default
-/// and leaves room for both with their envelope.
+/// and leaves room for both with their envelope. A message over it is refused from its length
+/// prefix, before it is read, with RESOURCE_EXHAUSTED (`api::message_size`).
 pub const MAX_DECODING_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The largest gRPC message either service encodes. Replies carry pages of kept output, run

@@ -7,6 +7,7 @@ pub mod auth;
 mod error;
 pub mod limits;
 pub mod listen;
+mod message_size;
 mod quota;
 pub mod tenants;
 pub mod tls;
@@ -26,6 +27,7 @@ use tonic::transport::{Server, ServerTlsConfig};
 use crate::agent::AgentRuntime;
 use crate::store::Store;
 use crate::tools::Executor;
+use message_size::LimitMessages;
 
 pub use error::ApiError;
 pub use listen::{ListenError, Listener};
@@ -77,12 +79,19 @@ pub async fn serve(
     if let Some(tls) = access.tls {
         server = server.tls_config(tls)?;
     }
+    // Every service, open ones included, refuses an oversize message the same way.
     let router = server
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(tools, authenticate.clone()))
-        .add_service(InterceptedService::new(agent, authenticate));
+        .add_service(LimitMessages::new(health_service))
+        .add_service(LimitMessages::new(reflection_v1))
+        .add_service(LimitMessages::new(reflection_v1alpha))
+        .add_service(LimitMessages::new(InterceptedService::new(
+            tools,
+            authenticate.clone(),
+        )))
+        .add_service(LimitMessages::new(InterceptedService::new(
+            agent,
+            authenticate,
+        )));
     let stopped = async {
         shutdown.await;
         health

@@ -77,6 +77,9 @@ pub struct Launch {
     pub capture: Arc<OutputCapture>,
     /// Resource use, updated while the call runs so it survives a stopped call.
     pub stats: Arc<RunStats>,
+    /// The call's egress gate: `Some` exactly when the profile's network is an allow-list.
+    /// Every outgoing connection of the tool goes through it.
+    pub egress: Option<Arc<crate::egress::Gate>>,
 }
 
 /// How a call ended, from the engine's point of view.

@@ -32,6 +32,15 @@ pub fn binding_digest(binding: &Binding<'_>) -> String {
     }))
 }
 
+/// What an approval of a connection answers: the call of `binding`, connecting to exactly
+/// `host:port`.
+pub fn connect_digest(binding: &Binding<'_>, host: &str, port: u16) -> String {
+    sha256_of(&json!({
+        "call": binding_digest(binding),
+        "connect": {"host": host, "port": port},
+    }))
+}
+
 /// The key of an "approve for the session" grant: the same tool with the same arguments
 /// under the same profile, anywhere in the session.
 pub fn session_grant_key(

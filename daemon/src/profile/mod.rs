@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use load::{ProfileError, ProfileLookupError, Profiles};
-pub use network::{HostPattern, NetworkPolicy};
+pub use network::{HostMatch, HostPattern, NetworkPolicy};
 
 /// Where the workspace appears inside every sandbox, for both engines.
 pub const GUEST_WORKSPACE: &str = "/workspace";

@@ -169,8 +169,9 @@ pub trait Store: Send + Sync {
     fn update_progress(&self, run_id: &str, steps: u32, usage: &pb::Usage) -> StoreResult<()>;
     fn finish_run(&self, run_id: &str, end: &RunEnd) -> StoreResult<()>;
 
-    /// Appends one event; its `seq` must be the run's last plus one.
-    fn append_event(&self, event: &pb::RunEvent) -> StoreResult<()>;
+    /// Appends one event, whose `seq` must be the run's last plus one, and in the same
+    /// transaction the run's `spans` that ended since its previous event.
+    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> StoreResult<()>;
     /// Events with `seq > after_seq`, in order, at most `limit`.
     fn events_after(
         &self,
@@ -213,7 +214,6 @@ pub trait Store: Send + Sync {
     /// Every session grant's key.
     fn session_grants(&self) -> StoreResult<Vec<String>>;
 
-    fn append_span(&self, run_id: &str, span: &pb::Span) -> StoreResult<()>;
     /// The run's spans in start order.
     fn spans(&self, run_id: &str) -> StoreResult<Vec<pb::Span>>;
 

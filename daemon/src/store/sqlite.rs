@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 
 use airlock_proto::v1 as pb;
 use prost::Message as _;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use super::{
     ApprovalResolution, Checkpoint, Effect, OutputRecord, RunEnd, RunFilter, RunRecord, RunState,
@@ -120,6 +120,10 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// Statements kept prepared: every distinct statement the store runs (about forty), so the
+/// run loop's writes never parse SQL again.
+const STATEMENT_CACHE_CAPACITY: usize = 64;
+
 /// How the store is opened.
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
@@ -146,11 +150,27 @@ impl SqliteStore {
             path: display.clone(),
             message,
         };
+        let in_use = || StoreError::Open {
+            path: display.clone(),
+            message: "another process (another airlockd on the same state dir?) holds it".into(),
+        };
         let connection = Connection::open(path).map_err(open_error)?;
+        // The daemon is the file's only user. Holding its lock for the daemon's lifetime
+        // spares every commit the shared-memory index and its file locks, and it keeps a
+        // second daemon pointed at the same state dir out (it must be set before WAL is
+        // first used to take effect).
+        connection
+            .execute_batch("PRAGMA locking_mode = EXCLUSIVE")
+            .map_err(open_error)?;
         // A file that is not a database fails on its first read; report it as damaged.
         let mode: String = connection
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(|err| damaged(err.to_string()))?;
+            .map_err(|err| match err.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                    in_use()
+                }
+                _ => damaged(err.to_string()),
+            })?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(damaged(format!(
                 "cannot switch to WAL (journal mode {mode})"
@@ -173,6 +193,17 @@ impl SqliteStore {
             return Err(damaged(format!("integrity check failed: {check}")));
         }
         migrate(&connection).map_err(damaged)?;
+        // An empty write takes the exclusive lock now, and exclusive mode keeps it: a second
+        // daemon is refused at its start rather than at its first event.
+        connection
+            .execute_batch("BEGIN EXCLUSIVE; COMMIT;")
+            .map_err(|err| match err.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                    in_use()
+                }
+                _ => open_error(err),
+            })?;
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         Ok(SqliteStore {
             connection: Mutex::new(connection),
             path: path.to_owned(),
@@ -272,12 +303,29 @@ fn seq_param(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
+/// Runs `sql` through the connection's statement cache: parsing and planning a statement
+/// cost more than the small writes the run loop makes for every event.
+fn execute(connection: &Connection, sql: &str, params: impl Params) -> rusqlite::Result<usize> {
+    connection.prepare_cached(sql)?.execute(params)
+}
+
+/// [`execute`] for a statement that returns one row.
+fn query_row<T>(
+    connection: &Connection,
+    sql: &str,
+    params: impl Params,
+    map: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    connection.prepare_cached(sql)?.query_row(params, map)
+}
+
 impl Store for SqliteStore {
     fn create_session(&self, session: &SessionRecord) -> StoreResult<()> {
         let labels =
             serde_json::to_string(&session.labels).map_err(|e| StoreError::Io(e.to_string()))?;
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO sessions (session_id, workspace, labels, created_at_ms, tenant) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![session.session_id, session.workspace, labels, session.created_at_ms, session.tenant],
             )
@@ -287,7 +335,8 @@ impl Store for SqliteStore {
 
     fn session(&self, session_id: &str) -> StoreResult<Option<SessionRecord>> {
         let row = self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT session_id, workspace, labels, created_at_ms, tenant FROM sessions WHERE session_id = ?1",
                 params![session_id],
                 |row| {
@@ -317,7 +366,8 @@ impl Store for SqliteStore {
 
     fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
                 params![
                     run.run_id,
@@ -344,7 +394,8 @@ impl Store for SqliteStore {
 
     fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
         let row = self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1"),
                 params![run_id],
                 run_from_row,
@@ -374,7 +425,7 @@ impl Store for SqliteStore {
             .transpose()?;
         let limit_plus_one = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let rows = self.with(|c| {
-            let mut statement = c.prepare(&format!(
+            let mut statement = c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM runs
                  WHERE (?1 IS NULL OR session_id = ?1)
                    AND (?2 IS NULL OR state = ?2)
@@ -412,7 +463,8 @@ impl Store for SqliteStore {
 
     fn set_run_state(&self, run_id: &str, state: RunState) -> StoreResult<()> {
         let changed = self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "UPDATE runs SET state = ?2 WHERE run_id = ?1",
                 params![run_id, state.as_str()],
             )
@@ -425,7 +477,8 @@ impl Store for SqliteStore {
 
     fn update_progress(&self, run_id: &str, steps: u32, usage: &pb::Usage) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "UPDATE runs SET steps = ?2, usage = ?3 WHERE run_id = ?1",
                 params![run_id, i64::from(steps), usage.encode_to_vec()],
             )
@@ -435,7 +488,8 @@ impl Store for SqliteStore {
 
     fn finish_run(&self, run_id: &str, end: &RunEnd) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "UPDATE runs SET state = 'finished', stop_reason = ?2, stop_detail = ?3, final_text = ?4, finished_at_ms = ?5 WHERE run_id = ?1",
                 params![run_id, end.stop_reason as i32, end.stop_detail, end.final_text, end.finished_at_ms],
             )
@@ -443,21 +497,21 @@ impl Store for SqliteStore {
         })
     }
 
-    fn append_event(&self, event: &pb::RunEvent) -> StoreResult<()> {
+    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> StoreResult<()> {
         let mut connection = self
             .connection
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let io = |err: rusqlite::Error| StoreError::Io(err.to_string());
         let transaction = connection.transaction().map_err(io)?;
-        let last: Option<i64> = transaction
-            .query_row(
-                "SELECT last_seq FROM runs WHERE run_id = ?1",
-                params![event.run_id],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(io)?;
+        let last: Option<i64> = query_row(
+            &transaction,
+            "SELECT last_seq FROM runs WHERE run_id = ?1",
+            params![event.run_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(io)?;
         let Some(last) = last else {
             return Err(StoreError::UnknownRun(event.run_id.clone()));
         };
@@ -469,18 +523,26 @@ impl Store for SqliteStore {
                 last,
             });
         }
-        transaction
-            .execute(
-                "INSERT INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)",
-                params![event.run_id, seq_param(event.seq), event.encode_to_vec()],
+        execute(
+            &transaction,
+            "INSERT INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)",
+            params![event.run_id, seq_param(event.seq), event.encode_to_vec()],
+        )
+        .map_err(io)?;
+        execute(
+            &transaction,
+            "UPDATE runs SET last_seq = ?2 WHERE run_id = ?1",
+            params![event.run_id, seq_param(event.seq)],
+        )
+        .map_err(io)?;
+        for span in spans {
+            execute(
+                &transaction,
+                "INSERT OR REPLACE INTO spans (run_id, span_id, start_unix_nano, span) VALUES (?1, ?2, ?3, ?4)",
+                params![event.run_id, span.span_id, span.start_unix_nano, span.encode_to_vec()],
             )
             .map_err(io)?;
-        transaction
-            .execute(
-                "UPDATE runs SET last_seq = ?2 WHERE run_id = ?1",
-                params![event.run_id, seq_param(event.seq)],
-            )
-            .map_err(io)?;
+        }
         transaction.commit().map_err(io)
     }
 
@@ -512,7 +574,7 @@ impl Store for SqliteStore {
 
     fn unfinished_runs(&self) -> StoreResult<Vec<RunRecord>> {
         let rows = self.with(|c| {
-            let mut statement = c.prepare(&format!(
+            let mut statement = c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE state != 'finished' ORDER BY created_at_ms"
             ))?;
             let rows = statement.query_map([], run_from_row)?;
@@ -525,7 +587,8 @@ impl Store for SqliteStore {
 
     fn save_checkpoint(&self, run_id: &str, checkpoint: &Checkpoint) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = ?2, seq = ?3, state = ?4, created_at_ms = ?5",
                 params![run_id, checkpoint.checkpoint_id, seq_param(checkpoint.seq), checkpoint.state, checkpoint.created_at_ms],
@@ -536,7 +599,8 @@ impl Store for SqliteStore {
 
     fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>> {
         self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT checkpoint_id, seq, state, created_at_ms FROM checkpoints WHERE run_id = ?1",
                 params![run_id],
                 |row| {
@@ -554,7 +618,8 @@ impl Store for SqliteStore {
 
     fn record_intent(&self, effect: &Effect) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![effect.run_id, effect.call_id, effect.tool, effect.arguments, effect.idempotent, effect.intent_at_ms],
             )
@@ -569,7 +634,8 @@ impl Store for SqliteStore {
         result: &pb::ToolResult,
     ) -> StoreResult<()> {
         let changed = self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "UPDATE effects SET result = ?3 WHERE run_id = ?1 AND call_id = ?2",
                 params![run_id, call_id, result.encode_to_vec()],
             )
@@ -584,7 +650,8 @@ impl Store for SqliteStore {
 
     fn effect(&self, run_id: &str, call_id: &str) -> StoreResult<Option<Effect>> {
         let row = self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT tool, arguments, idempotent, intent_at_ms, result FROM effects WHERE run_id = ?1 AND call_id = ?2",
                 params![run_id, call_id],
                 |row| {
@@ -615,7 +682,8 @@ impl Store for SqliteStore {
 
     fn save_approval(&self, request: &pb::ApprovalRequest) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO approvals (approval_id, run_id, call_id, request) VALUES (?1, ?2, ?3, ?4)",
                 params![request.approval_id, request.run_id, request.call_id, request.encode_to_vec()],
             )
@@ -629,7 +697,8 @@ impl Store for SqliteStore {
         resolution: &ApprovalResolution,
     ) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "UPDATE approvals SET decision = ?2, reason = ?3, decided_by = ?4, resolved_at_ms = ?5 WHERE approval_id = ?1",
                 params![approval_id, resolution.decision as i32, resolution.reason, resolution.decided_by, resolution.resolved_at_ms],
             )
@@ -643,7 +712,8 @@ impl Store for SqliteStore {
         call_id: &str,
     ) -> StoreResult<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>> {
         let row = self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT request, decision, reason, decided_by, resolved_at_ms FROM approvals
                  WHERE run_id = ?1 AND call_id = ?2 ORDER BY rowid DESC LIMIT 1",
                 params![run_id, call_id],
@@ -678,7 +748,8 @@ impl Store for SqliteStore {
 
     fn add_session_grant(&self, session_id: &str, grant_key: &str) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT OR IGNORE INTO session_grants (session_id, grant_key) VALUES (?1, ?2)",
                 params![session_id, grant_key],
             )
@@ -688,25 +759,15 @@ impl Store for SqliteStore {
 
     fn session_grants(&self) -> StoreResult<Vec<String>> {
         self.with(|c| {
-            let mut statement = c.prepare("SELECT grant_key FROM session_grants")?;
+            let mut statement = c.prepare_cached("SELECT grant_key FROM session_grants")?;
             let rows = statement.query_map([], |row| row.get(0))?;
             rows.collect()
         })
     }
 
-    fn append_span(&self, run_id: &str, span: &pb::Span) -> StoreResult<()> {
-        self.with(|c| {
-            c.execute(
-                "INSERT OR REPLACE INTO spans (run_id, span_id, start_unix_nano, span) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, span.span_id, span.start_unix_nano, span.encode_to_vec()],
-            )
-            .map(|_| ())
-        })
-    }
-
     fn spans(&self, run_id: &str) -> StoreResult<Vec<pb::Span>> {
         let blobs = self.with(|c| {
-            let mut statement = c.prepare(
+            let mut statement = c.prepare_cached(
                 "SELECT span FROM spans WHERE run_id = ?1 ORDER BY start_unix_nano, span_id",
             )?;
             let rows = statement.query_map(params![run_id], |row| row.get::<_, Vec<u8>>(0))?;
@@ -717,7 +778,8 @@ impl Store for SqliteStore {
 
     fn record_output(&self, output: &OutputRecord) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT OR REPLACE INTO outputs (execution_id, digest, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
                 params![output.execution_id, output.digest, i64::try_from(output.size).unwrap_or(i64::MAX), output.created_at_ms],
             )
@@ -727,7 +789,8 @@ impl Store for SqliteStore {
 
     fn output(&self, execution_id: &str) -> StoreResult<Option<OutputRecord>> {
         self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT execution_id, digest, size, created_at_ms FROM outputs WHERE execution_id = ?1",
                 params![execution_id],
                 output_from_row,
@@ -739,7 +802,7 @@ impl Store for SqliteStore {
     fn oldest_outputs(&self, limit: usize) -> StoreResult<Vec<OutputRecord>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(|c| {
-            let mut statement = c.prepare(
+            let mut statement = c.prepare_cached(
                 "SELECT execution_id, digest, size, created_at_ms FROM outputs ORDER BY created_at_ms, execution_id LIMIT ?1",
             )?;
             let rows = statement.query_map(params![limit], output_from_row)?;
@@ -749,7 +812,8 @@ impl Store for SqliteStore {
 
     fn remove_output(&self, execution_id: &str) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "DELETE FROM outputs WHERE execution_id = ?1",
                 params![execution_id],
             )
@@ -759,7 +823,8 @@ impl Store for SqliteStore {
 
     fn record_execution_owner(&self, execution_id: &str, tenant: &str) -> StoreResult<()> {
         self.with(|c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT OR IGNORE INTO execution_owners (execution_id, tenant) VALUES (?1, ?2)",
                 params![execution_id, tenant],
             )
@@ -769,7 +834,8 @@ impl Store for SqliteStore {
 
     fn execution_owner(&self, execution_id: &str) -> StoreResult<Option<String>> {
         self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT tenant FROM execution_owners WHERE execution_id = ?1",
                 params![execution_id],
                 |row| row.get(0),
@@ -780,7 +846,8 @@ impl Store for SqliteStore {
 
     fn output_references(&self, digest: &str) -> StoreResult<u64> {
         let count: i64 = self.with(|c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT COUNT(*) FROM outputs WHERE digest = ?1",
                 params![digest],
                 |row| row.get(0),
@@ -852,7 +919,7 @@ mod tests {
         assert_eq!(store.session("s1").expect("read"), Some(session("s1")));
         store.create_run(&run("r1", "s1", 10)).expect("run");
         for seq in 1..=3 {
-            store.append_event(&event("r1", seq)).expect("append");
+            store.append_event(&event("r1", seq), &[]).expect("append");
         }
         let events = store.events_after("r1", 1, 100).expect("read");
         assert_eq!(events, vec![event("r1", 2), event("r1", 3)]);
@@ -881,17 +948,17 @@ mod tests {
         let store = store(dir.path());
         store.create_session(&session("s1")).expect("session");
         store.create_run(&run("r1", "s1", 10)).expect("run");
-        store.append_event(&event("r1", 1)).expect("first");
+        store.append_event(&event("r1", 1), &[]).expect("first");
         assert!(matches!(
-            store.append_event(&event("r1", 1)),
+            store.append_event(&event("r1", 1), &[]),
             Err(StoreError::OutOfOrder { .. })
         ));
         assert!(matches!(
-            store.append_event(&event("r1", 3)),
+            store.append_event(&event("r1", 3), &[]),
             Err(StoreError::OutOfOrder { .. })
         ));
         assert!(matches!(
-            store.append_event(&event("r2", 1)),
+            store.append_event(&event("r2", 1), &[]),
             Err(StoreError::UnknownRun(_))
         ));
     }
@@ -946,6 +1013,159 @@ mod tests {
         assert!(store.session("s1").expect("read").is_some());
     }
 
+    /// A store written by a daemon of schema version 2, before tenants: its runs, events,
+    /// checkpoint and kept output, inserted with that version's columns.
+    fn version_2_store(path: &Path) {
+        let connection = Connection::open(path).expect("open");
+        connection
+            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .expect("wal");
+        for (index, migration) in MIGRATIONS[..2].iter().enumerate() {
+            connection
+                .execute_batch(&format!(
+                    "BEGIN; {migration}; PRAGMA user_version = {}; COMMIT;",
+                    index + 1
+                ))
+                .expect("migrate to 2");
+        }
+        connection
+            .execute(
+                "INSERT INTO sessions (session_id, workspace, labels, created_at_ms) \
+                 VALUES ('s1', '/srv/ws', '{}', 1)",
+                [],
+            )
+            .expect("session");
+        let usage = pb::Usage {
+            input_tokens: 12,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        for (run_id, state, finished_at_ms, stop_reason, final_text) in [
+            (
+                "r_done",
+                "finished",
+                Some(20),
+                Some(pb::StopReason::Final as i32),
+                "all done",
+            ),
+            ("r_live", "running", None, None, ""),
+        ] {
+            let start = pb::StartRun {
+                input: format!("task of {run_id}"),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            connection
+                .execute(
+                    "INSERT INTO runs (run_id, session_id, state, start, model, workspace, \
+                     trace_id, created_at_ms, finished_at_ms, stop_reason, final_text, usage, \
+                     steps, last_seq) \
+                     VALUES (?1, 's1', ?2, ?3, 'scripted', '/srv/ws', 't', 10, ?4, ?5, ?6, ?7, 1, 2)",
+                    params![run_id, state, start, finished_at_ms, stop_reason, final_text, usage],
+                )
+                .expect("run");
+            for seq in 1..=2u64 {
+                connection
+                    .execute(
+                        "INSERT INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)",
+                        params![run_id, seq_param(seq), event(run_id, seq).encode_to_vec()],
+                    )
+                    .expect("event");
+            }
+        }
+        connection
+            .execute(
+                "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms) \
+                 VALUES ('r_live', 'ckp_1', 2, x'010203', 15)",
+                [],
+            )
+            .expect("checkpoint");
+        connection
+            .execute(
+                "INSERT INTO outputs (execution_id, digest, size, created_at_ms) \
+                 VALUES ('exec_old', 'd1', 10, 5)",
+                [],
+            )
+            .expect("output");
+    }
+
+    #[test]
+    fn a_version_2_store_is_upgraded_to_3_and_its_runs_belong_to_default() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        version_2_store(&path);
+        let store = SqliteStore::open(&path, &StoreOptions::default()).expect("upgraded");
+        let version: i64 = store
+            .with(|c| c.query_row("PRAGMA user_version", [], |row| row.get(0)))
+            .expect("version");
+        assert_eq!(version, 3);
+
+        let done = store.run("r_done").expect("read").expect("kept");
+        assert_eq!(done.tenant, "default");
+        assert_eq!(done.state, RunState::Finished);
+        assert_eq!(done.stop_reason, Some(pb::StopReason::Final));
+        assert_eq!(done.final_text, "all done");
+        assert_eq!(done.start.input, "task of r_done");
+        assert_eq!(done.usage.input_tokens, 12);
+        assert_eq!(
+            store.events_after("r_done", 0, 10).expect("events"),
+            vec![event("r_done", 1), event("r_done", 2)]
+        );
+        let unfinished = store.unfinished_runs().expect("unfinished");
+        assert_eq!(
+            unfinished
+                .iter()
+                .map(|run| (run.run_id.as_str(), run.tenant.as_str()))
+                .collect::<Vec<_>>(),
+            [("r_live", "default")]
+        );
+        assert_eq!(
+            store
+                .latest_checkpoint("r_live")
+                .expect("checkpoint")
+                .map(|c| c.checkpoint_id),
+            Some("ckp_1".to_owned())
+        );
+        assert_eq!(
+            store.session("s1").expect("read").expect("kept").tenant,
+            "default"
+        );
+        assert!(store.output("exec_old").expect("read").is_some());
+
+        // Tenant filters see the old runs as `default`'s, and only as its.
+        let of = |tenant: &str| {
+            let filter = RunFilter {
+                session_id: None,
+                state: None,
+                tenant: Some(tenant.to_owned()),
+            };
+            let (runs, _) = store.list_runs(&filter, 10, None).expect("list");
+            let mut ids: Vec<String> = runs.into_iter().map(|run| run.run_id).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(of("default"), ["r_done", "r_live"]);
+        assert!(of("alice").is_empty());
+        // The upgraded store takes new runs of other tenants, and the log goes on.
+        let mut alices = run("r_alice", "s1", 30);
+        alices.tenant = "alice".into();
+        store.create_run(&alices).expect("new run");
+        assert_eq!(of("alice"), ["r_alice"]);
+        store
+            .append_event(&event("r_live", 3), &[])
+            .expect("append");
+        drop(store);
+        let reopened = SqliteStore::open(&path, &StoreOptions::default()).expect("reopened");
+        assert_eq!(
+            reopened
+                .run("r_live")
+                .expect("read")
+                .expect("kept")
+                .last_seq,
+            3
+        );
+    }
+
     #[test]
     fn a_file_that_is_not_a_database_is_refused_with_its_path() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -956,6 +1176,20 @@ mod tests {
             .expect("refused");
         assert!(matches!(err, StoreError::Damaged { .. }), "{err}");
         assert!(err.to_string().contains("airlock.db"), "{err}");
+    }
+
+    #[test]
+    fn a_store_in_use_is_refused_until_its_owner_closes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        let owner = SqliteStore::open(&path, &StoreOptions::default()).expect("opens");
+        let err = SqliteStore::open(&path, &StoreOptions::default())
+            .err()
+            .expect("a second opener is refused");
+        assert!(matches!(err, StoreError::Open { .. }), "{err}");
+        assert!(err.to_string().contains("another process"), "{err}");
+        drop(owner);
+        SqliteStore::open(&path, &StoreOptions::default()).expect("free again");
     }
 
     #[test]
@@ -1072,15 +1306,27 @@ mod tests {
             start_unix_nano: start,
             ..Default::default()
         };
-        store.append_span("r1", &span("b", 2)).expect("span");
-        store.append_span("r1", &span("a", 1)).expect("span");
+        // Spans ride with the event after them, in its transaction.
+        store
+            .append_event(&event("r1", 1), &[span("b", 2)])
+            .expect("event with a span");
+        store
+            .append_event(&event("r1", 2), &[span("a", 1), span("c", 3)])
+            .expect("event with spans");
         let ids: Vec<String> = store
             .spans("r1")
             .expect("read")
             .into_iter()
             .map(|s| s.span_id)
             .collect();
-        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(ids, ["a", "b", "c"]);
+        // An event refused (out of order) takes its spans with it: no span without its event.
+        assert!(
+            store
+                .append_event(&event("r1", 9), &[span("d", 4)])
+                .is_err()
+        );
+        assert_eq!(store.spans("r1").expect("read").len(), 3);
 
         let output = |id: &str, at| OutputRecord {
             execution_id: id.into(),

@@ -13,10 +13,11 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids;
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
-use crate::profile::{GrantError, Profile};
+use crate::profile::{GrantError, NetworkPolicy, Profile};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};
@@ -51,7 +52,7 @@ pub enum CallError {
 }
 
 /// A checked call, ready to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Call {
     pub tool: Arc<Tool>,
     /// The tool's profile, or its read-only view.
@@ -59,6 +60,30 @@ pub struct Call {
     pub arguments_json: String,
     pub workspace: Option<PathBuf>,
     pub timeout: Duration,
+    /// Who decides about hosts outside the profile's allow-list, when the profile lets them
+    /// be asked about: the run's approvals. `None` (gRPC ExecuteTool) refuses them.
+    pub egress_approver: Option<Arc<dyn EgressApprover>>,
+}
+
+impl Call {
+    /// Lets the call ask `approver` about unlisted hosts (see [`Call::egress_approver`]).
+    pub fn with_egress_approver(mut self, approver: Arc<dyn EgressApprover>) -> Call {
+        self.egress_approver = Some(approver);
+        self
+    }
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("tool", &self.tool)
+            .field("profile", &self.profile)
+            .field("arguments_json", &self.arguments_json)
+            .field("workspace", &self.workspace)
+            .field("timeout", &self.timeout)
+            .field("egress_approver", &self.egress_approver.is_some())
+            .finish()
+    }
 }
 
 /// What a running call reports, in order: `Started`, any `Output`, then `Finished`. A call
@@ -79,6 +104,8 @@ pub struct Executor {
     workspaces: WorkspaceRoots,
     executions: Executions,
     kept: Option<Arc<KeptOutputs>>,
+    /// Resolves the hosts of every call's egress, with the operator's overrides.
+    resolver: Arc<Resolver>,
 }
 
 /// Why a call stopped before its tool finished.
@@ -95,7 +122,15 @@ impl Executor {
             workspaces,
             executions: Executions::default(),
             kept: None,
+            resolver: Arc::default(),
         }
+    }
+
+    /// Resolves egress hosts with `resolver` (the daemon's, built once from `[egress]`)
+    /// rather than the system's alone.
+    pub fn with_resolver(mut self, resolver: Arc<Resolver>) -> Executor {
+        self.resolver = resolver;
+        self
     }
 
     /// Keeps the full output of every call whose result gets cut, for `ReadOutput`.
@@ -144,6 +179,7 @@ impl Executor {
             arguments_json: request.arguments_json,
             workspace,
             timeout,
+            egress_approver: None,
         })
     }
 
@@ -197,6 +233,14 @@ impl Executor {
             })),
         );
         let stats = Arc::new(RunStats::default());
+        let egress = match &profile.network {
+            NetworkPolicy::None => None,
+            NetworkPolicy::AllowList { .. } => Some(Arc::new(Gate::new(
+                Rules::for_profile(&profile),
+                self.resolver.clone(),
+                call.egress_approver.clone(),
+            ))),
+        };
         // The tool reads the arguments as validated, re-serialised: a parser of its own can
         // never see a document (duplicate keys, odd escapes) that differs from what passed.
         let launch = Launch {
@@ -205,6 +249,7 @@ impl Executor {
             profile: profile.clone(),
             capture: capture.clone(),
             stats: stats.clone(),
+            egress: egress.clone(),
         };
         let started = Instant::now();
         let outcome = {
@@ -243,6 +288,9 @@ impl Executor {
             stdout_bytes: summary.stdout_bytes,
             stderr_bytes: summary.stderr_bytes,
             signal: result.metadata.signal,
+            network: egress
+                .map(|gate| gate.ledger().snapshot())
+                .unwrap_or_default(),
         };
         let _ = events.send(ExecutionEvent::Finished(result.clone()));
         result

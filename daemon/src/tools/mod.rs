@@ -9,6 +9,9 @@ mod manifest;
 mod registry;
 mod result;
 
+// For the fuzz targets in fuzz/, which read tool output as the executor does.
+#[doc(hidden)]
+pub use abi::{AbiResult, parse_result};
 pub use arguments::{ArgumentError, ArgumentSchema, Violation};
 pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
 pub use manifest::{Abi, Manifest, ManifestError, Program, Risk};

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::egress::Contact;
 use crate::engine::EngineKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,9 @@ pub struct ResultMetadata {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub signal: Option<i32>,
+    /// Every host the call contacted or tried to, with bytes and refusals; empty when the
+    /// profile has no network.
+    pub network: Vec<Contact>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! Traces: the engineering record of a run, as spans — run → step → context build, model
 //! call, validation, permission decision, tool execution — with timings, tokens, argument
-//! digests, approval outcomes, errors and resource use. Spans are stored with the run when
-//! they end (`Agent.GetTrace` reads them) and handed to an exporter when one is configured
-//! ([`otlp`]).
+//! digests, approval outcomes, errors and resource use. An ended span is stored with the
+//! run's next event, in the same transaction (`Agent.GetTrace` reads them), and handed at
+//! once to an exporter when one is configured ([`otlp`]).
 
 pub mod otlp;
 
@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use airlock_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::store::{Store, StoreError};
+use crate::agent::RunLog;
 
 /// Where finished spans go besides the store (an OTLP collector).
 pub trait SpanSink: Send + Sync {
@@ -20,15 +20,14 @@ pub trait SpanSink: Send + Sync {
     fn export(&self, span: &pb::Span);
 }
 
-/// Records the spans of every run.
+/// Where the spans of every run go besides the run's own log.
 pub struct Tracer {
-    store: Arc<dyn Store>,
     sink: Option<Arc<dyn SpanSink>>,
 }
 
 impl Tracer {
-    pub fn new(store: Arc<dyn Store>, sink: Option<Arc<dyn SpanSink>>) -> Tracer {
-        Tracer { store, sink }
+    pub fn new(sink: Option<Arc<dyn SpanSink>>) -> Tracer {
+        Tracer { sink }
     }
 }
 
@@ -36,7 +35,7 @@ impl Tracer {
 #[derive(Clone)]
 pub struct RunTrace {
     tracer: Arc<Tracer>,
-    run_id: String,
+    log: Arc<RunLog>,
     trace_id: String,
     root: String,
 }
@@ -65,12 +64,12 @@ fn span_id() -> String {
 }
 
 impl RunTrace {
-    pub fn new(tracer: Arc<Tracer>, run_id: &str, trace_id: &str) -> RunTrace {
+    pub fn new(tracer: Arc<Tracer>, log: Arc<RunLog>, trace_id: &str) -> RunTrace {
         // The root's id is derived from the run, so a resumed run keeps its tree.
-        let root = hex::encode(&Sha256::digest(run_id.as_bytes())[..8]);
+        let root = hex::encode(&Sha256::digest(log.run_id().as_bytes())[..8]);
         RunTrace {
             tracer,
-            run_id: run_id.to_owned(),
+            log,
             trace_id: trace_id.to_owned(),
             root,
         }
@@ -90,7 +89,7 @@ impl RunTrace {
             start: start_unix_nano,
             attributes: vec![pb::SpanAttribute {
                 key: "run_id".into(),
-                value: self.run_id.clone(),
+                value: self.log.run_id().to_owned(),
             }],
             error: None,
         }
@@ -107,8 +106,8 @@ impl RunTrace {
         }
     }
 
-    /// Ends and records `span`.
-    pub fn end(&self, span: Span) -> Result<(), StoreError> {
+    /// Ends `span`: exported now, stored with the run's next event.
+    pub fn end(&self, span: Span) {
         let span = pb::Span {
             trace_id: self.trace_id.clone(),
             span_id: span.span_id,
@@ -124,11 +123,10 @@ impl RunTrace {
             } as i32,
             status_message: span.error.unwrap_or_default(),
         };
-        self.tracer.store.append_span(&self.run_id, &span)?;
         if let Some(sink) = &self.tracer.sink {
             sink.export(&span);
         }
-        Ok(())
+        self.log.record_span(span);
     }
 }
 

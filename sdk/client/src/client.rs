@@ -3,13 +3,14 @@
 
 mod agent;
 pub mod auth;
+mod tls_probe;
 
 use std::error::Error as StdError;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use self::auth::BearerToken;
 
@@ -31,21 +32,27 @@ pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:7411";
 /// until the kernel gives up on the TCP handshake, minutes later.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The PEM CA bundle is a few certificates; a bound keeps a mistyped path from being read
-/// whole.
-const MAX_CA_BYTES: u64 = 1024 * 1024;
+/// A PEM file of certificates (a CA bundle, a client's chain) or a key is a few kilobytes; a
+/// bound keeps a mistyped path (a log, a device) from being read whole.
+const MAX_PEM_BYTES: u64 = 1024 * 1024;
 
 /// A channel that sends the token with every call.
 pub type AuthedChannel = InterceptedService<Channel, BearerToken>;
 
-/// How to connect beyond the address: the token, and the CA an `https://` daemon's
-/// certificate must chain to.
+/// How to connect beyond the address: the token, and for an `https://` daemon the CA its
+/// certificate must chain to and this client's own certificate, when the daemon requires one.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectOptions {
     /// None: `$AIRLOCK_TOKEN`, else the token file of a daemon on this host
     /// ([`auth::discover_token`]).
     pub token: Option<String>,
+    /// The CA that signed the daemon's certificate (PEM). Needed for `https://`.
     pub ca_cert: Option<PathBuf>,
+    /// This client's certificate chain (PEM), for a daemon that requires client certificates
+    /// (mutual TLS). Needs `client_key`.
+    pub client_cert: Option<PathBuf>,
+    /// The private key of `client_cert` (PEM).
+    pub client_key: Option<PathBuf>,
 }
 
 /// Opens a connection to the daemon at `endpoint`, with the token found on this host.
@@ -53,7 +60,9 @@ pub struct ConnectOptions {
 /// `endpoint` is a URL such as `http://127.0.0.1:7411`, `https://host:7411` or
 /// `unix:/run/airlock.sock`; a bare `host:port` is taken to mean `http://host:port`. The
 /// connection is made now, so that an address where nothing listens is reported here, as
-/// [`ClientError::Unreachable`], rather than by the first call.
+/// [`ClientError::Unreachable`], rather than by the first call; for `https://`, so is a
+/// certificate the daemon refuses (or one of its own that this client does not trust), as
+/// [`ClientError::Tls`].
 pub async fn connect(endpoint: &str) -> Result<AirlockClient, ClientError> {
     connect_with(endpoint, &ConnectOptions::default()).await
 }
@@ -75,20 +84,21 @@ pub async fn connect_with(
         .get(..8)
         .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
     {
-        builder = builder
-            .tls_config(tls_config(&endpoint, options)?)
-            .map_err(|error| ClientError::InvalidEndpoint {
-                endpoint: endpoint.clone(),
-                reason: innermost_reason(&error),
-            })?;
+        let (config, files) = tls_config(&endpoint, options)?;
+        builder = builder.tls_config(config).map_err(|error| {
+            ClientError::Credentials(format!(
+                "cannot use the TLS certificates and key given: {}",
+                innermost_reason(&error)
+            ))
+        })?;
+        tls_probe::check(&endpoint, files, CONNECT_TIMEOUT).await?;
     }
-    let channel = builder
-        .connect()
-        .await
-        .map_err(|error| ClientError::Unreachable {
+    let channel = builder.connect().await.map_err(|error| {
+        ClientError::tls_refusal(&endpoint, &error).unwrap_or_else(|| ClientError::Unreachable {
             endpoint: endpoint.clone(),
             reason: innermost_reason(&error),
-        })?;
+        })
+    })?;
     let channel = InterceptedService::new(channel, bearer);
     Ok(AirlockClient {
         tools: ToolsClient::new(channel.clone()),
@@ -97,27 +107,57 @@ pub async fn connect_with(
     })
 }
 
-/// TLS for an `https://` daemon: its certificate must chain to `--ca-cert` (this client
-/// trusts no public roots: airlockd's certificates are the operator's own).
-fn tls_config(endpoint: &str, options: &ConnectOptions) -> Result<ClientTlsConfig, ClientError> {
-    let Some(path) = &options.ca_cert else {
+/// TLS for an `https://` daemon: its certificate must chain to `--tls-ca` (this client trusts
+/// no public roots: airlockd's certificates are the operator's own), and this client shows
+/// its own certificate when given one.
+fn tls_config(
+    endpoint: &str,
+    options: &ConnectOptions,
+) -> Result<(ClientTlsConfig, tls_probe::TlsFiles), ClientError> {
+    let Some(ca) = &options.ca_cert else {
         return Err(ClientError::InvalidEndpoint {
             endpoint: endpoint.to_owned(),
-            reason: "an https:// daemon needs --ca-cert, the CA its certificate is signed by"
+            reason: "an https:// daemon needs --tls-ca, the CA its certificate is signed by"
                 .to_owned(),
         });
     };
+    let ca = read_pem(ca, "CA")?;
+    let config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&ca));
+    let identity = match (&options.client_cert, &options.client_key) {
+        (Some(cert), Some(key)) => Some((
+            read_pem(cert, "client certificate")?,
+            read_pem(key, "client key")?,
+        )),
+        (None, None) => None,
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(ClientError::Credentials(
+                "a client certificate goes with its key: give both --tls-cert and --tls-key"
+                    .to_owned(),
+            ));
+        }
+    };
+    let config = match &identity {
+        Some((cert, key)) => config.identity(Identity::from_pem(cert, key)),
+        None => config,
+    };
+    Ok((config, tls_probe::TlsFiles { ca, identity }))
+}
+
+/// Reads one PEM file of at most [`MAX_PEM_BYTES`]; `what` names it in the error.
+fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, ClientError> {
     let unreadable = |reason: String| {
-        ClientError::Credentials(format!("cannot read the CA {}: {reason}", path.display()))
+        ClientError::Credentials(format!(
+            "cannot read the {what} {}: {reason}",
+            path.display()
+        ))
     };
     let size = std::fs::metadata(path)
         .map_err(|err| unreadable(err.to_string()))?
         .len();
-    if size > MAX_CA_BYTES {
-        return Err(unreadable(format!("larger than {MAX_CA_BYTES} bytes")));
+    if size > MAX_PEM_BYTES {
+        return Err(unreadable(format!("larger than {MAX_PEM_BYTES} bytes")));
     }
-    let pem = std::fs::read(path).map_err(|err| unreadable(err.to_string()))?;
-    Ok(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+    std::fs::read(path).map_err(|err| unreadable(err.to_string()))
 }
 
 /// Adds the scheme people leave out, and refuses schemes this client cannot speak.
@@ -322,13 +362,60 @@ mod tests {
     async fn https_without_a_ca_is_a_usage_error() {
         let options = ConnectOptions {
             token: Some("t".to_owned()),
-            ca_cert: None,
+            ..ConnectOptions::default()
         };
         let Err(error) = connect_with("https://127.0.0.1:1", &options).await else {
             panic!("https without a CA connected");
         };
-        assert!(error.to_string().contains("--ca-cert"), "{error}");
+        assert!(error.to_string().contains("--tls-ca"), "{error}");
         assert_eq!(error.exit_code(), crate::exit_code::USAGE);
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_without_its_key_is_a_usage_error() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let pem = dir.path().join("any.pem");
+        std::fs::write(&pem, "")?;
+        for (cert, key) in [(Some(pem.clone()), None), (None, Some(pem.clone()))] {
+            let options = ConnectOptions {
+                token: Some("t".to_owned()),
+                ca_cert: Some(pem.clone()),
+                client_cert: cert,
+                client_key: key,
+            };
+            let Err(error) = connect_with("https://127.0.0.1:1", &options).await else {
+                panic!("half a client identity connected");
+            };
+            assert_eq!(
+                error.to_string(),
+                "a client certificate goes with its key: give both --tls-cert and --tls-key"
+            );
+            assert_eq!(error.exit_code(), crate::exit_code::USAGE);
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_missing_client_key_file_is_named() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let pem = dir.path().join("ca.pem");
+        std::fs::write(&pem, "")?;
+        let options = ConnectOptions {
+            token: Some("t".to_owned()),
+            ca_cert: Some(pem.clone()),
+            client_cert: Some(pem),
+            client_key: Some(dir.path().join("nope.key")),
+        };
+        let Err(error) = connect_with("https://127.0.0.1:1", &options).await else {
+            panic!("a missing key connected");
+        };
+        assert!(
+            error.to_string().starts_with("cannot read the client key "),
+            "{error}"
+        );
+        assert!(error.to_string().contains("nope.key"), "{error}");
+        assert_eq!(error.exit_code(), crate::exit_code::USAGE);
+        Ok(())
     }
 
     #[tokio::test]

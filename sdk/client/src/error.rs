@@ -1,7 +1,8 @@
 //! The one error type of the client library, and what each failure means for a caller.
 
-use std::error::Error as _;
+use std::error::Error as StdError;
 
+use rustls::AlertDescription;
 use tonic::Code;
 
 use crate::exit_code;
@@ -19,6 +20,12 @@ pub enum ClientError {
     /// The token or a certificate could not be read.
     #[error("{0}")]
     Credentials(String),
+
+    /// The TLS handshake failed over a certificate: the daemon requires a client certificate
+    /// that was not sent or does not accept the one sent, or its own is not one this client
+    /// trusts. The reason says which, and what to pass.
+    #[error("TLS with airlockd at {endpoint} failed: {reason}")]
+    Tls { endpoint: String, reason: String },
 
     /// Nothing answered at the server address.
     #[error("cannot reach airlockd at {endpoint}: {reason} — is it running?")]
@@ -63,6 +70,11 @@ pub enum ClientError {
 impl ClientError {
     /// Classifies the status a call ended with.
     pub(crate) fn rpc(endpoint: &str, status: tonic::Status) -> Self {
+        // With TLS 1.3 the daemon checks the client's certificate after the client considers
+        // the handshake done, so its refusal may arrive only with the first call.
+        if let Some(refusal) = Self::tls_refusal(endpoint, &status) {
+            return refusal;
+        }
         // A status the daemon sends never carries a source error. tonic attaches one when it
         // makes up an `UNKNOWN` status for a failure of the transport under the call (hyper
         // and h2 errors, which it does not classify further): the connection broke.
@@ -78,10 +90,29 @@ impl ClientError {
         }
     }
 
+    /// The TLS failure under a transport error, when a certificate caused it. rustls reports it
+    /// several layers down (under tonic's, hyper's and an I/O error), as the alert the daemon
+    /// sent or as its own verdict on the daemon's certificate.
+    pub(crate) fn tls_refusal(endpoint: &str, error: &(dyn StdError + 'static)) -> Option<Self> {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            if let Some(reason) = tls_error_in(error).as_ref().and_then(certificate_problem) {
+                return Some(Self::Tls {
+                    endpoint: endpoint.to_owned(),
+                    reason,
+                });
+            }
+            next = error.source();
+        }
+        None
+    }
+
     /// The process exit code for this failure; see [`exit_code`].
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::InvalidEndpoint { .. } | Self::Credentials(_) => exit_code::USAGE,
+            Self::InvalidEndpoint { .. } | Self::Credentials(_) | Self::Tls { .. } => {
+                exit_code::USAGE
+            }
             Self::Unreachable { .. } | Self::ConnectionLost { .. } => exit_code::UNAVAILABLE,
             Self::Rpc { status, .. } => exit_code::for_rpc_code(status.code()),
             Self::IncompleteStream { .. }
@@ -96,12 +127,69 @@ impl ClientError {
             Self::Rpc { status, .. } => Some(status),
             Self::InvalidEndpoint { .. }
             | Self::Credentials(_)
+            | Self::Tls { .. }
             | Self::Unreachable { .. }
             | Self::ConnectionLost { .. }
             | Self::IncompleteStream { .. }
             | Self::IncompleteRun { .. }
             | Self::StreamClosed { .. } => None,
         }
+    }
+}
+
+/// The alerts a daemon sends when it refuses this client's certificate, or the lack of one.
+/// `DecryptError` is what rustls answers a certificate whose signature does not verify against
+/// the CA it names (a certificate of another CA with the same name); at the end of a
+/// handshake it can only concern the client's certificate.
+const CERTIFICATE_ALERTS: [AlertDescription; 9] = [
+    AlertDescription::CertificateRequired,
+    AlertDescription::DecryptError,
+    AlertDescription::BadCertificate,
+    AlertDescription::UnknownCA,
+    AlertDescription::CertificateUnknown,
+    AlertDescription::CertificateExpired,
+    AlertDescription::CertificateRevoked,
+    AlertDescription::UnsupportedCertificate,
+    AlertDescription::AccessDenied,
+];
+
+/// The rustls error that `error` is or carries as an I/O error, if any.
+fn tls_error_in(error: &(dyn StdError + 'static)) -> Option<rustls::Error> {
+    if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+        return Some(tls.clone());
+    }
+    let inner = error.downcast_ref::<std::io::Error>()?.get_ref()?;
+    if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+        return Some(tls.clone());
+    }
+    // h2 hands an I/O error from its connection task to the calls on it as a kind and a text
+    // only, so under a failed call the daemon's alert survives as rustls's own wording of it;
+    // it is recognised by comparing with that wording, not with a copy of it.
+    let text = inner.to_string();
+    CERTIFICATE_ALERTS
+        .into_iter()
+        .map(rustls::Error::AlertReceived)
+        .find(|alert| alert.to_string() == text)
+}
+
+/// What to tell a person about a TLS error that a certificate caused; None for other TLS
+/// errors, which are reported as they are.
+fn certificate_problem(error: &rustls::Error) -> Option<String> {
+    match error {
+        rustls::Error::AlertReceived(AlertDescription::CertificateRequired) => Some(
+            "the daemon requires a client certificate: give --tls-cert and --tls-key \
+             (or AIRLOCK_TLS_CERT and AIRLOCK_TLS_KEY)"
+                .to_owned(),
+        ),
+        rustls::Error::AlertReceived(alert) if CERTIFICATE_ALERTS.contains(alert) => Some(format!(
+            "the daemon does not accept this client's certificate ({alert:?}): is --tls-cert \
+             signed by the CA the daemon trusts for clients?"
+        )),
+        rustls::Error::InvalidCertificate(reason) => Some(format!(
+            "the daemon's certificate is not valid for this client ({reason:?}): is --tls-ca \
+             the CA that signed it, and does it name the host in the address?"
+        )),
+        _ => None,
     }
 }
 
@@ -210,6 +298,36 @@ mod tests {
         );
         assert_eq!(error.exit_code(), exit_code::UNAVAILABLE);
         assert!(error.status().is_none());
+    }
+
+    #[test]
+    fn a_missing_client_certificate_under_a_transport_error_says_what_to_give() {
+        let alert = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, alert);
+        let status = tonic::Status::from_error(Box::new(io));
+        let error = ClientError::rpc("https://h:1", status);
+        assert_eq!(
+            error.to_string(),
+            "TLS with airlockd at https://h:1 failed: the daemon requires a client certificate: \
+             give --tls-cert and --tls-key (or AIRLOCK_TLS_CERT and AIRLOCK_TLS_KEY)"
+        );
+        assert_eq!(error.exit_code(), exit_code::USAGE);
+        // As h2 passes it on: the alert's text only.
+        let text = rustls::Error::AlertReceived(AlertDescription::BadCertificate).to_string();
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, text);
+        let Some(ClientError::Tls { reason, .. }) = ClientError::tls_refusal("https://h:1", &io)
+        else {
+            panic!("the alert's text is not recognised");
+        };
+        assert!(
+            reason.starts_with("the daemon does not accept this client's certificate"),
+            "{reason}"
+        );
+        let other = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(AlertDescription::DecodeError),
+        );
+        assert!(ClientError::tls_refusal("https://h:1", &other).is_none());
     }
 
     #[test]

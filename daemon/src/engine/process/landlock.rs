@@ -15,7 +15,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use super::sys::{self, LandlockPathBeneathAttr, LandlockRulesetAttr};
+use super::sys::{self, LandlockNetPortAttr, LandlockPathBeneathAttr, LandlockRulesetAttr};
 use crate::profile::Access;
 
 pub const FS_EXECUTE: u64 = 1 << 0;
@@ -168,6 +168,30 @@ impl Ruleset {
                     self.fd.as_raw_fd() as usize,
                     sys::LANDLOCK_RULE_PATH_BENEATH as usize,
                     &attr as *const LandlockPathBeneathAttr as usize,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        };
+        sys::io_result(ret).map(|_| ())
+    }
+
+    /// Allows TCP connections to `port` (on any address: the sandbox's namespace has only
+    /// its loopback, so this reaches the egress proxy and nothing else).
+    pub fn allow_tcp_connect(&self, port: u16) -> io::Result<()> {
+        let attr = LandlockNetPortAttr {
+            allowed_access: NET_CONNECT_TCP,
+            port: u64::from(port),
+        };
+        // SAFETY: the ruleset descriptor is open and `attr` is a valid net-port attribute.
+        let ret = unsafe {
+            sys::syscall(
+                libc::SYS_landlock_add_rule,
+                [
+                    self.fd.as_raw_fd() as usize,
+                    sys::LANDLOCK_RULE_NET_PORT as usize,
+                    &attr as *const LandlockNetPortAttr as usize,
                     0,
                     0,
                     0,

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use super::cgroup::{Cgroups, SandboxCgroup};
 use super::child::{self, Failure, Stage};
+use super::egress;
 use super::plan::{self, Blueprint, CallSpec, Prepared};
 use super::sandbox::{self, Reap, Sandbox, reaper_loop};
 use crate::engine::RunStats;
@@ -373,22 +374,60 @@ fn launch(
             .set_limits(blueprint.limits.memory_bytes, blueprint.limits.processes)
             .map_err(|err| format!("cannot set the sandbox's cgroup limits: {err}"))?;
     }
+    // The egress proxy's listener must exist in the very namespace the tool gets, before the
+    // tool runs: so a sandbox with egress always uses a made-ahead namespace (one made now
+    // if the pool is empty), never one the clone creates.
+    let (namespaces, egress_listener) = match blueprint.egress_port {
+        None => (namespaces, None),
+        Some(_) => {
+            if home.is_none() {
+                return Err("the launcher cannot return to its own network namespace, so it cannot give a sandbox its egress proxy".into());
+            }
+            let (net, ipc) = match namespaces {
+                Some(pair) => pair,
+                None => std::thread::scope(|scope| {
+                    scope
+                        .spawn(make_namespaces)
+                        .join()
+                        .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
+                })
+                .map_err(|err| format!("cannot create the sandbox's network namespace: {err}"))?,
+            };
+            let listener =
+                egress::listen_inside(std::os::fd::AsFd::as_fd(&net)).map_err(|err| {
+                    format!("cannot open the egress proxy's port inside the sandbox: {err}")
+                })?;
+            (Some((net, ipc)), Some(listener))
+        }
+    };
     let mut prepared = plan::prepare(blueprint, call)?;
     // Only the first process holds this pipe's write end once we drop ours: it closes when
     // the process executes the program (close-on-exec) or dies.
     let (status, status_write) = plan::pipe()?;
-    let (pid, pidfd) = clone_first_process(stack, home, namespaces, &prepared)?;
+    let (pid, pidfd) = clone_first_process(
+        stack,
+        home,
+        namespaces,
+        egress_listener.is_some(),
+        &prepared,
+    )?;
     drop(status_write);
     let go = prepared.go.take();
     match start(pid, &prepared, cgroup.as_ref(), go, &status) {
-        Ok(()) => Ok(Sandbox::new(
-            pid,
-            pidfd,
-            prepared.ends,
-            cgroup,
-            shared.reaper.clone(),
-            stats,
-        )),
+        Ok(()) => {
+            let mut sandbox = Sandbox::new(
+                pid,
+                pidfd,
+                prepared.ends,
+                cgroup,
+                shared.reaper.clone(),
+                stats,
+            );
+            if let Some(listener) = egress_listener {
+                sandbox.set_egress_listener(listener);
+            }
+            Ok(sandbox)
+        }
         Err(message) => {
             // The process is dead or about to be: make sure of it, and reap it here (it
             // exits within microseconds) so the failure is final when it is reported.
@@ -404,6 +443,7 @@ fn clone_first_process(
     stack: &Stack,
     home: Option<&HomeNamespaces>,
     namespaces: Option<(OwnedFd, OwnedFd)>,
+    must_enter: bool,
     prepared: &Prepared,
 ) -> Result<(i32, OwnedFd), String> {
     let mut flags = libc::CLONE_VM
@@ -421,6 +461,14 @@ fn clone_first_process(
             .is_ok()
     });
     if !entered {
+        if must_enter {
+            // A namespace of the clone's own would not hold the egress proxy's listener.
+            if let Some(home) = home {
+                let _ = setns(home.net.as_raw_fd(), libc::CLONE_NEWNET);
+                let _ = setns(home.ipc.as_raw_fd(), libc::CLONE_NEWIPC);
+            }
+            return Err("cannot enter the sandbox's network namespace".into());
+        }
         flags |= libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
     }
     let mut pidfd: libc::c_int = -1;

@@ -9,6 +9,11 @@
 //! grants and denying TCP; a seccomp filter; rlimits; a cgroup for processes and memory; and
 //! only the environment the profile sets. See `child.rs` for the order of these steps.
 //!
+//! Network: the namespace has no route out. A profile with an allow-list gets the daemon's
+//! egress proxy on the namespace's loopback (see `egress.rs`), the one port Landlock lets the
+//! tool connect to, and the proxy variables in its environment; every connection then goes
+//! through the call's `egress::Gate`.
+//!
 //! Lifecycle: the program is pid 1 of its namespace, so when it exits, or when the executor
 //! drops the call (deadline, cancel, output limit) and the sandbox is killed, the kernel
 //! kills every process of the sandbox; reaping pid 1 means all of them are gone.
@@ -20,6 +25,7 @@
 mod argv;
 mod cgroup;
 mod child;
+mod egress;
 mod host;
 mod landlock;
 mod launcher;
@@ -158,6 +164,10 @@ impl Runtime {
             seccomp: self.seccomp.clone(),
             root: self.root.clone(),
             devices: self.devices.clone(),
+            egress_port: match profile.network {
+                NetworkPolicy::None => None,
+                NetworkPolicy::AllowList { .. } => Some(egress::PROXY_PORT),
+            },
         }
     }
 
@@ -194,14 +204,6 @@ fn check_profile(host: &Host, profile: &Profile) -> Result<(), LoadError> {
         profile: profile.name.clone(),
         what,
     };
-    match &profile.network {
-        NetworkPolicy::None => {}
-        NetworkPolicy::AllowList { .. } => {
-            return Err(unenforceable(
-                "a network allow-list (process tools get no network: egress filtering is not implemented yet)".into(),
-            ));
-        }
-    }
     if host.landlock_abi < landlock::REQUIRED_ABI {
         let have = match host.landlock_abi {
             0 => "no Landlock at all".to_owned(),
@@ -341,9 +343,11 @@ impl ProcessTool {
                 ));
             }
         };
-        let env = launch
-            .profile
-            .resolve_env(|var| std::env::var(var).ok())
+        let mut env = launch.profile.resolve_env(|var| std::env::var(var).ok());
+        if self.blueprint.egress_port.is_some() {
+            env = egress::proxy_env(env);
+        }
+        let env = env
             .into_iter()
             .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
             .collect();
@@ -375,6 +379,23 @@ impl ProcessTool {
             Err(message) => return Exit::SandboxError(message),
         };
         tracing::debug!(tool = %self.name, pid = sandbox.pid, "sandbox started");
+        // Served for as long as this call runs: dropping the call drops the guard, which
+        // stops the proxy and every connection through it.
+        let _proxy = match (sandbox.take_egress_listener(), launch.egress.clone()) {
+            (Some(listener), Some(gate)) => match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => Some(ProxyTask(tokio::spawn(crate::egress::proxy::serve(
+                    listener,
+                    gate,
+                    tokio_util::sync::CancellationToken::new(),
+                )))),
+                Err(err) => {
+                    return Exit::SandboxError(format!("cannot serve the egress proxy: {err}"));
+                }
+            },
+            // Without a gate nothing may leave: the listener closes and connections to it
+            // are refused.
+            _ => None,
+        };
         let Some(ends) = sandbox.take_ends() else {
             return Exit::SandboxError("the sandbox's standard streams are missing".into());
         };
@@ -406,6 +427,15 @@ impl ProcessTool {
             &self.blueprint.limits,
             cpu_exceeded,
         )
+    }
+}
+
+/// The egress proxy of one call, stopped when dropped.
+struct ProxyTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ProxyTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -498,15 +528,44 @@ mod tests {
         check_profile(&host, &unlimited)
             .expect("without the key, the engine default applies as well as the host allows");
 
-        let mut networked = probe_profile();
+        let mut networked = unlimited;
         networked.network = NetworkPolicy::AllowList {
             allow: vec!["api.github.com:443".parse().expect("pattern")],
             deny: Vec::new(),
             ask_for_unlisted: false,
         };
-        host.cgroups = Arc::new(cgroup::Cgroups::default());
-        let err = check_profile(&host, &networked).expect_err("allow-lists are not enforced yet");
-        assert!(matches!(err, LoadError::Unenforceable { .. }), "{err}");
-        assert!(err.to_string().contains("network allow-list"), "{err}");
+        check_profile(&host, &networked).expect("allow-lists are enforced through the proxy");
+    }
+
+    #[test]
+    fn the_shipped_network_profile_loads_with_its_proxy_port() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles");
+        let (profiles, errors) = crate::profile::Profiles::load_dir(&dir);
+        assert!(errors.is_empty(), "{errors:?}");
+        let profile = profiles.get("process-network").expect("process-network");
+        assert!(matches!(
+            profile.network,
+            NetworkPolicy::AllowList { ref deny, .. } if deny.len() == 1
+        ));
+        let state = tempfile::tempdir().expect("tempdir");
+        let engine = ProcessEngine::new(&ProcessConfig {
+            state_dir: state.path().to_owned(),
+        });
+        let runtime = engine
+            .runtime
+            .as_ref()
+            .expect("the process engine runs here");
+        check_profile(&runtime.host, &profile).expect("enforceable");
+        let view = View::new(&profile, &dir).expect("view");
+        let blueprint = runtime.blueprint(view, c"/tool".to_owned(), &profile);
+        assert_eq!(blueprint.egress_port, Some(egress::PROXY_PORT));
+        let none = profiles.get("process-readonly").expect("process-readonly");
+        let view = View::new(&none, &dir).expect("view");
+        assert_eq!(
+            runtime
+                .blueprint(view, c"/tool".to_owned(), &none)
+                .egress_port,
+            None
+        );
     }
 }

@@ -77,6 +77,9 @@ pub struct Blueprint {
     /// The host directory the root tmpfs is mounted on (in the sandbox's mount namespace).
     pub root: CString,
     pub devices: Arc<Devices>,
+    /// The egress proxy's port inside the sandbox, when the profile has a network
+    /// allow-list: the launcher binds it and Landlock lets the tool connect to it alone.
+    pub egress_port: Option<u16>,
 }
 
 /// What differs per call.
@@ -160,6 +163,11 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
     let mut keep: Vec<OwnedFd> = Vec::new();
     let ruleset = Ruleset::create(blueprint.landlock_abi)
         .map_err(|err| format!("cannot create a Landlock ruleset: {err}"))?;
+    if let Some(port) = blueprint.egress_port {
+        ruleset.allow_tcp_connect(port).map_err(|err| {
+            format!("cannot allow the egress proxy's port in the Landlock ruleset: {err}")
+        })?;
+    }
     let mut entries: Vec<Entry> = Vec::new();
 
     for mount in &blueprint.view.host {

@@ -57,6 +57,8 @@ pub struct Sandbox {
     reaper: Sender<Reap>,
     stats: Arc<RunStats>,
     reaped: AtomicBool,
+    /// The egress proxy's listener inside the sandbox's network namespace, until taken.
+    egress_listener: Option<std::net::TcpListener>,
 }
 
 impl Sandbox {
@@ -76,7 +78,18 @@ impl Sandbox {
             reaper,
             stats,
             reaped: AtomicBool::new(false),
+            egress_listener: None,
         }
+    }
+
+    pub fn set_egress_listener(&mut self, listener: std::net::TcpListener) {
+        self.egress_listener = Some(listener);
+    }
+
+    /// The listener the egress proxy serves inside the sandbox; `None` after the first call
+    /// or when the profile has no network.
+    pub fn take_egress_listener(&mut self) -> Option<std::net::TcpListener> {
+        self.egress_listener.take()
     }
 
     /// The daemon's ends of stdin, stdout and stderr; `None` after the first call.

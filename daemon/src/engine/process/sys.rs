@@ -118,8 +118,17 @@ pub struct LandlockPathBeneathAttr {
     pub parent_fd: i32,
 }
 
+/// `struct landlock_net_port_attr` (packed in the kernel's header).
+#[repr(C, packed)]
+#[derive(Debug, Clone, Copy)]
+pub struct LandlockNetPortAttr {
+    pub allowed_access: u64,
+    pub port: u64,
+}
+
 pub const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
 pub const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
+pub const LANDLOCK_RULE_NET_PORT: u32 = 2;
 
 /// `struct __user_cap_header_struct` and `__user_cap_data_struct` for `capset(2)`, version 3.
 #[repr(C)]

@@ -3,6 +3,9 @@
 //! Each call gets a fresh store with a WASI context that starts empty and receives only what
 //! the tool's profile grants (the preopened directories, the environment it sets, stdin with
 //! the arguments, stdout and stderr into the call's capture; no sockets, no name lookups).
+//! A component whose profile has a network allow-list is also linked with wasi-http, whose
+//! requests go out only through the call's egress gate (`http`); preview 1 modules have no
+//! network interface at all, so such a profile refuses them.
 //! Memory and tables are limited per store; the engine's epoch ticks make a running guest
 //! yield every few milliseconds, so deadlines and cancellation — which drop the call's
 //! future — stop even a spinning guest, including one stuck in its start function.
@@ -14,9 +17,11 @@
 //! Modules are compiled once and cached on disk by digest; each tool is pre-instantiated
 //! when it loads and every call instantiates from the pooling allocator's warm slots.
 
+mod authority;
 mod cache;
 mod cpu;
 mod deadline;
+mod http;
 mod limits;
 mod preopen;
 mod stdio;
@@ -39,6 +44,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
 use crate::output::StreamKind;
@@ -47,6 +53,7 @@ use crate::tools::{Manifest, Program};
 
 use cache::{ModuleCache, Source};
 use cpu::CpuMetered;
+use http::Egress;
 use limits::{LimitHit, Limiter};
 use stdio::CaptureStream;
 
@@ -84,12 +91,19 @@ pub enum SetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot configure TLS for the tools' outgoing HTTP: {0}")]
+    Tls(tokio_rustls::rustls::Error),
 }
 
 pub struct WasmEngine {
     engine: Wasmtime,
     modules: Linker<ModuleState>,
     components: ComponentLinker<ComponentState>,
+    /// `components` plus wasi-http, for components whose profile has an allow-list: a call
+    /// without one instantiates nothing of wasi-http and pays nothing for it.
+    networked: ComponentLinker<ComponentState>,
+    /// The TLS client settings of every networked call, built once and shared.
+    tls: Arc<tokio_rustls::rustls::ClientConfig>,
     cache: ModuleCache,
     calls: Arc<Semaphore>,
     /// Shared with every loaded tool: calls must keep yielding after the engine that loaded
@@ -124,6 +138,8 @@ impl WasmEngine {
         .map_err(setup)?;
         let mut components = ComponentLinker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut components).map_err(setup)?;
+        let mut networked = components.clone();
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut networked).map_err(setup)?;
 
         let cache =
             ModuleCache::open(&config.cache_dir, &engine).map_err(|source| SetupError::Cache {
@@ -135,6 +151,8 @@ impl WasmEngine {
             engine,
             modules,
             components,
+            networked,
+            tls: http::tls_config().map_err(SetupError::Tls)?,
             cache,
             calls: Arc::new(Semaphore::new(slots as usize)),
         })
@@ -147,11 +165,6 @@ impl WasmEngine {
             profile: profile.name.clone(),
             what,
         };
-        if !matches!(profile.network, NetworkPolicy::None) {
-            return Err(unenforceable(
-                "a network allow-list (WebAssembly tools get no network)".into(),
-            ));
-        }
         if profile.limits.memory_bytes > MAX_MEMORY_BYTES {
             return Err(unenforceable(format!(
                 "limits.memory above {MAX_MEMORY_BYTES} bytes (the wasm32 maximum)"
@@ -184,7 +197,14 @@ impl WasmEngine {
         Ok(())
     }
 
-    fn compile(&self, path: &Path, digest: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    /// Compiles and links the tool; `networked` links components with wasi-http.
+    fn compile(
+        &self,
+        path: &Path,
+        digest: &str,
+        bytes: &[u8],
+        networked: bool,
+    ) -> Result<Compiled, LoadError> {
         let invalid = |err: wasmtime::Error| LoadError::Invalid {
             path: path.to_owned(),
             message: format!("{err:#}"),
@@ -215,7 +235,20 @@ impl WasmEngine {
                     },
                 )
                 .map_err(invalid)?;
-            let pre = self.components.instantiate_pre(&component).map_err(link)?;
+            let linker = if networked {
+                &self.networked
+            } else {
+                if imports_http(&self.engine, &component) {
+                    return Err(LoadError::Link {
+                        path: path.to_owned(),
+                        message: "it imports wasi:http, but its profile grants no network \
+                                  (give it a `network = { allow = [...] }`)"
+                            .into(),
+                    });
+                }
+                &self.components
+            };
+            let pre = linker.instantiate_pre(&component).map_err(link)?;
             let command = CommandPre::new(pre).map_err(|err| LoadError::Invalid {
                 path: path.to_owned(),
                 message: format!("not a WASI command component (no wasi:cli/run export): {err:#}"),
@@ -282,6 +315,7 @@ impl Engine for WasmEngine {
             });
         };
         self.check_profile(profile)?;
+        let networked = matches!(profile.network, NetworkPolicy::AllowList { .. });
         let bytes = read_module(path)?;
         let digest = hex::encode(Sha256::digest(&bytes));
         if let Some(pinned) = &manifest.sha256
@@ -293,12 +327,22 @@ impl Engine for WasmEngine {
                 actual: digest,
             });
         }
-        let compiled = self.compile(path, &digest, &bytes)?;
+        if networked && !is_component(&bytes) {
+            return Err(LoadError::Unenforceable {
+                engine: EngineKind::Wasm,
+                profile: profile.name.clone(),
+                what: "a network allow-list for a preview 1 module (WASI preview 1 has no \
+                       network: build a component (wasm32-wasip2))"
+                    .into(),
+            });
+        }
+        let compiled = self.compile(path, &digest, &bytes, networked)?;
         Ok(Arc::new(WasmTool {
             name: manifest.name.clone(),
             digest,
             engine: self.engine.clone(),
             compiled,
+            tls: networked.then(|| self.tls.clone()),
             calls: self.calls.clone(),
             _ticker: self.ticker.clone(),
         }))
@@ -321,6 +365,14 @@ fn read_module(path: &Path) -> Result<Vec<u8>, LoadError> {
     std::fs::read(path).map_err(read)
 }
 
+/// Whether `component` imports any wasi:http interface.
+fn imports_http(engine: &Wasmtime, component: &Component) -> bool {
+    component
+        .component_type()
+        .imports(engine)
+        .any(|(name, _)| name.starts_with("wasi:http/"))
+}
+
 /// Components carry layer 1 in their preamble; core modules carry version 1 and layer 0.
 fn is_component(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[6..8] == [0x01, 0x00]
@@ -336,6 +388,8 @@ struct WasmTool {
     digest: String,
     engine: Wasmtime,
     compiled: Compiled,
+    /// Set exactly for a component linked with wasi-http.
+    tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
     calls: Arc<Semaphore>,
     _ticker: Arc<EpochTicker>,
 }
@@ -370,9 +424,17 @@ impl WasmTool {
                     run_module(&self.engine, pre, state).await
                 }
                 Compiled::Component(pre) => {
+                    let egress = match (&launch.egress, &self.tls) {
+                        (Some(gate), Some(tls)) => Egress::through(gate.clone(), tls.clone()),
+                        // No allow-list, or (fail closed) a gate for a tool linked without
+                        // wasi-http, which could not use it anyway.
+                        (None, _) | (Some(_), None) => Egress::closed(),
+                    };
                     let state = ComponentState {
                         ctx: wasi.build(),
                         table: ResourceTable::new(),
+                        http: WasiHttpCtx::new(),
+                        egress,
                         limiter,
                     };
                     run_component(&self.engine, pre, state).await
@@ -459,6 +521,8 @@ struct ModuleState {
 struct ComponentState {
     ctx: WasiCtx,
     table: ResourceTable,
+    http: WasiHttpCtx,
+    egress: Egress,
     limiter: Limiter,
 }
 
@@ -467,6 +531,16 @@ impl WasiView for ComponentState {
         WasiCtxView {
             ctx: &mut self.ctx,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for ComponentState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
         }
     }
 }
@@ -580,6 +654,7 @@ mod tests {
             profile,
             capture: OutputCapture::new(1024, None),
             stats: Arc::new(RunStats::default()),
+            egress: None,
         }
     }
 
@@ -603,6 +678,74 @@ mod tests {
         let stopped =
             tokio::time::timeout(Duration::from_millis(200), tool.run(launch(profile))).await;
         assert!(stopped.is_err(), "the spinning call finished: {stopped:?}");
+    }
+
+    /// Loads `wasm` as tool `t` under a profile with `network`, from a fresh directory.
+    fn load_under(network: &str, wasm: &[u8]) -> Result<Arc<dyn LoadedTool>, LoadError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = WasmEngine::new(&WasmConfig {
+            cache_dir: dir.path().join("cache"),
+            max_concurrent_calls: 1,
+        })
+        .expect("engine");
+        std::fs::create_dir(dir.path().join("profiles")).expect("mkdir");
+        std::fs::write(
+            dir.path().join("profiles/p.toml"),
+            format!("description = 'd'\nnetwork = {network}\n"),
+        )
+        .expect("write");
+        let (profiles, errors) = Profiles::load_dir(&dir.path().join("profiles"));
+        assert!(errors.is_empty(), "{errors:?}");
+        let profile = profiles.get("p").expect("profile p");
+        std::fs::write(dir.path().join("t.wasm"), wasm).expect("write");
+        std::fs::write(
+            dir.path().join("tool.toml"),
+            "name = 't'\nversion = '1'\ndescription = 'd'\nrisk = 'network'\nengine = 'wasm'\nmodule = 't.wasm'\nprofile = 'p'\ninput_schema = { type = 'object' }",
+        )
+        .expect("write");
+        let manifest = Manifest::load(&dir.path().join("tool.toml")).expect("manifest");
+        engine.load(&manifest, &profile)
+    }
+
+    const ALLOW_LIST: &str = "{ allow = ['allowed.test:80'] }";
+
+    /// A command component that imports wasi:http/types and does nothing.
+    const HTTP_COMPONENT: &str = r#"
+        (component
+          (import "wasi:http/types@0.2.0" (instance))
+          (core module $m (func (export "run") (result i32) i32.const 0))
+          (core instance $i (instantiate $m))
+          (func $run (result (result)) (canon lift (core func $i "run")))
+          (instance $cli (export "run" (func $run)))
+          (export "wasi:cli/run@0.2.0" (instance $cli)))
+    "#;
+
+    #[test]
+    fn a_preview_1_module_under_an_allow_list_is_refused_at_load() {
+        let module =
+            wat::parse_str(r#"(module (memory (export "memory") 1) (func (export "_start")))"#)
+                .expect("wat");
+        let err = load_under(ALLOW_LIST, &module).err().expect("refused");
+        assert!(matches!(err, LoadError::Unenforceable { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("WASI preview 1 has no network") && message.contains("wasm32-wasip2"),
+            "{message}"
+        );
+        assert!(load_under("'none'", &module).is_ok());
+    }
+
+    #[test]
+    fn wasi_http_is_linked_only_under_an_allow_list() {
+        let component = wat::parse_str(HTTP_COMPONENT).expect("wat");
+        let err = load_under("'none'", &component)
+            .err()
+            .expect("no network, no wasi:http");
+        assert!(
+            matches!(err, LoadError::Link { .. }) && err.to_string().contains("imports wasi:http"),
+            "{err}"
+        );
+        load_under(ALLOW_LIST, &component).expect("linked with wasi:http");
     }
 
     #[test]

@@ -256,6 +256,7 @@ mod tests {
             reason: "write calls are asked under the risky policy".to_owned(),
             state: ApprovalState::Pending as i32,
             detail: String::new(),
+            network: None,
         }
     }
 

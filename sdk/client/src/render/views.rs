@@ -277,6 +277,7 @@ mod tests {
                 stdout_bytes: 64,
                 stderr_bytes: 0,
                 signal: None,
+                network: Vec::new(),
             }),
             execution_id: "ex-1".to_owned(),
         };

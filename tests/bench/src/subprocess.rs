@@ -268,6 +268,8 @@ impl EngineCall<'_> {
             profile: self.profile.clone(),
             capture: capture.clone(),
             stats: Arc::new(RunStats::default()),
+            // No network: the benchmarked tools run under `network = "none"`.
+            egress: None,
         };
         let started = Instant::now();
         let exit = self.tool.run(launch).await;

@@ -145,6 +145,8 @@ async fn call_in_process(
         profile: profile.clone(),
         capture: capture.clone(),
         stats: Arc::new(RunStats::default()),
+        // No network: the benchmarked tools run under `network = "none"`.
+        egress: None,
     };
     let started = Instant::now();
     let exit = tool.run(launch).await;

@@ -10,11 +10,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod egress;
 pub mod netns;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use airlock_daemon::Daemon;
@@ -83,6 +84,17 @@ pub async fn connect(endpoint: &str) -> Result<AuthedChannel, tonic::transport::
         .connect()
         .await?;
     Ok(InterceptedService::new(channel, BearerToken::new(&token)))
+}
+
+/// Connects to `endpoint` (`http://…` or `unix:/path`), sending `token` with every call.
+pub(crate) async fn connect_with_token(endpoint: &str, token: &str) -> AuthedChannel {
+    // `Endpoint` (unlike `Channel::from_shared`) also takes `unix:/path`.
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect to airlockd");
+    InterceptedService::new(channel, BearerToken::new(token))
 }
 
 /// The token a daemon created in `state_dir`.
@@ -577,25 +589,7 @@ impl TestDaemon {
         &self,
         first: pb::run_request::Request,
     ) -> Result<RunStream, tonic::Status> {
-        let (requests, receiver) = tokio::sync::mpsc::unbounded_channel();
-        requests
-            .send(pb::RunRequest {
-                request: Some(first),
-            })
-            .unwrap();
-        let events = self
-            .agent()
-            .await
-            .run(tokio_stream::wrappers::UnboundedReceiverStream::new(
-                receiver,
-            ))
-            .await?
-            .into_inner();
-        Ok(RunStream {
-            requests,
-            events,
-            seen: Vec::new(),
-        })
+        RunStream::open(self.agent().await, first).await
     }
 
     /// Starts a run.
@@ -621,6 +615,30 @@ pub fn scripted_run(workspace: &Path, script: &serde_json::Value) -> pb::StartRu
 }
 
 impl RunStream {
+    /// Opens a `Run` stream on `agent` whose first message is `first`.
+    pub(crate) async fn open(
+        mut agent: pb::agent_client::AgentClient<AuthedChannel>,
+        first: pb::run_request::Request,
+    ) -> Result<RunStream, tonic::Status> {
+        let (requests, receiver) = tokio::sync::mpsc::unbounded_channel();
+        requests
+            .send(pb::RunRequest {
+                request: Some(first),
+            })
+            .unwrap();
+        let events = agent
+            .run(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await?
+            .into_inner();
+        Ok(RunStream {
+            requests,
+            events,
+            seen: Vec::new(),
+        })
+    }
+
     pub fn send(&self, request: pb::run_request::Request) {
         self.requests
             .send(pb::RunRequest {
@@ -714,13 +732,68 @@ pub struct DaemonProcess {
     pub endpoint: String,
     /// The `default` tenant's token, read from the file the daemon names in its log.
     pub token: String,
-    log: std::sync::Arc<std::sync::Mutex<String>>,
+    log: Arc<Mutex<String>>,
+}
+
+/// What a starting `airlockd` process logged up to the moment it served.
+pub(crate) struct Startup {
+    /// The `default` tenant's token, read from the file the daemon names in its log.
+    pub(crate) token: String,
+    /// The `airlockd serving` line, which names where it listens.
+    pub(crate) serving: String,
+    /// Every line logged, still collected in the background after the start.
+    pub(crate) log: Arc<Mutex<String>>,
+}
+
+/// Reads the log of `child` (an `airlockd` with stderr piped) until the daemon serves, and
+/// keeps collecting it afterwards, so that a failing test can show all of it.
+pub(crate) async fn await_serving(child: &mut tokio::process::Child) -> Startup {
+    use tokio::io::AsyncBufReadExt;
+    let stderr = child.stderr.take().expect("airlockd's stderr is piped");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let log = Arc::new(Mutex::new(String::new()));
+    let mut token = None;
+    let serving = loop {
+        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("airlockd serves within two minutes")
+            .unwrap()
+            .unwrap_or_else(|| panic!("airlockd exited before serving:\n{}", log.lock().unwrap()));
+        log.lock().unwrap().push_str(&format!("{line}\n"));
+        if line.contains("access tokens loaded")
+            && let Some(path) = line
+                .split("token_file=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+        {
+            token = Some(read_token(Path::new(path).parent().unwrap()));
+        }
+        if line.contains("airlockd serving") {
+            break line;
+        }
+    };
+    let collected = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            collected.lock().unwrap().push_str(&format!("{line}\n"));
+        }
+    });
+    let token = token.unwrap_or_else(|| {
+        panic!(
+            "airlockd did not log its token file:\n{}",
+            log.lock().unwrap()
+        )
+    });
+    Startup {
+        token,
+        serving,
+        log,
+    }
 }
 
 impl DaemonProcess {
     /// Starts `airlockd --listen 127.0.0.1:0 ARGS` in `cwd` and waits until it serves.
     pub async fn start(args: &[&str], cwd: &Path) -> DaemonProcess {
-        use tokio::io::AsyncBufReadExt;
         let mut child = tokio::process::Command::new(cargo_bin("airlockd"))
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
@@ -731,47 +804,17 @@ impl DaemonProcess {
             .kill_on_drop(true)
             .spawn()
             .expect("airlockd starts");
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let mut token = None;
-        let endpoint = loop {
-            let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-                .await
-                .expect("airlockd serves within two minutes")
-                .unwrap()
-                .unwrap_or_else(|| {
-                    panic!("airlockd exited before serving:\n{}", log.lock().unwrap())
-                });
-            log.lock().unwrap().push_str(&format!("{line}\n"));
-            if line.contains("access tokens loaded")
-                && let Some(path) = line
-                    .split("token_file=")
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next())
-            {
-                token = Some(read_token(Path::new(path).parent().unwrap()));
-            }
-            if line.contains("airlockd serving")
-                && let Some(addr) = line
-                    .split("listen=Some(")
-                    .nth(1)
-                    .and_then(|rest| rest.split(')').next())
-            {
-                break format!("http://{addr}");
-            }
-        };
-        let collected = log.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                collected.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let token = token.unwrap_or_else(|| {
-            panic!(
-                "airlockd did not log its token file:\n{}",
-                log.lock().unwrap()
-            )
-        });
+        let Startup {
+            token,
+            serving,
+            log,
+        } = await_serving(&mut child).await;
+        let addr = serving
+            .split("listen=Some(")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or_else(|| panic!("airlockd serves no TCP address: {serving}"));
+        let endpoint = format!("http://{addr}");
         tokens()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -810,11 +853,6 @@ impl DaemonProcess {
 
     /// A connection as the `default` tenant.
     pub async fn channel(&self) -> AuthedChannel {
-        let channel = Channel::from_shared(self.endpoint.clone())
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect to airlockd");
-        InterceptedService::new(channel, BearerToken::new(&self.token))
+        connect_with_token(&self.endpoint, &self.token).await
     }
 }

@@ -22,11 +22,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tonic::service::interceptor::InterceptedService;
 
 use airlock_proto::v1 as pb;
 
-use crate::{AuthedChannel, BearerToken, RunStream, cargo_bin, read_token};
+use crate::{AuthedChannel, RunStream, Startup, await_serving, cargo_bin, connect_with_token};
 
 /// The public-looking address of the namespace (TEST-NET-2).
 pub const PUBLIC: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
@@ -186,6 +185,26 @@ impl HttpResponse {
             body: Vec::new(),
         }
     }
+
+    /// The status line and headers, as the server sends them.
+    fn head(&self) -> String {
+        let mut head = format!(
+            "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.status,
+            self.body.len()
+        );
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        head
+    }
+
+    /// Every byte the server sends for this response: what a ledger of the bytes a tool
+    /// received must count.
+    pub fn wire_len(&self) -> u64 {
+        (self.head().len() + self.body.len()) as u64
+    }
 }
 
 pub type Handler = Arc<dyn Fn(&HttpRequest) -> HttpResponse + Send + Sync>;
@@ -273,17 +292,8 @@ async fn answer(
     };
     let response = handler(&request);
     seen.lock().unwrap().push(request);
-    let mut head = format!(
-        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-        response.status,
-        response.body.len()
-    );
-    for (name, value) in &response.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
     let stream = stream.get_mut();
-    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(response.head().as_bytes()).await?;
     stream.write_all(&response.body).await?;
     stream.shutdown().await
 }
@@ -376,42 +386,7 @@ impl NetnsDaemon {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("airlockd starts");
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let log = Arc::new(Mutex::new(String::new()));
-        let mut token = None;
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-                .await
-                .expect("airlockd serves within two minutes")
-                .unwrap()
-                .unwrap_or_else(|| {
-                    panic!("airlockd exited before serving:\n{}", log.lock().unwrap())
-                });
-            log.lock().unwrap().push_str(&format!("{line}\n"));
-            if line.contains("access tokens loaded")
-                && let Some(path) = line
-                    .split("token_file=")
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next())
-            {
-                token = Some(read_token(Path::new(path).parent().unwrap()));
-            }
-            if line.contains("airlockd serving") {
-                break;
-            }
-        }
-        let collected = log.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                collected.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let token = token.unwrap_or_else(|| {
-            panic!(
-                "airlockd did not log its token file:\n{}",
-                log.lock().unwrap()
-            )
-        });
+        let Startup { token, log, .. } = await_serving(&mut child).await;
         NetnsDaemon {
             child,
             endpoint: format!("unix:{}", socket.display()),
@@ -427,12 +402,7 @@ impl NetnsDaemon {
 
     /// A connection as the `default` tenant.
     pub async fn channel(&self) -> AuthedChannel {
-        let channel = tonic::transport::Endpoint::from_shared(self.endpoint.clone())
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect to airlockd");
-        InterceptedService::new(channel, BearerToken::new(&self.token))
+        connect_with_token(&self.endpoint, &self.token).await
     }
 
     pub async fn agent(&self) -> pb::agent_client::AgentClient<AuthedChannel> {
@@ -441,26 +411,30 @@ impl NetnsDaemon {
 
     /// Starts a run, as [`crate::TestDaemon::start_run`] does for an in-process daemon.
     pub async fn start_run(&self, start: pb::StartRun) -> RunStream {
-        let (requests, receiver) = tokio::sync::mpsc::unbounded_channel();
-        requests
-            .send(pb::RunRequest {
-                request: Some(pb::run_request::Request::Start(start)),
-            })
-            .unwrap();
-        let events = self
-            .agent()
-            .await
-            .run(tokio_stream::wrappers::UnboundedReceiverStream::new(
-                receiver,
-            ))
+        RunStream::open(self.agent().await, pb::run_request::Request::Start(start))
             .await
             .unwrap_or_else(|status| panic!("the run starts: {status}\n{}", self.log()))
+    }
+
+    /// Runs `tool` with `arguments` and returns its result, as [`crate::TestDaemon::exec`]
+    /// does for an in-process daemon; a call that fails or ends without one shows the log.
+    pub async fn execute(&self, tool: &str, arguments: serde_json::Value) -> pb::ToolResult {
+        let mut stream = pb::tools_client::ToolsClient::new(self.channel().await)
+            .execute_tool(pb::ExecuteToolRequest {
+                tool: tool.to_owned(),
+                arguments_json: arguments.to_string(),
+                workspace: String::new(),
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap_or_else(|status| panic!("{status}\n{}", self.log()))
             .into_inner();
-        RunStream {
-            requests,
-            events,
-            seen: Vec::new(),
+        while let Some(event) = stream.message().await.unwrap() {
+            if let Some(pb::execute_tool_event::Event::Finished(result)) = event.event {
+                return result;
+            }
         }
+        panic!("no result for {tool}:\n{}", self.log());
     }
 
     /// Kills the daemon and waits until it is gone.

@@ -931,6 +931,20 @@ async fn airlock_cli(
     )
 }
 
+/// `airlock tools list` with the CA, client certificate and key given as flags.
+fn list_tools_with_tls<'a>(ca: &'a str, cert: &'a str, key: &'a str) -> [&'a str; 8] {
+    [
+        "--tls-ca",
+        ca,
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "tools",
+        "list",
+    ]
+}
+
 #[tokio::test]
 async fn the_cli_shows_its_certificate_to_a_daemon_that_requires_one() {
     let stranger = pki();
@@ -957,16 +971,7 @@ async fn the_cli_shows_its_certificate_to_a_daemon_that_requires_one() {
         "{stderr}"
     );
 
-    let with_flags = [
-        "--tls-ca",
-        &ca,
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "tools",
-        "list",
-    ];
+    let with_flags = list_tools_with_tls(&ca, &cert, &key);
     let (code, stdout, stderr) = airlock_cli(&daemon, &with_flags, &[]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(
@@ -988,38 +993,25 @@ async fn the_cli_shows_its_certificate_to_a_daemon_that_requires_one() {
 
     // A certificate from a CA the daemon does not trust, and a daemon certificate that the
     // client's CA did not sign, are each named.
-    let foreign = [
-        "--tls-ca",
-        &ca,
-        "--tls-cert",
-        &stranger.file("client.pem"),
-        "--tls-key",
-        &stranger.file("client.key"),
-        "tools",
-        "list",
-    ];
-    let (code, _, stderr) = airlock_cli(&daemon, &foreign, &[]).await;
-    assert_eq!(code, 64, "{stderr}");
-    assert!(
-        stderr.contains("the daemon does not accept this client's certificate"),
-        "{stderr}"
+    let (stranger_ca, stranger_cert, stranger_key) = (
+        stranger.file("ca.pem"),
+        stranger.file("client.pem"),
+        stranger.file("client.key"),
     );
-    let wrong_ca = [
-        "--tls-ca",
-        &stranger.file("ca.pem"),
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "tools",
-        "list",
-    ];
-    let (code, _, stderr) = airlock_cli(&daemon, &wrong_ca, &[]).await;
-    assert_eq!(code, 64, "{stderr}");
-    assert!(
-        stderr.contains("the daemon's certificate is not valid for this client"),
-        "{stderr}"
-    );
+    for (flags, named) in [
+        (
+            list_tools_with_tls(&ca, &stranger_cert, &stranger_key),
+            "the daemon does not accept this client's certificate",
+        ),
+        (
+            list_tools_with_tls(&stranger_ca, &cert, &key),
+            "the daemon's certificate is not valid for this client",
+        ),
+    ] {
+        let (code, _, stderr) = airlock_cli(&daemon, &flags, &[]).await;
+        assert_eq!(code, 64, "{stderr}");
+        assert!(stderr.contains(named), "{stderr}");
+    }
 }
 
 #[tokio::test]

@@ -13,9 +13,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
-use airlock_tests::netns::{
-    HttpResponse, HttpServer, NetNs, NetnsDaemon, PUBLIC, spawn_http_server,
-};
+use airlock_tests::egress::{EgressDaemon, contact};
+use airlock_tests::netns::{HttpResponse, HttpServer, NetNs, PUBLIC, spawn_http_server};
 use airlock_tests::{ProfilesDir, RunStream, ToolsDir, scripted_run};
 use pb::run_event::Event;
 use serde_json::{Value, json};
@@ -27,17 +26,12 @@ const SYSTEM: &str = "\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc/ld.so.cac
 const NOT_APPROVED: &str = "and not approved for this run";
 
 struct Fixture {
-    // Dropped in this order: the daemon before its namespace.
-    daemon: NetnsDaemon,
+    egress: EgressDaemon,
     /// 198.51.100.1, listed as `allowed.test`.
     listed: HttpServer,
     /// 198.51.100.1, another port, reached as `unlisted.test`: in no allow-list.
     unlisted: HttpServer,
     workspace: std::path::PathBuf,
-    _tools: ToolsDir,
-    _profiles: ProfilesDir,
-    _dir: tempfile::TempDir,
-    _netns: NetNs,
 }
 
 impl Fixture {
@@ -68,30 +62,15 @@ impl Fixture {
             &manifest("fetch_listed_only", "network", "listed-only"),
         );
 
-        let dir = tempfile::tempdir().unwrap();
-        let workspace = dir.path().join("root").join("w");
+        let hosts = [("allowed.test", PUBLIC), ("unlisted.test", PUBLIC)];
+        let egress = EgressDaemon::start(netns, tools, profiles, &hosts).await;
+        let workspace = egress.workspace_root().join("w");
         std::fs::create_dir_all(&workspace).unwrap();
-        let config = dir.path().join("airlockd.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "tools_dirs = [\"{}\"]\nprofiles_dir = \"{}\"\nstate_dir = \"state\"\nworkspace_roots = [\"root\"]\n[egress]\nhosts = {{ \"allowed.test\" = [\"{PUBLIC}\"], \"unlisted.test\" = [\"{PUBLIC}\"] }}\n",
-                tools.path().display(),
-                profiles.path().display(),
-            ),
-        )
-        .unwrap();
-        let daemon =
-            NetnsDaemon::start(&netns, &["--config", config.to_str().unwrap()], dir.path()).await;
         Fixture {
-            daemon,
+            egress,
             listed,
             unlisted,
             workspace,
-            _tools: tools,
-            _profiles: profiles,
-            _dir: dir,
-            _netns: netns,
         }
     }
 
@@ -103,9 +82,10 @@ impl Fixture {
         format!("http://allowed.test:{}{path}", self.listed.addr.port())
     }
 
-    /// Starts a run of `script` under the `auto` policy.
-    async fn run(&self, script: &Value, approval_timeout_ms: u64) -> RunStream {
-        self.run_under(pb::ApprovalPolicy::Auto, script, approval_timeout_ms)
+    /// Starts a run under the `auto` policy, with the daemon's default approval timeout,
+    /// whose model makes `calls`, one a turn.
+    async fn run(&self, calls: &[Value]) -> RunStream {
+        self.run_under(pb::ApprovalPolicy::Auto, &script(calls), 0)
             .await
     }
 
@@ -118,11 +98,38 @@ impl Fixture {
         let mut start = scripted_run(&self.workspace, script);
         start.approval_policy = policy as i32;
         start.approval_timeout_ms = approval_timeout_ms;
-        self.daemon.start_run(start).await
+        self.egress.daemon.start_run(start).await
+    }
+
+    /// Starts a run under `policy` whose model calls `tool` once, on the unlisted server's
+    /// `path`.
+    async fn run_one(
+        &self,
+        policy: pb::ApprovalPolicy,
+        tool: &str,
+        path: &str,
+        approval_timeout_ms: u64,
+    ) -> RunStream {
+        let script = script(&[fetch(tool, &self.unlisted_url(path))]);
+        self.run_under(policy, &script, approval_timeout_ms).await
+    }
+
+    /// Waits for the run's next approval request, which must ask about the unlisted server.
+    async fn asked_about_unlisted(&self, run: &mut RunStream) -> pb::ApprovalRequest {
+        let request = run.approval_requested().await;
+        assert_eq!(
+            request.network,
+            Some(pb::NetworkAccess {
+                host: "unlisted.test".into(),
+                port: u32::from(self.unlisted.addr.port()),
+            })
+        );
+        request
     }
 
     async fn trace(&self, run_id: &str) -> pb::Trace {
-        self.daemon
+        self.egress
+            .daemon
             .agent()
             .await
             .get_trace(pb::GetTraceRequest {
@@ -194,14 +201,6 @@ fn text(result: &pb::ToolResult) -> String {
     format!("{}{}", result.content, result.error_message)
 }
 
-fn contact<'a>(result: &'a pb::ToolResult, host: &str) -> &'a pb::NetworkContact {
-    let network = &result.metadata.as_ref().expect("metadata").network;
-    network
-        .iter()
-        .find(|contact| contact.host == host)
-        .unwrap_or_else(|| panic!("no contact with {host}: {network:#?}"))
-}
-
 /// The trace record of a contact, as the tool span carries it.
 fn record(contact: &pb::NetworkContact) -> String {
     let mut record = format!(
@@ -266,24 +265,14 @@ async fn an_approved_host_is_reached_for_the_rest_of_that_run_only() {
     let fixture = Fixture::start().await;
     let port = fixture.unlisted.addr.port();
     let mut run = fixture
-        .run(
-            &script(&[
-                fetch("fetch", &fixture.listed_url("/listed")),
-                fetch("fetch", &fixture.unlisted_url("/first")),
-                fetch("fetch", &fixture.unlisted_url("/second")),
-            ]),
-            0,
-        )
+        .run(&[
+            fetch("fetch", &fixture.listed_url("/listed")),
+            fetch("fetch", &fixture.unlisted_url("/first")),
+            fetch("fetch", &fixture.unlisted_url("/second")),
+        ])
         .await;
 
-    let request = run.approval_requested().await;
-    assert_eq!(
-        request.network,
-        Some(pb::NetworkAccess {
-            host: "unlisted.test".into(),
-            port: u32::from(port),
-        })
-    );
+    let request = fixture.asked_about_unlisted(&mut run).await;
     assert_eq!(request.tool, "fetch");
     assert_eq!(request.profile, "asking");
     assert_eq!(request.risk, pb::Risk::Network as i32);
@@ -342,12 +331,8 @@ async fn an_approved_host_is_reached_for_the_rest_of_that_run_only() {
             (1, 0),
             "{reached:#?}"
         );
-        let body = format!("unlisted server: {path}");
-        let head = format!(
-            "HTTP/1.1 200 X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        assert_eq!(reached.bytes_received, (head.len() + body.len()) as u64);
+        let response = HttpResponse::ok(format!("unlisted server: {path}"));
+        assert_eq!(reached.bytes_received, response.wire_len());
         assert!(
             reached.bytes_sent > format!("GET {path} HTTP/1.1\r\n\r\n").len() as u64,
             "{reached:#?}"
@@ -375,10 +360,7 @@ async fn an_approved_host_is_reached_for_the_rest_of_that_run_only() {
 
     // A new run is asked again: the approval held for the first run only.
     let mut again = fixture
-        .run(
-            &script(&[fetch("fetch", &fixture.unlisted_url("/again"))]),
-            0,
-        )
+        .run_one(pb::ApprovalPolicy::Auto, "fetch", "/again", 0)
         .await;
     let request = again.approval_requested().await;
     assert_eq!(
@@ -401,19 +383,9 @@ async fn a_denied_host_is_refused_and_the_refusal_recorded() {
     let fixture = Fixture::start().await;
     let port = fixture.unlisted.addr.port();
     let mut run = fixture
-        .run(
-            &script(&[fetch("fetch", &fixture.unlisted_url("/secret"))]),
-            0,
-        )
+        .run_one(pb::ApprovalPolicy::Auto, "fetch", "/secret", 0)
         .await;
-    let request = run.approval_requested().await;
-    assert_eq!(
-        request.network,
-        Some(pb::NetworkAccess {
-            host: "unlisted.test".into(),
-            port: u32::from(port),
-        })
-    );
+    let request = fixture.asked_about_unlisted(&mut run).await;
     run.decide(
         &request.approval_id,
         pb::Decision::Deny,
@@ -454,10 +426,7 @@ async fn a_denied_host_is_refused_and_the_refusal_recorded() {
 async fn no_answer_by_the_deadline_refuses_the_connection() {
     let fixture = Fixture::start().await;
     let mut run = fixture
-        .run(
-            &script(&[fetch("fetch", &fixture.unlisted_url("/late"))]),
-            300,
-        )
+        .run_one(pb::ApprovalPolicy::Auto, "fetch", "/late", 300)
         .await;
     let request = run.approval_requested().await;
     assert!(request.deadline_ms > 0, "{request:#?}");
@@ -476,13 +445,10 @@ async fn without_ask_for_unlisted_nothing_is_asked_and_the_host_is_refused() {
     let fixture = Fixture::start().await;
     let port = fixture.unlisted.addr.port();
     let mut run = fixture
-        .run(
-            &script(&[
-                fetch("fetch_listed_only", &fixture.listed_url("/listed")),
-                fetch("fetch_listed_only", &fixture.unlisted_url("/x")),
-            ]),
-            0,
-        )
+        .run(&[
+            fetch("fetch_listed_only", &fixture.listed_url("/listed")),
+            fetch("fetch_listed_only", &fixture.unlisted_url("/x")),
+        ])
         .await;
     assert_eq!(run.finished().await.final_text, "refused, not listed");
     assert!(requests(&run).is_empty(), "{:#?}", run.seen);
@@ -514,11 +480,7 @@ async fn without_ask_for_unlisted_nothing_is_asked_and_the_host_is_refused() {
 async fn under_risky_the_call_and_then_its_connection_are_asked_separately() {
     let fixture = Fixture::start().await;
     let mut run = fixture
-        .run_under(
-            pb::ApprovalPolicy::Risky,
-            &script(&[fetch("fetch", &fixture.unlisted_url("/both"))]),
-            0,
-        )
+        .run_one(pb::ApprovalPolicy::Risky, "fetch", "/both", 0)
         .await;
     let call = run.approval_requested().await;
     assert_eq!(call.network, None, "the call's own approval: {call:#?}");
@@ -546,11 +508,7 @@ async fn under_risky_the_call_and_then_its_connection_are_asked_separately() {
 async fn under_never_a_connection_is_refused_without_asking() {
     let fixture = Fixture::start().await;
     let mut run = fixture
-        .run_under(
-            pb::ApprovalPolicy::Never,
-            &script(&[fetch("peek", &fixture.unlisted_url("/unattended"))]),
-            0,
-        )
+        .run_one(pb::ApprovalPolicy::Never, "peek", "/unattended", 0)
         .await;
     let finished = tokio::time::timeout(std::time::Duration::from_secs(10), run.finished())
         .await

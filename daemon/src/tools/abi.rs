@@ -22,27 +22,30 @@ pub fn parse_result(stdout: &[u8]) -> Result<AbiResult, String> {
         #[serde(default)]
         retryable: bool,
     }
-    #[derive(Deserialize)]
-    enum Document {
-        #[serde(rename = "ok")]
-        Ok(Value),
-        #[serde(rename = "error")]
-        Error(ErrorBody),
-    }
     if stdout.iter().all(u8::is_ascii_whitespace) {
         return Err("the tool wrote no result to stdout".into());
     }
     let text = std::str::from_utf8(stdout).map_err(|_| "stdout is not UTF-8".to_owned())?;
-    let document: Document = serde_json::from_str(text).map_err(|err| {
-        format!("stdout is not one result document ({{\"ok\": …}} or {{\"error\": …}}): {err}")
-    })?;
-    Ok(match document {
-        Document::Ok(value) => AbiResult::Ok(value.to_string()),
-        Document::Error(body) => AbiResult::Error {
-            message: body.message,
-            retryable: body.retryable,
-        },
-    })
+    // An object read key by key rather than as a tagged enum: the ABI ignores unknown keys
+    // at every level, and an enum refuses any key beside its tag.
+    let mut document: serde_json::Map<String, Value> =
+        serde_json::from_str(text).map_err(|err| {
+            format!("stdout is not one result document ({{\"ok\": …}} or {{\"error\": …}}): {err}")
+        })?;
+    match (document.remove("ok"), document.remove("error")) {
+        (Some(value), None) => Ok(AbiResult::Ok(value.to_string())),
+        (None, Some(body @ Value::Object(_))) => {
+            let body: ErrorBody = serde_json::from_value(body)
+                .map_err(|err| format!("`error` is not {{\"message\", \"retryable\"}}: {err}"))?;
+            Ok(AbiResult::Error {
+                message: body.message,
+                retryable: body.retryable,
+            })
+        }
+        (None, Some(_)) => Err("`error` must be an object with a `message`".into()),
+        (Some(_), Some(_)) => Err("the result has both `ok` and `error`".into()),
+        (None, None) => Err("the result has neither `ok` nor `error`".into()),
+    }
 }
 
 #[cfg(test)]
@@ -71,6 +74,27 @@ mod tests {
         );
     }
 
+    /// Found by the `abi_result` fuzz target (2026-11-29): a key beside `ok` was refused,
+    /// though sdk/ABI.md says unknown keys at any level are ignored.
+    #[test]
+    fn unknown_keys_are_ignored_at_every_level() {
+        assert_eq!(
+            parse_result(br#"{"ok": 1, "evror": {"message": "x"}}"#),
+            Ok(AbiResult::Ok("1".into()))
+        );
+        assert_eq!(
+            parse_result(br#"{"log": [], "error": {"message": "m", "code": 7}}"#),
+            Ok(AbiResult::Error {
+                message: "m".into(),
+                retryable: false
+            })
+        );
+        assert_eq!(
+            parse_result(br#"{"ok": null}"#),
+            Ok(AbiResult::Ok("null".into()))
+        );
+    }
+
     #[test]
     fn anything_else_breaks_the_abi() {
         for bad in [
@@ -81,6 +105,8 @@ mod tests {
             b"{\"result\": 1}",
             b"{\"ok\": 1, \"error\": {\"message\": \"x\"}}",
             b"{\"error\": \"x\"}",
+            b"{\"error\": [\"x\", true]}",
+            b"{\"error\": {\"message\": \"x\", \"retryable\": null}}",
             b"\xff\xfe",
             b"[1]",
         ] {

@@ -1,6 +1,7 @@
 //! `tool.toml`: what a tool is, what it may do, and how it runs. Parsing is strict: unknown
 //! keys, a missing schema or an inconsistent engine section refuse the tool.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -257,23 +258,50 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Reads a small text file, refusing one larger than `max` before reading it.
+/// Reads a small text file, refusing one larger than `max`. Only regular files are read (a
+/// device, FIFO or `/proc` file reports no size and may never end), and the read itself
+/// stops past `max`, whatever the size said.
 fn read_capped(path: &Path, max: u64) -> Result<String, String> {
-    let size = std::fs::metadata(path)
-        .map_err(|err| format!("cannot read {}: {err}", path.display()))?
-        .len();
-    if size > max {
-        return Err(format!(
-            "{} is {size} bytes; the limit is {max}",
-            path.display()
-        ));
+    let cannot = |err: std::io::Error| format!("cannot read {}: {err}", path.display());
+    let metadata = std::fs::metadata(path).map_err(cannot)?;
+    if !metadata.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
     }
-    std::fs::read_to_string(path).map_err(|err| format!("cannot read {}: {err}", path.display()))
+    let too_large = |size: u64| format!("{} is {size} bytes; the limit is {max}", path.display());
+    if metadata.len() > max {
+        return Err(too_large(metadata.len()));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(max.saturating_add(1)).read_to_string(&mut text))
+        .map_err(cannot)?;
+    let read = u64::try_from(text.len()).unwrap_or(u64::MAX);
+    if read > max {
+        return Err(too_large(read));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_regular_files_are_read_and_never_past_the_cap() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("schema.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+        let err = read_capped(&link, 1024).expect_err("a device is refused");
+        assert!(err.contains("not a regular file"), "{err}");
+        let small = dir.path().join("small.json");
+        std::fs::write(&small, "{}").expect("write");
+        assert_eq!(read_capped(&small, 2).expect("at the cap"), "{}");
+        assert!(
+            read_capped(&small, 1)
+                .expect_err("past the cap")
+                .contains("limit is 1")
+        );
+    }
     use crate::output::TruncateMode;
 
     const VALID: &str = r#"

@@ -79,6 +79,17 @@ impl WorkspaceRoots {
         if !canonical.is_dir() {
             return Err(WorkspaceError::NotADirectory(requested.to_owned()));
         }
+        if !self.roots.iter().any(|root| canonical.starts_with(root)) {
+            return Err(WorkspaceError::OutsideRoots {
+                path: requested.to_owned(),
+                roots: self
+                    .roots
+                    .iter()
+                    .map(|root| root.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
         if let Some(reserved) = self
             .reserved
             .iter()
@@ -89,19 +100,7 @@ impl WorkspaceRoots {
                 reserved: reserved.display().to_string(),
             });
         }
-        if self.roots.iter().any(|root| canonical.starts_with(root)) {
-            Ok(Some(canonical))
-        } else {
-            Err(WorkspaceError::OutsideRoots {
-                path: requested.to_owned(),
-                roots: self
-                    .roots
-                    .iter()
-                    .map(|root| root.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-        }
+        Ok(Some(canonical))
     }
 }
 

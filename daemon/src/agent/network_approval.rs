@@ -35,7 +35,7 @@ pub struct NetworkApprover {
     pub tool: Arc<Tool>,
     /// The call's arguments, canonical JSON.
     pub arguments: String,
-    pub policy: &'static str,
+    pub policy: ApprovalPolicy,
     pub timeout: Duration,
 }
 
@@ -59,7 +59,7 @@ impl NetworkApprover {
             tool_digest: self.tool.digest(),
             arguments: &arguments,
             profile: &profile,
-            policy: self.policy,
+            policy: self.policy.as_str(),
         };
         // Bound to the call's own binding as well, so an answer cannot be moved to another
         // call or host.
@@ -104,7 +104,7 @@ impl NetworkApprover {
         }
         // `never` asks nobody: a run left unattended must not wait on a question no one
         // will answer, so what would need asking is refused at once.
-        if self.policy == ApprovalPolicy::Never.as_str() {
+        if self.policy == ApprovalPolicy::Never {
             return false;
         }
         let (host, port) = (&key.0, key.1);

@@ -24,6 +24,7 @@ use super::provider::{
 use super::{LiveRun, Shared};
 use crate::ids;
 use crate::policy::{self, ApprovalPolicy, Gate, Outcome};
+use crate::profile::NetworkPolicy;
 use crate::store::{
     ApprovalResolution, Checkpoint, Effect, RunEnd, RunState, SessionRecord, StoreError,
 };
@@ -1007,18 +1008,31 @@ impl RunLoop {
             read_only: false,
         }) {
             Ok(call) => {
-                let call = call.with_egress_approver(Arc::new(NetworkApprover {
-                    approvals: self.shared.approvals.clone(),
-                    log: self.run.log.clone(),
-                    approved: self.approved_hosts.clone(),
-                    session_id: self.session.session_id.clone(),
-                    step_id: step_id.to_owned(),
-                    call_id: call_id.to_owned(),
-                    tool: tool.clone(),
-                    arguments: canonical.to_owned(),
-                    policy: self.policy.as_str(),
-                    timeout: self.limits.approval_timeout,
-                }));
+                // Only a profile that asks about unlisted hosts needs an approver: other calls
+                // (nearly all) make none.
+                let asks = matches!(
+                    tool.profile.network,
+                    NetworkPolicy::AllowList {
+                        ask_for_unlisted: true,
+                        ..
+                    }
+                );
+                let call = if !asks {
+                    call
+                } else {
+                    call.with_egress_approver(Arc::new(NetworkApprover {
+                        approvals: self.shared.approvals.clone(),
+                        log: self.run.log.clone(),
+                        approved: self.approved_hosts.clone(),
+                        session_id: self.session.session_id.clone(),
+                        step_id: step_id.to_owned(),
+                        call_id: call_id.to_owned(),
+                        tool: tool.clone(),
+                        arguments: canonical.to_owned(),
+                        policy: self.policy,
+                        timeout: self.limits.approval_timeout,
+                    }))
+                };
                 let (sender, mut receiver) = mpsc::unbounded_channel();
                 let cancel = self.run.cancel.child_token();
                 let run = self.shared.executor.run(call, sender, cancel.clone());

@@ -2,8 +2,6 @@
 //! that follow the result's status, agent runs, their traces, and the full output of a call
 //! whose result was cut.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::process::Output;
 
 use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root, test_module};

@@ -2,8 +2,6 @@
 //! decisions that must not count (forged, replayed, for another run), and approver consoles
 //! that come and go.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

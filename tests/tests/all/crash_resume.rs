@@ -4,8 +4,6 @@
 //! still in the log, no event is duplicated, the write's side effect happened at most once,
 //! and the run finishes.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -1,8 +1,6 @@
 //! Runs of the agent loop end to end over gRPC, with the scripted model and real tools:
 //! the events a client sees, validation of what the model proposes, and every stop reason.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 
 use airlock_proto::v1 as pb;
@@ -384,10 +382,10 @@ async fn bad_start_requests_are_refused_before_anything_runs() {
     let mut outside = scripted_run(&workspace, &script);
     outside.workspace = "/etc".into();
     let mut unknown_session = scripted_run(&workspace, &script);
-    unknown_session.session_id = "ses_nope".into();
+    unknown_session.session_id = format!("ses_{}", "0".repeat(32));
     for (start, code) in [
         (no_input, tonic::Code::InvalidArgument),
-        (unknown_tool, tonic::Code::InvalidArgument),
+        (unknown_tool, tonic::Code::NotFound),
         (bad_model, tonic::Code::InvalidArgument),
         (outside, tonic::Code::InvalidArgument),
         (unknown_session, tonic::Code::NotFound),

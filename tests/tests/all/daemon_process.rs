@@ -1,8 +1,6 @@
 //! `airlockd` as an operator runs it: the real binary, its flags and config file, serving
 //! on loopback, and a graceful stop on SIGTERM.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;

@@ -7,8 +7,6 @@
 //! 169.254.169.254 and `private.test` to 10.9.9.1, where servers listen too, so every
 //! refusal is the gate's and never a missing route.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use airlock_proto::v1 as pb;
 use airlock_tests::ToolsDir;
 use airlock_tests::egress::{

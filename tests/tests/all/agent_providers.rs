@@ -2,8 +2,6 @@
 //! server on loopback that answers with recorded OpenAI and Anthropic responses, executes
 //! the calls they propose, and sends the results back in each API's own format.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -7,8 +7,6 @@
 //! how the other policies meet it: under `risky` a `network` risk call is asked about first,
 //! then its connection; under `never` nobody is asked and the connection is refused at once.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 

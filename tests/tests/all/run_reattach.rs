@@ -2,8 +2,6 @@
 //! saw and gets every later event, in order, then the live ones: no gap, no duplicate,
 //! byte for byte what the first client saw.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use airlock_proto::v1 as pb;
 use airlock_tests::{DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
 use pb::run_event::Event;

@@ -2,8 +2,6 @@
 //! test starts, and they are the spans `GetTrace` returns; a collector that is down costs
 //! spans, never the run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

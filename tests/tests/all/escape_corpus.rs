@@ -12,8 +12,6 @@
 //! The process-engine tests need what process_sandbox.rs needs: root, user namespaces,
 //! Landlock and seccomp.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -2062,7 +2060,7 @@ async fn process_an_instruction_injected_through_tool_output_still_needs_approva
 }
 
 // ---------------------------------------------------------------------------------------
-// Approvals forged or replayed across runs (cross-tenant cases: tests/tests/auth.rs).
+// Approvals forged or replayed across runs (cross-tenant cases: tests/tests/all/auth.rs).
 // ---------------------------------------------------------------------------------------
 
 const FIXED: &str = "def mean(v):\n    return sum(v) / len(v)\n";

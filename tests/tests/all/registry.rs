@@ -1,7 +1,5 @@
 //! The tool registry: what gets served, what gets refused and why, and what `ListTools` says.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use airlock_proto::v1 as pb;
 use airlock_tests::{
     DaemonOptions, ProfilesDir, TestDaemon, ToolsDir, standard_manifest, test_module, wat_module,

@@ -1,8 +1,6 @@
 //! The first-party plugins, as the daemon serves them from `plugins/` with the shipped
 //! profiles, called over gRPC against a real workspace.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 
 use airlock_proto::v1::ToolStatus;

@@ -2,8 +2,6 @@
 //! approvals or executions, TLS and mutual TLS, the Unix socket, and the bounds on what a
 //! client may send.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,8 +2,6 @@
 //! through gRPC on loopback. Every attack must end with the right status, and the daemon must
 //! serve the next call afterwards.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

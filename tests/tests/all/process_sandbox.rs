@@ -6,8 +6,6 @@
 //! tests need root and a kernel with user namespaces, Landlock (ABI 4) and seccomp; on a
 //! host without them every test fails with the engine's message naming the missing layer.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -1,8 +1,6 @@
 //! The store when it fails: a full disk stops new tool executions instead of running
 //! unrecorded side effects, and a damaged database is refused at start, by name.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

@@ -1,0 +1,30 @@
+//! airlock's integration tests, built as one binary: each module is one feature, driven
+//! across crates against the real daemon (gRPC on loopback, the `airlockd` and `airlock`
+//! binaries, real modules, programs and namespaces). One binary links wasmtime once; twenty
+//! would spend most of CI linking.
+//!
+//! The shared helpers (daemons, tool folders, workspaces, network namespaces) are the
+//! `airlock-tests` library, `tests/src`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod agent_approvals;
+mod agent_providers;
+mod agent_runs;
+mod agent_traces;
+mod auth;
+mod cli;
+mod crash_resume;
+mod daemon_process;
+mod egress_approvals;
+mod egress_process;
+mod egress_wasm;
+mod escape_corpus;
+mod grpc_api;
+mod plugins;
+mod process_sandbox;
+mod registry;
+mod run_reattach;
+mod store_failures;
+mod trace_export;
+mod wasm_sandbox;

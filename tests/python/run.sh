@@ -5,7 +5,8 @@
 # private virtualenv, generates the stubs, starts the daemon the Rust build produced on a
 # free loopback port, runs test_client.py against it (with the access token the daemon
 # created in its state dir), then stops the daemon with SIGTERM and checks that it exits
-# cleanly.
+# cleanly. A second daemon on a Unix socket serves test_unix_socket.py, a grpcio client
+# with its default settings.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,8 +20,10 @@ fi
 
 work="$(mktemp -d)"
 daemon_pid=""
+socket_pid=""
 cleanup() {
     [[ -n $daemon_pid ]] && kill -9 "$daemon_pid" 2>/dev/null
+    [[ -n $socket_pid ]] && kill -9 "$socket_pid" 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -45,6 +48,21 @@ done
 status=0
 PYTHONPATH="$work" "$venv/bin/python" "$here/test_client.py" "127.0.0.1:$port" "$work/root/project" \
     "$work/state" || status=$?
+
+# The same client library over the Unix socket, with its default settings.
+(cd "$repo" && exec "$airlockd" --listen "unix:$work/airlockd.sock" --state-dir "$work/socket-state" \
+    --workspace-root "$work/root") 2>"$work/socket.log" &
+socket_pid=$!
+for _ in $(seq 1200); do
+    [[ -S $work/airlockd.sock ]] && break
+    kill -0 "$socket_pid" 2>/dev/null || { cat "$work/socket.log" >&2; exit 1; }
+    sleep 0.1
+done
+PYTHONPATH="$work" "$venv/bin/python" "$here/test_unix_socket.py" "$work/airlockd.sock" \
+    "$work/root/project" "$work/socket-state" || { status=$?; cat "$work/socket.log" >&2; }
+kill -TERM "$socket_pid"
+wait "$socket_pid" || true
+socket_pid=""
 
 kill -TERM "$daemon_pid"
 daemon_status=0

@@ -13,12 +13,14 @@ pub mod tenants;
 pub mod tls;
 pub mod token_file;
 mod tools;
+mod unix_authority;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use airlock_proto::v1::agent_server::AgentServer;
 use airlock_proto::v1::tools_server::ToolsServer;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
@@ -113,8 +115,11 @@ pub async fn serve(
         }
         Listener::Unix { listener, path } => {
             let _remove = listen::RemoveOnDrop(path);
+            // Every client's authority is accepted there (see `unix_authority`).
+            let incoming = UnixListenerStream::new(listener)
+                .map(|stream| stream.map(unix_authority::AnyAuthority::new));
             router
-                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped)
+                .serve_with_incoming_shutdown(incoming, stopped)
                 .await?;
         }
     }

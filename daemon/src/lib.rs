@@ -11,6 +11,7 @@ pub mod egress;
 pub mod engine;
 pub mod ids;
 pub mod output;
+mod pause;
 pub mod policy;
 pub mod profile;
 pub mod store;

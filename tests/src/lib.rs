@@ -12,6 +12,7 @@
 
 pub mod egress;
 pub mod netns;
+pub mod procs;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -791,17 +792,52 @@ pub(crate) async fn await_serving(child: &mut tokio::process::Child) -> Startup 
     }
 }
 
+/// How to start an `airlockd` process beyond its arguments.
+#[derive(Debug, Clone)]
+pub struct ProcessOptions {
+    /// `--listen`; a free loopback port by default.
+    pub listen: String,
+    /// Extra environment, e.g. `AIRLOCK_TEST_PAUSE`.
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for ProcessOptions {
+    fn default() -> ProcessOptions {
+        ProcessOptions {
+            listen: "127.0.0.1:0".into(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// `airlockd ARGS` in `cwd`, with its standard error piped to the test.
+pub fn airlockd_command(
+    args: &[&str],
+    cwd: &Path,
+    options: &ProcessOptions,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(cargo_bin("airlockd"));
+    command
+        .args(["--listen", &options.listen])
+        .args(args)
+        .current_dir(cwd)
+        .env("AIRLOCK_LOG", "info")
+        .env("NO_COLOR", "1")
+        .envs(options.env.iter().map(|(k, v)| (k, v)))
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
 impl DaemonProcess {
     /// Starts `airlockd --listen 127.0.0.1:0 ARGS` in `cwd` and waits until it serves.
     pub async fn start(args: &[&str], cwd: &Path) -> DaemonProcess {
-        let mut child = tokio::process::Command::new(cargo_bin("airlockd"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(cwd)
-            .env("AIRLOCK_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
+        DaemonProcess::start_with(args, cwd, &ProcessOptions::default()).await
+    }
+
+    /// As [`DaemonProcess::start`], with `options`.
+    pub async fn start_with(args: &[&str], cwd: &Path, options: &ProcessOptions) -> DaemonProcess {
+        let mut child = airlockd_command(args, cwd, options)
             .spawn()
             .expect("airlockd starts");
         let Startup {
@@ -832,10 +868,27 @@ impl DaemonProcess {
         self.log.lock().unwrap().clone()
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id().expect("running")).unwrap()
+    }
+
+    /// Waits (a minute at most) until the daemon has logged a line containing `text`.
+    pub async fn await_log(&self, text: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !self.log().contains(text) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "airlockd did not log `{text}` within a minute:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn signal(&self, signal: i32) {
-        let pid = i32::try_from(self.child.id().expect("running")).unwrap();
         // SAFETY: signalling our own child process.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
     }
 
     /// SIGKILL, and wait until it is gone.

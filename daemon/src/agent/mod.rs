@@ -25,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ids;
 use crate::policy::{ApprovalBroker, ApprovalPolicy, Approver, DecisionError};
-use crate::store::{RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError};
+use crate::store::{
+    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
+};
 
 use crate::tools::{Executor, Tool};
 use crate::trace::{RunTrace, Tracer};
@@ -78,12 +80,18 @@ const MAX_INPUT_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("{0}")]
-    InvalidRequest(String),
+    /// A field of the request that starts a run (a path inside `StartRun`) is wrong.
+    #[error("{reason}")]
+    Invalid { field: &'static str, reason: String },
     #[error("no session `{0}`")]
     UnknownSession(String),
     #[error("no run `{0}`")]
     UnknownRun(String),
+    #[error("no tool named `{0}`")]
+    UnknownTool(String),
+    /// A recorded run the daemon cannot take up again (its checkpoint does not decode).
+    #[error("{0}")]
+    Unresumable(String),
     #[error("run `{0}` has finished")]
     RunFinished(String),
     #[error(
@@ -242,7 +250,7 @@ impl AgentRuntime {
 
     /// Checks and records a new run of `owner`, then starts its loop.
     pub fn start(&self, start: pb::StartRun, owner: &RunOwner) -> Result<Arc<LiveRun>, AgentError> {
-        let invalid = |message: String| AgentError::InvalidRequest(message);
+        let invalid = |field, reason: String| AgentError::Invalid { field, reason };
         if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
             return Err(AgentError::TooManyRuns {
                 tenant: owner.tenant.clone(),
@@ -251,18 +259,36 @@ impl AgentRuntime {
         }
         if start.input.trim().is_empty() {
             return Err(invalid(
+                "input",
                 "a run needs an input: what the user asks for".into(),
             ));
         }
         if start.input.len() > MAX_INPUT_BYTES {
-            return Err(invalid(format!(
-                "the input is longer than {MAX_INPUT_BYTES} bytes"
-            )));
+            return Err(invalid(
+                "input",
+                format!(
+                    "the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes",
+                    start.input.len()
+                ),
+            ));
         }
+        let policy = pb::ApprovalPolicy::try_from(start.approval_policy)
+            .map(ApprovalPolicy::from_wire)
+            .map_err(|_| {
+                invalid(
+                    "approval_policy",
+                    format!("unknown approval policy {}", start.approval_policy),
+                )
+            })?;
         let model = start.model.clone().unwrap_or_default();
         let spec = parse_model(&model)?;
-        let provider = provider::build(&spec, &self.shared.settings.providers)
-            .map_err(|err| invalid(err.to_string()))?;
+        let provider = provider::build(&spec, &self.shared.settings.providers).map_err(|err| {
+            let field = match spec {
+                ModelSpec::Scripted { .. } => "model.script",
+                ModelSpec::OpenAi { .. } | ModelSpec::Anthropic { .. } => "model.model",
+            };
+            invalid(field, err.to_string())
+        })?;
         let session = if start.session_id.is_empty() {
             self.create_session(&start.workspace, BTreeMap::new(), &owner.tenant)?
         } else {
@@ -275,10 +301,6 @@ impl AgentRuntime {
         };
         let tools = self.resolve_tools(&start.tools)?;
         let limits = self.limits(&start, &model);
-        let policy = ApprovalPolicy::from_wire(
-            pb::ApprovalPolicy::try_from(start.approval_policy)
-                .unwrap_or(pb::ApprovalPolicy::Unspecified),
-        );
 
         let run_id = ids::run_id();
         let trace_id = ids::trace_id();
@@ -300,11 +322,12 @@ impl AgentRuntime {
             last_seq: 0,
             tenant: owner.tenant.clone(),
         };
-        self.shared.store.create_run(&record)?;
-        let log = Arc::new(RunLog::new(run_id.clone(), self.shared.store.clone(), 0));
-        log.append(
-            "",
-            pb::run_event::Event::RunStarted(pb::RunStarted {
+        let started = pb::RunEvent {
+            run_id: run_id.clone(),
+            seq: 1,
+            step_id: String::new(),
+            time_ms: ids::now_ms(),
+            event: Some(pb::run_event::Event::RunStarted(pb::RunStarted {
                 session_id: session.session_id.clone(),
                 turn_id: ids::turn_id(),
                 trace_id,
@@ -323,8 +346,12 @@ impl AgentRuntime {
                 }),
                 workspace: session.workspace.clone(),
                 stop_on_denial: start.stop_on_denial,
-            }),
-        )?;
+            })),
+        };
+        // The run and the event that says it started are one write: a crash in between
+        // would leave a run that resumes without ever having started.
+        self.shared.store.create_run(&record, &started)?;
+        let log = Arc::new(RunLog::new(run_id.clone(), self.shared.store.clone(), 1));
 
         let live = self.launch(Launch {
             record: &record,
@@ -470,7 +497,7 @@ impl AgentRuntime {
         let checkpoint = self.shared.store.latest_checkpoint(&record.run_id)?;
         let (state, checkpoint_id, checkpoint_seq) = match checkpoint {
             Some(checkpoint) => (
-                LoopState::decode(&checkpoint.state).map_err(AgentError::InvalidRequest)?,
+                LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?,
                 checkpoint.checkpoint_id,
                 checkpoint.seq,
             ),
@@ -525,7 +552,7 @@ impl AgentRuntime {
         let model = record.start.model.clone().unwrap_or_default();
         let spec = parse_model(&model)?;
         let provider = provider::build(&spec, &self.shared.settings.providers)
-            .map_err(|err| AgentError::InvalidRequest(err.to_string()))?;
+            .map_err(|err| AgentError::Unresumable(err.to_string()))?;
         // Tools gone since the run started are simply absent: the model is told so if it
         // proposes one.
         let registry = self.shared.executor.registry();
@@ -595,7 +622,7 @@ impl AgentRuntime {
                 registry
                     .get(name)
                     .map(|tool| (name.clone(), tool))
-                    .ok_or_else(|| AgentError::InvalidRequest(format!("no tool named `{name}`")))
+                    .ok_or_else(|| AgentError::UnknownTool(name.clone()))
             })
             .collect()
     }
@@ -668,9 +695,13 @@ impl AgentRuntime {
     /// More input from the user, read before the run's next model call.
     pub fn send_input(&self, run_id: &str, text: String) -> Result<(), AgentError> {
         if text.len() > MAX_INPUT_BYTES {
-            return Err(AgentError::InvalidRequest(format!(
-                "the input is longer than {MAX_INPUT_BYTES} bytes"
-            )));
+            return Err(AgentError::Invalid {
+                field: "input.text",
+                reason: format!(
+                    "the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes",
+                    text.len()
+                ),
+            });
         }
         let Some(live) = self.live_run(run_id) else {
             return Err(self.not_live(run_id)?);
@@ -717,6 +748,14 @@ impl AgentRuntime {
         self.shared.approvals.decide(decision, &Approver::Console)
     }
 
+    /// The sequence number of a run's last event.
+    pub fn last_seq(&self, run_id: &str) -> Result<u64, AgentError> {
+        match self.live_run(run_id) {
+            Some(live) => Ok(live.log.last_seq()),
+            None => Ok(self.run(run_id)?.last_seq),
+        }
+    }
+
     pub fn run(&self, run_id: &str) -> Result<RunRecord, AgentError> {
         self.shared
             .store
@@ -735,9 +774,9 @@ impl AgentRuntime {
         &self,
         filter: &RunFilter,
         limit: usize,
-        page_token: Option<&str>,
-    ) -> Result<(Vec<RunRecord>, Option<String>), AgentError> {
-        Ok(self.shared.store.list_runs(filter, limit, page_token)?)
+        after: Option<&RunCursor>,
+    ) -> Result<(Vec<RunRecord>, Option<RunCursor>), AgentError> {
+        Ok(self.shared.store.list_runs(filter, limit, after)?)
     }
 
     /// The error for a run that is not live: unknown, or finished.
@@ -765,7 +804,7 @@ impl AgentRuntime {
 
 /// `openai:MODEL`, `anthropic:MODEL` or `scripted` (with the script in the config).
 fn parse_model(config: &pb::ModelConfig) -> Result<ModelSpec, AgentError> {
-    let invalid = |message: String| Err(AgentError::InvalidRequest(message));
+    let invalid = |field, reason: String| Err(AgentError::Invalid { field, reason });
     match config.model.split_once(':') {
         Some(("openai", model)) if !model.is_empty() => Ok(ModelSpec::OpenAi {
             model: model.to_owned(),
@@ -775,15 +814,21 @@ fn parse_model(config: &pb::ModelConfig) -> Result<ModelSpec, AgentError> {
         }),
         None if config.model == "scripted" => {
             if config.script.trim().is_empty() {
-                return invalid("the scripted model needs its script in `model.script`".into());
+                return invalid(
+                    "model.script",
+                    "the scripted model needs its script in `model.script`".into(),
+                );
             }
             Ok(ModelSpec::Scripted {
                 script: config.script.clone(),
             })
         }
-        _ => invalid(format!(
-            "unknown model `{}`: use openai:MODEL, anthropic:MODEL or scripted",
-            config.model
-        )),
+        _ => invalid(
+            "model.model",
+            format!(
+                "unknown model `{}`: use openai:MODEL, anthropic:MODEL or scripted",
+                config.model
+            ),
+        ),
     }
 }

@@ -17,13 +17,13 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::caller;
 use super::error::ApiError;
-use super::limits;
 use super::quota::Turns;
 use super::tenants::Tenant;
-use super::tools::check_call;
+use super::tools::{check_tool, forbidden_workspace};
 use crate::agent::{AgentError, AgentRuntime, RunOwner};
 use crate::config::ApprovalRights;
-use crate::store::{RunFilter, RunRecord, RunState};
+use crate::ids::{self, IdKind};
+use crate::store::{RunCursor, RunFilter, RunRecord, RunState};
 
 /// Runs listed per page unless the client asks for fewer; and the most it may ask for.
 const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -31,6 +31,33 @@ const MAX_PAGE_SIZE: u32 = 500;
 
 /// Messages queued for an approver console.
 const CONSOLE_BUFFER: usize = 256;
+
+/// A session's labels: a few short tags (a ticket, a repository), not a document store.
+const MAX_LABELS: usize = 64;
+const MAX_LABEL_BYTES: usize = 256;
+
+/// Refuses labels past the bounds above, naming the label.
+fn check_labels(labels: &std::collections::HashMap<String, String>) -> Result<(), ApiError> {
+    if labels.len() > MAX_LABELS {
+        return Err(ApiError::invalid(
+            "labels",
+            format!("{} labels; the limit is {MAX_LABELS}", labels.len()),
+        ));
+    }
+    for (key, value) in labels {
+        if key.is_empty() || key.len() > MAX_LABEL_BYTES || value.len() > MAX_LABEL_BYTES {
+            let shown: String = key.chars().take(40).collect();
+            return Err(ApiError::invalid(
+                "labels",
+                format!(
+                    "label `{shown}`: keys must be 1 to {MAX_LABEL_BYTES} bytes and values at \
+                     most {MAX_LABEL_BYTES}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 
 pub struct AgentService {
     runtime: Arc<AgentRuntime>,
@@ -47,28 +74,30 @@ impl AgentService {
         }
     }
 
-    /// Fails with NOT_FOUND unless `tenant` owns run `run_id`.
-    fn check_owner(&self, tenant: &Tenant, run_id: &str) -> Result<(), Status> {
-        let owner = self.runtime.run_owner(run_id).map_err(ApiError::from)?;
+    /// Checks that `run_id` (request field `field`) is a run of `tenant`. Another tenant's
+    /// run is NOT_FOUND, exactly like one that does not exist.
+    fn check_owner(&self, tenant: &Tenant, run_id: &str, field: &str) -> Result<(), ApiError> {
+        check_id(IdKind::Run, run_id, field)?;
+        let owner = self
+            .runtime
+            .run_owner(run_id)
+            .map_err(|err| ApiError::from(err).at(field))?;
         if tenant.owns(&owner) {
             Ok(())
         } else {
-            Err(ApiError::from(AgentError::UnknownRun(run_id.to_owned())).into())
+            Err(ApiError::from(AgentError::UnknownRun(run_id.to_owned())).at(field))
         }
     }
 
-    /// Narrows a run's tools to the tenant's and checks its workspace.
-    fn check_start(&self, tenant: &Tenant, start: &mut pb::StartRun) -> Result<(), Status> {
-        if start.input.len() > limits::MAX_ARGUMENTS_BYTES {
-            return Err(Status::invalid_argument(format!(
-                "the input is {} bytes; the limit is {} bytes",
-                start.input.len(),
-                limits::MAX_ARGUMENTS_BYTES
-            )));
+    /// Checks a run's start against what `tenant` may do, and narrows its tools to the
+    /// tenant's. Errors name fields inside the `StartRun`.
+    fn check_start(&self, tenant: &Tenant, start: &mut pb::StartRun) -> Result<(), ApiError> {
+        if !start.session_id.is_empty() {
+            check_id(IdKind::Session, &start.session_id, "session_id")?;
         }
         tenant
             .may_use_workspace(&start.workspace)
-            .map_err(|err| Status::permission_denied(format!("tenant `{}`: {err}", tenant.name)))?;
+            .map_err(|err| forbidden_workspace(tenant, err).at("workspace"))?;
         let Some(allowed) = tenant.allowed_tools() else {
             return Ok(());
         };
@@ -81,17 +110,46 @@ impl AgentService {
                 .cloned()
                 .collect();
             if start.tools.is_empty() {
-                return Err(Status::permission_denied(format!(
-                    "tenant `{}` may use none of the tools this daemon serves",
-                    tenant.name
-                )));
+                return Err(ApiError::Forbidden {
+                    tenant: tenant.name.clone(),
+                    what: "may use none of the tools this daemon serves".into(),
+                }
+                .at("tools"));
             }
         }
         for tool in &start.tools {
-            check_call(tenant, tool, "")?;
+            check_tool(tenant, tool).map_err(|err| err.at("tools"))?;
         }
         Ok(())
     }
+}
+
+/// Checks an id a client sent in request field `field` for its shape.
+pub(super) fn check_id(kind: IdKind, id: &str, field: &str) -> Result<(), ApiError> {
+    ids::check(kind, id).map_err(|reason| ApiError::invalid(field, reason))
+}
+
+/// The page token of the page after `cursor`: opaque to clients, and checked like any field
+/// when it comes back.
+fn page_token(cursor: &RunCursor) -> String {
+    format!("{}.{}", cursor.created_at_ms, cursor.run_id)
+}
+
+fn parse_page_token(token: &str) -> Result<RunCursor, ApiError> {
+    let invalid = || {
+        ApiError::invalid(
+            "page_token",
+            "not a page token of this daemon: pass the `next_page_token` of the previous \
+             response unchanged, or none for the first page",
+        )
+    };
+    let (time, run_id) = token.split_once('.').ok_or_else(invalid)?;
+    let created_at_ms = time.parse().map_err(|_| invalid())?;
+    ids::check(IdKind::Run, run_id).map_err(|_| invalid())?;
+    Ok(RunCursor {
+        created_at_ms,
+        run_id: run_id.to_owned(),
+    })
 }
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -106,7 +164,8 @@ impl pb::agent_server::Agent for AgentService {
         let request = request.into_inner();
         tenant
             .may_use_workspace(&request.workspace)
-            .map_err(|err| Status::permission_denied(format!("tenant `{}`: {err}", tenant.name)))?;
+            .map_err(|err| forbidden_workspace(&tenant, err).at("workspace"))?;
+        check_labels(&request.labels)?;
         let labels: BTreeMap<String, String> = request.labels.into_iter().collect();
         let session = self
             .runtime
@@ -128,20 +187,22 @@ impl pb::agent_server::Agent for AgentService {
     ) -> Result<Response<Self::RunStream>, Status> {
         let tenant = caller(&request)?;
         let mut requests = request.into_inner();
-        let first = requests
-            .message()
-            .await?
-            .ok_or_else(|| Status::invalid_argument("the stream ended before its first message"))?;
+        let first = requests.message().await?.ok_or_else(|| {
+            ApiError::invalid("request", "the stream ended before its first message")
+        })?;
         let (run_id, events) = match first.request {
             Some(pb::run_request::Request::Start(mut start)) => {
-                self.check_start(&tenant, &mut start)?;
+                self.check_start(&tenant, &mut start)
+                    .map_err(|err| err.at("start"))?;
                 let owner = RunOwner {
                     tenant: tenant.name.clone(),
                     max_live_runs: tenant.max_concurrent_runs,
                 };
                 let live = {
                     let _turn = self.starts.take(&tenant.name).await;
-                    self.runtime.start(start, &owner).map_err(ApiError::from)?
+                    self.runtime
+                        .start(start, &owner)
+                        .map_err(|err| ApiError::from(err).at("start"))?
                 };
                 let events = self
                     .runtime
@@ -150,11 +211,23 @@ impl pb::agent_server::Agent for AgentService {
                 (live.run_id.clone(), events)
             }
             Some(pb::run_request::Request::Attach(attach)) => {
-                self.check_owner(&tenant, &attach.run_id)?;
+                self.check_owner(&tenant, &attach.run_id, "attach.run_id")?;
+                let last_seq = self
+                    .runtime
+                    .last_seq(&attach.run_id)
+                    .map_err(ApiError::from)?;
+                if attach.after_seq > last_seq {
+                    return Err(ApiError::AfterTheEnd {
+                        after_seq: attach.after_seq,
+                        last_seq,
+                    }
+                    .at("attach.after_seq")
+                    .into());
+                }
                 let events = self
                     .runtime
                     .follow(&attach.run_id, attach.after_seq)
-                    .map_err(ApiError::from)?;
+                    .map_err(|err| ApiError::from(err).at("attach.run_id"))?;
                 (attach.run_id, events)
             }
             Some(
@@ -163,9 +236,11 @@ impl pb::agent_server::Agent for AgentService {
                 | pb::run_request::Request::Input(_),
             )
             | None => {
-                return Err(Status::invalid_argument(
-                    "the first message must start a run or attach to one",
-                ));
+                return Err(ApiError::invalid(
+                    "request",
+                    "the first message must start a run (`start`) or attach to one (`attach`)",
+                )
+                .into());
             }
         };
         let runtime = self.runtime.clone();
@@ -203,9 +278,8 @@ impl pb::agent_server::Agent for AgentService {
                 }
             }
         });
-        let stream = ReceiverStream::new(events).map(|event| {
-            event.map_err(|err| Status::from(ApiError::from(crate::agent::AgentError::from(err))))
-        });
+        let stream = ReceiverStream::new(events)
+            .map(|event| event.map_err(|err| Status::from(ApiError::from(err))));
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -217,10 +291,11 @@ impl pb::agent_server::Agent for AgentService {
     ) -> Result<Response<Self::ApprovalsStream>, Status> {
         let tenant = caller(&request)?;
         if tenant.approvals == ApprovalRights::None {
-            return Err(Status::permission_denied(format!(
-                "tenant `{}` may not answer approvals",
-                tenant.name
-            )));
+            return Err(ApiError::Forbidden {
+                tenant: tenant.name.clone(),
+                what: "may not answer approvals (its `approvals` is `none`)".into(),
+            }
+            .into());
         }
         let mut decisions = request.into_inner();
         let (sender, receiver) = mpsc::channel(CONSOLE_BUFFER);
@@ -300,10 +375,10 @@ impl pb::agent_server::Agent for AgentService {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let tenant = caller(&request)?;
         let request = request.into_inner();
-        self.check_owner(&tenant, &request.run_id)?;
+        self.check_owner(&tenant, &request.run_id, "run_id")?;
         self.runtime
             .cancel(&request.run_id, &request.reason)
-            .map_err(ApiError::from)?;
+            .map_err(|err| ApiError::from(err).at("run_id"))?;
         Ok(Response::new(pb::CancelRunResponse {}))
     }
 
@@ -313,9 +388,15 @@ impl pb::agent_server::Agent for AgentService {
     ) -> Result<Response<pb::RunInfo>, Status> {
         let tenant = caller(&request)?;
         let run_id = request.into_inner().run_id;
-        let run = self.runtime.run(&run_id).map_err(ApiError::from)?;
+        check_id(IdKind::Run, &run_id, "run_id")?;
+        let run = self
+            .runtime
+            .run(&run_id)
+            .map_err(|err| ApiError::from(err).at("run_id"))?;
         if !tenant.owns(&run.tenant) {
-            return Err(ApiError::from(AgentError::UnknownRun(run_id)).into());
+            return Err(ApiError::from(AgentError::UnknownRun(run_id))
+                .at("run_id")
+                .into());
         }
         Ok(Response::new(run_info(run)))
     }
@@ -332,11 +413,19 @@ impl pb::agent_server::Agent for AgentService {
             Ok(pb::RunState::WaitingForApproval) => Some(RunState::WaitingForApproval),
             Ok(pb::RunState::Finished) => Some(RunState::Finished),
             Err(_) => {
-                return Err(Status::invalid_argument(format!(
-                    "unknown run state {}",
-                    request.state
-                )));
+                return Err(ApiError::invalid(
+                    "state",
+                    format!("unknown run state {}", request.state),
+                )
+                .into());
             }
+        };
+        if !request.session_id.is_empty() {
+            check_id(IdKind::Session, &request.session_id, "session_id")?;
+        }
+        let after = match request.page_token.as_str() {
+            "" => None,
+            token => Some(parse_page_token(token)?),
         };
         let filter = RunFilter {
             session_id: (!request.session_id.is_empty()).then_some(request.session_id),
@@ -347,14 +436,13 @@ impl pb::agent_server::Agent for AgentService {
             0 => DEFAULT_PAGE_SIZE,
             size => size.min(MAX_PAGE_SIZE),
         };
-        let token = (!request.page_token.is_empty()).then_some(request.page_token.as_str());
         let (runs, next) = self
             .runtime
-            .list_runs(&filter, size as usize, token)
+            .list_runs(&filter, size as usize, after.as_ref())
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListRunsResponse {
             runs: runs.into_iter().map(run_info).collect(),
-            next_page_token: next.unwrap_or_default(),
+            next_page_token: next.as_ref().map(page_token).unwrap_or_default(),
         }))
     }
 
@@ -364,8 +452,11 @@ impl pb::agent_server::Agent for AgentService {
     ) -> Result<Response<pb::Trace>, Status> {
         let tenant = caller(&request)?;
         let run_id = request.into_inner().run_id;
-        self.check_owner(&tenant, &run_id)?;
-        let (run, spans) = self.runtime.trace(&run_id).map_err(ApiError::from)?;
+        self.check_owner(&tenant, &run_id, "run_id")?;
+        let (run, spans) = self
+            .runtime
+            .trace(&run_id)
+            .map_err(|err| ApiError::from(err).at("run_id"))?;
         Ok(Response::new(pb::Trace {
             run_id: run.run_id,
             trace_id: run.trace_id,

@@ -11,6 +11,7 @@ use tonic::service::Interceptor;
 use tonic::transport::server::UdsConnectInfo;
 use tonic::{Request, Status};
 
+use super::error::ApiError;
 use super::tenants::{Tenant, Tenants};
 
 /// Checks the token of each request and attaches its tenant.
@@ -34,7 +35,7 @@ impl Interceptor for Authenticate {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         let header = match request.metadata().get("authorization") {
             Some(value) => Some(value.to_str().map_err(|_| {
-                Status::unauthenticated("the authorization metadata is not printable ASCII")
+                ApiError::Unauthenticated("the authorization metadata is not printable ASCII")
             })?),
             None => None,
         };
@@ -43,14 +44,14 @@ impl Interceptor for Authenticate {
                 let token = value
                     .strip_prefix("Bearer ")
                     .or_else(|| value.strip_prefix("bearer "))
-                    .ok_or_else(|| {
-                        Status::unauthenticated(
-                            "the authorization metadata must be `Bearer <token>`",
-                        )
-                    })?;
-                self.tenants.identify(token.trim()).ok_or_else(|| {
-                    Status::unauthenticated("the access token is not valid for this daemon")
-                })?
+                    .ok_or(ApiError::Unauthenticated(
+                        "the authorization metadata must be `Bearer <token>`",
+                    ))?;
+                self.tenants
+                    .identify(token.trim())
+                    .ok_or(ApiError::Unauthenticated(
+                        "the access token is not valid for this daemon",
+                    ))?
             }
             None if self.unix_socket_trust
                 && request.extensions().get::<UdsConnectInfo>().is_some() =>
@@ -58,10 +59,11 @@ impl Interceptor for Authenticate {
                 self.tenants.default_tenant().clone()
             }
             None => {
-                return Err(Status::unauthenticated(
+                return Err(ApiError::Unauthenticated(
                     "this daemon needs an access token: send `authorization: Bearer <token>` \
                      (the `airlock` CLI reads it from the daemon's state dir, `token`)",
-                ));
+                )
+                .into());
             }
         };
         request.extensions_mut().insert(Caller(tenant));
@@ -80,7 +82,7 @@ pub fn caller<T>(request: &Request<T>) -> Result<Arc<Tenant>, Status> {
         .extensions()
         .get::<Caller>()
         .map(|caller| caller.0.clone())
-        .ok_or_else(|| Status::unauthenticated("the request was not authenticated"))
+        .ok_or_else(|| ApiError::Unauthenticated("the request was not authenticated").into())
 }
 
 #[cfg(test)]

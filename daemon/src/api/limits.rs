@@ -1,5 +1,7 @@
 //! Bounds on what a client may send, checked before anything is parsed further or run.
 
+use super::error::ApiError;
+
 /// The largest gRPC message either service decodes. The biggest legitimate requests are a
 /// run's input and a tool call's arguments (each bounded below); 4 MiB is tonic's default
 /// and leaves room for both with their envelope. A message over it is refused from its length
@@ -22,12 +24,15 @@ pub const MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
 pub const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
 
 /// Refuses arguments over [`MAX_ARGUMENTS_BYTES`], naming the limit.
-pub fn check_arguments(arguments_json: &str) -> Result<(), tonic::Status> {
+pub(super) fn check_arguments(arguments_json: &str) -> Result<(), ApiError> {
     if arguments_json.len() > MAX_ARGUMENTS_BYTES {
-        return Err(tonic::Status::invalid_argument(format!(
-            "arguments_json is {} bytes; the limit is {MAX_ARGUMENTS_BYTES} bytes",
-            arguments_json.len()
-        )));
+        return Err(ApiError::invalid(
+            "arguments_json",
+            format!(
+                "{} bytes; the limit is {MAX_ARGUMENTS_BYTES} bytes",
+                arguments_json.len()
+            ),
+        ));
     }
     Ok(())
 }
@@ -39,8 +44,9 @@ mod tests {
     #[test]
     fn arguments_at_the_limit_pass_and_one_byte_more_does_not() {
         assert!(check_arguments(&"x".repeat(MAX_ARGUMENTS_BYTES)).is_ok());
-        let status = check_arguments(&"x".repeat(MAX_ARGUMENTS_BYTES + 1)).expect_err("over");
-        assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        assert!(status.message().contains(&MAX_ARGUMENTS_BYTES.to_string()));
+        let err = check_arguments(&"x".repeat(MAX_ARGUMENTS_BYTES + 1)).expect_err("over");
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.to_string().starts_with("arguments_json: "), "{err}");
+        assert!(err.to_string().contains(&MAX_ARGUMENTS_BYTES.to_string()));
     }
 }

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::OwnedMutexGuard;
-use tonic::Status;
+
+use super::error::ApiError;
 
 /// Counts one kind of thing (a direct tool call) per tenant.
 #[derive(Debug, Default, Clone)]
@@ -26,14 +27,15 @@ pub struct Slot {
 impl Quota {
     /// Takes a slot for `tenant` unless it already holds `max`; `what` names the thing in the
     /// refusal.
-    pub fn acquire(&self, tenant: &str, max: u32, what: &str) -> Result<Slot, Status> {
+    pub fn acquire(&self, tenant: &str, max: u32, what: &'static str) -> Result<Slot, ApiError> {
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         let count = counts.entry(tenant.to_owned()).or_default();
         if *count >= max {
-            return Err(Status::resource_exhausted(format!(
-                "tenant `{tenant}` already has {count} {what} running, its limit; wait for one \
-                 to finish"
-            )));
+            return Err(ApiError::Capacity {
+                tenant: tenant.to_owned(),
+                max,
+                what,
+            });
         }
         *count += 1;
         Ok(Slot {
@@ -148,7 +150,7 @@ mod tests {
         let _second = quota.acquire("a", 2, "calls").expect("2");
         let status = quota.acquire("a", 2, "calls").expect_err("3");
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
-        assert!(status.message().contains("tenant `a`"), "{status:?}");
+        assert!(status.to_string().contains("tenant `a`"), "{status:?}");
         let _other = quota.acquire("b", 2, "calls").expect("another tenant");
         drop(first);
         quota.acquire("a", 2, "calls").expect("freed");

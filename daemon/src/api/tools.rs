@@ -14,14 +14,17 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
+use super::agent::check_id;
 use super::auth::caller;
 use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
 use super::tenants::{DEFAULT_TENANT, Tenant};
+use crate::ids::IdKind;
 use crate::store::Store;
 use crate::tools::{CallRequest, ExecutionEvent, Executor};
 use crate::wire as convert;
+use crate::workspace::WorkspaceError;
 
 pub struct ToolsService {
     executor: Arc<Executor>,
@@ -38,28 +41,45 @@ impl ToolsService {
         }
     }
 
-    /// Whether `tenant` owns execution `execution_id`. Executions recorded before tenants
-    /// existed belong to `default`.
-    fn owns_execution(&self, tenant: &Tenant, execution_id: &str) -> Result<bool, Status> {
-        let owner = self
-            .store
-            .execution_owner(execution_id)
-            .map_err(|err| Status::unavailable(err.to_string()))?;
-        Ok(tenant.owns(owner.as_deref().unwrap_or(DEFAULT_TENANT)))
+    /// Fails with NOT_FOUND unless `tenant` owns execution `execution_id` (request field
+    /// `execution_id`). Executions recorded before tenants existed belong to `default`.
+    fn check_execution(&self, tenant: &Tenant, execution_id: &str) -> Result<(), ApiError> {
+        check_id(IdKind::Execution, execution_id, "execution_id")?;
+        let owner = self.store.execution_owner(execution_id)?;
+        if tenant.owns(owner.as_deref().unwrap_or(DEFAULT_TENANT)) {
+            Ok(())
+        } else {
+            Err(not_found_execution(execution_id))
+        }
     }
 }
 
-/// Checks a tool call against what the tenant may do.
-pub(super) fn check_call(tenant: &Tenant, tool: &str, workspace: &str) -> Result<(), Status> {
-    if !tenant.may_use_tool(tool) {
-        return Err(Status::permission_denied(format!(
-            "tenant `{}` may not use tool `{tool}`",
-            tenant.name
-        )));
+fn not_found_execution(execution_id: &str) -> ApiError {
+    ApiError::NotFound {
+        kind: "execution",
+        id: execution_id.to_owned(),
     }
-    tenant
-        .may_use_workspace(workspace)
-        .map_err(|err| Status::permission_denied(format!("tenant `{}`: {err}", tenant.name)))
+    .at("execution_id")
+}
+
+/// Checks that `tenant` may use `tool`; the caller names the field.
+pub(super) fn check_tool(tenant: &Tenant, tool: &str) -> Result<(), ApiError> {
+    if tenant.may_use_tool(tool) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden {
+            tenant: tenant.name.clone(),
+            what: format!("may not use tool `{tool}`"),
+        })
+    }
+}
+
+/// A workspace outside the tenant's own roots.
+pub(super) fn forbidden_workspace(tenant: &Tenant, err: WorkspaceError) -> ApiError {
+    ApiError::Forbidden {
+        tenant: tenant.name.clone(),
+        what: format!("may not use this workspace: {err}"),
+    }
 }
 
 #[tonic::async_trait]
@@ -87,8 +107,14 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<Self::ExecuteToolStream>, Status> {
         let tenant = caller(&request)?;
         let request = request.into_inner();
+        if request.tool.is_empty() {
+            return Err(ApiError::invalid("tool", "required: the name of a tool").into());
+        }
         limits::check_arguments(&request.arguments_json)?;
-        check_call(&tenant, &request.tool, &request.workspace)?;
+        check_tool(&tenant, &request.tool).map_err(|err| err.at("tool"))?;
+        tenant
+            .may_use_workspace(&request.workspace)
+            .map_err(|err| forbidden_workspace(&tenant, err).at("workspace"))?;
         let slot = self.executions.acquire(
             &tenant.name,
             tenant.max_concurrent_executions,
@@ -139,15 +165,11 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::ReadOutputResponse>, Status> {
         let tenant = caller(&request)?;
         let request = request.into_inner();
-        if !self.owns_execution(&tenant, &request.execution_id)? {
-            return Err(
-                ApiError::Kept(crate::output::KeptError::NotFound(request.execution_id)).into(),
-            );
-        }
+        self.check_execution(&tenant, &request.execution_id)?;
         let kept = self
             .executor
             .kept_outputs()
-            .ok_or_else(|| Status::unimplemented("this daemon keeps no outputs"))?;
+            .ok_or(ApiError::NotServed("this daemon keeps no outputs"))?;
         let page = kept
             .read(&request.execution_id, request.offset, request.length)
             .map_err(ApiError::from)?;
@@ -166,10 +188,17 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::CancelExecutionResponse>, Status> {
         let tenant = caller(&request)?;
         let id = request.into_inner().execution_id;
-        if self.owns_execution(&tenant, &id)? && self.executor.cancel(&id) {
+        self.check_execution(&tenant, &id)?;
+        if self.executor.cancel(&id) {
             Ok(Response::new(pb::CancelExecutionResponse {}))
         } else {
-            Err(ApiError::ExecutionNotFound(id).into())
+            // Finished, or never started: either way nothing runs under this id.
+            Err(ApiError::NotFound {
+                kind: "running execution",
+                id,
+            }
+            .at("execution_id")
+            .into())
         }
     }
 }

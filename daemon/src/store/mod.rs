@@ -124,6 +124,14 @@ pub struct RunFilter {
     pub tenant: Option<String>,
 }
 
+/// Where a page of runs ended: the next page starts after this run (runs are listed newest
+/// first, then by id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCursor {
+    pub created_at_ms: i64,
+    pub run_id: String,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
@@ -156,15 +164,18 @@ pub trait Store: Send + Sync {
     fn create_session(&self, session: &SessionRecord) -> StoreResult<()>;
     fn session(&self, session_id: &str) -> StoreResult<Option<SessionRecord>>;
 
-    fn create_run(&self, run: &RunRecord) -> StoreResult<()>;
+    /// Records a new run together with its first event (`seq` 1): a run is never in the
+    /// store without the event that says it started.
+    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> StoreResult<()>;
     fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
-    /// Newest first; `page_token` continues a previous page.
+    /// Newest first, at most `limit`, after `after` (the cursor a previous page returned);
+    /// the cursor of the next page when there is one.
     fn list_runs(
         &self,
         filter: &RunFilter,
         limit: usize,
-        page_token: Option<&str>,
-    ) -> StoreResult<(Vec<RunRecord>, Option<String>)>;
+        after: Option<&RunCursor>,
+    ) -> StoreResult<(Vec<RunRecord>, Option<RunCursor>)>;
     fn set_run_state(&self, run_id: &str, state: RunState) -> StoreResult<()>;
     fn update_progress(&self, run_id: &str, steps: u32, usage: &pb::Usage) -> StoreResult<()>;
     fn finish_run(&self, run_id: &str, end: &RunEnd) -> StoreResult<()>;

@@ -14,8 +14,8 @@ use prost::Message as _;
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use super::{
-    ApprovalResolution, Checkpoint, Effect, OutputRecord, RunEnd, RunFilter, RunRecord, RunState,
-    SessionRecord, Store, StoreError, StoreResult,
+    ApprovalResolution, Checkpoint, Effect, OutputRecord, RunCursor, RunEnd, RunFilter, RunRecord,
+    RunState, SessionRecord, Store, StoreError, StoreResult,
 };
 
 /// Each entry moves the schema one version forward; the index is the version it leaves.
@@ -364,32 +364,50 @@ impl Store for SqliteStore {
         .transpose()
     }
 
-    fn create_run(&self, run: &RunRecord) -> StoreResult<()> {
-        self.with(|c| {
-            execute(
-                c,
-                &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
-                params![
-                    run.run_id,
-                    run.session_id,
-                    run.state.as_str(),
-                    run.start.encode_to_vec(),
-                    run.model,
-                    run.workspace,
-                    run.trace_id,
-                    run.created_at_ms,
-                    run.finished_at_ms,
-                    run.stop_reason.map(|r| r as i32),
-                    run.stop_detail,
-                    run.final_text,
-                    run.usage.encode_to_vec(),
-                    i64::from(run.steps),
-                    seq_param(run.last_seq),
-                    run.tenant,
-                ],
-            )
-            .map(|_| ())
-        })
+    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> StoreResult<()> {
+        if first.run_id != run.run_id || first.seq != 1 {
+            return Err(StoreError::OutOfOrder {
+                run_id: first.run_id.clone(),
+                seq: first.seq,
+                last: 0,
+            });
+        }
+        let mut connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let io = |err: rusqlite::Error| StoreError::Io(err.to_string());
+        let transaction = connection.transaction().map_err(io)?;
+        execute(
+            &transaction,
+            &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"),
+            params![
+                run.run_id,
+                run.session_id,
+                run.state.as_str(),
+                run.start.encode_to_vec(),
+                run.model,
+                run.workspace,
+                run.trace_id,
+                run.created_at_ms,
+                run.finished_at_ms,
+                run.stop_reason.map(|r| r as i32),
+                run.stop_detail,
+                run.final_text,
+                run.usage.encode_to_vec(),
+                i64::from(run.steps),
+                seq_param(first.seq),
+                run.tenant,
+            ],
+        )
+        .map_err(io)?;
+        execute(
+            &transaction,
+            "INSERT INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)",
+            params![first.run_id, seq_param(first.seq), first.encode_to_vec()],
+        )
+        .map_err(io)?;
+        transaction.commit().map_err(io)
     }
 
     fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
@@ -410,19 +428,8 @@ impl Store for SqliteStore {
         &self,
         filter: &RunFilter,
         limit: usize,
-        page_token: Option<&str>,
-    ) -> StoreResult<(Vec<RunRecord>, Option<String>)> {
-        let cursor = page_token
-            .map(|token| {
-                let (time, run_id) = token
-                    .split_once(':')
-                    .ok_or_else(|| StoreError::Corrupt(format!("invalid page token `{token}`")))?;
-                let time: i64 = time
-                    .parse()
-                    .map_err(|_| StoreError::Corrupt(format!("invalid page token `{token}`")))?;
-                Ok::<_, StoreError>((time, run_id.to_owned()))
-            })
-            .transpose()?;
+        after: Option<&RunCursor>,
+    ) -> StoreResult<(Vec<RunRecord>, Option<RunCursor>)> {
         let limit_plus_one = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let rows = self.with(|c| {
             let mut statement = c.prepare_cached(&format!(
@@ -438,8 +445,8 @@ impl Store for SqliteStore {
                 params![
                     filter.session_id,
                     filter.state.map(RunState::as_str),
-                    cursor.as_ref().map(|(time, _)| *time),
-                    cursor.as_ref().map(|(_, id)| id.clone()),
+                    after.map(|cursor| cursor.created_at_ms),
+                    after.map(|cursor| cursor.run_id.clone()),
                     limit_plus_one,
                     filter.tenant,
                 ],
@@ -453,8 +460,10 @@ impl Store for SqliteStore {
             .collect::<StoreResult<Vec<_>>>()?;
         let next = if runs.len() > limit {
             runs.truncate(limit);
-            runs.last()
-                .map(|run| format!("{}:{}", run.created_at_ms, run.run_id))
+            runs.last().map(|run| RunCursor {
+                created_at_ms: run.created_at_ms,
+                run_id: run.run_id.clone(),
+            })
         } else {
             None
         };
@@ -543,6 +552,7 @@ impl Store for SqliteStore {
             )
             .map_err(io)?;
         }
+        crate::pause::reached(crate::pause::Point::StoreCommit);
         transaction.commit().map_err(io)
     }
 
@@ -917,8 +927,10 @@ mod tests {
         let store = store(dir.path());
         store.create_session(&session("s1")).expect("session");
         assert_eq!(store.session("s1").expect("read"), Some(session("s1")));
-        store.create_run(&run("r1", "s1", 10)).expect("run");
-        for seq in 1..=3 {
+        store
+            .create_run(&run("r1", "s1", 10), &event("r1", 1))
+            .expect("run");
+        for seq in 2..=3 {
             store.append_event(&event("r1", seq), &[]).expect("append");
         }
         let events = store.events_after("r1", 1, 100).expect("read");
@@ -947,8 +959,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = store(dir.path());
         store.create_session(&session("s1")).expect("session");
-        store.create_run(&run("r1", "s1", 10)).expect("run");
-        store.append_event(&event("r1", 1), &[]).expect("first");
+        store
+            .create_run(&run("r1", "s1", 10), &event("r1", 1))
+            .expect("run");
         assert!(matches!(
             store.append_event(&event("r1", 1), &[]),
             Err(StoreError::OutOfOrder { .. })
@@ -970,11 +983,14 @@ mod tests {
         store.create_session(&session("s1")).expect("session");
         store.create_session(&session("s2")).expect("session");
         for i in 0..5 {
+            let id = format!("r{i}");
             store
-                .create_run(&run(&format!("r{i}"), "s1", i))
+                .create_run(&run(&id, "s1", i), &event(&id, 1))
                 .expect("run");
         }
-        store.create_run(&run("other", "s2", 100)).expect("run");
+        store
+            .create_run(&run("other", "s2", 100), &event("other", 1))
+            .expect("run");
         let filter = RunFilter {
             session_id: Some("s1".into()),
             state: None,
@@ -985,12 +1001,12 @@ mod tests {
             first.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
             ["r4", "r3"]
         );
-        let (second, token) = store.list_runs(&filter, 2, token.as_deref()).expect("page");
+        let (second, token) = store.list_runs(&filter, 2, token.as_ref()).expect("page");
         assert_eq!(
             second.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
             ["r2", "r1"]
         );
-        let (third, token) = store.list_runs(&filter, 2, token.as_deref()).expect("page");
+        let (third, token) = store.list_runs(&filter, 2, token.as_ref()).expect("page");
         assert_eq!(
             third.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
             ["r0"]
@@ -1149,7 +1165,9 @@ mod tests {
         // The upgraded store takes new runs of other tenants, and the log goes on.
         let mut alices = run("r_alice", "s1", 30);
         alices.tenant = "alice".into();
-        store.create_run(&alices).expect("new run");
+        store
+            .create_run(&alices, &event("r_alice", 1))
+            .expect("new run");
         assert_eq!(of("alice"), ["r_alice"]);
         store
             .append_event(&event("r_live", 3), &[])
@@ -1213,7 +1231,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = store(dir.path());
         store.create_session(&session("s1")).expect("session");
-        store.create_run(&run("r1", "s1", 10)).expect("run");
+        store
+            .create_run(&run("r1", "s1", 10), &event("r1", 1))
+            .expect("run");
         assert_eq!(store.unfinished_runs().expect("list").len(), 1);
 
         let checkpoint = |seq| Checkpoint {
@@ -1300,7 +1320,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = store(dir.path());
         store.create_session(&session("s1")).expect("session");
-        store.create_run(&run("r1", "s1", 10)).expect("run");
+        store
+            .create_run(&run("r1", "s1", 10), &event("r1", 1))
+            .expect("run");
         let span = |id: &str, start| pb::Span {
             span_id: id.into(),
             start_unix_nano: start,
@@ -1308,10 +1330,10 @@ mod tests {
         };
         // Spans ride with the event after them, in its transaction.
         store
-            .append_event(&event("r1", 1), &[span("b", 2)])
+            .append_event(&event("r1", 2), &[span("b", 2)])
             .expect("event with a span");
         store
-            .append_event(&event("r1", 2), &[span("a", 1), span("c", 3)])
+            .append_event(&event("r1", 3), &[span("a", 1), span("c", 3)])
             .expect("event with spans");
         let ids: Vec<String> = store
             .spans("r1")

@@ -537,9 +537,11 @@ mod tests {
         }
     }
 
+    /// Short enough for a test to wait, long enough that spans exported back to back share
+    /// a batch even on a loaded machine.
     fn settings(endpoint: &str) -> OtlpSettings {
         OtlpSettings {
-            batch_delay: Duration::from_millis(20),
+            batch_delay: Duration::from_millis(500),
             ..OtlpSettings::new(endpoint)
         }
     }

@@ -14,6 +14,20 @@
 //! - a failure is written to the plan's [`Report`] (stage, step, errno) before the process
 //!   exits, for the launcher to turn into a message naming the layer that failed.
 //!
+//! Nothing may outlive the daemon, whenever it dies. The clone gets a copy of the daemon's
+//! descriptor table (the listening socket, the store, every pipe), so the first two things
+//! the process does are to arm its parent-death signal and to keep only the descriptors the
+//! plan lists ([`Plan::keep`]), with the sandbox's own pipes as stdin, stdout and stderr.
+//! From then on the daemon's end of each pipe is held by the daemon alone: if it dies, the
+//! process reads end-of-file where it waits for a go-ahead. Switching to the sandbox's ids
+//! clears the parent-death signal (the kernel does so on any change of effective ids), so it
+//! is armed again right after, and the process then confirms the daemon is alive through a
+//! handshake: it writes one byte to the status pipe and waits for the launcher's answer.
+//! An answer proves the launcher thread — the parent whose death sends the signal — lived
+//! after the signal was armed; no answer (end-of-file) means it is gone, and the process
+//! exits. A check of the daemon's liveness by polling alone could not prove that: a dying
+//! daemon's threads exit one by one, and the parent can be gone while the process lingers.
+//!
 //! The order matters: the launcher writes the id maps and moves the process into its cgroup
 //! while it waits on `go`; mounts need the capabilities the new user namespace grants;
 //! Landlock and seccomp need `no_new_privs`; capabilities are dropped last, after the
@@ -31,6 +45,8 @@ use super::sys::{self, CapData, CapHeader, KernelSigaction, LandlockPathBeneathA
 #[repr(u32)]
 pub enum Stage {
     Started = 0,
+    ParentDeathSignal,
+    Descriptors,
     WaitForParent,
     CgroupNamespace,
     Session,
@@ -38,18 +54,17 @@ pub enum Stage {
     PrivateMounts,
     RootMount,
     Identity,
+    Handshake,
     Mount,
     PivotRoot,
     RootReadOnly,
     Hostname,
     LandlockRule,
-    Stdio,
     WorkingDirectory,
     Rlimit,
     Capabilities,
     NoNewPrivs,
     Landlock,
-    ParentDeathSignal,
     Seccomp,
     Signals,
     Exec,
@@ -58,8 +73,10 @@ pub enum Stage {
 }
 
 impl Stage {
-    const ALL: [Stage; 24] = [
+    const ALL: [Stage; 25] = [
         Stage::Started,
+        Stage::ParentDeathSignal,
+        Stage::Descriptors,
         Stage::WaitForParent,
         Stage::CgroupNamespace,
         Stage::Session,
@@ -67,18 +84,17 @@ impl Stage {
         Stage::PrivateMounts,
         Stage::RootMount,
         Stage::Identity,
+        Stage::Handshake,
         Stage::Mount,
         Stage::PivotRoot,
         Stage::RootReadOnly,
         Stage::Hostname,
         Stage::LandlockRule,
-        Stage::Stdio,
         Stage::WorkingDirectory,
         Stage::Rlimit,
         Stage::Capabilities,
         Stage::NoNewPrivs,
         Stage::Landlock,
-        Stage::ParentDeathSignal,
         Stage::Seccomp,
         Stage::Signals,
         Stage::Exec,
@@ -96,6 +112,8 @@ impl Stage {
     pub fn describe(self) -> &'static str {
         match self {
             Stage::Started => "starting the sandbox's first process",
+            Stage::ParentDeathSignal => "setting the parent-death signal",
+            Stage::Descriptors => "closing the daemon's descriptors",
             Stage::WaitForParent => "waiting for the daemon to map the sandbox's user ids",
             Stage::CgroupNamespace => "entering a new cgroup namespace",
             Stage::Session => "starting a new session (setsid)",
@@ -103,18 +121,19 @@ impl Stage {
             Stage::PrivateMounts => "making the mount namespace private",
             Stage::RootMount => "mounting the sandbox's root tmpfs",
             Stage::Identity => "switching to the sandbox's unprivileged uid and gid",
+            Stage::Handshake => {
+                "confirming the daemon is alive after arming the parent-death signal"
+            }
             Stage::Mount => "building the mount view",
             Stage::PivotRoot => "pivoting into the new root and detaching the old one",
             Stage::RootReadOnly => "making the new root read-only",
             Stage::Hostname => "setting the hostname (uts namespace)",
             Stage::LandlockRule => "adding a Landlock rule",
-            Stage::Stdio => "connecting stdin, stdout and stderr",
             Stage::WorkingDirectory => "changing to the working directory",
             Stage::Rlimit => "setting a resource limit (setrlimit)",
             Stage::Capabilities => "dropping all capabilities",
             Stage::NoNewPrivs => "setting no_new_privs",
             Stage::Landlock => "enforcing the Landlock ruleset",
-            Stage::ParentDeathSignal => "setting the parent-death signal",
             Stage::Seccomp => "installing the seccomp filter",
             Stage::Signals => "unblocking signals",
             Stage::Exec => "executing the program",
@@ -196,12 +215,42 @@ pub struct InsideRule {
     pub rights: u64,
 }
 
+/// Where a test stops the first process (see `crate::pause`): debug builds only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseAt {
+    Clone,
+    Identity,
+    Mounts,
+    Pivot,
+    Landlock,
+    Seccomp,
+    Exec,
+}
+
+/// A test's pause: where, the line to report it with, and what to wait on.
+#[derive(Debug)]
+pub struct Pause {
+    pub at: PauseAt,
+    /// The line written to `report` on arrival.
+    pub line: Vec<u8>,
+    /// A copy of the daemon's standard error, where tests read the line.
+    pub report: RawFd,
+    /// A pidfd of the daemon: readable once it has died, which ends the pause.
+    pub daemon: RawFd,
+}
+
 /// Everything the first process needs, prepared by the launcher.
 #[derive(Debug)]
 pub struct Plan {
     pub report: Report,
-    /// Read end of the pipe the launcher writes one byte to once the ids are mapped.
+    /// Read end of the pipe the launcher writes to: once the ids are mapped, and once to
+    /// answer the handshake.
     pub go: RawFd,
+    /// Write end of the pipe the launcher waits on: the handshake byte goes here, and its
+    /// closing (at `execve`, or at exit) tells the launcher the process is done.
+    pub status: RawFd,
+    /// Every descriptor above 2 the process uses, ascending; all others are closed first.
+    pub keep: Vec<RawFd>,
     /// The host directory the root tmpfs is mounted on.
     pub root: CString,
     pub root_options: CString,
@@ -226,7 +275,14 @@ pub struct Plan {
     pub _env_storage: Vec<CString>,
     /// False for a dry run that builds the sandbox and exits without executing anything.
     pub exec: bool,
+    /// Set only by a test, in a debug build.
+    pub pause: Option<Pause>,
 }
+
+/// The byte the process writes to `status` once its parent-death signal is armed for good.
+pub const HANDSHAKE: u8 = b'a';
+/// The byte the launcher writes to `go`, to start and to answer the handshake.
+pub const GO: u8 = b'g';
 
 const EMPTY: &[u8] = b"\0";
 const PROC_OOM_SCORE: &[u8] = b"/proc/self/oom_score_adj\0";
@@ -292,23 +348,18 @@ pub(super) extern "C" fn entry(plan: *mut c_void) -> c_int {
 
 fn build(plan: &Plan) -> Outcome {
     plan.report.reach(Stage::Started);
+    pause(plan, PauseAt::Clone);
+
+    // If the launcher thread dies from here on, so does this process; and nothing of the
+    // daemon's but the plan's descriptors stays open in it.
+    plan.report.reach(Stage::ParentDeathSignal);
+    arm_parent_death_signal()?;
+    plan.report.reach(Stage::Descriptors);
+    keep_only_planned_descriptors(plan)?;
     reset_signal_handlers();
 
     plan.report.reach(Stage::WaitForParent);
-    let mut byte = 0u8;
-    // SAFETY: reads one byte into a local.
-    let got = unsafe {
-        raw(
-            libc::SYS_read,
-            [plan.go as usize, &mut byte as *mut u8 as usize, 1, 0, 0, 0],
-        )
-    };
-    match sys::result(got) {
-        Ok(1) => {}
-        // The launcher closed the pipe without the go-ahead: it gave up on this sandbox.
-        Ok(_) => return Err((Stage::WaitForParent, 0, libc::EPIPE)),
-        Err(errno) => return Err((Stage::WaitForParent, 0, errno)),
-    }
+    wait_for_go(plan, Stage::WaitForParent)?;
 
     // SAFETY: each call below passes pointers into the plan or into constants, which outlive
     // the call; the kernel validates everything else.
@@ -376,11 +427,34 @@ fn build(plan: &Plan) -> Outcome {
             Stage::Identity,
             raw(libc::SYS_setresuid, [uid, uid, uid, 0, 0, 0]),
         )?;
+        pause(plan, PauseAt::Identity);
+        // The id change cleared the parent-death signal: arm it again, then prove the
+        // parent was still there afterwards (see the module docs).
+        arm_parent_death_signal()?;
+        plan.report.reach(Stage::Handshake);
+        let handshake = [HANDSHAKE];
+        let wrote = raw(
+            libc::SYS_write,
+            [
+                plan.status as usize,
+                handshake.as_ptr() as usize,
+                1,
+                0,
+                0,
+                0,
+            ],
+        );
+        if sys::result(wrote) != Ok(1) {
+            return Err((Stage::Handshake, 0, libc::EPIPE));
+        }
+        wait_for_go(plan, Stage::Handshake)?;
 
+        pause(plan, PauseAt::Mounts);
         for (index, step) in plan.steps.iter().enumerate() {
             run_step(step).map_err(|errno| (Stage::Mount, index as u32, errno))?;
         }
 
+        pause(plan, PauseAt::Pivot);
         check(
             Stage::PivotRoot,
             raw(libc::SYS_pivot_root, [ptr(DOT), ptr(DOT), 0, 0, 0, 0]),
@@ -434,15 +508,9 @@ fn build(plan: &Plan) -> Outcome {
                 .map_err(|errno| (Stage::LandlockRule, index as u32, errno))?;
         }
 
-        for (target, fd) in plan.stdio.iter().enumerate() {
-            check(
-                Stage::Stdio,
-                raw(libc::SYS_dup3, [*fd as usize, target, 0, 0, 0, 0]),
-            )?;
-        }
-        // Nothing of the daemon's survives the exec: every other descriptor closes then.
+        // Whatever the kept descriptors are, none survives the exec.
         check(
-            Stage::Stdio,
+            Stage::Descriptors,
             raw(
                 libc::SYS_close_range,
                 [
@@ -534,6 +602,7 @@ fn build(plan: &Plan) -> Outcome {
                 [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0],
             ),
         )?;
+        pause(plan, PauseAt::Landlock);
         check(
             Stage::Landlock,
             raw(
@@ -560,21 +629,7 @@ fn build(plan: &Plan) -> Outcome {
                 ],
             ),
         )?;
-        // The launcher thread lives as long as the engine; if the daemon dies, so does this.
-        check(
-            Stage::ParentDeathSignal,
-            raw(
-                libc::SYS_prctl,
-                [
-                    libc::PR_SET_PDEATHSIG as usize,
-                    libc::SIGKILL as usize,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
+        pause(plan, PauseAt::Seccomp);
         let program = libc::sock_fprog {
             len: plan.seccomp.len() as u16,
             filter: plan.seccomp.as_ptr() as *mut libc::sock_filter,
@@ -611,6 +666,7 @@ fn build(plan: &Plan) -> Outcome {
         if !plan.exec {
             return Ok(());
         }
+        pause(plan, PauseAt::Exec);
         plan.report.reach(Stage::Exec);
         let ret = raw(
             libc::SYS_execve,
@@ -624,6 +680,114 @@ fn build(plan: &Plan) -> Outcome {
             ],
         );
         check(Stage::Exec, ret)
+    }
+}
+
+/// Sends this process SIGKILL when its parent (the launcher thread) dies.
+fn arm_parent_death_signal() -> Outcome {
+    // SAFETY: prctl with integer arguments only.
+    let ret = unsafe {
+        raw(
+            libc::SYS_prctl,
+            [
+                libc::PR_SET_PDEATHSIG as usize,
+                libc::SIGKILL as usize,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    check(Stage::ParentDeathSignal, ret)
+}
+
+/// Puts the sandbox's pipes on 0, 1 and 2 and closes every other descriptor the clone
+/// copied from the daemon, but the plan's.
+fn keep_only_planned_descriptors(plan: &Plan) -> Outcome {
+    // SAFETY: dup3 and close_range on descriptor numbers only.
+    unsafe {
+        for (target, fd) in plan.stdio.iter().enumerate() {
+            check(
+                Stage::Descriptors,
+                raw(libc::SYS_dup3, [*fd as usize, target, 0, 0, 0, 0]),
+            )?;
+        }
+        let mut first = 3usize;
+        for &fd in &plan.keep {
+            let fd = fd as usize;
+            if fd > first {
+                check(
+                    Stage::Descriptors,
+                    raw(libc::SYS_close_range, [first, fd - 1, 0, 0, 0, 0]),
+                )?;
+            }
+            first = first.max(fd + 1);
+        }
+        check(
+            Stage::Descriptors,
+            raw(
+                libc::SYS_close_range,
+                [first, u32::MAX as usize, 0, 0, 0, 0],
+            ),
+        )
+    }
+}
+
+/// Waits for the launcher's go-ahead byte. End-of-file means the launcher gave up on this
+/// sandbox, or the daemon died: only it holds the pipe's other end.
+fn wait_for_go(plan: &Plan, stage: Stage) -> Outcome {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reads one byte into a local.
+        let got = unsafe {
+            raw(
+                libc::SYS_read,
+                [plan.go as usize, &mut byte as *mut u8 as usize, 1, 0, 0, 0],
+            )
+        };
+        return match sys::result(got) {
+            Ok(1) if byte == GO => Ok(()),
+            Ok(_) => Err((stage, 0, libc::EPIPE)),
+            Err(libc::EINTR) => continue,
+            Err(errno) => Err((stage, 0, errno)),
+        };
+    }
+}
+
+/// A test's pause point (debug builds; see `crate::pause`): reports the arrival, then waits
+/// until the daemon has died and carries on — to show that what follows notices.
+fn pause(plan: &Plan, at: PauseAt) {
+    let Some(pause) = plan.pause.as_ref().filter(|pause| pause.at == at) else {
+        return;
+    };
+    // SAFETY: the line is the plan's; the pollfd is a local; a null timeout waits for ever.
+    unsafe {
+        raw(
+            libc::SYS_write,
+            [
+                pause.report as usize,
+                pause.line.as_ptr() as usize,
+                pause.line.len(),
+                0,
+                0,
+                0,
+            ],
+        );
+        let mut daemon = libc::pollfd {
+            fd: pause.daemon,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            let ready = raw(
+                libc::SYS_ppoll,
+                [&mut daemon as *mut libc::pollfd as usize, 1, 0, 0, 0, 0],
+            );
+            if sys::result(ready) != Err(libc::EINTR) {
+                break;
+            }
+        }
     }
 }
 

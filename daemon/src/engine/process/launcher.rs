@@ -25,11 +25,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::cgroup::{Cgroups, SandboxCgroup};
-use super::child::{self, Failure, Stage};
+use super::child::{self, Failure, PauseAt, Stage};
 use super::egress;
 use super::plan::{self, Blueprint, CallSpec, Prepared};
 use super::sandbox::{self, Reap, Sandbox, reaper_loop};
 use crate::engine::RunStats;
+use crate::pause::{self, Point};
 
 /// The first process's stack. It runs a few hundred bytes of frames; the rest is margin.
 const STACK_BYTES: usize = 256 * 1024;
@@ -401,9 +402,9 @@ fn launch(
         }
     };
     let mut prepared = plan::prepare(blueprint, call)?;
-    // Only the first process holds this pipe's write end once we drop ours: it closes when
-    // the process executes the program (close-on-exec) or dies.
-    let (status, status_write) = plan::pipe()?;
+    if prepared.plan.exec {
+        arm_test_pause(&mut prepared);
+    }
     let (pid, pidfd) = clone_first_process(
         stack,
         home,
@@ -411,9 +412,11 @@ fn launch(
         egress_listener.is_some(),
         &prepared,
     )?;
-    drop(status_write);
+    // Only the first process holds the status pipe's write end now: it closes when the
+    // process executes the program (close-on-exec) or dies.
+    drop(prepared.status_child.take());
     let go = prepared.go.take();
-    match start(pid, &prepared, cgroup.as_ref(), go, &status) {
+    match start(pid, &prepared, cgroup.as_ref(), go) {
         Ok(()) => {
             let mut sandbox = Sandbox::new(
                 pid,
@@ -505,14 +508,13 @@ fn clone_first_process(
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
 }
 
-/// Maps the ids, moves the process into its group, lets it go, and waits until it has
-/// executed the program (or failed to).
+/// Maps the ids, moves the process into its group, lets it go, answers its handshake, and
+/// waits until it has executed the program (or failed to).
 fn start(
     pid: i32,
     prepared: &Prepared,
     cgroup: Option<&SandboxCgroup>,
     go: Option<OwnedFd>,
-    status: &OwnedFd,
 ) -> Result<(), String> {
     write_proc(pid, "uid_map", &id_map(prepared.uid))
         .map_err(|err| format!("cannot map the sandbox's uid (user namespace): {err}"))?;
@@ -523,11 +525,13 @@ fn start(
             .join(pid)
             .map_err(|err| format!("cannot move the sandbox into its cgroup: {err}"))?;
     }
-    let go = go.ok_or("the sandbox's go-ahead pipe is missing")?;
-    std::fs::File::from(go)
-        .write_all(b"g")
+    if prepared.plan.exec {
+        pause::reached(Point::ProcessUidMap);
+    }
+    let mut go = std::fs::File::from(go.ok_or("the sandbox's go-ahead pipe is missing")?);
+    go.write_all(&[child::GO])
         .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))?;
-    wait_for_close(status, SETUP_TIMEOUT)?;
+    await_exec(&prepared.status, &mut go, SETUP_TIMEOUT)?;
     let (stage, failure) = prepared.plan.report.read();
     if let Some(failure) = failure {
         return Err(describe_failure(failure, prepared));
@@ -546,9 +550,11 @@ fn start(
     Ok(())
 }
 
-/// Waits until every write end of `pipe` is closed.
-fn wait_for_close(pipe: &OwnedFd, timeout: Duration) -> Result<(), String> {
+/// Waits until every write end of the `status` pipe is closed, answering the first
+/// process's handshake on `go` when it comes (see `child`).
+fn await_exec(status: &OwnedFd, go: &mut std::fs::File, timeout: Duration) -> Result<(), String> {
     let deadline = std::time::Instant::now() + timeout;
+    let mut answered = false;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
@@ -558,7 +564,7 @@ fn wait_for_close(pipe: &OwnedFd, timeout: Duration) -> Result<(), String> {
             ));
         }
         let mut poll = libc::pollfd {
-            fd: pipe.as_raw_fd(),
+            fd: status.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
@@ -575,9 +581,10 @@ fn wait_for_close(pipe: &OwnedFd, timeout: Duration) -> Result<(), String> {
         if ready == 0 {
             continue;
         }
-        let mut byte = [0u8; 16];
+        let mut bytes = [0u8; 16];
         // SAFETY: reads into a local buffer of the size passed.
-        let read = unsafe { libc::read(pipe.as_raw_fd(), byte.as_mut_ptr().cast(), byte.len()) };
+        let read =
+            unsafe { libc::read(status.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
         if read == 0 {
             return Ok(());
         }
@@ -586,8 +593,46 @@ fn wait_for_close(pipe: &OwnedFd, timeout: Duration) -> Result<(), String> {
             if err.kind() != io::ErrorKind::Interrupted {
                 return Err(format!("cannot wait for the sandbox: {err}"));
             }
+            continue;
+        }
+        let got = &bytes[..read as usize];
+        if !answered && got.contains(&child::HANDSHAKE) {
+            // A failed answer leaves the process waiting on a pipe that reads end-of-file
+            // once `go` is dropped: it exits, and the caller reports its stage.
+            answered = go.write_all(&[child::GO]).is_ok();
         }
     }
+}
+
+/// Sets up a test's pause inside the first process, when a test asked for one (debug
+/// builds only: `pause::sandbox_stage` is always false in release).
+fn arm_test_pause(prepared: &mut Prepared) {
+    const POINTS: [(Point, PauseAt); 7] = [
+        (Point::ProcessClone, PauseAt::Clone),
+        (Point::ProcessIdentity, PauseAt::Identity),
+        (Point::ProcessMounts, PauseAt::Mounts),
+        (Point::ProcessPivot, PauseAt::Pivot),
+        (Point::ProcessLandlock, PauseAt::Landlock),
+        (Point::ProcessSeccomp, PauseAt::Seccomp),
+        (Point::ProcessExec, PauseAt::Exec),
+    ];
+    let Some((point, at)) = POINTS
+        .into_iter()
+        .find(|(point, _)| pause::sandbox_stage(*point))
+    else {
+        return;
+    };
+    // SAFETY: F_DUPFD_CLOEXEC of standard error returns a new descriptor nothing else owns.
+    let report = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+    // SAFETY: pidfd_open of this process; the result is a new descriptor nothing else owns.
+    let daemon = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int };
+    if report < 0 || daemon < 0 {
+        tracing::error!("cannot set up the test pause at {point}");
+        return;
+    }
+    // SAFETY: both are new descriptors owned by nothing else.
+    let (report, daemon) = unsafe { (OwnedFd::from_raw_fd(report), OwnedFd::from_raw_fd(daemon)) };
+    prepared.pause_at(at, pause::reached_line(point), report, daemon);
 }
 
 /// `inside outside 1`: the sandbox's id is the same number as on the host.

@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::child::{InsideRule, Plan, Report, Step};
+use super::child::{InsideRule, Pause, PauseAt, Plan, Report, Step};
 use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
 use super::sys::{self, MountAttr};
@@ -120,6 +120,11 @@ pub struct Prepared {
     pub plan: Box<Plan>,
     /// The write end of the go-ahead pipe, taken by the launcher.
     pub go: Option<OwnedFd>,
+    /// The read end of the status pipe, which the launcher waits on.
+    pub status: OwnedFd,
+    /// The status pipe's write end, for the first process alone: the launcher drops this
+    /// copy right after the clone, so the pipe's end-of-file means the process is done.
+    pub status_child: Option<OwnedFd>,
     pub ends: ParentEnds,
     pub uid: u32,
     pub gid: u32,
@@ -128,6 +133,24 @@ pub struct Prepared {
     pub rule_names: Vec<String>,
     _keep: Vec<OwnedFd>,
     _ruleset: Ruleset,
+}
+
+impl Prepared {
+    /// Makes the first process stop at `at` for a test (see `crate::pause`), reporting on
+    /// `report` and waiting on `daemon`, a pidfd of the daemon; both are kept open here as
+    /// long as the plan.
+    pub fn pause_at(&mut self, at: PauseAt, line: String, report: OwnedFd, daemon: OwnedFd) {
+        let plan = &mut self.plan;
+        plan.keep.extend([report.as_raw_fd(), daemon.as_raw_fd()]);
+        plan.keep.sort_unstable();
+        plan.pause = Some(Pause {
+            at,
+            line: format!("{line}\n").into_bytes(),
+            report: report.as_raw_fd(),
+            daemon: daemon.as_raw_fd(),
+        });
+        self._keep.extend([report, daemon]);
+    }
 }
 
 impl std::fmt::Debug for Prepared {
@@ -407,12 +430,27 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
     let (stdout_parent, stdout_child) = pipe()?;
     let (stderr_parent, stderr_child) = pipe()?;
     let (go_child, go_parent) = pipe()?;
+    let (status_parent, status_child) = pipe()?;
     let stdio = [
         stdin_child.as_raw_fd(),
         stdout_child.as_raw_fd(),
         stderr_child.as_raw_fd(),
     ];
     let go_raw = go_child.as_raw_fd();
+    let status_raw = status_child.as_raw_fd();
+    // What the first process keeps of the descriptors it is cloned with: the ends it reads
+    // and writes, its Landlock ruleset and its mount trees. The stdio ends are not among
+    // them: they are moved onto 0, 1 and 2 first.
+    let mut kept_fds: Vec<RawFd> = steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Attach { tree, .. } => Some(*tree),
+            _ => None,
+        })
+        .chain([go_raw, status_raw, ruleset.fd().as_raw_fd()])
+        .collect();
+    kept_fds.sort_unstable();
+    kept_fds.dedup();
     keep.extend([stdin_child, stdout_child, stderr_child, go_child]);
 
     let cwd = if blueprint.view.grants_workspace() && call.workspace.is_some() {
@@ -427,6 +465,8 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
     let plan = Box::new(Plan {
         report: Report::default(),
         go: go_raw,
+        status: status_raw,
+        keep: kept_fds,
         root: blueprint.root.clone(),
         root_options: CString::new(format!(
             "size={ROOT_TMPFS_BYTES},nr_inodes={ROOT_TMPFS_INODES},mode=0755,uid={uid},gid={gid}"
@@ -449,10 +489,13 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         _argv_storage: argv_storage,
         _env_storage: env_storage,
         exec: !call.dry_run,
+        pause: None,
     });
     Ok(Prepared {
         plan,
         go: Some(go_parent),
+        status: status_parent,
+        status_child: Some(status_child),
         ends: ParentEnds {
             stdin: stdin_parent,
             stdout: stdout_parent,

@@ -48,6 +48,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
 use crate::output::StreamKind;
+use crate::pause::{self, Point};
 use crate::profile::{Access, GUEST_WORKSPACE, GrantPath, LimitKind, NetworkPolicy, Profile};
 use crate::tools::{Manifest, Program};
 
@@ -228,6 +229,7 @@ impl WasmEngine {
                         let engine = self.engine.clone();
                         let bytes = bytes.to_vec();
                         deadline::compile_within(deadline::MAX_COMPILE_TIME, move || {
+                            pause::reached(Point::WasmCompile);
                             let component = Component::from_binary(&engine, &bytes)?;
                             let artifact = component.serialize()?;
                             Ok((component, artifact))
@@ -265,6 +267,7 @@ impl WasmEngine {
                         let engine = self.engine.clone();
                         let bytes = bytes.to_vec();
                         deadline::compile_within(deadline::MAX_COMPILE_TIME, move || {
+                            pause::reached(Point::WasmCompile);
                             let module = Module::from_binary(&engine, &bytes)?;
                             let artifact = module.serialize()?;
                             Ok((module, artifact))
@@ -559,6 +562,7 @@ async fn run_module(
 ) -> wasmtime::Result<()> {
     let mut store = Store::new(engine, state);
     configure(&mut store, |state| &mut state.limiter);
+    pause::reached(Point::WasmInstantiate);
     let instance = pre.instantiate_async(&mut store).await?;
     let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
     start.call_async(&mut store, ()).await
@@ -571,6 +575,7 @@ async fn run_component(
 ) -> wasmtime::Result<()> {
     let mut store = Store::new(engine, state);
     configure(&mut store, |state| &mut state.limiter);
+    pause::reached(Point::WasmInstantiate);
     let command = pre.instantiate_async(&mut store).await?;
     match command.wasi_cli_run().call_run(&mut store).await? {
         Ok(()) => Ok(()),

@@ -68,22 +68,22 @@ say "the tools it serves"
 run tools list
 
 say "running them against a sample workspace, each in its own WebAssembly sandbox"
-run exec list_dir --args '{"recursive": true}' --workspace "$workspace"
-run exec grep --args '{"pattern": "def \\w+", "glob": "*.py"}' --workspace "$workspace"
-run exec read_file --args '{"path": "src/calc.py"}' --workspace "$workspace"
-run exec wc --args '{"path": "src/calc.py"}' --workspace "$workspace"
+run tools exec list_dir --args '{"recursive": true}' --workspace "$workspace"
+run tools exec grep --args '{"pattern": "def \\w+", "glob": "*.py"}' --workspace "$workspace"
+run tools exec read_file --args '{"path": "src/calc.py"}' --workspace "$workspace"
+run tools exec wc --args '{"path": "src/calc.py"}' --workspace "$workspace"
 
 say "existing programs as tools, each call in a fresh Linux sandbox (namespaces, Landlock, seccomp)"
-run exec workspace_grep --args '{"pattern": "def +mean"}' --workspace "$workspace"
-run exec py_outline --args '{"path": "src/calc.py"}' --workspace "$workspace"
+run tools exec workspace_grep --args '{"pattern": "def +mean"}' --workspace "$workspace"
+run tools exec py_outline --args '{"path": "src/calc.py"}' --workspace "$workspace"
 
 say "a write, previewed first: the diff it would make, and nothing written"
 fixed="$(sed 's|(len(values) - 1)|len(values)|' "$workspace/src/calc.py")"
 args="$(python3 -c 'import json, sys; print(json.dumps({"path": "src/calc.py", "content": sys.argv[1] + "\n", "preview": True}))' "$fixed")"
-run exec write_file --args "$args" --workspace "$workspace"
+run tools exec write_file --args "$args" --workspace "$workspace"
 
 say "what the sandbox refuses: a path outside the workspace"
-run exec read_file --args '{"path": "../../etc/passwd"}' --workspace "$workspace" || true
+run tools exec read_file --args '{"path": "../../etc/passwd"}' --workspace "$workspace" || true
 
 say "an agent run: the model reads the code and proposes a fix; the approver (here: y) agrees"
 printf 'y\n' | run run "fix the failing test in this workspace" --workspace "$workspace" \
@@ -97,7 +97,7 @@ say "the run's trace: every step, model call, permission decision and tool call,
 # The daemon lists runs newest first, and this daemon has run only the demo's.
 run_id="$("$airlock" --server "$server" runs list --limit 1 --json |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["run_id"])')"
-run trace "$run_id"
+run runs trace "$run_id"
 
 say "stopping airlockd"
 kill -TERM "$daemon_pid"

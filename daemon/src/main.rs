@@ -1,5 +1,6 @@
 //! `airlockd`: the airlock daemon.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use airlock_daemon::Daemon;
@@ -111,11 +112,21 @@ fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_env("AIRLOCK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour_on_stderr(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Colour codes only for a person at a terminal: a log file or a pipe gets plain text, and
+/// `NO_COLOR` set to anything but the empty string turns colour off (no-color.org).
+fn colour_on_stderr(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -131,5 +142,19 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = interrupt.recv() => tracing::info!("SIGINT received"),
         _ = terminate.recv() => tracing::info!("SIGTERM received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(colour_on_stderr(true, None));
+        assert!(colour_on_stderr(true, Some(OsStr::new(""))));
+        assert!(!colour_on_stderr(true, Some(OsStr::new("1"))));
+        assert!(!colour_on_stderr(false, None));
     }
 }

@@ -25,6 +25,7 @@ pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
             max_bytes: manifest.output.max_bytes,
             truncate: truncate_mode(manifest.output.truncate) as i32,
         }),
+        needs_workspace: tool.profile.grants_workspace(),
     }
 }
 
@@ -63,6 +64,8 @@ pub fn tool_result(result: ToolResult) -> pb::ToolResult {
         content: result.content,
         truncated: result.truncated,
         original_bytes: result.original_bytes,
+        head_bytes: result.head_bytes,
+        tail_bytes: result.tail_bytes,
         duration_ms: millis(result.duration),
         retryable: result.retryable,
         exit_code: result.exit_code,

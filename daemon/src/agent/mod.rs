@@ -76,7 +76,7 @@ pub struct AgentSettings {
 const MAX_RECORDED_REJECTIONS: u32 = 100;
 
 /// The task's input is short: a sentence, a page at most.
-const MAX_INPUT_BYTES: usize = 256 * 1024;
+pub const MAX_INPUT_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -289,17 +289,52 @@ impl AgentRuntime {
             };
             invalid(field, err.to_string())
         })?;
-        let session = if start.session_id.is_empty() {
-            self.create_session(&start.workspace, BTreeMap::new(), &owner.tenant)?
+        let existing = if start.session_id.is_empty() {
+            None
         } else {
             // Another tenant's session is as unknown as one that does not exist.
-            self.shared
-                .store
-                .session(&start.session_id)?
-                .filter(|session| session.tenant == owner.tenant)
-                .ok_or_else(|| AgentError::UnknownSession(start.session_id.clone()))?
+            Some(
+                self.shared
+                    .store
+                    .session(&start.session_id)?
+                    .filter(|session| session.tenant == owner.tenant)
+                    .ok_or_else(|| AgentError::UnknownSession(start.session_id.clone()))?,
+            )
+        };
+        let has_workspace = match &existing {
+            Some(session) => !session.workspace.is_empty(),
+            None => self
+                .shared
+                .executor
+                .workspaces()
+                .resolve(&start.workspace)?
+                .is_some(),
         };
         let tools = self.resolve_tools(&start.tools)?;
+        if !has_workspace {
+            // A run never starts with tools it could only fail: they would each end in a
+            // sandbox error, and the model would answer without them.
+            let needing: Vec<&str> = tools
+                .values()
+                .filter(|tool| tool.profile.grants_workspace())
+                .map(|tool| tool.name())
+                .collect();
+            if !needing.is_empty() {
+                return Err(invalid(
+                    "workspace",
+                    format!(
+                        "the run has no workspace, and its tools {} work in one: name a \
+                         workspace inside the daemon's roots, or give the run only tools that \
+                         need none",
+                        needing.join(", ")
+                    ),
+                ));
+            }
+        }
+        let session = match existing {
+            Some(session) => session,
+            None => self.create_session(&start.workspace, BTreeMap::new(), &owner.tenant)?,
+        };
         let limits = self.limits(&start, &model);
 
         let run_id = ids::run_id();

@@ -64,6 +64,15 @@ impl From<StoreError> for Halt {
 }
 
 /// What a tool span records of the call's result.
+/// The provider's id of `call`, or empty where `own_calls` had to give it ours.
+fn provider_call_id(call: &ToolCall, call_id: &str) -> String {
+    if call.id == call_id {
+        String::new()
+    } else {
+        call.id.clone()
+    }
+}
+
 fn tool_attributes(span: &mut Span, call_id: &str, tool: &str, result: &pb::ToolResult) {
     span.set("call_id", call_id);
     span.set("tool", tool);
@@ -600,17 +609,20 @@ impl RunLoop {
         call_id: &str,
         call: &ToolCall,
     ) -> Result<Observation, Halt> {
+        let provider_call_id = provider_call_id(call, call_id);
         self.emit_once(
             step_id,
             Event::ToolCallProposed(pb::ToolCallProposed {
                 call_id: call_id.to_owned(),
                 tool: call.name.clone(),
                 arguments_json: call.arguments.clone(),
+                provider_call_id: provider_call_id.clone(),
             }),
         )?;
         let failure_key = format!("{}\u{0}{}", call.name, call.arguments);
         let mut validate = self.trace.start("validate", &self.step_parent());
         validate.set("call_id", call_id);
+        validate.set("provider_call_id", &provider_call_id);
         validate.set("tool", &call.name);
         let checked = match self.tools.get(&call.name).cloned() {
             None => Err(format!(
@@ -702,6 +714,7 @@ impl RunLoop {
                 let executed = self
                     .execute(step_id, call_id, &tool, &canonical, true)
                     .await;
+                tool_span.set("provider_call_id", &provider_call_id);
                 match &executed {
                     Ok(result) => tool_attributes(&mut tool_span, call_id, tool.name(), result),
                     Err(_) => tool_span.fail("the run stopped during the call"),
@@ -717,6 +730,7 @@ impl RunLoop {
                 call_id: call_id.to_owned(),
                 tool: tool.name().to_owned(),
                 result: Some(result.clone()),
+                provider_call_id,
             }),
         )?;
         let status = pb::ToolStatus::try_from(result.status).unwrap_or(pb::ToolStatus::Unspecified);
@@ -781,6 +795,7 @@ impl RunLoop {
                 call_id: call_id.to_owned(),
                 tool: call.name.clone(),
                 reason: reason.to_owned(),
+                provider_call_id: provider_call_id(call, call_id),
             }),
         )?;
         self.count_failure(failure_key, &call.name, reason)?;

@@ -4,6 +4,7 @@
 
 mod agent;
 pub mod auth;
+mod daemon;
 mod error;
 pub mod limits;
 pub mod listen;
@@ -19,6 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use airlock_proto::v1::agent_server::AgentServer;
+use airlock_proto::v1::daemon_server::DaemonServer;
 use airlock_proto::v1::tools_server::ToolsServer;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -70,6 +72,10 @@ pub async fn serve(
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
     let authenticate = auth::Authenticate::new(access.tenants, access.unix_socket_trust);
+    health
+        .set_serving::<DaemonServer<daemon::DaemonService>>()
+        .await;
+    let info = DaemonServer::new(daemon::DaemonService::new(executor.clone()));
     let tools = ToolsServer::new(tools::ToolsService::new(executor, store))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
@@ -87,6 +93,10 @@ pub async fn serve(
         .add_service(LimitMessages::new(reflection_v1))
         .add_service(LimitMessages::new(reflection_v1alpha))
         .add_service(LimitMessages::new(InterceptedService::new(
+            info,
+            authenticate.clone(),
+        )))
+        .add_service(LimitMessages::new(InterceptedService::new(
             tools,
             authenticate.clone(),
         )))
@@ -101,6 +111,9 @@ pub async fn serve(
             .await;
         health
             .set_not_serving::<AgentServer<agent::AgentService>>()
+            .await;
+        health
+            .set_not_serving::<DaemonServer<daemon::DaemonService>>()
             .await;
     };
     // The listener is kept (not moved) so that a Unix socket's file is removed when it drops.

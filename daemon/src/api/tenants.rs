@@ -52,6 +52,11 @@ impl Tenant {
         self.tools.as_ref().is_none_or(|tools| tools.contains(tool))
     }
 
+    /// Its own workspace roots, when narrower than the daemon's.
+    pub fn roots(&self) -> Option<&WorkspaceRoots> {
+        self.roots.as_ref()
+    }
+
     /// The tools it may use, when it may not use all.
     pub fn allowed_tools(&self) -> Option<&BTreeSet<String>> {
         self.tools.as_ref()

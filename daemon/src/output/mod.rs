@@ -7,5 +7,5 @@ mod kept;
 mod policy;
 
 pub use capture::{CaptureSummary, ChunkSink, OutputCapture, OutputChunk, StreamKind};
-pub use kept::{KeptError, KeptLimits, KeptOutputs, Page};
+pub use kept::{KeptError, KeptLimits, KeptOutputs, MAX_PAGE_BYTES, Page};
 pub use policy::{OutputPolicy, Shaped, TruncateMode, shape};

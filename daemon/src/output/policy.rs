@@ -42,12 +42,17 @@ impl Default for OutputPolicy {
     }
 }
 
-/// A result after its output policy was applied.
+/// A result after its output policy was applied: `text` is the whole output's first
+/// `head_bytes` bytes, then (for `head_tail`) the omission marker and its last `tail_bytes`
+/// bytes — so a reader of the whole output (the kept copy) can continue exactly where the
+/// shown part ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shaped {
     pub text: String,
     pub truncated: bool,
     pub original_bytes: u64,
+    pub head_bytes: u64,
+    pub tail_bytes: u64,
 }
 
 /// Cuts `text` down to `policy.max_bytes`, on UTF-8 character boundaries.
@@ -59,17 +64,27 @@ pub fn shape(text: &str, policy: &OutputPolicy) -> Shaped {
             text: text.to_owned(),
             truncated: false,
             original_bytes,
+            head_bytes: original_bytes,
+            tail_bytes: 0,
         };
     }
-    let shaped = match policy.truncate {
-        TruncateMode::Head => head(text, max).to_owned(),
-        TruncateMode::Tail => tail(text, max).to_owned(),
+    let (shaped, head_bytes, tail_bytes) = match policy.truncate {
+        TruncateMode::Head => {
+            let first = head(text, max);
+            (first.to_owned(), first.len(), 0)
+        }
+        TruncateMode::Tail => {
+            let last = tail(text, max);
+            (last.to_owned(), 0, last.len())
+        }
         TruncateMode::HeadTail => head_tail(text, max),
     };
     Shaped {
         text: shaped,
         truncated: true,
         original_bytes,
+        head_bytes: head_bytes as u64,
+        tail_bytes: tail_bytes as u64,
     }
 }
 
@@ -91,19 +106,25 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-fn head_tail(text: &str, max: usize) -> String {
+/// Both ends of `text` around the omission marker, with the sizes of the two ends.
+fn head_tail(text: &str, max: usize) -> (String, usize, usize) {
     let marker_for = |omitted: usize| OMISSION_MARKER.replace("{}", &omitted.to_string());
     // The marker's length depends on the number it carries; sizing it for the whole text is
     // an upper bound, so the result never exceeds `max`.
     let marker_budget = marker_for(text.len()).len();
     if max <= marker_budget {
-        return head(text, max).to_owned();
+        let first = head(text, max);
+        return (first.to_owned(), first.len(), 0);
     }
     let budget = max - marker_budget;
     let first = head(text, budget / 2 + budget % 2);
     let last = tail(text, budget / 2);
     let omitted = text.len() - first.len() - last.len();
-    format!("{first}{}{last}", marker_for(omitted))
+    (
+        format!("{first}{}{last}", marker_for(omitted)),
+        first.len(),
+        last.len(),
+    )
 }
 
 #[cfg(test)]
@@ -156,6 +177,27 @@ mod tests {
             .expect("marker with a count");
         let kept = shaped.text.len() - OMISSION_MARKER.replace("{}", &omitted.to_string()).len();
         assert_eq!(kept + omitted, text.len());
+        assert_eq!(
+            shaped.head_bytes + shaped.tail_bytes + omitted as u64,
+            text.len() as u64
+        );
+        let (h, t) = (shaped.head_bytes as usize, shaped.tail_bytes as usize);
+        assert!(shaped.text.starts_with(&text[..h]));
+        assert!(shaped.text.ends_with(&text[text.len() - t..]));
+    }
+
+    #[test]
+    fn the_shown_ends_are_exactly_the_whole_texts_ends() {
+        let text: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        let head = shape(&text, &policy(100, TruncateMode::Head));
+        assert_eq!((head.head_bytes, head.tail_bytes), (100, 0));
+        assert_eq!(head.text, text[..100]);
+        let tail = shape(&text, &policy(100, TruncateMode::Tail));
+        assert_eq!((tail.head_bytes, tail.tail_bytes), (0, 100));
+        assert_eq!(tail.text, text[text.len() - 100..]);
+        let whole = shape(&text, &policy(100_000, TruncateMode::HeadTail));
+        assert!(!whole.truncated);
+        assert_eq!((whole.head_bytes, whole.tail_bytes), (text.len() as u64, 0));
     }
 
     #[test]

@@ -130,9 +130,7 @@ impl Limits {
 /// Why a profile cannot be applied to a call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
-    #[error(
-        "profile `{profile}` grants the workspace, but the request names no workspace; pass one"
-    )]
+    #[error("profile `{profile}` grants the workspace, and the request names none")]
     WorkspaceRequired { profile: String },
 }
 

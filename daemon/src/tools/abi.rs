@@ -1,12 +1,15 @@
 //! Reading a tool's stdout under the JSON ABI of sdk/ABI.md: exactly one document,
 //! `{"ok": …}` or `{"error": {"message", "retryable"}}`.
 
+use std::collections::HashMap;
+
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AbiResult {
-    /// The `ok` value, as compact JSON text.
+    /// The `ok` value, exactly as the tool wrote it (its keys in their order, its spacing):
+    /// the whole output that a caller may see part of, and that is kept byte for byte.
     Ok(String),
     Error {
         message: String,
@@ -27,15 +30,15 @@ pub fn parse_result(stdout: &[u8]) -> Result<AbiResult, String> {
     }
     let text = std::str::from_utf8(stdout).map_err(|_| "stdout is not UTF-8".to_owned())?;
     // An object read key by key rather than as a tagged enum: the ABI ignores unknown keys
-    // at every level, and an enum refuses any key beside its tag.
-    let mut document: serde_json::Map<String, Value> =
-        serde_json::from_str(text).map_err(|err| {
-            format!("stdout is not one result document ({{\"ok\": …}} or {{\"error\": …}}): {err}")
-        })?;
+    // at every level, and an enum refuses any key beside its tag. Values stay raw text, so
+    // that `ok` is passed on as the tool wrote it.
+    let mut document: HashMap<String, &RawValue> = serde_json::from_str(text).map_err(|err| {
+        format!("stdout is not one result document ({{\"ok\": …}} or {{\"error\": …}}): {err}")
+    })?;
     match (document.remove("ok"), document.remove("error")) {
-        (Some(value), None) => Ok(AbiResult::Ok(value.to_string())),
-        (None, Some(body @ Value::Object(_))) => {
-            let body: ErrorBody = serde_json::from_value(body)
+        (Some(value), None) => Ok(AbiResult::Ok(value.get().to_owned())),
+        (None, Some(body)) if body.get().starts_with('{') => {
+            let body: ErrorBody = serde_json::from_str(body.get())
                 .map_err(|err| format!("`error` is not {{\"message\", \"retryable\"}}: {err}"))?;
             Ok(AbiResult::Error {
                 message: body.message,
@@ -55,8 +58,9 @@ mod tests {
     #[test]
     fn reads_ok_and_error_documents() {
         assert_eq!(
-            parse_result(b"{\"ok\": {\"a\": [1, 2]}}\n"),
-            Ok(AbiResult::Ok("{\"a\":[1,2]}".into()))
+            parse_result(b"{\"ok\": {\"b\": [1, 2], \"a\": 0}}\n"),
+            Ok(AbiResult::Ok("{\"b\": [1, 2], \"a\": 0}".into())),
+            "kept as written: key order and spacing"
         );
         assert_eq!(
             parse_result(br#"{"error": {"message": "busy", "retryable": true}}"#),

@@ -270,10 +270,13 @@ impl Executor {
             other => other,
         };
         let summary = capture.finish();
-        let mut result = shape_result(&tool, &profile, call.timeout, outcome, &summary);
-        if result.truncated
+        let (mut result, whole) = shape_result(&tool, &profile, call.timeout, outcome, &summary);
+        // The whole output, exactly what the shown part was cut from, so that reading it from
+        // where the shown part ends continues it.
+        if let Some(whole) = whole
+            && result.truncated
             && let Some(kept) = &self.kept
-            && let Err(err) = kept.keep(&execution_id, &summary.stdout)
+            && let Err(err) = kept.keep(&execution_id, whole.as_bytes())
         {
             tracing::warn!(execution = %execution_id, error = %err, "cannot keep the full output");
         }
@@ -298,14 +301,14 @@ impl Executor {
 }
 
 /// Turns how a call ended into its result (status, content, message), before timing and
-/// metadata are added.
+/// metadata are added; with it, the whole output its content was cut from, if it has one.
 fn shape_result(
     tool: &Tool,
     profile: &Profile,
     timeout: Duration,
     outcome: Result<Exit, Stopped>,
     summary: &CaptureSummary,
-) -> ToolResult {
+) -> (ToolResult, Option<String>) {
     let stderr_tail = String::from_utf8_lossy(&summary.stderr_tail)
         .trim()
         .to_owned();
@@ -316,27 +319,29 @@ fn shape_result(
             format!("{message}\nstderr (end):\n{stderr_tail}")
         }
     };
-    let raw_view = || {
-        output::shape(
-            &String::from_utf8_lossy(&summary.stdout),
-            &tool.manifest.output,
-        )
-    };
+    // Plain output as text: what is shown and what is kept are this same text (a byte that
+    // is not UTF-8 becomes U+FFFD in both).
+    let plain = || String::from_utf8_lossy(&summary.stdout).into_owned();
     let exit = match outcome {
         Err(Stopped::Cancelled) => {
-            return ToolResult::refused(ToolStatus::Cancelled, "the call was cancelled");
+            return (
+                ToolResult::refused(ToolStatus::Cancelled, "the call was cancelled"),
+                None,
+            );
         }
         Err(Stopped::Timeout) => {
-            return ToolResult::refused(
+            let result = ToolResult::refused(
                 ToolStatus::Timeout,
                 with_stderr(format!(
                     "the call ran past its deadline of {} ms and was stopped",
                     timeout.as_millis()
                 )),
             );
+            return (result, None);
         }
         Err(Stopped::OutputLimit) => {
-            let view = raw_view();
+            // What was captured up to the limit is the whole output there is.
+            let whole = plain();
             let mut result = ToolResult::refused(
                 ToolStatus::LimitExceeded,
                 format!(
@@ -344,19 +349,16 @@ fn shape_result(
                     profile.limits.output_bytes, profile.name
                 ),
             );
-            result.content = view.text;
+            with_view(&mut result, output::shape(&whole, &tool.manifest.output));
             result.truncated = true;
-            result.original_bytes = summary.stdout_bytes;
-            return result;
+            return (result, Some(whole));
         }
         Ok(exit) => exit,
     };
-    match exit {
+    let result = match exit {
         Exit::Code(0) => match tool.manifest.abi {
             Abi::JsonStdio => match abi::parse_result(&summary.stdout) {
-                Ok(AbiResult::Ok(json)) => {
-                    ok_result(output::shape(&json, &tool.manifest.output), 0)
-                }
+                Ok(AbiResult::Ok(json)) => return ok_result(json, &tool.manifest.output),
                 Ok(AbiResult::Error { message, retryable }) => {
                     let mut result = ToolResult::refused(ToolStatus::ToolError, message);
                     result.retryable = retryable;
@@ -372,7 +374,7 @@ fn shape_result(
                     result
                 }
             },
-            Abi::Argv => ok_result(raw_view(), 0),
+            Abi::Argv => return ok_result(plain(), &tool.manifest.output),
         },
         Exit::Code(code) => {
             let mut result = ToolResult::refused(
@@ -381,10 +383,9 @@ fn shape_result(
             );
             result.exit_code = Some(code);
             if tool.manifest.abi == Abi::Argv {
-                let view = raw_view();
-                result.content = view.text;
-                result.truncated = view.truncated;
-                result.original_bytes = view.original_bytes;
+                let whole = plain();
+                with_view(&mut result, output::shape(&whole, &tool.manifest.output));
+                return (result, Some(whole));
             }
             result
         }
@@ -404,14 +405,23 @@ fn shape_result(
             ToolResult::refused(ToolStatus::LimitExceeded, with_stderr(message))
         }
         Exit::SandboxError(message) => ToolResult::refused(ToolStatus::SandboxError, message),
-    }
+    };
+    (result, None)
 }
 
-fn ok_result(view: output::Shaped, exit_code: i32) -> ToolResult {
+/// An OK result showing `whole` as its output policy says; `whole` is returned to be kept.
+fn ok_result(whole: String, policy: &output::OutputPolicy) -> (ToolResult, Option<String>) {
     let mut result = ToolResult::refused(ToolStatus::Ok, "");
+    with_view(&mut result, output::shape(&whole, policy));
+    result.exit_code = Some(0);
+    (result, Some(whole))
+}
+
+/// Puts the shown part of an output, and where it comes from, into `result`.
+fn with_view(result: &mut ToolResult, view: output::Shaped) {
     result.content = view.text;
     result.truncated = view.truncated;
     result.original_bytes = view.original_bytes;
-    result.exit_code = Some(exit_code);
-    result
+    result.head_bytes = view.head_bytes;
+    result.tail_bytes = view.tail_bytes;
 }

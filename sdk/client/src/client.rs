@@ -7,21 +7,25 @@ mod tls_probe;
 
 use std::error::Error as StdError;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use self::auth::BearerToken;
+use self::auth::{BearerToken, TokenSource};
 
 pub use self::agent::{ApprovalConsole, RunHandle};
+pub use self::tls_probe::speaks_tls;
 use crate::error::ClientError;
 use crate::proto::agent_client::AgentClient;
+use crate::proto::daemon_client::DaemonClient;
 use crate::proto::execute_tool_event::Event;
 use crate::proto::tools_client::ToolsClient;
 use crate::proto::{
-    CancelExecutionRequest, ExecuteToolEvent, ExecuteToolRequest, ExecutionStarted,
-    ListToolsRequest, ReadOutputRequest, ReadOutputResponse, ToolInfo, ToolOutput, ToolResult,
+    CancelExecutionRequest, DaemonInfo, ExecuteToolEvent, ExecuteToolRequest, ExecutionStarted,
+    GetInfoRequest, ListToolsRequest, ReadOutputRequest, ReadOutputResponse, ToolInfo, ToolOutput,
+    ToolResult,
 };
 
 /// Where `airlockd` listens unless configured otherwise.
@@ -73,7 +77,8 @@ pub async fn connect_with(
     options: &ConnectOptions,
 ) -> Result<AirlockClient, ClientError> {
     let endpoint = normalize_endpoint(endpoint)?;
-    let bearer = BearerToken::new(auth::discover_token(options.token.as_deref())?.as_deref())?;
+    let (token, token_source) = auth::discover_token(options.token.as_deref())?;
+    let bearer = BearerToken::new(token.as_deref())?;
     let mut builder = Endpoint::from_shared(endpoint.clone())
         .map_err(|error| ClientError::InvalidEndpoint {
             endpoint: endpoint.clone(),
@@ -102,8 +107,12 @@ pub async fn connect_with(
     let channel = InterceptedService::new(channel, bearer);
     Ok(AirlockClient {
         tools: ToolsClient::new(channel.clone()),
-        agent: AgentClient::new(channel),
-        endpoint,
+        agent: AgentClient::new(channel.clone()),
+        daemon: DaemonClient::new(channel),
+        peer: Arc::new(Peer {
+            endpoint,
+            token: token_source,
+        }),
     })
 }
 
@@ -146,7 +155,7 @@ fn tls_config(
 /// Reads one PEM file of at most [`MAX_PEM_BYTES`]; `what` names it in the error.
 fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, ClientError> {
     let unreadable = |reason: String| {
-        ClientError::Credentials(format!(
+        ClientError::Unreadable(format!(
             "cannot read the {what} {}: {reason}",
             path.display()
         ))
@@ -199,19 +208,40 @@ fn innermost_reason(error: &(dyn StdError + 'static)) -> String {
     }
 }
 
+/// The daemon a client talks to, as its errors name it: the address, and where the token
+/// sent to it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub endpoint: String,
+    pub token: TokenSource,
+}
+
 /// A connection to one daemon. Cloning is cheap and clones share the connection, so a clone
 /// can cancel a call while another clone reads its events.
 #[derive(Debug, Clone)]
 pub struct AirlockClient {
     tools: ToolsClient<AuthedChannel>,
     agent: AgentClient<AuthedChannel>,
-    endpoint: String,
+    daemon: DaemonClient<AuthedChannel>,
+    peer: Arc<Peer>,
 }
 
 impl AirlockClient {
     /// The URL this client is connected to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.peer.endpoint
+    }
+
+    /// The daemon's version, the workspace roots this client's tenant may use, and the limits
+    /// its requests must keep.
+    pub async fn daemon_info(&self) -> Result<DaemonInfo, ClientError> {
+        let response = self
+            .daemon
+            .clone()
+            .get_info(GetInfoRequest {})
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
     }
 
     /// Every tool the daemon serves, in the daemon's order.
@@ -221,7 +251,7 @@ impl AirlockClient {
             .clone()
             .list_tools(ListToolsRequest {})
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner().tools)
     }
 
@@ -238,10 +268,10 @@ impl AirlockClient {
             .clone()
             .execute_tool(request)
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(Execution {
             events: response.into_inner(),
-            endpoint: self.endpoint.clone(),
+            peer: self.peer.clone(),
         })
     }
 
@@ -253,7 +283,7 @@ impl AirlockClient {
                 execution_id: execution_id.to_owned(),
             })
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(())
     }
 
@@ -275,7 +305,7 @@ impl AirlockClient {
                 length,
             })
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
     }
 }
@@ -295,7 +325,7 @@ pub enum ExecutionEvent {
 #[derive(Debug)]
 pub struct Execution {
     events: tonic::Streaming<ExecuteToolEvent>,
-    endpoint: String,
+    peer: Arc<Peer>,
 }
 
 impl Execution {
@@ -309,10 +339,10 @@ impl Execution {
                 .events
                 .message()
                 .await
-                .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+                .map_err(|status| ClientError::rpc(&self.peer, status))?;
             let Some(message) = message else {
                 return Err(ClientError::IncompleteStream {
-                    endpoint: self.endpoint.clone(),
+                    endpoint: self.peer.endpoint.clone(),
                 });
             };
             match message.event {
@@ -414,7 +444,7 @@ mod tests {
             "{error}"
         );
         assert!(error.to_string().contains("nope.key"), "{error}");
-        assert_eq!(error.exit_code(), crate::exit_code::USAGE);
+        assert_eq!(error.exit_code(), crate::exit_code::NO_INPUT);
         Ok(())
     }
 

@@ -5,6 +5,8 @@ use std::error::Error as StdError;
 use rustls::AlertDescription;
 use tonic::Code;
 
+use crate::client::Peer;
+use crate::client::auth::{TOKEN_ENV, TokenSource};
 use crate::exit_code;
 
 /// Why a call to `airlockd` did not produce an answer.
@@ -17,9 +19,13 @@ pub enum ClientError {
     #[error("invalid server address {endpoint:?}: {reason}")]
     InvalidEndpoint { endpoint: String, reason: String },
 
-    /// The token or a certificate could not be read.
+    /// The token or the TLS files given cannot be used together or as they are.
     #[error("{0}")]
     Credentials(String),
+
+    /// A file the caller names (a certificate, a key, the token file) cannot be read.
+    #[error("{0}")]
+    Unreadable(String),
 
     /// The TLS handshake failed over a certificate: the daemon requires a client certificate
     /// that was not sent or does not accept the one sent, or its own is not one this client
@@ -35,6 +41,16 @@ pub enum ClientError {
     /// between failed. Whether a running tool finished is unknown to this client.
     #[error("lost the connection to airlockd at {endpoint}: {reason}")]
     ConnectionLost { endpoint: String, reason: String },
+
+    /// The daemon refused the token: none was sent, or it is not one of this daemon's. Says
+    /// where the token came from and how to give another.
+    #[error("{}", describe_unauthenticated(endpoint, token, reason))]
+    Unauthenticated {
+        endpoint: String,
+        token: TokenSource,
+        /// The daemon's own words.
+        reason: String,
+    },
 
     /// The daemon answered a call with an error status.
     #[error("{}", describe_status(endpoint, status))]
@@ -68,17 +84,30 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// Classifies the status a call ended with.
-    pub(crate) fn rpc(endpoint: &str, status: tonic::Status) -> Self {
+    /// Classifies the status a call to `peer` ended with.
+    pub(crate) fn rpc(peer: &Peer, status: tonic::Status) -> Self {
+        let endpoint = peer.endpoint.as_str();
         // With TLS 1.3 the daemon checks the client's certificate after the client considers
         // the handshake done, so its refusal may arrive only with the first call.
         if let Some(refusal) = Self::tls_refusal(endpoint, &status) {
             return refusal;
         }
+        if status.code() == Code::Unauthenticated {
+            return Self::Unauthenticated {
+                endpoint: endpoint.to_owned(),
+                token: peer.token.clone(),
+                reason: status.message().to_owned(),
+            };
+        }
         // A status the daemon sends never carries a source error. tonic attaches one when it
         // makes up an `UNKNOWN` status for a failure of the transport under the call (hyper
         // and h2 errors, which it does not classify further): the connection broke.
-        if status.code() == Code::Unknown && status.source().is_some() {
+        // tonic reports an HTTP/2 failure of the connection (the peer sent something that is
+        // not HTTP/2: a TLS server addressed as plaintext, another protocol) as INTERNAL with
+        // h2's error as the message; the daemon never sends that.
+        let broken_connection =
+            status.code() == Code::Internal && status.message().starts_with("h2 protocol error");
+        if broken_connection || (status.code() == Code::Unknown && status.source().is_some()) {
             return Self::ConnectionLost {
                 endpoint: endpoint.to_owned(),
                 reason: status.message().to_owned(),
@@ -110,14 +139,31 @@ impl ClientError {
     /// The process exit code for this failure; see [`exit_code`].
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::InvalidEndpoint { .. } | Self::Credentials(_) | Self::Tls { .. } => {
-                exit_code::USAGE
-            }
-            Self::Unreachable { .. } | Self::ConnectionLost { .. } => exit_code::UNAVAILABLE,
-            Self::Rpc { status, .. } => exit_code::for_rpc_code(status.code()),
-            Self::IncompleteStream { .. }
+            Self::InvalidEndpoint { .. } | Self::Credentials(_) => exit_code::USAGE,
+            Self::Unreadable(_) => exit_code::NO_INPUT,
+            Self::Tls { .. } | Self::Unauthenticated { .. } => exit_code::NO_PERMISSION,
+            Self::Unreachable { .. }
+            | Self::ConnectionLost { .. }
+            | Self::IncompleteStream { .. }
             | Self::IncompleteRun { .. }
-            | Self::StreamClosed { .. } => exit_code::SOFTWARE,
+            | Self::StreamClosed { .. } => exit_code::UNAVAILABLE,
+            Self::Rpc { status, .. } => exit_code::for_rpc_code(status.code()),
+        }
+    }
+
+    /// The endpoint of the daemon this error concerns.
+    pub fn endpoint(&self) -> Option<&str> {
+        match self {
+            Self::InvalidEndpoint { endpoint, .. }
+            | Self::Tls { endpoint, .. }
+            | Self::Unreachable { endpoint, .. }
+            | Self::ConnectionLost { endpoint, .. }
+            | Self::Unauthenticated { endpoint, .. }
+            | Self::Rpc { endpoint, .. }
+            | Self::IncompleteStream { endpoint }
+            | Self::IncompleteRun { endpoint, .. }
+            | Self::StreamClosed { endpoint } => Some(endpoint),
+            Self::Credentials(_) | Self::Unreadable(_) => None,
         }
     }
 
@@ -127,9 +173,11 @@ impl ClientError {
             Self::Rpc { status, .. } => Some(status),
             Self::InvalidEndpoint { .. }
             | Self::Credentials(_)
+            | Self::Unreadable(_)
             | Self::Tls { .. }
             | Self::Unreachable { .. }
             | Self::ConnectionLost { .. }
+            | Self::Unauthenticated { .. }
             | Self::IncompleteStream { .. }
             | Self::IncompleteRun { .. }
             | Self::StreamClosed { .. } => None,
@@ -193,6 +241,24 @@ fn certificate_problem(error: &rustls::Error) -> Option<String> {
     }
 }
 
+/// A refused token: where it came from, and what to do instead.
+fn describe_unauthenticated(endpoint: &str, token: &TokenSource, reason: &str) -> String {
+    match token {
+        TokenSource::Missing { looked_in } => format!(
+            "airlockd at {endpoint} needs an access token, and none was given: pass --token \
+             TOKEN or set {TOKEN_ENV} (a daemon with the default state dir writes its token to \
+             {}, which is not there)",
+            looked_in.display()
+        ),
+        TokenSource::Given | TokenSource::Environment | TokenSource::File(_) => format!(
+            "airlockd at {endpoint} does not accept {} ({reason}): pass this daemon's token \
+             with --token or {TOKEN_ENV} (the file `token` in its state dir, or your tenant's \
+             token file)",
+            token.describe()
+        ),
+    }
+}
+
 /// The daemon's own message is written for people ("unknown tool 'x'"), so it is shown as is.
 /// The codes whose message comes from the transport or from a server that is not airlockd get
 /// the context that makes them actionable.
@@ -218,10 +284,17 @@ fn describe_status(endpoint: &str, status: &tonic::Status) -> String {
 mod tests {
     use super::*;
 
+    fn peer(endpoint: &str) -> Peer {
+        Peer {
+            endpoint: endpoint.to_owned(),
+            token: TokenSource::Given,
+        }
+    }
+
     #[test]
     fn rpc_errors_show_the_daemon_message() {
         let error = ClientError::rpc(
-            "http://127.0.0.1:7411",
+            &peer("http://127.0.0.1:7411"),
             tonic::Status::not_found("unknown tool 'nope'"),
         );
         assert_eq!(error.to_string(), "unknown tool 'nope'");
@@ -234,14 +307,17 @@ mod tests {
 
     #[test]
     fn rpc_errors_without_a_message_name_the_code() {
-        let error = ClientError::rpc("http://h:1", tonic::Status::new(Code::Internal, ""));
+        let error = ClientError::rpc(&peer("http://h:1"), tonic::Status::new(Code::Internal, ""));
         assert_eq!(error.to_string(), Code::Internal.description());
         assert_eq!(error.exit_code(), exit_code::SOFTWARE);
     }
 
     #[test]
     fn a_lost_connection_names_the_daemon() {
-        let error = ClientError::rpc("http://h:1", tonic::Status::unavailable("broken pipe"));
+        let error = ClientError::rpc(
+            &peer("http://h:1"),
+            tonic::Status::unavailable("broken pipe"),
+        );
         assert_eq!(
             error.to_string(),
             "airlockd at http://h:1 is unavailable: broken pipe"
@@ -254,7 +330,7 @@ mod tests {
         let broken = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let status = tonic::Status::from_error(Box::new(broken));
         assert_eq!(status.code(), Code::Unknown);
-        let error = ClientError::rpc("http://h:1", status);
+        let error = ClientError::rpc(&peer("http://h:1"), status);
         assert!(
             matches!(error, ClientError::ConnectionLost { .. }),
             "{error:?}"
@@ -270,20 +346,26 @@ mod tests {
 
     #[test]
     fn an_unknown_status_sent_by_the_daemon_stays_a_daemon_error() {
-        let error = ClientError::rpc("http://h:1", tonic::Status::unknown("tool registry lost"));
+        let error = ClientError::rpc(
+            &peer("http://h:1"),
+            tonic::Status::unknown("tool registry lost"),
+        );
         assert_eq!(error.to_string(), "tool registry lost");
         assert_eq!(error.exit_code(), exit_code::SOFTWARE);
     }
 
     #[test]
     fn a_server_that_is_not_airlockd_is_suspected() {
-        let error = ClientError::rpc("http://h:1", tonic::Status::unimplemented("HTTP 404"));
+        let error = ClientError::rpc(
+            &peer("http://h:1"),
+            tonic::Status::unimplemented("HTTP 404"),
+        );
         assert_eq!(
             error.to_string(),
             "the server at http://h:1 does not implement this call (HTTP 404); is it airlockd, \
              and as recent as this client?"
         );
-        assert_eq!(error.exit_code(), exit_code::SOFTWARE);
+        assert_eq!(error.exit_code(), exit_code::PROTOCOL);
     }
 
     #[test]
@@ -305,13 +387,13 @@ mod tests {
         let alert = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
         let io = std::io::Error::new(std::io::ErrorKind::InvalidData, alert);
         let status = tonic::Status::from_error(Box::new(io));
-        let error = ClientError::rpc("https://h:1", status);
+        let error = ClientError::rpc(&peer("https://h:1"), status);
         assert_eq!(
             error.to_string(),
             "TLS with airlockd at https://h:1 failed: the daemon requires a client certificate: \
              give --tls-cert and --tls-key (or AIRLOCK_TLS_CERT and AIRLOCK_TLS_KEY)"
         );
-        assert_eq!(error.exit_code(), exit_code::USAGE);
+        assert_eq!(error.exit_code(), exit_code::NO_PERMISSION);
         // As h2 passes it on: the alert's text only.
         let text = rustls::Error::AlertReceived(AlertDescription::BadCertificate).to_string();
         let io = std::io::Error::new(std::io::ErrorKind::InvalidData, text);
@@ -342,14 +424,57 @@ mod tests {
             "airlockd at http://h:1 closed the stream of run run_1 before the run finished \
              (last event received: 7)"
         );
-        assert_eq!(error.exit_code(), exit_code::SOFTWARE);
+        assert_eq!(error.exit_code(), exit_code::UNAVAILABLE);
     }
 
     #[test]
-    fn an_incomplete_stream_is_a_software_error() {
+    fn a_stream_the_daemon_ends_early_is_an_unavailable_daemon() {
         let error = ClientError::IncompleteStream {
             endpoint: "http://h:1".to_owned(),
         };
-        assert_eq!(error.exit_code(), exit_code::SOFTWARE);
+        assert_eq!(error.exit_code(), exit_code::UNAVAILABLE);
+    }
+
+    #[test]
+    fn a_refused_token_says_where_it_came_from_and_what_to_pass() {
+        let refused = |token| {
+            ClientError::rpc(
+                &Peer {
+                    endpoint: "http://h:1".to_owned(),
+                    token,
+                },
+                tonic::Status::unauthenticated("the access token is not valid for this daemon"),
+            )
+        };
+        let missing = refused(TokenSource::Missing {
+            looked_in: "/root/.local/state/airlock/token".into(),
+        });
+        assert_eq!(
+            missing.to_string(),
+            "airlockd at http://h:1 needs an access token, and none was given: pass --token \
+             TOKEN or set AIRLOCK_TOKEN (a daemon with the default state dir writes its token \
+             to /root/.local/state/airlock/token, which is not there)"
+        );
+        assert_eq!(missing.exit_code(), exit_code::NO_PERMISSION);
+        for (source, named) in [
+            (TokenSource::Given, "the access token given with --token"),
+            (
+                TokenSource::Environment,
+                "the access token in AIRLOCK_TOKEN",
+            ),
+            (
+                TokenSource::File("/s/token".into()),
+                "the access token read from /s/token",
+            ),
+        ] {
+            let error = refused(source);
+            let text = error.to_string();
+            assert!(
+                text.starts_with(&format!("airlockd at http://h:1 does not accept {named}")),
+                "{text}"
+            );
+            assert!(text.contains("--token or AIRLOCK_TOKEN"), "{text}");
+            assert_eq!(error.exit_code(), exit_code::NO_PERMISSION);
+        }
     }
 }

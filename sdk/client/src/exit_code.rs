@@ -1,13 +1,14 @@
-//! The exit codes of `airlock`.
+//! The exit codes of `airlock`: one table for every subcommand.
 //!
 //! A tool call that got an answer exits with the code of its status (0 to 8), so that a script
 //! can branch on what happened to the tool. A failure of `airlock` itself exits with one of the
 //! BSD `sysexits.h` codes (64 and up), which no tool status uses, so that "the tool failed" is
-//! never confused with "airlock could not ask".
+//! never confused with "airlock could not ask". The tool's own exit code is never `airlock`'s:
+//! the status line shows it as `tool exit code`.
 //!
 //! | code | meaning |
 //! | ---: | --- |
-//! | 0 | `OK` |
+//! | 0 | `OK`, or a command that runs no tool succeeded |
 //! | 1 | `TOOL_ERROR` |
 //! | 2 | `INVALID_ARGUMENTS` |
 //! | 3 | `DENIED` |
@@ -16,21 +17,26 @@
 //! | 6 | `LIMIT_EXCEEDED` |
 //! | 7 | `SANDBOX_ERROR` |
 //! | 8 | `OUTCOME_UNKNOWN` |
-//! | 64 | usage error: bad command line, bad `--args`, bad workspace, unknown tool |
-//! | 69 | the daemon is unreachable |
-//! | 70 | any other failure of a call: an internal daemon error, a broken protocol |
-//! | 74 | the output could not be written |
+//! | 64 | `EX_USAGE`: the command was wrong — a flag, `--args`, a workspace, an unknown tool or id, a request the daemon refused as malformed (`INVALID_ARGUMENT`, `NOT_FOUND`, `OUT_OF_RANGE`, `FAILED_PRECONDITION`) |
+//! | 66 | `EX_NOINPUT`: a file the command names cannot be read (`--args @FILE`, a script, a certificate, a token file) |
+//! | 69 | `EX_UNAVAILABLE`: the daemon cannot be reached, went away mid-call, or answered `UNAVAILABLE` |
+//! | 70 | `EX_SOFTWARE`: the daemon failed inside (`INTERNAL`, `UNKNOWN`, `DATA_LOSS`) |
+//! | 74 | `EX_IOERR`: the output could not be written |
+//! | 75 | `EX_TEMPFAIL`: a cap was reached (`RESOURCE_EXHAUSTED`: too many runs or calls at once), or the call timed out or was aborted; try again later |
+//! | 76 | `EX_PROTOCOL`: the server is not airlockd, is older than this client (`UNIMPLEMENTED`), or broke the protocol |
+//! | 77 | `EX_NOPERM`: the token is missing or refused (`UNAUTHENTICATED`), the tenant may not do this (`PERMISSION_DENIED`), or a TLS certificate was refused |
 //! | 130 | interrupted by Ctrl-C (128 + SIGINT, what a shell reports) |
 //!
-//! An agent run (`airlock run`, `airlock attach`) exits with the code of its stop reason, chosen
-//! to mean the same as the tool status it resembles:
+//! An agent run (`airlock run`, `airlock runs attach`) exits with the code of its stop reason,
+//! chosen to mean the same as the tool status or failure it resembles:
 //!
 //! | code | stop reason |
 //! | ---: | --- |
 //! | 0 | `FINAL` |
 //! | 3 | `PERMISSION_DENIED` (as a tool's `DENIED`) |
 //! | 6 | `MAX_STEPS`, `BUDGET_EXHAUSTED`, `REPEATED_ERRORS`: the run hit a limit (as `LIMIT_EXCEEDED`) |
-//! | 70 | `MODEL_ERROR`: the model provider failed; or a reason this client does not know |
+//! | 69 | `MODEL_ERROR`: the model provider failed (as an unavailable service) |
+//! | 70 | a reason this client does not know |
 //! | 130 | `CANCELLED`, by Ctrl-C or by any client |
 
 use tonic::Code;
@@ -41,19 +47,27 @@ use crate::proto::{StopReason, ToolStatus};
 pub const OK: u8 = 0;
 /// `EX_USAGE`: the command was used incorrectly.
 pub const USAGE: u8 = 64;
-/// `EX_UNAVAILABLE`: the daemon could not be reached.
+/// `EX_NOINPUT`: a file the command names cannot be read.
+pub const NO_INPUT: u8 = 66;
+/// `EX_UNAVAILABLE`: the daemon (or, for a run, the model provider) could not serve.
 pub const UNAVAILABLE: u8 = 69;
-/// `EX_SOFTWARE`: the daemon failed the call, or broke the protocol.
+/// `EX_SOFTWARE`: the daemon failed inside.
 pub const SOFTWARE: u8 = 70;
 /// `EX_IOERR`: writing the output failed.
 pub const IO_ERROR: u8 = 74;
+/// `EX_TEMPFAIL`: a cap or a deadline; the same command may succeed later.
+pub const TEMPORARY: u8 = 75;
+/// `EX_PROTOCOL`: the server is not (this version of) airlockd, or broke the protocol.
+pub const PROTOCOL: u8 = 76;
+/// `EX_NOPERM`: no token, a refused token, a tenant without the right, a refused certificate.
+pub const NO_PERMISSION: u8 = 77;
 /// The user pressed Ctrl-C: 128 + SIGINT, the code a shell gives a process killed by it.
 pub const INTERRUPTED: u8 = 130;
 
 /// The exit code of a finished tool call with this status.
 ///
 /// `UNSPECIFIED` never comes from a correct daemon: a result without a status is a protocol
-/// error, [`SOFTWARE`].
+/// error, [`PROTOCOL`].
 pub fn for_status(status: ToolStatus) -> u8 {
     match status {
         ToolStatus::Ok => OK,
@@ -65,14 +79,14 @@ pub fn for_status(status: ToolStatus) -> u8 {
         ToolStatus::LimitExceeded => 6,
         ToolStatus::SandboxError => 7,
         ToolStatus::OutcomeUnknown => 8,
-        ToolStatus::Unspecified => SOFTWARE,
+        ToolStatus::Unspecified => PROTOCOL,
     }
 }
 
 /// [`for_status`] of the status as it arrives on the wire. A value this client does not know
-/// (from a newer daemon) cannot be reported faithfully, so it is [`SOFTWARE`].
+/// (from a newer daemon) cannot be reported faithfully, so it is [`PROTOCOL`].
 pub fn for_raw_status(status: i32) -> u8 {
-    ToolStatus::try_from(status).map_or(SOFTWARE, for_status)
+    ToolStatus::try_from(status).map_or(PROTOCOL, for_status)
 }
 
 /// A denied call ended the run: the code of a tool's `DENIED`.
@@ -85,7 +99,7 @@ pub const RUN_LIMIT: u8 = 6;
 ///
 /// A cancelled run exits like a process stopped by Ctrl-C, whoever cancelled it: the run did
 /// not finish, and scripts already treat 130 as "stopped on request". A failing model provider
-/// is a failure of the machinery, not of the task, so it shares [`SOFTWARE`].
+/// is a service that could not serve: [`UNAVAILABLE`].
 pub fn for_stop_reason(reason: StopReason) -> u8 {
     match reason {
         StopReason::Final => OK,
@@ -94,7 +108,8 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
             RUN_LIMIT
         }
         StopReason::Cancelled => INTERRUPTED,
-        StopReason::ModelError | StopReason::Unspecified => SOFTWARE,
+        StopReason::ModelError => UNAVAILABLE,
+        StopReason::Unspecified => SOFTWARE,
     }
 }
 
@@ -104,28 +119,22 @@ pub fn for_raw_stop_reason(reason: i32) -> u8 {
     StopReason::try_from(reason).map_or(SOFTWARE, for_stop_reason)
 }
 
-/// The exit code of a call the daemon answered with a gRPC error status.
-///
-/// The daemon answers `INVALID_ARGUMENT`, `NOT_FOUND` and `OUT_OF_RANGE` when the request
-/// itself is wrong (a workspace outside its roots, an unknown tool, an offset past the end):
-/// the user's mistake, [`USAGE`]. `UNAVAILABLE` means the connection is gone.
+/// The exit code of a call the daemon answered with a gRPC error status (the statuses are
+/// listed in `proto/API.md`).
 pub fn for_rpc_code(code: Code) -> u8 {
     match code {
-        Code::InvalidArgument | Code::NotFound | Code::OutOfRange => USAGE,
-        Code::Unavailable => UNAVAILABLE,
-        Code::Ok
-        | Code::Cancelled
-        | Code::Unknown
-        | Code::DeadlineExceeded
-        | Code::AlreadyExists
-        | Code::PermissionDenied
-        | Code::ResourceExhausted
+        Code::Ok => OK,
+        Code::InvalidArgument
+        | Code::NotFound
+        | Code::OutOfRange
         | Code::FailedPrecondition
-        | Code::Aborted
-        | Code::Unimplemented
-        | Code::Internal
-        | Code::DataLoss
-        | Code::Unauthenticated => SOFTWARE,
+        | Code::AlreadyExists => USAGE,
+        Code::Unauthenticated | Code::PermissionDenied => NO_PERMISSION,
+        Code::ResourceExhausted | Code::DeadlineExceeded | Code::Aborted => TEMPORARY,
+        Code::Unavailable => UNAVAILABLE,
+        Code::Unimplemented => PROTOCOL,
+        Code::Cancelled => INTERRUPTED,
+        Code::Unknown | Code::Internal | Code::DataLoss => SOFTWARE,
     }
 }
 
@@ -136,7 +145,7 @@ mod tests {
     #[test]
     fn every_status_has_its_documented_code() {
         let expected = [
-            (ToolStatus::Unspecified, 70),
+            (ToolStatus::Unspecified, 76),
             (ToolStatus::Ok, 0),
             (ToolStatus::ToolError, 1),
             (ToolStatus::InvalidArguments, 2),
@@ -159,16 +168,25 @@ mod tests {
 
     #[test]
     fn tool_codes_never_collide_with_client_failures() {
-        let client_codes = [USAGE, UNAVAILABLE, SOFTWARE, IO_ERROR, INTERRUPTED];
+        let client_codes = [
+            USAGE,
+            NO_INPUT,
+            UNAVAILABLE,
+            SOFTWARE,
+            IO_ERROR,
+            TEMPORARY,
+            NO_PERMISSION,
+            INTERRUPTED,
+        ];
         for raw in 1..=9 {
             assert!(!client_codes.contains(&for_raw_status(raw)), "status {raw}");
         }
     }
 
     #[test]
-    fn an_unknown_status_is_a_software_error() {
-        assert_eq!(for_raw_status(42), SOFTWARE);
-        assert_eq!(for_raw_status(-1), SOFTWARE);
+    fn an_unknown_status_is_a_protocol_error() {
+        assert_eq!(for_raw_status(42), PROTOCOL);
+        assert_eq!(for_raw_status(-1), PROTOCOL);
     }
 
     #[test]
@@ -181,7 +199,7 @@ mod tests {
             (StopReason::RepeatedErrors, 6),
             (StopReason::Cancelled, 130),
             (StopReason::PermissionDenied, 3),
-            (StopReason::ModelError, 70),
+            (StopReason::ModelError, 69),
         ];
         for (reason, code) in expected {
             assert_eq!(for_stop_reason(reason), code, "{reason:?}");
@@ -195,13 +213,23 @@ mod tests {
     }
 
     #[test]
-    fn rpc_codes_split_into_usage_unavailable_and_software() {
-        assert_eq!(for_rpc_code(Code::NotFound), USAGE);
-        assert_eq!(for_rpc_code(Code::InvalidArgument), USAGE);
-        assert_eq!(for_rpc_code(Code::OutOfRange), USAGE);
-        assert_eq!(for_rpc_code(Code::Unavailable), UNAVAILABLE);
-        assert_eq!(for_rpc_code(Code::Internal), SOFTWARE);
-        assert_eq!(for_rpc_code(Code::PermissionDenied), SOFTWARE);
-        assert_eq!(for_rpc_code(Code::Unimplemented), SOFTWARE);
+    fn every_rpc_code_has_its_documented_class() {
+        for (code, exit) in [
+            (Code::InvalidArgument, USAGE),
+            (Code::NotFound, USAGE),
+            (Code::OutOfRange, USAGE),
+            (Code::FailedPrecondition, USAGE),
+            (Code::Unauthenticated, NO_PERMISSION),
+            (Code::PermissionDenied, NO_PERMISSION),
+            (Code::ResourceExhausted, TEMPORARY),
+            (Code::DeadlineExceeded, TEMPORARY),
+            (Code::Unavailable, UNAVAILABLE),
+            (Code::Unimplemented, PROTOCOL),
+            (Code::Internal, SOFTWARE),
+            (Code::DataLoss, SOFTWARE),
+            (Code::Unknown, SOFTWARE),
+        ] {
+            assert_eq!(for_rpc_code(code), exit, "{code:?}");
+        }
     }
 }

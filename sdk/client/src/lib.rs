@@ -27,6 +27,6 @@ pub use airlock_proto::v1 as proto;
 pub use client::auth;
 pub use client::{
     AirlockClient, ApprovalConsole, AuthedChannel, ConnectOptions, DEFAULT_ENDPOINT, Execution,
-    ExecutionEvent, RunHandle, connect, connect_with,
+    ExecutionEvent, Peer, RunHandle, connect, connect_with, speaks_tls,
 };
 pub use error::ClientError;

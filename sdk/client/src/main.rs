@@ -32,6 +32,9 @@ fn main() -> ExitCode {
         }
         Err(error) => {
             output.error(&error);
+            if let Some(hint) = error.hint() {
+                output.error(&hint);
+            }
             error.exit_code()
         }
     };

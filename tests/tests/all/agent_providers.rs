@@ -202,6 +202,52 @@ async fn an_openai_run_retries_rate_limits_rejects_broken_calls_and_sends_result
     });
     assert_eq!(finished_calls.len(), 1);
     assert_eq!(finished_calls[0].tool, "read_file");
+    // Every event of a call carries the provider's id for it beside airlock's own.
+    let proposed = run.of(|e| match e {
+        Event::ToolCallProposed(proposed) => Some(proposed.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        proposed
+            .iter()
+            .map(|p| p.provider_call_id.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "call_XbV1rk2YJ0x7Qm3pLs9Tn4Ud",
+            "call_Hq8WcN5eZr2Kt6Yb1Pv0Xs3M"
+        ]
+    );
+    assert!(proposed.iter().all(|p| p.call_id.starts_with("cal_")));
+    assert_eq!(
+        finished_calls[0].provider_call_id,
+        "call_XbV1rk2YJ0x7Qm3pLs9Tn4Ud"
+    );
+    assert_eq!(
+        rejected[0].provider_call_id,
+        "call_Hq8WcN5eZr2Kt6Yb1Pv0Xs3M"
+    );
+    // And so does the call's tool span.
+    let trace = daemon
+        .agent()
+        .await
+        .get_trace(pb::GetTraceRequest {
+            run_id: run.run_id().to_owned(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let tool_span = trace
+        .spans
+        .iter()
+        .find(|span| span.name == "tool")
+        .expect("a tool span");
+    assert!(
+        tool_span
+            .attributes
+            .iter()
+            .any(|a| a.key == "provider_call_id" && a.value == "call_XbV1rk2YJ0x7Qm3pLs9Tn4Ud"),
+        "{tool_span:?}"
+    );
 
     let received = api.received();
     assert_eq!(received.len(), 3);
@@ -266,6 +312,17 @@ async fn an_anthropic_run_executes_tool_use_blocks_and_answers_with_tool_results
         _ => None,
     });
     assert_eq!(tools, ["read_file", "list_dir"]);
+    let provider_ids: Vec<String> = run.of(|e| match e {
+        Event::ToolFinished(done) => Some(done.provider_call_id.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        provider_ids,
+        [
+            "toolu_01D7FLrfh4GYq7yT1ULFeyMV",
+            "toolu_01NCdQ5xU8Lq9fXfPUm1qRrT"
+        ]
+    );
     let texts = run.of(|e| match e {
         Event::ModelText(text) => Some(text.text.clone()),
         _ => None,

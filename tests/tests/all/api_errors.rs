@@ -433,6 +433,12 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
             open_run(c.clone(), start(|s| s.workspace = "/etc".into())),
         ),
         case(
+            "Run, no workspace for tools that work in one",
+            Code::InvalidArgument,
+            "start.workspace",
+            open_run(c.clone(), start(|s| s.workspace = String::new())),
+        ),
+        case(
             "Run, a tool the tenant may not use",
             Code::PermissionDenied,
             "start.tools",

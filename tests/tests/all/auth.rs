@@ -963,7 +963,7 @@ async fn the_cli_shows_its_certificate_to_a_daemon_that_requires_one() {
 
     let (code, stdout, stderr) =
         airlock_cli(&daemon, &["--tls-ca", &ca, "tools", "list"], &[]).await;
-    assert_eq!(code, 64, "{stdout}{stderr}");
+    assert_eq!(code, 77, "{stdout}{stderr}");
     assert!(
         stderr.contains("the daemon requires a client certificate: give --tls-cert and --tls-key"),
         "{stderr}"
@@ -1007,9 +1007,37 @@ async fn the_cli_shows_its_certificate_to_a_daemon_that_requires_one() {
         ),
     ] {
         let (code, _, stderr) = airlock_cli(&daemon, &flags, &[]).await;
-        assert_eq!(code, 64, "{stderr}");
+        assert_eq!(code, 77, "{stderr}");
         assert!(stderr.contains(named), "{stderr}");
     }
+}
+
+#[tokio::test]
+async fn the_cli_says_to_use_https_for_a_tls_daemon_addressed_as_http() {
+    let pki = pki();
+    let daemon = TestDaemon::start(DaemonOptions {
+        tls: Some(pki.server(false)),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let port = daemon.endpoint.rsplit(':').next().unwrap().to_owned();
+    let plain = format!("http://127.0.0.1:{port}");
+    let output = tokio::process::Command::new(cargo_bin("airlock"))
+        .args(["--server", &plain, "tools", "list"])
+        .env("AIRLOCK_TOKEN", &daemon.token)
+        .env_remove("AIRLOCK_SERVER")
+        .env_remove("AIRLOCK_TLS_CA")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "airlockd at {plain} speaks TLS: use https://127.0.0.1:{port} with --tls-ca FILE"
+        )),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -70,6 +70,7 @@ async fn exec_runs_a_tool_and_prints_its_result() {
     let output = airlock(
         &daemon.endpoint,
         &[
+            "tools",
             "exec",
             "read_file",
             "--args",
@@ -104,7 +105,15 @@ async fn exec_runs_the_process_tools() {
         async move {
             airlock(
                 &endpoint,
-                &["exec", tool, "--args", args, "--workspace", &workspace],
+                &[
+                    "tools",
+                    "exec",
+                    tool,
+                    "--args",
+                    args,
+                    "--workspace",
+                    &workspace,
+                ],
             )
             .await
         }
@@ -134,6 +143,7 @@ async fn exit_codes_follow_the_status() {
     let cases: [(&[&str], i32); 5] = [
         (
             &[
+                "tools",
                 "exec",
                 "read_file",
                 "--args",
@@ -143,10 +153,13 @@ async fn exit_codes_follow_the_status() {
             ],
             2,
         ),
-        (&["exec", "exit_code", "--args", r#"{"code": 9}"#], 1),
-        (&["exec", "spin"], 4),
-        (&["exec", "no_such_tool"], 64),
-        (&["exec", "read_file", "--args", "{not json"], 64),
+        (
+            &["tools", "exec", "exit_code", "--args", r#"{"code": 9}"#],
+            1,
+        ),
+        (&["tools", "exec", "spin"], 4),
+        (&["tools", "exec", "no_such_tool"], 64),
+        (&["tools", "exec", "read_file", "--args", "{not json"], 64),
     ];
     for (args, code) in cases {
         let output = airlock(&daemon.endpoint, args).await;
@@ -159,7 +172,7 @@ async fn exit_codes_follow_the_status() {
     }
     let exited = airlock(
         &daemon.endpoint,
-        &["exec", "exit_code", "--args", r#"{"code": 9}"#],
+        &["tools", "exec", "exit_code", "--args", r#"{"code": 9}"#],
     )
     .await;
     assert!(
@@ -329,7 +342,7 @@ async fn trace_prints_the_run_as_a_tree_of_spans() {
     let run_id = run_id_of(&transcript);
     assert!(run_id.starts_with("run_"), "{transcript}");
 
-    let traced = airlock(&daemon.endpoint, &["trace", &run_id]).await;
+    let traced = airlock(&daemon.endpoint, &["runs", "trace", &run_id]).await;
     let tree = text(&traced.stdout);
     assert_eq!(traced.status.code(), Some(0), "{}", text(&traced.stderr));
     let lines: Vec<&str> = tree.lines().collect();
@@ -387,7 +400,7 @@ async fn trace_prints_the_run_as_a_tree_of_spans() {
     );
     assert!(!tree.contains('✗'), "nothing failed:\n{tree}");
 
-    let json = airlock(&daemon.endpoint, &["trace", &run_id, "--json"]).await;
+    let json = airlock(&daemon.endpoint, &["runs", "trace", &run_id, "--json"]).await;
     assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
     let trace: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(trace["run_id"], run_id.as_str());
@@ -410,7 +423,7 @@ async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
     let arguments = json!({"bytes": size}).to_string();
     let exec = airlock(
         &daemon.endpoint,
-        &["exec", "big", "--args", &arguments, "--json"],
+        &["tools", "exec", "big", "--args", &arguments, "--json"],
     )
     .await;
     assert_eq!(exec.status.code(), Some(0), "{}", text(&exec.stderr));
@@ -418,11 +431,11 @@ async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
     assert_eq!(result["truncated"], true, "{result}");
     let execution_id = result["execution_id"].as_str().unwrap().to_owned();
 
-    let whole = airlock(&daemon.endpoint, &["output", &execution_id]).await;
+    let whole = airlock(&daemon.endpoint, &["tools", "output", &execution_id]).await;
     assert_eq!(whole.status.code(), Some(0), "{}", text(&whole.stderr));
     assert!(whole.stderr.is_empty(), "{}", text(&whole.stderr));
     let document: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
-    let ok = document["ok"].as_str().unwrap();
+    let ok = document.as_str().unwrap();
     assert_eq!(ok.len(), size);
     assert!(ok.bytes().all(|byte| byte == b'a'));
     let all = whole.stdout;
@@ -435,7 +448,7 @@ async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
         (&(all.len() - 5).to_string(), None, all.len() - 5..all.len()),
     ];
     for (offset, length, range) in cases {
-        let mut args = vec!["output", &execution_id, "--offset", offset];
+        let mut args = vec!["tools", "output", &execution_id, "--offset", offset];
         if let Some(length) = length {
             args.extend(["--length", length]);
         }
@@ -450,7 +463,7 @@ async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
     let past = (all.len() + 1).to_string();
     let past = airlock(
         &daemon.endpoint,
-        &["output", &execution_id, "--offset", &past],
+        &["tools", "output", &execution_id, "--offset", &past],
     )
     .await;
     assert_eq!(past.status.code(), Some(64), "{}", text(&past.stderr));
@@ -460,15 +473,21 @@ async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
         text(&past.stderr)
     );
 
-    // Without --json, the result says where the rest is.
+    // Without --json, the result says which bytes it shows and where the rest is.
     let cut = airlock(
         &daemon.endpoint,
-        &["exec", "big", "--args", r#"{"bytes": 5000}"#],
+        &["tools", "exec", "big", "--args", r#"{"bytes": 5000}"#],
     )
     .await;
     assert_eq!(cut.status.code(), Some(0), "{}", text(&cut.stderr));
     assert!(
-        text(&cut.stderr).contains("the whole output: airlock output exe_"),
+        text(&cut.stderr)
+            .contains("shown: bytes 0–1000 of 5002; the rest: airlock tools output exe_"),
+        "{}",
+        text(&cut.stderr)
+    );
+    assert!(
+        text(&cut.stderr).contains(" --offset 1000\n"),
         "{}",
         text(&cut.stderr)
     );
@@ -478,10 +497,12 @@ async fn output_prints_the_whole_kept_output_or_a_range_of_it() {
 async fn unknown_runs_and_executions_are_named_in_the_error() {
     let (daemon, _extra) = daemon().await;
     let cases: [(&[&str], &str); 3] = [
-        (&["trace", "run_nope"], "run_nope"),
-        (&["output", "exe_nope"], "exe_nope"),
+        (&["runs", "trace", "run_nope"], "run_nope"),
+        (&["tools", "output", "exe_nope"], "exe_nope"),
         (
-            &["output", "exe_nope", "--offset", "3", "--length", "4"],
+            &[
+                "tools", "output", "exe_nope", "--offset", "3", "--length", "4",
+            ],
             "exe_nope",
         ),
     ];

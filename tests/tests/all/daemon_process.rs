@@ -119,3 +119,37 @@ async fn a_broken_config_file_stops_the_daemon_with_its_name() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_log_that_is_not_a_terminal_has_no_colour_codes() {
+    use tokio::io::AsyncBufReadExt;
+    let state = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut command = airlock_tests::airlockd_command(
+        &[
+            "--state-dir",
+            state.path().to_str().unwrap(),
+            "--workspace-root",
+            root.path().to_str().unwrap(),
+        ],
+        &repo_root(),
+        &airlock_tests::ProcessOptions::default(),
+    );
+    // Colour is the default, so only the pipe can turn it off here.
+    command.env_remove("NO_COLOR");
+    let mut child = command.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut log = String::new();
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(120), lines.next_line()).await
+    {
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains("airlockd serving") {
+            break;
+        }
+    }
+    child.kill().await.unwrap();
+    assert!(log.contains("airlockd serving"), "{log}");
+    assert!(!log.contains('\x1b'), "colour codes in a piped log:\n{log}");
+}

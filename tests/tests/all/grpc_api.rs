@@ -141,7 +141,7 @@ async fn workspaces_outside_the_roots_are_invalid_arguments() {
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
     assert!(
-        status.message().contains("names no workspace"),
+        status.message().contains("the request names none"),
         "{status:?}"
     );
     daemon

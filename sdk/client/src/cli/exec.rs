@@ -1,15 +1,16 @@
-//! `airlock exec TOOL`: runs one tool through the daemon, streams the tool's log to stderr as
-//! it comes, then prints the result and exits with the code of its status.
+//! `airlock tools exec TOOL`: runs one tool through the daemon, streams the tool's log to
+//! stderr as it comes, then prints the result and exits with the code of its status.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use airlock_client::arguments::ArgumentSource;
 use airlock_client::proto::{ExecuteToolRequest, OutputStream, ToolResult};
-use airlock_client::{ExecutionEvent, exit_code, render};
+use airlock_client::{AirlockClient, ExecutionEvent, exit_code, render};
 use clap::Args;
 
 use super::Server;
+use super::workspace::Workspace;
 use super::{CliError, Output};
 
 #[derive(Debug, Args)]
@@ -21,8 +22,9 @@ pub struct ExecArgs {
     #[arg(long, value_name = "JSON|@FILE|-", default_value = "{}")]
     args: ArgumentSource,
 
-    /// The workspace the tool works in; made absolute here, as the daemon resolves paths on
-    /// its own host, which for this command is this one.
+    /// The workspace the tool works in [default: the current directory, when it lies inside
+    /// the daemon's workspace roots]; made absolute here, as the daemon resolves paths on its
+    /// own host.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
 
@@ -40,20 +42,19 @@ pub async fn run<O: Write, E: Write>(
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let workspace = match &args.workspace {
-        Some(dir) => resolve_workspace(dir)?,
-        None => String::new(),
-    };
+    let arguments_json = args.args.read()?;
+    let client = server.connect().await?;
+    let workspace = Workspace::choose(&client, args.workspace.as_deref()).await?;
     let request = ExecuteToolRequest {
         tool: args.tool,
-        arguments_json: args.args.read()?,
-        workspace,
+        arguments_json,
+        workspace: workspace.path.clone(),
         timeout_ms: args.timeout_ms,
     };
 
     let mut execution_id = None;
     let outcome = {
-        let call = call(server, request, out, &mut execution_id);
+        let call = call(&client, &workspace, request, out, &mut execution_id);
         tokio::pin!(call);
         tokio::select! {
             result = &mut call => Some(result),
@@ -81,13 +82,16 @@ pub async fn run<O: Write, E: Write>(
 
 /// Runs the call to its result, copying the tool's stderr to ours as it arrives.
 async fn call<O: Write, E: Write>(
-    server: &Server,
+    client: &AirlockClient,
+    workspace: &Workspace,
     request: ExecuteToolRequest,
     out: &mut Output<O, E>,
     execution_id: &mut Option<String>,
 ) -> Result<ToolResult, CliError> {
-    let client = server.connect().await?;
-    let mut execution = client.execute_tool(request).await?;
+    let mut execution = client
+        .execute_tool(request)
+        .await
+        .map_err(|error| workspace.explain(error))?;
     loop {
         match execution.next_event().await? {
             ExecutionEvent::Started(started) => *execution_id = Some(started.execution_id),
@@ -122,12 +126,10 @@ fn report<O: Write, E: Write>(
         return out.stdout(&render::result_json(result));
     }
     out.line(&render::result_status_line(result))?;
-    if result.truncated && !result.execution_id.is_empty() {
-        // The daemon keeps the whole output of a cut call; say how to get it.
-        out.line(&format!(
-            "the whole output: airlock output {}",
-            result.execution_id
-        ))?;
+    // The daemon keeps the whole output of a cut call; say which part is shown and how to
+    // read the rest.
+    if let Some(summary) = render::cut_summary(result) {
+        out.line(&summary)?;
     }
     out.stdout(&render::result_content(&result.content))?;
     let message = result.error_message.trim_end();
@@ -135,26 +137,6 @@ fn report<O: Write, E: Write>(
         out.line(message)?;
     }
     Ok(())
-}
-
-/// The workspace as an absolute path with symlinks resolved, which is what the daemon checks
-/// against its workspace roots.
-pub(super) fn resolve_workspace(dir: &Path) -> Result<String, CliError> {
-    let absolute = std::fs::canonicalize(dir).map_err(|error| {
-        CliError::Usage(format!("cannot use workspace {}: {error}", dir.display()))
-    })?;
-    if !absolute.is_dir() {
-        return Err(CliError::Usage(format!(
-            "workspace {} is not a directory",
-            dir.display()
-        )));
-    }
-    absolute.into_os_string().into_string().map_err(|path| {
-        CliError::Usage(format!(
-            "workspace {} is not valid UTF-8, which the API requires",
-            Path::new(&path).display()
-        ))
-    })
 }
 
 #[cfg(test)]
@@ -181,7 +163,7 @@ mod tests {
         };
         let (stdout, stderr) = reported(&result, false)?;
         assert_eq!(stdout, "{\n  \"text\": \"hi\"\n}\n");
-        assert_eq!(stderr, "status: OK, duration: 3 ms, exit code: 0\n");
+        assert_eq!(stderr, "status: OK, duration: 3 ms, tool exit code: 0\n");
         Ok(())
     }
 
@@ -192,6 +174,7 @@ mod tests {
             content: "aaaa".to_owned(),
             truncated: true,
             original_bytes: 9_000,
+            head_bytes: 4,
             execution_id: "exe_1".to_owned(),
             ..ToolResult::default()
         };
@@ -199,8 +182,8 @@ mod tests {
         assert_eq!(stdout, "aaaa\n");
         assert_eq!(
             stderr,
-            "status: OK, duration: 0 ms, truncated: 4 of 9000 bytes\n\
-             the whole output: airlock output exe_1\n"
+            "status: OK, duration: 0 ms, truncated: 4 of 9000 bytes shown\n\
+             shown: bytes 0–4 of 9000; the rest: airlock tools output exe_1 --offset 4\n"
         );
         Ok(())
     }
@@ -234,47 +217,6 @@ mod tests {
         assert_eq!(value["status"], "DENIED");
         assert_eq!(value["error_message"], "denied by policy");
         assert_eq!(stderr, "");
-        Ok(())
-    }
-
-    #[test]
-    fn a_workspace_path_is_made_canonical() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        std::fs::create_dir(dir.path().join("ws"))?;
-        let relative = dir.path().join("ws/../ws/.");
-        let resolved = resolve_workspace(&relative)?;
-        assert_eq!(
-            Path::new(&resolved),
-            std::fs::canonicalize(dir.path())?.join("ws")
-        );
-        assert!(Path::new(&resolved).is_absolute());
-        Ok(())
-    }
-
-    #[test]
-    fn a_missing_or_non_directory_workspace_is_a_usage_error() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let missing = dir.path().join("missing");
-        let Err(error) = resolve_workspace(&missing) else {
-            panic!("a missing workspace resolved");
-        };
-        assert!(
-            error
-                .to_string()
-                .starts_with(&format!("cannot use workspace {}: ", missing.display())),
-            "{error}"
-        );
-        assert_eq!(error.exit_code(), exit_code::USAGE);
-
-        let file = dir.path().join("file");
-        std::fs::write(&file, "")?;
-        let Err(error) = resolve_workspace(&file) else {
-            panic!("a file resolved as a workspace");
-        };
-        assert_eq!(
-            error.to_string(),
-            format!("workspace {} is not a directory", file.display())
-        );
         Ok(())
     }
 }

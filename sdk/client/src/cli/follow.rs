@@ -66,7 +66,7 @@ pub async fn follow<O: Write, E: Write>(
                     }
                 }
                 // The stream ends only after `run_finished`, which returned above.
-                Ok(None) => return Ok(exit_code::SOFTWARE),
+                Ok(None) => return Ok(exit_code::PROTOCOL),
                 Err(error) => {
                     out.stdout_lines(&follower.transcript.flush())?;
                     return Err(error.into());
@@ -566,7 +566,7 @@ mod tests {
             (StopReason::PermissionDenied, 3),
             (StopReason::MaxSteps, 6),
             (StopReason::Cancelled, 130),
-            (StopReason::ModelError, 70),
+            (StopReason::ModelError, 69),
         ] {
             let mut follower = follower(0, OnInterrupt::Cancel, b"")?;
             let mut out = Output::new(Vec::new(), Vec::new(), 80, false);

@@ -237,7 +237,7 @@ mod tests {
             "airlockd broke the protocol: an empty page at byte 0 of an output of 100 bytes, \
              before its end"
         );
-        assert_eq!(error.exit_code(), exit_code::SOFTWARE);
+        assert_eq!(error.exit_code(), exit_code::PROTOCOL);
 
         let mut changing = Broken {
             empty: false,

@@ -7,6 +7,8 @@ mod attach;
 mod exec;
 mod follow;
 mod full_output;
+mod hints;
+mod info;
 mod input;
 mod interrupt;
 mod model;
@@ -15,6 +17,7 @@ mod run;
 mod runs;
 mod tools;
 mod trace;
+mod workspace;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -39,25 +42,33 @@ pub struct Cli {
     command: Command,
 }
 
+/// The subcommands come in families: `airlock tools …` for everything about tools, `airlock
+/// runs …` for everything about runs; `airlock run` starts one.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the tools the daemon serves, or show one of them.
+    /// What the daemon is: its version, the workspace roots you may use, its limits.
+    Info(info::InfoArgs),
+    /// Everything about tools: list them, show one, run one, print a call's whole output.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
-    /// Run one tool directly, without a model, and print its result.
-    Exec(exec::ExecArgs),
     /// Run an agent on a task, asking you about the calls the policy puts to you.
     Run(run::RunArgs),
-    /// Follow a run from a point of its log (and answer its approvals).
-    Attach(attach::AttachArgs),
-    /// An approver console: answer the approval requests of every run.
-    Approvals(approvals::ApprovalsArgs),
-    /// List runs, show one, or cancel one.
+    /// Everything about runs: list them, show one, follow one, show its trace, cancel it.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
-    /// Show a run's trace: its spans as a tree, with timings, tokens and resource use.
+    /// An approver console: answer the approval requests of every run.
+    Approvals(approvals::ApprovalsArgs),
+    /// `airlock tools exec`, by its older name.
+    #[command(hide = true)]
+    Exec(exec::ExecArgs),
+    /// `airlock runs attach`, by its older name.
+    #[command(hide = true)]
+    Attach(attach::AttachArgs),
+    /// `airlock runs trace`, by its older name.
+    #[command(hide = true)]
     Trace(trace::TraceArgs),
-    /// Print the full output kept for a call whose result was cut by its output policy.
+    /// `airlock tools output`, by its older name.
+    #[command(hide = true)]
     Output(full_output::OutputArgs),
 }
 
@@ -69,18 +80,20 @@ impl Cli {
             .enable_all()
             .build()
             .map_err(CliError::Runtime)?;
-        runtime.block_on(async {
+        let result = runtime.block_on(async {
             match self.command {
+                Command::Info(args) => info::run(args, &self.server, out).await,
                 Command::Tools(command) => tools::run(command, &self.server, out).await,
-                Command::Exec(args) => exec::run(args, &self.server, out).await,
                 Command::Run(args) => run::run(args, &self.server, out).await,
-                Command::Attach(args) => attach::run(args, &self.server, out).await,
-                Command::Approvals(args) => approvals::run(args, &self.server, out).await,
                 Command::Runs(command) => runs::run(command, &self.server, out).await,
+                Command::Approvals(args) => approvals::run(args, &self.server, out).await,
+                Command::Exec(args) => exec::run(args, &self.server, out).await,
+                Command::Attach(args) => attach::run(args, &self.server, out).await,
                 Command::Trace(args) => trace::run(args, &self.server, out).await,
                 Command::Output(args) => full_output::run(args, &self.server, out).await,
             }
-        })
+        });
+        result.map_err(hints::diagnose)
     }
 }
 
@@ -152,9 +165,13 @@ pub enum CliError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Arguments(#[from] ArgumentsError),
-    /// The command line names something that cannot be used; the message says what.
+    /// The command line names something that cannot be used; the message says what, and
+    /// which flag or command fixes it.
     #[error("{0}")]
     Usage(String),
+    /// A file the command line names cannot be read; the message names it.
+    #[error("{0}")]
+    NoInput(String),
     /// The daemon answered something that cannot be right; the message says what.
     #[error("airlockd broke the protocol: {0}")]
     Protocol(String),
@@ -165,14 +182,22 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The exit code: the table in `airlock_client::exit_code`.
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Client(error) => error.exit_code(),
+            Self::Arguments(ArgumentsError::Read { .. }) | Self::NoInput(_) => exit_code::NO_INPUT,
             Self::Arguments(_) | Self::Usage(_) => exit_code::USAGE,
-            Self::Protocol(_) => exit_code::SOFTWARE,
+            Self::Protocol(_) => exit_code::PROTOCOL,
             Self::Output(_) => exit_code::IO_ERROR,
             Self::Runtime(_) => exit_code::SOFTWARE,
         }
+    }
+
+    /// What to do about it, when the error alone does not say: the command or flag that
+    /// shows or fixes what is wrong.
+    pub fn hint(&self) -> Option<&'static str> {
+        hints::hint(self)
     }
 }
 
@@ -230,10 +255,15 @@ mod tests {
     }
 
     #[test]
-    fn usage_errors_exit_with_ex_usage() {
+    fn usage_errors_exit_with_ex_usage_and_unreadable_files_with_ex_noinput() {
         let error = CliError::Usage("workspace /nope is not a directory".to_owned());
         assert_eq!(error.exit_code(), exit_code::USAGE);
         let error = CliError::from(ArgumentsError::EmptyFileName);
         assert_eq!(error.exit_code(), exit_code::USAGE);
+        let error = CliError::from(ArgumentsError::Read {
+            origin: "args.json".to_owned(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        });
+        assert_eq!(error.exit_code(), exit_code::NO_INPUT);
     }
 }

@@ -67,24 +67,26 @@ impl ModelChoice {
 }
 
 fn read_script(path: &Path) -> Result<String, CliError> {
-    let unreadable = |reason: String| {
-        CliError::Usage(format!(
-            "cannot read the model script {}: {reason}",
+    let unusable =
+        |reason: String| CliError::Usage(format!("--model scripted:{}: {reason}", path.display()));
+    let unreadable = |error: std::io::Error| {
+        CliError::NoInput(format!(
+            "--model scripted:{}: cannot read the script: {error}",
             path.display()
         ))
     };
-    let file = std::fs::File::open(path).map_err(|error| unreadable(error.to_string()))?;
+    let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
     // One byte past the limit tells "exactly at the limit" from "over it".
     file.take(MAX_SCRIPT_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|error| unreadable(error.to_string()))?;
+        .map_err(unreadable)?;
     if bytes.len() as u64 > MAX_SCRIPT_BYTES {
-        return Err(unreadable(format!(
-            "it is larger than {MAX_SCRIPT_BYTES} bytes"
+        return Err(unusable(format!(
+            "the script is larger than {MAX_SCRIPT_BYTES} bytes"
         )));
     }
-    String::from_utf8(bytes).map_err(|_| unreadable("it is not UTF-8 text".to_owned()))
+    String::from_utf8(bytes).map_err(|_| unusable("the script is not UTF-8 text".to_owned()))
 }
 
 #[cfg(test)]
@@ -134,7 +136,7 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_script_is_a_usage_error_naming_the_file() {
+    fn a_missing_script_is_a_missing_input_naming_the_flag_and_file() {
         let Err(error) = ModelChoice::Scripted(PathBuf::from("/nonexistent/s.yaml")).config()
         else {
             panic!("a missing script was read");
@@ -142,9 +144,9 @@ mod tests {
         assert!(
             error
                 .to_string()
-                .starts_with("cannot read the model script /nonexistent/s.yaml: "),
+                .starts_with("--model scripted:/nonexistent/s.yaml: cannot read the script: "),
             "{error}"
         );
-        assert_eq!(error.exit_code(), airlock_client::exit_code::USAGE);
+        assert_eq!(error.exit_code(), airlock_client::exit_code::NO_INPUT);
     }
 }

@@ -9,9 +9,9 @@ use airlock_client::proto::{ApprovalPolicy, Budgets, StartRun};
 use clap::{Args, ValueEnum};
 
 use super::Server;
-use super::exec::resolve_workspace;
 use super::follow::{FollowOptions, OnInterrupt, follow};
 use super::model::ModelChoice;
+use super::workspace::{Workspace, resolve as resolve_workspace};
 use super::{CliError, Output};
 
 #[derive(Debug, Args)]
@@ -19,8 +19,8 @@ pub struct RunArgs {
     /// What the agent is asked to do.
     task: String,
 
-    /// The workspace the run works in (made absolute here, as for `exec`); with --session,
-    /// the session's.
+    /// The workspace the run works in [default: the current directory, when it lies inside
+    /// the daemon's workspace roots]; with --session, the session's.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
 
@@ -107,9 +107,25 @@ pub async fn run<O: Write, E: Write>(
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
     let json = args.json;
-    let start = start_request(args)?;
     let client = server.connect().await?;
-    let handle = client.start_run(start).await?;
+    // A session has its workspace; a new run takes --workspace, else the current directory.
+    let workspace = match (&args.session, &args.workspace) {
+        (Some(_), None) => None,
+        _ => Some(Workspace::choose(&client, args.workspace.as_deref()).await?),
+    };
+    let mut start = start_request(args)?;
+    if let Some(workspace) = &workspace {
+        start.workspace = workspace.path.clone();
+    }
+    let handle = match client.start_run(start).await {
+        Ok(handle) => handle,
+        Err(error) => {
+            return Err(match &workspace {
+                Some(workspace) => workspace.explain(error),
+                None => error.into(),
+            });
+        }
+    };
     let options = FollowOptions {
         json,
         // A new run has no past: every request it makes is asked.
@@ -119,8 +135,8 @@ pub async fn run<O: Write, E: Write>(
     follow(handle, options, out).await
 }
 
-/// The first message of the run's stream, from the command line; reads the model's script and
-/// resolves the workspace, so that both are checked before anything is sent.
+/// The first message of the run's stream, from the command line; reads the model's script
+/// (so that it is checked before anything is sent) and resolves `--workspace`.
 fn start_request(args: RunArgs) -> Result<StartRun, CliError> {
     let workspace = match &args.workspace {
         Some(dir) => resolve_workspace(dir)?,

@@ -1,5 +1,5 @@
-//! `airlock runs list|show|cancel`: the runs the daemon keeps, one run's record, and stopping
-//! a run from anywhere.
+//! `airlock runs …`: everything about runs — `list`, `show`, `cancel`, and the dispatch of
+//! `attach` (attach.rs) and `trace` (trace.rs).
 
 use std::io::Write;
 
@@ -38,6 +38,10 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Follow a run from a point of its log (and answer its approvals).
+    Attach(super::attach::AttachArgs),
+    /// Show a run's trace: its spans as a tree, with timings, tokens and resource use.
+    Trace(super::trace::TraceArgs),
     /// Cancel a run: its model call and any running tool stop, and it ends CANCELLED.
     Cancel {
         /// The run.
@@ -76,14 +80,16 @@ pub async fn run<O: Write, E: Write>(
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
-    let client = server.connect().await?;
     match command {
+        RunsCommand::Attach(args) => super::attach::run(args, server, out).await,
+        RunsCommand::Trace(args) => super::trace::run(args, server, out).await,
         RunsCommand::List {
             session,
             state,
             limit,
             json,
         } => {
+            let client = server.connect().await?;
             let filter = ListRunsRequest {
                 session_id: session.unwrap_or_default(),
                 state: state.map_or(RunState::Unspecified, RunState::from) as i32,
@@ -92,21 +98,32 @@ pub async fn run<O: Write, E: Write>(
             };
             let (runs, more) = fetch(&client, filter, limit).await?;
             list(&runs, json, more, limit, out)?;
+            Ok(exit_code::OK)
         }
         RunsCommand::Show { run_id, json } => {
-            let run = client.get_run(&run_id).await?;
+            let run = server.connect().await?.get_run(&run_id).await?;
             if json {
                 out.stdout(&render::run_info_json(&run))?;
             } else {
                 out.stdout(&render::run_details(&run))?;
             }
+            Ok(exit_code::OK)
         }
         RunsCommand::Cancel { run_id, reason } => {
-            client.cancel_run(&run_id, &reason).await?;
-            out.line(&format!("cancel requested for {run_id}"))?;
+            let client = server.connect().await?;
+            match client.cancel_run(&run_id, &reason).await {
+                Ok(()) => out.line(&format!("cancel requested for {run_id}"))?,
+                // What was asked for holds already: the run is not going.
+                Err(ClientError::Rpc { status, .. })
+                    if status.code() == tonic::Code::FailedPrecondition =>
+                {
+                    out.line(&format!("{run_id} has already finished; nothing to cancel"))?;
+                }
+                Err(error) => return Err(error.into()),
+            }
+            Ok(exit_code::OK)
         }
     }
-    Ok(exit_code::OK)
 }
 
 /// Up to `limit` runs (all of them for 0), page by page; and whether more were left out.

@@ -1,4 +1,5 @@
-//! `airlock tools list` and `airlock tools show NAME`.
+//! `airlock tools …`: everything about tools — `list`, `show NAME`, and the dispatch of
+//! `exec` (exec.rs) and `output` (full_output.rs).
 
 use std::io::Write;
 
@@ -25,6 +26,10 @@ pub enum ToolsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run one tool directly, without a model, and print its result.
+    Exec(super::exec::ExecArgs),
+    /// Print the whole output kept for a call whose result was cut, byte for byte.
+    Output(super::full_output::OutputArgs),
 }
 
 pub async fn run<O: Write, E: Write>(
@@ -32,13 +37,19 @@ pub async fn run<O: Write, E: Write>(
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
+    let (name, json) = match command {
+        ToolsCommand::Exec(args) => return super::exec::run(args, server, out).await,
+        ToolsCommand::Output(args) => return super::full_output::run(args, server, out).await,
+        ToolsCommand::List { json } => (None, json),
+        ToolsCommand::Show { name, json } => (Some(name), json),
+    };
     let client = server.connect().await?;
     let mut tools = client.list_tools().await?;
     // The daemon's order is whatever its registry keeps; a sorted list reads and diffs better.
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    match command {
-        ToolsCommand::List { json } => list(&tools, json, client.endpoint(), out)?,
-        ToolsCommand::Show { name, json } => show(&tools, &name, json, out)?,
+    match name {
+        None => list(&tools, json, client.endpoint(), out)?,
+        Some(name) => show(&tools, &name, json, out)?,
     }
     Ok(exit_code::OK)
 }
@@ -67,9 +78,7 @@ fn show<O: Write, E: Write>(
     out: &mut Output<O, E>,
 ) -> Result<(), CliError> {
     let Some(tool) = tools.iter().find(|tool| tool.name == name) else {
-        return Err(CliError::Usage(format!(
-            "unknown tool {name:?}; `airlock tools list` shows the tools the daemon serves"
-        )));
+        return Err(CliError::Usage(super::hints::unknown_tool(name)));
     };
     if json {
         out.stdout(&render::tool_json(tool))
@@ -128,9 +137,11 @@ mod tests {
         let Err(error) = show(&tools(), "nope", false, &mut out) else {
             panic!("an unknown tool was shown");
         };
+        // Worded as the daemon words it for `exec`, with the same hint.
+        assert_eq!(error.to_string(), "tool: no tool named `nope`");
         assert_eq!(
-            error.to_string(),
-            "unknown tool \"nope\"; `airlock tools list` shows the tools the daemon serves"
+            error.hint(),
+            Some("`airlock tools list` shows the tools airlockd serves")
         );
         assert_eq!(error.exit_code(), exit_code::USAGE);
     }

@@ -8,7 +8,9 @@
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::AirlockClient;
+use std::sync::Arc;
+
+use super::{AirlockClient, Peer};
 use crate::error::ClientError;
 use crate::proto::run_event::Event;
 use crate::proto::run_request::Request;
@@ -34,7 +36,7 @@ impl AirlockClient {
             .clone()
             .create_session(request)
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
     }
 
@@ -73,18 +75,18 @@ impl AirlockClient {
             })
             .await
             .map_err(|_| ClientError::StreamClosed {
-                endpoint: self.endpoint.clone(),
+                endpoint: self.peer.endpoint.clone(),
             })?;
         let response = self
             .agent
             .clone()
             .run(ReceiverStream::new(queued))
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(RunHandle {
             events: response.into_inner(),
             requests,
-            endpoint: self.endpoint.clone(),
+            peer: self.peer.clone(),
             run_id,
             last_seq: 0,
             finished: false,
@@ -100,7 +102,7 @@ impl AirlockClient {
                 run_id: run_id.to_owned(),
             })
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
     }
 
@@ -114,7 +116,7 @@ impl AirlockClient {
             .clone()
             .list_runs(request)
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
     }
 
@@ -129,7 +131,7 @@ impl AirlockClient {
                 run_id: run_id.to_owned(),
             })
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
     }
 
@@ -143,7 +145,7 @@ impl AirlockClient {
                 reason: reason.to_owned(),
             })
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(())
     }
 
@@ -156,11 +158,11 @@ impl AirlockClient {
             .clone()
             .approvals(ReceiverStream::new(queued))
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(ApprovalConsole {
             updates: response.into_inner(),
             decisions,
-            endpoint: self.endpoint.clone(),
+            peer: self.peer.clone(),
         })
     }
 }
@@ -172,7 +174,7 @@ impl AirlockClient {
 pub struct RunHandle {
     events: tonic::Streaming<RunEvent>,
     requests: mpsc::Sender<RunRequest>,
-    endpoint: String,
+    peer: Arc<Peer>,
     run_id: Option<String>,
     last_seq: u64,
     finished: bool,
@@ -202,13 +204,13 @@ impl RunHandle {
             .events
             .message()
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))?;
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
         let Some(event) = message else {
             if self.finished {
                 return Ok(None);
             }
             return Err(ClientError::IncompleteRun {
-                endpoint: self.endpoint.clone(),
+                endpoint: self.peer.endpoint.clone(),
                 run_id: self.run_id.clone().unwrap_or_default(),
                 last_seq: self.last_seq,
             });
@@ -253,7 +255,7 @@ impl RunHandle {
             })
             .await
             .map_err(|_| ClientError::StreamClosed {
-                endpoint: self.endpoint.clone(),
+                endpoint: self.peer.endpoint.clone(),
             })
     }
 }
@@ -263,7 +265,7 @@ impl RunHandle {
 pub struct ApprovalConsole {
     updates: tonic::Streaming<ApprovalRequest>,
     decisions: mpsc::Sender<ApprovalDecision>,
-    endpoint: String,
+    peer: Arc<Peer>,
 }
 
 impl ApprovalConsole {
@@ -277,7 +279,7 @@ impl ApprovalConsole {
         self.updates
             .message()
             .await
-            .map_err(|status| ClientError::rpc(&self.endpoint, status))
+            .map_err(|status| ClientError::rpc(&self.peer, status))
     }
 
     /// Answers a request of any run.
@@ -286,7 +288,7 @@ impl ApprovalConsole {
             .send(decision)
             .await
             .map_err(|_| ClientError::StreamClosed {
-                endpoint: self.endpoint.clone(),
+                endpoint: self.peer.endpoint.clone(),
             })
     }
 }

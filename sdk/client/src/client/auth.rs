@@ -28,29 +28,62 @@ pub fn default_state_dir() -> PathBuf {
     PathBuf::from(".airlock")
 }
 
-/// The token to send: `given` (a flag), else `$AIRLOCK_TOKEN`, else the token file of a daemon
-/// on this host with the default state dir. None when there is none anywhere: the daemon will
-/// answer UNAUTHENTICATED, with a message that says what to do.
-pub fn discover_token(given: Option<&str>) -> Result<Option<String>, ClientError> {
+/// Where the token a client sends came from, so that a refusal can say what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Given by the caller (`--token`).
+    Given,
+    /// `$AIRLOCK_TOKEN`.
+    Environment,
+    /// The token file of a daemon on this host with the default state dir.
+    File(PathBuf),
+    /// None anywhere; this is where the token file was looked for.
+    Missing { looked_in: PathBuf },
+}
+
+impl TokenSource {
+    /// How a message names the token: "the access token given with --token", …
+    pub fn describe(&self) -> String {
+        match self {
+            TokenSource::Given => "the access token given with --token".to_owned(),
+            TokenSource::Environment => format!("the access token in {TOKEN_ENV}"),
+            TokenSource::File(path) => format!(
+                "the access token read from {} (the token file of a daemon with the default \
+                 state dir)",
+                path.display()
+            ),
+            TokenSource::Missing { .. } => "no access token".to_owned(),
+        }
+    }
+}
+
+/// The token to send and where it came from: `given` (a flag), else `$AIRLOCK_TOKEN`, else
+/// the token file of a daemon on this host with the default state dir. No token when there is
+/// none anywhere: the daemon will answer UNAUTHENTICATED, and the error says what to do.
+pub fn discover_token(given: Option<&str>) -> Result<(Option<String>, TokenSource), ClientError> {
     if let Some(token) = given.map(str::trim).filter(|t| !t.is_empty()) {
-        return Ok(Some(token.to_owned()));
+        return Ok((Some(token.to_owned()), TokenSource::Given));
     }
     if let Some(token) = std::env::var(TOKEN_ENV)
         .ok()
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
     {
-        return Ok(Some(token));
+        return Ok((Some(token), TokenSource::Environment));
     }
-    read_token_file(&default_state_dir().join(TOKEN_FILE))
+    let path = default_state_dir().join(TOKEN_FILE);
+    Ok(match read_token_file(&path)? {
+        Some(token) => (Some(token), TokenSource::File(path)),
+        None => (None, TokenSource::Missing { looked_in: path }),
+    })
 }
 
 fn read_token_file(path: &Path) -> Result<Option<String>, ClientError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text.trim().to_owned()).filter(|t| !t.is_empty())),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(ClientError::Credentials(format!(
-            "cannot read the token file {}: {err}",
+        Err(err) => Err(ClientError::Unreadable(format!(
+            "cannot read the token file {}: {err}; pass --token or set AIRLOCK_TOKEN instead",
             path.display()
         ))),
     }
@@ -90,7 +123,9 @@ mod tests {
 
     #[test]
     fn a_given_token_wins_and_a_missing_file_is_no_token() -> anyhow::Result<()> {
-        assert_eq!(discover_token(Some(" t1 "))?.as_deref(), Some("t1"));
+        let (token, source) = discover_token(Some(" t1 "))?;
+        assert_eq!(token.as_deref(), Some("t1"));
+        assert_eq!(source, TokenSource::Given);
         let dir = tempfile::tempdir()?;
         assert_eq!(read_token_file(&dir.path().join("token"))?, None);
         std::fs::write(dir.path().join("token"), "abc\n")?;

@@ -79,6 +79,59 @@ fn probe(endpoint: &str, files: &TlsFiles, timeout: Duration) -> Option<std::io:
     stream.read(&mut first).err()
 }
 
+/// Whether the server at an `http://` endpoint answers a TLS ClientHello with TLS (a
+/// handshake or an alert record): a daemon serving TLS that was addressed as plaintext, which
+/// otherwise fails as an unexplained HTTP/2 protocol error. Blocks for at most `timeout` per
+/// step; false when it cannot tell.
+pub fn speaks_tls(endpoint: &str, timeout: Duration) -> bool {
+    let Ok(uri) = endpoint.parse::<Uri>() else {
+        return false;
+    };
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let Some(address) = (host, uri.port_u16().unwrap_or(80))
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+    else {
+        return false;
+    };
+    // Any ClientHello does: nothing past the server's first record is read.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let Ok(builder) =
+        ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions()
+    else {
+        return false;
+    };
+    let config = Arc::new(
+        builder
+            .with_root_certificates(RootCertStore::empty())
+            .with_no_client_auth(),
+    );
+    let name = ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+    let Ok(mut connection) = ClientConnection::new(config, name) else {
+        return false;
+    };
+    let mut hello = Vec::new();
+    if connection.write_tls(&mut hello).is_err() {
+        return false;
+    }
+    let Ok(mut socket) = TcpStream::connect_timeout(&address, timeout) else {
+        return false;
+    };
+    if socket.set_read_timeout(Some(timeout)).is_err() || socket.write_all(&hello).is_err() {
+        return false;
+    }
+    let mut first = [0u8; 2];
+    // 0x16: a handshake record (ServerHello), 0x15: an alert; both TLS 1.x (0x03).
+    socket.read_exact(&mut first).is_ok() && matches!(first, [0x16 | 0x15, 0x03])
+}
+
 /// The same trust and identity as the tonic connection's, from the same files; None when they
 /// do not parse (the real connection then says why).
 fn client_config(files: &TlsFiles) -> Option<ClientConfig> {

@@ -5,6 +5,7 @@
 //! business.
 
 mod approval;
+mod daemon;
 mod names;
 mod pretty;
 mod progress;
@@ -25,13 +26,14 @@ pub use approval::{
     ANSWER_HINT, REASON_PROMPT, RUN_PROMPT, approval_lines, console_prompt, console_update_line,
     diff_tone, preview_lines, resolution_line,
 };
+pub use daemon::{daemon_info_json, daemon_info_text};
 pub use names::{
     approval_state_name, decision_name, disposition_name, output_stream_name, policy_name,
     risk_name, run_state_name, span_status_name, status_name, stop_reason_name, truncate_mode_name,
 };
 pub use pretty::{compact_json, pretty_json};
 pub use progress::progress_line;
-pub use result::{result_content, result_status_line};
+pub use result::{cut_summary, result_content, result_status_line};
 pub use run_json::{approval_json, run_event_json, run_info_json, runs_json, trace_json};
 pub use runs::{run_details, run_state_label, runs_table};
 pub use sanitize::escape_control_bytes;

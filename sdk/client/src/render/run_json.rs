@@ -93,11 +93,13 @@ enum EventBody<'a> {
     },
     ToolCallProposed {
         call_id: &'a str,
+        provider_call_id: &'a str,
         tool: &'a str,
         arguments_json: &'a str,
     },
     ToolCallRejected {
         call_id: &'a str,
+        provider_call_id: &'a str,
         tool: &'a str,
         reason: &'a str,
     },
@@ -123,6 +125,7 @@ enum EventBody<'a> {
     },
     ToolFinished {
         call_id: &'a str,
+        provider_call_id: &'a str,
         tool: &'a str,
         result: Option<ResultView<'a>>,
     },
@@ -173,11 +176,13 @@ impl<'a> From<&'a Event> for EventBody<'a> {
             },
             Event::ToolCallProposed(call) => Self::ToolCallProposed {
                 call_id: &call.call_id,
+                provider_call_id: &call.provider_call_id,
                 tool: &call.tool,
                 arguments_json: &call.arguments_json,
             },
             Event::ToolCallRejected(rejected) => Self::ToolCallRejected {
                 call_id: &rejected.call_id,
+                provider_call_id: &rejected.provider_call_id,
                 tool: &rejected.tool,
                 reason: &rejected.reason,
             },
@@ -203,6 +208,7 @@ impl<'a> From<&'a Event> for EventBody<'a> {
             },
             Event::ToolFinished(finished) => Self::ToolFinished {
                 call_id: &finished.call_id,
+                provider_call_id: &finished.provider_call_id,
                 tool: &finished.tool,
                 result: finished.result.as_ref().map(ResultView::from),
             },
@@ -560,6 +566,7 @@ mod tests {
         );
 
         let tool = parse(&run_event_json(&event(Event::ToolFinished(ToolFinished {
+            provider_call_id: String::new(),
             call_id: "call_1".to_owned(),
             tool: "grep".to_owned(),
             result: Some(ToolResult {

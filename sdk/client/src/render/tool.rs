@@ -67,6 +67,7 @@ mod tests {
     #[test]
     fn every_field_and_the_pretty_schema_are_shown() {
         let tool = ToolInfo {
+            needs_workspace: true,
             name: "read_file".to_owned(),
             version: "0.1.0".to_owned(),
             description: "Reads a text file\nfrom the workspace.\n".to_owned(),

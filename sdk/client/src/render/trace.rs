@@ -221,7 +221,7 @@ fn describe(span: &Span, attributes: &Attributes<'_>, steps: usize) -> (String, 
             details.extend(attributes.text("status"));
             details.extend(attributes.text("execution_id"));
             if let Some(code) = attributes.text("exit_code") {
-                details.push(format!("exit code {code}"));
+                details.push(format!("tool exit code {code}"));
             }
             details.extend(attributes.bytes("peak_memory_bytes", "peak memory"));
             if let Some(micros) = attributes.number("cpu_time_us") {
@@ -230,7 +230,7 @@ fn describe(span: &Span, attributes: &Attributes<'_>, steps: usize) -> (String, 
             details.extend(attributes.bytes("output_bytes", "output"));
             if let Some(original) = attributes.number("truncated_from_bytes") {
                 details.push(format!(
-                    "observation cut from {} (airlock output has it all)",
+                    "observation cut from {} (airlock tools output has it all)",
                     format_bytes(original)
                 ));
             }
@@ -446,7 +446,7 @@ mod tests {
              \x20   model scripted  3.0 ms  412 input + 48 output tokens, 1 tool call, finish ToolCalls\n\
              \x20   validate write_file  0 µs  arguments sha256 9f86d081884c\n\
              \x20   permission write_file  1.18 s  asked, approved, risk write, policy risky\n\
-             \x20   tool write_file  6.0 ms  OK, exe_1, exit code 0, peak memory 1.1 MiB, cpu 2.0 ms, output 24 B\n\
+             \x20   tool write_file  6.0 ms  OK, exe_1, tool exit code 0, peak memory 1.1 MiB, cpu 2.0 ms, output 24 B\n\
              \x20 step 2  4.0 ms\n\
              \x20   model scripted  2.0 ms  400 input + 48 output tokens, 0 tool calls\n",
             t = "t".repeat(32)
@@ -493,7 +493,7 @@ mod tests {
                  \x20 validate  1.0 ms\n\
                  \x20   ✗ failed\n\
                  \x20 permission write_file  1.0 ms  denied by policy, refusal: policy never: nothing is asked\n\
-                 \x20 tool spin  1.0 ms  TIMEOUT, observation cut from 293.0 KiB (airlock output has it all)\n\
+                 \x20 tool spin  1.0 ms  TIMEOUT, observation cut from 293.0 KiB (airlock tools output has it all)\n\
                  \x20   ✗ the call ran past its 200 ms\n",
                 t = "t".repeat(32)
             )

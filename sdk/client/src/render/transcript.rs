@@ -32,7 +32,7 @@ use std::borrow::Cow;
 
 use super::approval::{approval_lines, resolution_line};
 use super::names::{disposition_name, policy_name, status_name, stop_reason_name};
-use super::result::result_content;
+use super::result::{cut_summary, result_content};
 use super::styled::StyledLine;
 use super::text::{fold_whitespace, head_lines, short_arguments};
 use super::units::format_millis;
@@ -251,19 +251,15 @@ fn tool_finished(finished: &ToolFinished) -> Vec<StyledLine> {
         format_millis(result.duration_ms)
     );
     if result.truncated {
-        head.push_str(&format!(
-            " (output cut to {} of {} bytes",
-            result.content.len(),
-            result.original_bytes
-        ));
         // The daemon keeps the whole output of a cut call under its execution id.
-        if !result.execution_id.is_empty() {
-            head.push_str(&format!(
-                "; all of it: airlock output {}",
-                result.execution_id
-            ));
+        match cut_summary(result) {
+            Some(summary) => head.push_str(&format!(" (output cut; {summary})")),
+            None => head.push_str(&format!(
+                " (output cut to {} of {} bytes)",
+                result.head_bytes + result.tail_bytes,
+                result.original_bytes
+            )),
         }
-        head.push(')');
     }
     let mut lines = vec![StyledLine::plain(head)];
     let body: Cow<'_, str> =
@@ -406,11 +402,13 @@ mod tests {
                 text: "Let me look.".to_owned(),
             }),
             Event::ToolCallProposed(ToolCallProposed {
+                provider_call_id: String::new(),
                 call_id: "call_1".to_owned(),
                 tool: "read_file".to_owned(),
                 arguments_json: "{ \"path\": \"a.txt\" }".to_owned(),
             }),
             Event::ToolFinished(ToolFinished {
+                provider_call_id: String::new(),
                 call_id: "call_1".to_owned(),
                 tool: "read_file".to_owned(),
                 result: Some(ToolResult {
@@ -479,6 +477,7 @@ mod tests {
     #[test]
     fn failures_show_the_error_and_long_content_is_cut() {
         let failed = render(&[Event::ToolFinished(ToolFinished {
+            provider_call_id: String::new(),
             call_id: "c".to_owned(),
             tool: "grep".to_owned(),
             result: Some(ToolResult {
@@ -493,6 +492,7 @@ mod tests {
 
         let content: String = (1..=8).map(|n| format!("line {n}\n")).collect();
         let long = render(&[Event::ToolFinished(ToolFinished {
+            provider_call_id: String::new(),
             call_id: "c".to_owned(),
             tool: "read_file".to_owned(),
             result: Some(ToolResult {
@@ -500,6 +500,7 @@ mod tests {
                 content,
                 truncated: true,
                 original_bytes: 9_000,
+                head_bytes: 56,
                 duration_ms: 2,
                 execution_id: "exe_1".to_owned(),
                 ..ToolResult::default()
@@ -507,8 +508,8 @@ mod tests {
         })]);
         assert_eq!(
             long,
-            "← read_file: OK in 2 ms (output cut to 56 of 9000 bytes; all of it: airlock output \
-             exe_1)\n    line 1\n    line 2\n    \
+            "← read_file: OK in 2 ms (output cut; shown: bytes 0–56 of 9000; the rest: airlock \
+             tools output exe_1 --offset 56)\n    line 1\n    line 2\n    \
              line 3\n    line 4\n    line 5\n    … 3 more lines\n"
         );
     }
@@ -517,6 +518,7 @@ mod tests {
     fn rejected_calls_and_refused_decisions_give_their_reason() {
         let text = render(&[
             Event::ToolCallRejected(ToolCallRejected {
+                provider_call_id: String::new(),
                 call_id: "c".to_owned(),
                 tool: "nope".to_owned(),
                 reason: "there is no tool `nope` in this run".to_owned(),

@@ -117,6 +117,8 @@ pub(super) struct ResultView<'a> {
     content: &'a str,
     truncated: bool,
     original_bytes: u64,
+    head_bytes: u64,
+    tail_bytes: u64,
     duration_ms: u64,
     retryable: bool,
     exit_code: Option<i32>,
@@ -144,6 +146,8 @@ impl<'a> From<&'a ToolResult> for ResultView<'a> {
             content: &result.content,
             truncated: result.truncated,
             original_bytes: result.original_bytes,
+            head_bytes: result.head_bytes,
+            tail_bytes: result.tail_bytes,
             duration_ms: result.duration_ms,
             retryable: result.retryable,
             exit_code: result.exit_code,
@@ -177,6 +181,7 @@ mod tests {
 
     fn read_file() -> ToolInfo {
         ToolInfo {
+            needs_workspace: false,
             name: "read_file".to_owned(),
             version: "0.1.0".to_owned(),
             description: "Reads a file.".to_owned(),
@@ -264,6 +269,8 @@ mod tests {
             content: String::new(),
             truncated: false,
             original_bytes: 0,
+            head_bytes: 0,
+            tail_bytes: 0,
             duration_ms: 7,
             retryable: true,
             exit_code: Some(3),
@@ -290,6 +297,8 @@ mod tests {
                 "content": "",
                 "truncated": false,
                 "original_bytes": 0,
+                "head_bytes": 0,
+                "tail_bytes": 0,
                 "duration_ms": 7,
                 "retryable": true,
                 "exit_code": 3,

@@ -1,0 +1,103 @@
+//! What `airlock info` prints: the daemon's version, the workspace roots the client may use,
+//! and its limits.
+
+use serde::Serialize;
+
+use super::units::format_bytes;
+use super::views::to_json;
+use crate::proto::DaemonInfo;
+
+/// `DaemonInfo` as one JSON object. Ends with a newline.
+pub fn daemon_info_json(info: &DaemonInfo) -> String {
+    #[derive(Serialize)]
+    struct View<'a> {
+        version: &'a str,
+        tenant: &'a str,
+        workspace_roots: &'a [String],
+        limits: Option<LimitsView>,
+    }
+    #[derive(Serialize)]
+    struct LimitsView {
+        max_arguments_bytes: u64,
+        max_input_bytes: u64,
+        max_request_bytes: u64,
+        max_output_page_bytes: u64,
+        max_concurrent_runs: u32,
+        max_concurrent_executions: u32,
+    }
+    to_json(&View {
+        version: &info.version,
+        tenant: &info.tenant,
+        workspace_roots: &info.workspace_roots,
+        limits: info.limits.as_ref().map(|limits| LimitsView {
+            max_arguments_bytes: limits.max_arguments_bytes,
+            max_input_bytes: limits.max_input_bytes,
+            max_request_bytes: limits.max_request_bytes,
+            max_output_page_bytes: limits.max_output_page_bytes,
+            max_concurrent_runs: limits.max_concurrent_runs,
+            max_concurrent_executions: limits.max_concurrent_executions,
+        }),
+    })
+}
+
+/// `DaemonInfo` for people, one field a line.
+pub fn daemon_info_text(endpoint: &str, info: &DaemonInfo) -> String {
+    let mut text = format!(
+        "airlockd {} at {endpoint}\ntenant: {}\nworkspace roots: {}\n",
+        info.version,
+        info.tenant,
+        if info.workspace_roots.is_empty() {
+            "none".to_owned()
+        } else {
+            info.workspace_roots.join(", ")
+        }
+    );
+    let limits = info.limits.unwrap_or_default();
+    text.push_str(&format!(
+        "limits: arguments {}, input {}, request {}, output page {}, {} runs and {} tool calls at once\n",
+        format_bytes(limits.max_arguments_bytes),
+        format_bytes(limits.max_input_bytes),
+        format_bytes(limits.max_request_bytes),
+        format_bytes(limits.max_output_page_bytes),
+        limits.max_concurrent_runs,
+        limits.max_concurrent_executions,
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::DaemonLimits;
+
+    fn info() -> DaemonInfo {
+        DaemonInfo {
+            version: "0.1.0".to_owned(),
+            tenant: "default".to_owned(),
+            workspace_roots: vec!["/srv/work".to_owned()],
+            limits: Some(DaemonLimits {
+                max_arguments_bytes: 1 << 20,
+                max_input_bytes: 256 << 10,
+                max_request_bytes: 4 << 20,
+                max_output_page_bytes: 1 << 20,
+                max_concurrent_runs: 64,
+                max_concurrent_executions: 64,
+            }),
+        }
+    }
+
+    #[test]
+    fn info_reads_as_lines_and_as_json() -> anyhow::Result<()> {
+        let text = daemon_info_text("http://127.0.0.1:7411", &info());
+        assert_eq!(
+            text,
+            "airlockd 0.1.0 at http://127.0.0.1:7411\ntenant: default\nworkspace roots: \
+             /srv/work\nlimits: arguments 1.0 MiB, input 256.0 KiB, request 4.0 MiB, output \
+             page 1.0 MiB, 64 runs and 64 tool calls at once\n"
+        );
+        let json: serde_json::Value = serde_json::from_str(&daemon_info_json(&info()))?;
+        assert_eq!(json["workspace_roots"][0], "/srv/work");
+        assert_eq!(json["limits"]["max_concurrent_runs"], 64);
+        Ok(())
+    }
+}

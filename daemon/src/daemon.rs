@@ -144,6 +144,7 @@ impl Daemon {
             &config.state_dir.join(STORE_FILE),
             &StoreOptions {
                 fsync_every_commit: config.store_fsync,
+                ..StoreOptions::default()
             },
         )?);
         let kept = KeptOutputs::open(
@@ -244,10 +245,14 @@ impl Daemon {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
         // Runs a previous daemon left unfinished go on from their checkpoints.
-        let resumed = self.agents.resume_unfinished().map_err(|err| match err {
-            crate::agent::AgentError::Store(store) => StartError::Store(store),
-            other => StartError::Resume(other.to_string()),
-        })?;
+        let resumed = self
+            .agents
+            .resume_unfinished()
+            .await
+            .map_err(|err| match err {
+                crate::agent::AgentError::Store(store) => StartError::Store(store),
+                other => StartError::Resume(other.to_string()),
+            })?;
         let tls = self
             .config
             .tls

@@ -1,83 +1,28 @@
-//! Identifiers. Each kind has a prefix so an id in a log says what it names; the rest is a
-//! random UUID, so ids cannot be guessed or enumerated.
+//! Identifiers, one type per kind. Each kind has a prefix so an id in a log says what it
+//! names; the rest is a random UUID, so ids cannot be guessed or enumerated.
+//!
+//! An id a client sends is checked for its shape when it is parsed ([`RunId::parse`]), so a
+//! typo is told apart from an id that names nothing; an id the daemon made, or read back from
+//! its own store, is taken as it is ([`RunId::from_stored`]).
 
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", Uuid::new_v4().simple())
 }
 
-pub fn execution_id() -> String {
-    new_id("exe")
-}
-
-pub fn session_id() -> String {
-    new_id("ses")
-}
-
-pub fn run_id() -> String {
-    new_id("run")
-}
-
-pub fn turn_id() -> String {
-    new_id("trn")
-}
-
-pub fn step_id() -> String {
-    new_id("stp")
-}
-
-pub fn call_id() -> String {
-    new_id("cal")
-}
-
-pub fn checkpoint_id() -> String {
-    new_id("ckp")
-}
-
-pub fn approval_id() -> String {
-    new_id("apr")
-}
-
-/// The kinds of id a client sends back to the daemon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdKind {
-    Run,
-    Session,
-    Execution,
-    Approval,
-}
-
-impl IdKind {
-    fn prefix(self) -> &'static str {
-        match self {
-            IdKind::Run => "run",
-            IdKind::Session => "ses",
-            IdKind::Execution => "exe",
-            IdKind::Approval => "apr",
-        }
-    }
-
-    /// What an id of this kind names, for messages.
-    pub fn noun(self) -> &'static str {
-        match self {
-            IdKind::Run => "run",
-            IdKind::Session => "session",
-            IdKind::Execution => "execution",
-            IdKind::Approval => "approval",
-        }
-    }
-}
-
-/// Checks that `text` is shaped like an id of `kind` (its prefix, `_`, 32 lowercase hex
-/// digits), so that a client's typo is told apart from an id that names nothing.
-pub fn check(kind: IdKind, text: &str) -> Result<(), String> {
-    let shape = format!("`{}_` and 32 hex digits", kind.prefix());
+/// Checks that `text` is `prefix`, `_`, 32 lowercase hex digits; `noun` names the kind in
+/// the message.
+fn check(prefix: &str, noun: &str, text: &str) -> Result<(), String> {
+    let shape = format!("`{prefix}_` and 32 hex digits");
     if text.is_empty() {
-        return Err(format!("required: the id of a {} ({shape})", kind.noun()));
+        return Err(format!("required: the id of a {noun} ({shape})"));
     }
     let valid = text
-        .strip_prefix(kind.prefix())
+        .strip_prefix(prefix)
         .and_then(|rest| rest.strip_prefix('_'))
         .is_some_and(|hex| {
             hex.len() == 32
@@ -89,13 +34,126 @@ pub fn check(kind: IdKind, text: &str) -> Result<(), String> {
         Ok(())
     } else {
         let shown: String = text.chars().take(80).collect();
-        Err(format!("`{shown}` is not a {} id ({shape})", kind.noun()))
+        Err(format!("`{shown}` is not a {noun} id ({shape})"))
     }
 }
 
-/// 32 hex digits without a prefix: the form OpenTelemetry gives trace ids.
-pub fn trace_id() -> String {
-    Uuid::new_v4().simple().to_string()
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal, $noun:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// A new, unguessable id.
+            #[allow(clippy::new_without_default, reason = "a default id would be a new random one; say so at the call")]
+            pub fn new() -> $name {
+                $name(new_id($prefix))
+            }
+
+            /// An id a client sent, checked for its shape.
+            pub fn parse(text: &str) -> Result<$name, String> {
+                check($prefix, $noun, text)?;
+                Ok($name(text.to_owned()))
+            }
+
+            /// An id the daemon made earlier and kept (in its store, a checkpoint, a log).
+            pub fn from_stored(text: impl Into<String>) -> $name {
+                $name(text.into())
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+
+            /// What an id of this kind names, for messages.
+            pub const NOUN: &'static str = $noun;
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+    };
+}
+
+id_type!(
+    /// One run: from a request to its final answer, failure or cancel.
+    RunId, "run", "run"
+);
+id_type!(
+    /// A session: the runs that share a workspace, history and approvals.
+    SessionId, "ses", "session"
+);
+id_type!(
+    /// One user-to-system exchange inside a session.
+    TurnId, "trn", "turn"
+);
+id_type!(
+    /// One advance of a run's loop.
+    StepId, "stp", "step"
+);
+id_type!(
+    /// One tool call a model proposed, as airlock names it.
+    CallId, "cal", "call"
+);
+id_type!(
+    /// A run's recoverable snapshot.
+    CheckpointId, "ckp", "checkpoint"
+);
+id_type!(
+    /// A question to an approver.
+    ApprovalId, "apr", "approval"
+);
+id_type!(
+    /// One execution of a tool (a direct call, or a run's).
+    ExecutionId, "exe", "execution"
+);
+
+/// A run's trace: 32 hex digits without a prefix, the form OpenTelemetry gives trace ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TraceId(String);
+
+impl TraceId {
+    #[allow(
+        clippy::new_without_default,
+        reason = "a default id would be a new random one; say so at the call"
+    )]
+    pub fn new() -> TraceId {
+        TraceId(Uuid::new_v4().simple().to_string())
+    }
+
+    pub fn from_stored(text: impl Into<String>) -> TraceId {
+        TraceId(text.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TraceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Unix milliseconds now.
@@ -112,27 +170,28 @@ mod tests {
 
     #[test]
     fn ids_are_prefixed_and_distinct() {
-        let a = execution_id();
-        assert!(a.starts_with("exe_"));
-        assert_eq!(a.len(), 4 + 32);
-        assert_ne!(a, execution_id());
+        let a = ExecutionId::new();
+        assert!(a.as_str().starts_with("exe_"));
+        assert_eq!(a.as_str().len(), 4 + 32);
+        assert_ne!(a, ExecutionId::new());
+        assert_eq!(TraceId::new().as_str().len(), 32);
     }
 
     #[test]
-    fn ids_the_daemon_makes_pass_the_check_and_others_do_not() {
-        assert_eq!(check(IdKind::Run, &run_id()), Ok(()));
-        assert_eq!(check(IdKind::Session, &session_id()), Ok(()));
-        assert_eq!(check(IdKind::Execution, &execution_id()), Ok(()));
-        assert_eq!(check(IdKind::Approval, &approval_id()), Ok(()));
-        assert!(check(IdKind::Run, "").is_err_and(|e| e.starts_with("required")));
+    fn ids_the_daemon_makes_parse_and_others_do_not() {
+        assert!(RunId::parse(RunId::new().as_str()).is_ok());
+        assert!(SessionId::parse(SessionId::new().as_str()).is_ok());
+        assert!(ExecutionId::parse(ExecutionId::new().as_str()).is_ok());
+        assert!(ApprovalId::parse(ApprovalId::new().as_str()).is_ok());
+        assert!(RunId::parse("").is_err_and(|e| e.starts_with("required")));
         for bad in [
             "run_nope",
-            &session_id(),
+            SessionId::new().as_str(),
             "run_0000000000000000000000000000000G",
             "RUN_00000000000000000000000000000000",
             "run_000000000000000000000000000000000",
         ] {
-            assert!(check(IdKind::Run, bad).is_err(), "{bad}");
+            assert!(RunId::parse(bad).is_err(), "{bad}");
         }
     }
 }

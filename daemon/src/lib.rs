@@ -5,8 +5,10 @@
 
 pub mod agent;
 pub mod api;
+mod cancel;
 pub mod config;
 mod daemon;
+mod domain;
 pub mod egress;
 pub mod engine;
 pub mod ids;

@@ -100,9 +100,12 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
+        // Installed first: a signal that arrives while the daemon starts stops it cleanly,
+        // rather than killing it with the default action.
+        let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
         let daemon = Daemon::build(config)?;
         let listener = daemon.bind().await?;
-        daemon.serve(listener, shutdown_signal()).await?;
+        daemon.serve(listener, shutdown).await?;
         tracing::info!("airlockd stopped");
         anyhow::Ok(())
     })
@@ -129,20 +132,17 @@ fn colour_on_stderr(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool 
     terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Installs the handlers of SIGINT and SIGTERM at once; the future resolves on either.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop the daemon with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = interrupt.recv() => tracing::info!("SIGINT received"),
-        _ = terminate.recv() => tracing::info!("SIGTERM received"),
-    }
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("SIGINT received"),
+            _ = terminate.recv() => tracing::info!("SIGTERM received"),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -40,7 +40,8 @@ pub enum Point {
     WasmCompile,
     /// Before a call's module or component is instantiated.
     WasmInstantiate,
-    /// Inside the store's transaction that appends an event, before it commits.
+    /// Inside the store's transaction, right after it appended an event (counted per event,
+    /// whatever else the transaction commits with it), before it commits.
     StoreCommit,
 }
 

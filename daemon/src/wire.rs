@@ -3,10 +3,12 @@
 
 use airlock_proto::v1 as pb;
 
+use crate::domain::{Decision, StopReason, Usage};
 use crate::egress::Contact;
 use crate::engine::EngineKind;
+use crate::ids::ExecutionId;
 use crate::output::{OutputChunk, StreamKind, TruncateMode};
-use crate::tools::{ExecutionEvent, Risk, Tool, ToolResult, ToolStatus};
+use crate::tools::{ExecutionEvent, ResultMetadata, Risk, Tool, ToolResult, ToolStatus};
 
 pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
     let manifest = &tool.manifest;
@@ -37,7 +39,7 @@ pub fn execution_event(event: ExecutionEvent) -> pb::ExecuteToolEvent {
             tool,
             module_digest,
         } => Event::Started(pb::ExecutionStarted {
-            execution_id,
+            execution_id: execution_id.into_string(),
             tool,
             module_digest,
         }),
@@ -85,7 +87,62 @@ pub fn tool_result(result: ToolResult) -> pb::ToolResult {
             signal: metadata.signal,
             network: metadata.network.into_iter().map(network_contact).collect(),
         }),
-        execution_id: result.execution_id,
+        execution_id: result
+            .execution_id
+            .map(ExecutionId::into_string)
+            .unwrap_or_default(),
+    }
+}
+
+/// A result as it was recorded (the effect journal keeps the wire form). A status this
+/// daemon does not know reads as OUTCOME_UNKNOWN: whatever it was, the daemon cannot vouch
+/// for it.
+pub fn tool_result_from(result: &pb::ToolResult) -> ToolResult {
+    let status = pb::ToolStatus::try_from(result.status)
+        .ok()
+        .and_then(tool_status_from)
+        .unwrap_or(ToolStatus::OutcomeUnknown);
+    let metadata = result.metadata.clone().unwrap_or_default();
+    ToolResult {
+        status,
+        content: result.content.clone(),
+        truncated: result.truncated,
+        original_bytes: result.original_bytes,
+        head_bytes: result.head_bytes,
+        tail_bytes: result.tail_bytes,
+        duration: std::time::Duration::from_millis(result.duration_ms),
+        retryable: result.retryable,
+        exit_code: result.exit_code,
+        error_message: result.error_message.clone(),
+        metadata: ResultMetadata {
+            peak_memory_bytes: metadata.peak_memory_bytes,
+            cpu_time: std::time::Duration::from_micros(metadata.cpu_time_us),
+            module_digest: metadata.module_digest,
+            engine: EngineKind::parse(&metadata.engine),
+            profile: metadata.profile,
+            stdout_bytes: metadata.stdout_bytes,
+            stderr_bytes: metadata.stderr_bytes,
+            signal: metadata.signal,
+            network: metadata
+                .network
+                .into_iter()
+                .map(network_contact_from)
+                .collect(),
+        },
+        execution_id: (!result.execution_id.is_empty())
+            .then(|| ExecutionId::from_stored(result.execution_id.clone())),
+    }
+}
+
+fn network_contact_from(contact: pb::NetworkContact) -> Contact {
+    Contact {
+        host: contact.host,
+        port: u16::try_from(contact.port).unwrap_or(0),
+        connections: contact.connections,
+        bytes_sent: contact.bytes_sent,
+        bytes_received: contact.bytes_received,
+        refused: contact.refused,
+        refusal: contact.refusal,
     }
 }
 
@@ -115,6 +172,21 @@ pub fn tool_status(status: ToolStatus) -> pb::ToolStatus {
     }
 }
 
+fn tool_status_from(status: pb::ToolStatus) -> Option<ToolStatus> {
+    match status {
+        pb::ToolStatus::Unspecified => None,
+        pb::ToolStatus::Ok => Some(ToolStatus::Ok),
+        pb::ToolStatus::ToolError => Some(ToolStatus::ToolError),
+        pb::ToolStatus::InvalidArguments => Some(ToolStatus::InvalidArguments),
+        pb::ToolStatus::Denied => Some(ToolStatus::Denied),
+        pb::ToolStatus::Timeout => Some(ToolStatus::Timeout),
+        pb::ToolStatus::Cancelled => Some(ToolStatus::Cancelled),
+        pb::ToolStatus::LimitExceeded => Some(ToolStatus::LimitExceeded),
+        pb::ToolStatus::SandboxError => Some(ToolStatus::SandboxError),
+        pb::ToolStatus::OutcomeUnknown => Some(ToolStatus::OutcomeUnknown),
+    }
+}
+
 pub fn risk(risk: Risk) -> pb::Risk {
     match risk {
         Risk::ReadOnly => pb::Risk::ReadOnly,
@@ -135,4 +207,72 @@ fn truncate_mode(mode: TruncateMode) -> pb::TruncateMode {
 
 fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub fn stop_reason(reason: StopReason) -> pb::StopReason {
+    match reason {
+        StopReason::Final => pb::StopReason::Final,
+        StopReason::MaxSteps => pb::StopReason::MaxSteps,
+        StopReason::BudgetExhausted => pb::StopReason::BudgetExhausted,
+        StopReason::RepeatedErrors => pb::StopReason::RepeatedErrors,
+        StopReason::Cancelled => pb::StopReason::Cancelled,
+        StopReason::PermissionDenied => pb::StopReason::PermissionDenied,
+        StopReason::ModelError => pb::StopReason::ModelError,
+    }
+}
+
+/// The domain reason of a wire one; none for `UNSPECIFIED`.
+pub fn stop_reason_from(reason: pb::StopReason) -> Option<StopReason> {
+    match reason {
+        pb::StopReason::Unspecified => None,
+        pb::StopReason::Final => Some(StopReason::Final),
+        pb::StopReason::MaxSteps => Some(StopReason::MaxSteps),
+        pb::StopReason::BudgetExhausted => Some(StopReason::BudgetExhausted),
+        pb::StopReason::RepeatedErrors => Some(StopReason::RepeatedErrors),
+        pb::StopReason::Cancelled => Some(StopReason::Cancelled),
+        pb::StopReason::PermissionDenied => Some(StopReason::PermissionDenied),
+        pb::StopReason::ModelError => Some(StopReason::ModelError),
+    }
+}
+
+pub fn usage(usage: &Usage) -> pb::Usage {
+    pb::Usage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        model_calls: usage.model_calls,
+        tool_calls: usage.tool_calls,
+    }
+}
+
+pub fn usage_from(usage: &pb::Usage) -> Usage {
+    Usage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        model_calls: usage.model_calls,
+        tool_calls: usage.tool_calls,
+    }
+}
+
+pub fn decision(decision: Decision) -> pb::Decision {
+    match decision {
+        Decision::ApproveOnce => pb::Decision::ApproveOnce,
+        Decision::ApproveSession => pb::Decision::ApproveSession,
+        Decision::Deny => pb::Decision::Deny,
+    }
+}
+
+/// The domain decision of a wire one; none for `UNSPECIFIED` (a decision that decides
+/// nothing).
+pub fn decision_from(decision: pb::Decision) -> Option<Decision> {
+    match decision {
+        pb::Decision::Unspecified => None,
+        pb::Decision::ApproveOnce => Some(Decision::ApproveOnce),
+        pb::Decision::ApproveSession => Some(Decision::ApproveSession),
+        pb::Decision::Deny => Some(Decision::Deny),
+    }
+}
+
+/// A proto3 string field whose empty value means "none".
+pub fn non_empty(text: &str) -> Option<&str> {
+    Some(text).filter(|text| !text.is_empty())
 }

@@ -61,11 +61,11 @@ impl WorkspaceRoots {
         &self.roots
     }
 
-    /// Checks a requested workspace; empty means none.
-    pub fn resolve(&self, requested: &str) -> Result<Option<PathBuf>, WorkspaceError> {
-        if requested.is_empty() {
+    /// Checks a requested workspace.
+    pub fn resolve(&self, requested: Option<&str>) -> Result<Option<PathBuf>, WorkspaceError> {
+        let Some(requested) = requested else {
             return Ok(None);
-        }
+        };
         let path = Path::new(requested);
         if !path.is_absolute() {
             return Err(WorkspaceError::NotAbsolute(requested.to_owned()));
@@ -129,7 +129,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    roots.resolve(&text(&refused)),
+                    roots.resolve(Some(&text(&refused))),
                     Err(WorkspaceError::Reserved { .. })
                 ),
                 "{}",
@@ -137,7 +137,12 @@ mod tests {
             );
         }
         // A sibling is fine.
-        assert!(roots.resolve(&text(&project)).expect("sibling").is_some());
+        assert!(
+            roots
+                .resolve(Some(&text(&project)))
+                .expect("sibling")
+                .is_some()
+        );
     }
 
     #[test]
@@ -153,33 +158,33 @@ mod tests {
         let roots = WorkspaceRoots::new(std::slice::from_ref(&root)).expect("roots");
 
         let text = |p: &Path| p.to_str().expect("utf-8").to_owned();
-        assert_eq!(roots.resolve(""), Ok(None));
+        assert_eq!(roots.resolve(None), Ok(None));
         assert_eq!(
-            roots.resolve(&text(&inside)),
+            roots.resolve(Some(&text(&inside))),
             Ok(Some(inside.canonicalize().expect("canonical")))
         );
         assert!(matches!(
-            roots.resolve("relative/dir"),
+            roots.resolve(Some("relative/dir")),
             Err(WorkspaceError::NotAbsolute(_))
         ));
         assert!(matches!(
-            roots.resolve(&text(&outside)),
+            roots.resolve(Some(&text(&outside))),
             Err(WorkspaceError::OutsideRoots { .. })
         ));
         assert!(matches!(
-            roots.resolve(&text(&root.join("link"))),
+            roots.resolve(Some(&text(&root.join("link")))),
             Err(WorkspaceError::OutsideRoots { .. })
         ));
         assert!(matches!(
-            roots.resolve(&text(&root.join("project/../../elsewhere"))),
+            roots.resolve(Some(&text(&root.join("project/../../elsewhere")))),
             Err(WorkspaceError::OutsideRoots { .. })
         ));
         assert!(matches!(
-            roots.resolve(&text(&root.join("file"))),
+            roots.resolve(Some(&text(&root.join("file")))),
             Err(WorkspaceError::NotADirectory(_))
         ));
         assert!(matches!(
-            roots.resolve(&text(&root.join("missing"))),
+            roots.resolve(Some(&text(&root.join("missing")))),
             Err(WorkspaceError::Unreadable { .. })
         ));
     }

@@ -3,46 +3,55 @@
 //! and after each of those calls is observed. Together with the effect journal, they let a
 //! resumed run continue exactly where it stopped, without running any call twice behind
 //! anyone's back.
+//!
+//! The saved form is versioned JSON: this daemon writes version 2 and still reads the first
+//! form (parallel lists of messages and their sources, failures keyed by text), so a run
+//! checkpointed by the previous release resumes after an upgrade.
 
 use std::collections::BTreeMap;
 
-use airlock_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
+use super::context::Entry;
 use super::provider::{Message, ToolCall};
+use super::run::FailureKey;
+use crate::domain::Usage;
+use crate::ids::{CallId, StepId};
+
+/// The version of the form [`LoopState::encode`] writes.
+const VERSION: u32 = 2;
 
 /// Everything the loop needs to go on.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LoopState {
-    pub conversation: Vec<SavedMessage>,
-    pub sources: Vec<String>,
-    pub usage: SavedUsage,
+    pub conversation: Vec<Entry>,
+    pub usage: Usage,
     pub steps: u32,
-    pub failures: BTreeMap<String, u32>,
+    pub failures: BTreeMap<FailureKey, u32>,
     /// Wall time the run has used, in milliseconds, not counting time the daemon was down.
     pub elapsed_ms: u64,
     /// The calls of the latest model response that are not all observed yet.
     pub pending: Option<PendingStep>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The calls of one model response, and how far the loop got with them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PendingStep {
-    pub step_id: String,
+    pub step_id: StepId,
     /// Each proposed call with the run's own id for it.
-    pub calls: Vec<(SavedCall, String)>,
+    pub calls: Vec<(SavedCall, CallId)>,
     /// The first call not yet observed.
     pub next: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SavedUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub model_calls: u32,
-    pub tool_calls: u32,
+impl PendingStep {
+    /// The next call to observe, with its id.
+    pub fn next_call(&self) -> Option<(ToolCall, CallId)> {
+        self.calls
+            .get(self.next)
+            .map(|(call, call_id)| (ToolCall::from(call.clone()), call_id.clone()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +64,7 @@ pub struct SavedCall {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SavedMessage {
+enum SavedMessage {
     User {
         text: String,
     },
@@ -69,6 +78,49 @@ pub enum SavedMessage {
         content: String,
         is_error: bool,
     },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedEntry {
+    message: SavedMessage,
+    source: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    model_calls: u32,
+    tool_calls: u32,
+}
+
+/// Version 2, as written.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    version: u32,
+    conversation: Vec<SavedEntry>,
+    usage: SavedUsage,
+    steps: u32,
+    failures: Vec<(FailureKey, u32)>,
+    elapsed_ms: u64,
+    pending: Option<PendingStep>,
+}
+
+/// Version 1, as the previous release wrote it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SavedV1 {
+    conversation: Vec<SavedMessage>,
+    sources: Vec<String>,
+    usage: SavedUsage,
+    steps: u32,
+    /// Keyed by tool, NUL, arguments.
+    failures: BTreeMap<String, u32>,
+    elapsed_ms: u64,
+    pending: Option<PendingStep>,
 }
 
 impl From<&ToolCall> for SavedCall {
@@ -137,8 +189,19 @@ impl From<SavedMessage> for Message {
     }
 }
 
-impl From<pb::Usage> for SavedUsage {
-    fn from(usage: pb::Usage) -> SavedUsage {
+impl From<SavedUsage> for Usage {
+    fn from(usage: SavedUsage) -> Usage {
+        Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            model_calls: usage.model_calls,
+            tool_calls: usage.tool_calls,
+        }
+    }
+}
+
+impl From<&Usage> for SavedUsage {
+    fn from(usage: &Usage) -> SavedUsage {
         SavedUsage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
@@ -148,25 +211,106 @@ impl From<pb::Usage> for SavedUsage {
     }
 }
 
-impl From<SavedUsage> for pb::Usage {
-    fn from(usage: SavedUsage) -> pb::Usage {
-        pb::Usage {
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            model_calls: usage.model_calls,
-            tool_calls: usage.tool_calls,
+impl LoopState {
+    /// The state of a run that has only its input.
+    pub fn start(input: &str) -> LoopState {
+        LoopState {
+            conversation: vec![Entry {
+                message: Message::User {
+                    text: input.to_owned(),
+                },
+                source: String::new(),
+            }],
+            ..LoopState::default()
         }
     }
-}
 
-impl LoopState {
     pub fn encode(&self) -> Vec<u8> {
+        let saved = Saved {
+            version: VERSION,
+            conversation: self
+                .conversation
+                .iter()
+                .map(|entry| SavedEntry {
+                    message: SavedMessage::from(&entry.message),
+                    source: entry.source.clone(),
+                })
+                .collect(),
+            usage: SavedUsage::from(&self.usage),
+            steps: self.steps,
+            failures: self
+                .failures
+                .iter()
+                .map(|(key, count)| (key.clone(), *count))
+                .collect(),
+            elapsed_ms: self.elapsed_ms,
+            pending: self.pending.clone(),
+        };
         // Serialising plain data to JSON cannot fail.
-        serde_json::to_vec(self).unwrap_or_default()
+        serde_json::to_vec(&saved).unwrap_or_default()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<LoopState, String> {
-        serde_json::from_slice(bytes).map_err(|err| format!("the checkpoint cannot be read: {err}"))
+        let current = match serde_json::from_slice::<Saved>(bytes) {
+            Ok(saved) if saved.version == VERSION => saved,
+            Ok(saved) => {
+                return Err(format!(
+                    "the checkpoint is of version {}, which this daemon does not know",
+                    saved.version
+                ));
+            }
+            Err(err) => match serde_json::from_slice::<SavedV1>(bytes) {
+                Ok(first) => return Ok(LoopState::from(first)),
+                Err(_) => return Err(format!("the checkpoint cannot be read: {err}")),
+            },
+        };
+        Ok(LoopState {
+            conversation: current
+                .conversation
+                .into_iter()
+                .map(|entry| Entry {
+                    message: Message::from(entry.message),
+                    source: entry.source,
+                })
+                .collect(),
+            usage: Usage::from(current.usage),
+            steps: current.steps,
+            failures: current.failures.into_iter().collect(),
+            elapsed_ms: current.elapsed_ms,
+            pending: current.pending,
+        })
+    }
+}
+
+impl From<SavedV1> for LoopState {
+    fn from(first: SavedV1) -> LoopState {
+        let mut sources = first.sources.into_iter();
+        LoopState {
+            conversation: first
+                .conversation
+                .into_iter()
+                .map(|message| Entry {
+                    message: Message::from(message),
+                    source: sources.next().unwrap_or_default(),
+                })
+                .collect(),
+            usage: Usage::from(first.usage),
+            steps: first.steps,
+            failures: first
+                .failures
+                .into_iter()
+                .map(|(key, count)| {
+                    let (tool, arguments) = key.split_once('\u{0}').unwrap_or(("", &key));
+                    let key = FailureKey {
+                        tool: tool.to_owned(),
+                        arguments: arguments.to_owned(),
+                    };
+                    (key, count)
+                })
+                .collect(),
+            elapsed_ms: first.elapsed_ms,
+            pending: first.pending,
+        }
     }
 }
 
@@ -174,49 +318,80 @@ impl LoopState {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_state_survives_encoding() {
-        let call = ToolCall {
+    fn call() -> ToolCall {
+        ToolCall {
             id: "call_0_0".into(),
             name: "write_file".into(),
             arguments: "{\"path\": ".into(),
-        };
-        let state = LoopState {
-            conversation: vec![
-                SavedMessage::from(&Message::User {
-                    text: "fix it".into(),
-                }),
-                SavedMessage::from(&Message::Assistant {
-                    text: None,
-                    tool_calls: vec![call.clone()],
-                }),
-            ],
-            sources: vec![String::new(), "stp_1".into()],
-            usage: SavedUsage {
-                input_tokens: 10,
-                output_tokens: 5,
-                model_calls: 1,
-                tool_calls: 0,
+        }
+    }
+
+    #[test]
+    fn a_state_survives_encoding() {
+        let step_id = StepId::new();
+        let mut state = LoopState::start("fix it");
+        state.conversation.push(Entry {
+            message: Message::Assistant {
+                text: None,
+                tool_calls: vec![call()],
             },
-            steps: 1,
-            failures: [("k".to_owned(), 2)].into(),
-            elapsed_ms: 1234,
-            pending: Some(PendingStep {
-                step_id: "stp_1".into(),
-                calls: vec![(SavedCall::from(&call), "cal_1".into())],
-                next: 0,
-            }),
+            source: step_id.to_string(),
+        });
+        state.usage = Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            model_calls: 1,
+            tool_calls: 0,
         };
+        state.steps = 1;
+        state.failures = [(
+            FailureKey {
+                tool: "grep".into(),
+                arguments: "{}".into(),
+            },
+            2,
+        )]
+        .into();
+        state.elapsed_ms = 1234;
+        state.pending = Some(PendingStep {
+            step_id,
+            calls: vec![(SavedCall::from(&call()), CallId::new())],
+            next: 0,
+        });
         let decoded = LoopState::decode(&state.encode()).expect("decodes");
         assert_eq!(decoded, state);
-        let messages: Vec<Message> = decoded
-            .conversation
-            .into_iter()
-            .map(Message::from)
-            .collect();
-        assert!(
-            matches!(&messages[1], Message::Assistant { tool_calls, .. } if tool_calls[0] == call)
-        );
         assert!(LoopState::decode(b"{\"garbage\": 1}").is_err());
+    }
+
+    #[test]
+    fn a_checkpoint_of_the_previous_release_is_read() {
+        // As version 1 wrote it: messages and their sources side by side.
+        let first = br#"{
+            "conversation": [
+                {"role": "user", "text": "fix it"},
+                {"role": "assistant", "text": null, "tool_calls": [{"id": "c1", "name": "grep", "arguments": "{}"}]}
+            ],
+            "sources": ["", "stp_1"],
+            "usage": {"input_tokens": 3, "output_tokens": 1, "model_calls": 1, "tool_calls": 0},
+            "steps": 1,
+            "failures": {"grep\u0000{}": 1},
+            "elapsed_ms": 50,
+            "pending": {"step_id": "stp_1", "calls": [[{"id": "c1", "name": "grep", "arguments": "{}"}, "cal_1"]], "next": 0}
+        }"#;
+        let state = LoopState::decode(first).expect("read");
+        assert_eq!(state.conversation.len(), 2);
+        assert_eq!(state.conversation[1].source, "stp_1");
+        assert_eq!(
+            state.failures.keys().next(),
+            Some(&FailureKey {
+                tool: "grep".into(),
+                arguments: "{}".into()
+            })
+        );
+        let pending = state.pending.expect("pending");
+        assert_eq!(
+            pending.next_call().map(|(_, id)| id.to_string()).as_deref(),
+            Some("cal_1")
+        );
     }
 }

@@ -34,21 +34,22 @@ fn message_tokens(message: &Message) -> u64 {
     }
 }
 
+/// One message of the conversation and where it came from (the step or call that made it;
+/// empty for the run's input), for the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub message: Message,
+    pub source: String,
+}
+
 /// The context of one step.
 pub struct Built {
     pub messages: Vec<Message>,
     pub report: pb::ContextBuilt,
 }
 
-/// Builds the context from the whole conversation. `sources[i]` names where message `i`
-/// came from (a step or call id) for the report.
-pub fn build(
-    system: &str,
-    tools: &[ToolDefinition],
-    conversation: &[Message],
-    sources: &[String],
-    budget: u64,
-) -> Built {
+/// Builds the context from the whole conversation.
+pub fn build(system: &str, tools: &[ToolDefinition], conversation: &[Entry], budget: u64) -> Built {
     let tools_tokens: u64 = tools
         .iter()
         .map(|tool| {
@@ -61,8 +62,8 @@ pub fn build(
 
     // Units after the goal: a lone user message, or an assistant message and its answers.
     let mut units: Vec<Vec<usize>> = Vec::new();
-    for (index, message) in conversation.iter().enumerate().skip(1) {
-        match message {
+    for (index, entry) in conversation.iter().enumerate().skip(1) {
+        match &entry.message {
             Message::Tool { .. } if !units.is_empty() => {
                 if let Some(unit) = units.last_mut() {
                     unit.push(index);
@@ -71,7 +72,10 @@ pub fn build(
             _ => units.push(vec![index]),
         }
     }
-    let mut messages: Vec<Option<Message>> = conversation.iter().cloned().map(Some).collect();
+    let mut messages: Vec<Option<Message>> = conversation
+        .iter()
+        .map(|entry| Some(entry.message.clone()))
+        .collect();
     let mut disposition = vec![pb::ContextDisposition::Included; conversation.len()];
     let total = |messages: &[Option<Message>]| -> u64 {
         fixed + messages.iter().flatten().map(message_tokens).sum::<u64>()
@@ -143,7 +147,8 @@ pub fn build(
             disposition: pb::ContextDisposition::Included as i32,
         },
     ];
-    for (index, original) in conversation.iter().enumerate() {
+    for (index, entry) in conversation.iter().enumerate() {
+        let original = &entry.message;
         let kind = match original {
             Message::User { .. } if index == 0 => "goal",
             Message::User { .. } => "user",
@@ -152,7 +157,7 @@ pub fn build(
         };
         items.push(pb::ContextItem {
             kind: kind.into(),
-            source: sources.get(index).cloned().unwrap_or_default(),
+            source: entry.source.clone(),
             tokens: messages[index]
                 .as_ref()
                 .map_or_else(|| message_tokens(original), message_tokens),
@@ -224,7 +229,7 @@ mod tests {
         ]
     }
 
-    fn conversation(exchanges: usize, observation_bytes: usize) -> Vec<Message> {
+    fn conversation(exchanges: usize, observation_bytes: usize) -> Vec<Entry> {
         let mut messages = vec![Message::User {
             text: "fix the test".into(),
         }];
@@ -232,6 +237,12 @@ mod tests {
             messages.extend(exchange(i, observation_bytes));
         }
         messages
+            .into_iter()
+            .map(|message| Entry {
+                message,
+                source: String::new(),
+            })
+            .collect()
     }
 
     fn dispositions(built: &Built, kind: &str) -> Vec<pb::ContextDisposition> {
@@ -247,8 +258,9 @@ mod tests {
     #[test]
     fn everything_fits_within_a_large_budget() {
         let conversation = conversation(3, 100);
-        let built = build("system", &[], &conversation, &[], 1_000_000);
-        assert_eq!(built.messages, conversation);
+        let built = build("system", &[], &conversation, 1_000_000);
+        let messages: Vec<Message> = conversation.into_iter().map(|e| e.message).collect();
+        assert_eq!(built.messages, messages);
         assert!(
             dispositions(&built, "observation")
                 .iter()
@@ -261,7 +273,7 @@ mod tests {
     fn old_observations_are_summarised_before_anything_is_dropped() {
         let conversation = conversation(4, 4000);
         // Room for the latest observation in full and short summaries of the rest.
-        let built = build("system", &[], &conversation, &[], 1500);
+        let built = build("system", &[], &conversation, 1500);
         assert_eq!(built.messages.len(), conversation.len());
         assert_eq!(
             dispositions(&built, "observation"),
@@ -278,7 +290,7 @@ mod tests {
     #[test]
     fn whole_old_exchanges_are_dropped_when_summaries_are_not_enough() {
         let conversation = conversation(40, 4000);
-        let built = build("system", &[], &conversation, &[], 1600);
+        let built = build("system", &[], &conversation, 1600);
         assert!(built.report.tokens <= 1600, "{}", built.report.tokens);
         let Message::User { text } = &built.messages[0] else {
             panic!("the goal comes first");

@@ -1,5 +1,12 @@
-//! A run's event log: each event gets the next sequence number, is written to the store, and
-//! only then goes to the run's live subscribers.
+//! A run's event log: each event gets the next sequence number and goes to the store; once
+//! the store has committed it, and only then, it goes to the run's live subscribers.
+//!
+//! The loop hands events over without waiting for each commit ([`RunLog::append`]): the
+//! store commits them in order, in batches, while the loop goes on, and the loop waits
+//! ([`RunLog::committed`]) only where it must — before a side effect, before an approver is
+//! asked, at the run's end. A task of the log's own takes each commit's answer in order and
+//! publishes the event, so subscribers see events in order and never one the store could
+//! lose; the first failed write stops the log, and every later wait reports it.
 //!
 //! A subscriber asks for everything after a sequence number: it reads the stored events
 //! first, then follows the live ones, skipping what it already has, so it sees every event
@@ -9,10 +16,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_proto::v1 as pb;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::ids;
-use crate::store::{Store, StoreError};
+use crate::ids::{self, RunId, StepId};
+use crate::store::{Pending, Store, StoreError};
+use crate::trace::SpanSink;
 
 /// Live events buffered per run for subscribers; one that falls further behind rereads the
 /// store.
@@ -24,88 +32,107 @@ const CATCH_UP_BATCH: usize = 512;
 /// Events queued for a subscriber's connection.
 const SUBSCRIBER_BUFFER: usize = 64;
 
+/// How far the log got: the last sequence number committed, or why it stopped.
+#[derive(Debug, Clone, PartialEq)]
+enum Progress {
+    Committed(u64),
+    Failed(String),
+}
+
+struct Appending {
+    next_seq: u64,
+    /// Spans that ended since the last event: written with the next one, in its
+    /// transaction, so a step costs the store one write per event rather than one more per
+    /// span.
+    spans: Vec<pb::Span>,
+}
+
 pub struct RunLog {
-    run_id: String,
+    run_id: RunId,
     store: Arc<dyn Store>,
-    next_seq: Mutex<u64>,
-    /// Spans that ended since the last event: written with the next one, in its transaction,
-    /// so a step costs the store one commit per event rather than one more per span.
-    pending_spans: Mutex<Vec<pb::Span>>,
+    appending: Mutex<Appending>,
+    /// Each handed-over event and the store's answer, in order, for the publisher.
+    published: mpsc::UnboundedSender<(pb::RunEvent, Pending<()>)>,
+    progress: watch::Receiver<Progress>,
     live: broadcast::Sender<pb::RunEvent>,
-    /// Why the log stopped taking events, when the store failed; followers end with it.
-    failure: Arc<Mutex<Option<String>>>,
 }
 
 impl RunLog {
-    /// The log of a run whose last recorded event is `last_seq`.
-    pub fn new(run_id: String, store: Arc<dyn Store>, last_seq: u64) -> RunLog {
+    /// The log of a run whose last recorded event is `last_seq`; starts its publisher (so it
+    /// must be made inside the runtime).
+    pub fn new(run_id: RunId, store: Arc<dyn Store>, last_seq: u64) -> RunLog {
+        let (published, queue) = mpsc::unbounded_channel();
+        let (progress_sender, progress) = watch::channel(Progress::Committed(last_seq));
+        let live = broadcast::channel(LIVE_BUFFER).0;
+        tokio::spawn(publish(queue, progress_sender, live.clone()));
         RunLog {
             run_id,
             store,
-            next_seq: Mutex::new(last_seq + 1),
-            pending_spans: Mutex::default(),
-            live: broadcast::channel(LIVE_BUFFER).0,
-            failure: Arc::default(),
+            appending: Mutex::new(Appending {
+                next_seq: last_seq + 1,
+                spans: Vec::new(),
+            }),
+            published,
+            progress,
+            live,
         }
     }
 
-    /// Marks the log as broken: its followers end with `reason` instead of a last event.
-    pub fn fail(&self, reason: String) {
-        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
-    }
-
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
-    /// The sequence number of the last recorded event.
+    /// The sequence number of the last event handed over.
     pub fn last_seq(&self) -> u64 {
-        *self.next_seq.lock().unwrap_or_else(PoisonError::into_inner) - 1
+        self.appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_seq
+            - 1
     }
 
-    /// Records an event and hands it to live subscribers.
-    pub fn append(
-        &self,
-        step_id: &str,
-        event: pb::run_event::Event,
-    ) -> Result<pb::RunEvent, StoreError> {
-        let mut next = self.next_seq.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Hands an event (with the spans that ended since the last one) to the store, and
+    /// returns it as recorded. It reaches subscribers once committed; a failure shows at the
+    /// next [`RunLog::committed`].
+    pub fn append(&self, step_id: Option<&StepId>, event: pb::run_event::Event) -> pb::RunEvent {
+        let mut appending = self
+            .appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let event = pb::RunEvent {
-            run_id: self.run_id.clone(),
-            seq: *next,
-            step_id: step_id.to_owned(),
+            run_id: self.run_id.to_string(),
+            seq: appending.next_seq,
+            step_id: step_id.map(StepId::to_string).unwrap_or_default(),
             time_ms: ids::now_ms(),
             event: Some(event),
         };
-        let spans = std::mem::take(
-            &mut *self
-                .pending_spans
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        if let Err(err) = self.store.append_event(&event, &spans) {
-            // Kept for the next attempt, in order, ahead of any span that ends meanwhile.
-            let mut pending = self
-                .pending_spans
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            pending.splice(0..0, spans);
-            return Err(err);
+        let spans = std::mem::take(&mut appending.spans);
+        let pending = self.store.append_event(&event, &spans);
+        appending.next_seq += 1;
+        // Under the lock, so the publisher gets the answers in sequence order.
+        if self.published.send((event.clone(), pending)).is_err() {
+            tracing::error!(run = %self.run_id, "the run log's publisher is gone");
         }
-        *next += 1;
-        // Nobody listening is fine: the event is in the store.
-        let _ = self.live.send(event.clone());
-        Ok(event)
+        event
     }
 
-    /// Keeps an ended span until the next event is recorded. A run's last spans end before
-    /// its `run_finished` event; spans of a step a crash interrupts are lost with the step,
-    /// which the resumed run does again.
-    pub fn record_span(&self, span: pb::Span) {
-        self.pending_spans
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(span);
+    /// Waits until every event handed over so far is committed; the store's error if one
+    /// was not (the log then takes nothing more that could be seen).
+    pub async fn committed(&self) -> Result<(), StoreError> {
+        let target = self.last_seq();
+        let mut progress = self.progress.clone();
+        let reached = progress
+            .wait_for(|progress| match progress {
+                Progress::Committed(seq) => *seq >= target,
+                Progress::Failed(_) => true,
+            })
+            .await
+            .map_err(|_| StoreError::Io("the run log's publisher is gone".into()))?
+            .clone();
+        match reached {
+            Progress::Committed(_) => Ok(()),
+            Progress::Failed(reason) => Err(StoreError::Io(reason)),
+        }
     }
 
     /// Every event after `after_seq`, then the live ones, until the log closes (the run
@@ -118,28 +145,72 @@ impl RunLog {
             self.store.clone(),
             self.run_id.clone(),
             after_seq,
-            Some((self.live.subscribe(), self.failure.clone())),
+            Some((self.live.subscribe(), self.progress.clone())),
         )
+    }
+}
+
+impl SpanSink for RunLog {
+    /// Keeps an ended span until the next event is recorded. A run's last spans end before
+    /// its `run_finished` event; spans of a step a crash interrupts are lost with the step,
+    /// which the resumed run does again.
+    fn export(&self, span: &pb::Span) {
+        self.appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .spans
+            .push(span.clone());
+    }
+}
+
+/// Takes the store's answers in sequence order and publishes each committed event; stops
+/// publishing at the first failure, which it records for [`RunLog::committed`] and for the
+/// subscribers.
+async fn publish(
+    mut queue: mpsc::UnboundedReceiver<(pb::RunEvent, Pending<()>)>,
+    progress: watch::Sender<Progress>,
+    live: broadcast::Sender<pb::RunEvent>,
+) {
+    let mut failed = false;
+    while let Some((event, answer)) = queue.recv().await {
+        let outcome = answer.await;
+        if failed {
+            continue;
+        }
+        match outcome {
+            Ok(()) => {
+                let seq = event.seq;
+                // Nobody listening is fine: the event is in the store.
+                let _ = live.send(event);
+                progress.send_replace(Progress::Committed(seq));
+            }
+            Err(error) => {
+                failed = true;
+                let reason = format!(
+                    "the run stopped because its log cannot be written ({error}); nothing more \
+                     was run, and the run will go on when the daemon restarts with a working \
+                     store"
+                );
+                progress.send_replace(Progress::Failed(reason));
+            }
+        }
     }
 }
 
 /// The events of a run no longer live: what the store has after `after_seq`.
 pub fn replay(
     store: Arc<dyn Store>,
-    run_id: String,
+    run_id: RunId,
     after_seq: u64,
 ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
     follow(store, run_id, after_seq, None)
 }
 
-type Live = (
-    broadcast::Receiver<pb::RunEvent>,
-    Arc<Mutex<Option<String>>>,
-);
+type Live = (broadcast::Receiver<pb::RunEvent>, watch::Receiver<Progress>);
 
 fn follow(
     store: Arc<dyn Store>,
-    run_id: String,
+    run_id: RunId,
     after_seq: u64,
     mut live: Option<Live>,
 ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
@@ -154,7 +225,7 @@ fn follow(
             async move {
                 let mut at = start;
                 loop {
-                    let batch = match store.events_after(&run_id, at, CATCH_UP_BATCH) {
+                    let batch = match store.events_after(&run_id, at, CATCH_UP_BATCH).await {
                         Ok(batch) => batch,
                         Err(err) => {
                             let _ = sender.send(Err(err)).await;
@@ -179,7 +250,7 @@ fn follow(
         if !open {
             return;
         }
-        let Some((live, failure)) = live.as_mut() else {
+        let Some((live, progress)) = live.as_mut() else {
             return;
         };
         loop {
@@ -201,10 +272,10 @@ fn follow(
                 }
                 Err(broadcast::error::RecvError::Closed) => {
                     let _ = catch_up(cursor).await;
-                    let failure = failure
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
+                    let failure = match &*progress.borrow() {
+                        Progress::Failed(reason) => Some(reason.clone()),
+                        Progress::Committed(_) => None,
+                    };
                     if let Some(reason) = failure {
                         let _ = sender.send(Err(StoreError::Io(reason))).await;
                     }

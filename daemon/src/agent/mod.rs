@@ -2,12 +2,13 @@
 //!
 //! A run belongs to the daemon, not to the client that started it: it goes on when its
 //! client disconnects, and any client can follow it from any point of its event log. Live
-//! runs are kept here; finished ones live only in the store.
+//! runs are kept here; finished ones live only in the store. A new run and a resumed one are
+//! set up by the same code ([`AgentRuntime::resolve`], [`AgentRuntime::launch`]): they differ
+//! only in where their state comes from.
 
 mod checkpoint;
 mod context;
 mod log;
-mod network_approval;
 mod observation;
 mod preview;
 mod prompt;
@@ -23,17 +24,18 @@ use airlock_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::ids;
-use crate::policy::{ApprovalBroker, ApprovalPolicy, Approver, DecisionError};
+use crate::domain::{StopReason, Usage};
+use crate::ids::{self, RunId, SessionId, TraceId, TurnId};
+use crate::policy::{ApprovalBroker, ApprovalPolicy, Approver, DecisionError, Verdict};
 use crate::store::{
     RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
 };
-
 use crate::tools::{Executor, Tool};
 use crate::trace::{RunTrace, Tracer};
+use crate::wire;
 use crate::workspace::WorkspaceError;
 use checkpoint::LoopState;
-use run::CallEvent;
+use run::{Approvals, Budget, CallEvent, Recorder, RunLoop};
 
 pub use log::RunLog;
 pub use provider::{ModelSpec, ProviderSettings};
@@ -78,6 +80,9 @@ const MAX_RECORDED_REJECTIONS: u32 = 100;
 /// The task's input is short: a sentence, a page at most.
 pub const MAX_INPUT_BYTES: usize = 256 * 1024;
 
+/// Events read from the store per query while a resumed run reads its log.
+const RESUME_BATCH: usize = 512;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     /// A field of the request that starts a run (a path inside `StartRun`) is wrong.
@@ -120,22 +125,33 @@ pub(crate) struct Shared {
     pub settings: AgentSettings,
 }
 
-/// A run that is going on now.
-pub struct LiveRun {
-    pub run_id: String,
-    pub session_id: String,
-    /// The tenant that started it.
-    pub tenant: String,
-    pub log: Arc<RunLog>,
-    input: mpsc::UnboundedSender<String>,
-    cancel: CancellationToken,
-    cancel_reason: Mutex<Option<String>>,
-    rejections: AtomicU32,
+/// How a run is stopped from outside: a token its waits watch, and why it was pulled.
+#[derive(Debug, Default)]
+pub struct CancelSwitch {
+    token: CancellationToken,
+    reason: Mutex<Option<String>>,
 }
 
-impl LiveRun {
-    fn cancel_reason(&self) -> String {
-        self.cancel_reason
+impl CancelSwitch {
+    /// Pulls the switch; the first reason given is the one kept.
+    pub fn pull(&self, reason: String) {
+        self.reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason);
+        self.token.cancel();
+    }
+
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    pub fn is_pulled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    pub fn reason(&self) -> String {
+        self.reason
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -143,22 +159,39 @@ impl LiveRun {
     }
 }
 
-/// What `launch` needs to start a recorded run's loop.
-struct Launch<'a> {
-    record: &'a RunRecord,
-    session: SessionRecord,
+/// A run that is going on now.
+pub struct LiveRun {
+    pub run_id: RunId,
+    pub session_id: SessionId,
+    /// The tenant that started it.
+    pub tenant: String,
+    pub log: Arc<RunLog>,
+    input: mpsc::UnboundedSender<String>,
+    cancel: Arc<CancelSwitch>,
+    rejections: AtomicU32,
+}
+
+/// What a run's request resolves to, the same for a new run and a resumed one.
+struct Resolved {
     provider: Arc<dyn provider::ModelProvider>,
+    model: String,
     tools: BTreeMap<String, Arc<Tool>>,
     policy: ApprovalPolicy,
     limits: RunLimits,
-    state: LoopState,
-    log: Arc<RunLog>,
-    recorded: HashSet<(CallEvent, String)>,
+}
+
+/// How [`AgentRuntime::resolve`] treats tools that are not served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// A new run naming one is refused.
+    Refuse,
+    /// A resumed run goes on without it: the model is told so if it proposes it.
+    Skip,
 }
 
 pub struct AgentRuntime {
     shared: Arc<Shared>,
-    live: Arc<Mutex<HashMap<String, Arc<LiveRun>>>>,
+    live: Arc<Mutex<HashMap<RunId, Arc<LiveRun>>>>,
 }
 
 impl AgentRuntime {
@@ -189,7 +222,7 @@ impl AgentRuntime {
         &self.shared.approvals
     }
 
-    fn live_run(&self, run_id: &str) -> Option<Arc<LiveRun>> {
+    fn live_run(&self, run_id: &RunId) -> Option<Arc<LiveRun>> {
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -208,25 +241,17 @@ impl AgentRuntime {
     }
 
     /// The tenant that owns run `run_id`.
-    pub fn run_owner(&self, run_id: &str) -> Result<String, AgentError> {
+    pub async fn run_owner(&self, run_id: &RunId) -> Result<String, AgentError> {
         if let Some(live) = self.live_run(run_id) {
             return Ok(live.tenant.clone());
         }
-        Ok(self.run(run_id)?.tenant)
-    }
-
-    /// How many runs are going on.
-    pub fn live_runs(&self) -> usize {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        Ok(self.run(run_id).await?.tenant)
     }
 
     /// A new session of `tenant`.
-    pub fn create_session(
+    pub async fn create_session(
         &self,
-        workspace: &str,
+        workspace: Option<&str>,
         labels: BTreeMap<String, String>,
         tenant: &str,
     ) -> Result<SessionRecord, AgentError> {
@@ -235,21 +260,24 @@ impl AgentRuntime {
             .executor
             .workspaces()
             .resolve(workspace)?
-            .map(|path| path.to_string_lossy().into_owned())
-            .unwrap_or_default();
+            .map(|path| path.to_string_lossy().into_owned());
         let session = SessionRecord {
-            session_id: ids::session_id(),
+            session_id: SessionId::new(),
             workspace,
             labels,
             created_at_ms: ids::now_ms(),
             tenant: tenant.to_owned(),
         };
-        self.shared.store.create_session(&session)?;
+        self.shared.store.create_session(&session).await?;
         Ok(session)
     }
 
     /// Checks and records a new run of `owner`, then starts its loop.
-    pub fn start(&self, start: pb::StartRun, owner: &RunOwner) -> Result<Arc<LiveRun>, AgentError> {
+    pub async fn start(
+        &self,
+        start: pb::StartRun,
+        owner: &RunOwner,
+    ) -> Result<Arc<LiveRun>, AgentError> {
         let invalid = |field, reason: String| AgentError::Invalid { field, reason };
         if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
             return Err(AgentError::TooManyRuns {
@@ -272,49 +300,36 @@ impl AgentRuntime {
                 ),
             ));
         }
-        let policy = pb::ApprovalPolicy::try_from(start.approval_policy)
-            .map(ApprovalPolicy::from_wire)
-            .map_err(|_| {
-                invalid(
-                    "approval_policy",
-                    format!("unknown approval policy {}", start.approval_policy),
-                )
-            })?;
-        let model = start.model.clone().unwrap_or_default();
-        let spec = parse_model(&model)?;
-        let provider = provider::build(&spec, &self.shared.settings.providers).map_err(|err| {
-            let field = match spec {
-                ModelSpec::Scripted { .. } => "model.script",
-                ModelSpec::OpenAi { .. } | ModelSpec::Anthropic { .. } => "model.model",
-            };
-            invalid(field, err.to_string())
-        })?;
+        let resolved = self.resolve(&start, Missing::Refuse)?;
         let existing = if start.session_id.is_empty() {
             None
         } else {
+            let session_id = SessionId::parse(&start.session_id)
+                .map_err(|reason| invalid("session_id", reason))?;
             // Another tenant's session is as unknown as one that does not exist.
             Some(
                 self.shared
                     .store
-                    .session(&start.session_id)?
+                    .session(&session_id)
+                    .await?
                     .filter(|session| session.tenant == owner.tenant)
                     .ok_or_else(|| AgentError::UnknownSession(start.session_id.clone()))?,
             )
         };
         let has_workspace = match &existing {
-            Some(session) => !session.workspace.is_empty(),
+            Some(session) => session.workspace.is_some(),
             None => self
                 .shared
                 .executor
                 .workspaces()
-                .resolve(&start.workspace)?
+                .resolve(wire::non_empty(&start.workspace))?
                 .is_some(),
         };
-        let tools = self.resolve_tools(&start.tools)?;
         if !has_workspace {
             // A run never starts with tools it could only fail: they would each end in a
             // sandbox error, and the model would answer without them.
-            let needing: Vec<&str> = tools
+            let needing: Vec<&str> = resolved
+                .tools
                 .values()
                 .filter(|tool| tool.profile.grants_workspace())
                 .map(|tool| tool.name())
@@ -333,18 +348,24 @@ impl AgentRuntime {
         }
         let session = match existing {
             Some(session) => session,
-            None => self.create_session(&start.workspace, BTreeMap::new(), &owner.tenant)?,
+            None => {
+                self.create_session(
+                    wire::non_empty(&start.workspace),
+                    BTreeMap::new(),
+                    &owner.tenant,
+                )
+                .await?
+            }
         };
-        let limits = self.limits(&start, &model);
 
-        let run_id = ids::run_id();
-        let trace_id = ids::trace_id();
+        let run_id = RunId::new();
+        let trace_id = TraceId::new();
         let record = RunRecord {
             run_id: run_id.clone(),
             session_id: session.session_id.clone(),
             state: RunState::Running,
             start: start.clone(),
-            model: spec.to_string(),
+            model: resolved.model.clone(),
             workspace: session.workspace.clone(),
             trace_id: trace_id.clone(),
             created_at_ms: ids::now_ms(),
@@ -352,24 +373,25 @@ impl AgentRuntime {
             stop_reason: None,
             stop_detail: String::new(),
             final_text: String::new(),
-            usage: pb::Usage::default(),
+            usage: Usage::default(),
             steps: 0,
             last_seq: 0,
             tenant: owner.tenant.clone(),
         };
+        let limits = &resolved.limits;
         let started = pb::RunEvent {
-            run_id: run_id.clone(),
+            run_id: run_id.to_string(),
             seq: 1,
             step_id: String::new(),
             time_ms: ids::now_ms(),
             event: Some(pb::run_event::Event::RunStarted(pb::RunStarted {
-                session_id: session.session_id.clone(),
-                turn_id: ids::turn_id(),
-                trace_id,
+                session_id: session.session_id.to_string(),
+                turn_id: TurnId::new().into_string(),
+                trace_id: trace_id.to_string(),
                 input: start.input.clone(),
-                model: spec.to_string(),
-                tools: tools.keys().cloned().collect(),
-                approval_policy: policy.to_wire() as i32,
+                model: resolved.model.clone(),
+                tools: resolved.tools.keys().cloned().collect(),
+                approval_policy: resolved.policy.to_wire() as i32,
                 budgets: Some(pb::Budgets {
                     max_steps: limits.max_steps,
                     max_tokens: limits.max_tokens.unwrap_or(0),
@@ -379,96 +401,138 @@ impl AgentRuntime {
                     max_repeated_errors: limits.max_repeated_errors,
                     context_tokens: limits.context_tokens,
                 }),
-                workspace: session.workspace.clone(),
+                workspace: session.workspace.clone().unwrap_or_default(),
                 stop_on_denial: start.stop_on_denial,
             })),
         };
         // The run and the event that says it started are one write: a crash in between
         // would leave a run that resumes without ever having started.
-        self.shared.store.create_run(&record, &started)?;
-        let log = Arc::new(RunLog::new(run_id.clone(), self.shared.store.clone(), 1));
-
-        let live = self.launch(Launch {
-            record: &record,
+        self.shared.store.create_run(&record, &started).await?;
+        let log = Arc::new(RunLog::new(run_id, self.shared.store.clone(), 1));
+        self.launch(
+            &record,
             session,
-            provider,
-            tools,
-            policy,
-            limits,
-            state: LoopState {
-                conversation: vec![checkpoint::SavedMessage::User {
-                    text: start.input.clone(),
-                }],
-                sources: vec![String::new()],
-                ..LoopState::default()
-            },
+            resolved,
+            LoopState::start(&start.input),
             log,
-            recorded: HashSet::new(),
-        })?;
-        Ok(live)
+            HashSet::new(),
+        )
     }
 
-    /// Starts the loop of a run that is recorded, from `state`.
-    fn launch(&self, launch: Launch<'_>) -> Result<Arc<LiveRun>, AgentError> {
-        let Launch {
-            record,
-            session,
+    /// The provider, tools, policy and limits a run's request asks for.
+    fn resolve(&self, start: &pb::StartRun, missing: Missing) -> Result<Resolved, AgentError> {
+        let invalid = |field, reason: String| AgentError::Invalid { field, reason };
+        let policy = pb::ApprovalPolicy::try_from(start.approval_policy)
+            .map(ApprovalPolicy::from_wire)
+            .map_err(|_| {
+                invalid(
+                    "approval_policy",
+                    format!("unknown approval policy {}", start.approval_policy),
+                )
+            })?;
+        let model = start.model.clone().unwrap_or_default();
+        let spec = parse_model(&model)?;
+        let provider = provider::build(&spec, &self.shared.settings.providers).map_err(|err| {
+            let field = match spec {
+                ModelSpec::Scripted { .. } => "model.script",
+                ModelSpec::OpenAi { .. } | ModelSpec::Anthropic { .. } => "model.model",
+            };
+            invalid(field, err.to_string())
+        })?;
+        let registry = self.shared.executor.registry();
+        let tools: BTreeMap<String, Arc<Tool>> = if start.tools.is_empty() {
+            registry
+                .tools()
+                .map(|tool| (tool.name().to_owned(), tool.clone()))
+                .collect()
+        } else {
+            let mut tools = BTreeMap::new();
+            for name in &start.tools {
+                match (registry.get(name), missing) {
+                    (Some(tool), _) => {
+                        tools.insert(name.clone(), tool);
+                    }
+                    (None, Missing::Skip) => {}
+                    (None, Missing::Refuse) => return Err(AgentError::UnknownTool(name.clone())),
+                }
+            }
+            tools
+        };
+        Ok(Resolved {
             provider,
+            model: spec.to_string(),
             tools,
             policy,
-            limits,
-            state,
-            log,
-            recorded,
-        } = launch;
+            limits: self.limits(start, &model),
+        })
+    }
+
+    /// Starts the loop of a recorded run, from `state`.
+    fn launch(
+        &self,
+        record: &RunRecord,
+        session: SessionRecord,
+        resolved: Resolved,
+        state: LoopState,
+        log: Arc<RunLog>,
+        recorded: HashSet<(CallEvent, ids::CallId)>,
+    ) -> Result<Arc<LiveRun>, AgentError> {
         let (input, input_receiver) = mpsc::unbounded_channel();
         let live = Arc::new(LiveRun {
             run_id: record.run_id.clone(),
             session_id: session.session_id.clone(),
             tenant: record.tenant.clone(),
-            log,
+            log: log.clone(),
             input,
-            cancel: CancellationToken::new(),
-            cancel_reason: Mutex::new(None),
+            cancel: Arc::default(),
             rejections: AtomicU32::new(0),
         });
-        let elapsed_before = Duration::from_millis(state.elapsed_ms);
-        let now = tokio::time::Instant::now();
-        let run_loop = run::RunLoop {
+        let trace = RunTrace::new(
+            self.shared.tracer.clone(),
+            log.clone(),
+            record.run_id.as_str(),
+            record.trace_id.as_str(),
+        );
+        let approvals = Arc::new(Approvals::new(
+            self.shared.approvals.clone(),
+            self.shared.store.clone(),
+            log.clone(),
+            session.session_id.clone(),
+            resolved.policy,
+            resolved.limits.approval_timeout,
+        ));
+        let budget = Budget::new(
+            resolved.limits,
+            state.usage,
+            state.steps,
+            state.failures,
+            Duration::from_millis(state.elapsed_ms),
+            live.cancel.clone(),
+        );
+        let run_loop = RunLoop {
             shared: self.shared.clone(),
             run: live.clone(),
-            provider,
-            tools,
-            policy,
-            deadline: now + limits.wall_time.saturating_sub(elapsed_before),
-            limits,
+            provider: resolved.provider,
+            tools: resolved.tools,
+            policy: resolved.policy,
             system: prompt::system_prompt(&record.start.instructions),
             stop_on_denial: record.start.stop_on_denial,
             input: input_receiver,
-            conversation: state
-                .conversation
-                .into_iter()
-                .map(provider::Message::from)
-                .collect(),
-            sources: state.sources,
-            usage: state.usage.into(),
-            steps: state.steps,
-            failures: state.failures,
+            conversation: state.conversation,
+            budget,
             pending: state.pending,
-            elapsed_before,
-            resumed_at: now,
-            recorded,
-            trace: RunTrace::new(
-                self.shared.tracer.clone(),
-                live.log.clone(),
-                &record.trace_id,
+            recorder: Recorder::new(
+                log,
+                trace,
+                self.shared.store.clone(),
+                recorded,
+                record.created_at_ms,
             ),
-            created_at_ms: record.created_at_ms,
+            approvals,
             step_span: None,
-            approved_hosts: Default::default(),
             session,
         };
-        run_loop.checkpoint()?;
+        run_loop.checkpoint();
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -487,87 +551,97 @@ impl AgentRuntime {
 
     /// Takes up every run a previous daemon left unfinished, each from its last checkpoint.
     /// Returns how many were resumed; a run that cannot be is finished with the reason.
-    pub fn resume_unfinished(&self) -> Result<usize, AgentError> {
-        for grant in self.shared.store.session_grants()? {
+    pub async fn resume_unfinished(&self) -> Result<usize, AgentError> {
+        for grant in self.shared.store.session_grants().await? {
             self.shared.approvals.add_session_grant(grant);
         }
         let mut resumed = 0;
-        for record in self.shared.store.unfinished_runs()? {
-            let run_id = record.run_id.clone();
-            match self.resume(&record) {
+        for record in self.shared.store.unfinished_runs().await? {
+            match self.resume(&record).await {
                 Ok(true) => resumed += 1,
                 Ok(false) => {}
                 Err(err) => {
-                    tracing::error!(run = %run_id, error = %err, "cannot resume run; finishing it");
-                    let log =
-                        RunLog::new(run_id.clone(), self.shared.store.clone(), record.last_seq);
-                    let detail = format!("the run could not be resumed after a restart: {err}");
-                    log.append(
-                        "",
-                        pb::run_event::Event::RunFinished(pb::RunFinished {
-                            reason: pb::StopReason::ModelError as i32,
-                            final_text: String::new(),
-                            usage: Some(record.usage),
-                            detail: detail.clone(),
-                            steps: record.steps,
-                        }),
-                    )?;
-                    self.shared.store.finish_run(
-                        &run_id,
-                        &RunEnd {
-                            stop_reason: pb::StopReason::ModelError,
-                            stop_detail: detail,
-                            final_text: String::new(),
-                            finished_at_ms: ids::now_ms(),
-                        },
-                    )?;
+                    tracing::error!(run = %record.run_id, error = %err, "cannot resume run; finishing it");
+                    self.give_up(&record, &err).await?;
                 }
             }
         }
         Ok(resumed)
     }
 
+    /// Ends a run that cannot be resumed, saying why.
+    async fn give_up(&self, record: &RunRecord, err: &AgentError) -> Result<(), AgentError> {
+        let log = RunLog::new(
+            record.run_id.clone(),
+            self.shared.store.clone(),
+            record.last_seq,
+        );
+        let detail = format!("the run could not be resumed after a restart: {err}");
+        log.append(
+            None,
+            pb::run_event::Event::RunFinished(pb::RunFinished {
+                reason: pb::StopReason::ModelError as i32,
+                final_text: String::new(),
+                usage: Some(wire::usage(&record.usage)),
+                detail: detail.clone(),
+                steps: record.steps,
+            }),
+        );
+        log.committed().await?;
+        self.shared
+            .store
+            .finish_run(
+                &record.run_id,
+                &RunEnd {
+                    stop_reason: StopReason::ModelError,
+                    stop_detail: detail,
+                    final_text: String::new(),
+                    finished_at_ms: ids::now_ms(),
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Resumes one run; false when its log shows it had already finished.
-    fn resume(&self, record: &RunRecord) -> Result<bool, AgentError> {
-        let checkpoint = self.shared.store.latest_checkpoint(&record.run_id)?;
+    async fn resume(&self, record: &RunRecord) -> Result<bool, AgentError> {
+        let store = &self.shared.store;
+        let checkpoint = store.latest_checkpoint(&record.run_id).await?;
         let (state, checkpoint_id, checkpoint_seq) = match checkpoint {
             Some(checkpoint) => (
                 LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?,
                 checkpoint.checkpoint_id,
                 checkpoint.seq,
             ),
-            None => (
-                LoopState {
-                    conversation: vec![checkpoint::SavedMessage::User {
-                        text: record.start.input.clone(),
-                    }],
-                    sources: vec![String::new()],
-                    ..LoopState::default()
-                },
-                String::new(),
-                0,
-            ),
+            None => (LoopState::start(&record.start.input), String::new(), 0),
         };
         // What the log holds past the checkpoint: events not to record twice, or the end.
         let mut recorded = HashSet::new();
         let mut after = checkpoint_seq;
         loop {
-            let batch = self.shared.store.events_after(&record.run_id, after, 512)?;
+            let batch = store
+                .events_after(&record.run_id, after, RESUME_BATCH)
+                .await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for event in &batch {
                 match &event.event {
                     Some(pb::run_event::Event::RunFinished(finished)) => {
-                        self.shared.store.finish_run(
-                            &record.run_id,
-                            &RunEnd {
-                                stop_reason: pb::StopReason::try_from(finished.reason)
-                                    .unwrap_or(pb::StopReason::Unspecified),
-                                stop_detail: finished.detail.clone(),
-                                final_text: finished.final_text.clone(),
-                                finished_at_ms: event.time_ms,
-                            },
-                        )?;
+                        let reason = pb::StopReason::try_from(finished.reason)
+                            .ok()
+                            .and_then(wire::stop_reason_from)
+                            .unwrap_or(StopReason::ModelError);
+                        store
+                            .finish_run(
+                                &record.run_id,
+                                &RunEnd {
+                                    stop_reason: reason,
+                                    stop_detail: finished.detail.clone(),
+                                    final_text: finished.final_text.clone(),
+                                    finished_at_ms: event.time_ms,
+                                },
+                            )
+                            .await?;
                         return Ok(false);
                     }
                     Some(event) => {
@@ -579,87 +653,30 @@ impl AgentRuntime {
                 }
             }
         }
-        let session = self
-            .shared
-            .store
-            .session(&record.session_id)?
-            .ok_or_else(|| AgentError::UnknownSession(record.session_id.clone()))?;
-        let model = record.start.model.clone().unwrap_or_default();
-        let spec = parse_model(&model)?;
-        let provider = provider::build(&spec, &self.shared.settings.providers)
+        let session = store
+            .session(&record.session_id)
+            .await?
+            .ok_or_else(|| AgentError::UnknownSession(record.session_id.to_string()))?;
+        let resolved = self
+            .resolve(&record.start, Missing::Skip)
             .map_err(|err| AgentError::Unresumable(err.to_string()))?;
-        // Tools gone since the run started are simply absent: the model is told so if it
-        // proposes one.
-        let registry = self.shared.executor.registry();
-        let tools: BTreeMap<String, Arc<Tool>> = if record.start.tools.is_empty() {
-            registry
-                .tools()
-                .map(|t| (t.name().to_owned(), t.clone()))
-                .collect()
-        } else {
-            record
-                .start
-                .tools
-                .iter()
-                .filter_map(|name| registry.get(name).map(|tool| (name.clone(), tool)))
-                .collect()
-        };
-        let limits = self.limits(&record.start, &model);
-        let policy = ApprovalPolicy::from_wire(
-            pb::ApprovalPolicy::try_from(record.start.approval_policy)
-                .unwrap_or(pb::ApprovalPolicy::Unspecified),
-        );
-        self.shared
-            .store
-            .set_run_state(&record.run_id, RunState::Running)?;
-        let log = Arc::new(RunLog::new(
-            record.run_id.clone(),
-            self.shared.store.clone(),
-            after,
-        ));
+        drop(store.set_run_state(&record.run_id, RunState::Running));
+        let log = Arc::new(RunLog::new(record.run_id.clone(), store.clone(), after));
         let pending_calls = state.pending.as_ref().map_or(0, |pending| {
             pending.calls.len().saturating_sub(pending.next)
         });
         log.append(
-            "",
+            None,
             pb::run_event::Event::RunResumed(pb::RunResumed {
                 checkpoint_id,
                 checkpoint_seq,
                 pending_calls: u32::try_from(pending_calls).unwrap_or(u32::MAX),
             }),
-        )?;
+        );
+        log.committed().await?;
         tracing::info!(run = %record.run_id, pending_calls, "resuming run");
-        self.launch(Launch {
-            record,
-            session,
-            provider,
-            tools,
-            policy,
-            limits,
-            state,
-            log,
-            recorded,
-        })?;
+        self.launch(record, session, resolved, state, log, recorded)?;
         Ok(true)
-    }
-
-    fn resolve_tools(&self, names: &[String]) -> Result<BTreeMap<String, Arc<Tool>>, AgentError> {
-        let registry = self.shared.executor.registry();
-        if names.is_empty() {
-            return Ok(registry
-                .tools()
-                .map(|tool| (tool.name().to_owned(), tool.clone()))
-                .collect());
-        }
-        names
-            .iter()
-            .map(|name| {
-                registry
-                    .get(name)
-                    .map(|tool| (name.clone(), tool))
-                    .ok_or_else(|| AgentError::UnknownTool(name.clone()))
-            })
-            .collect()
     }
 
     fn limits(&self, start: &pb::StartRun, model: &pb::ModelConfig) -> RunLimits {
@@ -692,43 +709,39 @@ impl AgentRuntime {
     }
 
     /// Every event of a run after `after_seq`, then live ones until the run finishes.
-    pub fn follow(
+    pub async fn follow(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         after_seq: u64,
     ) -> Result<mpsc::Receiver<Result<pb::RunEvent, StoreError>>, AgentError> {
         if let Some(live) = self.live_run(run_id) {
             return Ok(live.log.follow(after_seq));
         }
-        if self.shared.store.run(run_id)?.is_none() {
-            return Err(AgentError::UnknownRun(run_id.to_owned()));
+        if self.shared.store.run(run_id).await?.is_none() {
+            return Err(AgentError::UnknownRun(run_id.to_string()));
         }
         Ok(log::replay(
             self.shared.store.clone(),
-            run_id.to_owned(),
+            run_id.clone(),
             after_seq,
         ))
     }
 
-    pub fn cancel(&self, run_id: &str, reason: &str) -> Result<(), AgentError> {
+    pub async fn cancel(&self, run_id: &RunId, reason: &str) -> Result<(), AgentError> {
         let Some(live) = self.live_run(run_id) else {
-            return Err(self.not_live(run_id)?);
+            return Err(self.not_live(run_id).await?);
         };
         let reason = if reason.trim().is_empty() {
             "cancelled by a client".to_owned()
         } else {
             format!("cancelled by a client: {}", reason.trim())
         };
-        live.cancel_reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(reason);
-        live.cancel.cancel();
+        live.cancel.pull(reason);
         Ok(())
     }
 
     /// More input from the user, read before the run's next model call.
-    pub fn send_input(&self, run_id: &str, text: String) -> Result<(), AgentError> {
+    pub async fn send_input(&self, run_id: &RunId, text: String) -> Result<(), AgentError> {
         if text.len() > MAX_INPUT_BYTES {
             return Err(AgentError::Invalid {
                 field: "input.text",
@@ -739,100 +752,98 @@ impl AgentRuntime {
             });
         }
         let Some(live) = self.live_run(run_id) else {
-            return Err(self.not_live(run_id)?);
+            return Err(self.not_live(run_id).await?);
         };
         live.input
             .send(text)
-            .map_err(|_| AgentError::RunFinished(run_id.to_owned()))
+            .map_err(|_| AgentError::RunFinished(run_id.to_string()))
     }
 
     /// A decision from a run's own stream: it may only answer that run's approvals. A refused
     /// decision is recorded in the run's log, which is how that client learns of it.
-    pub fn decide_for_run(&self, run_id: &str, decision: &pb::ApprovalDecision) {
+    pub fn decide_for_run(&self, run_id: &RunId, verdict: &Verdict) {
         let approver = Approver::RunClient {
-            run_id: run_id.to_owned(),
+            run_id: run_id.clone(),
         };
-        let Err(err) = self.shared.approvals.decide(decision, &approver) else {
+        let Err(err) = self.shared.approvals.decide(verdict, &approver) else {
             return;
         };
-        self.refuse_decision_for_run(run_id, &decision.approval_id, &err.to_string());
+        self.refuse_decision_for_run(run_id, &verdict.approval_id, &err.to_string());
     }
 
     /// Records in a run's log that a decision sent on its stream did not count, and why.
-    pub fn refuse_decision_for_run(&self, run_id: &str, approval_id: &str, reason: &str) {
+    pub fn refuse_decision_for_run(&self, run_id: &RunId, approval_id: &str, reason: &str) {
         let Some(live) = self.live_run(run_id) else {
             return;
         };
         if live.rejections.fetch_add(1, Ordering::Relaxed) >= MAX_RECORDED_REJECTIONS {
             return;
         }
-        let recorded = live.log.append(
-            "",
+        live.log.append(
+            None,
             pb::run_event::Event::DecisionRejected(pb::DecisionRejected {
                 approval_id: approval_id.to_owned(),
                 reason: reason.to_owned(),
             }),
         );
-        if let Err(store) = recorded {
-            tracing::warn!(run = run_id, error = %store, "cannot record a refused decision");
-        }
     }
 
     /// A decision from an approver console, for any run.
-    pub fn decide(&self, decision: &pb::ApprovalDecision) -> Result<(), DecisionError> {
-        self.shared.approvals.decide(decision, &Approver::Console)
+    pub fn decide(&self, verdict: &Verdict) -> Result<(), DecisionError> {
+        self.shared.approvals.decide(verdict, &Approver::Console)
+    }
+
+    pub async fn run(&self, run_id: &RunId) -> Result<RunRecord, AgentError> {
+        self.shared
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| AgentError::UnknownRun(run_id.to_string()))
     }
 
     /// The sequence number of a run's last event.
-    pub fn last_seq(&self, run_id: &str) -> Result<u64, AgentError> {
+    pub async fn last_seq(&self, run_id: &RunId) -> Result<u64, AgentError> {
         match self.live_run(run_id) {
             Some(live) => Ok(live.log.last_seq()),
-            None => Ok(self.run(run_id)?.last_seq),
+            None => Ok(self.run(run_id).await?.last_seq),
         }
     }
 
-    pub fn run(&self, run_id: &str) -> Result<RunRecord, AgentError> {
-        self.shared
-            .store
-            .run(run_id)?
-            .ok_or_else(|| AgentError::UnknownRun(run_id.to_owned()))
-    }
-
     /// A run and its spans.
-    pub fn trace(&self, run_id: &str) -> Result<(RunRecord, Vec<pb::Span>), AgentError> {
-        let run = self.run(run_id)?;
-        let spans = self.shared.store.spans(run_id)?;
+    pub async fn trace(&self, run_id: &RunId) -> Result<(RunRecord, Vec<pb::Span>), AgentError> {
+        let run = self.run(run_id).await?;
+        let spans = self.shared.store.spans(run_id).await?;
         Ok((run, spans))
     }
 
-    pub fn list_runs(
+    pub async fn list_runs(
         &self,
         filter: &RunFilter,
         limit: usize,
         after: Option<&RunCursor>,
     ) -> Result<(Vec<RunRecord>, Option<RunCursor>), AgentError> {
-        Ok(self.shared.store.list_runs(filter, limit, after)?)
+        Ok(self.shared.store.list_runs(filter, limit, after).await?)
     }
 
     /// The error for a run that is not live: unknown, or finished.
-    fn not_live(&self, run_id: &str) -> Result<AgentError, AgentError> {
-        Ok(match self.shared.store.run(run_id)? {
-            Some(_) => AgentError::RunFinished(run_id.to_owned()),
-            None => AgentError::UnknownRun(run_id.to_owned()),
+    async fn not_live(&self, run_id: &RunId) -> Result<AgentError, AgentError> {
+        Ok(match self.shared.store.run(run_id).await? {
+            Some(_) => AgentError::RunFinished(run_id.to_string()),
+            None => AgentError::UnknownRun(run_id.to_string()),
         })
     }
 
     /// Cancels every live run (at shutdown).
     pub fn cancel_all(&self, reason: &str) {
-        let runs: Vec<_> = self
+        let runs: Vec<Arc<LiveRun>> = self
             .live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .keys()
+            .values()
             .cloned()
             .collect();
-        for run_id in runs {
-            let _ = self.cancel(&run_id, reason);
+        for live in runs {
+            live.cancel.pull(reason.to_owned());
         }
     }
 }

@@ -4,9 +4,7 @@
 
 use serde_json::{Value, json};
 
-use airlock_proto::v1 as pb;
-
-use crate::tools::ToolStatus;
+use crate::tools::{ToolResult, ToolStatus};
 
 /// An observation and whether it reports an error.
 pub struct Observation {
@@ -14,26 +12,23 @@ pub struct Observation {
     pub is_error: bool,
 }
 
-pub fn of_result(result: &pb::ToolResult) -> Observation {
-    let status = pb::ToolStatus::try_from(result.status).unwrap_or(pb::ToolStatus::Unspecified);
-    let name = status.as_str_name().trim_start_matches("TOOL_STATUS_");
-    let mut body = json!({ "status": name });
-    match status {
-        pb::ToolStatus::Ok => {
+pub fn of_result(result: &ToolResult) -> Observation {
+    let mut body = json!({ "status": result.status.as_str() });
+    match result.status {
+        ToolStatus::Ok => {
             // JSON results are embedded as values; anything else (a cut result, plain
             // text) as a string.
             body["content"] = serde_json::from_str::<Value>(&result.content)
                 .unwrap_or_else(|_| Value::String(result.content.clone()));
         }
-        pb::ToolStatus::Unspecified
-        | pb::ToolStatus::ToolError
-        | pb::ToolStatus::InvalidArguments
-        | pb::ToolStatus::Denied
-        | pb::ToolStatus::Timeout
-        | pb::ToolStatus::Cancelled
-        | pb::ToolStatus::LimitExceeded
-        | pb::ToolStatus::SandboxError
-        | pb::ToolStatus::OutcomeUnknown => {
+        ToolStatus::ToolError
+        | ToolStatus::InvalidArguments
+        | ToolStatus::Denied
+        | ToolStatus::Timeout
+        | ToolStatus::Cancelled
+        | ToolStatus::LimitExceeded
+        | ToolStatus::SandboxError
+        | ToolStatus::OutcomeUnknown => {
             body["error"] = Value::String(result.error_message.clone());
             body["retryable"] = Value::Bool(result.retryable);
             if !result.content.is_empty() {
@@ -47,7 +42,7 @@ pub fn of_result(result: &pb::ToolResult) -> Observation {
     }
     Observation {
         content: body.to_string(),
-        is_error: status != pb::ToolStatus::Ok,
+        is_error: result.status != ToolStatus::Ok,
     }
 }
 
@@ -62,23 +57,18 @@ pub fn refused(status: ToolStatus, reason: &str) -> Observation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ToolResult;
-    use crate::wire;
 
     #[test]
     fn ok_results_embed_json_content_and_errors_carry_the_message() {
         let mut result = ToolResult::refused(ToolStatus::Ok, "");
         result.content = r#"{"lines": 3}"#.into();
-        let ok = of_result(&wire::tool_result(result));
+        let ok = of_result(&result);
         assert!(!ok.is_error);
         assert_eq!(
             serde_json::from_str::<Value>(&ok.content).expect("json"),
             json!({"status": "OK", "content": {"lines": 3}})
         );
-        let error = of_result(&wire::tool_result(ToolResult::refused(
-            ToolStatus::Timeout,
-            "too slow",
-        )));
+        let error = of_result(&ToolResult::refused(ToolStatus::Timeout, "too slow"));
         assert!(error.is_error);
         let value: Value = serde_json::from_str(&error.content).expect("json");
         assert_eq!(value["status"], "TIMEOUT");
@@ -91,8 +81,7 @@ mod tests {
         result.content = r#"{"lines": "aaa"#.into();
         result.truncated = true;
         result.original_bytes = 5000;
-        let value: Value =
-            serde_json::from_str(&of_result(&wire::tool_result(result)).content).expect("json");
+        let value: Value = serde_json::from_str(&of_result(&result).content).expect("json");
         assert_eq!(value["content"], r#"{"lines": "aaa"#);
         assert_eq!(value["original_bytes"], 5000);
     }

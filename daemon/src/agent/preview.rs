@@ -20,7 +20,7 @@ pub async fn preview(
     executor: &Executor,
     tool: &Tool,
     arguments: &Value,
-    workspace: &str,
+    workspace: Option<&str>,
     cancel: CancellationToken,
 ) -> pb::Preview {
     if tool.manifest.preview {
@@ -44,7 +44,7 @@ async fn from_preview_mode(
     executor: &Executor,
     tool: &Tool,
     arguments: &Value,
-    workspace: &str,
+    workspace: Option<&str>,
     cancel: CancellationToken,
 ) -> pb::Preview {
     let mut preview_arguments = arguments.clone();
@@ -54,7 +54,7 @@ async fn from_preview_mode(
     let call = match executor.prepare(CallRequest {
         tool: tool.name().to_owned(),
         arguments_json: preview_arguments.to_string(),
-        workspace: workspace.to_owned(),
+        workspace: workspace.map(str::to_owned),
         timeout: None,
         read_only: true,
     }) {

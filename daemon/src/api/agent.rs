@@ -22,8 +22,10 @@ use super::tenants::Tenant;
 use super::tools::{check_tool, forbidden_workspace};
 use crate::agent::{AgentError, AgentRuntime, RunOwner};
 use crate::config::ApprovalRights;
-use crate::ids::{self, IdKind};
+use crate::ids::{RunId, SessionId};
+use crate::policy::{DecisionError, Verdict};
 use crate::store::{RunCursor, RunFilter, RunRecord, RunState};
+use crate::wire;
 
 /// Runs listed per page unless the client asks for fewer; and the most it may ask for.
 const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -76,16 +78,22 @@ impl AgentService {
 
     /// Checks that `run_id` (request field `field`) is a run of `tenant`. Another tenant's
     /// run is NOT_FOUND, exactly like one that does not exist.
-    fn check_owner(&self, tenant: &Tenant, run_id: &str, field: &str) -> Result<(), ApiError> {
-        check_id(IdKind::Run, run_id, field)?;
+    async fn owned_run(
+        &self,
+        tenant: &Tenant,
+        run_id: &str,
+        field: &str,
+    ) -> Result<RunId, ApiError> {
+        let run_id = parse_id(RunId::parse, run_id, field)?;
         let owner = self
             .runtime
-            .run_owner(run_id)
+            .run_owner(&run_id)
+            .await
             .map_err(|err| ApiError::from(err).at(field))?;
         if tenant.owns(&owner) {
-            Ok(())
+            Ok(run_id)
         } else {
-            Err(ApiError::from(AgentError::UnknownRun(run_id.to_owned())).at(field))
+            Err(ApiError::from(AgentError::UnknownRun(run_id.into_string())).at(field))
         }
     }
 
@@ -93,10 +101,10 @@ impl AgentService {
     /// tenant's. Errors name fields inside the `StartRun`.
     fn check_start(&self, tenant: &Tenant, start: &mut pb::StartRun) -> Result<(), ApiError> {
         if !start.session_id.is_empty() {
-            check_id(IdKind::Session, &start.session_id, "session_id")?;
+            parse_id(SessionId::parse, &start.session_id, "session_id")?;
         }
         tenant
-            .may_use_workspace(&start.workspace)
+            .may_use_workspace(wire::non_empty(&start.workspace))
             .map_err(|err| forbidden_workspace(tenant, err).at("workspace"))?;
         let Some(allowed) = tenant.allowed_tools() else {
             return Ok(());
@@ -124,9 +132,38 @@ impl AgentService {
     }
 }
 
-/// Checks an id a client sent in request field `field` for its shape.
-pub(super) fn check_id(kind: IdKind, id: &str, field: &str) -> Result<(), ApiError> {
-    ids::check(kind, id).map_err(|reason| ApiError::invalid(field, reason))
+/// Parses an id a client sent in request field `field` with `parse` (such as
+/// [`RunId::parse`]), so a typo is told apart from an id that names nothing.
+pub(super) fn parse_id<T>(
+    parse: fn(&str) -> Result<T, String>,
+    text: &str,
+    field: &str,
+) -> Result<T, ApiError> {
+    parse(text).map_err(|reason| ApiError::invalid(field, reason))
+}
+
+/// A decision as a client sent it, decoded once here.
+fn verdict(decision: &pb::ApprovalDecision) -> Verdict {
+    Verdict {
+        approval_id: decision.approval_id.clone(),
+        decision: pb::Decision::try_from(decision.decision)
+            .ok()
+            .and_then(wire::decision_from),
+        reason: decision.reason.clone(),
+        digest: decision.digest.clone(),
+    }
+}
+
+/// Whether a console of `tenant` may see (and answer) an approval request; the requests of
+/// a run nobody owns are nobody's.
+async fn may_answer(runtime: &AgentRuntime, tenant: &Tenant, run_id: &str) -> bool {
+    let Ok(run_id) = RunId::parse(run_id) else {
+        return false;
+    };
+    runtime
+        .run_owner(&run_id)
+        .await
+        .is_ok_and(|owner| tenant.may_answer_for(&owner))
 }
 
 /// The page token of the page after `cursor`: opaque to clients, and checked like any field
@@ -145,10 +182,10 @@ fn parse_page_token(token: &str) -> Result<RunCursor, ApiError> {
     };
     let (time, run_id) = token.split_once('.').ok_or_else(invalid)?;
     let created_at_ms = time.parse().map_err(|_| invalid())?;
-    ids::check(IdKind::Run, run_id).map_err(|_| invalid())?;
+    let run_id = RunId::parse(run_id).map_err(|_| invalid())?;
     Ok(RunCursor {
         created_at_ms,
-        run_id: run_id.to_owned(),
+        run_id,
     })
 }
 
@@ -163,17 +200,18 @@ impl pb::agent_server::Agent for AgentService {
         let tenant = caller(&request)?;
         let request = request.into_inner();
         tenant
-            .may_use_workspace(&request.workspace)
+            .may_use_workspace(wire::non_empty(&request.workspace))
             .map_err(|err| forbidden_workspace(&tenant, err).at("workspace"))?;
         check_labels(&request.labels)?;
         let labels: BTreeMap<String, String> = request.labels.into_iter().collect();
         let session = self
             .runtime
-            .create_session(&request.workspace, labels, &tenant.name)
+            .create_session(wire::non_empty(&request.workspace), labels, &tenant.name)
+            .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::Session {
-            session_id: session.session_id,
-            workspace: session.workspace,
+            session_id: session.session_id.into_string(),
+            workspace: session.workspace.unwrap_or_default(),
             labels: session.labels.into_iter().collect(),
             created_at_ms: session.created_at_ms,
         }))
@@ -202,19 +240,24 @@ impl pb::agent_server::Agent for AgentService {
                     let _turn = self.starts.take(&tenant.name).await;
                     self.runtime
                         .start(start, &owner)
+                        .await
                         .map_err(|err| ApiError::from(err).at("start"))?
                 };
                 let events = self
                     .runtime
                     .follow(&live.run_id, 0)
+                    .await
                     .map_err(ApiError::from)?;
                 (live.run_id.clone(), events)
             }
             Some(pb::run_request::Request::Attach(attach)) => {
-                self.check_owner(&tenant, &attach.run_id, "attach.run_id")?;
+                let run_id = self
+                    .owned_run(&tenant, &attach.run_id, "attach.run_id")
+                    .await?;
                 let last_seq = self
                     .runtime
-                    .last_seq(&attach.run_id)
+                    .last_seq(&run_id)
+                    .await
                     .map_err(ApiError::from)?;
                 if attach.after_seq > last_seq {
                     return Err(ApiError::AfterTheEnd {
@@ -226,9 +269,10 @@ impl pb::agent_server::Agent for AgentService {
                 }
                 let events = self
                     .runtime
-                    .follow(&attach.run_id, attach.after_seq)
+                    .follow(&run_id, attach.after_seq)
+                    .await
                     .map_err(|err| ApiError::from(err).at("attach.run_id"))?;
-                (attach.run_id, events)
+                (run_id, events)
             }
             Some(
                 pb::run_request::Request::Decision(_)
@@ -256,16 +300,16 @@ impl pb::agent_server::Agent for AgentService {
                                 &format!("tenant `{}` may not answer approvals", tenant.name),
                             );
                         } else {
-                            runtime.decide_for_run(&run_id, &decision);
+                            runtime.decide_for_run(&run_id, &verdict(&decision));
                         }
                     }
                     Some(pb::run_request::Request::Cancel(cancel)) => {
-                        if let Err(err) = runtime.cancel(&run_id, &cancel.reason) {
+                        if let Err(err) = runtime.cancel(&run_id, &cancel.reason).await {
                             tracing::debug!(run = %run_id, error = %err, "cancel from a run stream ignored");
                         }
                     }
                     Some(pb::run_request::Request::Input(input)) => {
-                        if let Err(err) = runtime.send_input(&run_id, input.text) {
+                        if let Err(err) = runtime.send_input(&run_id, input.text).await {
                             tracing::debug!(run = %run_id, error = %err, "input from a run stream ignored");
                         }
                     }
@@ -304,15 +348,13 @@ impl pb::agent_server::Agent for AgentService {
         let outgoing = sender.clone();
         let runtime = self.runtime.clone();
         let console_tenant = tenant.clone();
-        // Only the requests of runs this tenant may answer; an unknown run's are nobody's.
-        let visible = move |request: &pb::ApprovalRequest| {
-            runtime
-                .run_owner(&request.run_id)
-                .is_ok_and(|owner| console_tenant.may_answer_for(&owner))
-        };
         tokio::spawn(async move {
+            // Only the requests of runs this tenant may answer.
+            let visible = async |request: &pb::ApprovalRequest| {
+                may_answer(&runtime, &console_tenant, &request.run_id).await
+            };
             for request in pending {
-                if visible(&request) && outgoing.send(Ok(request)).await.is_err() {
+                if visible(&request).await && outgoing.send(Ok(request)).await.is_err() {
                     return;
                 }
             }
@@ -324,7 +366,8 @@ impl pb::agent_server::Agent for AgentService {
                         let (pending, fresh) = broker.subscribe();
                         updates = fresh;
                         for request in pending {
-                            if visible(&request) && outgoing.send(Ok(request)).await.is_err() {
+                            if visible(&request).await && outgoing.send(Ok(request)).await.is_err()
+                            {
                                 return;
                             }
                         }
@@ -332,7 +375,7 @@ impl pb::agent_server::Agent for AgentService {
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
-                if visible(&update) && outgoing.send(Ok(update)).await.is_err() {
+                if visible(&update).await && outgoing.send(Ok(update)).await.is_err() {
                     return;
                 }
             }
@@ -341,17 +384,14 @@ impl pb::agent_server::Agent for AgentService {
         tokio::spawn(async move {
             while let Ok(Some(decision)) = decisions.message().await {
                 // Another tenant's request is answered as if it were not pending at all.
-                let allowed = runtime
-                    .approvals()
-                    .pending_run_id(&decision.approval_id)
-                    .and_then(|run_id| runtime.run_owner(&run_id).ok())
-                    .is_some_and(|owner| tenant.may_answer_for(&owner));
+                let allowed = match runtime.approvals().pending_run_id(&decision.approval_id) {
+                    Some(run_id) => may_answer(&runtime, &tenant, &run_id).await,
+                    None => false,
+                };
                 let decided = if allowed {
-                    runtime.decide(&decision)
+                    runtime.decide(&verdict(&decision))
                 } else {
-                    Err(crate::policy::DecisionError::NotPending(
-                        decision.approval_id.clone(),
-                    ))
+                    Err(DecisionError::NotPending(decision.approval_id.clone()))
                 };
                 if let Err(err) = decided {
                     let rejected = pb::ApprovalRequest {
@@ -375,9 +415,10 @@ impl pb::agent_server::Agent for AgentService {
     ) -> Result<Response<pb::CancelRunResponse>, Status> {
         let tenant = caller(&request)?;
         let request = request.into_inner();
-        self.check_owner(&tenant, &request.run_id, "run_id")?;
+        let run_id = self.owned_run(&tenant, &request.run_id, "run_id").await?;
         self.runtime
-            .cancel(&request.run_id, &request.reason)
+            .cancel(&run_id, &request.reason)
+            .await
             .map_err(|err| ApiError::from(err).at("run_id"))?;
         Ok(Response::new(pb::CancelRunResponse {}))
     }
@@ -387,14 +428,14 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<pb::GetRunRequest>,
     ) -> Result<Response<pb::RunInfo>, Status> {
         let tenant = caller(&request)?;
-        let run_id = request.into_inner().run_id;
-        check_id(IdKind::Run, &run_id, "run_id")?;
+        let run_id = parse_id(RunId::parse, &request.into_inner().run_id, "run_id")?;
         let run = self
             .runtime
             .run(&run_id)
+            .await
             .map_err(|err| ApiError::from(err).at("run_id"))?;
         if !tenant.owns(&run.tenant) {
-            return Err(ApiError::from(AgentError::UnknownRun(run_id))
+            return Err(ApiError::from(AgentError::UnknownRun(run_id.into_string()))
                 .at("run_id")
                 .into());
         }
@@ -420,15 +461,15 @@ impl pb::agent_server::Agent for AgentService {
                 .into());
             }
         };
-        if !request.session_id.is_empty() {
-            check_id(IdKind::Session, &request.session_id, "session_id")?;
-        }
+        let session_id = wire::non_empty(&request.session_id)
+            .map(|id| parse_id(SessionId::parse, id, "session_id"))
+            .transpose()?;
         let after = match request.page_token.as_str() {
             "" => None,
             token => Some(parse_page_token(token)?),
         };
         let filter = RunFilter {
-            session_id: (!request.session_id.is_empty()).then_some(request.session_id),
+            session_id,
             state,
             tenant: Some(tenant.name.clone()),
         };
@@ -439,6 +480,7 @@ impl pb::agent_server::Agent for AgentService {
         let (runs, next) = self
             .runtime
             .list_runs(&filter, size as usize, after.as_ref())
+            .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListRunsResponse {
             runs: runs.into_iter().map(run_info).collect(),
@@ -451,15 +493,17 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<pb::GetTraceRequest>,
     ) -> Result<Response<pb::Trace>, Status> {
         let tenant = caller(&request)?;
-        let run_id = request.into_inner().run_id;
-        self.check_owner(&tenant, &run_id, "run_id")?;
+        let run_id = self
+            .owned_run(&tenant, &request.into_inner().run_id, "run_id")
+            .await?;
         let (run, spans) = self
             .runtime
             .trace(&run_id)
+            .await
             .map_err(|err| ApiError::from(err).at("run_id"))?;
         Ok(Response::new(pb::Trace {
-            run_id: run.run_id,
-            trace_id: run.trace_id,
+            run_id: run.run_id.into_string(),
+            trace_id: run.trace_id.to_string(),
             spans,
         }))
     }
@@ -467,20 +511,22 @@ impl pb::agent_server::Agent for AgentService {
 
 fn run_info(run: RunRecord) -> pb::RunInfo {
     pb::RunInfo {
-        run_id: run.run_id,
-        session_id: run.session_id,
+        run_id: run.run_id.into_string(),
+        session_id: run.session_id.into_string(),
         state: match run.state {
             RunState::Running => pb::RunState::Running,
             RunState::WaitingForApproval => pb::RunState::WaitingForApproval,
             RunState::Finished => pb::RunState::Finished,
         } as i32,
-        stop_reason: run.stop_reason.unwrap_or(pb::StopReason::Unspecified) as i32,
+        stop_reason: run
+            .stop_reason
+            .map_or(pb::StopReason::Unspecified, wire::stop_reason) as i32,
         input: run.start.input,
         final_text: run.final_text,
-        usage: Some(run.usage),
+        usage: Some(wire::usage(&run.usage)),
         model: run.model,
-        workspace: run.workspace,
-        trace_id: run.trace_id,
+        workspace: run.workspace.unwrap_or_default(),
+        trace_id: run.trace_id.to_string(),
         created_at_ms: run.created_at_ms,
         finished_at_ms: run.finished_at_ms.unwrap_or(0),
         last_seq: run.last_seq,

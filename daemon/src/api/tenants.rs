@@ -62,9 +62,9 @@ impl Tenant {
         self.tools.as_ref()
     }
 
-    /// Whether `workspace` (as a request names it) lies in this tenant's roots. An empty
-    /// workspace (none) always does; the daemon's own roots are checked after this.
-    pub fn may_use_workspace(&self, workspace: &str) -> Result<(), WorkspaceError> {
+    /// Whether `workspace` (as a request names it) lies in this tenant's roots. No
+    /// workspace always does; the daemon's own roots are checked after this.
+    pub fn may_use_workspace(&self, workspace: Option<&str>) -> Result<(), WorkspaceError> {
         match &self.roots {
             Some(roots) => roots.resolve(workspace).map(|_| ()),
             None => Ok(()),
@@ -214,7 +214,11 @@ fn load_tenant(
             let inside = root
                 .to_str()
                 .ok_or_else(|| "is not UTF-8".to_owned())
-                .and_then(|text| daemon_roots.resolve(text).map_err(|err| err.to_string()));
+                .and_then(|text| {
+                    daemon_roots
+                        .resolve(Some(text))
+                        .map_err(|err| err.to_string())
+                });
             if let Err(reason) = inside {
                 return Err(TenantError::Root {
                     tenant: name,

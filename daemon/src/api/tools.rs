@@ -14,13 +14,13 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
-use super::agent::check_id;
+use super::agent::parse_id;
 use super::auth::caller;
 use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
 use super::tenants::{DEFAULT_TENANT, Tenant};
-use crate::ids::IdKind;
+use crate::ids::ExecutionId;
 use crate::store::Store;
 use crate::tools::{CallRequest, ExecutionEvent, Executor};
 use crate::wire as convert;
@@ -43,13 +43,17 @@ impl ToolsService {
 
     /// Fails with NOT_FOUND unless `tenant` owns execution `execution_id` (request field
     /// `execution_id`). Executions recorded before tenants existed belong to `default`.
-    fn check_execution(&self, tenant: &Tenant, execution_id: &str) -> Result<(), ApiError> {
-        check_id(IdKind::Execution, execution_id, "execution_id")?;
-        let owner = self.store.execution_owner(execution_id)?;
+    async fn owned_execution(
+        &self,
+        tenant: &Tenant,
+        execution_id: &str,
+    ) -> Result<ExecutionId, ApiError> {
+        let execution_id = parse_id(ExecutionId::parse, execution_id, "execution_id")?;
+        let owner = self.store.execution_owner(&execution_id).await?;
         if tenant.owns(owner.as_deref().unwrap_or(DEFAULT_TENANT)) {
-            Ok(())
+            Ok(execution_id)
         } else {
-            Err(not_found_execution(execution_id))
+            Err(not_found_execution(execution_id.as_str()))
         }
     }
 }
@@ -113,7 +117,7 @@ impl pb::tools_server::Tools for ToolsService {
         limits::check_arguments(&request.arguments_json)?;
         check_tool(&tenant, &request.tool).map_err(|err| err.at("tool"))?;
         tenant
-            .may_use_workspace(&request.workspace)
+            .may_use_workspace(convert::non_empty(&request.workspace))
             .map_err(|err| forbidden_workspace(&tenant, err).at("workspace"))?;
         let slot = self.executions.acquire(
             &tenant.name,
@@ -125,7 +129,7 @@ impl pb::tools_server::Tools for ToolsService {
             .prepare(CallRequest {
                 tool: request.tool,
                 arguments_json: request.arguments_json,
-                workspace: request.workspace,
+                workspace: convert::non_empty(&request.workspace).map(str::to_owned),
                 timeout: (request.timeout_ms > 0)
                     .then(|| Duration::from_millis(request.timeout_ms)),
                 read_only: false,
@@ -142,8 +146,12 @@ impl pb::tools_server::Tools for ToolsService {
             // The slot is the tenant's until the call has reported its end.
             let _slot: Slot = slot;
             while let Some(event) = from_executor.recv().await {
+                // Recorded before the client learns the id, so that its first
+                // `CancelExecution` or `ReadOutput` already finds the execution its own.
                 if let ExecutionEvent::Started { execution_id, .. } = &event
-                    && let Err(err) = store.record_execution_owner(execution_id, &tenant.name)
+                    && let Err(err) = store
+                        .record_execution_owner(execution_id, &tenant.name)
+                        .await
                 {
                     tracing::warn!(execution = %execution_id, error = %err, "cannot record the owner of an execution");
                 }
@@ -165,13 +173,14 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::ReadOutputResponse>, Status> {
         let tenant = caller(&request)?;
         let request = request.into_inner();
-        self.check_execution(&tenant, &request.execution_id)?;
+        let execution_id = self.owned_execution(&tenant, &request.execution_id).await?;
         let kept = self
             .executor
             .kept_outputs()
             .ok_or(ApiError::NotServed("this daemon keeps no outputs"))?;
         let page = kept
-            .read(&request.execution_id, request.offset, request.length)
+            .read(&execution_id, request.offset, request.length)
+            .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ReadOutputResponse {
             data: page.data,
@@ -187,15 +196,16 @@ impl pb::tools_server::Tools for ToolsService {
         request: Request<pb::CancelExecutionRequest>,
     ) -> Result<Response<pb::CancelExecutionResponse>, Status> {
         let tenant = caller(&request)?;
-        let id = request.into_inner().execution_id;
-        self.check_execution(&tenant, &id)?;
+        let id = self
+            .owned_execution(&tenant, &request.into_inner().execution_id)
+            .await?;
         if self.executor.cancel(&id) {
             Ok(Response::new(pb::CancelExecutionResponse {}))
         } else {
             // Finished, or never started: either way nothing runs under this id.
             Err(ApiError::NotFound {
                 kind: "running execution",
-                id,
+                id: id.into_string(),
             }
             .at("execution_id")
             .into())

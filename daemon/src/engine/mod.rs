@@ -36,6 +36,15 @@ impl EngineKind {
             EngineKind::Process => "process",
         }
     }
+
+    /// The kind [`EngineKind::as_str`] names; none for anything else.
+    pub fn parse(text: &str) -> Option<EngineKind> {
+        match text {
+            "wasm" => Some(EngineKind::Wasm),
+            "process" => Some(EngineKind::Process),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for EngineKind {

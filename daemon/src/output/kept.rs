@@ -5,11 +5,12 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
+use tokio::sync::Mutex;
 
-use crate::ids;
+use crate::ids::{self, ExecutionId};
 use crate::store::{OutputRecord, Store, StoreError};
 
 /// What one page of `ReadOutput` returns at most: large enough to page through a flood
@@ -68,11 +69,15 @@ pub struct KeptOutputs {
     dir: PathBuf,
     store: Arc<dyn Store>,
     limits: KeptLimits,
-    /// Bytes of all blobs on disk; guarded so keeping and evicting do not interleave.
+    /// Bytes of all blobs on disk; held across a keep or a sweep so that keeping and
+    /// evicting do not interleave (a blob is never removed while another call is adding a
+    /// reference to it).
     total: Mutex<u64>,
 }
 
 impl KeptOutputs {
+    /// Opens the directory of kept outputs, removing writes a crash cut short. Blocking: call
+    /// it before serving.
     pub fn open(
         dir: &Path,
         store: Arc<dyn Store>,
@@ -99,54 +104,76 @@ impl KeptOutputs {
 
     /// Keeps `output` (up to the per-call cap) for `execution_id`, then evicts the oldest
     /// outputs while the total is over its cap.
-    pub fn keep(&self, execution_id: &str, output: &[u8]) -> Result<(), KeptError> {
-        let cap = usize::try_from(self.limits.per_call).unwrap_or(usize::MAX);
-        let output = &output[..output.len().min(cap)];
-        let digest = hex::encode(Sha256::digest(output));
-        let mut total = self.total.lock().unwrap_or_else(PoisonError::into_inner);
-        let path = self.dir.join(&digest);
-        if !path.exists() {
-            let temporary = self
-                .dir
-                .join(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
-            std::fs::write(&temporary, output)
-                .and_then(|()| std::fs::rename(&temporary, &path))
-                .map_err(|err| {
-                    let _ = std::fs::remove_file(&temporary);
-                    KeptError::Io(format!("cannot write {}: {err}", path.display()))
-                })?;
-            *total += output.len() as u64;
-        }
-        self.store.record_output(&OutputRecord {
-            execution_id: execution_id.to_owned(),
-            digest,
-            size: output.len() as u64,
-            created_at_ms: ids::now_ms(),
-        })?;
+    pub async fn keep(&self, execution_id: &ExecutionId, output: Vec<u8>) -> Result<(), KeptError> {
+        let mut output = output;
+        output.truncate(usize::try_from(self.limits.per_call).unwrap_or(usize::MAX));
+        let size = output.len() as u64;
+        let mut total = self.total.lock().await;
+        let dir = self.dir.clone();
+        let (digest, written) = blocking(move || write_blob(&dir, &output)).await?;
+        *total += written;
+        self.store
+            .record_output(&OutputRecord {
+                execution_id: execution_id.clone(),
+                digest,
+                size,
+                created_at_ms: ids::now_ms(),
+            })
+            .await?;
         while *total > self.limits.total {
-            let Some(oldest) = self.store.oldest_outputs(1)?.pop() else {
+            let Some(oldest) = self.store.oldest_outputs(1).await?.pop() else {
                 break;
             };
-            self.store.remove_output(&oldest.execution_id)?;
-            if self.store.output_references(&oldest.digest)? == 0 {
-                let blob = self.dir.join(&oldest.digest);
-                if std::fs::remove_file(&blob).is_ok() {
-                    *total = total.saturating_sub(oldest.size);
-                }
-            }
+            *total = total.saturating_sub(self.forget(&oldest).await?);
         }
         Ok(())
     }
 
+    /// Deletes the outputs kept before `before_ms` (retention); how many went.
+    pub async fn sweep(&self, before_ms: i64) -> Result<u64, KeptError> {
+        /// Outputs forgotten per store round trip: a sweep of a large backlog proceeds in
+        /// bounded steps rather than one huge read.
+        const BATCH: usize = 256;
+        let mut total = self.total.lock().await;
+        let mut swept = 0;
+        loop {
+            let old = self.store.outputs_before(before_ms, BATCH).await?;
+            if old.is_empty() {
+                return Ok(swept);
+            }
+            for output in &old {
+                *total = total.saturating_sub(self.forget(output).await?);
+                swept += 1;
+            }
+        }
+    }
+
+    /// Removes one kept output, and its blob when nothing else names it; the bytes freed.
+    async fn forget(&self, output: &OutputRecord) -> Result<u64, KeptError> {
+        self.store.remove_output(&output.execution_id).await?;
+        if self.store.output_references(&output.digest).await? > 0 {
+            return Ok(0);
+        }
+        let blob = self.dir.join(&output.digest);
+        let removed = blocking(move || Ok(std::fs::remove_file(&blob).is_ok())).await?;
+        Ok(if removed { output.size } else { 0 })
+    }
+
     /// Reads `length` bytes (0 = a default page) from `offset` of a kept output.
-    pub fn read(&self, execution_id: &str, offset: u64, length: u64) -> Result<Page, KeptError> {
+    pub async fn read(
+        &self,
+        execution_id: &ExecutionId,
+        offset: u64,
+        length: u64,
+    ) -> Result<Page, KeptError> {
         let record = self
             .store
-            .output(execution_id)?
-            .ok_or_else(|| KeptError::NotFound(execution_id.to_owned()))?;
+            .output(execution_id)
+            .await?
+            .ok_or_else(|| KeptError::NotFound(execution_id.to_string()))?;
         if offset > record.size {
             return Err(KeptError::OutOfRange {
-                execution_id: execution_id.to_owned(),
+                execution_id: execution_id.to_string(),
                 size: record.size,
                 offset,
             });
@@ -157,14 +184,19 @@ impl KeptOutputs {
         }
         .min(record.size - offset);
         let path = self.dir.join(&record.digest);
-        let mut file = std::fs::File::open(&path).map_err(|err| match err.kind() {
-            std::io::ErrorKind::NotFound => KeptError::NotFound(execution_id.to_owned()),
-            _ => KeptError::Io(format!("cannot read {}: {err}", path.display())),
-        })?;
-        let mut data = vec![0; usize::try_from(length).unwrap_or(0)];
-        file.seek(SeekFrom::Start(offset))
-            .and_then(|_| file.read_exact(&mut data))
-            .map_err(|err| KeptError::Io(format!("cannot read {}: {err}", path.display())))?;
+        let id = execution_id.to_string();
+        let data = blocking(move || {
+            let mut file = std::fs::File::open(&path).map_err(|err| match err.kind() {
+                std::io::ErrorKind::NotFound => KeptError::NotFound(id),
+                _ => KeptError::Io(format!("cannot read {}: {err}", path.display())),
+            })?;
+            let mut data = vec![0; usize::try_from(length).unwrap_or(0)];
+            file.seek(SeekFrom::Start(offset))
+                .and_then(|_| file.read_exact(&mut data))
+                .map_err(|err| KeptError::Io(format!("cannot read {}: {err}", path.display())))?;
+            Ok(data)
+        })
+        .await?;
         Ok(Page {
             eof: offset + length == record.size,
             data,
@@ -173,6 +205,33 @@ impl KeptOutputs {
             digest: record.digest,
         })
     }
+}
+
+/// Writes `output` as the blob named by its digest, unless that blob is there already; the
+/// digest and the bytes added to the directory.
+fn write_blob(dir: &Path, output: &[u8]) -> Result<(String, u64), KeptError> {
+    let digest = hex::encode(Sha256::digest(output));
+    let path = dir.join(&digest);
+    if path.exists() {
+        return Ok((digest, 0));
+    }
+    let temporary = dir.join(format!("tmp-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&temporary, output)
+        .and_then(|()| std::fs::rename(&temporary, &path))
+        .map_err(|err| {
+            let _ = std::fs::remove_file(&temporary);
+            KeptError::Io(format!("cannot write {}: {err}", path.display()))
+        })?;
+    Ok((digest, output.len() as u64))
+}
+
+/// Runs file work off the async runtime's workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, KeptError> + Send + 'static,
+) -> Result<T, KeptError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| KeptError::Io(format!("a file task failed: {err}")))?
 }
 
 #[cfg(test)]
@@ -186,33 +245,40 @@ mod tests {
         KeptOutputs::open(&dir.join("outputs"), store, limits).expect("open")
     }
 
-    #[test]
-    fn pages_through_a_kept_output() {
+    fn blobs(dir: &Path) -> usize {
+        std::fs::read_dir(dir.join("outputs"))
+            .expect("list")
+            .count()
+    }
+
+    #[tokio::test]
+    async fn pages_through_a_kept_output() {
         let dir = tempfile::tempdir().expect("tempdir");
         let kept = kept(dir.path(), KeptLimits::default());
         let output: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-        kept.keep("exe_1", &output).expect("keep");
-        let first = kept.read("exe_1", 0, 600).expect("read");
+        let one = ExecutionId::new();
+        kept.keep(&one, output.clone()).await.expect("keep");
+        let first = kept.read(&one, 0, 600).await.expect("read");
         assert_eq!(first.data, output[..600]);
         assert!(!first.eof);
         assert_eq!(first.total_bytes, 1000);
-        let rest = kept.read("exe_1", 600, 600).expect("read");
+        let rest = kept.read(&one, 600, 600).await.expect("read");
         assert_eq!(rest.data, output[600..]);
         assert!(rest.eof);
-        let end = kept.read("exe_1", 1000, 10).expect("read at the end");
+        let end = kept.read(&one, 1000, 10).await.expect("read at the end");
         assert!(end.data.is_empty() && end.eof);
         assert!(matches!(
-            kept.read("exe_1", 1001, 1),
+            kept.read(&one, 1001, 1).await,
             Err(KeptError::OutOfRange { .. })
         ));
         assert!(matches!(
-            kept.read("exe_2", 0, 1),
+            kept.read(&ExecutionId::new(), 0, 1).await,
             Err(KeptError::NotFound(_))
         ));
     }
 
-    #[test]
-    fn caps_each_output_and_evicts_the_oldest_past_the_total() {
+    #[tokio::test]
+    async fn caps_each_output_and_evicts_the_oldest_past_the_total() {
         let dir = tempfile::tempdir().expect("tempdir");
         let kept = kept(
             dir.path(),
@@ -221,23 +287,57 @@ mod tests {
                 total: 250,
             },
         );
-        kept.keep("exe_1", &[b'a'; 500]).expect("keep");
-        assert_eq!(kept.read("exe_1", 0, 0).expect("read").total_bytes, 100);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        kept.keep("exe_2", &[b'b'; 100]).expect("keep");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        kept.keep("exe_3", &[b'c'; 100]).expect("keep");
+        let ids: Vec<ExecutionId> = (0..4).map(|_| ExecutionId::new()).collect();
+        kept.keep(&ids[0], vec![b'a'; 500]).await.expect("keep");
+        assert_eq!(
+            kept.read(&ids[0], 0, 0).await.expect("read").total_bytes,
+            100
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        kept.keep(&ids[1], vec![b'b'; 100]).await.expect("keep");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        kept.keep(&ids[2], vec![b'c'; 100]).await.expect("keep");
         assert!(
-            matches!(kept.read("exe_1", 0, 0), Err(KeptError::NotFound(_))),
+            matches!(kept.read(&ids[0], 0, 0).await, Err(KeptError::NotFound(_))),
             "the oldest went"
         );
-        assert!(kept.read("exe_2", 0, 0).is_ok());
-        assert!(kept.read("exe_3", 0, 0).is_ok());
+        assert!(kept.read(&ids[1], 0, 0).await.is_ok());
+        assert!(kept.read(&ids[2], 0, 0).await.is_ok());
         // Identical outputs share a blob.
-        kept.keep("exe_4", &[b'c'; 100]).expect("keep");
-        let blobs = std::fs::read_dir(dir.path().join("outputs"))
-            .expect("list")
-            .count();
-        assert_eq!(blobs, 2);
+        kept.keep(&ids[3], vec![b'c'; 100]).await.expect("keep");
+        assert_eq!(blobs(dir.path()), 2);
+    }
+
+    #[tokio::test]
+    async fn a_sweep_forgets_old_outputs_and_keeps_shared_blobs_while_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kept = kept(dir.path(), KeptLimits::default());
+        let (old, shared_old, shared_new) =
+            (ExecutionId::new(), ExecutionId::new(), ExecutionId::new());
+        kept.keep(&old, b"old".to_vec()).await.expect("keep");
+        kept.keep(&shared_old, b"shared".to_vec())
+            .await
+            .expect("keep");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let cutoff = ids::now_ms();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        kept.keep(&shared_new, b"shared".to_vec())
+            .await
+            .expect("keep");
+        assert_eq!(kept.sweep(cutoff).await.expect("sweep"), 2);
+        assert!(matches!(
+            kept.read(&old, 0, 0).await,
+            Err(KeptError::NotFound(_))
+        ));
+        assert!(matches!(
+            kept.read(&shared_old, 0, 0).await,
+            Err(KeptError::NotFound(_))
+        ));
+        assert_eq!(
+            kept.read(&shared_new, 0, 0).await.expect("kept").data,
+            b"shared"
+        );
+        assert_eq!(blobs(dir.path()), 1, "the unshared old blob is gone");
+        assert_eq!(kept.sweep(cutoff).await.expect("sweep again"), 0);
     }
 }

@@ -15,6 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use airlock_proto::v1 as pb;
 use tokio::sync::{broadcast, oneshot};
 
+use crate::domain::{DecidedBy, Decision};
+use crate::ids::RunId;
+
 /// Updates queued for a slow approver before it is told to catch up.
 const UPDATE_BUFFER: usize = 1024;
 
@@ -22,26 +25,38 @@ const UPDATE_BUFFER: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Approver {
     /// The client of a run's own stream: may answer that run's requests only.
-    RunClient { run_id: String },
+    RunClient { run_id: RunId },
     /// A client of the `Approvals` stream: may answer any run's requests.
     Console,
 }
 
 impl Approver {
-    fn describe(&self) -> &'static str {
+    fn decided_by(&self) -> DecidedBy {
         match self {
-            Approver::RunClient { .. } => "run client",
-            Approver::Console => "approver",
+            Approver::RunClient { .. } => DecidedBy::RunClient,
+            Approver::Console => DecidedBy::Console,
         }
     }
+}
+
+/// A decision as a client sent it, decoded once where it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub approval_id: String,
+    /// None when the client named no decision (`UNSPECIFIED`): refused.
+    pub decision: Option<Decision>,
+    /// For a denial: what the model is told.
+    pub reason: String,
+    /// The digest of the request it answers; empty when the client sent none.
+    pub digest: String,
 }
 
 /// An accepted decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    pub decision: pb::Decision,
+    pub decision: Decision,
     pub reason: String,
-    pub decided_by: String,
+    pub decided_by: DecidedBy,
 }
 
 /// How a request ended.
@@ -149,56 +164,51 @@ impl ApprovalBroker {
     }
 
     /// Applies a decision, or says why it does not count.
-    pub fn decide(
-        &self,
-        decision: &pb::ApprovalDecision,
-        approver: &Approver,
-    ) -> Result<(), DecisionError> {
-        let id = &decision.approval_id;
-        let kind = pb::Decision::try_from(decision.decision).unwrap_or(pb::Decision::Unspecified);
-        let pending = {
+    pub fn decide(&self, verdict: &Verdict, approver: &Approver) -> Result<(), DecisionError> {
+        let id = &verdict.approval_id;
+        let (pending, decision) = {
             let mut state = self.lock();
             let Some(pending) = state.pending.get(id) else {
                 return Err(DecisionError::NotPending(id.clone()));
             };
             if let Approver::RunClient { run_id } = approver
-                && *run_id != pending.request.run_id
+                && run_id.as_str() != pending.request.run_id
             {
                 return Err(DecisionError::OtherRun {
                     approval_id: id.clone(),
-                    run_id: run_id.clone(),
+                    run_id: run_id.to_string(),
                 });
             }
-            if !decision.digest.is_empty() && decision.digest != pending.request.digest {
+            if !verdict.digest.is_empty() && verdict.digest != pending.request.digest {
                 return Err(DecisionError::DigestMismatch(id.clone()));
             }
             if deadline_of(&pending.request).is_zero() {
                 return Err(DecisionError::PastDeadline(id.clone()));
             }
-            if kind == pb::Decision::Unspecified {
+            let Some(decision) = verdict.decision else {
                 return Err(DecisionError::NoDecision(id.clone()));
-            }
+            };
             let Some(pending) = state.pending.remove(id) else {
                 return Err(DecisionError::NotPending(id.clone()));
             };
-            if kind == pb::Decision::ApproveSession {
+            if decision == Decision::ApproveSession {
                 state.session_grants.insert(pending.grant_key.clone());
             }
-            pending
+            (pending, decision)
         };
-        let decided_by = approver.describe().to_owned();
-        let detail = match kind {
-            pb::Decision::ApproveOnce => format!("approved once by the {decided_by}"),
-            pb::Decision::ApproveSession => format!("approved for the session by the {decided_by}"),
-            pb::Decision::Deny | pb::Decision::Unspecified => format!("denied by the {decided_by}"),
+        let decided_by = approver.decided_by();
+        let detail = match decision {
+            Decision::ApproveOnce => format!("approved once by the {decided_by}"),
+            Decision::ApproveSession => format!("approved for the session by the {decided_by}"),
+            Decision::Deny => format!("denied by the {decided_by}"),
         };
         let mut update = pending.request;
         update.state = pb::ApprovalState::Resolved as i32;
         update.detail = detail;
         let _ = self.updates.send(update);
         let _ = pending.answer.send(Answer {
-            decision: kind,
-            reason: decision.reason.clone(),
+            decision,
+            reason: verdict.reason.clone(),
             decided_by,
         });
         Ok(())
@@ -299,10 +309,10 @@ mod tests {
         }
     }
 
-    fn decision(id: &str, kind: pb::Decision) -> pb::ApprovalDecision {
-        pb::ApprovalDecision {
+    fn decision(id: &str, kind: Option<Decision>) -> Verdict {
+        Verdict {
             approval_id: id.into(),
-            decision: kind as i32,
+            decision: kind,
             reason: "because".into(),
             digest: String::new(),
         }
@@ -328,12 +338,12 @@ mod tests {
         settle().await;
         assert_eq!(
             broker.decide(
-                &decision("a2", pb::Decision::ApproveOnce),
+                &decision("a2", Some(Decision::ApproveOnce)),
                 &Approver::Console
             ),
             Err(DecisionError::NotPending("a2".into()))
         );
-        let mut wrong_digest = decision("a1", pb::Decision::ApproveOnce);
+        let mut wrong_digest = decision("a1", Some(Decision::ApproveOnce));
         wrong_digest.digest = "digest-of-something-else".into();
         assert_eq!(
             broker.decide(&wrong_digest, &Approver::Console),
@@ -341,20 +351,20 @@ mod tests {
         );
         assert!(matches!(
             broker.decide(
-                &decision("a1", pb::Decision::ApproveOnce),
+                &decision("a1", Some(Decision::ApproveOnce)),
                 &Approver::RunClient {
-                    run_id: "r2".into()
+                    run_id: RunId::from_stored("r2")
                 }
             ),
             Err(DecisionError::OtherRun { .. })
         ));
-        let mut right = decision("a1", pb::Decision::ApproveOnce);
+        let mut right = decision("a1", Some(Decision::ApproveOnce));
         right.digest = "digest-a1".into();
         broker
             .decide(
                 &right,
                 &Approver::RunClient {
-                    run_id: "r1".into(),
+                    run_id: RunId::from_stored("r1"),
                 },
             )
             .expect("accepted");
@@ -362,7 +372,7 @@ mod tests {
         assert!(matches!(
             outcome,
             Outcome::Answered(Answer {
-                decision: pb::Decision::ApproveOnce,
+                decision: Decision::ApproveOnce,
                 ..
             })
         ));
@@ -386,7 +396,7 @@ mod tests {
         assert_eq!(second.state, pb::ApprovalState::Expired as i32);
         assert!(matches!(
             broker.decide(
-                &decision("a1", pb::Decision::ApproveOnce),
+                &decision("a1", Some(Decision::ApproveOnce)),
                 &Approver::Console
             ),
             Err(DecisionError::NotPending(_))
@@ -408,7 +418,7 @@ mod tests {
         assert!(!broker.has_session_grant("grant-key"));
         broker
             .decide(
-                &decision("a1", pb::Decision::ApproveSession),
+                &decision("a1", Some(Decision::ApproveSession)),
                 &Approver::Console,
             )
             .expect("accepted");
@@ -445,10 +455,7 @@ mod tests {
         });
         settle().await;
         assert_eq!(
-            broker.decide(
-                &decision("a1", pb::Decision::Unspecified),
-                &Approver::Console
-            ),
+            broker.decide(&decision("a1", None), &Approver::Console),
             Err(DecisionError::NoDecision("a1".into()))
         );
         assert_eq!(broker.pending_count(), 1);

@@ -5,20 +5,39 @@
 //! format, so replaying it to a client is a copy, and its evolution follows protobuf's rules.
 //! The store is a trait so a fleet of daemons can share a server database; SQLite, one file in
 //! the state directory, is the embedded default.
+//!
+//! Every call returns a [`Pending`]: the store has taken the request when the call returns,
+//! and the future resolves when it is done — for a write, once it is committed. So a caller
+//! may hand the store several writes and wait only where durability matters (before a side
+//! effect, before an event is shown to anyone), and nothing a store does ever blocks the
+//! async runtime: a backend does its work elsewhere (SQLite on a writer thread of its own,
+//! a server database over the network).
 
+#[cfg(test)]
+mod conformance;
 mod sqlite;
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use airlock_proto::v1 as pb;
+use tokio::sync::oneshot;
 
+use crate::domain::{DecidedBy, Decision, StopReason, Usage};
+use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
+
+#[cfg(test)]
+pub use conformance::conformance;
 pub use sqlite::{SqliteStore, StoreOptions};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
-    pub session_id: String,
-    /// Absolute host path, already checked against the workspace roots; empty for none.
-    pub workspace: String,
+    pub session_id: SessionId,
+    /// Absolute host path, already checked against the workspace roots; none for a session
+    /// without a workspace.
+    pub workspace: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub created_at_ms: i64,
     /// The tenant that created it; only that tenant sees it.
@@ -53,20 +72,21 @@ impl RunState {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunRecord {
-    pub run_id: String,
-    pub session_id: String,
+    pub run_id: RunId,
+    pub session_id: SessionId,
     pub state: RunState,
     /// The request that started the run, as the client sent it.
     pub start: pb::StartRun,
     pub model: String,
-    pub workspace: String,
-    pub trace_id: String,
+    /// None for a run without a workspace.
+    pub workspace: Option<String>,
+    pub trace_id: TraceId,
     pub created_at_ms: i64,
     pub finished_at_ms: Option<i64>,
-    pub stop_reason: Option<pb::StopReason>,
+    pub stop_reason: Option<StopReason>,
     pub stop_detail: String,
     pub final_text: String,
-    pub usage: pb::Usage,
+    pub usage: Usage,
     pub steps: u32,
     pub last_seq: u64,
     /// The tenant that started it; only that tenant sees it.
@@ -87,8 +107,8 @@ pub struct Checkpoint {
 /// result, written after.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Effect {
-    pub run_id: String,
-    pub call_id: String,
+    pub run_id: RunId,
+    pub call_id: CallId,
     pub tool: String,
     pub arguments: String,
     pub idempotent: bool,
@@ -99,16 +119,16 @@ pub struct Effect {
 /// How an approval request was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalResolution {
-    pub decision: pb::Decision,
+    pub decision: Decision,
     pub reason: String,
-    pub decided_by: String,
+    pub decided_by: DecidedBy,
     pub resolved_at_ms: i64,
 }
 
-/// A call's full output, kept when the caller saw only part of it.
+/// A call's full output, kept when the caller saw only part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputRecord {
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     /// sha256 of the content, lowercase hex: the name of its blob.
     pub digest: String,
     pub size: u64,
@@ -118,7 +138,7 @@ pub struct OutputRecord {
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     pub state: Option<RunState>,
     /// Only the runs of this tenant.
     pub tenant: Option<String>,
@@ -129,19 +149,26 @@ pub struct RunFilter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunCursor {
     pub created_at_ms: i64,
-    pub run_id: String,
+    pub run_id: RunId,
 }
 
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
-    pub stop_reason: pb::StopReason,
+    pub stop_reason: StopReason,
     pub stop_detail: String,
     pub final_text: String,
     pub finished_at_ms: i64,
 }
 
-#[derive(Debug, thiserror::Error)]
+/// What a retention sweep removed ([`Store::delete_finished_runs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub runs: u64,
+    pub sessions: u64,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("the store at {path} cannot be opened: {message}")]
     Open { path: String, message: String },
@@ -153,21 +180,67 @@ pub enum StoreError {
     UnknownRun(String),
     #[error("event {seq} of run {run_id} is out of order (the log is at {last})")]
     OutOfOrder { run_id: String, seq: u64, last: u64 },
-    #[error("a stored event cannot be decoded: {0}")]
+    #[error("a stored record cannot be decoded: {0}")]
     Corrupt(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Where sessions, runs and events live. Every write is durable when it returns.
+/// A request the store has taken; resolves with its outcome (for a write, once committed).
+/// Dropping it does not withdraw the request.
+pub struct Pending<T>(PendingInner<T>);
+
+enum PendingInner<T> {
+    Waiting(oneshot::Receiver<StoreResult<T>>),
+    Ready(Option<StoreResult<T>>),
+}
+
+impl<T> Pending<T> {
+    /// A request and the sender its backend answers on.
+    pub fn channel() -> (oneshot::Sender<StoreResult<T>>, Pending<T>) {
+        let (sender, receiver) = oneshot::channel();
+        (sender, Pending(PendingInner::Waiting(receiver)))
+    }
+
+    /// An outcome known at once (a request refused before it reached the backend).
+    pub fn ready(outcome: StoreResult<T>) -> Pending<T> {
+        Pending(PendingInner::Ready(Some(outcome)))
+    }
+}
+
+// Nothing in a `Pending` is structurally pinned: the outcome is moved out whole.
+impl<T> Unpin for Pending<T> {}
+
+impl<T> Future for Pending<T> {
+    type Output = StoreResult<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<StoreResult<T>> {
+        // Neither variant is structurally pinned: the receiver is Unpin.
+        match &mut self.get_mut().0 {
+            PendingInner::Waiting(receiver) => Pin::new(receiver).poll(cx).map(|outcome| {
+                outcome.unwrap_or_else(|_| {
+                    Err(StoreError::Io(
+                        "the store stopped before answering".to_owned(),
+                    ))
+                })
+            }),
+            PendingInner::Ready(outcome) => Poll::Ready(outcome.take().unwrap_or_else(|| {
+                Err(StoreError::Io("a store answer was read twice".to_owned()))
+            })),
+        }
+    }
+}
+
+/// Where sessions, runs and events live. Every write is durable when its [`Pending`]
+/// resolves `Ok`; writes take effect in the order they were handed to the store.
 pub trait Store: Send + Sync {
-    fn create_session(&self, session: &SessionRecord) -> StoreResult<()>;
-    fn session(&self, session_id: &str) -> StoreResult<Option<SessionRecord>>;
+    fn create_session(&self, session: &SessionRecord) -> Pending<()>;
+    fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>>;
 
     /// Records a new run together with its first event (`seq` 1): a run is never in the
     /// store without the event that says it started.
-    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> StoreResult<()>;
-    fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
+    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()>;
+    fn run(&self, run_id: &RunId) -> Pending<Option<RunRecord>>;
     /// Newest first, at most `limit`, after `after` (the cursor a previous page returned);
     /// the cursor of the next page when there is one.
     fn list_runs(
@@ -175,69 +248,78 @@ pub trait Store: Send + Sync {
         filter: &RunFilter,
         limit: usize,
         after: Option<&RunCursor>,
-    ) -> StoreResult<(Vec<RunRecord>, Option<RunCursor>)>;
-    fn set_run_state(&self, run_id: &str, state: RunState) -> StoreResult<()>;
-    fn update_progress(&self, run_id: &str, steps: u32, usage: &pb::Usage) -> StoreResult<()>;
-    fn finish_run(&self, run_id: &str, end: &RunEnd) -> StoreResult<()>;
+    ) -> Pending<(Vec<RunRecord>, Option<RunCursor>)>;
+    fn set_run_state(&self, run_id: &RunId, state: RunState) -> Pending<()>;
+    fn update_progress(&self, run_id: &RunId, steps: u32, usage: &Usage) -> Pending<()>;
+    fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()>;
 
     /// Appends one event, whose `seq` must be the run's last plus one, and in the same
     /// transaction the run's `spans` that ended since its previous event.
-    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> StoreResult<()>;
+    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()>;
     /// Events with `seq > after_seq`, in order, at most `limit`.
     fn events_after(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         after_seq: u64,
         limit: usize,
-    ) -> StoreResult<Vec<pb::RunEvent>>;
+    ) -> Pending<Vec<pb::RunEvent>>;
 
     /// Runs that were running or waiting when the daemon last stopped.
-    fn unfinished_runs(&self) -> StoreResult<Vec<RunRecord>>;
+    fn unfinished_runs(&self) -> Pending<Vec<RunRecord>>;
 
     /// Replaces the run's checkpoint.
-    fn save_checkpoint(&self, run_id: &str, checkpoint: &Checkpoint) -> StoreResult<()>;
-    fn latest_checkpoint(&self, run_id: &str) -> StoreResult<Option<Checkpoint>>;
+    fn save_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint) -> Pending<()>;
+    fn latest_checkpoint(&self, run_id: &RunId) -> Pending<Option<Checkpoint>>;
 
-    /// Records that a call is about to run. Must succeed before the call runs.
-    fn record_intent(&self, effect: &Effect) -> StoreResult<()>;
+    /// Records that a call is about to run. Must be committed before the call runs.
+    fn record_intent(&self, effect: &Effect) -> Pending<()>;
     fn record_effect_result(
         &self,
-        run_id: &str,
-        call_id: &str,
+        run_id: &RunId,
+        call_id: &CallId,
         result: &pb::ToolResult,
-    ) -> StoreResult<()>;
-    fn effect(&self, run_id: &str, call_id: &str) -> StoreResult<Option<Effect>>;
+    ) -> Pending<()>;
+    fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>>;
 
-    fn save_approval(&self, request: &pb::ApprovalRequest) -> StoreResult<()>;
+    /// Keeps an approval request: a call's or a connection's, any subject.
+    fn save_approval(&self, request: &pb::ApprovalRequest) -> Pending<()>;
     fn resolve_approval(
         &self,
-        approval_id: &str,
+        approval_id: &ApprovalId,
         resolution: &ApprovalResolution,
-    ) -> StoreResult<()>;
-    /// The approval asked for a call, and its answer if it got one.
+    ) -> Pending<()>;
+    /// The latest approval asked for a call's own run (not for one of its connections), and
+    /// its answer if it got one.
     fn approval_for_call(
         &self,
-        run_id: &str,
-        call_id: &str,
-    ) -> StoreResult<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>>;
+        run_id: &RunId,
+        call_id: &CallId,
+    ) -> Pending<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>>;
 
-    fn add_session_grant(&self, session_id: &str, grant_key: &str) -> StoreResult<()>;
+    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()>;
     /// Every session grant's key.
-    fn session_grants(&self) -> StoreResult<Vec<String>>;
+    fn session_grants(&self) -> Pending<Vec<String>>;
 
     /// The run's spans in start order.
-    fn spans(&self, run_id: &str) -> StoreResult<Vec<pb::Span>>;
+    fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>>;
 
-    fn record_output(&self, output: &OutputRecord) -> StoreResult<()>;
-    fn output(&self, execution_id: &str) -> StoreResult<Option<OutputRecord>>;
+    fn record_output(&self, output: &OutputRecord) -> Pending<()>;
+    fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>>;
     /// Kept outputs, oldest first, at most `limit`.
-    fn oldest_outputs(&self, limit: usize) -> StoreResult<Vec<OutputRecord>>;
-    fn remove_output(&self, execution_id: &str) -> StoreResult<()>;
+    fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>>;
+    /// Kept outputs created before `before_ms`, oldest first, at most `limit`.
+    fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>>;
+    fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()>;
     /// How many kept outputs name the blob `digest`.
-    fn output_references(&self, digest: &str) -> StoreResult<u64>;
+    fn output_references(&self, digest: &str) -> Pending<u64>;
 
     /// Records which tenant a tool execution belongs to (its `ReadOutput` and
     /// `CancelExecution` are that tenant's alone).
-    fn record_execution_owner(&self, execution_id: &str, tenant: &str) -> StoreResult<()>;
-    fn execution_owner(&self, execution_id: &str) -> StoreResult<Option<String>>;
+    fn record_execution_owner(&self, execution_id: &ExecutionId, tenant: &str) -> Pending<()>;
+    fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>>;
+
+    /// Deletes the runs that finished before `before_ms` (never an unfinished one), with
+    /// everything recorded for them, and the sessions left without runs; at most `limit`
+    /// runs at a time.
+    fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted>;
 }

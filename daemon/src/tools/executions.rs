@@ -5,20 +5,22 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::ids::ExecutionId;
+
 #[derive(Debug, Default, Clone)]
 pub struct Executions {
-    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    running: Arc<Mutex<HashMap<ExecutionId, CancellationToken>>>,
 }
 
 /// Keeps an execution listed until dropped.
 #[derive(Debug)]
 pub struct Registration {
     executions: Executions,
-    id: String,
+    id: ExecutionId,
 }
 
 impl Executions {
-    pub fn register(&self, id: String, cancel: CancellationToken) -> Registration {
+    pub fn register(&self, id: ExecutionId, cancel: CancellationToken) -> Registration {
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -30,7 +32,7 @@ impl Executions {
     }
 
     /// Cancels a running execution; false if no such execution is running.
-    pub fn cancel(&self, id: &str) -> bool {
+    pub fn cancel(&self, id: &ExecutionId) -> bool {
         let token = self
             .running
             .lock()
@@ -73,12 +75,13 @@ mod tests {
     fn cancel_reaches_a_registered_execution_until_it_ends() {
         let executions = Executions::default();
         let token = CancellationToken::new();
-        let registration = executions.register("exe_1".into(), token.clone());
-        assert!(!executions.cancel("exe_2"));
-        assert!(executions.cancel("exe_1"));
+        let (one, other) = (ExecutionId::new(), ExecutionId::new());
+        let registration = executions.register(one.clone(), token.clone());
+        assert!(!executions.cancel(&other));
+        assert!(executions.cancel(&one));
         assert!(token.is_cancelled());
         drop(registration);
         assert_eq!(executions.len(), 0);
-        assert!(!executions.cancel("exe_1"));
+        assert!(!executions.cancel(&one));
     }
 }

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
-use crate::ids;
+use crate::ids::ExecutionId;
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
 use crate::profile::{GrantError, NetworkPolicy, Profile};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
@@ -31,8 +31,8 @@ use super::result::{ResultMetadata, ToolResult, ToolStatus};
 pub struct CallRequest {
     pub tool: String,
     pub arguments_json: String,
-    /// Absolute host path, or empty for none.
-    pub workspace: String,
+    /// Absolute host path; none for a call without a workspace.
+    pub workspace: Option<String>,
     /// Shortens the tool's timeout; never extends it.
     pub timeout: Option<Duration>,
     /// Run with every file grant of the tool's profile made read-only: how a write tool's
@@ -91,7 +91,7 @@ impl std::fmt::Debug for Call {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecutionEvent {
     Started {
-        execution_id: String,
+        execution_id: ExecutionId,
         tool: String,
         module_digest: String,
     },
@@ -157,7 +157,7 @@ impl Executor {
             .registry
             .get(&request.tool)
             .ok_or_else(|| CallError::UnknownTool(request.tool.clone()))?;
-        let workspace = self.workspaces.resolve(&request.workspace)?;
+        let workspace = self.workspaces.resolve(request.workspace.as_deref())?;
         if workspace.is_none() && tool.profile.grants_workspace() {
             return Err(GrantError::WorkspaceRequired {
                 profile: tool.profile.name.clone(),
@@ -184,7 +184,7 @@ impl Executor {
     }
 
     /// Cancels a running call by its execution id; false if none is running.
-    pub fn cancel(&self, execution_id: &str) -> bool {
+    pub fn cancel(&self, execution_id: &ExecutionId) -> bool {
         self.executions.cancel(execution_id)
     }
 
@@ -214,7 +214,7 @@ impl Executor {
                 return result;
             }
         };
-        let execution_id = ids::execution_id();
+        let execution_id = ExecutionId::new();
         let _registration = self
             .executions
             .register(execution_id.clone(), cancel.clone());
@@ -276,12 +276,12 @@ impl Executor {
         if let Some(whole) = whole
             && result.truncated
             && let Some(kept) = &self.kept
-            && let Err(err) = kept.keep(&execution_id, whole.as_bytes())
+            && let Err(err) = kept.keep(&execution_id, whole.into_bytes()).await
         {
             tracing::warn!(execution = %execution_id, error = %err, "cannot keep the full output");
         }
         result.duration = duration;
-        result.execution_id = execution_id;
+        result.execution_id = Some(execution_id);
         result.metadata = ResultMetadata {
             peak_memory_bytes: stats.peak_memory_bytes(),
             cpu_time: stats.cpu_time(),

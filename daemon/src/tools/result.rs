@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::egress::Contact;
 use crate::engine::EngineKind;
+use crate::ids::ExecutionId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolStatus {
@@ -63,7 +64,8 @@ pub struct ToolResult {
     pub exit_code: Option<i32>,
     pub error_message: String,
     pub metadata: ResultMetadata,
-    pub execution_id: String,
+    /// None for a call refused before it ran.
+    pub execution_id: Option<ExecutionId>,
 }
 
 impl ToolResult {
@@ -81,7 +83,7 @@ impl ToolResult {
             exit_code: None,
             error_message: message.into(),
             metadata: ResultMetadata::default(),
-            execution_id: String::new(),
+            execution_id: None,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Traces: the engineering record of a run, as spans — run → step → context build, model
 //! call, validation, permission decision, tool execution — with timings, tokens, argument
-//! digests, approval outcomes, errors and resource use. An ended span is stored with the
-//! run's next event, in the same transaction (`Agent.GetTrace` reads them), and handed at
-//! once to an exporter when one is configured ([`otlp`]).
+//! digests, approval outcomes, errors and resource use. An ended span goes to the run's own
+//! sink (the run log, which stores it with the run's next event, in the same transaction:
+//! `Agent.GetTrace` reads them) and at once to an exporter when one is configured ([`otlp`]).
+//! A span in progress is a [`Span`]: it ends when it is dropped, so no path can leave one
+//! open.
 
 pub mod otlp;
 
@@ -12,9 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use airlock_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::agent::RunLog;
-
-/// Where finished spans go besides the store (an OTLP collector).
+/// Where finished spans go: a run's log, an OTLP collector.
 pub trait SpanSink: Send + Sync {
     /// Takes a finished span; must not block.
     fn export(&self, span: &pb::Span);
@@ -35,14 +35,14 @@ impl Tracer {
 #[derive(Clone)]
 pub struct RunTrace {
     tracer: Arc<Tracer>,
-    log: Arc<RunLog>,
+    run: Arc<dyn SpanSink>,
     trace_id: String,
     root: String,
 }
 
-/// A span being timed; recorded by [`RunTrace::end`].
-#[derive(Debug, Clone)]
+/// A span being timed. It ends, and is recorded, when dropped.
 pub struct Span {
+    trace: RunTrace,
     span_id: String,
     parent: String,
     name: &'static str,
@@ -64,39 +64,47 @@ fn span_id() -> String {
 }
 
 impl RunTrace {
-    pub fn new(tracer: Arc<Tracer>, log: Arc<RunLog>, trace_id: &str) -> RunTrace {
+    /// The trace of run `run_id`, whose spans go to `run` (its log) and to the tracer's
+    /// exporter.
+    pub fn new(
+        tracer: Arc<Tracer>,
+        run: Arc<dyn SpanSink>,
+        run_id: &str,
+        trace_id: &str,
+    ) -> RunTrace {
         // The root's id is derived from the run, so a resumed run keeps its tree.
-        let root = hex::encode(&Sha256::digest(log.run_id().as_bytes())[..8]);
+        let root = hex::encode(&Sha256::digest(run_id.as_bytes())[..8]);
         RunTrace {
             tracer,
-            log,
+            run,
             trace_id: trace_id.to_owned(),
             root,
         }
     }
 
-    /// The run's span, the root of the tree.
+    /// The id of the run's span, the root of the tree.
     pub fn root_id(&self) -> &str {
         &self.root
     }
 
     /// The root span, started at `start_unix_nano`.
-    pub fn root(&self, start_unix_nano: i64) -> Span {
-        Span {
+    pub fn root(&self, run_id: &str, start_unix_nano: i64) -> Span {
+        let mut root = Span {
+            trace: self.clone(),
             span_id: self.root.clone(),
             parent: String::new(),
             name: "run",
             start: start_unix_nano,
-            attributes: vec![pb::SpanAttribute {
-                key: "run_id".into(),
-                value: self.log.run_id().to_owned(),
-            }],
+            attributes: Vec::new(),
             error: None,
-        }
+        };
+        root.set("run_id", run_id);
+        root
     }
 
     pub fn start(&self, name: &'static str, parent: &str) -> Span {
         Span {
+            trace: self.clone(),
             span_id: span_id(),
             parent: parent.to_owned(),
             name,
@@ -106,27 +114,11 @@ impl RunTrace {
         }
     }
 
-    /// Ends `span`: exported now, stored with the run's next event.
-    pub fn end(&self, span: Span) {
-        let span = pb::Span {
-            trace_id: self.trace_id.clone(),
-            span_id: span.span_id,
-            parent_span_id: span.parent,
-            name: span.name.to_owned(),
-            start_unix_nano: span.start,
-            end_unix_nano: now_unix_nano().max(span.start),
-            attributes: span.attributes,
-            status: if span.error.is_some() {
-                pb::SpanStatus::Error
-            } else {
-                pb::SpanStatus::Ok
-            } as i32,
-            status_message: span.error.unwrap_or_default(),
-        };
+    fn record(&self, span: pb::Span) {
         if let Some(sink) = &self.tracer.sink {
             sink.export(&span);
         }
-        self.log.record_span(span);
+        self.run.export(&span);
     }
 }
 
@@ -144,6 +136,27 @@ impl Span {
 
     pub fn fail(&mut self, message: impl Into<String>) {
         self.error = Some(message.into());
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        let span = pb::Span {
+            trace_id: self.trace.trace_id.clone(),
+            span_id: std::mem::take(&mut self.span_id),
+            parent_span_id: std::mem::take(&mut self.parent),
+            name: self.name.to_owned(),
+            start_unix_nano: self.start,
+            end_unix_nano: now_unix_nano().max(self.start),
+            attributes: std::mem::take(&mut self.attributes),
+            status: if self.error.is_some() {
+                pb::SpanStatus::Error
+            } else {
+                pb::SpanStatus::Ok
+            } as i32,
+            status_message: self.error.take().unwrap_or_default(),
+        };
+        self.trace.record(span);
     }
 }
 

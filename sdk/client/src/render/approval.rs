@@ -147,7 +147,8 @@ pub fn diff_tone(line: &str) -> Tone {
 }
 
 /// How an approval ended, as a run's transcript shows it:
-/// `✓ approved once (run client)`, `✗ denied (deadline): no answer by the deadline`.
+/// `✓ approved once (run client)`, `✗ denied (deadline): no answer by the deadline`,
+/// `✓ approved once connecting to api.example.com:443 (approver)`.
 pub fn resolution_line(resolved: &ApprovalResolved) -> String {
     let what = match Decision::try_from(resolved.decision) {
         Ok(Decision::ApproveOnce) => "✓ approved once".to_owned(),
@@ -158,6 +159,9 @@ pub fn resolution_line(resolved: &ApprovalResolved) -> String {
         }
     };
     let mut line = what;
+    if let Some(network) = &resolved.network {
+        line.push_str(&format!(" connecting to {}:{}", network.host, network.port));
+    }
     if !resolved.decided_by.is_empty() {
         line.push_str(&format!(" ({})", resolved.decided_by));
     }
@@ -346,6 +350,7 @@ mod tests {
             decision: decision as i32,
             reason: reason.to_owned(),
             decided_by: by.to_owned(),
+            network: None,
         };
         assert_eq!(
             resolution_line(&resolved(Decision::ApproveOnce, "run client", "")),
@@ -366,6 +371,15 @@ mod tests {
                 "no answer by the deadline"
             )),
             "✗ denied (deadline): no answer by the deadline"
+        );
+        let mut connection = resolved(Decision::ApproveOnce, "approver", "");
+        connection.network = Some(crate::proto::NetworkAccess {
+            host: "api.example.com".to_owned(),
+            port: 443,
+        });
+        assert_eq!(
+            resolution_line(&connection),
+            "✓ approved once connecting to api.example.com:443 (approver)"
         );
     }
 

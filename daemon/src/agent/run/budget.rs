@@ -1,0 +1,327 @@
+//! Step 8, "decide to continue": the run's budgets and every reason it stops. A stop is typed
+//! ([`Stop`], with a [`StopReason`]) and always says why; the loop asks [`Budget::check`]
+//! before each model call and [`Budget::guard`] around every wait, so a cancel or the end of
+//! the wall time ends a model call, an approval, a preview or a tool call alike.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::super::CancelSwitch;
+use crate::cancel::or_cancel;
+use crate::domain::{StopReason, Usage};
+use crate::store::StoreError;
+
+/// The limits of one run, resolved from the client's budgets and the daemon's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLimits {
+    pub max_steps: u32,
+    pub max_tokens: Option<u64>,
+    pub wall_time: Duration,
+    pub max_tool_calls: u32,
+    pub max_repeated_errors: u32,
+    pub context_tokens: u64,
+    pub approval_timeout: Duration,
+    pub max_output_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+/// How a run stops.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stop {
+    pub reason: StopReason,
+    pub detail: String,
+    /// The model's last answer, for [`StopReason::Final`].
+    pub final_text: String,
+}
+
+/// Why the loop ends: a stop, or a log that cannot be written — after which nothing more may
+/// happen, not even an unrecorded side effect.
+#[derive(Debug)]
+pub enum Halt {
+    Stop(Stop),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Halt {
+    fn from(err: StoreError) -> Halt {
+        Halt::Store(err)
+    }
+}
+
+/// A stop for `reason`, saying why.
+pub fn stop(reason: StopReason, detail: impl Into<String>) -> Halt {
+    Halt::Stop(Stop {
+        reason,
+        detail: detail.into(),
+        final_text: String::new(),
+    })
+}
+
+/// The same call, as repeated failures count it: a tool and its exact arguments.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureKey {
+    pub tool: String,
+    pub arguments: String,
+}
+
+/// How a call failed, for the message that stops a run repeating it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Invalid, or it ran and failed.
+    Failed,
+    /// It was refused (by the policy or an approver).
+    Denied,
+}
+
+/// What the run has used, against what it may.
+pub struct Budget {
+    pub limits: RunLimits,
+    pub usage: Usage,
+    pub steps: u32,
+    /// How often each failing call has failed.
+    pub failures: BTreeMap<FailureKey, u32>,
+    /// Wall time used before this daemon took the run over, and when it did.
+    elapsed_before: Duration,
+    resumed_at: Instant,
+    deadline: Instant,
+    cancel: Arc<CancelSwitch>,
+}
+
+impl Budget {
+    pub fn new(
+        limits: RunLimits,
+        usage: Usage,
+        steps: u32,
+        failures: BTreeMap<FailureKey, u32>,
+        elapsed_before: Duration,
+        cancel: Arc<CancelSwitch>,
+    ) -> Budget {
+        let now = Instant::now();
+        Budget {
+            deadline: now + limits.wall_time.saturating_sub(elapsed_before),
+            limits,
+            usage,
+            steps,
+            failures,
+            elapsed_before,
+            resumed_at: now,
+            cancel,
+        }
+    }
+
+    /// Wall time used, not counting time the daemon was down.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed_before + self.resumed_at.elapsed()
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the run was cancelled or ran out of wall time.
+    pub fn check_stopped(&self) -> Result<(), Halt> {
+        if self.cancel.is_pulled() {
+            return Err(self.cancelled());
+        }
+        if Instant::now() >= self.deadline {
+            return Err(self.wall_time_exhausted());
+        }
+        Ok(())
+    }
+
+    /// Whether the run may take another step.
+    pub fn check(&self) -> Result<(), Halt> {
+        self.check_stopped()?;
+        if self.steps >= self.limits.max_steps {
+            return Err(stop(
+                StopReason::MaxSteps,
+                format!("the run took its {} steps", self.limits.max_steps),
+            ));
+        }
+        self.check_tokens()
+    }
+
+    pub fn check_tokens(&self) -> Result<(), Halt> {
+        let used = self.usage.tokens();
+        match self.limits.max_tokens {
+            Some(max) if used >= max => Err(stop(
+                StopReason::BudgetExhausted,
+                format!("tokens: {used} used of a budget of {max}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the run may execute one more tool call.
+    pub fn check_tool_calls(&self) -> Result<(), Halt> {
+        if self.usage.tool_calls >= self.limits.max_tool_calls {
+            return Err(stop(
+                StopReason::BudgetExhausted,
+                format!(
+                    "tool calls: the run's {} are used up",
+                    self.limits.max_tool_calls
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts a failure of this exact call; the same call failing too often ends the run.
+    pub fn count_failure(
+        &mut self,
+        key: FailureKey,
+        kind: FailureKind,
+        error: &str,
+    ) -> Result<(), Halt> {
+        let what = match kind {
+            FailureKind::Failed => format!("`{}` with the same arguments", key.tool),
+            FailureKind::Denied => "the same call".to_owned(),
+        };
+        let count = self.failures.entry(key).or_insert(0);
+        *count += 1;
+        if *count >= self.limits.max_repeated_errors {
+            return Err(stop(
+                StopReason::RepeatedErrors,
+                format!("{what} failed {count} times; last: {error}"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn cancelled(&self) -> Halt {
+        stop(StopReason::Cancelled, self.cancel.reason())
+    }
+
+    pub fn wall_time_exhausted(&self) -> Halt {
+        stop(
+            StopReason::BudgetExhausted,
+            format!(
+                "wall time: the run's budget of {} ms is used up",
+                self.limits.wall_time.as_millis()
+            ),
+        )
+    }
+
+    /// Waits for `work` unless the run is cancelled or its wall time ends first; the one way
+    /// the loop waits for anything.
+    pub async fn guard<F: Future>(&self, work: F) -> Result<F::Output, Halt> {
+        tokio::select! {
+            outcome = or_cancel(self.cancel.token(), work) => outcome.map_err(|_| self.cancelled()),
+            () = tokio::time::sleep_until(self.deadline) => Err(self.wall_time_exhausted()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> RunLimits {
+        RunLimits {
+            max_steps: 3,
+            max_tokens: Some(100),
+            wall_time: Duration::from_secs(60),
+            max_tool_calls: 2,
+            max_repeated_errors: 2,
+            context_tokens: 1000,
+            approval_timeout: Duration::from_secs(1),
+            max_output_tokens: 10,
+            temperature: None,
+        }
+    }
+
+    fn budget() -> Budget {
+        Budget::new(
+            limits(),
+            Usage::default(),
+            0,
+            BTreeMap::new(),
+            Duration::ZERO,
+            Arc::default(),
+        )
+    }
+
+    fn reason(outcome: Result<(), Halt>) -> Option<StopReason> {
+        match outcome {
+            Ok(()) => None,
+            Err(Halt::Stop(stop)) => Some(stop.reason),
+            Err(Halt::Store(err)) => panic!("a store error from a budget: {err}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_budget_stops_the_run_for_its_own_reason() {
+        let mut budget = budget();
+        assert_eq!(reason(budget.check()), None);
+        budget.steps = 3;
+        assert_eq!(reason(budget.check()), Some(StopReason::MaxSteps));
+        budget.steps = 0;
+        budget.usage.input_tokens = 60;
+        budget.usage.output_tokens = 40;
+        assert_eq!(reason(budget.check()), Some(StopReason::BudgetExhausted));
+        budget.usage = Usage::default();
+        budget.usage.tool_calls = 2;
+        assert_eq!(
+            reason(budget.check_tool_calls()),
+            Some(StopReason::BudgetExhausted)
+        );
+        budget.cancel.pull("stop".into());
+        assert_eq!(reason(budget.check()), Some(StopReason::Cancelled));
+    }
+
+    #[tokio::test]
+    async fn the_same_failing_call_stops_the_run_and_another_does_not() {
+        let mut budget = budget();
+        let key = |arguments: &str| FailureKey {
+            tool: "grep".into(),
+            arguments: arguments.into(),
+        };
+        let failed = FailureKind::Failed;
+        assert_eq!(reason(budget.count_failure(key("a"), failed, "bad")), None);
+        assert_eq!(reason(budget.count_failure(key("b"), failed, "bad")), None);
+        assert_eq!(
+            reason(budget.count_failure(key("a"), failed, "bad")),
+            Some(StopReason::RepeatedErrors)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_guarded_wait_ends_with_a_cancel_or_the_wall_time() {
+        let budget = budget();
+        assert_eq!(budget.guard(async { 7 }).await.ok(), Some(7));
+        budget.cancel.pull("stop".into());
+        let waited = budget.guard(std::future::pending::<()>()).await;
+        assert!(matches!(
+            waited,
+            Err(Halt::Stop(Stop {
+                reason: StopReason::Cancelled,
+                ..
+            }))
+        ));
+
+        let mut short = limits();
+        short.wall_time = Duration::from_millis(20);
+        let budget = Budget::new(
+            short,
+            Usage::default(),
+            0,
+            BTreeMap::new(),
+            Duration::ZERO,
+            Arc::default(),
+        );
+        let waited = budget.guard(std::future::pending::<()>()).await;
+        assert!(matches!(
+            waited,
+            Err(Halt::Stop(Stop {
+                reason: StopReason::BudgetExhausted,
+                ..
+            }))
+        ));
+    }
+}

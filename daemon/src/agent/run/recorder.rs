@@ -1,0 +1,176 @@
+//! Step 7, "record": everything a run leaves behind goes through its recorder — the events
+//! of its log, the spans of its trace, its checkpoints and its progress. Events and spans are
+//! handed to the store without waiting for each commit; [`Recorder::committed`] is where the
+//! loop waits, before anything that must not happen unrecorded.
+//!
+//! A resumed run replays its steps from a checkpoint, and some of its per-call events are
+//! already in the log: those are recorded once ([`Recorder::emit_once`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use airlock_proto::v1 as pb;
+use pb::run_event::Event;
+
+use super::super::checkpoint::LoopState;
+use super::super::log::RunLog;
+use super::budget::Stop;
+use crate::domain::{StopReason, Usage};
+use crate::ids::{self, CallId, CheckpointId, RunId, StepId};
+use crate::store::{Checkpoint, RunEnd, Store, StoreError};
+use crate::trace::{RunTrace, Span};
+use crate::wire;
+
+/// The events recorded once per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallEvent {
+    Proposed,
+    Rejected,
+    ApprovalRequested,
+    ApprovalResolved,
+    Finished,
+}
+
+impl CallEvent {
+    /// The kind and call of a per-call event. A connection's approval is not one: a call may
+    /// have many, and each is recorded as it happens.
+    pub fn of(event: &Event) -> Option<(CallEvent, CallId)> {
+        let (kind, call_id) = match event {
+            Event::ToolCallProposed(e) => (CallEvent::Proposed, &e.call_id),
+            Event::ToolCallRejected(e) => (CallEvent::Rejected, &e.call_id),
+            Event::ApprovalRequested(e) => {
+                let request = e.request.as_ref().filter(|r| r.network.is_none())?;
+                (CallEvent::ApprovalRequested, &request.call_id)
+            }
+            Event::ApprovalResolved(e) if e.network.is_none() => {
+                (CallEvent::ApprovalResolved, &e.call_id)
+            }
+            Event::ToolFinished(e) => (CallEvent::Finished, &e.call_id),
+            _ => return None,
+        };
+        Some((kind, CallId::from_stored(call_id.clone())))
+    }
+}
+
+pub struct Recorder {
+    log: Arc<RunLog>,
+    trace: RunTrace,
+    store: Arc<dyn Store>,
+    run_id: RunId,
+    /// Per-call events already in the log when the run was resumed.
+    recorded: HashSet<(CallEvent, CallId)>,
+    created_at_ms: i64,
+}
+
+impl Recorder {
+    pub fn new(
+        log: Arc<RunLog>,
+        trace: RunTrace,
+        store: Arc<dyn Store>,
+        recorded: HashSet<(CallEvent, CallId)>,
+        created_at_ms: i64,
+    ) -> Recorder {
+        Recorder {
+            run_id: log.run_id().clone(),
+            log,
+            trace,
+            store,
+            recorded,
+            created_at_ms,
+        }
+    }
+
+    pub fn log(&self) -> &Arc<RunLog> {
+        &self.log
+    }
+
+    /// Hands an event to the log.
+    pub fn emit(&self, step: Option<&StepId>, event: Event) -> pb::RunEvent {
+        self.log.append(step, event)
+    }
+
+    /// [`Recorder::emit`], unless a resumed run already has this call's event.
+    pub fn emit_once(&self, step: Option<&StepId>, event: Event) {
+        if let Some(key) = CallEvent::of(&event)
+            && self.recorded.contains(&key)
+        {
+            return;
+        }
+        self.emit(step, event);
+    }
+
+    /// Waits until everything recorded so far is committed.
+    pub async fn committed(&self) -> Result<(), StoreError> {
+        self.log.committed().await
+    }
+
+    /// A span under `parent` (the root's id, or a step's); it ends when dropped.
+    pub fn span(&self, name: &'static str, parent: &str) -> Span {
+        self.trace.start(name, parent)
+    }
+
+    pub fn root_id(&self) -> &str {
+        self.trace.root_id()
+    }
+
+    /// Saves the loop's state, covering the log up to its last event: where a restarted
+    /// daemon goes on from. Handed to the store after the events it covers.
+    pub fn checkpoint(&self, state: &LoopState) {
+        let checkpoint = Checkpoint {
+            checkpoint_id: CheckpointId::new().into_string(),
+            seq: self.log.last_seq(),
+            state: state.encode(),
+            created_at_ms: ids::now_ms(),
+        };
+        // Its outcome shows at the next commit the loop waits for: a failed write fails the
+        // batch's others, or the log's next event.
+        drop(self.store.save_checkpoint(&self.run_id, &checkpoint));
+    }
+
+    /// The run's steps and usage, for its record.
+    pub fn progress(&self, steps: u32, usage: &Usage) {
+        drop(self.store.update_progress(&self.run_id, steps, usage));
+    }
+
+    /// Records how the run ended: its root span, its last event and its record; waits until
+    /// all of it is committed.
+    pub async fn finish(&self, stop: &Stop, steps: u32, usage: &Usage) -> Result<(), StoreError> {
+        {
+            let mut root = self.trace.root(
+                self.run_id.as_str(),
+                self.created_at_ms.saturating_mul(1_000_000),
+            );
+            root.set("stop_reason", stop.reason.name());
+            root.set("steps", steps);
+            root.set("input_tokens", usage.input_tokens);
+            root.set("output_tokens", usage.output_tokens);
+            root.set("model_calls", usage.model_calls);
+            root.set("tool_calls", usage.tool_calls);
+            if stop.reason != StopReason::Final && !stop.detail.is_empty() {
+                root.fail(stop.detail.clone());
+            }
+        }
+        self.progress(steps, usage);
+        self.emit(
+            None,
+            Event::RunFinished(pb::RunFinished {
+                reason: wire::stop_reason(stop.reason) as i32,
+                final_text: stop.final_text.clone(),
+                usage: Some(wire::usage(usage)),
+                detail: stop.detail.clone(),
+                steps,
+            }),
+        );
+        let ended = self.store.finish_run(
+            &self.run_id,
+            &RunEnd {
+                stop_reason: stop.reason,
+                stop_detail: stop.detail.clone(),
+                final_text: stop.final_text.clone(),
+                finished_at_ms: ids::now_ms(),
+            },
+        );
+        self.committed().await?;
+        ended.await
+    }
+}

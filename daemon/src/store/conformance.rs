@@ -1,0 +1,542 @@
+//! What every backend of [`Store`] must do, as one suite any backend's tests run. It makes
+//! fresh ids and a tenant of its own, so it can run against a shared database beside other
+//! data.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use airlock_proto::v1 as pb;
+
+use super::{
+    ApprovalResolution, Checkpoint, Effect, OutputRecord, RunEnd, RunFilter, RunRecord, RunState,
+    SessionRecord, Store, StoreError,
+};
+use crate::domain::{DecidedBy, Decision, StopReason, Usage};
+use crate::ids::{ApprovalId, CallId, CheckpointId, ExecutionId, RunId, SessionId, TraceId};
+
+/// Runs every check of the suite against `store`.
+pub async fn conformance(store: &dyn Store) {
+    let tenant = format!("conformance-{}", uuid::Uuid::new_v4().simple());
+    sessions_runs_and_events_round_trip(store, &tenant).await;
+    the_log_refuses_gaps_and_duplicates(store, &tenant).await;
+    writes_handed_over_together_land_in_order(store, &tenant).await;
+    runs_page_newest_first_with_filters(store, &tenant).await;
+    checkpoints_effects_approvals_and_grants_round_trip(store, &tenant).await;
+    spans_ride_with_their_event(store, &tenant).await;
+    outputs_and_owners_round_trip(store).await;
+    old_finished_runs_are_deleted_and_nothing_else(store, &tenant).await;
+}
+
+fn session(tenant: &str, created_at_ms: i64) -> SessionRecord {
+    SessionRecord {
+        session_id: SessionId::new(),
+        workspace: Some("/srv/ws".into()),
+        labels: BTreeMap::from([("team".to_owned(), "core".to_owned())]),
+        created_at_ms,
+        tenant: tenant.to_owned(),
+    }
+}
+
+fn run(session: &SessionRecord, created_at_ms: i64) -> RunRecord {
+    RunRecord {
+        run_id: RunId::new(),
+        session_id: session.session_id.clone(),
+        state: RunState::Running,
+        start: pb::StartRun {
+            input: format!("task at {created_at_ms}"),
+            ..Default::default()
+        },
+        model: "scripted".into(),
+        workspace: session.workspace.clone(),
+        trace_id: TraceId::new(),
+        created_at_ms,
+        finished_at_ms: None,
+        stop_reason: None,
+        stop_detail: String::new(),
+        final_text: String::new(),
+        usage: Usage::default(),
+        steps: 0,
+        last_seq: 1,
+        tenant: session.tenant.clone(),
+    }
+}
+
+fn event(run_id: &RunId, seq: u64) -> pb::RunEvent {
+    pb::RunEvent {
+        run_id: run_id.to_string(),
+        seq,
+        step_id: String::new(),
+        time_ms: 7,
+        event: Some(pb::run_event::Event::ModelText(pb::ModelText {
+            text: format!("event {seq}"),
+        })),
+    }
+}
+
+/// A session and one run in it, recorded.
+async fn started(store: &dyn Store, tenant: &str, created_at_ms: i64) -> RunRecord {
+    let session = session(tenant, created_at_ms);
+    store.create_session(&session).await.expect("session");
+    let run = run(&session, created_at_ms);
+    store
+        .create_run(&run, &event(&run.run_id, 1))
+        .await
+        .expect("run");
+    run
+}
+
+async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenant: &str) {
+    let session = session(tenant, 1);
+    store.create_session(&session).await.expect("session");
+    assert_eq!(
+        store.session(&session.session_id).await.expect("read"),
+        Some(session.clone())
+    );
+    assert_eq!(store.session(&SessionId::new()).await.expect("read"), None);
+    let record = run(&session, 10);
+    let run_id = record.run_id.clone();
+    store
+        .create_run(&record, &event(&run_id, 1))
+        .await
+        .expect("run");
+    for seq in 2..=3 {
+        store
+            .append_event(&event(&run_id, seq), &[])
+            .await
+            .expect("append");
+    }
+    assert_eq!(
+        store.events_after(&run_id, 1, 100).await.expect("read"),
+        vec![event(&run_id, 2), event(&run_id, 3)]
+    );
+    assert_eq!(
+        store.events_after(&run_id, 0, 1).await.expect("read"),
+        vec![event(&run_id, 1)]
+    );
+    let read = store.run(&run_id).await.expect("read").expect("exists");
+    assert_eq!(read.last_seq, 3);
+    assert_eq!(read.start.input, "task at 10");
+    assert_eq!(read.workspace.as_deref(), Some("/srv/ws"));
+    let usage = Usage {
+        input_tokens: 12,
+        output_tokens: 3,
+        model_calls: 1,
+        tool_calls: 2,
+    };
+    store
+        .update_progress(&run_id, 2, &usage)
+        .await
+        .expect("progress");
+    store
+        .set_run_state(&run_id, RunState::WaitingForApproval)
+        .await
+        .expect("state");
+    assert!(
+        store
+            .unfinished_runs()
+            .await
+            .expect("list")
+            .iter()
+            .any(|r| r.run_id == run_id && r.state == RunState::WaitingForApproval)
+    );
+    store
+        .finish_run(
+            &run_id,
+            &RunEnd {
+                stop_reason: StopReason::Final,
+                stop_detail: String::new(),
+                final_text: "done".into(),
+                finished_at_ms: 20,
+            },
+        )
+        .await
+        .expect("finish");
+    let read = store.run(&run_id).await.expect("read").expect("exists");
+    assert_eq!(read.state, RunState::Finished);
+    assert_eq!(read.stop_reason, Some(StopReason::Final));
+    assert_eq!(read.final_text, "done");
+    assert_eq!(read.usage, usage);
+    assert_eq!(read.steps, 2);
+    assert!(
+        !store
+            .unfinished_runs()
+            .await
+            .expect("list")
+            .iter()
+            .any(|r| r.run_id == run_id)
+    );
+    assert!(matches!(
+        store.set_run_state(&RunId::new(), RunState::Running).await,
+        Err(StoreError::UnknownRun(_))
+    ));
+}
+
+async fn the_log_refuses_gaps_and_duplicates(store: &dyn Store, tenant: &str) {
+    let run = started(store, tenant, 11).await;
+    assert!(matches!(
+        store.append_event(&event(&run.run_id, 1), &[]).await,
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        store.append_event(&event(&run.run_id, 3), &[]).await,
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        store.append_event(&event(&RunId::new(), 1), &[]).await,
+        Err(StoreError::UnknownRun(_))
+    ));
+    // A run's first event is its creation's; another creation with a later one is refused.
+    let other = run.clone();
+    assert!(
+        store
+            .create_run(
+                &RunRecord {
+                    run_id: RunId::new(),
+                    ..other
+                },
+                &event(&RunId::new(), 1)
+            )
+            .await
+            .is_err()
+    );
+    // After the refusals the log goes on where it was.
+    store
+        .append_event(&event(&run.run_id, 2), &[])
+        .await
+        .expect("the next event");
+}
+
+async fn writes_handed_over_together_land_in_order(store: &dyn Store, tenant: &str) {
+    let run = started(store, tenant, 12).await;
+    // Handed over without waiting for each, as the run loop does.
+    let pending: Vec<_> = (2..=50)
+        .map(|seq| store.append_event(&event(&run.run_id, seq), &[]))
+        .collect();
+    for answer in pending {
+        answer.await.expect("committed");
+    }
+    let events = store.events_after(&run.run_id, 0, 100).await.expect("read");
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=50).collect::<Vec<_>>()
+    );
+}
+
+async fn runs_page_newest_first_with_filters(store: &dyn Store, tenant: &str) {
+    let tenant = format!("{tenant}-paging");
+    let session = session(&tenant, 100);
+    store.create_session(&session).await.expect("session");
+    let mut ids = Vec::new();
+    for at in 100..105 {
+        let record = run(&session, at);
+        store
+            .create_run(&record, &event(&record.run_id, 1))
+            .await
+            .expect("run");
+        ids.push(record.run_id);
+    }
+    let other = started(store, &tenant, 200).await;
+    let filter = RunFilter {
+        session_id: Some(session.session_id.clone()),
+        state: None,
+        tenant: Some(tenant.clone()),
+    };
+    let (first, cursor) = store.list_runs(&filter, 2, None).await.expect("page");
+    assert_eq!(
+        first.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[4], &ids[3]]
+    );
+    let (second, cursor) = store
+        .list_runs(&filter, 2, cursor.as_ref())
+        .await
+        .expect("page");
+    assert_eq!(
+        second.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[2], &ids[1]]
+    );
+    let (third, cursor) = store
+        .list_runs(&filter, 2, cursor.as_ref())
+        .await
+        .expect("page");
+    assert_eq!(
+        third.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[0]]
+    );
+    assert!(cursor.is_none());
+    let every = RunFilter {
+        tenant: Some(tenant.clone()),
+        ..RunFilter::default()
+    };
+    let (all, _) = store.list_runs(&every, 100, None).await.expect("all");
+    assert_eq!(all.len(), 6);
+    assert_eq!(all[0].run_id, other.run_id);
+    let finished = RunFilter {
+        state: Some(RunState::Finished),
+        ..every.clone()
+    };
+    assert!(
+        store
+            .list_runs(&finished, 100, None)
+            .await
+            .expect("none")
+            .0
+            .is_empty()
+    );
+    let nobody = RunFilter {
+        tenant: Some(format!("{tenant}-nobody")),
+        ..RunFilter::default()
+    };
+    assert!(
+        store
+            .list_runs(&nobody, 100, None)
+            .await
+            .expect("none")
+            .0
+            .is_empty()
+    );
+}
+
+async fn checkpoints_effects_approvals_and_grants_round_trip(store: &dyn Store, tenant: &str) {
+    let run = started(store, tenant, 13).await;
+    let run_id = &run.run_id;
+    assert_eq!(store.latest_checkpoint(run_id).await.expect("read"), None);
+    let checkpoint = |seq| Checkpoint {
+        checkpoint_id: CheckpointId::new().into_string(),
+        seq,
+        state: vec![1, 2, 3],
+        created_at_ms: 5,
+    };
+    store
+        .save_checkpoint(run_id, &checkpoint(1))
+        .await
+        .expect("first");
+    let latest = checkpoint(4);
+    store
+        .save_checkpoint(run_id, &latest)
+        .await
+        .expect("second");
+    assert_eq!(
+        store.latest_checkpoint(run_id).await.expect("read"),
+        Some(latest)
+    );
+
+    let call_id = CallId::new();
+    let intent = Effect {
+        run_id: run_id.clone(),
+        call_id: call_id.clone(),
+        tool: "append".into(),
+        arguments: "{}".into(),
+        idempotent: false,
+        intent_at_ms: 6,
+        result: None,
+    };
+    store.record_intent(&intent).await.expect("intent");
+    assert_eq!(
+        store.effect(run_id, &call_id).await.expect("read"),
+        Some(intent.clone())
+    );
+    let result = pb::ToolResult {
+        status: pb::ToolStatus::Ok as i32,
+        content: "ok".into(),
+        ..Default::default()
+    };
+    store
+        .record_effect_result(run_id, &call_id, &result)
+        .await
+        .expect("result");
+    assert_eq!(
+        store
+            .effect(run_id, &call_id)
+            .await
+            .expect("read")
+            .and_then(|e| e.result),
+        Some(result.clone())
+    );
+    assert!(
+        store
+            .record_effect_result(run_id, &CallId::new(), &result)
+            .await
+            .is_err(),
+        "a result without its intent"
+    );
+
+    let request = |network: Option<pb::NetworkAccess>| pb::ApprovalRequest {
+        approval_id: ApprovalId::new().into_string(),
+        run_id: run_id.to_string(),
+        call_id: call_id.to_string(),
+        tool: "append".into(),
+        network,
+        ..Default::default()
+    };
+    let asked = request(None);
+    store.save_approval(&asked).await.expect("save");
+    assert_eq!(
+        store
+            .approval_for_call(run_id, &call_id)
+            .await
+            .expect("read"),
+        Some((asked.clone(), None))
+    );
+    // A connection's approval of the same call is not the call's own.
+    let connection = request(Some(pb::NetworkAccess {
+        host: "example.com".into(),
+        port: 443,
+    }));
+    store.save_approval(&connection).await.expect("save");
+    let resolution = ApprovalResolution {
+        decision: Decision::ApproveSession,
+        reason: "fine".into(),
+        decided_by: DecidedBy::Console,
+        resolved_at_ms: 9,
+    };
+    store
+        .resolve_approval(
+            &ApprovalId::from_stored(asked.approval_id.clone()),
+            &resolution,
+        )
+        .await
+        .expect("resolve");
+    assert_eq!(
+        store
+            .approval_for_call(run_id, &call_id)
+            .await
+            .expect("read"),
+        Some((asked, Some(resolution)))
+    );
+
+    store
+        .add_session_grant(&run.session_id, "grant-1")
+        .await
+        .expect("grant");
+    store
+        .add_session_grant(&run.session_id, "grant-1")
+        .await
+        .expect("a grant twice is one grant");
+    let grants = store.session_grants().await.expect("read");
+    assert_eq!(grants.iter().filter(|g| *g == "grant-1").count(), 1);
+}
+
+async fn spans_ride_with_their_event(store: &dyn Store, tenant: &str) {
+    let run = started(store, tenant, 14).await;
+    let span = |id: &str, start| pb::Span {
+        span_id: id.into(),
+        start_unix_nano: start,
+        ..Default::default()
+    };
+    store
+        .append_event(&event(&run.run_id, 2), &[span("b", 2)])
+        .await
+        .expect("event with a span");
+    store
+        .append_event(&event(&run.run_id, 3), &[span("a", 1), span("c", 3)])
+        .await
+        .expect("event with spans");
+    let ids = |spans: Vec<pb::Span>| spans.into_iter().map(|s| s.span_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.spans(&run.run_id).await.expect("read")),
+        ["a", "b", "c"]
+    );
+    // An event refused (out of order) takes its spans with it: no span without its event.
+    assert!(
+        store
+            .append_event(&event(&run.run_id, 9), &[span("d", 4)])
+            .await
+            .is_err()
+    );
+    assert_eq!(store.spans(&run.run_id).await.expect("read").len(), 3);
+}
+
+async fn outputs_and_owners_round_trip(store: &dyn Store) {
+    let digest = format!("digest-{}", uuid::Uuid::new_v4().simple());
+    let output = |at| OutputRecord {
+        execution_id: ExecutionId::new(),
+        digest: digest.clone(),
+        size: 10,
+        created_at_ms: at,
+    };
+    let (older, newer) = (output(1), output(2));
+    store.record_output(&newer).await.expect("record");
+    store.record_output(&older).await.expect("record");
+    assert_eq!(
+        store.output(&older.execution_id).await.expect("read"),
+        Some(older.clone())
+    );
+    assert_eq!(store.output_references(&digest).await.expect("count"), 2);
+    let before = store.outputs_before(2, 10).await.expect("before");
+    assert!(before.contains(&older) && !before.contains(&newer));
+    store
+        .remove_output(&older.execution_id)
+        .await
+        .expect("remove");
+    assert_eq!(store.output(&older.execution_id).await.expect("read"), None);
+    assert_eq!(store.output_references(&digest).await.expect("count"), 1);
+
+    let execution = ExecutionId::new();
+    assert_eq!(store.execution_owner(&execution).await.expect("read"), None);
+    store
+        .record_execution_owner(&execution, "alice")
+        .await
+        .expect("owner");
+    store
+        .record_execution_owner(&execution, "bob")
+        .await
+        .expect("a second claim changes nothing");
+    assert_eq!(
+        store.execution_owner(&execution).await.expect("read"),
+        Some("alice".to_owned())
+    );
+}
+
+async fn old_finished_runs_are_deleted_and_nothing_else(store: &dyn Store, tenant: &str) {
+    let tenant = format!("{tenant}-retention");
+    let old = started(store, &tenant, 1_000).await;
+    let end = |at| RunEnd {
+        stop_reason: StopReason::Final,
+        stop_detail: String::new(),
+        final_text: String::new(),
+        finished_at_ms: at,
+    };
+    store
+        .finish_run(&old.run_id, &end(1_001))
+        .await
+        .expect("end");
+    store
+        .add_session_grant(&old.session_id, "old-grant")
+        .await
+        .expect("grant");
+    let young = started(store, &tenant, 5_000).await;
+    store
+        .finish_run(&young.run_id, &end(5_001))
+        .await
+        .expect("end");
+    let live = started(store, &tenant, 1_000).await;
+    let deleted = store.delete_finished_runs(2_000, 100).await.expect("sweep");
+    assert!(deleted.runs >= 1, "{deleted:?}");
+    assert_eq!(store.run(&old.run_id).await.expect("read"), None);
+    assert!(
+        store
+            .events_after(&old.run_id, 0, 10)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+    assert_eq!(store.session(&old.session_id).await.expect("read"), None);
+    assert!(
+        !store
+            .session_grants()
+            .await
+            .expect("read")
+            .contains(&"old-grant".to_owned())
+    );
+    // A run that finished later, and one still going however old, are kept.
+    assert!(store.run(&young.run_id).await.expect("read").is_some());
+    assert!(store.run(&live.run_id).await.expect("read").is_some());
+    assert!(
+        store
+            .session(&live.session_id)
+            .await
+            .expect("read")
+            .is_some()
+    );
+}

@@ -1,0 +1,437 @@
+//! The embedded store: one SQLite file in WAL mode, migrated by the daemon on open, written
+//! and read by one thread of its own ([`writer`]).
+//!
+//! Durability: commits use `synchronous = NORMAL` in WAL mode, which survives any crash of
+//! the daemon (the case resumption is built for) but may lose the last commits on a power
+//! failure; `StoreOptions::fsync_every_commit` trades speed for that too. Group commit makes
+//! either setting cost one commit per batch of writes, not per write.
+
+mod queries;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_proto::v1 as pb;
+use rusqlite::Connection;
+
+use super::{
+    ApprovalResolution, Checkpoint, Deleted, Effect, OutputRecord, Pending, RunCursor, RunEnd,
+    RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError, StoreResult,
+};
+use crate::domain::Usage;
+use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
+use crate::pause::{self, Point};
+use writer::Writer;
+
+/// Statements kept prepared: every distinct statement the store runs (about forty), so the
+/// run loop's writes never parse SQL again.
+const STATEMENT_CACHE_CAPACITY: usize = 64;
+
+/// How the store is opened.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// fsync on every commit (`synchronous = FULL`): survives power loss, costs a disk flush
+    /// per batch of writes.
+    pub fsync_every_commit: bool,
+    /// Time spent before each commit: zero, except in tests that stand for a slow disk.
+    pub commit_delay: Duration,
+}
+
+pub struct SqliteStore {
+    writer: Writer,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, checks its integrity and migrates it.
+    /// A damaged file is refused, never repaired by guesswork. Blocks while it does: it runs
+    /// once, as the daemon starts.
+    pub fn open(path: &Path, options: &StoreOptions) -> StoreResult<SqliteStore> {
+        let connection = open_connection(path, options)?;
+        let writer =
+            Writer::start(connection, options.commit_delay).map_err(|err| StoreError::Open {
+                path: path.display().to_string(),
+                message: format!("cannot start the store's thread: {err}"),
+            })?;
+        Ok(SqliteStore {
+            writer,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connection> {
+    let display = path.display().to_string();
+    let open_error = |err: rusqlite::Error| StoreError::Open {
+        path: display.clone(),
+        message: err.to_string(),
+    };
+    let damaged = |message: String| StoreError::Damaged {
+        path: display.clone(),
+        message,
+    };
+    let in_use = || StoreError::Open {
+        path: display.clone(),
+        message: "another process (another airlockd on the same state dir?) holds it".into(),
+    };
+    let connection = Connection::open(path).map_err(open_error)?;
+    // The daemon is the file's only user. Holding its lock for the daemon's lifetime spares
+    // every commit the shared-memory index and its file locks, and it keeps a second daemon
+    // pointed at the same state dir out (it must be set before WAL is first used to take
+    // effect).
+    connection
+        .execute_batch("PRAGMA locking_mode = EXCLUSIVE")
+        .map_err(open_error)?;
+    // A file that is not a database fails on its first read; report it as damaged.
+    let mode: String = connection
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(|err| match err.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                in_use()
+            }
+            _ => damaged(err.to_string()),
+        })?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(damaged(format!(
+            "cannot switch to WAL (journal mode {mode})"
+        )));
+    }
+    let synchronous = if options.fsync_every_commit {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    connection
+        .execute_batch(&format!(
+            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;"
+        ))
+        .map_err(open_error)?;
+    let check: String = connection
+        .query_row("PRAGMA quick_check", [], |row| row.get(0))
+        .map_err(|err| damaged(err.to_string()))?;
+    if check != "ok" {
+        return Err(damaged(format!("integrity check failed: {check}")));
+    }
+    schema::migrate(&connection).map_err(damaged)?;
+    // An empty write takes the exclusive lock now, and exclusive mode keeps it: a second
+    // daemon is refused at its start rather than at its first event.
+    connection
+        .execute_batch("BEGIN EXCLUSIVE; COMMIT;")
+        .map_err(|err| match err.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                in_use()
+            }
+            _ => open_error(err),
+        })?;
+    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    Ok(connection)
+}
+
+impl Store for SqliteStore {
+    fn create_session(&self, session: &SessionRecord) -> Pending<()> {
+        let session = session.clone();
+        self.writer
+            .write(move |c| queries::create_session(c, &session))
+    }
+
+    fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>> {
+        let session_id = session_id.clone();
+        self.writer.read(move |c| queries::session(c, &session_id))
+    }
+
+    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()> {
+        let (run, first) = (run.clone(), first.clone());
+        self.writer
+            .write(move |c| queries::create_run(c, &run, &first))
+    }
+
+    fn run(&self, run_id: &RunId) -> Pending<Option<RunRecord>> {
+        let run_id = run_id.clone();
+        self.writer.read(move |c| queries::run(c, &run_id))
+    }
+
+    fn list_runs(
+        &self,
+        filter: &RunFilter,
+        limit: usize,
+        after: Option<&RunCursor>,
+    ) -> Pending<(Vec<RunRecord>, Option<RunCursor>)> {
+        let (filter, after) = (filter.clone(), after.cloned());
+        self.writer
+            .read(move |c| queries::list_runs(c, &filter, limit, after.as_ref()))
+    }
+
+    fn set_run_state(&self, run_id: &RunId, state: RunState) -> Pending<()> {
+        let run_id = run_id.clone();
+        self.writer
+            .write(move |c| queries::set_run_state(c, &run_id, state))
+    }
+
+    fn update_progress(&self, run_id: &RunId, steps: u32, usage: &Usage) -> Pending<()> {
+        let (run_id, usage) = (run_id.clone(), *usage);
+        self.writer
+            .write(move |c| queries::update_progress(c, &run_id, steps, &usage))
+    }
+
+    fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()> {
+        let (run_id, end) = (run_id.clone(), end.clone());
+        self.writer
+            .write(move |c| queries::finish_run(c, &run_id, &end))
+    }
+
+    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
+        let (event, spans) = (event.clone(), spans.to_vec());
+        self.writer.write(move |c| {
+            queries::append_event(c, &event, &spans)?;
+            // Inside the batch's transaction: a kill here loses the whole batch, which no
+            // client has seen (events are published after their commit).
+            pause::reached(Point::StoreCommit);
+            Ok(())
+        })
+    }
+
+    fn events_after(
+        &self,
+        run_id: &RunId,
+        after_seq: u64,
+        limit: usize,
+    ) -> Pending<Vec<pb::RunEvent>> {
+        let run_id = run_id.clone();
+        self.writer
+            .read(move |c| queries::events_after(c, &run_id, after_seq, limit))
+    }
+
+    fn unfinished_runs(&self) -> Pending<Vec<RunRecord>> {
+        self.writer.read(queries::unfinished_runs)
+    }
+
+    fn save_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint) -> Pending<()> {
+        let (run_id, checkpoint) = (run_id.clone(), checkpoint.clone());
+        self.writer
+            .write(move |c| queries::save_checkpoint(c, &run_id, &checkpoint))
+    }
+
+    fn latest_checkpoint(&self, run_id: &RunId) -> Pending<Option<Checkpoint>> {
+        let run_id = run_id.clone();
+        self.writer
+            .read(move |c| queries::latest_checkpoint(c, &run_id))
+    }
+
+    fn record_intent(&self, effect: &Effect) -> Pending<()> {
+        let effect = effect.clone();
+        self.writer
+            .write(move |c| queries::record_intent(c, &effect))
+    }
+
+    fn record_effect_result(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+        result: &pb::ToolResult,
+    ) -> Pending<()> {
+        let (run_id, call_id, result) = (run_id.clone(), call_id.clone(), result.clone());
+        self.writer
+            .write(move |c| queries::record_effect_result(c, &run_id, &call_id, &result))
+    }
+
+    fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>> {
+        let (run_id, call_id) = (run_id.clone(), call_id.clone());
+        self.writer
+            .read(move |c| queries::effect(c, &run_id, &call_id))
+    }
+
+    fn save_approval(&self, request: &pb::ApprovalRequest) -> Pending<()> {
+        let request = request.clone();
+        self.writer
+            .write(move |c| queries::save_approval(c, &request))
+    }
+
+    fn resolve_approval(
+        &self,
+        approval_id: &ApprovalId,
+        resolution: &ApprovalResolution,
+    ) -> Pending<()> {
+        let (approval_id, resolution) = (approval_id.clone(), resolution.clone());
+        self.writer
+            .write(move |c| queries::resolve_approval(c, &approval_id, &resolution))
+    }
+
+    fn approval_for_call(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+    ) -> Pending<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>> {
+        let (run_id, call_id) = (run_id.clone(), call_id.clone());
+        self.writer
+            .read(move |c| queries::approval_for_call(c, &run_id, &call_id))
+    }
+
+    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
+        let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
+        self.writer
+            .write(move |c| queries::add_session_grant(c, &session_id, &grant_key))
+    }
+
+    fn session_grants(&self) -> Pending<Vec<String>> {
+        self.writer.read(queries::session_grants)
+    }
+
+    fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>> {
+        let run_id = run_id.clone();
+        self.writer.read(move |c| queries::spans(c, &run_id))
+    }
+
+    fn record_output(&self, output: &OutputRecord) -> Pending<()> {
+        let output = output.clone();
+        self.writer
+            .write(move |c| queries::record_output(c, &output))
+    }
+
+    fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>> {
+        let execution_id = execution_id.clone();
+        self.writer.read(move |c| queries::output(c, &execution_id))
+    }
+
+    fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>> {
+        self.writer
+            .read(move |c| queries::outputs_before(c, i64::MAX, limit))
+    }
+
+    fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>> {
+        self.writer
+            .read(move |c| queries::outputs_before(c, before_ms, limit))
+    }
+
+    fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()> {
+        let execution_id = execution_id.clone();
+        self.writer
+            .write(move |c| queries::remove_output(c, &execution_id))
+    }
+
+    fn output_references(&self, digest: &str) -> Pending<u64> {
+        let digest = digest.to_owned();
+        self.writer
+            .read(move |c| queries::output_references(c, &digest))
+    }
+
+    fn record_execution_owner(&self, execution_id: &ExecutionId, tenant: &str) -> Pending<()> {
+        let (execution_id, tenant) = (execution_id.clone(), tenant.to_owned());
+        self.writer
+            .write(move |c| queries::record_execution_owner(c, &execution_id, &tenant))
+    }
+
+    fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>> {
+        let execution_id = execution_id.clone();
+        self.writer
+            .read(move |c| queries::execution_owner(c, &execution_id))
+    }
+
+    fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted> {
+        self.writer
+            .write(move |c| queries::delete_finished_runs(c, before_ms, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::conformance;
+
+    fn open(dir: &Path) -> SqliteStore {
+        SqliteStore::open(&dir.join("airlock.db"), &StoreOptions::default()).expect("opens")
+    }
+
+    #[tokio::test]
+    async fn the_sqlite_store_passes_the_conformance_suite() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        conformance(&open(dir.path())).await;
+    }
+
+    #[tokio::test]
+    async fn a_database_of_the_previous_release_is_upgraded_and_kept() {
+        // airlock.db as the release before this schema wrote it (schema version 3): one
+        // finished run of three steps, with an approval granted for the session.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        std::fs::write(&path, include_bytes!("fixtures/schema-v3.db")).expect("fixture");
+        let store = SqliteStore::open(&path, &StoreOptions::default()).expect("upgraded");
+        let (runs, _) = store
+            .list_runs(&RunFilter::default(), 10, None)
+            .await
+            .expect("list");
+        assert_eq!(runs.len(), 1);
+        let run = &runs[0];
+        assert_eq!(run.state, RunState::Finished);
+        assert_eq!(run.stop_reason, Some(crate::domain::StopReason::Final));
+        assert_eq!(run.steps, 3);
+        assert_eq!(run.tenant, "default");
+        assert_eq!(run.start.input, "copy notes");
+        let events = store
+            .events_after(&run.run_id, 0, 100)
+            .await
+            .expect("events");
+        assert_eq!(events.len() as u64, run.last_seq);
+        assert_eq!(store.spans(&run.run_id).await.expect("spans").len(), 16);
+        assert_eq!(store.session_grants().await.expect("grants").len(), 1);
+        // The approval was for the call itself; the new column says so.
+        let approved = events
+            .iter()
+            .find_map(|event| match &event.event {
+                Some(pb::run_event::Event::ApprovalRequested(requested)) => {
+                    requested.request.clone()
+                }
+                _ => None,
+            })
+            .expect("an approval in the log");
+        let (request, resolution) = store
+            .approval_for_call(&run.run_id, &CallId::from_stored(approved.call_id.clone()))
+            .await
+            .expect("read")
+            .expect("kept");
+        assert_eq!(request.approval_id, approved.approval_id);
+        assert!(resolution.is_some_and(|r| r.decision.approves()));
+        drop(store);
+        // And the upgrade is done once: the reopened file is at the new version.
+        let connection = Connection::open(&path).expect("reopen");
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .expect("version");
+        assert_eq!(version, schema::MIGRATIONS.len() as i64);
+    }
+
+    #[tokio::test]
+    async fn a_database_newer_than_the_daemon_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        let connection = Connection::open(&path).expect("create");
+        connection
+            .execute_batch("PRAGMA user_version = 99")
+            .expect("version");
+        drop(connection);
+        let Err(error) = SqliteStore::open(&path, &StoreOptions::default()) else {
+            panic!("a newer schema was opened");
+        };
+        assert!(
+            error.to_string().contains("newer than this daemon"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_second_daemon_on_the_same_file_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _first = open(dir.path());
+        let Err(error) =
+            SqliteStore::open(&dir.path().join("airlock.db"), &StoreOptions::default())
+        else {
+            panic!("the file was opened twice");
+        };
+        assert!(error.to_string().contains("another process"), "{error}");
+    }
+}

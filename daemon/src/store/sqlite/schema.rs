@@ -1,0 +1,142 @@
+//! The schema of the SQLite store, as versioned migrations: the database records its version
+//! (`PRAGMA user_version`) and the daemon applies each migration it has not seen, in one
+//! transaction each. A database newer than the daemon is refused, never touched.
+
+use rusqlite::Connection;
+
+/// Each entry moves the schema one version forward; the index is the version it leaves.
+/// Never edit a shipped entry: add one.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: sessions, runs, the event log.
+    r#"
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        state TEXT NOT NULL,
+        start BLOB NOT NULL,
+        model TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        finished_at_ms INTEGER,
+        stop_reason INTEGER,
+        stop_detail TEXT NOT NULL DEFAULT '',
+        final_text TEXT NOT NULL DEFAULT '',
+        usage BLOB NOT NULL,
+        steps INTEGER NOT NULL DEFAULT 0,
+        last_seq INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_by_time ON runs(created_at_ms DESC, run_id DESC);
+    CREATE INDEX runs_by_session ON runs(session_id, created_at_ms DESC);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        seq INTEGER NOT NULL,
+        event BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    "#,
+    // 2: what resumption and tracing need: checkpoints, the effect journal, approvals and
+    // session grants, spans, kept outputs.
+    r#"
+    CREATE TABLE checkpoints (
+        run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+        checkpoint_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        state BLOB NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE effects (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        idempotent INTEGER NOT NULL,
+        intent_at_ms INTEGER NOT NULL,
+        result BLOB,
+        PRIMARY KEY (run_id, call_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        call_id TEXT NOT NULL,
+        request BLOB NOT NULL,
+        decision INTEGER,
+        reason TEXT,
+        decided_by TEXT,
+        resolved_at_ms INTEGER
+    );
+    CREATE INDEX approvals_by_call ON approvals(run_id, call_id);
+    CREATE TABLE session_grants (
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        grant_key TEXT NOT NULL,
+        PRIMARY KEY (session_id, grant_key)
+    ) WITHOUT ROWID;
+    CREATE TABLE spans (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        span_id TEXT NOT NULL,
+        start_unix_nano INTEGER NOT NULL,
+        span BLOB NOT NULL,
+        PRIMARY KEY (run_id, span_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE outputs (
+        execution_id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX outputs_by_age ON outputs(created_at_ms, execution_id);
+    CREATE INDEX outputs_by_digest ON outputs(digest);
+    "#,
+    // 3: the tenant that owns each session, run and tool execution. Rows written before
+    // tenants existed belong to `default`, the only tenant there was.
+    r#"
+    ALTER TABLE sessions ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE runs ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
+    CREATE INDEX runs_by_tenant ON runs(tenant, created_at_ms DESC);
+    CREATE TABLE execution_owners (
+        execution_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
+    // 4: approvals of every subject (a call, a network connection), and finished runs found
+    // by age for retention.
+    r#"
+    ALTER TABLE approvals ADD COLUMN subject TEXT NOT NULL DEFAULT 'call';
+    CREATE INDEX runs_by_end ON runs(finished_at_ms) WHERE finished_at_ms IS NOT NULL;
+    "#,
+];
+
+/// Brings the database at `connection` to the newest schema.
+pub(super) fn migrate(connection: &Connection) -> Result<(), String> {
+    let version: i64 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|err| err.to_string())?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(format!(
+            "schema version {version} is newer than this daemon knows ({known}); refusing to touch it"
+        ));
+    }
+    for (index, migration) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        let next = index + 1;
+        connection
+            .execute_batch(&format!(
+                "BEGIN; {migration}; PRAGMA user_version = {next}; COMMIT;"
+            ))
+            .map_err(|err| {
+                let _ = connection.execute_batch("ROLLBACK");
+                format!("migration to schema version {next} failed: {err}")
+            })?;
+    }
+    Ok(())
+}

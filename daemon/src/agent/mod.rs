@@ -14,6 +14,8 @@ mod preview;
 mod prompt;
 pub mod provider;
 mod run;
+#[cfg(test)]
+mod testing;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};

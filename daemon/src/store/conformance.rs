@@ -74,8 +74,9 @@ fn event(run_id: &RunId, seq: u64) -> pb::RunEvent {
     }
 }
 
-/// A session and one run in it, recorded.
-async fn started(store: &dyn Store, tenant: &str, created_at_ms: i64) -> RunRecord {
+/// A session and one run in it, recorded with the run's first event (for other modules' tests
+/// too).
+pub async fn recorded_run(store: &dyn Store, tenant: &str, created_at_ms: i64) -> RunRecord {
     let session = session(tenant, created_at_ms);
     store.create_session(&session).await.expect("session");
     let run = run(&session, created_at_ms);
@@ -173,7 +174,7 @@ async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenant: &str) {
 }
 
 async fn the_log_refuses_gaps_and_duplicates(store: &dyn Store, tenant: &str) {
-    let run = started(store, tenant, 11).await;
+    let run = recorded_run(store, tenant, 11).await;
     assert!(matches!(
         store.append_event(&event(&run.run_id, 1), &[]).await,
         Err(StoreError::OutOfOrder { .. })
@@ -208,7 +209,7 @@ async fn the_log_refuses_gaps_and_duplicates(store: &dyn Store, tenant: &str) {
 }
 
 async fn writes_handed_over_together_land_in_order(store: &dyn Store, tenant: &str) {
-    let run = started(store, tenant, 12).await;
+    let run = recorded_run(store, tenant, 12).await;
     // Handed over without waiting for each, as the run loop does.
     let pending: Vec<_> = (2..=50)
         .map(|seq| store.append_event(&event(&run.run_id, seq), &[]))
@@ -236,7 +237,7 @@ async fn runs_page_newest_first_with_filters(store: &dyn Store, tenant: &str) {
             .expect("run");
         ids.push(record.run_id);
     }
-    let other = started(store, &tenant, 200).await;
+    let other = recorded_run(store, &tenant, 200).await;
     let filter = RunFilter {
         session_id: Some(session.session_id.clone()),
         state: None,
@@ -298,7 +299,7 @@ async fn runs_page_newest_first_with_filters(store: &dyn Store, tenant: &str) {
 }
 
 async fn checkpoints_effects_approvals_and_grants_round_trip(store: &dyn Store, tenant: &str) {
-    let run = started(store, tenant, 13).await;
+    let run = recorded_run(store, tenant, 13).await;
     let run_id = &run.run_id;
     assert_eq!(store.latest_checkpoint(run_id).await.expect("read"), None);
     let checkpoint = |seq| Checkpoint {
@@ -418,7 +419,7 @@ async fn checkpoints_effects_approvals_and_grants_round_trip(store: &dyn Store, 
 }
 
 async fn spans_ride_with_their_event(store: &dyn Store, tenant: &str) {
-    let run = started(store, tenant, 14).await;
+    let run = recorded_run(store, tenant, 14).await;
     let span = |id: &str, start| pb::Span {
         span_id: id.into(),
         start_unix_nano: start,
@@ -490,7 +491,7 @@ async fn outputs_and_owners_round_trip(store: &dyn Store) {
 
 async fn old_finished_runs_are_deleted_and_nothing_else(store: &dyn Store, tenant: &str) {
     let tenant = format!("{tenant}-retention");
-    let old = started(store, &tenant, 1_000).await;
+    let old = recorded_run(store, &tenant, 1_000).await;
     let end = |at| RunEnd {
         stop_reason: StopReason::Final,
         stop_detail: String::new(),
@@ -505,12 +506,12 @@ async fn old_finished_runs_are_deleted_and_nothing_else(store: &dyn Store, tenan
         .add_session_grant(&old.session_id, "old-grant")
         .await
         .expect("grant");
-    let young = started(store, &tenant, 5_000).await;
+    let young = recorded_run(store, &tenant, 5_000).await;
     store
         .finish_run(&young.run_id, &end(5_001))
         .await
         .expect("end");
-    let live = started(store, &tenant, 1_000).await;
+    let live = recorded_run(store, &tenant, 1_000).await;
     let deleted = store.delete_finished_runs(2_000, 100).await.expect("sweep");
     assert!(deleted.runs >= 1, "{deleted:?}");
     assert_eq!(store.run(&old.run_id).await.expect("read"), None);

@@ -29,7 +29,7 @@ use crate::domain::{DecidedBy, Decision, StopReason, Usage};
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
 
 #[cfg(test)]
-pub use conformance::conformance;
+pub use conformance::{conformance, recorded_run};
 pub use sqlite::{SqliteStore, StoreOptions};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

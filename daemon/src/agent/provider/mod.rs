@@ -15,7 +15,7 @@ mod retry;
 mod scripted;
 mod sse;
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 
 use std::fmt;
 use std::time::Duration;

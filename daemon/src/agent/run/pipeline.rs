@@ -533,3 +533,109 @@ fn tool_attributes(span: &mut Span, call_id: &CallId, tool: &str, result: &ToolR
         span.fail(result.error_message.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::super::testing::{Harness, finished, kinds};
+    use super::*;
+
+    fn rejections(log: &[pb::RunEvent]) -> Vec<String> {
+        log.iter()
+            .filter_map(|event| match &event.event {
+                Some(Event::ToolCallRejected(rejected)) => Some(rejected.reason.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn calls_that_fail_validation_are_told_to_the_model_and_never_run() {
+        let harness = Harness::new();
+        let script = json!({"turns": [
+            {"tool_calls": [
+                {"name": "nothere", "arguments": {}},
+                {"name": "noop", "arguments": {"n": "one"}},
+                {"name": "noop", "arguments_raw": "{not json"}
+            ]},
+            {"final": "gave up"}
+        ]});
+        let log = harness.run(harness.scripted(&script, &["noop"])).await;
+        let reasons = rejections(&log);
+        assert_eq!(reasons.len(), 3, "{reasons:?}");
+        assert!(reasons[0].contains("no tool `nothere`") && reasons[0].contains("noop"));
+        assert!(reasons[1].contains("/n"), "{}", reasons[1]);
+        assert!(!kinds(&log).contains(&"tool_started"));
+        assert_eq!(finished(&log).final_text, "gave up");
+    }
+
+    #[tokio::test]
+    async fn the_same_failing_call_again_and_again_stops_the_run() {
+        let harness = Harness::new();
+        let bad = json!({"tool_calls": [{"name": "noop", "arguments": {"n": "x"}}]});
+        let script = json!({"turns": [bad, bad, bad, bad, {"final": "never"}]});
+        let log = harness.run(harness.scripted(&script, &["noop"])).await;
+        let end = finished(&log);
+        assert_eq!(end.reason, pb::StopReason::RepeatedErrors as i32);
+        assert_eq!(rejections(&log).len(), 3, "the third failure stops the run");
+    }
+
+    #[tokio::test]
+    async fn a_call_runs_after_its_intent_is_recorded_and_its_result_is_journaled() {
+        let harness = Harness::new();
+        let script = json!({"turns": [
+            {"tool_calls": [{"name": "noop", "arguments": {}}]},
+            {"final": "done"}
+        ]});
+        let (run_id, mut follower) = harness.start(harness.scripted(&script, &["noop"])).await;
+        let log = follower.rest().await;
+        let call_id = log
+            .iter()
+            .find_map(|event| match &event.event {
+                Some(Event::ToolFinished(finished)) => Some(finished.call_id.clone()),
+                _ => None,
+            })
+            .expect("a finished call");
+        let effect = harness
+            .store
+            .effect(&run_id, &CallId::from_stored(call_id))
+            .await
+            .expect("read")
+            .expect("an effect");
+        assert_eq!(effect.tool, "noop");
+        assert!(effect.idempotent);
+        let result = effect.result.expect("its result");
+        assert_eq!(result.status, pb::ToolStatus::Ok as i32);
+        assert_eq!(result.content, "{}");
+    }
+
+    #[tokio::test]
+    async fn a_denial_goes_back_to_the_model_or_ends_the_run_when_asked_to() {
+        let harness = Harness::new();
+        let script = json!({"turns": [
+            {"tool_calls": [{"name": "touch", "arguments": {}}]},
+            {"final": "denied, then"}
+        ]});
+        // Policy `never`: a write tool is denied without asking anyone.
+        let log = harness.run(harness.scripted(&script, &["touch"])).await;
+        let resolved = log
+            .iter()
+            .find_map(|event| match &event.event {
+                Some(Event::ApprovalResolved(resolved)) => Some(resolved.clone()),
+                _ => None,
+            })
+            .expect("the denial is recorded");
+        assert_eq!(resolved.decided_by, "policy");
+        assert_eq!(resolved.decision, pb::Decision::Deny as i32);
+        assert!(!kinds(&log).contains(&"tool_started"));
+        assert_eq!(finished(&log).reason, pb::StopReason::Final as i32);
+
+        let mut start = harness.scripted(&script, &["touch"]);
+        start.stop_on_denial = true;
+        let log = harness.run(start).await;
+        let end = finished(&log);
+        assert_eq!(end.reason, pb::StopReason::PermissionDenied as i32);
+        assert!(end.detail.contains("policy `never`"), "{}", end.detail);
+    }
+}

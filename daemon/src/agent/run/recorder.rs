@@ -174,3 +174,163 @@ impl Recorder {
         ended.await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::super::testing::{Follower, Harness, StalledDisk, kinds};
+    use super::*;
+    use crate::agent::AgentSettings;
+    use crate::store::{RunRecord, RunState};
+    use crate::trace::Tracer;
+
+    struct Recorded {
+        harness: Harness,
+        run: RunRecord,
+        recorder: Recorder,
+    }
+
+    async fn recorder(harness: Harness, recorded: HashSet<(CallEvent, CallId)>) -> Recorded {
+        let run = crate::store::recorded_run(harness.store.as_ref(), "default", 1).await;
+        let log = Arc::new(RunLog::new(run.run_id.clone(), harness.store.clone(), 1));
+        let trace = RunTrace::new(
+            Arc::new(Tracer::new(None)),
+            log.clone(),
+            run.run_id.as_str(),
+            run.trace_id.as_str(),
+        );
+        let recorder = Recorder::new(log, trace, harness.store.clone(), recorded, 1);
+        Recorded {
+            harness,
+            run,
+            recorder,
+        }
+    }
+
+    fn text(text: &str) -> Event {
+        Event::ModelText(pb::ModelText { text: text.into() })
+    }
+
+    #[tokio::test]
+    async fn followers_see_an_event_only_once_it_is_committed() {
+        let disk = Arc::new(StalledDisk::default());
+        let Recorded {
+            harness,
+            run,
+            recorder,
+        } = recorder(
+            Harness::build(disk.options(), AgentSettings::default()),
+            HashSet::new(),
+        )
+        .await;
+        let mut follower = Follower::of(recorder.log().follow(1));
+        disk.set_closed(true);
+        recorder.emit(None, text("held"));
+        disk.stalled().await;
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), follower.next())
+                .await
+                .is_err(),
+            "an event was shown before its commit"
+        );
+        disk.set_closed(false);
+        let shown = follower.next().await.expect("the event, once committed");
+        assert_eq!(shown.seq, 2);
+        let stored = harness
+            .store
+            .events_after(&run.run_id, 1, 10)
+            .await
+            .expect("read");
+        assert_eq!(stored, [shown]);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_run_records_each_call_event_once() {
+        let call_id = CallId::new();
+        let proposed = Event::ToolCallProposed(pb::ToolCallProposed {
+            call_id: call_id.to_string(),
+            tool: "noop".into(),
+            ..Default::default()
+        });
+        let Recorded {
+            harness,
+            run,
+            recorder,
+        } = recorder(
+            Harness::new(),
+            HashSet::from([(CallEvent::Proposed, call_id.clone())]),
+        )
+        .await;
+        recorder.emit_once(None, proposed);
+        recorder.emit_once(
+            None,
+            Event::ToolFinished(pb::ToolFinished {
+                call_id: call_id.to_string(),
+                tool: "noop".into(),
+                ..Default::default()
+            }),
+        );
+        recorder.committed().await.expect("committed");
+        let stored = harness
+            .store
+            .events_after(&run.run_id, 1, 10)
+            .await
+            .expect("read");
+        assert_eq!(kinds(&stored), ["tool_finished"]);
+    }
+
+    #[tokio::test]
+    async fn spans_end_when_dropped_and_the_end_is_recorded_everywhere() {
+        let Recorded {
+            harness,
+            run,
+            recorder,
+        } = recorder(Harness::new(), HashSet::new()).await;
+        {
+            let mut span = recorder.span("model", recorder.root_id());
+            span.set("model", "scripted");
+        }
+        let stop = Stop {
+            reason: StopReason::MaxSteps,
+            detail: "7 steps".into(),
+            final_text: String::new(),
+        };
+        let usage = Usage {
+            model_calls: 7,
+            ..Usage::default()
+        };
+        recorder.finish(&stop, 7, &usage).await.expect("finished");
+
+        let spans = harness.store.spans(&run.run_id).await.expect("spans");
+        let model = spans
+            .iter()
+            .find(|span| span.name == "model")
+            .expect("model");
+        assert!(model.end_unix_nano > 0);
+        assert_eq!(model.parent_span_id, recorder.root_id());
+        let root = spans.iter().find(|span| span.name == "run").expect("root");
+        assert!(
+            root.attributes
+                .iter()
+                .any(|a| a.key == "stop_reason" && a.value == "MAX_STEPS"),
+            "{root:?}"
+        );
+        let record = harness
+            .store
+            .run(&run.run_id)
+            .await
+            .expect("read")
+            .expect("the run");
+        assert_eq!(record.state, RunState::Finished);
+        assert_eq!(record.stop_reason, Some(StopReason::MaxSteps));
+        assert_eq!(record.steps, 7);
+        assert_eq!(record.usage.model_calls, 7);
+        let log = harness
+            .store
+            .events_after(&run.run_id, 1, 10)
+            .await
+            .expect("read");
+        assert_eq!(kinds(&log), ["run_finished"]);
+    }
+}

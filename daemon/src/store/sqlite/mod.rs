@@ -11,7 +11,7 @@ mod schema;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 use rusqlite::Connection;
@@ -29,14 +29,27 @@ use writer::Writer;
 /// run loop's writes never parse SQL again.
 const STATEMENT_CACHE_CAPACITY: usize = 64;
 
+/// Run on the store's thread before each commit: tests make it wait, standing for a slow
+/// disk.
+pub type BeforeCommit = Arc<dyn Fn() + Send + Sync>;
+
 /// How the store is opened.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct StoreOptions {
     /// fsync on every commit (`synchronous = FULL`): survives power loss, costs a disk flush
     /// per batch of writes.
     pub fsync_every_commit: bool,
-    /// Time spent before each commit: zero, except in tests that stand for a slow disk.
-    pub commit_delay: Duration,
+    /// None, except in tests (see [`BeforeCommit`]).
+    pub before_commit: Option<BeforeCommit>,
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("fsync_every_commit", &self.fsync_every_commit)
+            .field("before_commit", &self.before_commit.is_some())
+            .finish()
+    }
 }
 
 pub struct SqliteStore {
@@ -50,11 +63,12 @@ impl SqliteStore {
     /// once, as the daemon starts.
     pub fn open(path: &Path, options: &StoreOptions) -> StoreResult<SqliteStore> {
         let connection = open_connection(path, options)?;
-        let writer =
-            Writer::start(connection, options.commit_delay).map_err(|err| StoreError::Open {
+        let writer = Writer::start(connection, options.before_commit.clone()).map_err(|err| {
+            StoreError::Open {
                 path: path.display().to_string(),
                 message: format!("cannot start the store's thread: {err}"),
-            })?;
+            }
+        })?;
         Ok(SqliteStore {
             writer,
             path: path.to_owned(),

@@ -15,10 +15,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rusqlite::Connection;
 
+use super::BeforeCommit;
 use crate::store::{Pending, StoreError, StoreResult};
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the
@@ -49,13 +49,16 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Moves `connection` to a thread of its own. `commit_delay` is spent before each commit
+    /// Moves `connection` to a thread of its own. `before_commit` runs before each commit
     /// (tests use it to stand for a slow disk).
-    pub(super) fn start(connection: Connection, commit_delay: Duration) -> std::io::Result<Writer> {
+    pub(super) fn start(
+        connection: Connection,
+        before_commit: Option<BeforeCommit>,
+    ) -> std::io::Result<Writer> {
         let (jobs, queue) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("airlock-store".into())
-            .spawn(move || serve(connection, queue, commit_delay))?;
+            .spawn(move || serve(connection, queue, before_commit))?;
         Ok(Writer {
             jobs: Some(jobs),
             thread: Some(thread),
@@ -125,7 +128,7 @@ fn guarded<T>(work: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
     })
 }
 
-fn serve(connection: Connection, queue: Receiver<Job>, commit_delay: Duration) {
+fn serve(connection: Connection, queue: Receiver<Job>, before_commit: Option<BeforeCommit>) {
     while let Ok(first) = queue.recv() {
         let mut writes = Vec::new();
         let mut reads = Vec::new();
@@ -141,7 +144,7 @@ fn serve(connection: Connection, queue: Receiver<Job>, commit_delay: Duration) {
             }
         }
         if !writes.is_empty() {
-            commit_batch(&connection, writes, commit_delay);
+            commit_batch(&connection, writes, before_commit.as_ref());
         }
         for read in reads {
             read(&connection);
@@ -149,7 +152,11 @@ fn serve(connection: Connection, queue: Receiver<Job>, commit_delay: Duration) {
     }
 }
 
-fn commit_batch(connection: &Connection, writes: Vec<WriteJob>, commit_delay: Duration) {
+fn commit_batch(
+    connection: &Connection,
+    writes: Vec<WriteJob>,
+    before_commit: Option<&BeforeCommit>,
+) {
     let io = |err: rusqlite::Error| StoreError::Io(err.to_string());
     if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE").map_err(io) {
         abort(connection, &error, Vec::new(), writes);
@@ -179,8 +186,8 @@ fn commit_batch(connection: &Connection, writes: Vec<WriteJob>, commit_delay: Du
             return;
         }
     }
-    if !commit_delay.is_zero() {
-        std::thread::sleep(commit_delay);
+    if let Some(before_commit) = before_commit {
+        before_commit();
     }
     let error = match connection.execute_batch("COMMIT").map_err(io) {
         Ok(()) => None,
@@ -219,7 +226,7 @@ mod tests {
         connection
             .execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY)")
             .expect("table");
-        Writer::start(connection, Duration::ZERO).expect("thread")
+        Writer::start(connection, None).expect("thread")
     }
 
     fn insert(k: i64) -> impl FnOnce(&Connection) -> StoreResult<()> + Send + 'static {

@@ -45,6 +45,8 @@ pub struct DaemonConfig {
     pub agent: AgentSettings,
     /// fsync the store on every commit (see `store::StoreOptions`).
     pub store_fsync: bool,
+    /// What grows older than this is deleted (see `retention`); none keeps everything.
+    pub retention: Option<Duration>,
     /// The OpenTelemetry collector spans are exported to (OTLP/gRPC); none when unset.
     pub otlp_endpoint: Option<String>,
     /// How tools' egress resolves names.
@@ -142,6 +144,9 @@ pub struct RunsFile {
 pub struct StoreFile {
     #[serde(default)]
     pub fsync_every_commit: bool,
+    /// Delete finished runs, kept outputs and their blobs once this many days old; unset
+    /// keeps everything. Zero is refused: it would delete every run as it finishes.
+    pub retention_days: Option<std::num::NonZeroU32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -393,6 +398,10 @@ impl DaemonConfig {
                 .unwrap_or(DEFAULT_SHUTDOWN_GRACE),
             agent: agent_settings(&file.providers, &file.runs),
             store_fsync: file.store.fsync_every_commit,
+            retention: file
+                .store
+                .retention_days
+                .map(|days| Duration::from_secs(u64::from(days.get()) * 24 * 60 * 60)),
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
             egress: file.egress,
         })
@@ -560,6 +569,21 @@ mod tests {
         let defaults =
             DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
         assert!(defaults.agent.providers.stream);
+    }
+
+    #[test]
+    fn retention_is_days_and_never_zero() {
+        let file: ConfigFile = toml::from_str("[store]\nretention_days = 30").expect("parses");
+        let config = DaemonConfig::resolve(file, Overrides::default()).expect("resolves");
+        assert_eq!(config.retention, Some(Duration::from_secs(30 * 86_400)));
+        let defaults =
+            DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
+        assert_eq!(
+            defaults.retention, None,
+            "everything is kept unless configured"
+        );
+        let zero = toml::from_str::<ConfigFile>("[store]\nretention_days = 0").expect_err("zero");
+        assert!(zero.to_string().contains("nonzero"), "{zero}");
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::agent::AgentRuntime;
 use crate::api;
 use crate::config::DaemonConfig;
@@ -14,6 +16,7 @@ use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
 use crate::output::{KeptLimits, KeptOutputs};
 use crate::profile::Profiles;
+use crate::retention::Retention;
 use crate::store::{SqliteStore, Store, StoreError, StoreOptions};
 use crate::tools::{Executor, Registry, ToolLoadError};
 use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
@@ -283,14 +286,21 @@ impl Daemon {
             unix_socket_trust: self.config.auth.unix_socket_trust,
             tls,
         };
-        let server = api::serve(
-            self.executor.clone(),
-            self.agents.clone(),
+        let retention = Arc::new(Retention::new(
             self.store.clone(),
-            listener,
-            access,
-            shutdown,
-        );
+            self.executor.kept_outputs().cloned(),
+            self.config.retention,
+        ));
+        let sweeping = CancellationToken::new();
+        tokio::spawn(retention.clone().run(sweeping.clone()));
+        let _stop_sweeping = sweeping.drop_guard();
+        let services = api::Services {
+            executor: self.executor.clone(),
+            agents: self.agents.clone(),
+            store: self.store.clone(),
+            retention,
+        };
+        let server = api::serve(services, listener, access, shutdown);
         tokio::pin!(server);
         tokio::select! {
             result = &mut server => return Ok(result?),

@@ -16,6 +16,7 @@ pub mod output;
 mod pause;
 pub mod policy;
 pub mod profile;
+mod retention;
 pub mod store;
 pub mod tools;
 pub mod trace;

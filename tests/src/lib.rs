@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod cli;
 pub mod egress;
 pub mod netns;
 pub mod procs;
@@ -322,6 +323,7 @@ impl TestDaemon {
             shutdown_grace: Duration::from_secs(2),
             agent: options.agent,
             store_fsync: false,
+            retention: None,
             otlp_endpoint: options.otlp_endpoint,
             egress: Default::default(),
         };

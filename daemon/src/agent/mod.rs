@@ -15,7 +15,7 @@ mod prompt;
 pub mod provider;
 mod run;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -135,6 +135,15 @@ impl Harness {
         }
     }
 
+    /// Makes the FIFO `wait_gate` reads from; writing a byte to it lets the tool finish.
+    pub fn gate(&self) -> PathBuf {
+        let gate = self.workspace.join("gate");
+        let path = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: `path` is a NUL-terminated string that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0, "mkfifo");
+        gate
+    }
+
     /// A run of the scripted model playing `script`, with `tools`, in the workspace.
     pub fn scripted(&self, script: &Value, tools: &[&str]) -> pb::StartRun {
         pb::StartRun {

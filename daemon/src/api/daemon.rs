@@ -1,24 +1,33 @@
 //! `airlock.v1.Daemon`: what a client learns about the daemon before anything else — its
-//! version, the workspace roots the caller may use, and the limits its requests must keep.
+//! version, the workspace roots the caller may use, and the limits its requests must keep —
+//! and, for the operator, garbage collection.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use airlock_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::auth::caller;
+use super::error::ApiError;
 use super::limits;
+use super::tenants::DEFAULT_TENANT;
 use crate::agent::MAX_INPUT_BYTES;
 use crate::output::MAX_PAGE_BYTES;
+use crate::retention::Retention;
 use crate::tools::Executor;
 
 pub struct DaemonService {
     executor: Arc<Executor>,
+    retention: Arc<Retention>,
 }
 
 impl DaemonService {
-    pub fn new(executor: Arc<Executor>) -> DaemonService {
-        DaemonService { executor }
+    pub fn new(executor: Arc<Executor>, retention: Arc<Retention>) -> DaemonService {
+        DaemonService {
+            executor,
+            retention,
+        }
     }
 }
 
@@ -46,6 +55,46 @@ impl pb::daemon_server::Daemon for DaemonService {
                 max_concurrent_runs: tenant.max_concurrent_runs,
                 max_concurrent_executions: tenant.max_concurrent_executions,
             }),
+        }))
+    }
+
+    async fn collect_garbage(
+        &self,
+        request: Request<pb::CollectGarbageRequest>,
+    ) -> Result<Response<pb::CollectGarbageResponse>, Status> {
+        let tenant = caller(&request)?;
+        // It deletes every tenant's old runs: the operator's call alone.
+        if tenant.name != DEFAULT_TENANT {
+            return Err(ApiError::Forbidden {
+                tenant: tenant.name.clone(),
+                what: format!(
+                    "may not collect garbage: only the `{DEFAULT_TENANT}` tenant, the daemon's \
+                     operator, may"
+                ),
+            }
+            .into());
+        }
+        let older_than = match request.into_inner().older_than_ms {
+            0 => self.retention.configured().ok_or_else(|| {
+                ApiError::invalid(
+                    "older_than_ms",
+                    "required: this daemon has no configured retention ([store] \
+                     retention_days), so name the age to delete from",
+                )
+            })?,
+            millis => Duration::from_millis(millis),
+        };
+        let swept = self
+            .retention
+            .sweep(older_than)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::CollectGarbageResponse {
+            older_than_ms: u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX),
+            runs: swept.runs,
+            sessions: swept.sessions,
+            outputs: swept.outputs,
+            executions: swept.executions,
         }))
     }
 }

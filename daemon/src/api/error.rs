@@ -13,6 +13,7 @@ use tonic::{Code, Status};
 use crate::agent::AgentError;
 use crate::output::KeptError;
 use crate::profile::GrantError;
+use crate::retention::RetentionError;
 use crate::store::StoreError;
 use crate::tools::CallError;
 use crate::workspace::WorkspaceError;
@@ -178,6 +179,15 @@ impl From<KeptError> for ApiError {
             KeptError::NotFound(_) => ApiError::Kept(err).at("execution_id"),
             KeptError::OutOfRange { .. } => ApiError::Kept(err).at("offset"),
             KeptError::Io(_) | KeptError::Store(_) => ApiError::Kept(err),
+        }
+    }
+}
+
+impl From<RetentionError> for ApiError {
+    fn from(err: RetentionError) -> ApiError {
+        match err {
+            RetentionError::Store(store) => ApiError::Store(store),
+            RetentionError::Kept(kept) => ApiError::Kept(kept),
         }
     }
 }

@@ -29,6 +29,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 
 use crate::agent::AgentRuntime;
+use crate::retention::Retention;
 use crate::store::Store;
 use crate::tools::Executor;
 use message_size::LimitMessages;
@@ -46,16 +47,28 @@ pub struct Access {
     pub tls: Option<ServerTlsConfig>,
 }
 
+/// What the services serve.
+pub struct Services {
+    pub executor: Arc<Executor>,
+    pub agents: Arc<AgentRuntime>,
+    pub store: Arc<dyn Store>,
+    pub retention: Arc<Retention>,
+}
+
 /// Serves every service on `listener` until `shutdown` resolves, then stops accepting and
 /// lets in-flight calls finish.
 pub async fn serve(
-    executor: Arc<Executor>,
-    agents: Arc<AgentRuntime>,
-    store: Arc<dyn Store>,
+    services: Services,
     listener: Listener,
     access: Access,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let Services {
+        executor,
+        agents,
+        store,
+        retention,
+    } = services;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<ToolsServer<tools::ToolsService>>()
@@ -75,7 +88,7 @@ pub async fn serve(
     health
         .set_serving::<DaemonServer<daemon::DaemonService>>()
         .await;
-    let info = DaemonServer::new(daemon::DaemonService::new(executor.clone()));
+    let info = DaemonServer::new(daemon::DaemonService::new(executor.clone(), retention));
     let tools = ToolsServer::new(tools::ToolsService::new(executor, store))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);

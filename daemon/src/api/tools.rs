@@ -20,8 +20,8 @@ use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
 use super::tenants::{DEFAULT_TENANT, Tenant};
-use crate::ids::ExecutionId;
-use crate::store::Store;
+use crate::ids::{self, ExecutionId};
+use crate::store::{ExecutionOwner, Store};
 use crate::tools::{CallRequest, ExecutionEvent, Executor};
 use crate::wire as convert;
 use crate::workspace::WorkspaceError;
@@ -150,7 +150,14 @@ impl pb::tools_server::Tools for ToolsService {
                 // `CancelExecution` or `ReadOutput` already finds the execution its own.
                 if let ExecutionEvent::Started { execution_id, .. } = &event
                     && let Err(err) = store
-                        .record_execution_owner(execution_id, &tenant.name)
+                        .record_execution_owner(
+                            execution_id,
+                            &ExecutionOwner {
+                                tenant: tenant.name.clone(),
+                                run_id: None,
+                                started_at_ms: ids::now_ms(),
+                            },
+                        )
                         .await
                 {
                     tracing::warn!(execution = %execution_id, error = %err, "cannot record the owner of an execution");

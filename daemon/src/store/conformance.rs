@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use airlock_proto::v1 as pb;
 
 use super::{
-    ApprovalResolution, Checkpoint, Effect, OutputRecord, RunEnd, RunFilter, RunRecord, RunState,
-    SessionRecord, Store, StoreError,
+    ApprovalResolution, Checkpoint, Effect, ExecutionOwner, OutputRecord, RunEnd, RunFilter,
+    RunRecord, RunState, SessionRecord, Store, StoreError,
 };
 use crate::domain::{DecidedBy, Decision, StopReason, Usage};
 use crate::ids::{ApprovalId, CallId, CheckpointId, ExecutionId, RunId, SessionId, TraceId};
@@ -25,6 +25,7 @@ pub async fn conformance(store: &dyn Store) {
     checkpoints_effects_approvals_and_grants_round_trip(store, &tenant).await;
     spans_ride_with_their_event(store, &tenant).await;
     outputs_and_owners_round_trip(store).await;
+    old_outputs_and_owners_go_and_nothing_else(store, &tenant).await;
     old_finished_runs_are_deleted_and_nothing_else(store, &tenant).await;
 }
 
@@ -476,17 +477,90 @@ async fn outputs_and_owners_round_trip(store: &dyn Store) {
     let execution = ExecutionId::new();
     assert_eq!(store.execution_owner(&execution).await.expect("read"), None);
     store
-        .record_execution_owner(&execution, "alice")
+        .record_execution_owner(&execution, &owner("alice", None, 1))
         .await
         .expect("owner");
     store
-        .record_execution_owner(&execution, "bob")
+        .record_execution_owner(&execution, &owner("bob", None, 1))
         .await
         .expect("a second claim changes nothing");
     assert_eq!(
         store.execution_owner(&execution).await.expect("read"),
         Some("alice".to_owned())
     );
+}
+
+fn owner(tenant: &str, run_id: Option<&RunId>, started_at_ms: i64) -> ExecutionOwner {
+    ExecutionOwner {
+        tenant: tenant.to_owned(),
+        run_id: run_id.cloned(),
+        started_at_ms,
+    }
+}
+
+/// Retention of outputs and execution owners: never an unfinished run's, and never an
+/// owner whose output is still kept.
+async fn old_outputs_and_owners_go_and_nothing_else(store: &dyn Store, tenant: &str) {
+    let live = recorded_run(store, tenant, 1).await;
+    let kept = |execution_id: &ExecutionId| OutputRecord {
+        execution_id: execution_id.clone(),
+        digest: format!("digest-{execution_id}"),
+        size: 1,
+        created_at_ms: 1,
+    };
+    let (direct, of_live_run, with_output, young) = (
+        ExecutionId::new(),
+        ExecutionId::new(),
+        ExecutionId::new(),
+        ExecutionId::new(),
+    );
+    store
+        .record_execution_owner(&direct, &owner(tenant, None, 1))
+        .await
+        .expect("owner");
+    store
+        .record_execution_owner(&of_live_run, &owner(tenant, Some(&live.run_id), 1))
+        .await
+        .expect("owner");
+    store
+        .record_execution_owner(&with_output, &owner(tenant, None, 1))
+        .await
+        .expect("owner");
+    store
+        .record_execution_owner(&young, &owner(tenant, None, 1_000))
+        .await
+        .expect("owner");
+    store
+        .record_output(&kept(&of_live_run))
+        .await
+        .expect("output");
+    store
+        .record_output(&kept(&with_output))
+        .await
+        .expect("output");
+
+    let old: Vec<ExecutionId> = store
+        .outputs_before(500, 10_000)
+        .await
+        .expect("old outputs")
+        .into_iter()
+        .map(|output| output.execution_id)
+        .collect();
+    assert!(old.contains(&with_output));
+    assert!(
+        !old.contains(&of_live_run),
+        "a live run's output is never old"
+    );
+
+    store.forget_executions(500).await.expect("forget");
+    assert_eq!(store.execution_owner(&direct).await.expect("read"), None);
+    for remains in [&of_live_run, &with_output, &young] {
+        assert_eq!(
+            store.execution_owner(remains).await.expect("read"),
+            Some(tenant.to_owned()),
+            "{remains}"
+        );
+    }
 }
 
 async fn old_finished_runs_are_deleted_and_nothing_else(store: &dyn Store, tenant: &str) {

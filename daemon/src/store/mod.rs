@@ -135,6 +135,15 @@ pub struct OutputRecord {
     pub created_at_ms: i64,
 }
 
+/// Whose a tool execution is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionOwner {
+    pub tenant: String,
+    /// The run that made the call; none for a direct `ExecuteTool`.
+    pub run_id: Option<RunId>,
+    pub started_at_ms: i64,
+}
+
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
@@ -307,16 +316,25 @@ pub trait Store: Send + Sync {
     fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>>;
     /// Kept outputs, oldest first, at most `limit`.
     fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>>;
-    /// Kept outputs created before `before_ms`, oldest first, at most `limit`.
+    /// Kept outputs created before `before_ms`, oldest first, at most `limit` — never one
+    /// of an execution whose run has not finished.
     fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>>;
     fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()>;
     /// How many kept outputs name the blob `digest`.
     fn output_references(&self, digest: &str) -> Pending<u64>;
 
-    /// Records which tenant a tool execution belongs to (its `ReadOutput` and
-    /// `CancelExecution` are that tenant's alone).
-    fn record_execution_owner(&self, execution_id: &ExecutionId, tenant: &str) -> Pending<()>;
+    /// Records whose a tool execution is (its `ReadOutput` and `CancelExecution` are that
+    /// tenant's alone); the first record stands.
+    fn record_execution_owner(
+        &self,
+        execution_id: &ExecutionId,
+        owner: &ExecutionOwner,
+    ) -> Pending<()>;
+    /// The tenant of an execution.
     fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>>;
+    /// Forgets the owners of executions started before `before_ms` that have no kept output
+    /// and no unfinished run; how many.
+    fn forget_executions(&self, before_ms: i64) -> Pending<u64>;
 
     /// Deletes the runs that finished before `before_ms` (never an unfinished one), with
     /// everything recorded for them, and the sessions left without runs; at most `limit`

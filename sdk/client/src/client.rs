@@ -23,9 +23,9 @@ use crate::proto::daemon_client::DaemonClient;
 use crate::proto::execute_tool_event::Event;
 use crate::proto::tools_client::ToolsClient;
 use crate::proto::{
-    CancelExecutionRequest, DaemonInfo, ExecuteToolEvent, ExecuteToolRequest, ExecutionStarted,
-    GetInfoRequest, ListToolsRequest, ReadOutputRequest, ReadOutputResponse, ToolInfo, ToolOutput,
-    ToolResult,
+    CancelExecutionRequest, CollectGarbageRequest, CollectGarbageResponse, DaemonInfo,
+    ExecuteToolEvent, ExecuteToolRequest, ExecutionStarted, GetInfoRequest, ListToolsRequest,
+    ReadOutputRequest, ReadOutputResponse, ToolInfo, ToolOutput, ToolResult,
 };
 
 /// Where `airlockd` listens unless configured otherwise.
@@ -239,6 +239,26 @@ impl AirlockClient {
             .daemon
             .clone()
             .get_info(GetInfoRequest {})
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// Deletes what is older than `older_than` (the daemon's configured retention when
+    /// none): finished runs, kept outputs, sessions left empty. The default tenant's call.
+    pub async fn collect_garbage(
+        &self,
+        older_than: Option<Duration>,
+    ) -> Result<CollectGarbageResponse, ClientError> {
+        let request = CollectGarbageRequest {
+            older_than_ms: older_than
+                .map(|age| u64::try_from(age.as_millis()).unwrap_or(u64::MAX).max(1))
+                .unwrap_or(0),
+        };
+        let response = self
+            .daemon
+            .clone()
+            .collect_garbage(request)
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())

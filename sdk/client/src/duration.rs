@@ -1,11 +1,17 @@
-//! Durations as people write them on a command line: `90s`, `5m`, `1h30m`, `250ms`, or a bare
-//! number of milliseconds (what the API's `*_ms` fields take).
+//! Durations as people write them on a command line: `90s`, `5m`, `1h30m`, `250ms`, `30d`, or
+//! a bare number of milliseconds (what the API's `*_ms` fields take).
 
 use std::time::Duration;
 
 /// The units a duration may be written in, longest suffix first so that `ms` is not read as
 /// `m` followed by garbage.
-const UNITS: [(&str, u64); 4] = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
+const UNITS: [(&str, u64); 5] = [
+    ("ms", 1),
+    ("s", 1_000),
+    ("m", 60_000),
+    ("h", 3_600_000),
+    ("d", 86_400_000),
+];
 
 /// Why a duration could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -19,7 +25,7 @@ pub enum DurationError {
 }
 
 /// Parses `text`: a bare number of milliseconds, or one or more `<number><unit>` parts with
-/// units `h`, `m`, `s` and `ms` (`1h30m`, `2m30s`, `1500ms`). Surrounding whitespace is
+/// units `d`, `h`, `m`, `s` and `ms` (`1h30m`, `2m30s`, `1500ms`, `30d`). Surrounding whitespace is
 /// ignored; numbers are whole.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
@@ -83,6 +89,8 @@ mod tests {
         assert_eq!(millis("90s"), 90_000);
         assert_eq!(millis("5m"), 300_000);
         assert_eq!(millis("2h"), 7_200_000);
+        assert_eq!(millis("30d"), 2_592_000_000);
+        assert_eq!(millis("1d12h"), 129_600_000);
     }
 
     #[test]

@@ -673,6 +673,35 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                 }
             },
         ),
+        // Daemon.CollectGarbage
+        case(
+            "CollectGarbage, not the default tenant",
+            Code::PermissionDenied,
+            "",
+            {
+                let ci = ci.clone();
+                async move {
+                    pb::daemon_client::DaemonClient::new(ci)
+                        .collect_garbage(pb::CollectGarbageRequest { older_than_ms: 1 })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
+            "CollectGarbage, no age and no retention",
+            Code::InvalidArgument,
+            "older_than_ms",
+            {
+                let channel = channel.clone();
+                async move {
+                    pb::daemon_client::DaemonClient::new(channel)
+                        .collect_garbage(pb::CollectGarbageRequest { older_than_ms: 0 })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
     ];
 
     let mut failures = Vec::new();

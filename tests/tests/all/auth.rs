@@ -12,6 +12,7 @@ use airlock_daemon::config::{
     TlsFiles,
 };
 use airlock_proto::v1 as pb;
+use airlock_tests::cli::Cli;
 use airlock_tests::{
     AuthedChannel, BearerToken, DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root,
     scripted_run, test_module,
@@ -905,28 +906,12 @@ async fn airlock_cli(
     args: &[&str],
     env: &[(&str, String)],
 ) -> (i32, String, String) {
-    let mut command = tokio::process::Command::new(cargo_bin("airlock"));
-    command
-        .arg("--server")
-        .arg(&daemon.endpoint)
-        .args(args)
-        .env("AIRLOCK_TOKEN", &daemon.token)
-        .env("COLUMNS", "200");
-    for var in [
-        "AIRLOCK_SERVER",
-        "AIRLOCK_TLS_CA",
-        "AIRLOCK_TLS_CERT",
-        "AIRLOCK_TLS_KEY",
-    ] {
-        command.env_remove(var);
+    let mut cli = Cli::new(&daemon.endpoint, args).token(&daemon.token);
+    for (name, value) in env {
+        cli = cli.env(name, value);
     }
-    command.envs(env.iter().map(|(name, value)| (*name, value)));
-    let output = command.output().await.unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let run = cli.run().await;
+    (run.code, run.stdout, run.stderr)
 }
 
 /// `airlock tools list` with the CA, client certificate and key given as flags.

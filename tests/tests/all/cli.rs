@@ -4,19 +4,15 @@
 
 use std::process::Output;
 
+use airlock_tests::cli::Cli;
 use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root, test_module};
 use serde_json::json;
 
 async fn airlock(daemon_endpoint: &str, args: &[&str]) -> Output {
-    let mut command = tokio::process::Command::new(cargo_bin("airlock"));
-    command
-        .arg("--server")
-        .arg(daemon_endpoint)
-        .args(args)
-        .env("COLUMNS", "200")
-        .env("AIRLOCK_TOKEN", airlock_tests::token_for(daemon_endpoint))
-        .env_remove("AIRLOCK_SERVER");
-    command.output().await.unwrap()
+    Cli::new(daemon_endpoint, args)
+        .token(&airlock_tests::token_for(daemon_endpoint))
+        .output()
+        .await
 }
 
 fn text(bytes: &[u8]) -> String {

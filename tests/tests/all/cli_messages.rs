@@ -4,10 +4,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Output;
 
 use airlock_daemon::config::{ApprovalRights, AuthSettings, TenantFile};
-use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root, test_module};
+use airlock_tests::cli::{Cli, CliRun};
+use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, repo_root, test_module};
 
 /// Runs `airlock --server ENDPOINT ARGS` in `cwd` with `token` (none: no token anywhere).
 async fn airlock_in(
@@ -16,32 +16,16 @@ async fn airlock_in(
     token: Option<&str>,
     args: &[&str],
 ) -> (i32, String, String) {
-    let empty_home = tempfile::tempdir().unwrap();
-    let mut command = tokio::process::Command::new(cargo_bin("airlock"));
-    command
-        .arg("--server")
-        .arg(endpoint)
-        .args(args)
-        .current_dir(cwd)
-        .env("COLUMNS", "200")
-        // No token file of a daemon with the default state dir is found here.
-        .env("HOME", empty_home.path())
-        .env("XDG_STATE_HOME", empty_home.path())
-        .env_remove("AIRLOCK_SERVER")
-        .env_remove("AIRLOCK_TOKEN");
+    let mut cli = Cli::new(endpoint, args).current_dir(cwd);
     if let Some(token) = token {
-        command.env("AIRLOCK_TOKEN", token);
+        cli = cli.token(token);
     }
-    let Output {
-        status,
+    let CliRun {
+        code,
         stdout,
         stderr,
-    } = command.output().await.unwrap();
-    (
-        status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    )
+    } = cli.run().await;
+    (code, stdout, stderr)
 }
 
 async fn daemon() -> (TestDaemon, ToolsDir, tempfile::TempDir) {

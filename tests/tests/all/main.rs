@@ -28,6 +28,7 @@ mod output_story;
 mod plugins;
 mod process_sandbox;
 mod registry;
+mod retention;
 mod run_reattach;
 mod store_failures;
 mod trace_export;

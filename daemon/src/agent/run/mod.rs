@@ -548,10 +548,7 @@ mod tests {
 
         let disk = Arc::new(StalledDisk::default());
         let harness = Harness::build(disk.options(), settings);
-        let gate = harness.workspace.join("gate");
-        let path = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).expect("path");
-        // SAFETY: `path` is a NUL-terminated string that outlives the call.
-        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0, "mkfifo");
+        let gate = harness.gate();
 
         let mut b_start = harness.scripted(&json!({}), &["wait_gate"]);
         b_start.model = Some(pb::ModelConfig {

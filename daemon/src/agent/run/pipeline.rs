@@ -24,7 +24,7 @@ use crate::domain::{DecidedBy, Decision, StopReason};
 use crate::ids::{self, CallId, StepId};
 use crate::policy::{self, Gate};
 use crate::profile::NetworkPolicy;
-use crate::store::{ApprovalResolution, Effect};
+use crate::store::{ApprovalResolution, Effect, ExecutionOwner};
 use crate::tools::{CallRequest, ExecutionEvent, Tool, ToolResult, ToolStatus};
 use crate::trace::{self, Span};
 use crate::wire;
@@ -428,11 +428,14 @@ impl RunLoop {
         match event {
             ExecutionEvent::Started { execution_id, .. } => {
                 // Its kept output and its cancel belong to the run's tenant alone.
-                drop(
-                    self.shared
-                        .store
-                        .record_execution_owner(&execution_id, &self.run.tenant),
-                );
+                drop(self.shared.store.record_execution_owner(
+                    &execution_id,
+                    &ExecutionOwner {
+                        tenant: self.run.tenant.clone(),
+                        run_id: Some(self.run.run_id.clone()),
+                        started_at_ms: ids::now_ms(),
+                    },
+                ));
                 self.recorder.emit(
                     Some(proposed.step_id),
                     Event::ToolStarted(pb::ToolStarted {

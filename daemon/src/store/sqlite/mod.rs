@@ -17,8 +17,9 @@ use airlock_proto::v1 as pb;
 use rusqlite::Connection;
 
 use super::{
-    ApprovalResolution, Checkpoint, Deleted, Effect, OutputRecord, Pending, RunCursor, RunEnd,
-    RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError, StoreResult,
+    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, Pending,
+    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
+    StoreResult,
 };
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
@@ -313,8 +314,7 @@ impl Store for SqliteStore {
     }
 
     fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>> {
-        self.writer
-            .read(move |c| queries::outputs_before(c, i64::MAX, limit))
+        self.writer.read(move |c| queries::oldest_outputs(c, limit))
     }
 
     fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>> {
@@ -334,10 +334,14 @@ impl Store for SqliteStore {
             .read(move |c| queries::output_references(c, &digest))
     }
 
-    fn record_execution_owner(&self, execution_id: &ExecutionId, tenant: &str) -> Pending<()> {
-        let (execution_id, tenant) = (execution_id.clone(), tenant.to_owned());
+    fn record_execution_owner(
+        &self,
+        execution_id: &ExecutionId,
+        owner: &ExecutionOwner,
+    ) -> Pending<()> {
+        let (execution_id, owner) = (execution_id.clone(), owner.clone());
         self.writer
-            .write(move |c| queries::record_execution_owner(c, &execution_id, &tenant))
+            .write(move |c| queries::record_execution_owner(c, &execution_id, &owner))
     }
 
     fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>> {
@@ -349,6 +353,11 @@ impl Store for SqliteStore {
     fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted> {
         self.writer
             .write(move |c| queries::delete_finished_runs(c, before_ms, limit))
+    }
+
+    fn forget_executions(&self, before_ms: i64) -> Pending<u64> {
+        self.writer
+            .write(move |c| queries::forget_executions(c, before_ms))
     }
 }
 

@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 use crate::domain::{DecidedBy, Usage};
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
 use crate::store::{
-    ApprovalResolution, Checkpoint, Deleted, Effect, OutputRecord, RunCursor, RunEnd, RunFilter,
-    RunRecord, RunState, SessionRecord, StoreError, StoreResult,
+    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, RunCursor,
+    RunEnd, RunFilter, RunRecord, RunState, SessionRecord, StoreError, StoreResult,
 };
 use crate::wire;
 
@@ -668,6 +668,16 @@ pub(super) fn output(
     )
 }
 
+pub(super) fn oldest_outputs(c: &Connection, limit: usize) -> StoreResult<Vec<OutputRecord>> {
+    query_rows(
+        c,
+        "SELECT execution_id, digest, size, created_at_ms FROM outputs
+         ORDER BY created_at_ms, execution_id LIMIT ?1",
+        params![count_param(limit)],
+        output_from_row,
+    )
+}
+
 pub(super) fn outputs_before(
     c: &Connection,
     before_ms: i64,
@@ -675,8 +685,11 @@ pub(super) fn outputs_before(
 ) -> StoreResult<Vec<OutputRecord>> {
     query_rows(
         c,
-        "SELECT execution_id, digest, size, created_at_ms FROM outputs WHERE created_at_ms < ?1
-         ORDER BY created_at_ms, execution_id LIMIT ?2",
+        "SELECT o.execution_id, o.digest, o.size, o.created_at_ms FROM outputs o
+         LEFT JOIN execution_owners e ON e.execution_id = o.execution_id
+         LEFT JOIN runs r ON r.run_id = e.run_id
+         WHERE o.created_at_ms < ?1 AND (r.run_id IS NULL OR r.state = 'finished')
+         ORDER BY o.created_at_ms, o.execution_id LIMIT ?2",
         params![before_ms, count_param(limit)],
         output_from_row,
     )
@@ -704,14 +717,33 @@ pub(super) fn output_references(c: &Connection, digest: &str) -> StoreResult<u64
 pub(super) fn record_execution_owner(
     c: &Connection,
     execution_id: &ExecutionId,
-    tenant: &str,
+    owner: &ExecutionOwner,
 ) -> StoreResult<()> {
     execute(
         c,
-        "INSERT OR IGNORE INTO execution_owners (execution_id, tenant) VALUES (?1, ?2)",
-        params![execution_id.as_str(), tenant],
+        "INSERT OR IGNORE INTO execution_owners (execution_id, tenant, run_id, started_at_ms)
+         VALUES (?1, ?2, ?3, ?4)",
+        params![
+            execution_id.as_str(),
+            owner.tenant,
+            owner.run_id.as_ref().map(RunId::as_str),
+            owner.started_at_ms
+        ],
     )
     .map(|_| ())
+}
+
+pub(super) fn forget_executions(c: &Connection, before_ms: i64) -> StoreResult<u64> {
+    // An owner goes only with its output: a kept output without one would read as the
+    // default tenant's.
+    execute(
+        c,
+        "DELETE FROM execution_owners WHERE started_at_ms < ?1
+         AND execution_id NOT IN (SELECT execution_id FROM outputs)
+         AND (run_id IS NULL OR run_id NOT IN (SELECT run_id FROM runs WHERE state != 'finished'))",
+        params![before_ms],
+    )
+    .map(|rows| rows as u64)
 }
 
 pub(super) fn execution_owner(

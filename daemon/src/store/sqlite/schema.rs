@@ -104,11 +104,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         tenant TEXT NOT NULL
     ) WITHOUT ROWID;
     "#,
-    // 4: approvals of every subject (a call, a network connection), and finished runs found
-    // by age for retention.
+    // 4: approvals of every subject (a call, a network connection); for retention, finished
+    // runs found by age, and each execution's run and start (rows from before have neither:
+    // they count as old, and as no run's).
     r#"
     ALTER TABLE approvals ADD COLUMN subject TEXT NOT NULL DEFAULT 'call';
     CREATE INDEX runs_by_end ON runs(finished_at_ms) WHERE finished_at_ms IS NOT NULL;
+    ALTER TABLE execution_owners ADD COLUMN run_id TEXT;
+    ALTER TABLE execution_owners ADD COLUMN started_at_ms INTEGER NOT NULL DEFAULT 0;
     "#,
 ];
 

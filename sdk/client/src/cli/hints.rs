@@ -51,6 +51,9 @@ pub fn hint(error: &CliError) -> Option<&'static str> {
         (Some(Code::NotFound), Some("start.session_id")) => {
             Some("`airlock runs list` shows each run's session")
         }
+        (Some(Code::InvalidArgument), Some("older_than_ms")) => {
+            Some("`airlock gc --older-than 30d` names the age; 30d, 12h and 90m all work")
+        }
         (Some(Code::ResourceExhausted), _) => {
             Some("`airlock runs list --state running` shows what is going; wait, or cancel one")
         }

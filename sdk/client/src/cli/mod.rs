@@ -7,6 +7,7 @@ mod attach;
 mod exec;
 mod follow;
 mod full_output;
+mod gc;
 mod hints;
 mod info;
 mod input;
@@ -58,6 +59,8 @@ enum Command {
     Runs(runs::RunsCommand),
     /// An approver console: answer the approval requests of every run.
     Approvals(approvals::ApprovalsArgs),
+    /// Delete finished runs and kept outputs older than an age (the operator's command).
+    Gc(gc::GcArgs),
     /// `airlock tools exec`, by its older name.
     #[command(hide = true)]
     Exec(exec::ExecArgs),
@@ -87,6 +90,7 @@ impl Cli {
                 Command::Run(args) => run::run(args, &self.server, out).await,
                 Command::Runs(command) => runs::run(command, &self.server, out).await,
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
+                Command::Gc(args) => gc::run(args, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,
                 Command::Attach(args) => attach::run(args, &self.server, out).await,
                 Command::Trace(args) => trace::run(args, &self.server, out).await,

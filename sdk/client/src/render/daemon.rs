@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::units::format_bytes;
 use super::views::to_json;
-use crate::proto::DaemonInfo;
+use crate::proto::{CollectGarbageResponse, DaemonInfo};
 
 /// `DaemonInfo` as one JSON object. Ends with a newline.
 pub fn daemon_info_json(info: &DaemonInfo) -> String {
@@ -65,6 +65,56 @@ pub fn daemon_info_text(endpoint: &str, info: &DaemonInfo) -> String {
     text
 }
 
+/// What `airlock gc` deleted, for people: `deleted 3 runs, 1 session, 5 kept outputs and 2
+/// execution records older than 30 days`.
+pub fn garbage_text(swept: &CollectGarbageResponse) -> String {
+    let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!(
+        "deleted {}, {}, {} and {} older than {}\n",
+        count(swept.runs, "run", "runs"),
+        count(swept.sessions, "session", "sessions"),
+        count(swept.outputs, "kept output", "kept outputs"),
+        count(swept.executions, "execution record", "execution records"),
+        format_age(swept.older_than_ms)
+    )
+}
+
+/// What `airlock gc --json` prints. Ends with a newline.
+pub fn garbage_json(swept: &CollectGarbageResponse) -> String {
+    #[derive(Serialize)]
+    struct View {
+        older_than_ms: u64,
+        runs: u64,
+        sessions: u64,
+        outputs: u64,
+        executions: u64,
+    }
+    to_json(&View {
+        older_than_ms: swept.older_than_ms,
+        runs: swept.runs,
+        sessions: swept.sessions,
+        outputs: swept.outputs,
+        executions: swept.executions,
+    })
+}
+
+/// An age in the largest unit that divides it: `30 days`, `12 hours`, `90 seconds`, `250 ms`.
+fn format_age(millis: u64) -> String {
+    const UNITS: [(u64, &str, &str); 4] = [
+        (86_400_000, "day", "days"),
+        (3_600_000, "hour", "hours"),
+        (60_000, "minute", "minutes"),
+        (1_000, "second", "seconds"),
+    ];
+    for (scale, one, many) in UNITS {
+        if millis >= scale && millis.is_multiple_of(scale) {
+            let n = millis / scale;
+            return format!("{n} {}", if n == 1 { one } else { many });
+        }
+    }
+    format!("{millis} ms")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +149,23 @@ mod tests {
         assert_eq!(json["workspace_roots"][0], "/srv/work");
         assert_eq!(json["limits"]["max_concurrent_runs"], 64);
         Ok(())
+    }
+
+    #[test]
+    fn garbage_is_counted_in_words() {
+        let swept = CollectGarbageResponse {
+            older_than_ms: 30 * 86_400_000,
+            runs: 3,
+            sessions: 1,
+            outputs: 0,
+            executions: 2,
+        };
+        assert_eq!(
+            garbage_text(&swept),
+            "deleted 3 runs, 1 session, 0 kept outputs and 2 execution records older than 30 days\n"
+        );
+        assert_eq!(format_age(90_000), "90 seconds");
+        assert_eq!(format_age(250), "250 ms");
+        assert_eq!(format_age(3_600_000), "1 hour");
     }
 }

@@ -26,7 +26,7 @@ pub use approval::{
     ANSWER_HINT, REASON_PROMPT, RUN_PROMPT, approval_lines, console_prompt, console_update_line,
     diff_tone, preview_lines, resolution_line,
 };
-pub use daemon::{daemon_info_json, daemon_info_text};
+pub use daemon::{daemon_info_json, daemon_info_text, garbage_json, garbage_text};
 pub use names::{
     approval_state_name, decision_name, disposition_name, output_stream_name, policy_name,
     risk_name, run_state_name, span_status_name, status_name, stop_reason_name, truncate_mode_name,

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::agent::{AgentSettings, ProviderSettings, RunDefaults};
 use crate::engine::wasm::DEFAULT_MAX_CONCURRENT_CALLS;
+
+pub use crate::agent::{AgentSettings, ProviderSettings, RetryPolicy, RunDefaults};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
 

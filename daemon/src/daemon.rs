@@ -124,7 +124,7 @@ impl Daemon {
         for tool in registry.tools() {
             tracing::info!(
                 tool = tool.name(),
-                engine = %tool.manifest.engine,
+                engine = %tool.manifest.engine(),
                 profile = %tool.profile.name,
                 digest = tool.digest(),
                 "serving tool"
@@ -238,6 +238,14 @@ impl Daemon {
         let served = self.serve_until_drained(listener, shutdown).await;
         if let Some(otlp) = otlp {
             otlp.shutdown(OTLP_FLUSH_TIMEOUT).await;
+            let stats = otlp.stats();
+            tracing::info!(
+                endpoint = %otlp.endpoint(),
+                exported = stats.exported,
+                dropped = stats.dropped,
+                failed = stats.failed,
+                "spans sent to the OTLP collector while serving"
+            );
         }
         served
     }

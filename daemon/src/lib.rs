@@ -1,26 +1,47 @@
 //! airlockd: hosts AI agents' tool calls and runs every tool in a sandbox.
 //!
-//! The daemon is assembled in [`Daemon`]; the gRPC surface is [`api`]; tools, their
-//! manifests and the executor are in [`tools`]; the engines that run them in [`engine`].
+//! The daemon is assembled in [`Daemon`] from a [`config::DaemonConfig`]; that is the whole
+//! public surface. The modules behind it are the crate's own: the gRPC surface (`api`), the
+//! agent loop (`agent`), tools and the executor (`tools`), the engines that run them
+//! (`engine`), the store (`store`). The `testing` feature opens the parts that the
+//! integration tests, benchmarks and fuzz targets drive directly ([`testing`]).
 
-pub mod agent;
-pub mod api;
+mod agent;
+mod api;
 mod cancel;
 pub mod config;
 mod daemon;
 mod domain;
-pub mod egress;
-pub mod engine;
-pub mod ids;
-pub mod output;
+mod egress;
+mod engine;
+mod ids;
+mod output;
 mod pause;
-pub mod policy;
-pub mod profile;
+mod policy;
+mod profile;
 mod retention;
-pub mod store;
-pub mod tools;
-pub mod trace;
-pub mod wire;
-pub mod workspace;
+mod store;
+mod tools;
+mod trace;
+mod wire;
+mod workspace;
 
 pub use daemon::{Daemon, StartError};
+
+/// Where the access token of the `default` tenant is kept, in the state dir.
+pub use api::token_file::TOKEN_FILE;
+
+/// What the integration tests, the benchmarks and the fuzz targets drive without a daemon:
+/// the engines and what they load, the manifest and argument parsers, the request limits.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::api::limits::{MAX_ARGUMENTS_BYTES, MAX_DECODING_MESSAGE_BYTES};
+    pub use crate::engine::process::{ProcessConfig, ProcessEngine};
+    pub use crate::engine::wasm::{MAX_MODULE_BYTES, WasmConfig, WasmEngine};
+    pub use crate::engine::{Code, Engine, Exit, Launch, LoadedTool, RunStats};
+    pub use crate::output::OutputCapture;
+    pub use crate::profile::{
+        GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,
+    };
+    pub use crate::tools::{AbiResult, ArgumentError, ArgumentSchema, Manifest, parse_result};
+}

@@ -13,12 +13,12 @@ use crate::tools::{ExecutionEvent, ResultMetadata, Risk, Tool, ToolResult, ToolS
 pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
     let manifest = &tool.manifest;
     pb::ToolInfo {
-        name: manifest.name.clone(),
+        name: manifest.name().to_owned(),
         version: manifest.version.clone(),
         description: manifest.description.clone(),
         input_schema_json: tool.arguments.json().to_string(),
         risk: risk(manifest.risk) as i32,
-        engine: manifest.engine.as_str().to_owned(),
+        engine: manifest.engine().as_str().to_owned(),
         profile: tool.profile.name.clone(),
         module_digest: tool.digest().to_owned(),
         timeout_ms: millis(manifest.timeout),

@@ -10,7 +10,7 @@
 
 #![no_main]
 
-use airlock_daemon::tools::{AbiResult, parse_result};
+use airlock_daemon::testing::{AbiResult, parse_result};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

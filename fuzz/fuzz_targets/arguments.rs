@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use airlock_daemon::tools::{ArgumentError, ArgumentSchema};
+use airlock_daemon::testing::{ArgumentError, ArgumentSchema};
 use libfuzzer_sys::fuzz_target;
 
 /// The input schemas of the plugins shipped in `plugins/`.

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use airlock_daemon::tools::{ArgumentSchema, Manifest, Program};
+use airlock_daemon::testing::{ArgumentSchema, Code, Manifest};
 use libfuzzer_sys::fuzz_target;
 
 /// The manifest loader caps files at 64 KiB; longer inputs only exercise the cap.
@@ -42,22 +42,22 @@ fuzz_target!(|data: &[u8]| {
     let Ok(manifest) = Manifest::load(&path) else {
         return;
     };
-    let name = manifest.name.as_bytes();
+    let name = manifest.name().as_bytes();
     assert!(
         !name.is_empty() && name.len() <= 64,
         "name length: {:?}",
-        manifest.name
+        manifest.name()
     );
     assert!(
         name[0].is_ascii_lowercase(),
         "name start: {:?}",
-        manifest.name
+        manifest.name()
     );
     assert!(
         name.iter()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_'),
         "name characters: {:?}",
-        manifest.name
+        manifest.name()
     );
     assert!(
         manifest.timeout > Duration::ZERO && manifest.timeout <= Duration::from_secs(3600),
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
         manifest.timeout
     );
     assert!(manifest.output.max_bytes > 0);
-    if let Some(digest) = &manifest.sha256 {
+    if let Some(digest) = &manifest.image.sha256 {
         assert!(
             digest.len() == 64
                 && digest
@@ -74,14 +74,14 @@ fuzz_target!(|data: &[u8]| {
             "sha256: {digest:?}"
         );
     }
-    match &manifest.program {
-        Program::Module(module) => assert!(!module.as_os_str().is_empty()),
-        Program::Command(argv) => assert!(!argv.is_empty() && !argv[0].is_empty()),
+    match &manifest.image.code {
+        Code::Module(module) => assert!(!module.as_os_str().is_empty()),
+        Code::Command { argv, .. } => assert!(!argv.is_empty() && !argv[0].is_empty()),
     }
     assert_eq!(
-        manifest.input_schema.get("type").and_then(|t| t.as_str()),
+        manifest.input_schema().get("type").and_then(|t| t.as_str()),
         Some("object")
     );
     // What the registry does next; a schema it cannot compile is a refused tool, not a crash.
-    let _ = ArgumentSchema::compile(manifest.input_schema.clone());
+    let _ = ArgumentSchema::compile(manifest.input_schema().clone());
 });

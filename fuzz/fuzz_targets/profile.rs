@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 
-use airlock_daemon::profile::{
+use airlock_daemon::testing::{
     GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,
 };
 use libfuzzer_sys::fuzz_target;

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use airlock_daemon::Daemon;
-use airlock_daemon::agent::AgentSettings;
+use airlock_daemon::config::AgentSettings;
 use airlock_daemon::config::{AuthSettings, DaemonConfig, ListenAddr, TlsFiles};
 use airlock_proto::v1 as pb;
 use pb::execute_tool_event::Event;
@@ -101,7 +101,7 @@ pub(crate) async fn connect_with_token(endpoint: &str, token: &str) -> AuthedCha
 
 /// The token a daemon created in `state_dir`.
 pub fn read_token(state_dir: &Path) -> String {
-    let path = state_dir.join(airlock_daemon::api::token_file::TOKEN_FILE);
+    let path = state_dir.join(airlock_daemon::TOKEN_FILE);
     std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
         .trim()

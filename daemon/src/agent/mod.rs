@@ -37,10 +37,10 @@ use crate::trace::{RunTrace, Tracer};
 use crate::wire;
 use crate::workspace::WorkspaceError;
 use checkpoint::LoopState;
+use log::RunLog;
 use run::{Approvals, Budget, CallEvent, Recorder, RunLoop};
 
-pub use log::RunLog;
-pub use provider::{ModelSpec, ProviderSettings};
+pub use provider::{ModelSpec, ProviderSettings, RetryPolicy};
 pub use run::RunLimits;
 
 /// Defaults for what a client leaves unset, and ceilings it cannot pass.

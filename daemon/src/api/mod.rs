@@ -34,9 +34,8 @@ use crate::store::Store;
 use crate::tools::Executor;
 use message_size::LimitMessages;
 
-pub use error::ApiError;
 pub use listen::{ListenError, Listener};
-pub use tenants::{Tenant, Tenants};
+pub use tenants::Tenants;
 
 /// Who may call, and how connections are secured.
 pub struct Access {

@@ -17,7 +17,6 @@ mod resolver;
 mod rules;
 
 pub use gate::{EgressApprover, Gate, Refusal};
-pub use ledger::{Contact, Ledger};
-pub use metered::MeteredStream;
-pub use resolver::{ResolveError, Resolver};
-pub use rules::{Rules, Verdict, forbidden_address};
+pub use ledger::Contact;
+pub use resolver::Resolver;
+pub use rules::Rules;

@@ -5,6 +5,7 @@
 //! Deadlines, cancellation and the output limit are the executor's: it drops the future
 //! returned by `run`, and an engine must stop all of the tool's work when that happens.
 
+mod image;
 pub mod process;
 pub mod wasm;
 
@@ -20,7 +21,8 @@ use serde::Deserialize;
 
 use crate::output::OutputCapture;
 use crate::profile::Profile;
-use crate::tools::Manifest;
+
+pub use image::{Abi, Code, ToolImage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -57,13 +59,9 @@ impl fmt::Display for EngineKind {
 pub trait Engine: Send + Sync {
     fn kind(&self) -> EngineKind;
 
-    /// Loads the tool `manifest` describes, checks that `profile` can be enforced, and
-    /// prepares the tool for calls.
-    fn load(
-        &self,
-        manifest: &Manifest,
-        profile: &Profile,
-    ) -> Result<Arc<dyn LoadedTool>, LoadError>;
+    /// Loads `image`, checks that `profile` can be enforced, and prepares the tool for
+    /// calls.
+    fn load(&self, image: &ToolImage, profile: &Profile) -> Result<Arc<dyn LoadedTool>, LoadError>;
 }
 
 /// A tool ready to be called.

@@ -6,6 +6,6 @@ mod capture;
 mod kept;
 mod policy;
 
-pub use capture::{CaptureSummary, ChunkSink, OutputCapture, OutputChunk, StreamKind};
-pub use kept::{KeptError, KeptLimits, KeptOutputs, MAX_PAGE_BYTES, Page};
+pub use capture::{CaptureSummary, OutputCapture, OutputChunk, StreamKind};
+pub use kept::{KeptError, KeptLimits, KeptOutputs, MAX_PAGE_BYTES};
 pub use policy::{OutputPolicy, Shaped, TruncateMode, shape};

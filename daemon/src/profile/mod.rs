@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use load::{ProfileError, ProfileLookupError, Profiles};
+pub use load::Profiles;
 pub use network::{HostMatch, HostPattern, NetworkPolicy};
 
 /// Where the workspace appears inside every sandbox, for both engines.

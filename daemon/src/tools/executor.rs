@@ -22,9 +22,9 @@ use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};
 use super::executions::Executions;
-use super::manifest::Abi;
 use super::registry::{Registry, Tool};
 use super::result::{ResultMetadata, ToolResult, ToolStatus};
+use crate::engine::Abi;
 
 /// A request to run one tool.
 #[derive(Debug, Clone, Default)]
@@ -286,7 +286,7 @@ impl Executor {
             peak_memory_bytes: stats.peak_memory_bytes(),
             cpu_time: stats.cpu_time(),
             module_digest: tool.digest().to_owned(),
-            engine: Some(tool.manifest.engine),
+            engine: Some(tool.manifest.engine()),
             profile: profile.name.clone(),
             stdout_bytes: summary.stdout_bytes,
             stderr_bytes: summary.stderr_bytes,
@@ -356,7 +356,7 @@ fn shape_result(
         Ok(exit) => exit,
     };
     let result = match exit {
-        Exit::Code(0) => match tool.manifest.abi {
+        Exit::Code(0) => match tool.manifest.abi() {
             Abi::JsonStdio => match abi::parse_result(&summary.stdout) {
                 Ok(AbiResult::Ok(json)) => return ok_result(json, &tool.manifest.output),
                 Ok(AbiResult::Error { message, retryable }) => {
@@ -382,7 +382,7 @@ fn shape_result(
                 with_stderr(format!("the tool exited with code {code}")),
             );
             result.exit_code = Some(code);
-            if tool.manifest.abi == Abi::Argv {
+            if tool.manifest.abi() == Abi::Argv {
                 let whole = plain();
                 with_view(&mut result, output::shape(&whole, &tool.manifest.output));
                 return (result, Some(whole));

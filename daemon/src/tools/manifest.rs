@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::engine::EngineKind;
+use crate::engine::{Abi, Code, EngineKind, ToolImage};
 use crate::output::OutputPolicy;
 
 /// A manifest is a page of TOML; anything larger is not one.
@@ -51,46 +51,20 @@ impl Risk {
     }
 }
 
-/// How arguments reach a tool and its result comes back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Abi {
-    /// JSON arguments on stdin, one JSON result on stdout (sdk/ABI.md).
-    JsonStdio,
-    /// Arguments substituted into argv; stdout is the result.
-    Argv,
-}
-
-/// What the engine runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Program {
-    /// A WebAssembly module or component, by its absolute path.
-    Module(PathBuf),
-    /// A program and its arguments; never passed through a shell.
-    Command(Vec<String>),
-}
-
-/// A checked manifest.
+/// A checked manifest: what the engine loads (its [`ToolImage`]), and what the daemon
+/// decides by.
 #[derive(Debug, Clone)]
 pub struct Manifest {
-    pub name: String,
+    pub image: ToolImage,
     pub version: String,
     pub description: String,
     pub risk: Risk,
-    pub engine: EngineKind,
-    pub program: Program,
-    pub abi: Abi,
-    /// The pinned sha256, lowercase hex.
-    pub sha256: Option<String>,
     pub profile: String,
     pub timeout: Duration,
     pub idempotent: bool,
     /// The tool implements preview mode (`"preview": true` changes nothing).
     pub preview: bool,
-    pub input_schema: serde_json::Value,
     pub output: OutputPolicy,
-    /// The `tool.toml` this came from.
-    pub path: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +105,27 @@ enum SchemaSource {
 }
 
 impl Manifest {
+    pub fn name(&self) -> &str {
+        &self.image.name
+    }
+
+    pub fn engine(&self) -> EngineKind {
+        self.image.engine()
+    }
+
+    pub fn abi(&self) -> Abi {
+        self.image.abi()
+    }
+
+    pub fn input_schema(&self) -> &serde_json::Value {
+        &self.image.input_schema
+    }
+
+    /// The `tool.toml` this came from.
+    pub fn path(&self) -> &Path {
+        &self.image.source
+    }
+
     /// Reads and checks the manifest at `path`.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         let fail = |message: String| ManifestError {
@@ -153,12 +148,12 @@ impl Manifest {
                 return Err(format!("`{key}` must not be empty"));
             }
         }
-        let (program, abi) = match (file.engine, file.module, file.command) {
+        let code = match (file.engine, file.module, file.command) {
             (EngineKind::Wasm, Some(module), None) => {
                 if file.abi.is_some_and(|abi| abi != Abi::JsonStdio) {
                     return Err("wasm tools use `abi = \"json-stdio\"`".into());
                 }
-                (Program::Module(dir.join(module)), Abi::JsonStdio)
+                Code::Module(dir.join(module))
             }
             (EngineKind::Wasm, _, Some(_)) => {
                 return Err("`command` is for process tools; wasm tools name a `module`".into());
@@ -173,7 +168,7 @@ impl Manifest {
                 let abi = file
                     .abi
                     .ok_or("process tools need `abi`: \"json-stdio\" or \"argv\"".to_owned())?;
-                (Program::Command(command), abi)
+                Code::Command { argv: command, abi }
             }
             (EngineKind::Process, Some(_), _) => {
                 return Err("`module` is for wasm tools; process tools name a `command`".into());
@@ -224,21 +219,21 @@ impl Manifest {
             );
         }
         Ok(Manifest {
-            name: file.name,
+            image: ToolImage {
+                name: file.name,
+                source: path.to_owned(),
+                code,
+                sha256,
+                input_schema,
+            },
             version: file.version,
             description: file.description,
             risk: file.risk,
-            engine: file.engine,
-            program,
-            abi,
-            sha256,
             profile: file.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
             timeout: Duration::from_millis(timeout_ms),
             idempotent: file.idempotent,
             preview: file.preview,
-            input_schema,
             output: file.output,
-            path: path.to_owned(),
         })
     }
 }
@@ -335,18 +330,18 @@ mod tests {
     #[test]
     fn reads_a_complete_manifest() {
         let manifest = load(VALID).expect("valid");
-        assert_eq!(manifest.name, "read_file");
+        assert_eq!(manifest.name(), "read_file");
         assert_eq!(manifest.risk, Risk::ReadOnly);
-        assert_eq!(manifest.engine, EngineKind::Wasm);
-        assert_eq!(manifest.abi, Abi::JsonStdio);
+        assert_eq!(manifest.engine(), EngineKind::Wasm);
+        assert_eq!(manifest.abi(), Abi::JsonStdio);
         assert!(
-            matches!(manifest.program, Program::Module(ref p) if p.ends_with("read_file.wasm") && p.is_absolute())
+            matches!(manifest.image.code, Code::Module(ref p) if p.ends_with("read_file.wasm") && p.is_absolute())
         );
         assert_eq!(manifest.timeout, Duration::from_millis(5000));
         assert!(manifest.idempotent);
         assert_eq!(manifest.output.max_bytes, 100);
         assert_eq!(manifest.output.truncate, TruncateMode::Head);
-        assert_eq!(manifest.input_schema["required"][0], "path");
+        assert_eq!(manifest.input_schema()["required"][0], "path");
     }
 
     #[test]
@@ -385,8 +380,8 @@ mod tests {
             "#,
         )
         .expect("valid");
-        assert_eq!(manifest.abi, Abi::Argv);
-        assert!(matches!(manifest.program, Program::Command(ref argv) if argv.len() == 3));
+        assert_eq!(manifest.abi(), Abi::Argv);
+        assert!(matches!(manifest.image.code, Code::Command { ref argv, .. } if argv.len() == 3));
     }
 
     #[test]

@@ -11,9 +11,13 @@ mod result;
 
 // For the fuzz targets in fuzz/, which read tool output as the executor does.
 #[doc(hidden)]
-pub use abi::{AbiResult, parse_result};
-pub use arguments::{ArgumentError, ArgumentSchema, Violation};
-pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
-pub use manifest::{Abi, Manifest, ManifestError, Program, Risk};
+pub use executor::{CallError, CallRequest, ExecutionEvent, Executor};
+pub use manifest::Risk;
 pub use registry::{Registry, Tool, ToolLoadError};
 pub use result::{ResultMetadata, ToolResult, ToolStatus};
+#[cfg(feature = "testing")]
+pub use {
+    abi::{AbiResult, parse_result},
+    arguments::{ArgumentError, ArgumentSchema},
+    manifest::Manifest,
+};

@@ -27,7 +27,7 @@ pub struct Tool {
 
 impl Tool {
     pub fn name(&self) -> &str {
-        &self.manifest.name
+        self.manifest.name()
     }
 
     pub fn digest(&self) -> &str {
@@ -38,7 +38,7 @@ impl Tool {
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tool")
-            .field("name", &self.manifest.name)
+            .field("name", &self.manifest.name())
             .field("digest", &self.loaded.digest())
             .finish_non_exhaustive()
     }
@@ -142,18 +142,18 @@ fn find_manifests(dir: &Path, errors: &mut Vec<ToolLoadError>) -> Vec<PathBuf> {
 
 fn load_tool(path: &Path, profiles: &Profiles, engines: &Engines) -> Result<Tool, String> {
     let manifest = Manifest::load(path).map_err(|err| err.message)?;
-    let arguments = ArgumentSchema::compile(manifest.input_schema.clone())?;
+    let arguments = ArgumentSchema::compile(manifest.input_schema().clone())?;
     let profile = profiles
         .get(&manifest.profile)
         .map_err(|err| err.to_string())?;
-    let engine = engines.get(manifest.engine).ok_or_else(|| {
+    let engine = engines.get(manifest.engine()).ok_or_else(|| {
         format!(
             "the {} engine is not enabled in this daemon",
-            manifest.engine
+            manifest.engine()
         )
     })?;
     let loaded = engine
-        .load(&manifest, &profile)
+        .load(&manifest.image, &profile)
         .map_err(|err| err.to_string())?;
     Ok(Tool {
         manifest,

@@ -22,7 +22,6 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
-pub use self::mapping::{MappingError, SCOPE_NAME, SERVICE_NAME};
 use super::SpanSink;
 
 /// Spans waiting to be sent: the OpenTelemetry SDKs' default. A run records a few spans per

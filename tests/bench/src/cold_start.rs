@@ -9,9 +9,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use airlock_daemon::engine::Engine;
-use airlock_daemon::engine::wasm::{WasmConfig, WasmEngine};
-use airlock_daemon::tools::Manifest;
+use airlock_daemon::testing::{Engine, Manifest, WasmConfig, WasmEngine};
 use airlock_proto::v1::tools_client::ToolsClient;
 
 use crate::Bench;
@@ -121,15 +119,15 @@ fn module_loads(bench: &Bench, manifest: &Path, runs: usize) -> anyhow::Result<(
     for _ in 0..runs {
         let engine = engine(bench.fixtures.fresh_dir("load-compile-")?)?;
         let started = Instant::now();
-        engine.load(&manifest, &profile)?;
+        engine.load(&manifest.image, &profile)?;
         compiled.push(started.elapsed());
     }
     let warm = engine(bench.fixtures.fresh_dir("load-cache-")?)?;
-    warm.load(&manifest, &profile)?;
+    warm.load(&manifest.image, &profile)?;
     let mut cached = Vec::with_capacity(runs);
     for _ in 0..runs {
         let started = Instant::now();
-        warm.load(&manifest, &profile)?;
+        warm.load(&manifest.image, &profile)?;
         cached.push(started.elapsed());
     }
     Ok((Samples::sequential(compiled), Samples::sequential(cached)))
@@ -137,10 +135,10 @@ fn module_loads(bench: &Bench, manifest: &Path, runs: usize) -> anyhow::Result<(
 
 fn module_size(manifest: &Path) -> anyhow::Result<u64> {
     let manifest = Manifest::load(manifest)?;
-    match &manifest.program {
-        airlock_daemon::tools::Program::Module(path) => Ok(std::fs::metadata(path)?.len()),
-        airlock_daemon::tools::Program::Command(_) => {
-            anyhow::bail!("{} is not a wasm tool", manifest.path.display())
+    match &manifest.image.code {
+        airlock_daemon::testing::Code::Module(path) => Ok(std::fs::metadata(path)?.len()),
+        airlock_daemon::testing::Code::Command { .. } => {
+            anyhow::bail!("{} is not a wasm tool", manifest.path().display())
         }
     }
 }

@@ -11,11 +11,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_daemon::engine::process::{ProcessConfig, ProcessEngine};
-use airlock_daemon::engine::{Engine, Exit, Launch, LoadedTool, RunStats};
-use airlock_daemon::output::OutputCapture;
-use airlock_daemon::profile::Profile;
-use airlock_daemon::tools::Manifest;
+use airlock_daemon::testing::{
+    Engine, Exit, Launch, LoadedTool, Manifest, OutputCapture, ProcessConfig, ProcessEngine,
+    Profile, RunStats,
+};
 use airlock_proto::v1::tools_client::ToolsClient;
 use anyhow::bail;
 use bytes::Bytes;
@@ -94,7 +93,7 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
         let key = program.key;
         eprintln!("{SECTION}: {}", program.label);
         let manifest = Manifest::load(&bench.fixtures.manifest(program.tool))?;
-        let tool = engine.load(&manifest, &profile)?;
+        let tool = engine.load(&manifest.image, &profile)?;
         let call = EngineCall {
             tool: tool.as_ref(),
             profile: &profile,

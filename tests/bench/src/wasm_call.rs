@@ -8,11 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_daemon::engine::wasm::{WasmConfig, WasmEngine};
-use airlock_daemon::engine::{Engine, Exit, Launch, LoadedTool, RunStats};
-use airlock_daemon::output::OutputCapture;
-use airlock_daemon::profile::{Profile, Profiles};
-use airlock_daemon::tools::Manifest;
+use airlock_daemon::testing::{
+    Engine, Exit, Launch, LoadedTool, Manifest, OutputCapture, Profile, Profiles, RunStats,
+    WasmConfig, WasmEngine,
+};
 use airlock_proto::v1::tools_client::ToolsClient;
 use anyhow::{Context, bail};
 use bytes::Bytes;
@@ -123,7 +122,7 @@ async fn in_process(bench: &Bench, calls: usize, warmup: usize) -> anyhow::Resul
     })?;
     let profile = profile(&bench.fixtures.profiles_dir, "strict")?;
     let manifest = Manifest::load(&bench.fixtures.manifest(ECHO))?;
-    let tool = engine.load(&manifest, &profile)?;
+    let tool = engine.load(&manifest.image, &profile)?;
     for _ in 0..warmup {
         call_in_process(tool.as_ref(), &profile).await?;
     }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_daemon::agent::AgentSettings;
+use airlock_daemon::config::AgentSettings;
 use airlock_proto::v1 as pb;
 use airlock_tests::{DaemonOptions, TestDaemon, repo_root};
 use pb::run_event::Event;

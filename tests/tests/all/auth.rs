@@ -592,7 +592,7 @@ async fn oversize_messages_and_arguments_are_refused() {
     let tools = ToolsDir::new();
     tools.add_file("echo", &test_module("echo"), "");
     let daemon = TestDaemon::with_tools(&tools).await;
-    let limit = airlock_daemon::api::limits::MAX_ARGUMENTS_BYTES;
+    let limit = airlock_daemon::testing::MAX_ARGUMENTS_BYTES;
     let arguments = format!("{{\"x\": \"{}\"}}", "a".repeat(limit));
     let status = daemon
         .exec_request(pb::ExecuteToolRequest {
@@ -607,7 +607,7 @@ async fn oversize_messages_and_arguments_are_refused() {
     assert!(status.message().contains(&limit.to_string()), "{status:?}");
     // A message over the decoding limit never reaches the service: it is refused as it
     // arrives, with RESOURCE_EXHAUSTED (not tonic's OUT_OF_RANGE), on unary and streamed calls.
-    let decoding_limit = airlock_daemon::api::limits::MAX_DECODING_MESSAGE_BYTES;
+    let decoding_limit = airlock_daemon::testing::MAX_DECODING_MESSAGE_BYTES;
     let huge = "a".repeat(decoding_limit + 1);
     let status = daemon
         .exec_request(pb::ExecuteToolRequest {

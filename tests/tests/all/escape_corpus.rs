@@ -1863,7 +1863,7 @@ fn write_padded_module(path: &Path, module: &[u8], size: u64) {
 /// anything is compiled, with a message that says so; a module of exactly the cap loads.
 #[tokio::test]
 async fn wasm_a_module_over_the_size_cap_is_refused_at_load() {
-    let cap = airlock_daemon::engine::wasm::MAX_MODULE_BYTES;
+    let cap = airlock_daemon::testing::MAX_MODULE_BYTES;
     let echo = hostile_wasm("echo");
     let tools = ToolsDir::new();
     for (name, size) in [("at_cap", cap), ("over_cap", cap + 1)] {

@@ -325,7 +325,7 @@ impl RunLoop {
              and it was not run again because the tool is not idempotent; check its effect before \
              calling it again",
         );
-        result.metadata.engine = Some(valid.tool.manifest.engine);
+        result.metadata.engine = Some(valid.tool.manifest.engine());
         drop(self.shared.store.record_effect_result(
             self.recorder.log().run_id(),
             proposed.call_id,

@@ -50,10 +50,10 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
+use super::{Abi, Code, ToolImage};
 use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
 use crate::output::{OutputCapture, StreamKind};
 use crate::profile::{Access, NetworkPolicy, Profile};
-use crate::tools::{Abi, Manifest, Program};
 
 use argv::CommandLine;
 use host::Host;
@@ -62,8 +62,6 @@ use limits::SandboxLimits;
 use plan::{Blueprint, CallSpec, Devices};
 use sandbox::Sandbox;
 use view::View;
-
-pub use view::GUEST_TOOL;
 
 /// Subdirectory of the daemon's state directory the engine owns: the mount point of every
 /// sandbox's root (in the sandbox's own mount namespace), and the start-up check's tool
@@ -114,6 +112,7 @@ impl ProcessEngine {
     }
 
     /// Why this host cannot run process tools, if it cannot.
+    #[cfg(any(test, feature = "testing"))]
     pub fn unavailable(&self) -> Option<&str> {
         self.runtime.as_ref().err().map(String::as_str)
     }
@@ -250,16 +249,12 @@ impl Engine for ProcessEngine {
         EngineKind::Process
     }
 
-    fn load(
-        &self,
-        manifest: &Manifest,
-        profile: &Profile,
-    ) -> Result<Arc<dyn LoadedTool>, LoadError> {
+    fn load(&self, image: &ToolImage, profile: &Profile) -> Result<Arc<dyn LoadedTool>, LoadError> {
         let invalid = |message: String| LoadError::Invalid {
-            path: manifest.path.clone(),
+            path: image.source.clone(),
             message,
         };
-        let Program::Command(command) = &manifest.program else {
+        let Code::Command { argv, abi } = &image.code else {
             return Err(invalid("process tools name a `command`".into()));
         };
         let runtime = match &self.runtime {
@@ -272,17 +267,15 @@ impl Engine for ProcessEngine {
             }
         };
         check_profile(&runtime.host, profile)?;
-        let tool_dir = manifest.path.parent().unwrap_or(Path::new("."));
-        let view = View::new(profile, tool_dir).map_err(|what| LoadError::Unenforceable {
+        let view = View::new(profile, image.dir()).map_err(|what| LoadError::Unenforceable {
             engine: EngineKind::Process,
             profile: profile.name.clone(),
             what,
         })?;
         for absent in &view.absent {
-            tracing::debug!(tool = %manifest.name, path = %absent.display(), "granted path does not exist on this host");
+            tracing::debug!(tool = %image.name, path = %absent.display(), "granted path does not exist on this host");
         }
-        let command_line =
-            CommandLine::parse(command, manifest.abi, &manifest.input_schema).map_err(&invalid)?;
+        let command_line = CommandLine::parse(argv, *abi, &image.input_schema).map_err(&invalid)?;
         let env = profile.resolve_env(|var| std::env::var(var).ok());
         let search_path = env
             .iter()
@@ -292,7 +285,7 @@ impl Engine for ProcessEngine {
             program::resolve(command_line.program(), &view, search_path).map_err(|message| {
                 invalid(format!("the program cannot run in the sandbox: {message}"))
             })?;
-        if let Some(pinned) = &manifest.sha256
+        if let Some(pinned) = &image.sha256
             && *pinned != program.digest
         {
             return Err(LoadError::DigestMismatch {
@@ -303,8 +296,8 @@ impl Engine for ProcessEngine {
         }
         let blueprint = Arc::new(runtime.blueprint(view, program.guest.clone(), profile));
         Ok(Arc::new(ProcessTool {
-            name: manifest.name.clone(),
-            abi: manifest.abi,
+            name: image.name.clone(),
+            abi: *abi,
             digest: program.digest,
             command_line,
             blueprint,

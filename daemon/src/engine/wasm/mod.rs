@@ -46,11 +46,11 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::{Code, ToolImage};
 use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
 use crate::profile::{Access, GUEST_WORKSPACE, GrantPath, LimitKind, NetworkPolicy, Profile};
-use crate::tools::{Manifest, Program};
 
 use cache::{ModuleCache, Source};
 use cpu::CpuMetered;
@@ -306,14 +306,10 @@ impl Engine for WasmEngine {
         EngineKind::Wasm
     }
 
-    fn load(
-        &self,
-        manifest: &Manifest,
-        profile: &Profile,
-    ) -> Result<Arc<dyn LoadedTool>, LoadError> {
-        let Program::Module(path) = &manifest.program else {
+    fn load(&self, image: &ToolImage, profile: &Profile) -> Result<Arc<dyn LoadedTool>, LoadError> {
+        let Code::Module(path) = &image.code else {
             return Err(LoadError::Invalid {
-                path: manifest.path.clone(),
+                path: image.source.clone(),
                 message: "wasm tools name a `module`".into(),
             });
         };
@@ -321,7 +317,7 @@ impl Engine for WasmEngine {
         let networked = matches!(profile.network, NetworkPolicy::AllowList { .. });
         let bytes = read_module(path)?;
         let digest = hex::encode(Sha256::digest(&bytes));
-        if let Some(pinned) = &manifest.sha256
+        if let Some(pinned) = &image.sha256
             && *pinned != digest
         {
             return Err(LoadError::DigestMismatch {
@@ -341,7 +337,7 @@ impl Engine for WasmEngine {
         }
         let compiled = self.compile(path, &digest, &bytes, networked)?;
         Ok(Arc::new(WasmTool {
-            name: manifest.name.clone(),
+            name: image.name.clone(),
             digest,
             engine: self.engine.clone(),
             compiled,
@@ -637,19 +633,24 @@ mod tests {
     use crate::output::OutputCapture;
     use crate::profile::Profiles;
 
+    /// Tool `t`, the module `t.wasm` of `dir`.
+    fn image(dir: &Path) -> ToolImage {
+        ToolImage {
+            name: "t".into(),
+            source: dir.join("tool.toml"),
+            code: Code::Module(dir.join("t.wasm")),
+            sha256: None,
+            input_schema: serde_json::json!({"type": "object"}),
+        }
+    }
+
     /// Loads a tool made of `wat` under the repository's `strict` profile.
     fn load(engine: &WasmEngine, dir: &Path, wat: &str) -> Arc<dyn LoadedTool> {
         std::fs::write(dir.join("t.wasm"), wat::parse_str(wat).expect("wat")).expect("write");
-        std::fs::write(
-            dir.join("tool.toml"),
-            "name = 't'\nversion = '1'\ndescription = 'd'\nrisk = 'read_only'\nengine = 'wasm'\nmodule = 't.wasm'\ninput_schema = { type = 'object' }",
-        )
-        .expect("write");
-        let manifest = Manifest::load(&dir.join("tool.toml")).expect("manifest");
         let (profiles, _) =
             Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
         let profile = profiles.get("strict").expect("strict profile");
-        engine.load(&manifest, &profile).expect("loads")
+        engine.load(&image(dir), &profile).expect("loads")
     }
 
     fn launch(profile: Arc<Profile>) -> Launch {
@@ -703,13 +704,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let profile = profiles.get("p").expect("profile p");
         std::fs::write(dir.path().join("t.wasm"), wasm).expect("write");
-        std::fs::write(
-            dir.path().join("tool.toml"),
-            "name = 't'\nversion = '1'\ndescription = 'd'\nrisk = 'network'\nengine = 'wasm'\nmodule = 't.wasm'\nprofile = 'p'\ninput_schema = { type = 'object' }",
-        )
-        .expect("write");
-        let manifest = Manifest::load(&dir.path().join("tool.toml")).expect("manifest");
-        engine.load(&manifest, &profile)
+        engine.load(&image(dir.path()), &profile)
     }
 
     const ALLOW_LIST: &str = "{ allow = ['allowed.test:80'] }";

@@ -10,7 +10,7 @@ mod queries;
 mod schema;
 mod writer;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
@@ -55,7 +55,6 @@ impl std::fmt::Debug for StoreOptions {
 
 pub struct SqliteStore {
     writer: Writer,
-    path: PathBuf,
 }
 
 impl SqliteStore {
@@ -70,14 +69,7 @@ impl SqliteStore {
                 message: format!("cannot start the store's thread: {err}"),
             }
         })?;
-        Ok(SqliteStore {
-            writer,
-            path: path.to_owned(),
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(SqliteStore { writer })
     }
 }
 

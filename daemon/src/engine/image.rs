@@ -1,0 +1,64 @@
+//! The engines' load contract: what an engine needs of a tool to load it — its code, how it
+//! is called, the digest it is pinned to, and the schema its arguments follow. A tool's
+//! manifest embeds one; the engines see nothing else of the manifest.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::EngineKind;
+
+/// How arguments reach a tool and its result comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Abi {
+    /// JSON arguments on stdin, one JSON result on stdout (sdk/ABI.md).
+    JsonStdio,
+    /// Arguments substituted into argv; stdout is the result.
+    Argv,
+}
+
+/// A tool's code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Code {
+    /// A WebAssembly module or component, by its absolute path; called under the JSON ABI.
+    Module(PathBuf),
+    /// A program and its arguments, never passed through a shell.
+    Command { argv: Vec<String>, abi: Abi },
+}
+
+/// What an engine loads.
+#[derive(Debug, Clone)]
+pub struct ToolImage {
+    /// The tool's name, for messages and logs.
+    pub name: String,
+    /// The `tool.toml` it was read from: what errors name, and whose folder is the tool's.
+    pub source: PathBuf,
+    pub code: Code,
+    /// The pinned sha256 of the module or program, lowercase hex.
+    pub sha256: Option<String>,
+    /// The JSON Schema of the arguments: argv placeholders must name its properties.
+    pub input_schema: serde_json::Value,
+}
+
+impl ToolImage {
+    /// The engine that runs this code.
+    pub fn engine(&self) -> EngineKind {
+        match self.code {
+            Code::Module(_) => EngineKind::Wasm,
+            Code::Command { .. } => EngineKind::Process,
+        }
+    }
+
+    pub fn abi(&self) -> Abi {
+        match self.code {
+            Code::Module(_) => Abi::JsonStdio,
+            Code::Command { abi, .. } => abi,
+        }
+    }
+
+    /// The tool's folder.
+    pub fn dir(&self) -> &Path {
+        self.source.parent().unwrap_or(Path::new("."))
+    }
+}

@@ -4,6 +4,12 @@
 # plugin's test, a gRPC client written in Python against a real daemon, and the benchmarks
 # in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script).
+#
+# The host build happens once: clippy lints the workspace's crates while they compile for
+# the tests (it is their compiler, as `cargo clippy` makes it), so no dependency is built
+# twice. Downloads (Debian packages, Rust targets, the Python client's packages) run while
+# that build does. Each step's wall time is printed, and the whole fails past
+# AIRLOCK_TEST_BUDGET_S (45 minutes unless set): CI must stay well inside its limit.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,22 +17,73 @@ cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
 
-step() { printf '\n== %s\n' "$*" >&2; }
+readonly budget_s="${AIRLOCK_TEST_BUDGET_S:-2700}"
+readonly installs_log="$(mktemp)"
+steps=()
+step_name=""
+step_start=$SECONDS
 
-step "toolchain and packages"
-ensure_rust_targets
-ensure_apt_packages
+# Ends the step in progress (recording its time) and starts the next one.
+step() {
+    finish_step
+    step_name="$*"
+    step_start=$SECONDS
+    printf '\n== %s (at %s)\n' "$step_name" "$(clock "$SECONDS")" >&2
+}
 
-step "formatting and lints"
+finish_step() {
+    [[ -n $step_name ]] && steps+=("$(printf '%8s  %s' "$(clock $((SECONDS - step_start)))" "$step_name")")
+    step_name=""
+}
+
+clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+
+summary() {
+    local status=$?
+    finish_step
+    printf '\n== wall time per step\n' >&2
+    printf '%s\n' "${steps[@]}" >&2
+    printf '%8s  total\n' "$(clock "$SECONDS")" >&2
+    rm -f "$installs_log"
+    if ((status == 0 && SECONDS > budget_s)); then
+        echo "${0##*/}: the tests took $(clock "$SECONDS"), past the budget of $(clock "$budget_s"): make them faster" >&2
+        exit 1
+    fi
+}
+trap summary EXIT
+
+step "downloads, in the background: Debian packages, Rust targets, the Python client's packages"
+(
+    ensure_apt_packages
+    ensure_rust_targets
+    tests/python/run.sh --install-only
+) >"$installs_log" 2>&1 &
+installs=$!
+
+step "formatting"
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "build and lint the workspace (clippy compiles it)"
+# What `cargo clippy -- -D warnings` sets, here for every build of this script: the same
+# settings keep cargo from building a crate again.
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)"
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# Binaries first: the end-to-end tests run the real `airlockd` and `airlock`.
+cargo build --workspace --bins
+cargo test --workspace --no-run
+
+step "waiting for the downloads"
+if ! wait "$installs"; then
+    cat "$installs_log" >&2
+    die "installing what the tests need failed"
+fi
+cat "$installs_log" >&2
 
 step "WebAssembly modules"
 scripts/build-wasm.sh
 
 step "Rust tests"
-# Binaries first: the end-to-end tests run the real `airlockd` and `airlock`.
-cargo build --workspace --bins --quiet
 cargo test --workspace --quiet
 
 step "C plugin"
@@ -38,4 +95,5 @@ tests/python/run.sh
 step "benchmarks, smoke mode (every section runs; no figures are judged)"
 scripts/bench.sh --smoke
 
+finish_step
 echo "all tests passed" >&2

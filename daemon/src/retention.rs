@@ -15,6 +15,7 @@ use crate::cancel::or_cancel;
 use crate::ids;
 use crate::output::{KeptError, KeptOutputs};
 use crate::store::{Store, StoreError};
+use crate::tools::MAX_TIMEOUT_MS;
 
 /// Runs deleted per transaction: a large backlog goes in bounded steps, each short enough
 /// not to hold up the runs' own writes behind it.
@@ -91,8 +92,12 @@ impl Retention {
         if let Some(kept) = &self.kept {
             swept.outputs = kept.sweep(before_ms).await?;
         }
-        // After the outputs: an owner goes only once its execution's output has.
-        swept.executions = self.store.forget_executions(before_ms).await?;
+        // After the outputs: an owner goes only once its execution's output has. And never
+        // while its execution may still run, whatever the age asked for: a direct call's
+        // owner is what keeps another tenant from cancelling it.
+        let longest_call = i64::try_from(MAX_TIMEOUT_MS).unwrap_or(i64::MAX);
+        let owners_before_ms = before_ms.min(ids::now_ms().saturating_sub(longest_call));
+        swept.executions = self.store.forget_executions(owners_before_ms).await?;
         Ok(swept)
     }
 

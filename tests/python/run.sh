@@ -7,6 +7,9 @@
 # created in its state dir), then stops the daemon with SIGTERM and checks that it exits
 # cleanly. A second daemon on a Unix socket serves test_unix_socket.py, a grpcio client
 # with its default settings.
+#
+#   tests/python/run.sh                 install what is missing, then test
+#   tests/python/run.sh --install-only  only install (scripts/test.sh does it while cargo builds)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,6 +20,10 @@ if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+if [[ ${1:-} == --install-only ]]; then
+    echo "python grpc client: packages installed" >&2
+    exit 0
+fi
 
 work="$(mktemp -d)"
 daemon_pid=""

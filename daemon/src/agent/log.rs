@@ -23,8 +23,10 @@ use crate::store::{Pending, Store, StoreError};
 use crate::trace::SpanSink;
 
 /// Live events buffered per run for subscribers; one that falls further behind rereads the
-/// store.
-const LIVE_BUFFER: usize = 256;
+/// store. The buffer is allocated whole for every live run, a waiting one included, so it
+/// is kept to a few steps' events (a step records about six): a subscriber lags only when
+/// its connection stalls, and then the store serves it.
+const LIVE_BUFFER: usize = 32;
 
 /// Events read from the store per query while catching up.
 const CATCH_UP_BATCH: usize = 512;

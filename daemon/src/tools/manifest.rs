@@ -20,7 +20,7 @@ const MAX_SCHEMA_BYTES: u64 = 1 << 20;
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 
 /// No single call holds a sandbox for longer than an hour.
-const MAX_TIMEOUT_MS: u64 = 60 * 60 * 1000;
+pub const MAX_TIMEOUT_MS: u64 = 60 * 60 * 1000;
 
 /// Profile of a tool that names none: no files, no network.
 const DEFAULT_PROFILE: &str = "strict";

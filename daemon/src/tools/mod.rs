@@ -12,7 +12,7 @@ mod result;
 // For the fuzz targets in fuzz/, which read tool output as the executor does.
 #[doc(hidden)]
 pub use executor::{CallError, CallRequest, ExecutionEvent, Executor};
-pub use manifest::Risk;
+pub use manifest::{MAX_TIMEOUT_MS, Risk};
 pub use registry::{Registry, Tool, ToolLoadError};
 pub use result::{ResultMetadata, ToolResult, ToolStatus};
 #[cfg(feature = "testing")]

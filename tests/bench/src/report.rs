@@ -44,6 +44,8 @@ pub enum Check {
     },
     /// `ours` p50 is at most `max`.
     Latency { ours: String, max: Duration },
+    /// `ours` did at least `min` operations per second of wall time.
+    Throughput { ours: String, min: f64 },
     /// Judged by the section itself (e.g. every run reached its approval).
     Verdict { met: bool, measured: String },
 }
@@ -219,6 +221,13 @@ impl Report {
                 ),
                 None => ("not measured".into(), "not measured"),
             },
+            Check::Throughput { ours, min } => match self.samples(ours) {
+                Some(samples) => (
+                    format!("{:.0} per second (target ≥ {min:.0})", samples.per_second()),
+                    verdict(samples.per_second() >= *min),
+                ),
+                None => ("not measured".into(), "not measured"),
+            },
             Check::Verdict { met, measured } => (measured.clone(), verdict(*met)),
         }
     }
@@ -286,6 +295,13 @@ mod tests {
             },
         );
         report.target(
+            "a thousand a second",
+            Check::Throughput {
+                ours: "ours".into(),
+                min: 1000.0,
+            },
+        );
+        report.target(
             "vs absent",
             Check::Ratio {
                 ours: "ours".into(),
@@ -302,6 +318,9 @@ mod tests {
         assert!(rendered.contains("| 20× faster | 0.100 × the peer (target ≤ 0.05) | MISSED |"));
         assert!(rendered.contains("| under 50 µs | p50 100 µs (target ≤ 50 µs) | MISSED |"));
         assert!(rendered.contains("| vs absent | not measured | not measured |"));
+        assert!(
+            rendered.contains("| a thousand a second | 10000 per second (target ≥ 1000) | met |")
+        );
         assert!(rendered.contains("| call | cli | 100 µs | 1000 µs | 0.100 (10.0× faster) |"));
         assert!(rendered.contains("| call | absent peer | – | – | not measured | – |"));
         assert!(rendered.contains("skipped: not installed"));

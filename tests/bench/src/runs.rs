@@ -64,6 +64,7 @@ pub struct RunStream {
 /// How a run went, as the client saw it.
 #[derive(Debug)]
 pub struct RunTimes {
+    pub run_id: String,
     /// When the client sent the start.
     pub opened: Instant,
     /// Steps the run took.
@@ -139,7 +140,11 @@ impl RunStream {
     /// Reads the run to its end, approving every request at once, and checks that it gave
     /// its final answer after `steps` steps.
     pub async fn follow(mut self, steps: u32) -> anyhow::Result<RunTimes> {
+        let mut run_id = String::new();
         while let Some(event) = self.next().await? {
+            if run_id.is_empty() {
+                run_id = event.run_id.clone();
+            }
             match event.event {
                 Some(Event::ApprovalRequested(requested)) => {
                     self.approve(
@@ -154,6 +159,7 @@ impl RunStream {
                         bail!("the run did not end as scripted after {steps} steps: {finished:?}");
                     }
                     return Ok(RunTimes {
+                        run_id,
                         opened: self.opened,
                         steps,
                         finished: Instant::now(),
@@ -186,6 +192,7 @@ mod tests {
     fn time_per_step_spans_the_whole_run() {
         let opened = Instant::now();
         let times = RunTimes {
+            run_id: "run_1".into(),
             opened,
             steps: 4,
             finished: opened + Duration::from_millis(10),

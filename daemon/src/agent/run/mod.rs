@@ -323,7 +323,10 @@ impl RunLoop {
         Ok(())
     }
 
-    /// Folds a call's observation back into the conversation, and checkpoints.
+    /// Folds a call's observation back into the conversation. No checkpoint: the one taken
+    /// with the proposals and the effect journal are enough to redo the step's calls
+    /// without running any twice, and a step then costs one encoding of the state, not
+    /// one per call.
     fn fold(
         &mut self,
         call: ToolCall,
@@ -345,7 +348,6 @@ impl RunLoop {
                 self.pending = None;
             }
         }
-        self.checkpoint();
     }
 
     /// Saves the loop's state: where a restarted daemon goes on from.
@@ -455,7 +457,8 @@ mod tests {
             assert!(steps.contains(&span.parent_span_id.as_str()), "{span:?}");
         }
 
-        // The checkpoint covers the whole log, with nothing pending.
+        // The last checkpoint was taken with the last proposals, before their call ran: a
+        // restart from it redoes the call from the effect journal.
         let checkpoint = harness
             .store
             .latest_checkpoint(&run_id)
@@ -463,8 +466,10 @@ mod tests {
             .expect("read")
             .expect("a checkpoint");
         let state = LoopState::decode(&checkpoint.state).expect("decodes");
-        assert!(state.pending.is_none());
-        assert_eq!(state.usage.tool_calls, 1);
+        let pending = state.pending.expect("the proposals");
+        assert_eq!((pending.calls.len(), pending.next), (1, 0));
+        assert_eq!(state.usage.model_calls, 1);
+        assert_eq!(state.steps, 1);
     }
 
     #[tokio::test]

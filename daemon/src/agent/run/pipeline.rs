@@ -20,6 +20,7 @@ use super::super::provider::ToolCall;
 use super::RunLoop;
 use super::approvals::{Answered, Approvals, Question, Subject};
 use super::budget::{FailureKey, FailureKind, Halt, stop};
+use super::recorder::CallEvent;
 use crate::domain::{DecidedBy, Decision, StopReason};
 use crate::ids::{self, CallId, StepId};
 use crate::policy::{self, Gate};
@@ -68,11 +69,19 @@ impl RunLoop {
             tool: proposed.call.name.clone(),
             arguments: valid.canonical.clone(),
         };
-        let stored = self
-            .shared
-            .store
-            .effect(self.recorder.log().run_id(), proposed.call_id)
-            .await?;
+        // Only a call a resumed run had proposed before its restart can have an effect on
+        // record (its intent is committed after its proposal): a new call costs no read.
+        let stored = if self
+            .recorder
+            .recorded_before(CallEvent::Proposed, proposed.call_id)
+        {
+            self.shared
+                .store
+                .effect(self.recorder.log().run_id(), proposed.call_id)
+                .await?
+        } else {
+            None
+        };
         let result = match stored {
             // The daemon stopped after this call was let through: never ask or run it anew.
             Some(effect) => self.resume_effect(&proposed, &valid, effect).await?,

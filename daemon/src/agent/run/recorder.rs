@@ -99,6 +99,11 @@ impl Recorder {
         self.emit(step, event);
     }
 
+    /// Whether the log had this call's event when the run was resumed.
+    pub fn recorded_before(&self, kind: CallEvent, call_id: &CallId) -> bool {
+        self.recorded.contains(&(kind, call_id.clone()))
+    }
+
     /// Waits until everything recorded so far is committed.
     pub async fn committed(&self) -> Result<(), StoreError> {
         self.log.committed().await

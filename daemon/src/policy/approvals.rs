@@ -89,6 +89,9 @@ struct Pending {
     request: pb::ApprovalRequest,
     grant_key: String,
     answer: oneshot::Sender<Answer>,
+    /// Whether approver consoles have been told of it ([`Asked::outcome`]); until then it is
+    /// answered only by a client that already knows its id (the run's own, from its log).
+    announced: bool,
 }
 
 #[derive(Default)]
@@ -126,41 +129,35 @@ impl ApprovalBroker {
         self.lock().session_grants.insert(grant_key);
     }
 
-    /// Puts `request` to the approvers and waits for an answer until its deadline. Dropping
-    /// the future withdraws the request.
-    pub async fn ask(self: &Arc<Self>, request: pb::ApprovalRequest, grant_key: String) -> Outcome {
-        let approval_id = request.approval_id.clone();
-        let deadline = deadline_of(&request);
+    /// Registers `request`: answers count from now on, while approver consoles learn of it
+    /// only when [`Asked::outcome`] is awaited. A run registers a question before its event
+    /// can reach the run's own client, which may answer the moment it reads it. Dropping
+    /// the [`Asked`] withdraws the request.
+    pub fn register(self: &Arc<Self>, request: pb::ApprovalRequest, grant_key: String) -> Asked {
         let (answer, answered) = oneshot::channel();
-        {
-            let mut state = self.lock();
-            state.pending.insert(
-                approval_id.clone(),
-                Pending {
-                    request: request.clone(),
-                    grant_key,
-                    answer,
-                },
-            );
-        }
-        let _ = self.updates.send(request);
-        let withdraw = Withdraw {
-            broker: self.clone(),
-            approval_id: approval_id.clone(),
-            armed: true,
-        };
-        let outcome = tokio::select! {
-            answer = answered => match answer {
-                Ok(answer) => Outcome::Answered(answer),
-                Err(_) => Outcome::Expired,
+        self.lock().pending.insert(
+            request.approval_id.clone(),
+            Pending {
+                request: request.clone(),
+                grant_key,
+                answer,
+                announced: false,
             },
-            () = tokio::time::sleep(deadline) => {
-                self.finish(&approval_id, pb::ApprovalState::Expired, "no answer by the deadline");
-                Outcome::Expired
-            }
-        };
-        withdraw.disarm();
-        outcome
+        );
+        Asked {
+            withdraw: Withdraw {
+                broker: self.clone(),
+                approval_id: request.approval_id.clone(),
+                armed: true,
+            },
+            request,
+            answered,
+        }
+    }
+
+    /// Puts `request` to the approvers at once and waits for an answer until its deadline.
+    pub async fn ask(self: &Arc<Self>, request: pb::ApprovalRequest, grant_key: String) -> Outcome {
+        self.register(request, grant_key).outcome().await
     }
 
     /// Applies a decision, or says why it does not count.
@@ -202,10 +199,12 @@ impl ApprovalBroker {
             Decision::ApproveSession => format!("approved for the session by the {decided_by}"),
             Decision::Deny => format!("denied by the {decided_by}"),
         };
-        let mut update = pending.request;
-        update.state = pb::ApprovalState::Resolved as i32;
-        update.detail = detail;
-        let _ = self.updates.send(update);
+        if pending.announced {
+            let mut update = pending.request;
+            update.state = pb::ApprovalState::Resolved as i32;
+            update.detail = detail;
+            let _ = self.updates.send(update);
+        }
         let _ = pending.answer.send(Answer {
             decision,
             reason: verdict.reason.clone(),
@@ -223,7 +222,12 @@ impl ApprovalBroker {
     ) {
         let state = self.lock();
         let receiver = self.updates.subscribe();
-        let mut pending: Vec<_> = state.pending.values().map(|p| p.request.clone()).collect();
+        let mut pending: Vec<_> = state
+            .pending
+            .values()
+            .filter(|pending| pending.announced)
+            .map(|pending| pending.request.clone())
+            .collect();
         pending.sort_by_key(|request| request.deadline_ms);
         (pending, receiver)
     }
@@ -240,15 +244,64 @@ impl ApprovalBroker {
         self.lock().pending.len()
     }
 
-    /// Removes a request without an answer and tells the approvers.
+    /// Removes a request without an answer and tells the approvers who saw it.
     fn finish(&self, approval_id: &str, state: pb::ApprovalState, detail: &str) {
         let removed = self.lock().pending.remove(approval_id);
-        if let Some(pending) = removed {
+        if let Some(pending) = removed.filter(|pending| pending.announced) {
             let mut update = pending.request;
             update.state = state as i32;
             update.detail = detail.to_owned();
             let _ = self.updates.send(update);
         }
+    }
+}
+
+/// A registered request (see [`ApprovalBroker::register`]).
+pub struct Asked {
+    request: pb::ApprovalRequest,
+    answered: oneshot::Receiver<Answer>,
+    withdraw: Withdraw,
+}
+
+impl Asked {
+    pub fn approval_id(&self) -> &str {
+        &self.request.approval_id
+    }
+
+    /// Tells the approver consoles and waits for an answer until the request's deadline.
+    /// Dropping the future withdraws the request.
+    pub async fn outcome(self) -> Outcome {
+        let Asked {
+            request,
+            answered,
+            withdraw,
+        } = self;
+        let broker = withdraw.broker.clone();
+        let approval_id = request.approval_id.clone();
+        let deadline = deadline_of(&request);
+        let still_pending = match broker.lock().pending.get_mut(&approval_id) {
+            Some(pending) => {
+                pending.announced = true;
+                true
+            }
+            // Answered already, by the run's own client.
+            None => false,
+        };
+        if still_pending {
+            let _ = broker.updates.send(request);
+        }
+        let outcome = tokio::select! {
+            answer = answered => match answer {
+                Ok(answer) => Outcome::Answered(answer),
+                Err(_) => Outcome::Expired,
+            },
+            () = tokio::time::sleep(deadline) => {
+                broker.finish(&approval_id, pb::ApprovalState::Expired, "no answer by the deadline");
+                Outcome::Expired
+            }
+        };
+        withdraw.disarm();
+        outcome
     }
 }
 

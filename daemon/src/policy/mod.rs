@@ -4,7 +4,7 @@
 mod approvals;
 mod digest;
 
-pub use approvals::{ApprovalBroker, Approver, DecisionError, Outcome, Verdict};
+pub use approvals::{ApprovalBroker, Approver, Asked, DecisionError, Outcome, Verdict};
 pub use digest::{Binding, binding_digest, connect_digest, session_grant_key};
 
 use airlock_proto::v1 as pb;

@@ -24,7 +24,7 @@ use crate::domain::{DecidedBy, Decision};
 use crate::egress::EgressApprover;
 use crate::ids::{self, ApprovalId, CallId, RunId, SessionId, StepId};
 use crate::policy::{
-    ApprovalBroker, ApprovalPolicy, Binding, Outcome, binding_digest, connect_digest,
+    ApprovalBroker, ApprovalPolicy, Asked, Binding, Outcome, binding_digest, connect_digest,
 };
 use crate::store::{ApprovalResolution, RunState, Store, StoreError};
 use crate::tools::{Risk, Tool};
@@ -167,31 +167,41 @@ impl Approvals {
         }
     }
 
-    /// A new question: kept, recorded, committed, then put to the approvers.
+    /// A new question: registered, kept, recorded, committed, then put to the approvers.
     pub async fn ask(&self, question: &Question<'_>) -> Result<Answered, StoreError> {
         let request = self.request(question);
+        // Registered before its event can be published: the run's own client may answer
+        // the moment it reads it.
+        let asked = self
+            .broker
+            .register(request.clone(), question.grant_key.clone());
         let saved = self.store.save_approval(&request);
         self.log
             .append(Some(question.step_id), Approvals::requested(&request));
         saved.await?;
-        self.wait(question, request).await
+        self.answer(question, asked).await
     }
 
-    /// Waits for the answer to `request` (asked before, perhaps by a daemon that has since
-    /// stopped), then keeps and records it.
-    pub async fn wait(
+    /// Waits again for the answer to `request`, asked by a daemon that has since stopped.
+    pub async fn wait_again(
         &self,
         question: &Question<'_>,
         request: pb::ApprovalRequest,
     ) -> Result<Answered, StoreError> {
+        let asked = self.broker.register(request, question.grant_key.clone());
+        self.answer(question, asked).await
+    }
+
+    /// Waits for the answer to a registered question, then keeps and records it.
+    async fn answer(&self, question: &Question<'_>, asked: Asked) -> Result<Answered, StoreError> {
         // Approvers see only what a crash cannot lose.
         self.log.committed().await?;
         drop(
             self.store
                 .set_run_state(&self.run_id, RunState::WaitingForApproval),
         );
-        let approval_id = ApprovalId::from_stored(request.approval_id.clone());
-        let outcome = self.broker.ask(request, question.grant_key.clone()).await;
+        let approval_id = ApprovalId::from_stored(asked.approval_id());
+        let outcome = asked.outcome().await;
         drop(self.store.set_run_state(&self.run_id, RunState::Running));
         let resolution = match outcome {
             Outcome::Answered(answer) => ApprovalResolution {
@@ -438,6 +448,36 @@ mod tests {
         let resolution = resolution.expect("answered");
         assert_eq!(resolution.decision, Decision::ApproveOnce);
         assert_eq!(resolution.decided_by, DecidedBy::Console);
+    }
+
+    /// The run's own client reads a question as soon as it is committed, possibly before the
+    /// loop that asked it has gone on: its answer must count all the same. Several runs,
+    /// each answered the moment the question is read, on a runtime of several threads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_runs_own_client_may_answer_the_moment_it_reads_the_question() {
+        let harness = Harness::new();
+        let script = json!({"turns": [
+            {"tool_calls": [{"name": "touch", "arguments": {}}]},
+            {"final": "done"}
+        ]});
+        for _ in 0..20 {
+            let (run_id, mut follower) = harness.start(risky(&harness, &script, 0)).await;
+            let seen = follower
+                .until(|event| matches!(event, Event::ApprovalRequested(_)))
+                .await;
+            let Some(Event::ApprovalRequested(requested)) =
+                seen.last().and_then(|event| event.event.clone())
+            else {
+                unreachable!("until stops at the question");
+            };
+            let request = requested.request.expect("the request");
+            harness
+                .runtime
+                .decide_for_run(&run_id, &verdict(&request, Decision::ApproveOnce));
+            let log = follower.rest().await;
+            assert!(!kinds(&log).contains(&"decision_rejected"), "{log:#?}");
+            assert_eq!(finished(&log).final_text, "done");
+        }
     }
 
     #[tokio::test]

@@ -268,7 +268,7 @@ impl RunLoop {
                 self.recorder
                     .emit_once(Some(proposed.step_id), Approvals::requested(&request));
                 self.budget
-                    .guard(self.approvals.wait(&question, request))
+                    .guard(self.approvals.wait_again(&question, request))
                     .await??
             }
             None => {

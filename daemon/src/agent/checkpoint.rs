@@ -8,6 +8,7 @@
 //! form (parallel lists of messages and their sources, failures keyed by text), so a run
 //! checkpointed by the previous release resumes after an upgrade.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,7 @@ use super::run::FailureKey;
 use crate::domain::Usage;
 use crate::ids::{CallId, StepId};
 
-/// The version of the form [`LoopState::encode`] writes.
+/// The version of the form [`Snapshot::encode`] writes.
 const VERSION: u32 = 2;
 
 /// Everything the loop needs to go on.
@@ -32,6 +33,45 @@ pub struct LoopState {
     pub elapsed_ms: u64,
     /// The calls of the latest model response that are not all observed yet.
     pub pending: Option<PendingStep>,
+}
+
+/// The loop's state borrowed from the running loop, to be saved: nothing of it is copied but
+/// into its encoding.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot<'a> {
+    pub conversation: &'a [Entry],
+    pub usage: &'a Usage,
+    pub steps: u32,
+    pub failures: &'a BTreeMap<FailureKey, u32>,
+    pub elapsed_ms: u64,
+    pub pending: Option<&'a PendingStep>,
+}
+
+impl Snapshot<'_> {
+    pub fn encode(&self) -> Vec<u8> {
+        let saved = Saved {
+            version: VERSION,
+            conversation: self
+                .conversation
+                .iter()
+                .map(|entry| SavedEntry {
+                    message: SavedMessage::from(&entry.message),
+                    source: Cow::Borrowed(&entry.source),
+                })
+                .collect(),
+            usage: SavedUsage::from(self.usage),
+            steps: self.steps,
+            failures: self
+                .failures
+                .iter()
+                .map(|(key, count)| (Cow::Borrowed(key), *count))
+                .collect(),
+            elapsed_ms: self.elapsed_ms,
+            pending: self.pending.map(Cow::Borrowed),
+        };
+        // Serialising plain data to JSON cannot fail.
+        serde_json::to_vec(&saved).unwrap_or_default()
+    }
 }
 
 /// The calls of one model response, and how far the loop got with them.
@@ -62,29 +102,31 @@ pub struct SavedCall {
     pub arguments: String,
 }
 
+/// A message as saved. Written, it borrows from the running loop, so a checkpoint copies the
+/// conversation once, into its encoding; read, it owns its strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
-enum SavedMessage {
+enum SavedMessage<'a> {
     User {
-        text: String,
+        text: Cow<'a, str>,
     },
     Assistant {
-        text: Option<String>,
+        text: Option<Cow<'a, str>>,
         tool_calls: Vec<SavedCall>,
     },
     Tool {
-        call_id: String,
-        name: String,
-        content: String,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        content: Cow<'a, str>,
         is_error: bool,
     },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SavedEntry {
-    message: SavedMessage,
-    source: String,
+struct SavedEntry<'a> {
+    message: SavedMessage<'a>,
+    source: Cow<'a, str>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,21 +141,21 @@ struct SavedUsage {
 /// Version 2, as written.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Saved {
+struct Saved<'a> {
     version: u32,
-    conversation: Vec<SavedEntry>,
+    conversation: Vec<SavedEntry<'a>>,
     usage: SavedUsage,
     steps: u32,
-    failures: Vec<(FailureKey, u32)>,
+    failures: Vec<(Cow<'a, FailureKey>, u32)>,
     elapsed_ms: u64,
-    pending: Option<PendingStep>,
+    pending: Option<Cow<'a, PendingStep>>,
 }
 
 /// Version 1, as the previous release wrote it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SavedV1 {
-    conversation: Vec<SavedMessage>,
+    conversation: Vec<SavedMessage<'static>>,
     sources: Vec<String>,
     usage: SavedUsage,
     steps: u32,
@@ -143,12 +185,14 @@ impl From<SavedCall> for ToolCall {
     }
 }
 
-impl From<&Message> for SavedMessage {
-    fn from(message: &Message) -> SavedMessage {
+impl<'a> From<&'a Message> for SavedMessage<'a> {
+    fn from(message: &'a Message) -> SavedMessage<'a> {
         match message {
-            Message::User { text } => SavedMessage::User { text: text.clone() },
+            Message::User { text } => SavedMessage::User {
+                text: Cow::Borrowed(text),
+            },
             Message::Assistant { text, tool_calls } => SavedMessage::Assistant {
-                text: text.clone(),
+                text: text.as_deref().map(Cow::Borrowed),
                 tool_calls: tool_calls.iter().map(SavedCall::from).collect(),
             },
             Message::Tool {
@@ -157,21 +201,23 @@ impl From<&Message> for SavedMessage {
                 content,
                 is_error,
             } => SavedMessage::Tool {
-                call_id: call_id.clone(),
-                name: name.clone(),
-                content: content.clone(),
+                call_id: Cow::Borrowed(call_id),
+                name: Cow::Borrowed(name),
+                content: Cow::Borrowed(content),
                 is_error: *is_error,
             },
         }
     }
 }
 
-impl From<SavedMessage> for Message {
-    fn from(message: SavedMessage) -> Message {
+impl From<SavedMessage<'_>> for Message {
+    fn from(message: SavedMessage<'_>) -> Message {
         match message {
-            SavedMessage::User { text } => Message::User { text },
+            SavedMessage::User { text } => Message::User {
+                text: text.into_owned(),
+            },
             SavedMessage::Assistant { text, tool_calls } => Message::Assistant {
-                text,
+                text: text.map(Cow::into_owned),
                 tool_calls: tool_calls.into_iter().map(ToolCall::from).collect(),
             },
             SavedMessage::Tool {
@@ -180,9 +226,9 @@ impl From<SavedMessage> for Message {
                 content,
                 is_error,
             } => Message::Tool {
-                call_id,
-                name,
-                content,
+                call_id: call_id.into_owned(),
+                name: name.into_owned(),
+                content: content.into_owned(),
                 is_error,
             },
         }
@@ -225,29 +271,17 @@ impl LoopState {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let saved = Saved {
-            version: VERSION,
-            conversation: self
-                .conversation
-                .iter()
-                .map(|entry| SavedEntry {
-                    message: SavedMessage::from(&entry.message),
-                    source: entry.source.clone(),
-                })
-                .collect(),
-            usage: SavedUsage::from(&self.usage),
+    /// The state as [`Snapshot`]: what a test encodes.
+    #[cfg(test)]
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            conversation: &self.conversation,
+            usage: &self.usage,
             steps: self.steps,
-            failures: self
-                .failures
-                .iter()
-                .map(|(key, count)| (key.clone(), *count))
-                .collect(),
+            failures: &self.failures,
             elapsed_ms: self.elapsed_ms,
-            pending: self.pending.clone(),
-        };
-        // Serialising plain data to JSON cannot fail.
-        serde_json::to_vec(&saved).unwrap_or_default()
+            pending: self.pending.as_ref(),
+        }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<LoopState, String> {
@@ -270,14 +304,18 @@ impl LoopState {
                 .into_iter()
                 .map(|entry| Entry {
                     message: Message::from(entry.message),
-                    source: entry.source,
+                    source: entry.source.into_owned(),
                 })
                 .collect(),
             usage: Usage::from(current.usage),
             steps: current.steps,
-            failures: current.failures.into_iter().collect(),
+            failures: current
+                .failures
+                .into_iter()
+                .map(|(key, count)| (key.into_owned(), count))
+                .collect(),
             elapsed_ms: current.elapsed_ms,
-            pending: current.pending,
+            pending: current.pending.map(Cow::into_owned),
         })
     }
 }
@@ -358,7 +396,7 @@ mod tests {
             calls: vec![(SavedCall::from(&call()), CallId::new())],
             next: 0,
         });
-        let decoded = LoopState::decode(&state.encode()).expect("decodes");
+        let decoded = LoopState::decode(&state.snapshot().encode()).expect("decodes");
         assert_eq!(decoded, state);
         assert!(LoopState::decode(b"{\"garbage\": 1}").is_err());
     }

@@ -8,6 +8,8 @@
 //! conversation stays well-formed for every provider. Tokens are estimated at four bytes
 //! each: cheap, provider-neutral, and conservative for code and JSON.
 
+use std::sync::Arc;
+
 use airlock_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -42,6 +44,30 @@ pub struct Entry {
     pub source: String,
 }
 
+/// The tools a run's model may call: described once, for the request of every step.
+pub struct ToolSet {
+    pub definitions: Arc<[ToolDefinition]>,
+    /// What the descriptions cost, estimated once: every step's budget counts them.
+    tokens: u64,
+}
+
+impl ToolSet {
+    pub fn new(definitions: Vec<ToolDefinition>) -> ToolSet {
+        let tokens = definitions
+            .iter()
+            .map(|tool| {
+                estimate_tokens(&tool.name)
+                    + estimate_tokens(&tool.description)
+                    + estimate_tokens(&tool.input_schema.to_string())
+            })
+            .sum();
+        ToolSet {
+            definitions: definitions.into(),
+            tokens,
+        }
+    }
+}
+
 /// The context of one step.
 pub struct Built {
     pub messages: Vec<Message>,
@@ -49,15 +75,8 @@ pub struct Built {
 }
 
 /// Builds the context from the whole conversation.
-pub fn build(system: &str, tools: &[ToolDefinition], conversation: &[Entry], budget: u64) -> Built {
-    let tools_tokens: u64 = tools
-        .iter()
-        .map(|tool| {
-            estimate_tokens(&tool.name)
-                + estimate_tokens(&tool.description)
-                + estimate_tokens(&tool.input_schema.to_string())
-        })
-        .sum();
+pub fn build(system: &str, tools: &ToolSet, conversation: &[Entry], budget: u64) -> Built {
+    let tools_tokens = tools.tokens;
     let fixed = estimate_tokens(system) + tools_tokens;
 
     // Units after the goal: a lone user message, or an assistant message and its answers.
@@ -142,7 +161,7 @@ pub fn build(system: &str, tools: &[ToolDefinition], conversation: &[Entry], bud
         },
         pb::ContextItem {
             kind: "tools".into(),
-            source: format!("{} tools", tools.len()),
+            source: format!("{} tools", tools.definitions.len()),
             tokens: tools_tokens,
             disposition: pb::ContextDisposition::Included as i32,
         },
@@ -167,7 +186,7 @@ pub fn build(system: &str, tools: &[ToolDefinition], conversation: &[Entry], bud
     let messages: Vec<Message> = messages.into_iter().flatten().collect();
     Built {
         report: pb::ContextBuilt {
-            tokens: total(&messages.iter().cloned().map(Some).collect::<Vec<_>>()),
+            tokens: fixed + messages.iter().map(message_tokens).sum::<u64>(),
             budget,
             items,
         },
@@ -258,7 +277,12 @@ mod tests {
     #[test]
     fn everything_fits_within_a_large_budget() {
         let conversation = conversation(3, 100);
-        let built = build("system", &[], &conversation, 1_000_000);
+        let built = build(
+            "system",
+            &ToolSet::new(Vec::new()),
+            &conversation,
+            1_000_000,
+        );
         let messages: Vec<Message> = conversation.into_iter().map(|e| e.message).collect();
         assert_eq!(built.messages, messages);
         assert!(
@@ -273,7 +297,7 @@ mod tests {
     fn old_observations_are_summarised_before_anything_is_dropped() {
         let conversation = conversation(4, 4000);
         // Room for the latest observation in full and short summaries of the rest.
-        let built = build("system", &[], &conversation, 1500);
+        let built = build("system", &ToolSet::new(Vec::new()), &conversation, 1500);
         assert_eq!(built.messages.len(), conversation.len());
         assert_eq!(
             dispositions(&built, "observation"),
@@ -290,7 +314,7 @@ mod tests {
     #[test]
     fn whole_old_exchanges_are_dropped_when_summaries_are_not_enough() {
         let conversation = conversation(40, 4000);
-        let built = build("system", &[], &conversation, 1600);
+        let built = build("system", &ToolSet::new(Vec::new()), &conversation, 1600);
         assert!(built.report.tokens <= 1600, "{}", built.report.tokens);
         let Message::User { text } = &built.messages[0] else {
             panic!("the goal comes first");

@@ -24,9 +24,10 @@ use crate::trace::SpanSink;
 
 /// Live events buffered per run for subscribers; one that falls further behind rereads the
 /// store. The buffer is allocated whole for every live run, a waiting one included, so it
-/// is kept to a few steps' events (a step records about six): a subscriber lags only when
-/// its connection stalls, and then the store serves it.
-const LIVE_BUFFER: usize = 32;
+/// holds shared pointers (a few words a slot, about 10 KiB in all) rather than events: a
+/// subscriber that a busy daemon does not get to for a while (a step records about eight
+/// events) still finds what it missed here rather than in the store.
+const LIVE_BUFFER: usize = 256;
 
 /// Events read from the store per query while catching up.
 const CATCH_UP_BATCH: usize = 512;
@@ -56,7 +57,7 @@ pub struct RunLog {
     /// Each handed-over event and the store's answer, in order, for the publisher.
     published: mpsc::UnboundedSender<(pb::RunEvent, Pending<()>)>,
     progress: watch::Receiver<Progress>,
-    live: broadcast::Sender<pb::RunEvent>,
+    live: broadcast::Sender<Arc<pb::RunEvent>>,
 }
 
 impl RunLog {
@@ -93,10 +94,9 @@ impl RunLog {
             - 1
     }
 
-    /// Hands an event (with the spans that ended since the last one) to the store, and
-    /// returns it as recorded. It reaches subscribers once committed; a failure shows at the
-    /// next [`RunLog::committed`].
-    pub fn append(&self, step_id: Option<&StepId>, event: pb::run_event::Event) -> pb::RunEvent {
+    /// Hands an event (with the spans that ended since the last one) to the store. It
+    /// reaches subscribers once committed; a failure shows at the next [`RunLog::committed`].
+    pub fn append(&self, step_id: Option<&StepId>, event: pb::run_event::Event) {
         let mut appending = self
             .appending
             .lock()
@@ -112,10 +112,9 @@ impl RunLog {
         let pending = self.store.append_event(&event, &spans);
         appending.next_seq += 1;
         // Under the lock, so the publisher gets the answers in sequence order.
-        if self.published.send((event.clone(), pending)).is_err() {
+        if self.published.send((event, pending)).is_err() {
             tracing::error!(run = %self.run_id, "the run log's publisher is gone");
         }
-        event
     }
 
     /// Waits until every event handed over so far is committed; the store's error if one
@@ -171,7 +170,7 @@ impl SpanSink for RunLog {
 async fn publish(
     mut queue: mpsc::UnboundedReceiver<(pb::RunEvent, Pending<()>)>,
     progress: watch::Sender<Progress>,
-    live: broadcast::Sender<pb::RunEvent>,
+    live: broadcast::Sender<Arc<pb::RunEvent>>,
 ) {
     let mut failed = false;
     while let Some((event, answer)) = queue.recv().await {
@@ -183,7 +182,9 @@ async fn publish(
             Ok(()) => {
                 let seq = event.seq;
                 // Nobody listening is fine: the event is in the store.
-                let _ = live.send(event);
+                if live.receiver_count() > 0 {
+                    let _ = live.send(Arc::new(event));
+                }
                 progress.send_replace(Progress::Committed(seq));
             }
             Err(error) => {
@@ -208,7 +209,10 @@ pub fn replay(
     follow(store, run_id, after_seq, None)
 }
 
-type Live = (broadcast::Receiver<pb::RunEvent>, watch::Receiver<Progress>);
+type Live = (
+    broadcast::Receiver<Arc<pb::RunEvent>>,
+    watch::Receiver<Progress>,
+);
 
 fn follow(
     store: Arc<dyn Store>,
@@ -260,7 +264,7 @@ fn follow(
                 Ok(event) if event.seq <= cursor => {}
                 Ok(event) if event.seq == cursor + 1 => {
                     cursor = event.seq;
-                    if sender.send(Ok(event)).await.is_err() {
+                    if sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err() {
                         return;
                     }
                 }

@@ -515,6 +515,7 @@ impl AgentRuntime {
             shared: self.shared.clone(),
             run: live.clone(),
             provider: resolved.provider,
+            tool_set: run::tool_set(&resolved.tools),
             tools: resolved.tools,
             policy: resolved.policy,
             system: prompt::system_prompt(&record.start.instructions),

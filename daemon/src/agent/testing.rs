@@ -1,7 +1,8 @@
 //! A run loop without gRPC, for the stages' unit tests: a real agent runtime over a SQLite
 //! store in a temporary directory, real engines, and small tools made for the tests — `noop`
 //! (WebAssembly, answers `{}` at once) and `wait_gate` (a process tool that waits until the
-//! test writes to the FIFO `gate` of the workspace).
+//! test writes to the FIFO `gate` of the workspace; `wait_other` and `wait_other_once`, on
+//! the FIFO `other`, are an idempotent tool and one that must not run twice).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,6 +72,31 @@ idempotent = true
 input_schema = { type = "object" }
 "#;
 
+/// Like `wait_gate`, on the FIFO `other`: an idempotent tool, and (`_once`) one that must not
+/// run twice.
+const WAIT_OTHER_TOML: &str = r#"name = "wait_other"
+version = "0.1.0"
+description = "Waits for a byte on the workspace's FIFO `other`."
+risk = "read_only"
+engine = "process"
+command = ["/usr/bin/head", "-c1", "/workspace/other"]
+abi = "argv"
+profile = "process-readonly"
+idempotent = true
+input_schema = { type = "object" }
+"#;
+
+const WAIT_OTHER_ONCE_TOML: &str = r#"name = "wait_other_once"
+version = "0.1.0"
+description = "Waits for a byte on the workspace's FIFO `other`, and must not run twice."
+risk = "read_only"
+engine = "process"
+command = ["/usr/bin/head", "-c1", "/workspace/other"]
+abi = "argv"
+profile = "process-readonly"
+input_schema = { type = "object" }
+"#;
+
 pub(crate) struct Harness {
     pub runtime: Arc<AgentRuntime>,
     pub store: Arc<dyn Store>,
@@ -90,6 +116,8 @@ impl Harness {
             ("noop", NOOP_TOML),
             ("touch", WRITE_TOML),
             ("wait_gate", WAIT_GATE_TOML),
+            ("wait_other", WAIT_OTHER_TOML),
+            ("wait_other_once", WAIT_OTHER_ONCE_TOML),
         ] {
             std::fs::create_dir_all(tools.join(name)).expect("mkdir");
             std::fs::write(tools.join(name).join("tool.toml"), manifest).expect("write");
@@ -137,7 +165,12 @@ impl Harness {
 
     /// Makes the FIFO `wait_gate` reads from; writing a byte to it lets the tool finish.
     pub fn gate(&self) -> PathBuf {
-        let gate = self.workspace.join("gate");
+        self.fifo("gate")
+    }
+
+    /// Makes the FIFO `name` in the workspace.
+    pub fn fifo(&self, name: &str) -> PathBuf {
+        let gate = self.workspace.join(name);
         let path = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).expect("path");
         // SAFETY: `path` is a NUL-terminated string that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0, "mkfifo");

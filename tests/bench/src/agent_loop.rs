@@ -10,6 +10,7 @@
 //! itself costs is read from the runs' own traces: each tool step's span less its tool
 //! span. And 16 runs step at once, for the loop's throughput.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use airlock_proto::v1 as pb;
@@ -56,6 +57,7 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
             .await?;
         let mut latencies = Vec::new();
         let mut overheads = Vec::new();
+        let mut stages = Stages::default();
         let mut wall = Duration::ZERO;
         for _ in 0..runs {
             let start = runs::start(&bench.fixtures.workspace, tool, tool_steps, policy);
@@ -66,7 +68,7 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
             wall += times.finished.duration_since(times.opened);
             latencies.extend(std::iter::repeat_n(times.per_step(), times.steps as usize));
             if policy == pb::ApprovalPolicy::Auto {
-                overheads.extend(loop_overheads(&channel, &times.run_id).await?);
+                overheads.extend(loop_overheads(&channel, &times.run_id, &mut stages).await?);
             }
         }
         report.measured(SECTION, key, case, Samples::new(latencies, wall));
@@ -77,6 +79,7 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
                 "per tool step, the loop alone: step span less its tool span (auto)",
                 Samples::sequential(overheads),
             );
+            report.note("loop-overhead", &stages.medians());
         }
     }
 
@@ -140,9 +143,51 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
     Ok(())
 }
 
+/// Where a tool step's time goes, from the runs' traces: each stage's span under the step
+/// (context, model, validate, permission, tool), and what the step spends outside them
+/// (recording, the checkpoint, handing the call over).
+#[derive(Default)]
+struct Stages(BTreeMap<String, Vec<Duration>>);
+
+impl Stages {
+    fn add(&mut self, stage: &str, time: Duration) {
+        self.0.entry(stage.to_owned()).or_default().push(time);
+    }
+
+    /// Each stage's median, in the order of a step.
+    fn medians(&self) -> String {
+        let order = [
+            "context",
+            "model",
+            "validate",
+            "permission",
+            "tool",
+            "outside the stages",
+        ];
+        let median = |times: &[Duration]| {
+            let mut times = times.to_vec();
+            times.sort();
+            times[times.len() / 2]
+        };
+        let parts: Vec<String> = order
+            .iter()
+            .filter_map(|stage| {
+                let times = self.0.get(*stage).filter(|times| !times.is_empty())?;
+                Some(format!("{stage} {} µs", median(times).as_micros()))
+            })
+            .collect();
+        format!("medians per tool step: {}", parts.join(", "))
+    }
+}
+
 /// For each tool step of run `run_id`, the step span's duration less its tool span's: the
-/// time the loop spends on a step besides running the tool.
-async fn loop_overheads(channel: &AuthChannel, run_id: &str) -> anyhow::Result<Vec<Duration>> {
+/// time the loop spends on a step besides running the tool. Adds each stage's time to
+/// `stages`.
+async fn loop_overheads(
+    channel: &AuthChannel,
+    run_id: &str,
+    stages: &mut Stages,
+) -> anyhow::Result<Vec<Duration>> {
     let trace = pb::agent_client::AgentClient::new(channel.clone())
         .get_trace(pb::GetTraceRequest {
             run_id: run_id.to_owned(),
@@ -153,16 +198,24 @@ async fn loop_overheads(channel: &AuthChannel, run_id: &str) -> anyhow::Result<V
     let duration = |span: &pb::Span| {
         Duration::from_nanos(u64::try_from(span.end_unix_nano - span.start_unix_nano).unwrap_or(0))
     };
-    Ok(trace
-        .spans
-        .iter()
-        .filter(|span| span.name == "step")
-        .filter_map(|step| {
-            let tool = trace
-                .spans
-                .iter()
-                .find(|span| span.name == "tool" && span.parent_span_id == step.span_id)?;
-            Some(duration(step).saturating_sub(duration(tool)))
-        })
-        .collect())
+    let mut overheads = Vec::new();
+    for step in trace.spans.iter().filter(|span| span.name == "step") {
+        let children: Vec<&pb::Span> = trace
+            .spans
+            .iter()
+            .filter(|span| span.parent_span_id == step.span_id)
+            .collect();
+        let Some(tool) = children.iter().find(|span| span.name == "tool") else {
+            // The last step answers; it calls no tool.
+            continue;
+        };
+        overheads.push(duration(step).saturating_sub(duration(tool)));
+        let mut inside = Duration::ZERO;
+        for child in &children {
+            stages.add(&child.name, duration(child));
+            inside += duration(child);
+        }
+        stages.add("outside the stages", duration(step).saturating_sub(inside));
+    }
+    Ok(overheads)
 }

@@ -86,7 +86,9 @@ impl Fixtures {
     fn write_tools(&self) -> anyhow::Result<()> {
         let module = std::fs::read(&self.echo_module)
             .with_context(|| format!("cannot read {}", self.echo_module.display()))?;
-        for (name, risk) in [(ECHO, "read_only"), (ECHO_WRITE, "write")] {
+        // The no-op tool reads nothing and changes nothing: idempotent, like every shipped
+        // read-only tool. Its `write` twin is not, and pays for its intent's commit.
+        for (name, risk, idempotent) in [(ECHO, "read_only", true), (ECHO_WRITE, "write", false)] {
             let folder = self.tools_dir.join(name);
             std::fs::create_dir_all(&folder)?;
             std::fs::write(folder.join(format!("{name}.wasm")), &module)?;
@@ -95,7 +97,8 @@ impl Fixtures {
                 format!(
                     "name = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"returns its arguments\"\n\
                      risk = \"{risk}\"\nengine = \"wasm\"\nmodule = \"{name}.wasm\"\n\
-                     profile = \"strict\"\ntimeout_ms = 10000\ninput_schema = {{ type = \"object\" }}\n"
+                     profile = \"strict\"\ntimeout_ms = 10000\nidempotent = {idempotent}\n\
+                     input_schema = {{ type = \"object\" }}\n"
                 ),
             )?;
         }

@@ -18,6 +18,7 @@ mod sse;
 pub(crate) mod test_server;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -68,7 +69,8 @@ pub enum Message {
 pub struct ModelRequest {
     pub system: String,
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolDefinition>,
+    /// Shared by every step of a run.
+    pub tools: Arc<[ToolDefinition]>,
     pub max_output_tokens: u32,
     pub temperature: Option<f32>,
 }

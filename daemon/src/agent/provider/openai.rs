@@ -1075,7 +1075,7 @@ mod tests {
                     tool_calls: vec![],
                 },
             ],
-            tools: vec![],
+            tools: Vec::new().into(),
             max_output_tokens: 10,
             temperature: None,
         };

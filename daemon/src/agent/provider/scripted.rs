@@ -526,7 +526,8 @@ turns:
                 name: "read_file".into(),
                 description: "Reads a file.".into(),
                 input_schema: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             max_output_tokens: 100,
             temperature: None,
         }

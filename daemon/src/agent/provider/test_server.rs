@@ -280,7 +280,8 @@ pub fn sample_request(ids: [&str; 2]) -> ModelRequest {
                     "required": ["pattern"]
                 }),
             },
-        ],
+        ]
+        .into(),
         max_output_tokens: 1024,
         temperature: Some(0.2),
     }

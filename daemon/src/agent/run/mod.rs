@@ -23,8 +23,8 @@ use airlock_proto::v1 as pb;
 use pb::run_event::Event;
 use tokio::sync::mpsc;
 
-use super::checkpoint::{LoopState, PendingStep, SavedCall};
-use super::context::{self, Entry};
+use super::checkpoint::{PendingStep, SavedCall, Snapshot};
+use super::context::{self, Entry, ToolSet};
 use super::provider::{
     Message, ModelProvider, ModelRequest, ModelResponse, ProviderEvent, ToolCall, ToolDefinition,
 };
@@ -48,6 +48,8 @@ pub(super) struct RunLoop {
     pub session: SessionRecord,
     pub provider: Arc<dyn ModelProvider>,
     pub tools: BTreeMap<String, Arc<Tool>>,
+    /// The same tools as the model reads them.
+    pub tool_set: ToolSet,
     pub policy: ApprovalPolicy,
     pub system: String,
     pub stop_on_denial: bool,
@@ -170,19 +172,10 @@ impl RunLoop {
 
     /// Step 2: the context, within its token budget, with a report of what went in.
     fn build_context(&mut self, step_id: &StepId) -> ModelRequest {
-        let definitions: Vec<ToolDefinition> = self
-            .tools
-            .values()
-            .map(|tool| ToolDefinition {
-                name: tool.name().to_owned(),
-                description: tool.manifest.description.clone(),
-                input_schema: tool.arguments.json().clone(),
-            })
-            .collect();
         let mut span = self.recorder.span("context", &self.step_parent());
         let built = context::build(
             &self.system,
-            &definitions,
+            &self.tool_set,
             &self.conversation,
             self.budget.limits.context_tokens,
         );
@@ -203,7 +196,7 @@ impl RunLoop {
         ModelRequest {
             system: self.system.clone(),
             messages: built.messages,
-            tools: definitions,
+            tools: self.tool_set.definitions.clone(),
             max_output_tokens: self.budget.limits.max_output_tokens,
             temperature: self.budget.limits.temperature,
         }
@@ -352,15 +345,29 @@ impl RunLoop {
 
     /// Saves the loop's state: where a restarted daemon goes on from.
     pub fn checkpoint(&self) {
-        self.recorder.checkpoint(&LoopState {
-            conversation: self.conversation.clone(),
-            usage: self.budget.usage,
+        self.recorder.checkpoint(Snapshot {
+            conversation: &self.conversation,
+            usage: &self.budget.usage,
             steps: self.budget.steps,
-            failures: self.budget.failures.clone(),
+            failures: &self.budget.failures,
             elapsed_ms: u64::try_from(self.budget.elapsed().as_millis()).unwrap_or(u64::MAX),
-            pending: self.pending.clone(),
+            pending: self.pending.as_ref(),
         });
     }
+}
+
+/// The run's tools as its model reads them.
+pub(super) fn tool_set(tools: &BTreeMap<String, Arc<Tool>>) -> ToolSet {
+    ToolSet::new(
+        tools
+            .values()
+            .map(|tool| ToolDefinition {
+                name: tool.name().to_owned(),
+                description: tool.manifest.description.clone(),
+                input_schema: tool.arguments.json().clone(),
+            })
+            .collect(),
+    )
 }
 
 /// Gives each proposed call an id of ours. The model's ids are kept for the conversation,
@@ -392,6 +399,7 @@ fn provider_call_id(call: &ToolCall, call_id: &CallId) -> String {
 mod tests {
     use serde_json::json;
 
+    use super::super::checkpoint::LoopState;
     use super::super::testing::{Harness, StalledDisk, finished, kinds};
     use super::*;
 

@@ -343,9 +343,10 @@ impl RunLoop {
         Ok(result)
     }
 
-    /// Step 6: runs the call, recording its start and output as they happen. The intent is
-    /// committed (with every event before it) before anything runs — `record_intent` false
-    /// only when re-running an idempotent call whose intent is there — and the result after.
+    /// Step 6: runs the call, recording its start and output as they happen. The intent of a
+    /// call that must not run twice is committed (with every event before it) before anything
+    /// runs — `record_intent` false only when re-running an idempotent call whose intent is
+    /// there — and the result after.
     async fn execute(
         &mut self,
         proposed: &Proposed<'_>,
@@ -363,8 +364,17 @@ impl RunLoop {
                 intent_at_ms: ids::now_ms(),
                 result: None,
             });
-            self.recorder.committed().await?;
-            intent.await?;
+            if valid.tool.manifest.idempotent {
+                // Running an idempotent call twice is harmless, so it need not wait for its
+                // intent: were the daemon to stop before the commit, the resumed run would find
+                // no intent and run the call again, as it may. The intent is still written
+                // before the call's events, so a recorded result always has its intent; a
+                // failed write shows at the next commit the loop waits for.
+                drop(intent);
+            } else {
+                self.recorder.committed().await?;
+                intent.await?;
+            }
         }
         let mut span = self.recorder.span("tool", &self.step_parent());
         span.set("provider_call_id", &proposed.provider_call_id);
@@ -548,6 +558,8 @@ fn tool_attributes(span: &mut Span, call_id: &CallId, tool: &str, result: &ToolR
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::json;
 
     use super::super::super::testing::{Harness, finished, kinds};
@@ -620,6 +632,106 @@ mod tests {
         let result = effect.result.expect("its result");
         assert_eq!(result.status, pb::ToolStatus::Ok as i32);
         assert_eq!(result.content, "{}");
+    }
+
+    /// Whether some process has the FIFO `gate` open for reading: a tool waiting on it is
+    /// running. When it is, a byte is written for it, and it finishes.
+    fn release_if_running(gate: &std::path::Path) -> bool {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(gate)
+        {
+            Ok(mut writer) => {
+                writer.write_all(b"x").expect("write the gate");
+                true
+            }
+            // ENXIO: nobody reads the FIFO yet.
+            Err(err) if err.raw_os_error() == Some(libc::ENXIO) => false,
+            Err(err) => panic!("cannot open the gate: {err}"),
+        }
+    }
+
+    /// A call that must not run twice runs only once its intent is committed; an idempotent
+    /// one does not wait for that commit (run again after a crash, it does no harm). With
+    /// commits stalled, the idempotent tool starts; its twin that is not idempotent starts
+    /// only once the disk is back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_a_call_that_must_not_run_twice_waits_for_its_intent() {
+        use super::super::super::testing::StalledDisk;
+        use crate::agent::AgentSettings;
+
+        for (tool, idempotent) in [("wait_other", true), ("wait_other_once", false)] {
+            let disk = Arc::new(StalledDisk::default());
+            let harness = Harness::build(disk.options(), AgentSettings::default());
+            let gate = harness.gate();
+            let other = harness.fifo("other");
+            // A first call holds the run while the disk is made to stall.
+            let script = json!({"turns": [
+                {"tool_calls": [{"name": "wait_gate", "arguments": {}}]},
+                {"tool_calls": [{"name": tool, "arguments": {}}]},
+                {"final": "done"}
+            ]});
+            let mut start = harness.scripted(&script, &["wait_gate", tool]);
+            start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+            let (_, mut follower) = harness.start(start).await;
+            follower
+                .until(|event| matches!(event, Event::ToolStarted(_)))
+                .await;
+            disk.set_closed(true);
+            let first = gate.clone();
+            let released = tokio::task::spawn_blocking(move || {
+                while !release_if_running(&first) {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            });
+            released.await.expect("join");
+            disk.stalled().await;
+
+            // The second call: started while the disk stalls only if it is idempotent.
+            let mut started = false;
+            for _ in 0..250 {
+                let other = other.clone();
+                if tokio::task::spawn_blocking(move || release_if_running(&other))
+                    .await
+                    .expect("join")
+                {
+                    started = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            // Opened before anything is asserted: a failing test must not leave the store's
+            // thread waiting for the disk, which would hang the test rather than fail it.
+            let stalled_throughout = disk.is_closed();
+            disk.set_closed(false);
+            assert!(stalled_throughout);
+            assert_eq!(started, idempotent, "{tool}");
+            if !started {
+                let other = other.clone();
+                tokio::task::spawn_blocking(move || {
+                    while !release_if_running(&other) {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                })
+                .await
+                .expect("join");
+            }
+            let log = follower.rest().await;
+            assert_eq!(finished(&log).final_text, "done", "{tool}");
+            let statuses: Vec<i32> = log
+                .iter()
+                .filter_map(|event| match &event.event {
+                    Some(Event::ToolFinished(finished)) => {
+                        finished.result.as_ref().map(|result| result.status)
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(statuses, [pb::ToolStatus::Ok as i32; 2], "{tool}");
+        }
     }
 
     #[tokio::test]

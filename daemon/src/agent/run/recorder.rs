@@ -12,7 +12,7 @@ use std::sync::Arc;
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
 
-use super::super::checkpoint::LoopState;
+use super::super::checkpoint::Snapshot;
 use super::super::log::RunLog;
 use super::budget::Stop;
 use crate::domain::{StopReason, Usage};
@@ -85,8 +85,8 @@ impl Recorder {
     }
 
     /// Hands an event to the log.
-    pub fn emit(&self, step: Option<&StepId>, event: Event) -> pb::RunEvent {
-        self.log.append(step, event)
+    pub fn emit(&self, step: Option<&StepId>, event: Event) {
+        self.log.append(step, event);
     }
 
     /// [`Recorder::emit`], unless a resumed run already has this call's event.
@@ -120,7 +120,7 @@ impl Recorder {
 
     /// Saves the loop's state, covering the log up to its last event: where a restarted
     /// daemon goes on from. Handed to the store after the events it covers.
-    pub fn checkpoint(&self, state: &LoopState) {
+    pub fn checkpoint(&self, state: Snapshot<'_>) {
         let checkpoint = Checkpoint {
             checkpoint_id: CheckpointId::new().into_string(),
             seq: self.log.last_seq(),

@@ -70,6 +70,15 @@ pub const MAX_MODULE_BYTES: u64 = 128 << 20;
 /// A wasm32 memory cannot exceed 4 GiB, and the pooling allocator reserves slots this size.
 const MAX_MEMORY_BYTES: u64 = 4 << 30;
 
+/// Bytes of a table slot reset with `memset` rather than `madvise` after each call: a
+/// system call per call, and the other core's TLB flush it forces, cost more than zeroing
+/// the few kilobytes a tool's function table uses. Larger tables are reset by the kernel.
+const TABLE_KEEP_RESIDENT: usize = 64 << 10;
+
+/// The same for linear memory: the first pages a call dirties (its stack and data) are
+/// zeroed in place and stay resident, so the next call takes no page faults there.
+const MEMORY_KEEP_RESIDENT: usize = 64 << 10;
+
 /// Calls that may run at once. Each needs a slot in the pooling allocator (reserved virtual
 /// memory, not resident memory); further calls wait for a slot, under their own deadline.
 pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 128;
@@ -126,7 +135,9 @@ impl WasmEngine {
             .max_memories_per_component(4)
             .max_tables_per_component(8)
             .max_memory_size(MAX_MEMORY_BYTES as usize)
-            .table_elements(limits::MAX_TABLE_ELEMENTS);
+            .table_elements(limits::MAX_TABLE_ELEMENTS)
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
+            .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT);
         let mut wasm = Config::new();
         wasm.epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

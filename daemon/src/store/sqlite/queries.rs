@@ -339,48 +339,73 @@ pub(super) fn finish_run(c: &Connection, run_id: &RunId, end: &RunEnd) -> StoreR
     .map(|_| ())
 }
 
-pub(super) fn append_event(
-    c: &Connection,
-    event: &pb::RunEvent,
-    spans: &[pb::Span],
-) -> StoreResult<()> {
-    let last: Option<i64> = query_row(
-        c,
-        "SELECT last_seq FROM runs WHERE run_id = ?1",
-        params![event.run_id],
-        |row| row.get(0),
-    )?;
-    let Some(last) = last else {
-        return Err(StoreError::UnknownRun(event.run_id.clone()));
-    };
-    let last = u64::try_from(last).unwrap_or(0);
-    if event.seq != last + 1 {
-        return Err(StoreError::OutOfOrder {
+/// An event and the spans that ended before it, encoded for their tables. Encoded by the
+/// caller, on its own thread: the store's one thread, which every run waits on, only writes.
+pub(super) struct EventRow {
+    run_id: String,
+    seq: u64,
+    event: Vec<u8>,
+    spans: Vec<SpanRow>,
+}
+
+struct SpanRow {
+    span_id: String,
+    start_unix_nano: i64,
+    span: Vec<u8>,
+}
+
+impl EventRow {
+    pub(super) fn new(event: &pb::RunEvent, spans: &[pb::Span]) -> EventRow {
+        EventRow {
             run_id: event.run_id.clone(),
             seq: event.seq,
-            last,
+            event: event.encode_to_vec(),
+            spans: spans
+                .iter()
+                .map(|span| SpanRow {
+                    span_id: span.span_id.clone(),
+                    start_unix_nano: span.start_unix_nano,
+                    span: span.encode_to_vec(),
+                })
+                .collect(),
+        }
+    }
+}
+
+pub(super) fn append_event(c: &Connection, row: &EventRow) -> StoreResult<()> {
+    // Takes the sequence number only if it is the next one: one statement for the check and
+    // the update, which every event pays.
+    let taken = execute(
+        c,
+        "UPDATE runs SET last_seq = ?2 WHERE run_id = ?1 AND last_seq = ?2 - 1",
+        params![row.run_id, seq_param(row.seq)],
+    )?;
+    if taken == 0 {
+        let last: Option<i64> = query_row(
+            c,
+            "SELECT last_seq FROM runs WHERE run_id = ?1",
+            params![row.run_id],
+            |row| row.get(0),
+        )?;
+        return Err(match last {
+            None => StoreError::UnknownRun(row.run_id.clone()),
+            Some(last) => StoreError::OutOfOrder {
+                run_id: row.run_id.clone(),
+                seq: row.seq,
+                last: u64::try_from(last).unwrap_or(0),
+            },
         });
     }
     execute(
         c,
         "INSERT INTO events (run_id, seq, event) VALUES (?1, ?2, ?3)",
-        params![event.run_id, seq_param(event.seq), event.encode_to_vec()],
+        params![row.run_id, seq_param(row.seq), row.event],
     )?;
-    execute(
-        c,
-        "UPDATE runs SET last_seq = ?2 WHERE run_id = ?1",
-        params![event.run_id, seq_param(event.seq)],
-    )?;
-    for span in spans {
+    for span in &row.spans {
         execute(
             c,
             "INSERT OR REPLACE INTO spans (run_id, span_id, start_unix_nano, span) VALUES (?1, ?2, ?3, ?4)",
-            params![
-                event.run_id,
-                span.span_id,
-                span.start_unix_nano,
-                span.encode_to_vec()
-            ],
+            params![row.run_id, span.span_id, span.start_unix_nano, span.span],
         )?;
     }
     Ok(())

@@ -9,14 +9,19 @@
 //! commit the shared-memory index), so no other connection could read it, and reading after
 //! the commit means a read never sees a write that is not yet durable.
 //!
-//! Each write of a batch runs inside a savepoint: one that fails (an event out of order, a
-//! constraint) is rolled back alone and answered with its error, and the others commit.
+//! A batch first runs its writes one after the other in the transaction, which costs each
+//! page it touches one write to the WAL at the commit. Should one of them fail (an event out
+//! of order, a constraint), the batch is rolled back and run again with each write inside a
+//! savepoint of its own: the failing one is undone alone and answered with its error, and the
+//! others commit. Savepoints are not the rule because each copies every page its write
+//! touches to a sub-journal first, which cost a busy daemon a seventh of its store thread.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
+use tokio::sync::oneshot;
 
 use super::BeforeCommit;
 use crate::store::{Pending, StoreError, StoreResult};
@@ -25,20 +30,46 @@ use crate::store::{Pending, StoreError, StoreResult};
 /// others' statements, far above what a busy daemon queues in one commit's time.
 const MAX_BATCH: usize = 512;
 
-/// What a write leaves to do once its batch is committed: answer its caller.
-struct Completion {
-    /// Whether the write's own statements succeeded (its savepoint is kept).
-    ok: bool,
-    answer: Box<dyn FnOnce(Option<StoreError>) + Send>,
+/// A write of a batch: its statements, which may run twice (see the module's doc), and its
+/// caller's answer once the batch is done.
+trait Write: Send {
+    /// Runs the statements inside the batch's transaction; whether they succeeded.
+    fn run(&mut self, connection: &Connection) -> bool;
+    /// Answers the caller: the last run's outcome, or `failed` when the batch did not commit.
+    fn answer(self: Box<Self>, failed: Option<StoreError>);
 }
 
-/// A write: given the connection inside the batch's transaction it runs its statements;
-/// given none (the batch could not run) it only produces the completion that fails.
-type WriteJob = Box<dyn FnOnce(Option<&Connection>) -> Completion + Send>;
+struct Request<T, F> {
+    work: F,
+    outcome: Option<StoreResult<T>>,
+    answer: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T, F> Write for Request<T, F>
+where
+    T: Send,
+    F: Fn(&Connection) -> StoreResult<T> + Send,
+{
+    fn run(&mut self, connection: &Connection) -> bool {
+        let outcome = guarded(|| (self.work)(connection));
+        let ok = outcome.is_ok();
+        self.outcome = Some(outcome);
+        ok
+    }
+
+    fn answer(self: Box<Self>, failed: Option<StoreError>) {
+        let outcome = match (failed, self.outcome) {
+            (Some(error), _) => Err(error),
+            (None, Some(outcome)) => outcome,
+            (None, None) => Err(StoreError::Io("the write's transaction did not run".into())),
+        };
+        let _ = self.answer.send(outcome);
+    }
+}
 
 enum Job {
     /// Statements for the batch's transaction.
-    Write(WriteJob),
+    Write(Box<dyn Write>),
     /// A read, run after the batch's commit.
     Read(Box<dyn FnOnce(&Connection) + Send>),
 }
@@ -65,26 +96,17 @@ impl Writer {
         })
     }
 
-    /// Runs `work` in the next batch's transaction; answers after the commit.
+    /// Runs `work` in the next batch's transaction (once, or twice when another write of
+    /// the batch fails); answers after the commit.
     pub(super) fn write<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+        work: impl Fn(&Connection) -> StoreResult<T> + Send + 'static,
     ) -> Pending<T> {
-        let (sender, pending) = Pending::channel();
-        let job = Job::Write(Box::new(move |connection: Option<&Connection>| {
-            let outcome = match connection {
-                Some(connection) => guarded(|| work(connection)),
-                None => Err(StoreError::Io("the write's transaction did not run".into())),
-            };
-            Completion {
-                ok: outcome.is_ok(),
-                answer: Box::new(move |commit_error| {
-                    let _ = sender.send(match commit_error {
-                        Some(error) => Err(error),
-                        None => outcome,
-                    });
-                }),
-            }
+        let (answer, pending) = Pending::channel();
+        let job = Job::Write(Box::new(Request {
+            work,
+            outcome: None,
+            answer,
         }));
         self.submit(job, pending)
     }
@@ -144,7 +166,10 @@ fn serve(connection: Connection, queue: Receiver<Job>, before_commit: Option<Bef
             }
         }
         if !writes.is_empty() {
-            commit_batch(&connection, writes, before_commit.as_ref());
+            let failed = commit_batch(&connection, &mut writes, before_commit.as_ref()).err();
+            for write in writes {
+                write.answer(failed.clone());
+            }
         }
         for read in reads {
             read(&connection);
@@ -152,69 +177,49 @@ fn serve(connection: Connection, queue: Receiver<Job>, before_commit: Option<Bef
     }
 }
 
+/// Commits the batch: all of it at once, or — when a write failed — the others without it.
+/// An error only when nothing of the batch was committed.
 fn commit_batch(
     connection: &Connection,
-    writes: Vec<WriteJob>,
+    writes: &mut [Box<dyn Write>],
     before_commit: Option<&BeforeCommit>,
-) {
-    let io = |err: rusqlite::Error| StoreError::Io(err.to_string());
-    if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE").map_err(io) {
-        abort(connection, &error, Vec::new(), writes);
-        return;
-    }
-    let mut completions: Vec<Completion> = Vec::with_capacity(writes.len());
-    let mut queue = writes.into_iter();
-    while let Some(write) = queue.next() {
-        if let Err(error) = connection.execute_batch("SAVEPOINT job").map_err(io) {
-            abort(
-                connection,
-                &error,
-                completions,
-                std::iter::once(write).chain(queue),
-            );
-            return;
-        }
-        let completion = write(Some(connection));
-        let close = if completion.ok {
-            "RELEASE job"
-        } else {
-            "ROLLBACK TO job; RELEASE job"
-        };
-        completions.push(completion);
-        if let Err(error) = connection.execute_batch(close).map_err(io) {
-            abort(connection, &error, completions, queue);
-            return;
+) -> StoreResult<()> {
+    statement(connection, "BEGIN IMMEDIATE")?;
+    if !writes.iter_mut().all(|write| write.run(connection)) {
+        statement(connection, "ROLLBACK")?;
+        statement(connection, "BEGIN IMMEDIATE")?;
+        if let Err(error) = run_apart(connection, writes) {
+            let _ = statement(connection, "ROLLBACK");
+            return Err(error);
         }
     }
     if let Some(before_commit) = before_commit {
         before_commit();
     }
-    let error = match connection.execute_batch("COMMIT").map_err(io) {
-        Ok(()) => None,
-        Err(error) => {
-            let _ = connection.execute_batch("ROLLBACK");
-            Some(error)
-        }
-    };
-    for completion in completions {
-        (completion.answer)(error.clone());
-    }
+    statement(connection, "COMMIT").inspect_err(|_| {
+        let _ = statement(connection, "ROLLBACK");
+    })
 }
 
-/// Rolls the batch back and answers every write of it, run or not, with `error`.
-fn abort(
-    connection: &Connection,
-    error: &StoreError,
-    done: Vec<Completion>,
-    rest: impl IntoIterator<Item = WriteJob>,
-) {
-    let _ = connection.execute_batch("ROLLBACK");
-    for completion in done {
-        (completion.answer)(Some(error.clone()));
+/// Runs each write in a savepoint of its own, undoing only those that fail.
+fn run_apart(connection: &Connection, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
+    for write in writes {
+        statement(connection, "SAVEPOINT job")?;
+        if !write.run(connection) {
+            statement(connection, "ROLLBACK TO job")?;
+        }
+        statement(connection, "RELEASE job")?;
     }
-    for write in rest {
-        (write(None).answer)(Some(error.clone()));
-    }
+    Ok(())
+}
+
+/// One of the batch's own statements, prepared once for the connection's life.
+fn statement(connection: &Connection, sql: &str) -> StoreResult<()> {
+    connection
+        .prepare_cached(sql)
+        .and_then(|mut statement| statement.execute([]))
+        .map(|_| ())
+        .map_err(|err| StoreError::Io(err.to_string()))
 }
 
 #[cfg(test)]
@@ -229,7 +234,7 @@ mod tests {
         Writer::start(connection, None).expect("thread")
     }
 
-    fn insert(k: i64) -> impl FnOnce(&Connection) -> StoreResult<()> + Send + 'static {
+    fn insert(k: i64) -> impl Fn(&Connection) -> StoreResult<()> + Send + 'static {
         move |c| {
             c.execute("INSERT INTO t (k) VALUES (?1)", [k])
                 .map(|_| ())

@@ -1,8 +1,7 @@
-//! Checkpoints: the loop's state, saved at every point a restarted daemon must be able to go
-//! on from — after the run starts, after each model response (with the calls it proposed),
-//! and after each of those calls is observed. Together with the effect journal, they let a
-//! resumed run continue exactly where it stopped, without running any call twice behind
-//! anyone's back.
+//! Checkpoints: the loop's state, saved where a restarted daemon goes on from — after the
+//! run starts and after each model response (with the calls it proposed). Together with the
+//! effect journal, which holds each call's result, they let a resumed run continue exactly
+//! where it stopped, without running any call twice behind anyone's back.
 //!
 //! The saved form is versioned JSON: this daemon writes version 2 and still reads the first
 //! form (parallel lists of messages and their sources, failures keyed by text), so a run

@@ -30,13 +30,6 @@ use writer::Writer;
 /// run loop's writes never parse SQL again.
 const STATEMENT_CACHE_CAPACITY: usize = 64;
 
-/// WAL pages written before they are copied back into the database (SQLite's default is
-/// 1,000). A checkpoint copies each page once however often it was rewritten, and a busy
-/// daemon rewrites the same few pages (a run's row, the tails of the event and span
-/// tables) in every commit: fewer, larger checkpoints copy far fewer pages in all, for a
-/// WAL of up to 16 MiB.
-const WAL_AUTOCHECKPOINT_PAGES: u32 = 4000;
-
 /// Run on the store's thread before each commit: tests make it wait, standing for a slow
 /// disk.
 pub type BeforeCommit = Arc<dyn Fn() + Send + Sync>;
@@ -123,8 +116,7 @@ fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connectio
     };
     connection
         .execute_batch(&format!(
-            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000; \
-             PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES};"
+            "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;"
         ))
         .map_err(open_error)?;
     let check: String = connection

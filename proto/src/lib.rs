@@ -13,6 +13,31 @@ pub mod v1 {
     /// The encoded `FileDescriptorSet` of every `airlock.v1` file, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         include_bytes!(concat!(env!("OUT_DIR"), "/airlock_descriptor.bin"));
+
+    impl run_event::Event {
+        /// The event's kind, as its field is named in `RunEvent.event`.
+        pub fn kind(&self) -> &'static str {
+            use run_event::Event;
+            match self {
+                Event::RunStarted(_) => "run_started",
+                Event::StepStarted(_) => "step_started",
+                Event::ContextBuilt(_) => "context_built",
+                Event::ModelText(_) => "model_text",
+                Event::ModelRetry(_) => "model_retry",
+                Event::ToolCallProposed(_) => "tool_call_proposed",
+                Event::ToolCallRejected(_) => "tool_call_rejected",
+                Event::ApprovalRequested(_) => "approval_requested",
+                Event::ApprovalResolved(_) => "approval_resolved",
+                Event::ToolStarted(_) => "tool_started",
+                Event::ToolOutput(_) => "tool_output",
+                Event::ToolFinished(_) => "tool_finished",
+                Event::UserInput(_) => "user_input",
+                Event::DecisionRejected(_) => "decision_rejected",
+                Event::RunFinished(_) => "run_finished",
+                Event::RunResumed(_) => "run_resumed",
+            }
+        }
+    }
 }
 
 /// OTLP/gRPC trace export (OTLP 1.x), generated from airlock's wire-compatible subset in

@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use airlock_daemon::Daemon;
 use airlock_daemon::config::AgentSettings;
-use airlock_daemon::config::{AuthSettings, DaemonConfig, ListenAddr, TlsFiles};
+use airlock_daemon::config::{
+    ApprovalRights, AuthSettings, DaemonConfig, ListenAddr, TenantFile, TlsFiles,
+};
 use airlock_proto::v1 as pb;
 use pb::execute_tool_event::Event;
 use tempfile::TempDir;
@@ -97,6 +99,53 @@ pub(crate) async fn connect_with_token(endpoint: &str, token: &str) -> AuthedCha
         .await
         .expect("connect to airlockd");
     InterceptedService::new(channel, BearerToken::new(token))
+}
+
+/// The token of the tenant `ci` that [`ci_tenant`] configures.
+pub const CI_TOKEN: &str = "ci-token-0123456789abcdef";
+
+/// Writes `text` to `dir/name`, readable by its owner alone, as the daemon requires of
+/// token files and keys.
+pub fn private_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// A tenant whose token is in `token_file`, allowed `tools`, with no roots of its own and no
+/// caps.
+pub fn tenant(
+    name: &str,
+    token_file: PathBuf,
+    tools: &[&str],
+    approvals: ApprovalRights,
+) -> TenantFile {
+    TenantFile {
+        name: name.into(),
+        token_file: Some(token_file),
+        token_env: None,
+        tools: tools.iter().map(|tool| (*tool).to_owned()).collect(),
+        workspace_roots: Vec::new(),
+        approvals,
+        max_concurrent_runs: None,
+        max_concurrent_executions: None,
+    }
+}
+
+/// Access for one tenant besides the default: `ci`, with the token [`CI_TOKEN`] (its file in
+/// `secrets`), allowed `tools`, answering no approvals.
+pub fn ci_tenant(secrets: &Path, tools: &[&str]) -> AuthSettings {
+    AuthSettings {
+        unix_socket_trust: false,
+        tenants: vec![tenant(
+            "ci",
+            private_file(secrets, "ci", CI_TOKEN),
+            tools,
+            ApprovalRights::None,
+        )],
+    }
 }
 
 /// The token a daemon created in `state_dir`.

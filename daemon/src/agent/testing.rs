@@ -60,42 +60,22 @@ profile = "strict"
 input_schema = { type = "object" }
 "#;
 
-const WAIT_GATE_TOML: &str = r#"name = "wait_gate"
+/// A process tool that waits until a byte arrives on the workspace's FIFO `fifo`.
+fn fifo_tool(name: &str, fifo: &str, idempotent: bool) -> String {
+    format!(
+        r#"name = "{name}"
 version = "0.1.0"
-description = "Waits for a byte on the workspace's FIFO `gate`."
+description = "Waits for a byte on the workspace's FIFO `{fifo}`."
 risk = "read_only"
 engine = "process"
-command = ["/usr/bin/head", "-c1", "/workspace/gate"]
+command = ["/usr/bin/head", "-c1", "/workspace/{fifo}"]
 abi = "argv"
 profile = "process-readonly"
-idempotent = true
-input_schema = { type = "object" }
-"#;
-
-/// Like `wait_gate`, on the FIFO `other`: an idempotent tool, and (`_once`) one that must not
-/// run twice.
-const WAIT_OTHER_TOML: &str = r#"name = "wait_other"
-version = "0.1.0"
-description = "Waits for a byte on the workspace's FIFO `other`."
-risk = "read_only"
-engine = "process"
-command = ["/usr/bin/head", "-c1", "/workspace/other"]
-abi = "argv"
-profile = "process-readonly"
-idempotent = true
-input_schema = { type = "object" }
-"#;
-
-const WAIT_OTHER_ONCE_TOML: &str = r#"name = "wait_other_once"
-version = "0.1.0"
-description = "Waits for a byte on the workspace's FIFO `other`, and must not run twice."
-risk = "read_only"
-engine = "process"
-command = ["/usr/bin/head", "-c1", "/workspace/other"]
-abi = "argv"
-profile = "process-readonly"
-input_schema = { type = "object" }
-"#;
+idempotent = {idempotent}
+input_schema = {{ type = "object" }}
+"#
+    )
+}
 
 pub(crate) struct Harness {
     pub runtime: Arc<AgentRuntime>,
@@ -113,11 +93,15 @@ impl Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let tools = dir.path().join("tools");
         for (name, manifest) in [
-            ("noop", NOOP_TOML),
-            ("touch", WRITE_TOML),
-            ("wait_gate", WAIT_GATE_TOML),
-            ("wait_other", WAIT_OTHER_TOML),
-            ("wait_other_once", WAIT_OTHER_ONCE_TOML),
+            ("noop", NOOP_TOML.to_owned()),
+            ("touch", WRITE_TOML.to_owned()),
+            ("wait_gate", fifo_tool("wait_gate", "gate", true)),
+            // On a FIFO of their own: an idempotent tool, and one that must not run twice.
+            ("wait_other", fifo_tool("wait_other", "other", true)),
+            (
+                "wait_other_once",
+                fifo_tool("wait_other_once", "other", false),
+            ),
         ] {
             std::fs::create_dir_all(tools.join(name)).expect("mkdir");
             std::fs::write(tools.join(name).join("tool.toml"), manifest).expect("write");
@@ -261,25 +245,7 @@ impl Follower {
 pub(crate) fn kinds(events: &[pb::RunEvent]) -> Vec<&'static str> {
     events
         .iter()
-        .map(|event| match &event.event {
-            Some(Event::RunStarted(_)) => "run_started",
-            Some(Event::StepStarted(_)) => "step_started",
-            Some(Event::ContextBuilt(_)) => "context_built",
-            Some(Event::ModelText(_)) => "model_text",
-            Some(Event::ModelRetry(_)) => "model_retry",
-            Some(Event::ToolCallProposed(_)) => "tool_call_proposed",
-            Some(Event::ToolCallRejected(_)) => "tool_call_rejected",
-            Some(Event::ApprovalRequested(_)) => "approval_requested",
-            Some(Event::ApprovalResolved(_)) => "approval_resolved",
-            Some(Event::ToolStarted(_)) => "tool_started",
-            Some(Event::ToolOutput(_)) => "tool_output",
-            Some(Event::ToolFinished(_)) => "tool_finished",
-            Some(Event::UserInput(_)) => "user_input",
-            Some(Event::DecisionRejected(_)) => "decision_rejected",
-            Some(Event::RunFinished(_)) => "run_finished",
-            Some(Event::RunResumed(_)) => "run_resumed",
-            None => "none",
-        })
+        .map(|event| event.event.as_ref().map_or("none", Event::kind))
         .collect()
 }
 

@@ -71,18 +71,7 @@ async fn a_run_reads_a_file_and_finishes_with_numbered_events() {
     let kinds: Vec<&str> = run
         .seen
         .iter()
-        .map(|event| match event.event.as_ref().unwrap() {
-            Event::RunStarted(_) => "run_started",
-            Event::StepStarted(_) => "step_started",
-            Event::ContextBuilt(_) => "context_built",
-            Event::ModelText(_) => "model_text",
-            Event::ToolCallProposed(_) => "tool_call_proposed",
-            Event::ToolStarted(_) => "tool_started",
-            Event::ToolOutput(_) => "tool_output",
-            Event::ToolFinished(_) => "tool_finished",
-            Event::RunFinished(_) => "run_finished",
-            other => panic!("unexpected event {other:?}"),
-        })
+        .map(|event| event.event.as_ref().unwrap().kind())
         .filter(|kind| *kind != "tool_output")
         .collect();
     assert_eq!(

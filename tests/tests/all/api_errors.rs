@@ -4,17 +4,15 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::os::unix::fs::PermissionsExt;
 use std::pin::Pin;
 
-use airlock_daemon::config::{ApprovalRights, AuthSettings, TenantFile};
 use airlock_proto::v1 as pb;
-use airlock_tests::{AuthedChannel, DaemonOptions, TestDaemon, repo_root, scripted_run};
+use airlock_tests::{
+    AuthedChannel, CI_TOKEN, DaemonOptions, TestDaemon, ci_tenant, repo_root, scripted_run,
+};
 use serde_json::json;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Code;
-
-const CI_TOKEN: &str = "ci-token-0123456789abcdef";
 
 /// A well-formed id of `prefix` that names nothing.
 fn unknown(prefix: &str) -> String {
@@ -85,24 +83,9 @@ async fn open_run(
 #[tokio::test]
 async fn every_malformed_field_gets_its_status_and_names_the_field() {
     let secrets = tempfile::tempdir().unwrap();
-    let token_file = secrets.path().join("ci");
-    std::fs::write(&token_file, CI_TOKEN).unwrap();
-    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins")],
-        auth: AuthSettings {
-            unix_socket_trust: false,
-            tenants: vec![TenantFile {
-                name: "ci".into(),
-                token_file: Some(token_file),
-                token_env: None,
-                tools: vec!["read_file".into()],
-                workspace_roots: Vec::new(),
-                approvals: ApprovalRights::None,
-                max_concurrent_runs: None,
-                max_concurrent_executions: None,
-            }],
-        },
+        auth: ci_tenant(secrets.path(), &["read_file"]),
         ..DaemonOptions::default()
     })
     .await;

@@ -8,14 +8,13 @@ use std::time::Duration;
 
 use airlock_daemon::Daemon;
 use airlock_daemon::config::{
-    ApprovalRights, AuthSettings, ConfigFile, DaemonConfig, ListenAddr, Overrides, TenantFile,
-    TlsFiles,
+    ApprovalRights, AuthSettings, ConfigFile, DaemonConfig, ListenAddr, Overrides, TlsFiles,
 };
 use airlock_proto::v1 as pb;
 use airlock_tests::cli::Cli;
 use airlock_tests::{
-    AuthedChannel, BearerToken, DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root,
-    scripted_run, test_module,
+    AuthedChannel, BearerToken, DaemonOptions, TestDaemon, ToolsDir, cargo_bin, private_file,
+    repo_root, scripted_run, tenant, test_module,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -27,26 +26,6 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-9876543210";
-
-fn private_file(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
-
-fn tenant(name: &str, token_file: PathBuf, tools: &[&str]) -> TenantFile {
-    TenantFile {
-        name: name.into(),
-        token_file: Some(token_file),
-        token_env: None,
-        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
-        workspace_roots: Vec::new(),
-        approvals: ApprovalRights::Own,
-        max_concurrent_runs: None,
-        max_concurrent_executions: None,
-    }
-}
 
 /// A daemon with tenants `alice` (every tool) and `bob` (read_file, write_file and spin, in
 /// his own root, one call and one run at a time).
@@ -70,11 +49,13 @@ impl TwoTenants {
             "alice",
             private_file(secrets.path(), "alice", ALICE),
             &["*"],
+            ApprovalRights::Own,
         );
         let mut bob = tenant(
             "bob",
             private_file(secrets.path(), "bob", BOB),
             &["read_file", "write_file", "spin"],
+            ApprovalRights::Own,
         );
         bob.workspace_roots = vec![shared.path().join("bob")];
         bob.max_concurrent_executions = Some(1);
@@ -672,6 +653,7 @@ async fn capped_daemon(cap: u32) -> (TestDaemon, ToolsDir, TempDir) {
         "capped",
         private_file(secrets.path(), "capped", CAPPED),
         &["spin", "write_file"],
+        ApprovalRights::Own,
     );
     capped.max_concurrent_runs = Some(cap);
     capped.max_concurrent_executions = Some(cap);

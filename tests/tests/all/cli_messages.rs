@@ -2,12 +2,12 @@
 //! the table in `airlock_client::exit_code`, and a message that names the flag, file or
 //! command that fixes it — the same wording for the same mistake in every subcommand.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use airlock_daemon::config::{ApprovalRights, AuthSettings, TenantFile};
 use airlock_tests::cli::{Cli, CliRun};
-use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, repo_root, test_module};
+use airlock_tests::{
+    CI_TOKEN, DaemonOptions, TestDaemon, ToolsDir, ci_tenant, repo_root, test_module,
+};
 
 /// Runs `airlock --server ENDPOINT ARGS` in `cwd` with `token` (none: no token anywhere).
 async fn airlock_in(
@@ -33,24 +33,12 @@ async fn daemon() -> (TestDaemon, ToolsDir, tempfile::TempDir) {
     extra.add_file("spin", &test_module("spin"), "timeout_ms = 60000");
     extra.add_file("exit_code", &test_module("exit_code"), "");
     let secrets = tempfile::tempdir().unwrap();
-    let ci_token = secrets.path().join("ci");
-    std::fs::write(&ci_token, "ci-token-0123456789abcdef").unwrap();
-    std::fs::set_permissions(&ci_token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut auth = ci_tenant(secrets.path(), &["spin", "read_file"]);
+    auth.tenants[0].max_concurrent_runs = Some(1);
+    auth.tenants[0].max_concurrent_executions = Some(1);
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins"), extra.path().to_owned()],
-        auth: AuthSettings {
-            unix_socket_trust: false,
-            tenants: vec![TenantFile {
-                name: "ci".into(),
-                token_file: Some(ci_token),
-                token_env: None,
-                tools: vec!["spin".into(), "read_file".into()],
-                workspace_roots: Vec::new(),
-                approvals: ApprovalRights::None,
-                max_concurrent_runs: Some(1),
-                max_concurrent_executions: Some(1),
-            }],
-        },
+        auth,
         ..DaemonOptions::default()
     })
     .await;
@@ -135,7 +123,7 @@ async fn each_class_of_mistake_has_its_code_and_names_what_fixes_it() {
     );
 
     // A tenant without the right, and one at its cap.
-    let ci = Some("ci-token-0123456789abcdef");
+    let ci = Some(CI_TOKEN);
     let (code, _, stderr) = airlock_in(endpoint, at, ci, &["approvals"]).await;
     assert_eq!(code, 77, "{stderr}");
     assert!(
@@ -144,7 +132,7 @@ async fn each_class_of_mistake_has_its_code_and_names_what_fixes_it() {
     );
     // A call of the tenant's holds its only slot while it runs.
     let mut holder = airlock_proto::v1::tools_client::ToolsClient::new(
-        daemon.channel_with_token("ci-token-0123456789abcdef").await,
+        daemon.channel_with_token(CI_TOKEN).await,
     );
     let mut running = holder
         .execute_tool(airlock_proto::v1::ExecuteToolRequest {

@@ -168,25 +168,7 @@ async fn whole_log(daemon: &DaemonProcess, run_id: &str) -> Vec<pb::RunEvent> {
 }
 
 fn kind(event: &pb::RunEvent) -> &'static str {
-    match event.event.as_ref() {
-        Some(Event::RunStarted(_)) => "run_started",
-        Some(Event::StepStarted(_)) => "step_started",
-        Some(Event::ContextBuilt(_)) => "context_built",
-        Some(Event::ModelText(_)) => "model_text",
-        Some(Event::ModelRetry(_)) => "model_retry",
-        Some(Event::ToolCallProposed(_)) => "tool_call_proposed",
-        Some(Event::ToolCallRejected(_)) => "tool_call_rejected",
-        Some(Event::ApprovalRequested(_)) => "approval_requested",
-        Some(Event::ApprovalResolved(_)) => "approval_resolved",
-        Some(Event::ToolStarted(_)) => "tool_started",
-        Some(Event::ToolOutput(_)) => "tool_output",
-        Some(Event::ToolFinished(_)) => "tool_finished",
-        Some(Event::UserInput(_)) => "user_input",
-        Some(Event::DecisionRejected(_)) => "decision_rejected",
-        Some(Event::RunFinished(_)) => "run_finished",
-        Some(Event::RunResumed(_)) => "run_resumed",
-        None => "none",
-    }
+    event.event.as_ref().map_or("none", Event::kind)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

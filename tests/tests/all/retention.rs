@@ -3,13 +3,13 @@
 //! goes on; only the operator's tenant may ask, and an age is needed when the daemon has no
 //! retention of its own.
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use airlock_daemon::config::{ApprovalRights, AuthSettings, TenantFile};
 use airlock_proto::v1 as pb;
 use airlock_tests::cli::Cli;
-use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, repo_root, scripted_run, test_module};
+use airlock_tests::{
+    CI_TOKEN, DaemonOptions, TestDaemon, ToolsDir, ci_tenant, repo_root, scripted_run, test_module,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -21,24 +21,9 @@ async fn gc_deletes_what_finished_and_keeps_what_has_not() {
         "[output]\nmax_bytes = 100\ntruncate = \"head\"",
     );
     let secrets = tempfile::tempdir().unwrap();
-    let ci_token = secrets.path().join("ci");
-    std::fs::write(&ci_token, "ci-token-0123456789abcdef").unwrap();
-    std::fs::set_permissions(&ci_token, std::fs::Permissions::from_mode(0o600)).unwrap();
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins"), tools.path().to_owned()],
-        auth: AuthSettings {
-            unix_socket_trust: false,
-            tenants: vec![TenantFile {
-                name: "ci".into(),
-                token_file: Some(ci_token),
-                token_env: None,
-                tools: vec!["*".into()],
-                workspace_roots: Vec::new(),
-                approvals: ApprovalRights::None,
-                max_concurrent_runs: None,
-                max_concurrent_executions: None,
-            }],
-        },
+        auth: ci_tenant(secrets.path(), &["*"]),
         ..DaemonOptions::default()
     })
     .await;
@@ -79,7 +64,7 @@ async fn gc_deletes_what_finished_and_keeps_what_has_not() {
 
     // Another tenant may not.
     let forbidden = Cli::new(&daemon.endpoint, &["gc", "--older-than", "1ms"])
-        .token("ci-token-0123456789abcdef")
+        .token(CI_TOKEN)
         .run()
         .await;
     assert_eq!(forbidden.code, 77, "{forbidden:?}");

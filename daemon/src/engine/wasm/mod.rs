@@ -697,6 +697,51 @@ mod tests {
         assert!(stopped.is_err(), "the spinning call finished: {stopped:?}");
     }
 
+    /// A call starts from the module's own memory and tables, whatever the call before it
+    /// left in its pool slot: inside the bytes zeroed in place (`MEMORY_KEEP_RESIDENT`,
+    /// `TABLE_KEEP_RESIDENT`) and beyond them. The module traps if it finds what it writes.
+    #[tokio::test]
+    async fn a_call_sees_nothing_the_call_before_it_left() {
+        const INSIDE: usize = 1024;
+        const BEYOND: usize = MEMORY_KEEP_RESIDENT + 1024;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = WasmEngine::new(&WasmConfig {
+            cache_dir: dir.path().join("cache"),
+            max_concurrent_calls: 1,
+        })
+        .expect("engine");
+        let pages = BEYOND / 65536 + 1;
+        let slot = TABLE_KEEP_RESIDENT / 8 + 16;
+        let wat = format!(
+            r#"(module
+              (memory (export "memory") {pages})
+              (table {tables} funcref)
+              (func $marker)
+              (elem declare func $marker)
+              (func (export "_start")
+                (if (i32.load (i32.const {INSIDE})) (then unreachable))
+                (if (i32.load (i32.const {BEYOND})) (then unreachable))
+                (if (i32.eqz (ref.is_null (table.get (i32.const 0)))) (then unreachable))
+                (if (i32.eqz (ref.is_null (table.get (i32.const {slot})))) (then unreachable))
+                (i32.store (i32.const {INSIDE}) (i32.const 7))
+                (i32.store (i32.const {BEYOND}) (i32.const 7))
+                (table.set (i32.const 0) (ref.func $marker))
+                (table.set (i32.const {slot}) (ref.func $marker))))"#,
+            tables = slot + 1,
+        );
+        let tool = load(&engine, dir.path(), &wat);
+        let (profiles, _) =
+            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+        let profile = profiles.get("strict").expect("strict profile");
+        for call in 0..3 {
+            assert_eq!(
+                tool.run(launch(profile.clone())).await,
+                Exit::Code(0),
+                "call {call}"
+            );
+        }
+    }
+
     /// Loads `wasm` as tool `t` under a profile with `network`, from a fresh directory.
     fn load_under(network: &str, wasm: &[u8]) -> Result<Arc<dyn LoadedTool>, LoadError> {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -6,8 +6,9 @@ readonly AIRLOCK_RUST_TARGETS=(wasm32-wasip1 wasm32-wasip2)
 
 # What the build and tests need from Debian: clang-14, wasm-ld, wasi-libc and the wasm
 # builtins for the C plugin; python3 (with venv) reads `cargo metadata` and runs the
-# Python gRPC client test.
-readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 python3 python3-venv)
+# Python gRPC client test and the hosted MCP servers of the tests; nodejs (with npm) runs
+# the MCP servers from npm.
+readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 python3 python3-venv nodejs)
 
 die() {
     echo "${0##*/}: $*" >&2

@@ -52,11 +52,12 @@ summary() {
 }
 trap summary EXIT
 
-step "downloads, in the background: Debian packages, Rust targets, the Python client's packages"
+step "downloads, in the background: Debian packages, Rust targets, Python and npm packages"
 (
     ensure_apt_packages
     ensure_rust_targets
     tests/python/run.sh --install-only
+    tests/mcp/install.sh
 ) >"$installs_log" 2>&1 &
 installs=$!
 

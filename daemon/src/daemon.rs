@@ -12,6 +12,7 @@ use crate::api;
 use crate::config::DaemonConfig;
 use crate::egress::Resolver;
 use crate::engine::Engines;
+use crate::engine::mcp::McpEngine;
 use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
 use crate::output::{KeptLimits, KeptOutputs};
@@ -111,12 +112,14 @@ impl Daemon {
                 .unwrap_or_else(|| config.state_dir.join(MODULE_CACHE_DIR)),
             max_concurrent_calls: config.wasm_max_concurrent_calls,
         })?;
-        let process = ProcessEngine::new(&ProcessConfig {
+        let process = Arc::new(ProcessEngine::new(&ProcessConfig {
             state_dir: config.state_dir.clone(),
-        });
+        }));
+        let mcp = McpEngine::new(process.clone(), config.state_dir.clone());
         let engines = Engines::default()
             .with(Arc::new(wasm))
-            .with(Arc::new(process));
+            .with(process)
+            .with(Arc::new(mcp));
         let (registry, refused) = Registry::load(&config.tools_dirs, &profiles, &engines);
         for error in &refused {
             tracing::error!(tool = %error.path.display(), reason = %error.message, "tool refused");
@@ -307,6 +310,7 @@ impl Daemon {
             agents: self.agents.clone(),
             store: self.store.clone(),
             retention,
+            state_dir: self.config.state_dir.clone(),
         };
         let server = api::serve(services, listener, access, shutdown);
         tokio::pin!(server);

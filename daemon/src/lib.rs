@@ -20,6 +20,7 @@ mod pause;
 mod policy;
 mod profile;
 mod retention;
+mod secrets;
 mod store;
 mod tools;
 mod trace;

@@ -28,6 +28,16 @@ pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
             truncate: truncate_mode(manifest.output.truncate) as i32,
         }),
         needs_workspace: tool.profile.grants_workspace(),
+        mcp_server: manifest
+            .origin
+            .as_ref()
+            .map(|origin| origin.server.clone())
+            .unwrap_or_default(),
+        mcp_tool: manifest
+            .origin
+            .as_ref()
+            .map(|origin| origin.tool.clone())
+            .unwrap_or_default(),
     }
 }
 
@@ -193,6 +203,7 @@ pub fn risk(risk: Risk) -> pb::Risk {
         Risk::Write => pb::Risk::Write,
         Risk::Network => pb::Risk::Network,
         Risk::Install => pb::Risk::Install,
+        Risk::Exec => pb::Risk::Exec,
         Risk::Destructive => pb::Risk::Destructive,
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod egress;
+pub mod mcp;
 pub mod netns;
 pub mod procs;
 

@@ -57,6 +57,9 @@ async fn from_preview_mode(
         workspace: workspace.map(str::to_owned),
         timeout: None,
         read_only: true,
+        // A preview never reaches a hosted server: `preview` is refused for MCP manifests.
+        tenant: None,
+        in_run: true,
     }) {
         Ok(call) => call,
         Err(err) => return arguments_preview(arguments, format!("no preview: {err}")),

@@ -1,7 +1,8 @@
 //! `airlock.v1.Daemon`: what a client learns about the daemon before anything else — its
 //! version, the workspace roots the caller may use, and the limits its requests must keep —
-//! and, for the operator, garbage collection.
+//! and, for the operator, garbage collection and trust in hosted MCP servers' tools.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,15 +21,34 @@ use crate::tools::Executor;
 pub struct DaemonService {
     executor: Arc<Executor>,
     retention: Arc<Retention>,
+    state_dir: PathBuf,
 }
 
 impl DaemonService {
-    pub fn new(executor: Arc<Executor>, retention: Arc<Retention>) -> DaemonService {
+    pub fn new(
+        executor: Arc<Executor>,
+        retention: Arc<Retention>,
+        state_dir: PathBuf,
+    ) -> DaemonService {
         DaemonService {
             executor,
             retention,
+            state_dir,
         }
     }
+}
+
+/// Fails unless `tenant` is the daemon's operator, who alone may do `what`.
+fn operator_only(tenant: &super::tenants::Tenant, what: &str) -> Result<(), ApiError> {
+    if tenant.name == DEFAULT_TENANT {
+        return Ok(());
+    }
+    Err(ApiError::Forbidden {
+        tenant: tenant.name.clone(),
+        what: format!(
+            "may not {what}: only the `{DEFAULT_TENANT}` tenant, the daemon's operator, may"
+        ),
+    })
 }
 
 #[tonic::async_trait]
@@ -64,16 +84,7 @@ impl pb::daemon_server::Daemon for DaemonService {
     ) -> Result<Response<pb::CollectGarbageResponse>, Status> {
         let tenant = caller(&request)?;
         // It deletes every tenant's old runs: the operator's call alone.
-        if tenant.name != DEFAULT_TENANT {
-            return Err(ApiError::Forbidden {
-                tenant: tenant.name.clone(),
-                what: format!(
-                    "may not collect garbage: only the `{DEFAULT_TENANT}` tenant, the daemon's \
-                     operator, may"
-                ),
-            }
-            .into());
-        }
+        operator_only(&tenant, "collect garbage")?;
         let older_than = match request.into_inner().older_than_ms {
             0 => self.retention.configured().ok_or_else(|| {
                 ApiError::invalid(
@@ -96,5 +107,33 @@ impl pb::daemon_server::Daemon for DaemonService {
             outputs: swept.outputs,
             executions: swept.executions,
         }))
+    }
+
+    async fn trust_mcp_server(
+        &self,
+        request: Request<pb::TrustMcpServerRequest>,
+    ) -> Result<Response<pb::TrustMcpServerResponse>, Status> {
+        let tenant = caller(&request)?;
+        // Trust decides what every tenant's runs may call.
+        operator_only(&tenant, "change what is trusted")?;
+        let server = request.into_inner().server;
+        let hosted = self.executor.registry().tools().any(|tool| {
+            tool.manifest
+                .origin
+                .as_ref()
+                .is_some_and(|origin| origin.server == server)
+        });
+        let recorded = crate::engine::mcp::trust::is_recorded(&self.state_dir, &server);
+        if !hosted && !recorded {
+            return Err(ApiError::NotFound {
+                kind: "MCP server",
+                id: server,
+            }
+            .into());
+        }
+        let accepted = crate::engine::mcp::trust::accept_seen(&self.state_dir, &server)
+            .map_err(|message| ApiError::invalid("server", message))?;
+        tracing::warn!(%server, ?accepted, tenant = %tenant.name, "MCP server's tools trusted as last listed");
+        Ok(Response::new(pb::TrustMcpServerResponse { accepted }))
     }
 }

@@ -52,6 +52,8 @@ pub struct Services {
     pub agents: Arc<AgentRuntime>,
     pub store: Arc<dyn Store>,
     pub retention: Arc<Retention>,
+    /// The daemon's state dir, where hosted MCP servers' trust records are.
+    pub state_dir: std::path::PathBuf,
 }
 
 /// Serves every service on `listener` until `shutdown` resolves, then stops accepting and
@@ -67,6 +69,7 @@ pub async fn serve(
         agents,
         store,
         retention,
+        state_dir,
     } = services;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -87,7 +90,11 @@ pub async fn serve(
     health
         .set_serving::<DaemonServer<daemon::DaemonService>>()
         .await;
-    let info = DaemonServer::new(daemon::DaemonService::new(executor.clone(), retention));
+    let info = DaemonServer::new(daemon::DaemonService::new(
+        executor.clone(),
+        retention,
+        state_dir,
+    ));
     let tools = ToolsServer::new(tools::ToolsService::new(executor, store))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);

@@ -133,6 +133,8 @@ impl pb::tools_server::Tools for ToolsService {
                 timeout: (request.timeout_ms > 0)
                     .then(|| Duration::from_millis(request.timeout_ms)),
                 read_only: false,
+                tenant: Some(tenant.name.clone()),
+                in_run: false,
             })
             .map_err(ApiError::from)?;
         let (events, mut from_executor) = mpsc::unbounded_channel();

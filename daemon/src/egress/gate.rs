@@ -116,6 +116,13 @@ impl std::fmt::Debug for Gate {
 }
 
 impl Gate {
+    /// A gate with this one's rules and resolver, no approver and a ledger of its own: for
+    /// the connections of a long-lived hosted server, which no single call's approvers can
+    /// answer for.
+    pub fn detached(&self) -> Gate {
+        Gate::new(self.rules.clone(), self.resolver.clone(), None)
+    }
+
     pub fn new(
         rules: Rules,
         resolver: Arc<Resolver>,

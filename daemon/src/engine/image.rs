@@ -2,11 +2,15 @@
 //! is called, the digest it is pinned to, and the schema its arguments follow. A tool's
 //! manifest embeds one; the engines see nothing else of the manifest.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::EngineKind;
+use crate::secrets::Secrets;
 
 /// How arguments reach a tool and its result comes back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -25,6 +29,26 @@ pub enum Code {
     Module(PathBuf),
     /// A program and its arguments, never passed through a shell.
     Command { argv: Vec<String>, abi: Abi },
+    /// An MCP server whose tools airlock serves.
+    Mcp(Arc<McpServer>),
+}
+
+/// A hosted MCP server: how it is reached, and what its tools are trusted as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    pub transport: McpTransport,
+    /// The server may change the workspace; otherwise it is mounted read-only for it.
+    pub writes_workspace: bool,
+    /// An instance with no call for this long is stopped.
+    pub idle_timeout: Duration,
+    /// Tool name (as the server names it) to the digest its listing must have.
+    pub pins: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A program airlock starts in the process sandbox and talks to over stdin and stdout.
+    Stdio { command: Vec<String> },
 }
 
 /// What an engine loads.
@@ -39,6 +63,8 @@ pub struct ToolImage {
     pub sha256: Option<String>,
     /// The JSON Schema of the arguments: argv placeholders must name its properties.
     pub input_schema: serde_json::Value,
+    /// What the tool gets in its environment beyond its profile's.
+    pub secrets: Secrets,
 }
 
 impl ToolImage {
@@ -47,12 +73,14 @@ impl ToolImage {
         match self.code {
             Code::Module(_) => EngineKind::Wasm,
             Code::Command { .. } => EngineKind::Process,
+            Code::Mcp(_) => EngineKind::Mcp,
         }
     }
 
     pub fn abi(&self) -> Abi {
         match self.code {
-            Code::Module(_) => Abi::JsonStdio,
+            // An MCP tool's result is turned into the JSON ABI's by the engine.
+            Code::Module(_) | Code::Mcp(_) => Abi::JsonStdio,
             Code::Command { abi, .. } => abi,
         }
     }

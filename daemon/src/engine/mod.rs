@@ -6,6 +6,7 @@
 //! returned by `run`, and an engine must stop all of the tool's work when that happens.
 
 mod image;
+pub mod mcp;
 pub mod process;
 pub mod wasm;
 
@@ -21,14 +22,16 @@ use serde::Deserialize;
 
 use crate::output::OutputCapture;
 use crate::profile::Profile;
+use crate::secrets::Secrets;
 
-pub use image::{Abi, Code, ToolImage};
+pub use image::{Abi, Code, McpServer, McpTransport, ToolImage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
     Wasm,
     Process,
+    Mcp,
 }
 
 impl EngineKind {
@@ -36,6 +39,7 @@ impl EngineKind {
         match self {
             EngineKind::Wasm => "wasm",
             EngineKind::Process => "process",
+            EngineKind::Mcp => "mcp",
         }
     }
 
@@ -44,6 +48,7 @@ impl EngineKind {
         match text {
             "wasm" => Some(EngineKind::Wasm),
             "process" => Some(EngineKind::Process),
+            "mcp" => Some(EngineKind::Mcp),
             _ => None,
         }
     }
@@ -62,6 +67,16 @@ pub trait Engine: Send + Sync {
     /// Loads `image`, checks that `profile` can be enforced, and prepares the tool for
     /// calls.
     fn load(&self, image: &ToolImage, profile: &Profile) -> Result<Arc<dyn LoadedTool>, LoadError>;
+
+    /// The tools inside one image, for an engine whose images hold several (an MCP server's
+    /// tools). Engines whose images are one tool each refuse.
+    fn import(&self, image: &ToolImage, profile: &Arc<Profile>) -> Result<mcp::Imports, LoadError> {
+        let _ = profile;
+        Err(LoadError::Invalid {
+            path: image.source.clone(),
+            message: format!("the {} engine loads one tool per manifest", self.kind()),
+        })
+    }
 }
 
 /// A tool ready to be called.
@@ -87,6 +102,20 @@ pub struct Launch {
     /// The call's egress gate: `Some` exactly when the profile's network is an allow-list.
     /// Every outgoing connection of the tool goes through it.
     pub egress: Option<Arc<crate::egress::Gate>>,
+    /// The secrets the tool's manifest names, for its environment.
+    pub secrets: Secrets,
+    /// Who the call is for: hosted servers keep one instance per tenant and workspace.
+    pub tenant: Option<String>,
+}
+
+impl Launch {
+    /// The tool's environment: what its profile passes and sets, then its secrets.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let mut env = self.profile.resolve_env(|var| std::env::var(var).ok());
+        env.retain(|(name, _)| !self.secrets.iter().any(|secret| secret.env == *name));
+        env.extend(self.secrets.env());
+        env
+    }
 }
 
 /// How a call ended, from the engine's point of view.
@@ -98,8 +127,14 @@ pub enum Exit {
     Signal(i32),
     /// The tool trapped or crashed; the message says where.
     Trap(String),
+    /// What ran the call went away while the call was in flight (a hosted server died): the
+    /// call may or may not have acted.
+    Lost(String),
     /// A resource limit stopped the tool.
     LimitExceeded(String),
+    /// The call was refused before it reached the tool (a hosted tool that changed since it
+    /// was trusted).
+    Refused(String),
     /// The sandbox could not be set up; the tool did not run.
     SandboxError(String),
 }

@@ -59,7 +59,8 @@ pub fn session_grant_key(
     }))
 }
 
-fn sha256_of(value: &Value) -> String {
+/// sha256 of `value` in canonical form, lowercase hex.
+pub fn sha256_of(value: &Value) -> String {
     // serde_json's maps are ordered by key, so `to_string` is canonical.
     hex::encode(Sha256::digest(value.to_string().as_bytes()))
 }

@@ -5,7 +5,7 @@ mod approvals;
 mod digest;
 
 pub use approvals::{ApprovalBroker, Approver, Asked, DecisionError, Outcome, Verdict};
-pub use digest::{Binding, binding_digest, connect_digest, session_grant_key};
+pub use digest::{Binding, binding_digest, connect_digest, session_grant_key, sha256_of};
 
 use airlock_proto::v1 as pb;
 
@@ -88,7 +88,13 @@ mod tests {
 
     #[test]
     fn each_policy_treats_read_only_and_risky_calls_as_documented() {
-        let risky = [Risk::Write, Risk::Network, Risk::Install, Risk::Destructive];
+        let risky = [
+            Risk::Write,
+            Risk::Network,
+            Risk::Install,
+            Risk::Exec,
+            Risk::Destructive,
+        ];
         for risk in risky {
             assert!(matches!(gate(ApprovalPolicy::Always, risk), Gate::Ask(_)));
             assert!(matches!(gate(ApprovalPolicy::Risky, risk), Gate::Ask(_)));

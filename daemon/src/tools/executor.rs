@@ -18,6 +18,7 @@ use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::ExecutionId;
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
 use crate::profile::{GrantError, NetworkPolicy, Profile};
+use crate::secrets::Redactor;
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};
@@ -38,6 +39,11 @@ pub struct CallRequest {
     /// Run with every file grant of the tool's profile made read-only: how a write tool's
     /// preview is made, so that a preview cannot change anything whatever the tool does.
     pub read_only: bool,
+    /// The tenant the call is for (hosted servers keep an instance per tenant).
+    pub tenant: Option<String>,
+    /// The call is a step of a run: a call whose outcome is lost is then reported as
+    /// OUTCOME_UNKNOWN unless the tool is idempotent, so that the run never repeats it blindly.
+    pub in_run: bool,
 }
 
 /// Why a call could not even be prepared (as opposed to a call that ran and failed).
@@ -63,6 +69,8 @@ pub struct Call {
     /// Who decides about hosts outside the profile's allow-list, when the profile lets them
     /// be asked about: the run's approvals. `None` (gRPC ExecuteTool) refuses them.
     pub egress_approver: Option<Arc<dyn EgressApprover>>,
+    pub tenant: Option<String>,
+    pub in_run: bool,
 }
 
 impl Call {
@@ -82,6 +90,8 @@ impl std::fmt::Debug for Call {
             .field("workspace", &self.workspace)
             .field("timeout", &self.timeout)
             .field("egress_approver", &self.egress_approver.is_some())
+            .field("tenant", &self.tenant)
+            .field("in_run", &self.in_run)
             .finish()
     }
 }
@@ -106,6 +116,8 @@ pub struct Executor {
     kept: Option<Arc<KeptOutputs>>,
     /// Resolves the hosts of every call's egress, with the operator's overrides.
     resolver: Arc<Resolver>,
+    /// Every secret any tool receives, kept out of what calls report.
+    redactor: Redactor,
 }
 
 /// Why a call stopped before its tool finished.
@@ -117,7 +129,9 @@ enum Stopped {
 
 impl Executor {
     pub fn new(registry: Arc<Registry>, workspaces: WorkspaceRoots) -> Executor {
+        let redactor = Redactor::new(registry.tools().map(|tool| &tool.manifest.image.secrets));
         Executor {
+            redactor,
             registry,
             workspaces,
             executions: Executions::default(),
@@ -180,6 +194,8 @@ impl Executor {
             workspace,
             timeout,
             egress_approver: None,
+            tenant: request.tenant,
+            in_run: request.in_run,
         })
     }
 
@@ -226,9 +242,13 @@ impl Executor {
 
         let output_events = events.clone();
         let profile = call.profile;
+        let redactor = self.redactor.clone();
         let capture = OutputCapture::new(
             profile.limits.output_bytes,
-            Some(Box::new(move |chunk| {
+            Some(Box::new(move |mut chunk: OutputChunk| {
+                if !redactor.is_empty() {
+                    chunk.data = Bytes::from(redactor.redact_bytes(&chunk.data));
+                }
                 let _ = output_events.send(ExecutionEvent::Output(chunk));
             })),
         );
@@ -250,6 +270,8 @@ impl Executor {
             capture: capture.clone(),
             stats: stats.clone(),
             egress: egress.clone(),
+            secrets: tool.manifest.image.secrets.clone(),
+            tenant: call.tenant,
         };
         let started = Instant::now();
         let outcome = {
@@ -269,8 +291,22 @@ impl Executor {
             Ok(_) if capture.has_overflowed() => Err(Stopped::OutputLimit),
             other => other,
         };
-        let summary = capture.finish();
-        let (mut result, whole) = shape_result(&tool, &profile, call.timeout, outcome, &summary);
+        let mut summary = capture.finish();
+        if !self.redactor.is_empty() {
+            summary.stdout = self.redactor.redact_bytes(&summary.stdout);
+            summary.stderr_tail = self.redactor.redact_bytes(&summary.stderr_tail);
+        }
+        let (mut result, whole) = shape_result(
+            &tool,
+            &profile,
+            call.timeout,
+            call.in_run,
+            outcome,
+            &summary,
+        );
+        if !self.redactor.is_empty() {
+            result.error_message = self.redactor.redact(&result.error_message);
+        }
         // The whole output, exactly what the shown part was cut from, so that reading it from
         // where the shown part ends continues it.
         if let Some(whole) = whole
@@ -306,6 +342,7 @@ fn shape_result(
     tool: &Tool,
     profile: &Profile,
     timeout: Duration,
+    in_run: bool,
     outcome: Result<Exit, Stopped>,
     summary: &CaptureSummary,
 ) -> (ToolResult, Option<String>) {
@@ -404,6 +441,17 @@ fn shape_result(
         Exit::LimitExceeded(message) => {
             ToolResult::refused(ToolStatus::LimitExceeded, with_stderr(message))
         }
+        Exit::Lost(message) => {
+            // Inside a run, a call that may have acted must not look like one that failed
+            // cleanly: the run would try it again.
+            let status = if in_run && !tool.manifest.idempotent {
+                ToolStatus::OutcomeUnknown
+            } else {
+                ToolStatus::ToolError
+            };
+            ToolResult::refused(status, message)
+        }
+        Exit::Refused(message) => ToolResult::refused(ToolStatus::Denied, message),
         Exit::SandboxError(message) => ToolResult::refused(ToolStatus::SandboxError, message),
     };
     (result, None)

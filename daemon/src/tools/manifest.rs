@@ -1,14 +1,17 @@
 //! `tool.toml`: what a tool is, what it may do, and how it runs. Parsing is strict: unknown
 //! keys, a missing schema or an inconsistent engine section refuse the tool.
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::engine::{Abi, Code, EngineKind, ToolImage};
+use crate::engine::{Abi, Code, EngineKind, McpServer, McpTransport, ToolImage};
 use crate::output::OutputPolicy;
+use crate::secrets::{SecretSource, Secrets};
 
 /// A manifest is a page of TOML; anything larger is not one.
 const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
@@ -25,17 +28,22 @@ pub const MAX_TIMEOUT_MS: u64 = 60 * 60 * 1000;
 /// Profile of a tool that names none: no files, no network.
 const DEFAULT_PROFILE: &str = "strict";
 
+/// A hosted server with no call for a minute is stopped; the next call starts it again.
+const DEFAULT_IDLE_TIMEOUT_MS: u64 = 60_000;
+
 /// Tool names become function names in model APIs, which allow `[a-zA-Z0-9_-]{1,64}`;
 /// airlock keeps to the lowercase part of that.
 const MAX_NAME_LEN: usize = 64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// How much harm a tool can do, in order: each level is worse than the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Risk {
     ReadOnly,
     Write,
     Network,
     Install,
+    Exec,
     Destructive,
 }
 
@@ -46,6 +54,7 @@ impl Risk {
             Risk::Write => "write",
             Risk::Network => "network",
             Risk::Install => "install",
+            Risk::Exec => "exec",
             Risk::Destructive => "destructive",
         }
     }
@@ -65,6 +74,48 @@ pub struct Manifest {
     /// The tool implements preview mode (`"preview": true` changes nothing).
     pub preview: bool,
     pub output: OutputPolicy,
+    /// A server manifest's choices about its tools.
+    pub mcp: Option<Arc<McpPolicy>>,
+    /// For a tool of a hosted server: where it comes from.
+    pub origin: Option<McpOrigin>,
+}
+
+/// What an operator decided about a hosted server's tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpPolicy {
+    /// Only these tools are served (all when `None`).
+    pub allow: Option<Vec<String>>,
+    /// These tools are never served.
+    pub deny: Vec<String>,
+    /// Per tool: its risk, and whether a repeat is safe.
+    pub tools: BTreeMap<String, McpToolSettings>,
+}
+
+impl McpPolicy {
+    pub fn serves(&self, tool: &str) -> bool {
+        !self.deny.iter().any(|denied| denied == tool)
+            && self
+                .allow
+                .as_ref()
+                .is_none_or(|allowed| allowed.iter().any(|name| name == tool))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolSettings {
+    /// The tool's risk, whatever the server's annotations say.
+    pub risk: Option<Risk>,
+    /// The digest of the tool's listing that is trusted (see `airlock tools trust`).
+    pub sha256: Option<String>,
+    pub idempotent: Option<bool>,
+}
+
+/// A served tool's server, and its name there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpOrigin {
+    pub server: String,
+    pub tool: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +146,43 @@ struct ManifestFile {
     input_schema: Option<SchemaSource>,
     #[serde(default)]
     output: OutputPolicy,
+    mcp: Option<McpSection>,
+    #[serde(default)]
+    secrets: Vec<SecretSource>,
+}
+
+/// `[mcp]`: the server a manifest with `engine = "mcp"` hosts.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpSection {
+    transport: TransportKind,
+    command: Option<Vec<String>>,
+    url: Option<String>,
+    #[serde(default)]
+    workspace: WorkspaceAccess,
+    idle_timeout_ms: Option<u64>,
+    allow: Option<Vec<String>>,
+    #[serde(default)]
+    deny: Vec<String>,
+    #[serde(default)]
+    tools: BTreeMap<String, McpToolSettings>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TransportKind {
+    Stdio,
+    Http,
+}
+
+/// What a hosted server may do to the workspace of its instance. Read-only unless the
+/// manifest says otherwise: a long-lived process sees every call of its instance.
+#[derive(Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum WorkspaceAccess {
+    #[default]
+    ReadOnly,
+    ReadWrite,
 }
 
 #[derive(Deserialize)]
@@ -148,6 +236,13 @@ impl Manifest {
                 return Err(format!("`{key}` must not be empty"));
             }
         }
+        let secrets = Secrets::resolve(&file.secrets)?;
+        if file.engine == EngineKind::Mcp {
+            return Manifest::check_server(file, secrets, path);
+        }
+        if file.mcp.is_some() {
+            return Err("`[mcp]` is for MCP servers (`engine = \"mcp\"`)".into());
+        }
         let code = match (file.engine, file.module, file.command) {
             (EngineKind::Wasm, Some(module), None) => {
                 if file.abi.is_some_and(|abi| abi != Abi::JsonStdio) {
@@ -176,24 +271,15 @@ impl Manifest {
             (EngineKind::Process, None, None) => {
                 return Err("process tools need `command`, an argv array".into());
             }
+            (EngineKind::Mcp, _, _) => {
+                return Err("MCP servers are checked on their own path".into());
+            }
         };
         let sha256 = file
             .sha256
-            .map(|digest| {
-                let digest = digest.to_ascii_lowercase();
-                if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    Ok(digest)
-                } else {
-                    Err("`sha256` must be 64 hex digits".to_owned())
-                }
-            })
+            .map(|digest| check_sha256(&digest))
             .transpose()?;
-        let timeout_ms = file.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-        if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
-            return Err(format!(
-                "`timeout_ms` must be between 1 and {MAX_TIMEOUT_MS}"
-            ));
-        }
+        let timeout = check_timeout(file.timeout_ms)?;
         if file.output.max_bytes == 0 {
             return Err("`output.max_bytes` must be greater than 0".into());
         }
@@ -225,17 +311,160 @@ impl Manifest {
                 code,
                 sha256,
                 input_schema,
+                secrets,
             },
             version: file.version,
             description: file.description,
             risk: file.risk,
             profile: file.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
-            timeout: Duration::from_millis(timeout_ms),
+            timeout,
             idempotent: file.idempotent,
             preview: file.preview,
             output: file.output,
+            mcp: None,
+            origin: None,
         })
     }
+
+    /// A server manifest: `[mcp]` instead of a module or command, and no schema (each tool's
+    /// comes from the server).
+    fn check_server(file: ManifestFile, secrets: Secrets, path: &Path) -> Result<Manifest, String> {
+        let section = file
+            .mcp
+            .ok_or("MCP servers need an `[mcp]` section: `transport` and a `command`")?;
+        if file.module.is_some() || file.command.is_some() || file.abi.is_some() {
+            return Err(
+                "an MCP server names its program in `[mcp]`: `module`, `command` and `abi` are for other engines"
+                    .into(),
+            );
+        }
+        if file.input_schema.is_some() {
+            return Err(
+                "an MCP server's tools bring their own schemas: drop `input_schema`".into(),
+            );
+        }
+        if file.preview {
+            return Err("`preview` is not available for MCP servers".into());
+        }
+        let transport = match (section.transport, section.command, section.url) {
+            (TransportKind::Stdio, Some(command), None) => {
+                if command.is_empty() || command[0].is_empty() {
+                    return Err("`mcp.command` must name a program: [\"/usr/bin/node\", …]".into());
+                }
+                McpTransport::Stdio { command }
+            }
+            (TransportKind::Stdio, _, _) => {
+                return Err("`transport = \"stdio\"` needs `command` (and no `url`)".into());
+            }
+            (TransportKind::Http, _, _) => {
+                return Err(
+                    "`transport = \"http\"` is not served yet: host the server over stdio".into(),
+                );
+            }
+        };
+        let idle_timeout_ms = section.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS);
+        if idle_timeout_ms == 0 {
+            return Err("`mcp.idle_timeout_ms` must be greater than 0".into());
+        }
+        let mut pins = BTreeMap::new();
+        for (tool, settings) in &section.tools {
+            if let Some(digest) = &settings.sha256 {
+                pins.insert(tool.clone(), check_sha256(digest)?);
+            }
+        }
+        let sha256 = file
+            .sha256
+            .map(|digest| check_sha256(&digest))
+            .transpose()?;
+        let timeout = check_timeout(file.timeout_ms)?;
+        Ok(Manifest {
+            image: ToolImage {
+                name: file.name,
+                source: path.to_owned(),
+                code: Code::Mcp(Arc::new(McpServer {
+                    transport,
+                    writes_workspace: section.workspace == WorkspaceAccess::ReadWrite,
+                    idle_timeout: Duration::from_millis(idle_timeout_ms),
+                    pins,
+                })),
+                sha256,
+                input_schema: serde_json::json!({"type": "object"}),
+                secrets,
+            },
+            version: file.version,
+            description: file.description,
+            risk: file.risk,
+            profile: file.profile.unwrap_or_else(|| DEFAULT_PROFILE.to_owned()),
+            timeout,
+            idempotent: file.idempotent,
+            preview: false,
+            output: file.output,
+            mcp: Some(Arc::new(McpPolicy {
+                allow: section.allow,
+                deny: section.deny,
+                tools: section.tools,
+            })),
+            origin: None,
+        })
+    }
+
+    /// The manifest of `imported`, a tool of this server's.
+    pub fn for_imported(&self, imported: &crate::engine::mcp::Imported) -> Manifest {
+        let settings = self
+            .mcp
+            .as_ref()
+            .and_then(|policy| policy.tools.get(&imported.tool))
+            .cloned()
+            .unwrap_or_default();
+        let mut manifest = self.clone();
+        manifest.image.name = imported.name.clone();
+        manifest.image.input_schema = imported.input_schema.clone();
+        manifest.description = imported.description.clone();
+        manifest.risk = settings
+            .risk
+            .unwrap_or_else(|| raised_risk(self.risk, imported.hints));
+        manifest.idempotent = settings.idempotent.unwrap_or(self.idempotent);
+        manifest.mcp = None;
+        manifest.origin = Some(McpOrigin {
+            server: self.name().to_owned(),
+            tool: imported.tool.clone(),
+        });
+        manifest
+    }
+}
+
+/// A server's annotations can make a tool riskier than the manifest's default, never safer.
+fn raised_risk(default: Risk, hints: crate::engine::mcp::Hints) -> Risk {
+    let mut risk = default;
+    if hints.read_only == Some(false) {
+        risk = risk.max(Risk::Write);
+    }
+    if hints.open_world == Some(true) {
+        risk = risk.max(Risk::Network);
+    }
+    if hints.destructive == Some(true) && hints.read_only != Some(true) {
+        risk = risk.max(Risk::Destructive);
+    }
+    risk
+}
+
+fn check_sha256(digest: &str) -> Result<String, String> {
+    let digest = digest.to_ascii_lowercase();
+    if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(digest)
+    } else {
+        Err("`sha256` must be 64 hex digits".to_owned())
+    }
+}
+
+fn check_timeout(timeout_ms: Option<u64>) -> Result<Duration, String> {
+    let timeout_ms = timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+        return Err(format!(
+            "`timeout_ms` must be between 1 and {MAX_TIMEOUT_MS}"
+        ));
+    }
+    Ok(Duration::from_millis(timeout_ms))
 }
 
 fn check_name(name: &str) -> Result<(), String> {

@@ -4,6 +4,11 @@
 //! itself holds a `tool.toml` is one tool). A tool that cannot be served — a bad manifest, a
 //! missing module, a changed digest, a profile that doesn't exist or that its engine cannot
 //! enforce — is refused alone, with an error naming its file; the rest are served.
+//!
+//! A hosted MCP server's manifest (`engine = "mcp"`) is one folder and many tools: the
+//! engine lists them, the manifest's allow and deny lists pick those served, and each gets a
+//! manifest of its own derived from the server's (its schema and description from the
+//! server, its risk from the manifest, raised by the server's annotations).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,11 +77,27 @@ impl Registry {
             .flat_map(|dir| find_manifests(dir, &mut errors))
             .collect();
         for manifest_path in manifests {
-            match load_tool(&manifest_path, profiles, engines) {
-                Ok(tool) => {
+            let tools = match load_tools(&manifest_path, profiles, engines) {
+                Ok((tools, refusals)) => {
+                    errors.extend(refusals.into_iter().map(|message| ToolLoadError {
+                        path: manifest_path.clone(),
+                        message,
+                    }));
+                    tools
+                }
+                Err(message) => {
+                    errors.push(ToolLoadError {
+                        path: manifest_path,
+                        message,
+                    });
+                    continue;
+                }
+            };
+            for tool in tools {
+                {
                     if let Some(first) = origins.get(tool.name()) {
                         errors.push(ToolLoadError {
-                            path: manifest_path,
+                            path: manifest_path.clone(),
                             message: format!(
                                 "a tool named `{}` is already served from {}",
                                 tool.name(),
@@ -85,15 +106,11 @@ impl Registry {
                         });
                         continue;
                     }
-                    origins.insert(tool.name().to_owned(), manifest_path);
+                    origins.insert(tool.name().to_owned(), manifest_path.clone());
                     registry
                         .tools
                         .insert(tool.name().to_owned(), Arc::new(tool));
                 }
-                Err(message) => errors.push(ToolLoadError {
-                    path: manifest_path,
-                    message,
-                }),
             }
         }
         (registry, errors)
@@ -140,9 +157,14 @@ fn find_manifests(dir: &Path, errors: &mut Vec<ToolLoadError>) -> Vec<PathBuf> {
     manifests
 }
 
-fn load_tool(path: &Path, profiles: &Profiles, engines: &Engines) -> Result<Tool, String> {
+/// The tools of one manifest (one, or a server's), with the refusals of single tools of a
+/// server that are not served.
+fn load_tools(
+    path: &Path,
+    profiles: &Profiles,
+    engines: &Engines,
+) -> Result<(Vec<Tool>, Vec<String>), String> {
     let manifest = Manifest::load(path).map_err(|err| err.message)?;
-    let arguments = ArgumentSchema::compile(manifest.input_schema().clone())?;
     let profile = profiles
         .get(&manifest.profile)
         .map_err(|err| err.to_string())?;
@@ -152,13 +174,47 @@ fn load_tool(path: &Path, profiles: &Profiles, engines: &Engines) -> Result<Tool
             manifest.engine()
         )
     })?;
-    let loaded = engine
-        .load(&manifest.image, &profile)
+    let Some(policy) = manifest.mcp.clone() else {
+        let arguments = ArgumentSchema::compile(manifest.input_schema().clone())?;
+        let loaded = engine
+            .load(&manifest.image, &profile)
+            .map_err(|err| err.to_string())?;
+        let tool = Tool {
+            manifest,
+            arguments,
+            profile,
+            loaded,
+        };
+        return Ok((vec![tool], Vec::new()));
+    };
+    let imports = engine
+        .import(&manifest.image, &profile)
         .map_err(|err| err.to_string())?;
-    Ok(Tool {
-        manifest,
-        arguments,
-        profile,
-        loaded,
-    })
+    let mut refused = imports.refused;
+    let mut tools = Vec::new();
+    for imported in imports.tools {
+        if !policy.serves(&imported.tool) {
+            tracing::info!(server = manifest.name(), tool = %imported.tool, "not served: the manifest's allow or deny list leaves it out");
+            continue;
+        }
+        let tool_manifest = manifest.for_imported(&imported);
+        let arguments = match ArgumentSchema::compile(tool_manifest.input_schema().clone()) {
+            Ok(arguments) => arguments,
+            Err(message) => {
+                refused.push(format!(
+                    "tool `{}` of MCP server `{}`: {message}",
+                    imported.tool,
+                    manifest.name()
+                ));
+                continue;
+            }
+        };
+        tools.push(Tool {
+            manifest: tool_manifest,
+            arguments,
+            profile: profile.clone(),
+            loaded: imported.loaded,
+        });
+    }
+    Ok((tools, refused))
 }

@@ -264,6 +264,20 @@ impl AirlockClient {
         Ok(response.into_inner())
     }
 
+    /// Accepts the tool listing hosted MCP server `server` last gave as trusted; returns the
+    /// tools whose trust changed. The default tenant's call.
+    pub async fn trust_mcp_server(&self, server: &str) -> Result<Vec<String>, ClientError> {
+        let response = self
+            .daemon
+            .clone()
+            .trust_mcp_server(crate::proto::TrustMcpServerRequest {
+                server: server.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner().accepted)
+    }
+
     /// Every tool the daemon serves, in the daemon's order.
     pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ClientError> {
         let response = self

@@ -269,6 +269,8 @@ impl EngineCall<'_> {
             stats: Arc::new(RunStats::default()),
             // No network: the benchmarked tools run under `network = "none"`.
             egress: None,
+            secrets: Default::default(),
+            tenant: None,
         };
         let started = Instant::now();
         let exit = self.tool.run(launch).await;

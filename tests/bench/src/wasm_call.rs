@@ -146,6 +146,8 @@ async fn call_in_process(
         stats: Arc::new(RunStats::default()),
         // No network: the benchmarked tools run under `network = "none"`.
         egress: None,
+        secrets: Default::default(),
+        tenant: None,
     };
     let started = Instant::now();
     let exit = tool.run(launch).await;

@@ -384,6 +384,8 @@ impl RunLoop {
             workspace: self.session.workspace.clone(),
             timeout: None,
             read_only: false,
+            tenant: Some(self.run.tenant.clone()),
+            in_run: true,
         };
         let result = match self.shared.executor.prepare(request) {
             Ok(call) => {

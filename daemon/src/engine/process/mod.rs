@@ -34,10 +34,12 @@ mod plan;
 mod program;
 mod sandbox;
 mod seccomp;
+mod server;
 mod sys;
 mod view;
 
 pub(crate) use plan::openat2;
+pub use server::{RunningServer, ServerProgram, ServerStart};
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -336,7 +338,7 @@ impl ProcessTool {
                 ));
             }
         };
-        let mut env = launch.profile.resolve_env(|var| std::env::var(var).ok());
+        let mut env = launch.env();
         if self.blueprint.egress_port.is_some() {
             env = egress::proxy_env(env);
         }

@@ -472,7 +472,7 @@ fn wasi_context(name: &str, launch: &Launch) -> Result<WasiCtxBuilder, String> {
             StreamKind::Stderr,
         ))
         .arg(name)
-        .envs(&launch.profile.resolve_env(|var| std::env::var(var).ok()))
+        .envs(&launch.env())
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false);
@@ -652,6 +652,7 @@ mod tests {
             code: Code::Module(dir.join("t.wasm")),
             sha256: None,
             input_schema: serde_json::json!({"type": "object"}),
+            secrets: Default::default(),
         }
     }
 
@@ -672,6 +673,8 @@ mod tests {
             capture: OutputCapture::new(1024, None),
             stats: Arc::new(RunStats::default()),
             egress: None,
+            secrets: Default::default(),
+            tenant: None,
         }
     }
 

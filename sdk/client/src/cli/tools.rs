@@ -30,6 +30,12 @@ pub enum ToolsCommand {
     Exec(super::exec::ExecArgs),
     /// Print the whole output kept for a call whose result was cut, byte for byte.
     Output(super::full_output::OutputArgs),
+    /// Trust a hosted MCP server's tools as the daemon last listed them: its changed and new
+    /// tools, refused until then, may be called (the operator's command).
+    Trust {
+        /// The server's manifest name.
+        server: String,
+    },
 }
 
 pub async fn run<O: Write, E: Write>(
@@ -40,6 +46,20 @@ pub async fn run<O: Write, E: Write>(
     let (name, json) = match command {
         ToolsCommand::Exec(args) => return super::exec::run(args, server, out).await,
         ToolsCommand::Output(args) => return super::full_output::run(args, server, out).await,
+        ToolsCommand::Trust { server: name } => {
+            let client = server.connect().await?;
+            let accepted = client.trust_mcp_server(&name).await?;
+            let line = if accepted.is_empty() {
+                format!("MCP server `{name}`: its tools were already trusted as listed")
+            } else {
+                format!(
+                    "MCP server `{name}`: now trusted as listed: {}",
+                    accepted.join(", ")
+                )
+            };
+            out.line(&line)?;
+            return Ok(exit_code::OK);
+        }
         ToolsCommand::List { json } => (None, json),
         ToolsCommand::Show { name, json } => (Some(name), json),
     };

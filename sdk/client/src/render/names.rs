@@ -12,7 +12,7 @@ use crate::proto::{
     SpanStatus, StopReason, ToolStatus, TruncateMode,
 };
 
-/// `read_only`, `write`, `network`, `install` or `destructive`, as in `tool.toml`.
+/// `read_only`, `write`, `network`, `install`, `exec` or `destructive`, as in `tool.toml`.
 pub fn risk_name(raw: i32) -> Cow<'static, str> {
     match Risk::try_from(raw) {
         Ok(Risk::Unspecified) => Cow::Borrowed("unspecified"),
@@ -20,6 +20,7 @@ pub fn risk_name(raw: i32) -> Cow<'static, str> {
         Ok(Risk::Write) => Cow::Borrowed("write"),
         Ok(Risk::Network) => Cow::Borrowed("network"),
         Ok(Risk::Install) => Cow::Borrowed("install"),
+        Ok(Risk::Exec) => Cow::Borrowed("exec"),
         Ok(Risk::Destructive) => Cow::Borrowed("destructive"),
         Err(_) => Cow::Owned(format!("risk({raw})")),
     }

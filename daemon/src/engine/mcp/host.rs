@@ -1,0 +1,284 @@
+//! The lifecycle of one hosted server: an instance per (tenant, workspace), started on first
+//! use, stopped after an idle period, restarted with backoff after a crash.
+//!
+//! Instances of one server share nothing but their program: each has its own sandbox, so a
+//! tenant's server never sees another tenant's workspace or calls. Starting is serialised
+//! per key (two first calls start one instance); calls to a running instance are concurrent,
+//! unless the server may write its workspace — then they take turns, so that what one call
+//! changed is that call's alone.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use super::instance::{Instance, Listing};
+use super::trust::{Distrust, TrustStore};
+use crate::egress::Gate;
+use crate::engine::McpServer;
+use crate::engine::process::{ServerProgram, ServerStart};
+use crate::profile::Profile;
+use crate::secrets::Secrets;
+
+/// The first restart after a crash waits this long; each further one twice as long.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A server that keeps crashing is retried at most this rarely.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The idle reaper never looks more often than this, whatever the idle timeout.
+const MIN_REAP_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Who an instance serves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    tenant: Option<String>,
+    workspace: Option<PathBuf>,
+}
+
+#[derive(Default)]
+struct Entry {
+    instance: Option<Arc<Instance>>,
+    /// Crashes in a row, and when the last one was seen.
+    failures: u32,
+    failed_at: Option<Instant>,
+}
+
+pub struct Host {
+    pub name: String,
+    program: ServerProgram,
+    spec: Arc<McpServer>,
+    profile: Arc<Profile>,
+    secrets: Secrets,
+    pub trust: TrustStore,
+    entries: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Entry>>>>,
+    reaping: Mutex<bool>,
+}
+
+/// A call's hold on an instance: counted as in flight until dropped.
+pub struct Lease {
+    pub instance: Arc<Instance>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Ok(mut last) = self.instance.last_used.lock() {
+            *last = Instant::now();
+        }
+        self.instance.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Host {
+    pub fn new(
+        name: String,
+        program: ServerProgram,
+        spec: Arc<McpServer>,
+        profile: Arc<Profile>,
+        secrets: Secrets,
+        trust: TrustStore,
+    ) -> Host {
+        Host {
+            name,
+            program,
+            spec,
+            profile,
+            secrets,
+            trust,
+            entries: Mutex::default(),
+            reaping: Mutex::new(false),
+        }
+    }
+
+    fn start_spec(&self, workspace: Option<PathBuf>, egress: Option<&Arc<Gate>>) -> ServerStart {
+        let mut env = self.profile.resolve_env(|var| std::env::var(var).ok());
+        env.retain(|(name, _)| !self.secrets.iter().any(|secret| secret.env == *name));
+        env.extend(self.secrets.env());
+        ServerStart {
+            workspace,
+            env,
+            read_only: !self.spec.writes_workspace,
+            egress: egress.map(|gate| Arc::new(gate.detached())),
+        }
+    }
+
+    /// Starts an instance with `workspace`, lists its tools and stops it: what the registry
+    /// serves is known before the first call. Blocks; runs on a thread and runtime of its own
+    /// so that it can be called while the daemon is assembled.
+    pub fn list_once(&self, workspace: Option<PathBuf>) -> Result<Listing, String> {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|err| format!("cannot start a runtime to list tools: {err}"))?;
+                    runtime.block_on(async {
+                        // No egress gate: listing needs no network, and a server that wants it
+                        // to start finds none.
+                        let instance = Instance::start(
+                            &self.name,
+                            &self.program,
+                            self.start_spec(workspace, None),
+                            false,
+                        )
+                        .await?;
+                        instance.current_listing(&self.name).await
+                    })
+                })
+                .join()
+                .unwrap_or_else(|_| Err("listing the server's tools panicked".into()))
+        })
+    }
+
+    /// An instance for a call of `tenant` in `workspace`, started if there is none.
+    pub async fn lease(
+        self: &Arc<Self>,
+        tenant: Option<String>,
+        workspace: Option<PathBuf>,
+        egress: Option<&Arc<Gate>>,
+    ) -> Result<Lease, String> {
+        let key = Key {
+            tenant,
+            workspace: workspace.clone(),
+        };
+        let entry = {
+            let mut entries = self
+                .entries
+                .lock()
+                .map_err(|_| "the MCP host's table is poisoned")?;
+            entries.entry(key).or_default().clone()
+        };
+        let mut entry = entry.lock().await;
+        if let Some(instance) = &entry.instance {
+            if instance.is_alive() {
+                instance.in_flight.fetch_add(1, Ordering::SeqCst);
+                return Ok(Lease {
+                    instance: instance.clone(),
+                });
+            }
+            tracing::warn!(
+                server = %self.name,
+                stderr = %instance.stderr_tail(),
+                "MCP server instance ended; starting a new one"
+            );
+            // A crash after a long healthy life starts the backoff over.
+            if instance.started_at.elapsed() > MAX_BACKOFF {
+                entry.failures = 0;
+            }
+            entry.instance = None;
+            entry.failures = entry.failures.saturating_add(1);
+            entry.failed_at = Some(Instant::now());
+        }
+        if let Some(failed_at) = entry.failed_at {
+            let wait = backoff(entry.failures).saturating_sub(failed_at.elapsed());
+            tokio::time::sleep(wait).await;
+        }
+        let started = Instance::start(
+            &self.name,
+            &self.program,
+            self.start_spec(workspace, egress),
+            self.spec.writes_workspace,
+        )
+        .await;
+        let instance = match started {
+            Ok(instance) => Arc::new(instance),
+            Err(message) => {
+                entry.failures = entry.failures.saturating_add(1);
+                entry.failed_at = Some(Instant::now());
+                return Err(message);
+            }
+        };
+        instance.in_flight.fetch_add(1, Ordering::SeqCst);
+        entry.instance = Some(instance.clone());
+        drop(entry);
+        self.start_reaper();
+        Ok(Lease { instance })
+    }
+
+    /// Why `tool` may not be called on `instance` now, if it may not: its listing there
+    /// must be the trusted one.
+    pub async fn distrust(&self, instance: &Instance, tool: &str) -> Result<(), String> {
+        let listing = instance.current_listing(&self.name).await?;
+        let refused = self.trust.check(&listing.digests)?;
+        match refused.get(tool) {
+            Some(verdict) => {
+                tracing::warn!(server = %self.name, tool, reason = %verdict.explain(&self.name, tool), "refusing a changed MCP tool");
+                Err(verdict.explain(&self.name, tool))
+            }
+            None if !listing.digests.contains_key(tool) => {
+                Err(Distrust::New.explain(&self.name, tool).replace(
+                    "was not in the listing airlock trusted",
+                    "is no longer listed",
+                ))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Starts the task that stops idle instances, once.
+    fn start_reaper(self: &Arc<Self>) {
+        let Ok(mut reaping) = self.reaping.lock() else {
+            return;
+        };
+        if *reaping {
+            return;
+        }
+        *reaping = true;
+        let host = Arc::downgrade(self);
+        let idle = self.spec.idle_timeout;
+        let interval = (idle / 2).clamp(MIN_REAP_INTERVAL, Duration::from_secs(1));
+        tokio::spawn(reap_idle(host, idle, interval));
+    }
+}
+
+/// Stops instances with no call in flight for `idle`, until the host is gone.
+async fn reap_idle(host: Weak<Host>, idle: Duration, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(host) = host.upgrade() else { return };
+        let entries: Vec<_> = match host.entries.lock() {
+            Ok(entries) => entries.values().cloned().collect(),
+            Err(_) => return,
+        };
+        for entry in entries {
+            // An entry that is starting an instance is in use.
+            let Ok(mut entry) = entry.try_lock() else {
+                continue;
+            };
+            let idle_now = entry.instance.as_ref().is_some_and(|instance| {
+                instance.in_flight.load(Ordering::SeqCst) == 0
+                    && instance
+                        .last_used
+                        .lock()
+                        .is_ok_and(|last| last.elapsed() >= idle)
+            });
+            if idle_now {
+                tracing::info!(server = %host.name, "stopping an idle MCP server instance");
+                entry.instance = None;
+            }
+        }
+    }
+}
+
+fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST_BACKOFF
+        .saturating_mul(1 << doublings)
+        .min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        assert_eq!(backoff(1), FIRST_BACKOFF);
+        assert_eq!(backoff(2), FIRST_BACKOFF * 2);
+        assert_eq!(backoff(100), MAX_BACKOFF);
+    }
+}

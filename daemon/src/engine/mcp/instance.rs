@@ -1,0 +1,272 @@
+//! One running instance of a hosted server: its sandbox, the MCP connection to it, what it
+//! last listed, and the tail of what it wrote to stderr.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::Tool as McpTool;
+use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio::io::AsyncReadExt as _;
+use tokio::net::unix::pipe;
+use tokio_util::sync::CancellationToken;
+
+use super::client::Client;
+use super::trust::tool_digest;
+use crate::engine::Exit;
+use crate::engine::process::{RunningServer, ServerProgram, ServerStart};
+
+/// The largest JSON-RPC message accepted from a server; a longer line is dropped (and the
+/// call it answered runs into its deadline). Well above any output limit a profile sets.
+const MAX_MESSAGE_BYTES: usize = 8 << 20;
+
+/// How long a server gets to start and answer `initialize`: `npx` and `uvx` servers start an
+/// interpreter and load a package first.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a server gets to list its tools.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The end of a server's stderr kept for its logs and for the message of a call it failed.
+const STDERR_KEPT_BYTES: usize = 16 * 1024;
+
+/// What a server listed: its tools by name, with their digests.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub tools: Vec<McpTool>,
+    pub digests: BTreeMap<String, String>,
+}
+
+impl Listing {
+    fn new(tools: Vec<McpTool>) -> Listing {
+        let digests = tools
+            .iter()
+            .map(|tool| (tool.name.to_string(), tool_digest(tool)))
+            .collect();
+        Listing { tools, digests }
+    }
+}
+
+pub struct Instance {
+    service: RunningService<RoleClient, Client>,
+    server: Arc<RunningServer>,
+    /// Cancelled when the server's process has ended.
+    ended: CancellationToken,
+    exit: Arc<Mutex<Option<Exit>>>,
+    listing: Mutex<Listing>,
+    tools_changed: Arc<AtomicBool>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    /// Calls in flight, and when the last one ended: the idle reaper's inputs.
+    pub in_flight: AtomicUsize,
+    pub last_used: Mutex<Instant>,
+    pub started_at: Instant,
+    /// Held by each call of a server that may write its workspace: one at a time.
+    pub serial: Option<tokio::sync::Mutex<()>>,
+}
+
+impl Instance {
+    /// Starts the server in its sandbox, initializes it and lists its tools.
+    pub async fn start(
+        name: &str,
+        program: &ServerProgram,
+        start: ServerStart,
+        serial: bool,
+    ) -> Result<Instance, String> {
+        let workspace = start.workspace.is_some();
+        let mut server = program.start(start).await?;
+        let (stdin, stdout, stderr) = server
+            .streams
+            .take()
+            .ok_or("the server's standard streams are missing")?;
+        let server = Arc::new(server);
+        let kept = Arc::new(Mutex::new(VecDeque::new()));
+        tokio::spawn(keep_stderr(stderr, kept.clone()));
+        let ended = CancellationToken::new();
+        let exit = Arc::new(Mutex::new(None));
+        {
+            let (server, ended, exit) = (server.clone(), ended.clone(), exit.clone());
+            tokio::spawn(async move {
+                let how = server.wait().await;
+                if let Ok(mut slot) = exit.lock() {
+                    *slot = Some(how);
+                }
+                ended.cancel();
+            });
+        }
+        let tools_changed = Arc::new(AtomicBool::new(false));
+        let client = Client {
+            workspace,
+            tools_changed: tools_changed.clone(),
+        };
+        let transport =
+            AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
+        let started = tokio::select! {
+            started = tokio::time::timeout(
+                START_TIMEOUT,
+                serve_client_with_lifecycle(client, transport, ClientLifecycleMode::Initialize),
+            ) => started,
+            () = ended.cancelled() => {
+                server.kill();
+                return Err(format!(
+                    "MCP server `{name}` exited while starting{}",
+                    tail_note(&kept)
+                ));
+            }
+        };
+        let service = match started {
+            Ok(Ok(service)) => service,
+            Ok(Err(err)) => {
+                server.kill();
+                return Err(format!(
+                    "MCP server `{name}` did not initialize: {err}{}",
+                    tail_note(&kept)
+                ));
+            }
+            Err(_) => {
+                server.kill();
+                return Err(format!(
+                    "MCP server `{name}` did not answer `initialize` within {} s",
+                    START_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        let instance = Instance {
+            service,
+            server,
+            ended,
+            exit,
+            listing: Mutex::new(Listing::default()),
+            tools_changed,
+            stderr: kept,
+            in_flight: AtomicUsize::new(0),
+            last_used: Mutex::new(Instant::now()),
+            started_at: Instant::now(),
+            serial: serial.then(|| tokio::sync::Mutex::new(())),
+        };
+        instance.relist(name).await?;
+        tracing::info!(
+            server = name,
+            pid = instance.server.pid(),
+            "MCP server started"
+        );
+        Ok(instance)
+    }
+
+    /// Lists the server's tools again and keeps the listing.
+    pub async fn relist(&self, name: &str) -> Result<Listing, String> {
+        self.tools_changed.store(false, Ordering::SeqCst);
+        let tools = tokio::select! {
+            listed = tokio::time::timeout(LIST_TIMEOUT, self.service.peer().list_all_tools()) => listed,
+            () = self.ended.cancelled() => return Err(self.died(name)),
+        };
+        let tools = match tools {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(err)) => {
+                return Err(format!("MCP server `{name}` did not list its tools: {err}"));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "MCP server `{name}` did not list its tools within {} s",
+                    LIST_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        let listing = Listing::new(tools);
+        if let Ok(mut kept) = self.listing.lock() {
+            *kept = listing.clone();
+        }
+        Ok(listing)
+    }
+
+    /// The listing, listed again first if the server said it changed.
+    pub async fn current_listing(&self, name: &str) -> Result<Listing, String> {
+        if self.tools_changed.load(Ordering::SeqCst) {
+            return self.relist(name).await;
+        }
+        Ok(self.listing.lock().map(|l| l.clone()).unwrap_or_default())
+    }
+
+    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    /// Resolves when the server's process has ended.
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
+    }
+
+    pub fn is_alive(&self) -> bool {
+        !self.ended.is_cancelled() && !self.service.is_closed()
+    }
+
+    /// Why a call could not finish: the server went away. With how it ended and the end of
+    /// its stderr.
+    pub fn died(&self, name: &str) -> String {
+        let how = match self.exit.lock().ok().and_then(|exit| exit.clone()) {
+            Some(Exit::Code(code)) => format!("exited with code {code}"),
+            Some(Exit::Signal(signal)) => format!("was killed by signal {signal}"),
+            Some(Exit::LimitExceeded(message)) => message,
+            Some(other) => format!("ended: {other:?}"),
+            None => "closed its connection".to_owned(),
+        };
+        format!(
+            "MCP server `{name}` {how} while the call was in flight{}",
+            tail_note(&self.stderr)
+        )
+    }
+
+    /// Stops the server and everything it started.
+    pub fn kill(&self) {
+        self.server.kill();
+    }
+
+    /// The end of the server's stderr, for its logs.
+    pub fn stderr_tail(&self) -> String {
+        tail(&self.stderr)
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.server.kill();
+    }
+}
+
+/// Keeps the last [`STDERR_KEPT_BYTES`] of a server's stderr.
+async fn keep_stderr(mut stderr: pipe::Receiver, kept: Arc<Mutex<VecDeque<u8>>>) {
+    let mut buf = vec![0u8; 8 * 1024];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if let Ok(mut kept) = kept.lock() {
+                    kept.extend(&buf[..n]);
+                    let excess = kept.len().saturating_sub(STDERR_KEPT_BYTES);
+                    kept.drain(..excess);
+                }
+            }
+        }
+    }
+}
+
+fn tail(kept: &Mutex<VecDeque<u8>>) -> String {
+    let bytes: Vec<u8> = kept
+        .lock()
+        .map(|kept| kept.iter().copied().collect())
+        .unwrap_or_default();
+    String::from_utf8_lossy(&bytes).trim().to_owned()
+}
+
+fn tail_note(kept: &Mutex<VecDeque<u8>>) -> String {
+    let tail = tail(kept);
+    if tail.is_empty() {
+        String::new()
+    } else {
+        // The last lines are what says why.
+        let lines: Vec<&str> = tail.lines().rev().take(10).collect();
+        let lines: Vec<&str> = lines.into_iter().rev().collect();
+        format!("\nstderr (end):\n{}", lines.join("\n"))
+    }
+}

@@ -1,0 +1,174 @@
+//! The `mcp` engine: third-party MCP servers hosted in the process engine's sandbox, their
+//! tools served like any other.
+//!
+//! A server's manifest (`engine = "mcp"`) names how it runs; the engine prepares its program
+//! under the manifest's profile exactly as the process engine prepares a tool's (same
+//! checks, same fail-closed refusals), starts it once at load to list its tools, checks the
+//! listing against what is trusted (`trust.rs`), and returns each trusted tool under its
+//! served name `<server>__<tool>` (`names.rs`). From then on instances run per tenant and
+//! workspace (`host.rs`), each call a `tools/call` over the instance's stdio (`tool.rs`).
+//!
+//! The MCP protocol itself is rmcp's, the maintained Rust SDK; airlock writes no JSON-RPC.
+
+mod client;
+mod host;
+mod instance;
+mod names;
+mod tool;
+pub mod trust;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use host::Host;
+use tool::McpTool;
+use trust::TrustStore;
+
+use super::process::ProcessEngine;
+use super::{Code, Engine, EngineKind, LoadError, LoadedTool, McpTransport, ToolImage};
+use crate::profile::Profile;
+
+/// Where the engine keeps what it owns in the state dir: the empty workspace servers are
+/// listed in at load.
+const ENGINE_DIR: &str = "mcp";
+const LISTING_WORKSPACE: &str = "listing-workspace";
+
+/// What a tool's annotations claim. Hints from an untrusted server: they may raise the risk
+/// airlock gives a tool, never lower it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    pub read_only: Option<bool>,
+    pub destructive: Option<bool>,
+    pub idempotent: Option<bool>,
+    pub open_world: Option<bool>,
+}
+
+/// One tool of a server, ready to be served.
+pub struct Imported {
+    /// The tool's name on the server.
+    pub tool: String,
+    /// The name airlock serves it under.
+    pub name: String,
+    pub description: String,
+    pub input_schema: serde_json::Value,
+    pub hints: Hints,
+    pub loaded: Arc<dyn LoadedTool>,
+}
+
+/// What importing a server found: the tools it serves, and those it refused with why.
+pub struct Imports {
+    pub tools: Vec<Imported>,
+    pub refused: Vec<String>,
+}
+
+pub struct McpEngine {
+    process: Arc<ProcessEngine>,
+    state_dir: PathBuf,
+}
+
+impl McpEngine {
+    pub fn new(process: Arc<ProcessEngine>, state_dir: PathBuf) -> McpEngine {
+        McpEngine { process, state_dir }
+    }
+
+    /// Prepares a server, lists its tools and checks them against what is trusted.
+    pub fn import_server(
+        &self,
+        image: &ToolImage,
+        profile: &Arc<Profile>,
+    ) -> Result<Imports, LoadError> {
+        let invalid = |message: String| LoadError::Invalid {
+            path: image.source.clone(),
+            message,
+        };
+        let Code::Mcp(spec) = &image.code else {
+            return Err(invalid(
+                "MCP servers are named in an `[mcp]` section".into(),
+            ));
+        };
+        let McpTransport::Stdio { command } = &spec.transport;
+        let program = self.process.prepare_server(
+            &image.name,
+            image.dir(),
+            command,
+            image.sha256.as_deref(),
+            profile,
+        )?;
+        let listing_workspace = self.state_dir.join(ENGINE_DIR).join(LISTING_WORKSPACE);
+        std::fs::create_dir_all(&listing_workspace).map_err(|err| {
+            invalid(format!(
+                "cannot create {}: {err}",
+                listing_workspace.display()
+            ))
+        })?;
+        let trust = TrustStore::new(&self.state_dir, &image.name, spec.pins.clone());
+        let host = Arc::new(Host::new(
+            image.name.clone(),
+            program,
+            spec.clone(),
+            profile.clone(),
+            image.secrets.clone(),
+            trust,
+        ));
+        let workspace = profile.grants_workspace().then_some(listing_workspace);
+        let listing = host.list_once(workspace).map_err(&invalid)?;
+        let distrusted = host.trust.check(&listing.digests).map_err(&invalid)?;
+        let mut imports = Imports {
+            tools: Vec::new(),
+            refused: Vec::new(),
+        };
+        for listed in listing.tools {
+            let tool = listed.name.to_string();
+            if let Some(verdict) = distrusted.get(&tool) {
+                imports.refused.push(verdict.explain(&image.name, &tool));
+                continue;
+            }
+            let annotations = listed.annotations.clone().unwrap_or_default();
+            let digest = listing.digests.get(&tool).cloned().unwrap_or_default();
+            imports.tools.push(Imported {
+                name: names::served_name(&image.name, &tool),
+                description: listed
+                    .description
+                    .as_deref()
+                    .map(str::to_owned)
+                    .or(listed.title.clone())
+                    .unwrap_or_else(|| format!("{tool} (from MCP server {})", image.name)),
+                input_schema: serde_json::Value::Object((*listed.input_schema).clone()),
+                hints: Hints {
+                    read_only: annotations.read_only_hint,
+                    destructive: annotations.destructive_hint,
+                    idempotent: annotations.idempotent_hint,
+                    open_world: annotations.open_world_hint,
+                },
+                loaded: Arc::new(McpTool {
+                    host: host.clone(),
+                    tool: tool.clone(),
+                    digest,
+                }),
+                tool,
+            });
+        }
+        Ok(imports)
+    }
+}
+
+impl Engine for McpEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Mcp
+    }
+
+    fn load(
+        &self,
+        image: &ToolImage,
+        _profile: &Profile,
+    ) -> Result<Arc<dyn LoadedTool>, LoadError> {
+        Err(LoadError::Invalid {
+            path: image.source.clone(),
+            message: "an MCP server's manifest holds several tools; it is imported".into(),
+        })
+    }
+
+    fn import(&self, image: &ToolImage, profile: &Arc<Profile>) -> Result<Imports, LoadError> {
+        self.import_server(image, profile)
+    }
+}

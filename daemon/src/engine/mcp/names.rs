@@ -1,0 +1,78 @@
+//! The names hosted tools are served under: `<server>__<tool>`, valid for every model
+//! provider (`[a-zA-Z0-9_-]{1,64}`).
+//!
+//! A server's tool names are the server's choice and may hold anything: characters outside
+//! the set become `_`, and a name that is too long, or that was changed at all, ends in
+//! eight hex digits of the sha256 of the original, so two tools never share a served name
+//! and the served name maps back to exactly one tool (the engine keeps that map).
+
+use sha2::{Digest as _, Sha256};
+
+/// What every model provider accepts as a function name.
+const MAX_NAME_LEN: usize = 64;
+
+/// Between the server's name and the tool's.
+const SEPARATOR: &str = "__";
+
+/// Hex digits of the original name's digest kept when a name had to change.
+const SUFFIX_HEX: usize = 8;
+
+/// The name `tool` of `server` is served under. `server` is a manifest name, already
+/// `[a-z][a-z0-9_]*` and at most 64 bytes.
+pub fn served_name(server: &str, tool: &str) -> String {
+    let cleaned: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let plain = format!("{server}{SEPARATOR}{cleaned}");
+    if cleaned == tool && !tool.is_empty() && plain.len() <= MAX_NAME_LEN {
+        return plain;
+    }
+    let digest = hex::encode(Sha256::digest(tool.as_bytes()));
+    let suffix = &digest[..SUFFIX_HEX];
+    // `<server>__<head>_<suffix>`, cut so that the whole fits.
+    let room = MAX_NAME_LEN.saturating_sub(server.len() + SEPARATOR.len() + 1 + SUFFIX_HEX);
+    let head: String = cleaned.chars().take(room).collect();
+    let name = format!("{server}{SEPARATOR}{head}_{suffix}");
+    name.chars().take(MAX_NAME_LEN).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(name: &str) -> bool {
+        !name.is_empty()
+            && name.len() <= MAX_NAME_LEN
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+
+    #[test]
+    fn plain_names_are_kept_and_others_made_valid_and_distinct() {
+        assert_eq!(served_name("everything", "echo"), "everything__echo");
+        assert_eq!(served_name("gh", "get-issue"), "gh__get-issue");
+        let long = "a".repeat(80);
+        let dotted = served_name("files", "read.file");
+        let spaced = served_name("files", "read file");
+        for name in [served_name("srv", &long), dotted.clone(), spaced.clone()] {
+            assert!(valid(&name), "{name}");
+        }
+        assert_ne!(dotted, spaced, "the digest keeps them apart");
+        assert_ne!(served_name("files", "read_file"), dotted);
+        assert_ne!(
+            served_name("srv", &long),
+            served_name("srv", &"a".repeat(81))
+        );
+        assert!(valid(&served_name(&"s".repeat(64), "t")));
+        assert!(valid(&served_name("srv", "")));
+        assert!(valid(&served_name("srv", "日本語")));
+    }
+}

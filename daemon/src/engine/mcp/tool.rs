@@ -1,0 +1,208 @@
+//! One tool of a hosted server, as the executor calls it.
+//!
+//! A call leases an instance for its tenant and workspace, checks that the tool's current
+//! listing is the trusted one, sends `tools/call`, and writes the answer to stdout in the
+//! JSON ABI's form (`{"ok": …}` or `{"error": …}`) so that output policies, kept outputs
+//! and results work as for every other tool.
+//!
+//! A call the executor stops (deadline, cancel, output limit) is dropped: rmcp then sends
+//! the server `notifications/cancelled`. A server that takes turns (it may write its
+//! workspace), or that no longer answers a ping a moment later, is killed with its whole
+//! process tree: a call that was given up on must not go on acting.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use serde_json::{Value, json};
+
+use super::host::{Host, Lease};
+use super::instance::Instance;
+use crate::engine::{Exit, Launch, LoadedTool};
+use crate::output::StreamKind;
+
+/// How long after its connection failed a server's exit is waited for, to tell a crash from
+/// an error.
+const DEATH_NOTICE: Duration = Duration::from_secs(2);
+
+/// How long a server gets, after a call is abandoned, to show it still answers.
+const ABANDON_GRACE: Duration = Duration::from_millis(500);
+
+pub struct McpTool {
+    pub host: Arc<Host>,
+    /// The tool's name on the server.
+    pub tool: String,
+    /// The digest of the tool's trusted listing.
+    pub digest: String,
+}
+
+impl LoadedTool for McpTool {
+    fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {
+        Box::pin(self.call(launch))
+    }
+}
+
+impl McpTool {
+    async fn call(&self, launch: Launch) -> Exit {
+        let arguments: JsonObject = match serde_json::from_slice(&launch.stdin) {
+            Ok(arguments) => arguments,
+            Err(err) => {
+                return Exit::SandboxError(format!("the arguments are not an object: {err}"));
+            }
+        };
+        let lease = match self
+            .host
+            .lease(
+                launch.tenant.clone(),
+                launch.workspace.clone(),
+                launch.egress.as_ref(),
+            )
+            .await
+        {
+            Ok(lease) => lease,
+            Err(message) => return Exit::SandboxError(message),
+        };
+        let instance = lease.instance.clone();
+        let _turn = match &instance.serial {
+            Some(turns) => Some(turns.lock().await),
+            None => None,
+        };
+        if let Err(reason) = self.host.distrust(&instance, &self.tool).await {
+            return Exit::Refused(reason);
+        }
+        let mut params = CallToolRequestParams::new(self.tool.clone());
+        params.arguments = Some(arguments);
+        let mut watch = Abandoned {
+            lease: Some(lease),
+            serial: instance.serial.is_some(),
+        };
+        let answer = tokio::select! {
+            answer = instance.peer().call_tool(params) => answer,
+            () = instance.ended() => {
+                watch.lease = None;
+                return Exit::Lost(instance.died(&self.host.name));
+            }
+        };
+        watch.lease = None;
+        match answer {
+            Ok(result) => {
+                let document = abi_document(result);
+                // Over the limit, the executor reports it; nothing else to do here.
+                let _ = launch
+                    .capture
+                    .write(StreamKind::Stdout, document.to_string().as_bytes());
+                Exit::Code(0)
+            }
+            // A server that died answers with a closed transport a moment before its end is
+            // seen: wait for that moment before calling it an error of the server's.
+            Err(_)
+                if tokio::time::timeout(DEATH_NOTICE, instance.ended())
+                    .await
+                    .is_ok() =>
+            {
+                Exit::Lost(instance.died(&self.host.name))
+            }
+            Err(err) => Exit::Trap(format!(
+                "MCP server `{}` answered the call with an error: {err}",
+                self.host.name
+            )),
+        }
+    }
+}
+
+/// A call's result in the JSON ABI's form: structured content when the server gave it, else
+/// the text of its content blocks (one block: its text; several: the blocks as JSON).
+fn abi_document(result: CallToolResult) -> Value {
+    let texts: Option<Vec<&str>> = result
+        .content
+        .iter()
+        .map(|block| block.as_text().map(|text| text.text.as_str()))
+        .collect();
+    if result.is_error == Some(true) {
+        let message = match &texts {
+            Some(texts) if !texts.is_empty() => texts.join("\n"),
+            _ => serde_json::to_string(&result.content)
+                .unwrap_or_else(|_| "the tool reported an error".into()),
+        };
+        return json!({"error": {"message": message, "retryable": false}});
+    }
+    if let Some(structured) = result.structured_content {
+        return json!({ "ok": structured });
+    }
+    let ok = match texts {
+        Some(texts) if texts.len() == 1 => Value::String(texts[0].to_owned()),
+        Some(texts) if texts.is_empty() => Value::Null,
+        _ => serde_json::to_value(&result.content).unwrap_or(Value::Null),
+    };
+    json!({ "ok": ok })
+}
+
+/// Armed while a call waits for its answer: dropped armed (the executor gave up on the
+/// call), it checks that the server has let go of it, and kills the instance otherwise.
+struct Abandoned {
+    lease: Option<Lease>,
+    serial: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let instance = lease.instance.clone();
+        drop(lease);
+        if self.serial {
+            // One call at a time: the abandoned call may still be changing the workspace
+            // the next call sees.
+            instance.kill();
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(check_alive(instance));
+        } else {
+            instance.kill();
+        }
+    }
+}
+
+async fn check_alive(instance: Arc<Instance>) {
+    tokio::time::sleep(ABANDON_GRACE).await;
+    let answered = tokio::time::timeout(
+        ABANDON_GRACE,
+        instance
+            .peer()
+            .send_request(rmcp::model::ClientRequest::PingRequest(Default::default())),
+    )
+    .await;
+    if !matches!(answered, Ok(Ok(_))) {
+        tracing::warn!("an MCP server did not answer after a call was abandoned; killing it");
+        instance.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+
+    #[test]
+    fn results_take_the_abi_shape() {
+        let text = CallToolResult::success(vec![ContentBlock::text("hello")]);
+        assert_eq!(abi_document(text), json!({"ok": "hello"}));
+        let error = CallToolResult::error(vec![ContentBlock::text("no such file")]);
+        assert_eq!(
+            abi_document(error),
+            json!({"error": {"message": "no such file", "retryable": false}})
+        );
+        let mut structured = CallToolResult::success(vec![ContentBlock::text("{\"n\":1}")]);
+        structured.structured_content = Some(json!({"n": 1}));
+        assert_eq!(abi_document(structured), json!({"ok": {"n": 1}}));
+        let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+        assert!(abi_document(two)["ok"].is_array());
+    }
+}

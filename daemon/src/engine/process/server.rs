@@ -1,0 +1,204 @@
+//! Long-lived programs in the process sandbox: what the `mcp` engine runs a hosted MCP
+//! server as.
+//!
+//! A server gets exactly the sandbox a process tool's call gets — namespaces, the root built
+//! from its profile's grants, Landlock, seccomp, rlimits, its own cgroup, the egress proxy
+//! when its profile has an allow-list — but it is started once and kept: the caller owns the
+//! [`RunningServer`] and talks to it over its standard streams. Dropping it kills the
+//! sandbox, and with it every process the server started (the server is pid 1 of its
+//! namespace).
+//!
+//! The profile's `wall_time` bounds each call, not the server's life, so it is not applied
+//! here; `cpu_time` is a per-process rlimit and so bounds the CPU a server uses over its
+//! whole life.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::net::unix::pipe;
+
+use super::argv::CommandLine;
+use super::plan::{Blueprint, CallSpec};
+use super::sandbox::Sandbox;
+use super::{ProcessEngine, ProxyTask, Runtime, check_profile, egress, limits, program};
+use crate::engine::{Abi, EngineKind, Exit, LoadError, RunStats};
+use crate::profile::Profile;
+
+use super::view::View;
+
+/// A server program, checked against its profile and ready to start.
+pub struct ServerProgram {
+    name: String,
+    argv: Vec<CString>,
+    blueprint: Arc<Blueprint>,
+    runtime: Arc<Runtime>,
+}
+
+/// What differs between instances of one server.
+pub struct ServerStart {
+    /// The instance's workspace on the host.
+    pub workspace: Option<PathBuf>,
+    /// The whole environment: the profile's, the server's secrets.
+    pub env: Vec<(String, String)>,
+    /// Every grant read-only, the workspace included.
+    pub read_only: bool,
+    /// The gate every connection of the server goes through; `Some` exactly when the
+    /// profile has an allow-list.
+    pub egress: Option<Arc<crate::egress::Gate>>,
+}
+
+/// A server running in its sandbox.
+pub struct RunningServer {
+    sandbox: Sandbox,
+    blueprint: Arc<Blueprint>,
+    /// The daemon's ends of the server's stdin, stdout and stderr, until taken.
+    pub streams: Option<(pipe::Sender, pipe::Receiver, pipe::Receiver)>,
+    _proxy: Option<ProxyTask>,
+}
+
+impl ProcessEngine {
+    /// Checks a server's command against `profile` as a process tool's would be: the program
+    /// must resolve inside the sandbox's view, match its pinned digest, and the profile must
+    /// be enforceable here.
+    pub fn prepare_server(
+        &self,
+        name: &str,
+        dir: &Path,
+        command: &[String],
+        sha256: Option<&str>,
+        profile: &Profile,
+    ) -> Result<ServerProgram, LoadError> {
+        let invalid = |message: String| LoadError::Invalid {
+            path: dir.to_owned(),
+            message,
+        };
+        let runtime = match &self.runtime {
+            Ok(runtime) => runtime,
+            Err(reason) => {
+                return Err(LoadError::Unavailable {
+                    engine: EngineKind::Mcp,
+                    message: reason.clone(),
+                });
+            }
+        };
+        check_profile(&runtime.host, profile)?;
+        let view = View::new(profile, dir).map_err(|what| LoadError::Unenforceable {
+            engine: EngineKind::Mcp,
+            profile: profile.name.clone(),
+            what,
+        })?;
+        let command_line = CommandLine::parse(command, Abi::JsonStdio, &serde_json::json!({}))
+            .map_err(&invalid)?;
+        let env = profile.resolve_env(|var| std::env::var(var).ok());
+        let search_path = env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map_or(program::DEFAULT_SEARCH_PATH, |(_, value)| value.as_str());
+        let program =
+            program::resolve(command_line.program(), &view, search_path).map_err(|message| {
+                invalid(format!("the server cannot run in the sandbox: {message}"))
+            })?;
+        if let Some(pinned) = sha256
+            && pinned != program.digest
+        {
+            return Err(LoadError::DigestMismatch {
+                path: program.host.clone(),
+                pinned: pinned.to_owned(),
+                actual: program.digest,
+            });
+        }
+        let argv = command_line.render(b"{}").map_err(&invalid)?;
+        let blueprint = Arc::new(runtime.blueprint(view, program.guest.clone(), profile));
+        Ok(ServerProgram {
+            name: name.to_owned(),
+            argv,
+            blueprint,
+            runtime: runtime.clone(),
+        })
+    }
+}
+
+impl ServerProgram {
+    /// Starts one instance.
+    pub async fn start(&self, start: ServerStart) -> Result<RunningServer, String> {
+        let mut env = start.env;
+        if self.blueprint.egress_port.is_some() {
+            env = egress::proxy_env(env);
+        }
+        let env = env
+            .into_iter()
+            .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
+            .collect();
+        let call = CallSpec {
+            workspace: start.workspace,
+            argv: self.argv.clone(),
+            env,
+            dry_run: false,
+            read_only: start.read_only,
+        };
+        let mut sandbox = self
+            .runtime
+            .launcher
+            .launch(self.blueprint.clone(), call, Arc::new(RunStats::default()))
+            .await?;
+        tracing::debug!(server = %self.name, pid = sandbox.pid, "server sandbox started");
+        let proxy = match (sandbox.take_egress_listener(), start.egress) {
+            (Some(listener), Some(gate)) => {
+                let listener = tokio::net::TcpListener::from_std(listener)
+                    .map_err(|err| format!("cannot serve the egress proxy: {err}"))?;
+                Some(ProxyTask(tokio::spawn(crate::egress::proxy::serve(
+                    listener,
+                    gate,
+                    tokio_util::sync::CancellationToken::new(),
+                ))))
+            }
+            _ => None,
+        };
+        let ends = sandbox
+            .take_ends()
+            .ok_or("the sandbox's standard streams are missing")?;
+        let streams = (
+            pipe::Sender::from_owned_fd(ends.stdin),
+            pipe::Receiver::from_owned_fd(ends.stdout),
+            pipe::Receiver::from_owned_fd(ends.stderr),
+        );
+        let streams = match streams {
+            (Ok(stdin), Ok(stdout), Ok(stderr)) => (stdin, stdout, stderr),
+            (Err(err), _, _) | (_, Err(err), _) | (_, _, Err(err)) => {
+                return Err(format!("cannot talk to the server's sandbox: {err}"));
+            }
+        };
+        Ok(RunningServer {
+            sandbox,
+            blueprint: self.blueprint.clone(),
+            streams: Some(streams),
+            _proxy: proxy,
+        })
+    }
+}
+
+impl RunningServer {
+    /// Waits for the server to end, and says how it did.
+    pub async fn wait(&self) -> Exit {
+        match self.sandbox.wait().await {
+            Ok(waited) => limits::classify(
+                waited.ended,
+                &self.sandbox.cgroup_stats(),
+                &self.blueprint.limits,
+                false,
+            ),
+            Err(err) => Exit::SandboxError(format!("cannot wait for the server: {err}")),
+        }
+    }
+
+    /// Kills the server and every process it started.
+    pub fn kill(&self) {
+        self.sandbox.kill();
+    }
+
+    /// The server's pid, as the host sees it.
+    pub fn pid(&self) -> i32 {
+        self.sandbox.pid
+    }
+}

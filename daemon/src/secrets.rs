@@ -1,0 +1,268 @@
+//! Secrets a tool receives, and their redaction from everything a client can read.
+//!
+//! A manifest names each secret a tool gets as an environment variable and where its value
+//! comes from — a variable of the daemon's environment or a file the daemon can read, never
+//! the manifest itself, so a manifest can be shared and reviewed without leaking anything.
+//! Values are read once, when the tool loads.
+//!
+//! Whatever a tool does with a secret, its value must not reach a model, a client, a trace or
+//! a log: the executor passes every piece of tool output (streamed chunks, the result, the
+//! kept full output, error messages) through the daemon's [`Redactor`], which replaces each
+//! known value, by exact match, with `[redacted:NAME]`.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+/// A secret file holds a token or a key, not a document.
+const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+/// Values shorter than this are not redacted: replacing every `a` or `1` in an output would
+/// destroy it while hiding nothing (such a value is guessable anyway). Loading refuses them.
+pub const MIN_SECRET_BYTES: usize = 8;
+
+/// Where a secret's value comes from, as written in `tool.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSource {
+    /// The variable the tool sees.
+    pub env: String,
+    /// A variable of the daemon's environment.
+    pub from_env: Option<String>,
+    /// A file on the daemon's host.
+    pub from_file: Option<PathBuf>,
+}
+
+/// One secret, resolved.
+#[derive(Clone)]
+pub struct Secret {
+    pub env: String,
+    pub value: String,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({}=…)", self.env)
+    }
+}
+
+/// The secrets of one tool.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets(Arc<[Secret]>);
+
+impl Secrets {
+    /// Reads each source's value.
+    pub fn resolve(sources: &[SecretSource]) -> Result<Secrets, String> {
+        let mut secrets = Vec::with_capacity(sources.len());
+        for source in sources {
+            let valid_name = source
+                .env
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && source
+                    .env
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid_name {
+                return Err(format!(
+                    "secret `{}`: `env` must be an environment variable name",
+                    source.env
+                ));
+            }
+            let value = match (&source.from_env, &source.from_file) {
+                (Some(var), None) => std::env::var(var).map_err(|_| {
+                    format!(
+                        "secret `{}`: the daemon's environment has no `{var}`",
+                        source.env
+                    )
+                })?,
+                (None, Some(path)) => read_secret_file(path)
+                    .map_err(|message| format!("secret `{}`: {message}", source.env))?,
+                _ => {
+                    return Err(format!(
+                        "secret `{}` needs exactly one of `from_env` or `from_file` (values are never written inline)",
+                        source.env
+                    ));
+                }
+            };
+            if value.len() < MIN_SECRET_BYTES {
+                return Err(format!(
+                    "secret `{}` is shorter than {MIN_SECRET_BYTES} bytes: too short to redact reliably",
+                    source.env
+                ));
+            }
+            secrets.push(Secret {
+                env: source.env.clone(),
+                value,
+            });
+        }
+        Ok(Secrets(secrets.into()))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Secret> {
+        self.0.iter()
+    }
+
+    /// `NAME=value` pairs for a tool's environment.
+    pub fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.0
+            .iter()
+            .map(|secret| (secret.env.clone(), secret.value.clone()))
+    }
+}
+
+fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
+    let metadata =
+        std::fs::metadata(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if !metadata.is_file() || metadata.len() > MAX_SECRET_BYTES {
+        return Err(format!(
+            "{} is not a regular file of at most {MAX_SECRET_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_SECRET_BYTES).read_to_string(&mut text))
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    // A file written by `echo` ends in a newline that is not part of the token.
+    Ok(text.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+/// Replaces every known secret value in text a client may read.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    /// Longest first, so that a secret containing another is replaced whole.
+    secrets: Arc<[Secret]>,
+}
+
+impl Redactor {
+    pub fn new<'a>(secrets: impl IntoIterator<Item = &'a Secrets>) -> Redactor {
+        let mut all: Vec<Secret> = secrets
+            .into_iter()
+            .flat_map(|secrets| secrets.iter().cloned())
+            .collect();
+        all.sort_by_key(|secret| std::cmp::Reverse(secret.value.len()));
+        all.dedup_by(|a, b| a.value == b.value);
+        Redactor {
+            secrets: all.into(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// `text` with each secret value replaced by `[redacted:NAME]`.
+    pub fn redact(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in self.secrets.iter() {
+            if text.contains(&secret.value) {
+                text = text.replace(&secret.value, &format!("[redacted:{}]", secret.env));
+            }
+        }
+        text
+    }
+
+    /// As [`Redactor::redact`], for bytes that may not be UTF-8: a value is matched as bytes.
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for secret in self.secrets.iter() {
+            let needle = secret.value.as_bytes();
+            if out.windows(needle.len()).any(|window| window == needle) {
+                let replacement = format!("[redacted:{}]", secret.env).into_bytes();
+                let mut replaced = Vec::with_capacity(out.len());
+                let mut at = 0;
+                while at < out.len() {
+                    if out[at..].starts_with(needle) {
+                        replaced.extend_from_slice(&replacement);
+                        at += needle.len();
+                    } else {
+                        replaced.push(out[at]);
+                        at += 1;
+                    }
+                }
+                out = replaced;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets(pairs: &[(&str, &str)]) -> Secrets {
+        Secrets(
+            pairs
+                .iter()
+                .map(|(env, value)| Secret {
+                    env: (*env).into(),
+                    value: (*value).into(),
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        )
+    }
+
+    #[test]
+    fn every_value_is_replaced_by_its_name_longest_first() {
+        let a = secrets(&[("TOKEN", "tok-12345678")]);
+        let b = secrets(&[("LONG", "tok-12345678-and-more")]);
+        let redactor = Redactor::new([&a, &b]);
+        assert_eq!(
+            redactor.redact("x tok-12345678-and-more y tok-12345678 z"),
+            "x [redacted:LONG] y [redacted:TOKEN] z"
+        );
+        assert_eq!(
+            redactor.redact_bytes(b"\xfftok-12345678\xfe"),
+            b"\xff[redacted:TOKEN]\xfe".to_vec()
+        );
+        assert!(Redactor::default().is_empty());
+    }
+
+    #[test]
+    fn sources_are_the_environment_or_a_file_never_inline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "file-secret-value\n").expect("write");
+        let resolved = Secrets::resolve(&[SecretSource {
+            env: "API_TOKEN".into(),
+            from_env: None,
+            from_file: Some(file),
+        }])
+        .expect("resolves");
+        assert_eq!(
+            resolved.env().collect::<Vec<_>>(),
+            [("API_TOKEN".to_owned(), "file-secret-value".to_owned())]
+        );
+        assert!(!format!("{resolved:?}").contains("file-secret-value"));
+
+        let neither = SecretSource {
+            env: "X_TOKEN".into(),
+            from_env: None,
+            from_file: None,
+        };
+        let err = Secrets::resolve(&[neither]).expect_err("no source");
+        assert!(err.contains("exactly one"), "{err}");
+        let missing = SecretSource {
+            env: "X_TOKEN".into(),
+            from_env: Some("AIRLOCK_TEST_SURELY_UNSET_VARIABLE".into()),
+            from_file: None,
+        };
+        let err = Secrets::resolve(&[missing]).expect_err("unset");
+        assert!(err.contains("AIRLOCK_TEST_SURELY_UNSET_VARIABLE"), "{err}");
+        let short = dir.path().join("short");
+        std::fs::write(&short, "abc").expect("write");
+        let err = Secrets::resolve(&[SecretSource {
+            env: "SHORT".into(),
+            from_env: None,
+            from_file: Some(short),
+        }])
+        .expect_err("too short");
+        assert!(err.contains("too short"), "{err}");
+    }
+}

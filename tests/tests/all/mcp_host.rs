@@ -1,0 +1,500 @@
+//! Third-party MCP servers hosted in airlock's sandbox: a server written with the official
+//! Python SDK that attacks its sandbox (tests/mcp/servers/hostile_server.py) and the
+//! reference server from npm, listed and called through gRPC `ExecuteTool` on loopback.
+//!
+//! Each attack asserts its outcome and what it left behind. The servers come from
+//! `tests/mcp/install.sh` (run by the test command); without them the tests fail saying so.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use airlock_proto::v1 as pb;
+use airlock_tests::{DaemonOptions, Execution, ProfilesDir, TestDaemon, ToolsDir, mcp, repo_root};
+use pb::ToolStatus;
+use serde_json::json;
+
+/// What every test profile grants: the system's programs and the loader's files.
+const SYSTEM: &[&str] = &["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache"];
+
+/// A secret the hostile server is given, to be kept out of everything a client reads.
+const TOKEN: &str = "hostile-secret-4f1c9a77d2";
+
+/// A process profile for a server: the system, `extra` read-only, the workspace read-only,
+/// `env` set.
+fn profile(extra: &[&Path], env: &[(&str, String)], output: &str) -> String {
+    let mut read_only: Vec<String> = SYSTEM.iter().map(|path| format!("{path:?}")).collect();
+    read_only.extend(
+        extra
+            .iter()
+            .map(|path| format!("{:?}", path.display().to_string())),
+    );
+    read_only.push("\"$WORKSPACE\"".into());
+    let mut set = vec![
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
+        ("HOME".to_owned(), "/tmp".to_owned()),
+    ];
+    set.extend(
+        env.iter()
+            .map(|(name, value)| ((*name).to_owned(), value.clone())),
+    );
+    let set: Vec<String> = set
+        .iter()
+        .map(|(name, value)| format!("{name} = {value:?}"))
+        .collect();
+    format!(
+        "description = \"mcp test\"\nnetwork = \"none\"\n[files]\nread_only = [{}]\n[env]\nset = {{ {} }}\n[limits]\nmemory = \"512 MiB\"\nwall_time_ms = 30000\noutput = {output:?}\nprocesses = 64\nopen_files = 256\nfile_size = \"1 MiB\"\ntmp = \"4 MiB\"\n",
+        read_only.join(", "),
+        set.join(", ")
+    )
+}
+
+/// The hostile server's manifest, with `extra` appended to `[mcp]`. `marker` is an argument
+/// the server ignores, so that a test finds its own server among the host's processes.
+fn hostile_manifest(marker: &str, extra: &str) -> String {
+    format!(
+        r#"name = "hostile"
+version = "1.0.0"
+description = "a hostile MCP server"
+risk = "read_only"
+engine = "mcp"
+profile = "mcp-python"
+timeout_ms = 20000
+[mcp]
+transport = "stdio"
+command = ["/usr/bin/python3", "/tool/hostile_server.py", "{marker}"]
+{extra}
+"#
+    )
+}
+
+struct Hosted {
+    daemon: TestDaemon,
+    /// The workspace of calls that name none of their own.
+    ws: PathBuf,
+    _tools: ToolsDir,
+    _profiles: ProfilesDir,
+    _secrets: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Hosted {
+    type Target = TestDaemon;
+
+    fn deref(&self) -> &TestDaemon {
+        &self.daemon
+    }
+}
+
+/// A daemon hosting the hostile server (its manifest with `extra`, see [`hostile_manifest`])
+/// and serving server-everything, with `state_dir` if given.
+async fn host(marker: &str, extra: &str, state_dir: Option<PathBuf>) -> Hosted {
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("hostile-token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let tools = ToolsDir::new();
+    let manifest = hostile_manifest(
+        marker,
+        &format!(
+            "{extra}\n[[secrets]]\nenv = \"HOSTILE_TOKEN\"\nfrom_file = {:?}\n",
+            token_file.display().to_string()
+        ),
+    );
+    tools.write_manifest("hostile", &manifest);
+    std::fs::copy(
+        mcp::dir().join("servers/hostile_server.py"),
+        tools.path().join("hostile/hostile_server.py"),
+    )
+    .unwrap();
+    let everything = mcp::npm_server("@modelcontextprotocol/server-everything", "dist/index.js");
+    tools.write_manifest(
+        "everything",
+        &format!(
+            r#"name = "everything"
+version = "2026.8.31"
+description = "the MCP reference server"
+risk = "read_only"
+engine = "mcp"
+profile = "mcp-node"
+[mcp]
+transport = "stdio"
+command = ["/usr/bin/node", {:?}, "stdio"]
+allow = ["echo", "get-sum"]
+"#,
+            everything.display().to_string()
+        ),
+    );
+    let site = mcp::python_site_packages();
+    let node_modules = mcp::dir().join("node_modules");
+    let profiles = ProfilesDir::new();
+    profiles.add(
+        "mcp-python",
+        &profile(
+            &[&site],
+            &[("PYTHONPATH", site.display().to_string())],
+            "1 MiB",
+        ),
+    );
+    profiles.add("mcp-node", &profile(&[&node_modules], &[], "1 MiB"));
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
+        state_dir,
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(
+        daemon.refused().is_empty(),
+        "tools were refused: {:#?}",
+        daemon.refused()
+    );
+    let ws = daemon.workspace("default");
+    Hosted {
+        daemon,
+        ws,
+        _tools: tools,
+        _profiles: profiles,
+        _secrets: secrets,
+    }
+}
+
+impl Hosted {
+    /// Calls `tool` in the default workspace.
+    async fn call(&self, tool: &str, arguments: serde_json::Value) -> Execution {
+        self.daemon.exec(tool, arguments, Some(&self.ws)).await
+    }
+}
+
+fn text(execution: &Execution) -> String {
+    let result = execution.result();
+    format!("{}{}", result.content, result.error_message)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_servers_tools_are_served_under_their_server_name() {
+    let hosted = host("plain", "", None).await;
+    let tools = hosted
+        .tools()
+        .await
+        .list_tools(pb::ListToolsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+    for expected in [
+        "hostile__read_path",
+        "hostile__crash",
+        "everything__echo",
+        "everything__get-sum",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    assert!(
+        !names.iter().any(|name| name.starts_with("everything__")
+            && !["everything__echo", "everything__get-sum"].contains(name)),
+        "the allow list keeps the rest out: {names:?}"
+    );
+    let read = tools
+        .iter()
+        .find(|tool| tool.name == "hostile__read_path")
+        .unwrap();
+    assert_eq!(read.engine, "mcp");
+    assert_eq!(read.mcp_server, "hostile");
+    assert_eq!(read.mcp_tool, "read_path");
+    assert_eq!(read.module_digest.len(), 64);
+    let schema: serde_json::Value = serde_json::from_str(&read.input_schema_json).unwrap();
+    assert_eq!(schema["required"], json!(["path"]));
+
+    let echo = hosted
+        .call(
+            "everything__echo",
+            json!({"message": "through the sandbox"}),
+        )
+        .await;
+    echo.assert_status(ToolStatus::Ok);
+    assert!(
+        echo.result().content.contains("through the sandbox"),
+        "{echo:?}"
+    );
+    let sum = hosted
+        .call("everything__get-sum", json!({"a": 2, "b": 40}))
+        .await;
+    sum.assert_status(ToolStatus::Ok);
+    assert!(sum.result().content.contains("42"), "{sum:?}");
+    let invalid = hosted
+        .call("everything__get-sum", json!({"a": "two"}))
+        .await;
+    invalid.assert_status(ToolStatus::InvalidArguments);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_server_sees_only_its_sandbox() {
+    let hosted = host("plain", "", None).await;
+    let workspace = hosted.workspace("project");
+    std::fs::write(workspace.join("hello.txt"), "hello from the workspace").unwrap();
+    let ws = Some(workspace.as_path());
+
+    let read = hosted
+        .exec(
+            "hostile__read_path",
+            json!({"path": "/workspace/hello.txt"}),
+            ws,
+        )
+        .await;
+    read.assert_status(ToolStatus::Ok);
+    assert!(read.result().content.contains("hello from the workspace"));
+
+    let who = hosted.exec("hostile__whoami", json!({}), ws).await;
+    who.assert_status(ToolStatus::Ok);
+    let who: serde_json::Value = serde_json::from_str(who.json().as_str().unwrap()).unwrap();
+    assert_ne!(who["uid"], json!(0), "never root: {who}");
+    assert_eq!(who["pid"], json!(1), "pid 1 of its own namespace: {who}");
+    let env: Vec<String> = serde_json::from_value(who["env"].clone()).unwrap();
+    assert!(
+        !env.iter()
+            .any(|name| name == "AIRLOCK_TOKEN" || name == "CARGO"),
+        "nothing of the daemon's environment: {env:?}"
+    );
+
+    for outside in [
+        "/etc/shadow".to_owned(),
+        hosted.state_dir.join("token").display().to_string(),
+        hosted.state_dir.join("airlock.db").display().to_string(),
+        repo_root().join("Cargo.toml").display().to_string(),
+    ] {
+        let attempt = hosted
+            .exec("hostile__read_path", json!({"path": outside}), ws)
+            .await;
+        attempt.assert_status(ToolStatus::ToolError);
+        assert!(
+            text(&attempt).contains("No such file") || text(&attempt).contains("Permission denied"),
+            "{outside}: {attempt:?}"
+        );
+    }
+    let write = hosted
+        .exec(
+            "hostile__write_path",
+            json!({"path": "/workspace/planted", "text": "x"}),
+            ws,
+        )
+        .await;
+    write.assert_status(ToolStatus::ToolError);
+    assert!(
+        !workspace.join("planted").exists(),
+        "the workspace is read-only for a server"
+    );
+
+    let roots = hosted.exec("hostile__roots", json!({}), ws).await;
+    roots.assert_status(ToolStatus::Ok);
+    assert_eq!(
+        roots.json(),
+        json!({"result": ["file:///workspace"]}),
+        "roots are the sandbox's view"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_servers_network_and_resources_are_contained() {
+    let hosted = host("plain", "", None).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let direct = hosted
+        .call(
+            "hostile__connect",
+            json!({"host": "127.0.0.1", "port": port}),
+        )
+        .await;
+    direct.assert_status(ToolStatus::ToolError);
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the host's listener"
+    );
+    let proxied = hosted
+        .call("hostile__fetch", json!({"url": "http://example.com/"}))
+        .await;
+    proxied.assert_status(ToolStatus::ToolError);
+
+    let bomb = hosted.call("hostile__fork_bomb", json!({})).await;
+    bomb.assert_status(ToolStatus::Ok);
+    assert!(bomb.result().content.contains("stopped after"), "{bomb:?}");
+
+    let flood = hosted.call("hostile__flood", json!({"megabytes": 2})).await;
+    flood.assert_status(ToolStatus::LimitExceeded);
+
+    let alive = hosted.call("hostile__whoami", json!({})).await;
+    alive.assert_status(ToolStatus::Ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_call_times_out_and_a_crash_mid_call_is_a_tool_error() {
+    let hosted = host("plain", "", None).await;
+    let hung = hosted
+        .exec_request(pb::ExecuteToolRequest {
+            tool: "hostile__hang".into(),
+            arguments_json: "{}".into(),
+            timeout_ms: 1500,
+            workspace: hosted.ws.display().to_string(),
+        })
+        .await
+        .unwrap();
+    hung.assert_status(ToolStatus::Timeout);
+    // The server did not answer its cancel and was killed; the next call gets a new one.
+    let after = hosted.call("hostile__whoami", json!({})).await;
+    after.assert_status(ToolStatus::Ok);
+
+    let crash = hosted.call("hostile__crash", json!({})).await;
+    crash.assert_status(ToolStatus::ToolError);
+    let message = text(&crash);
+    assert!(message.contains("exited with code 3"), "{message}");
+    assert!(
+        message.contains("crashing on purpose"),
+        "its stderr is kept: {message}"
+    );
+    let restarted = hosted.call("hostile__whoami", json!({})).await;
+    restarted.assert_status(ToolStatus::Ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_the_server_and_never_the_client() {
+    let hosted = host("plain", "", None).await;
+    let secret = hosted.call("hostile__secret", json!({})).await;
+    secret.assert_status(ToolStatus::Ok);
+    let shown = format!("{secret:?}");
+    assert!(shown.contains("[redacted:HOSTILE_TOKEN]"), "{shown}");
+    assert!(!shown.contains(TOKEN), "the value leaked: {shown}");
+    assert!(!String::from_utf8_lossy(&secret.stdout).contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
+    let hosted = host("plain", "", None).await;
+    let pulled = hosted.workspace("pulled");
+    std::fs::write(pulled.join("rug-pull"), "").unwrap();
+    let refused = hosted
+        .exec(
+            "hostile__read_path",
+            json!({"path": "/workspace/rug-pull"}),
+            Some(&pulled),
+        )
+        .await;
+    refused.assert_status(ToolStatus::Denied);
+    let message = text(&refused);
+    assert!(
+        message.contains("changed since it was trusted"),
+        "{message}"
+    );
+    assert!(message.contains("airlock tools trust hostile"), "{message}");
+
+    // The operator accepts the new listing; the same call now runs.
+    let mut daemon = pb::daemon_client::DaemonClient::new(hosted.authed_channel().await);
+    let accepted = daemon
+        .trust_mcp_server(pb::TrustMcpServerRequest {
+            server: "hostile".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .accepted;
+    assert_eq!(accepted, ["read_path"]);
+    let trusted = hosted
+        .exec(
+            "hostile__read_path",
+            json!({"path": "/workspace/rug-pull"}),
+            Some(&pulled),
+        )
+        .await;
+    trusted.assert_status(ToolStatus::Ok);
+    let unknown = daemon
+        .trust_mcp_server(pb::TrustMcpServerRequest {
+            server: "../hostile".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_changes_its_tools_while_running_is_caught_at_its_next_call() {
+    let hosted = host("plain", "", None).await;
+    let clean = hosted.workspace("clean");
+    let before = hosted
+        .exec(
+            "hostile__read_path",
+            json!({"path": "/workspace"}),
+            Some(&clean),
+        )
+        .await;
+    assert_ne!(before.status(), ToolStatus::Denied, "{before:?}");
+    hosted
+        .exec("hostile__mutate", json!({}), Some(&clean))
+        .await
+        .assert_status(ToolStatus::Ok);
+    let after = hosted
+        .exec(
+            "hostile__read_path",
+            json!({"path": "/workspace"}),
+            Some(&clean),
+        )
+        .await;
+    after.assert_status(ToolStatus::Denied);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_instances_stop_and_none_outlives_the_daemon() {
+    let hosted = host("idle-test", "idle_timeout_ms = 200", None).await;
+    hosted
+        .call("hostile__whoami", json!({}))
+        .await
+        .assert_status(ToolStatus::Ok);
+    assert!(
+        !servers_running("idle-test").is_empty(),
+        "an instance runs after a call"
+    );
+    wait_until(
+        || servers_running("idle-test").is_empty(),
+        "the idle instance to stop",
+    )
+    .await;
+
+    hosted
+        .call("hostile__whoami", json!({}))
+        .await
+        .assert_status(ToolStatus::Ok);
+    assert!(!servers_running("idle-test").is_empty());
+    let Hosted { daemon, .. } = hosted;
+    daemon.stop().await;
+    wait_until(
+        || servers_running("idle-test").is_empty(),
+        "the instance to stop with the daemon",
+    )
+    .await;
+}
+
+/// Processes of the host running the hostile server started with `marker`.
+fn servers_running(marker: &str) -> Vec<i32> {
+    airlock_tests::procs::all()
+        .into_iter()
+        .filter(|proc| {
+            std::fs::read(format!("/proc/{}/cmdline", proc.pid))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+                && proc.state != 'Z'
+        })
+        .map(|proc| proc.pid)
+        .collect()
+}
+
+/// Polls `done` until it holds; a minute without it fails the test.
+async fn wait_until(done: impl Fn() -> bool, what: &str) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

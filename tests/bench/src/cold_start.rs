@@ -137,7 +137,7 @@ fn module_size(manifest: &Path) -> anyhow::Result<u64> {
     let manifest = Manifest::load(manifest)?;
     match &manifest.image.code {
         airlock_daemon::testing::Code::Module(path) => Ok(std::fs::metadata(path)?.len()),
-        airlock_daemon::testing::Code::Command { .. } => {
+        airlock_daemon::testing::Code::Command { .. } | airlock_daemon::testing::Code::Mcp(_) => {
             anyhow::bail!("{} is not a wasm tool", manifest.path().display())
         }
     }

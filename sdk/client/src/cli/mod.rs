@@ -12,6 +12,7 @@ mod hints;
 mod info;
 mod input;
 mod interrupt;
+mod mcp;
 mod model;
 mod output;
 mod run;
@@ -61,6 +62,8 @@ enum Command {
     Approvals(approvals::ApprovalsArgs),
     /// Delete finished runs and kept outputs older than an age (the operator's command).
     Gc(gc::GcArgs),
+    /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration).
+    Mcp(mcp::McpArgs),
     /// `airlock tools exec`, by its older name.
     #[command(hide = true)]
     Exec(exec::ExecArgs),
@@ -91,6 +94,7 @@ impl Cli {
                 Command::Runs(command) => runs::run(command, &self.server, out).await,
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
                 Command::Gc(args) => gc::run(args, &self.server, out).await,
+                Command::Mcp(args) => mcp::run(args, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,
                 Command::Attach(args) => attach::run(args, &self.server, out).await,
                 Command::Trace(args) => trace::run(args, &self.server, out).await,

@@ -82,6 +82,8 @@ mod tests {
                 max_bytes: 65_536,
                 truncate: TruncateMode::HeadTail as i32,
             }),
+            mcp_server: String::new(),
+            mcp_tool: String::new(),
         };
         let expected = format!(
             "name:         read_file\n\

@@ -197,6 +197,8 @@ mod tests {
                 max_bytes: 65_536,
                 truncate: TruncateMode::Head as i32,
             }),
+            mcp_server: String::new(),
+            mcp_tool: String::new(),
         }
     }
 

@@ -6,7 +6,8 @@
 AIRLOCK_SERVER and AIRLOCK_TOKEN in the environment name the daemon. Lists the tools, reads
 a file with a read-only tool, then calls a write tool three times: once accepted at the
 elicitation (it runs), once declined (DENIED, nothing written), and once from a client
-without elicitation (refused unasked). Prints one JSON document of what it saw.
+without elicitation (it waits for an approver console, which the test runs). Prints one
+JSON document of what it saw.
 """
 
 import asyncio
@@ -70,12 +71,12 @@ async def main(airlock, workspace):
 
     await session(airlock, workspace, answering("decline"), declined)
 
-    async def unasked(client):
-        seen["unasked"] = text(
-            await client.call_tool("write_file", {"path": "unasked.txt", "content": "no"})
+    async def console(client):
+        seen["console"] = text(
+            await client.call_tool("write_file", {"path": "console.txt", "content": "ok"})
         )
 
-    await session(airlock, workspace, None, unasked)
+    await session(airlock, workspace, None, console)
     seen["asked"] = answering.asked
     print(json.dumps(seen))
 

@@ -474,6 +474,7 @@ impl TestDaemon {
                 .map(|w| w.to_str().unwrap().to_owned())
                 .unwrap_or_default(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .expect("ExecuteTool is accepted")
@@ -539,6 +540,12 @@ impl Execution {
             Event::Finished(result) => {
                 assert!(self.result.is_none(), "two finished events");
                 self.result = Some(result.clone());
+            }
+            Event::Approval(_) => {
+                assert!(
+                    self.execution_id.is_none() && self.result.is_none(),
+                    "an approval comes first"
+                );
             }
         }
         self.events.push(event);

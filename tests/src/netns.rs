@@ -425,6 +425,7 @@ impl NetnsDaemon {
                 arguments_json: arguments.to_string(),
                 workspace: String::new(),
                 timeout_ms: 0,
+                require_approval: false,
             })
             .await
             .unwrap_or_else(|status| panic!("{status}\n{}", self.log()))

@@ -40,6 +40,7 @@ use checkpoint::LoopState;
 use log::RunLog;
 use run::{Approvals, Budget, CallEvent, Recorder, RunLoop};
 
+pub(crate) use preview::preview;
 pub use provider::{ModelSpec, ProviderSettings, RetryPolicy};
 pub use run::RunLimits;
 
@@ -222,6 +223,11 @@ impl AgentRuntime {
 
     pub fn approvals(&self) -> &Arc<ApprovalBroker> {
         &self.shared.approvals
+    }
+
+    /// How long a question waits for an answer unless a run says otherwise.
+    pub fn approval_timeout(&self) -> std::time::Duration {
+        self.shared.settings.defaults.approval_timeout
     }
 
     fn live_run(&self, run_id: &RunId) -> Option<Arc<LiveRun>> {

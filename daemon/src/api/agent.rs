@@ -155,9 +155,16 @@ fn verdict(decision: &pb::ApprovalDecision) -> Verdict {
 }
 
 /// Whether a console of `tenant` may see (and answer) an approval request; the requests of
-/// a run nobody owns are nobody's.
-async fn may_answer(runtime: &AgentRuntime, tenant: &Tenant, run_id: &str) -> bool {
-    let Ok(run_id) = RunId::parse(run_id) else {
+/// a run nobody owns are nobody's. A request outside any run names its tenant.
+async fn may_answer(
+    runtime: &AgentRuntime,
+    tenant: &Tenant,
+    request: &pb::ApprovalRequest,
+) -> bool {
+    if request.run_id.is_empty() {
+        return !request.tenant.is_empty() && tenant.may_answer_for(&request.tenant);
+    }
+    let Ok(run_id) = RunId::parse(&request.run_id) else {
         return false;
     };
     runtime
@@ -351,7 +358,7 @@ impl pb::agent_server::Agent for AgentService {
         tokio::spawn(async move {
             // Only the requests of runs this tenant may answer.
             let visible = async |request: &pb::ApprovalRequest| {
-                may_answer(&runtime, &console_tenant, &request.run_id).await
+                may_answer(&runtime, &console_tenant, request).await
             };
             for request in pending {
                 if visible(&request).await && outgoing.send(Ok(request)).await.is_err() {
@@ -384,8 +391,8 @@ impl pb::agent_server::Agent for AgentService {
         tokio::spawn(async move {
             while let Ok(Some(decision)) = decisions.message().await {
                 // Another tenant's request is answered as if it were not pending at all.
-                let allowed = match runtime.approvals().pending_run_id(&decision.approval_id) {
-                    Some(run_id) => may_answer(&runtime, &tenant, &run_id).await,
+                let allowed = match runtime.approvals().pending(&decision.approval_id) {
+                    Some(request) => may_answer(&runtime, &tenant, &request).await,
                     None => false,
                 };
                 let decided = if allowed {

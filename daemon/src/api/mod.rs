@@ -5,6 +5,7 @@
 mod agent;
 pub mod auth;
 mod daemon;
+mod direct_approval;
 mod error;
 pub mod limits;
 pub mod listen;
@@ -95,7 +96,12 @@ pub async fn serve(
         retention,
         state_dir,
     ));
-    let tools = ToolsServer::new(tools::ToolsService::new(executor, store))
+    let approvals = Arc::new(direct_approval::DirectApprovals {
+        broker: agents.approvals().clone(),
+        executor: executor.clone(),
+        timeout: agents.approval_timeout(),
+    });
+    let tools = ToolsServer::new(tools::ToolsService::new(executor, store, approvals))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
     let agent = AgentServer::new(agent::AgentService::new(agents))

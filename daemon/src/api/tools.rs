@@ -16,6 +16,7 @@ use tonic::{Request, Response, Status};
 
 use super::agent::parse_id;
 use super::auth::caller;
+use super::direct_approval::{self, DirectApprovals};
 use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
@@ -30,13 +31,19 @@ pub struct ToolsService {
     executor: Arc<Executor>,
     store: Arc<dyn Store>,
     executions: Quota,
+    approvals: Arc<DirectApprovals>,
 }
 
 impl ToolsService {
-    pub fn new(executor: Arc<Executor>, store: Arc<dyn Store>) -> ToolsService {
+    pub fn new(
+        executor: Arc<Executor>,
+        store: Arc<dyn Store>,
+        approvals: Arc<DirectApprovals>,
+    ) -> ToolsService {
         ToolsService {
             executor,
             store,
+            approvals,
             executions: Quota::default(),
         }
     }
@@ -103,7 +110,7 @@ impl pb::tools_server::Tools for ToolsService {
         Ok(Response::new(pb::ListToolsResponse { tools }))
     }
 
-    type ExecuteToolStream = CancelOnDrop<UnboundedReceiverStream<ExecutionEvent>>;
+    type ExecuteToolStream = CancelOnDrop<UnboundedReceiverStream<pb::ExecuteToolEvent>>;
 
     async fn execute_tool(
         &self,
@@ -142,7 +149,30 @@ impl pb::tools_server::Tools for ToolsService {
         let cancel = CancellationToken::new();
         let executor = self.executor.clone();
         let call_cancel = cancel.clone();
-        tokio::spawn(async move { executor.run(call, events, call_cancel).await });
+        let approvals = (request.require_approval && DirectApprovals::needed(&call))
+            .then(|| self.approvals.clone());
+        let asking = to_client.clone();
+        let asker = tenant.name.clone();
+        tokio::spawn(async move {
+            if let Some(approvals) = approvals
+                && let Some((question, asked)) =
+                    approvals.register(&asker, &call, &call_cancel).await
+            {
+                let _ = asking.send(pb::ExecuteToolEvent {
+                    event: Some(pb::execute_tool_event::Event::Approval(question)),
+                });
+                let outcome = tokio::select! {
+                    outcome = asked.outcome() => outcome,
+                    // Dropping the question withdraws it from the consoles.
+                    () = call_cancel.cancelled() => return,
+                };
+                if let Some(refused) = direct_approval::refusal(outcome) {
+                    let _ = events.send(ExecutionEvent::Finished(refused));
+                    return;
+                }
+            }
+            executor.run(call, events, call_cancel).await;
+        });
         let store = self.store.clone();
         tokio::spawn(async move {
             // The slot is the tenant's until the call has reported its end.
@@ -164,7 +194,7 @@ impl pb::tools_server::Tools for ToolsService {
                 {
                     tracing::warn!(execution = %execution_id, error = %err, "cannot record the owner of an execution");
                 }
-                if to_client.send(event).is_err() {
+                if to_client.send(convert::execution_event(event)).is_err() {
                     // The client went; draining lets the cancelled call finish.
                     continue;
                 }
@@ -231,13 +261,13 @@ pub struct CancelOnDrop<S> {
 
 impl<S> Stream for CancelOnDrop<S>
 where
-    S: Stream<Item = ExecutionEvent> + Unpin,
+    S: Stream<Item = pb::ExecuteToolEvent> + Unpin,
 {
     type Item = Result<pb::ExecuteToolEvent, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         Pin::new(&mut self.events)
             .poll_next(cx)
-            .map(|event| event.map(|event| Ok(convert::execution_event(event))))
+            .map(|event| event.map(Ok))
     }
 }

@@ -232,12 +232,12 @@ impl ApprovalBroker {
         (pending, receiver)
     }
 
-    /// The run a pending request belongs to; none when `approval_id` is not pending.
-    pub fn pending_run_id(&self, approval_id: &str) -> Option<String> {
+    /// A pending request, as its approvers see it; none when `approval_id` is not pending.
+    pub fn pending(&self, approval_id: &str) -> Option<pb::ApprovalRequest> {
         self.lock()
             .pending
             .get(approval_id)
-            .map(|pending| pending.request.run_id.clone())
+            .map(|pending| pending.request.clone())
     }
 
     pub fn pending_count(&self) -> usize {

@@ -353,6 +353,8 @@ pub enum ExecutionEvent {
     Output(ToolOutput),
     /// The call is over; always the last event.
     Finished(ToolResult),
+    /// The call waits for a person's approval first (`require_approval`).
+    Approval(crate::proto::ApprovalRequest),
 }
 
 /// The event stream of one tool call. Dropping it cancels the call if it is still running.
@@ -383,6 +385,7 @@ impl Execution {
                 Some(Event::Started(started)) => return Ok(ExecutionEvent::Started(started)),
                 Some(Event::Output(output)) => return Ok(ExecutionEvent::Output(output)),
                 Some(Event::Finished(result)) => return Ok(ExecutionEvent::Finished(result)),
+                Some(Event::Approval(request)) => return Ok(ExecutionEvent::Approval(request)),
                 // An event of a kind added to the API after this client was built decodes as
                 // no event at all; skipping it is how an older client stays compatible.
                 None => continue,

@@ -33,13 +33,14 @@ pub async fn execute(
             .map(|dir| dir.to_string_lossy().into_owned())
             .unwrap_or_default(),
         timeout_ms: 0,
+        require_approval: false,
     };
     let mut stream = client.execute_tool(request).await?.into_inner();
     let mut result = None;
     while let Some(event) = stream.message().await? {
         match event.event {
             Some(Event::Finished(finished)) => result = Some(finished),
-            Some(Event::Started(_) | Event::Output(_)) | None => {}
+            Some(Event::Started(_) | Event::Output(_) | Event::Approval(_)) | None => {}
         }
     }
     let result = result.context("the call's stream ended without a result")?;

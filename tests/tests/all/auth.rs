@@ -165,6 +165,7 @@ fn execute(tool: &str, workspace: &Path) -> pb::ExecuteToolRequest {
         arguments_json: json!({"path": "notes.txt"}).to_string(),
         workspace: workspace.to_str().unwrap().into(),
         timeout_ms: 0,
+        require_approval: false,
     }
 }
 
@@ -581,6 +582,7 @@ async fn oversize_messages_and_arguments_are_refused() {
             arguments_json: arguments,
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .expect_err("arguments over the limit");
@@ -596,6 +598,7 @@ async fn oversize_messages_and_arguments_are_refused() {
             arguments_json: huge.clone(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .expect_err("a message over the limit");
@@ -634,6 +637,7 @@ async fn oversize_messages_and_arguments_are_refused() {
             arguments_json: "a".repeat(decoding_limit - 64),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .expect_err("arguments over their own limit");

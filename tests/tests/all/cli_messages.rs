@@ -140,6 +140,7 @@ async fn each_class_of_mistake_has_its_code_and_names_what_fixes_it() {
             arguments_json: "{}".into(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .unwrap()

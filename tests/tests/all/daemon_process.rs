@@ -82,6 +82,7 @@ async fn a_call_in_flight_at_shutdown_is_cancelled_after_the_grace_period() {
             arguments_json: "{}".into(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .unwrap()

@@ -172,6 +172,7 @@ async fn exec_within(
                 .map(|w| w.to_str().unwrap().to_owned())
                 .unwrap_or_default(),
             timeout_ms,
+            require_approval: false,
         })
         .await
 }
@@ -1326,6 +1327,7 @@ async fn process_an_abstract_socket_in_the_sandbox_is_not_reachable_from_the_hos
                 .to_string(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .unwrap()
@@ -1742,6 +1744,7 @@ async fn wasm_an_endless_start_function_is_stopped_by_deadline_cancel_and_output
             arguments_json: "{}".into(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .unwrap()

@@ -23,6 +23,7 @@ fn request(tool: &str, arguments: &str, workspace: &str) -> pb::ExecuteToolReque
         arguments_json: arguments.into(),
         workspace: workspace.into(),
         timeout_ms: 0,
+        require_approval: false,
     }
 }
 

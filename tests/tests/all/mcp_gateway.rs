@@ -2,6 +2,7 @@
 //! `airlock mcp` over stdio (tests/mcp/stdio_client.py) against a real daemon serving the
 //! first-party plugins, as an IDE's MCP configuration would.
 
+use airlock_proto::v1 as pb;
 use airlock_tests::{DaemonOptions, TestDaemon, cargo_bin, mcp, repo_root};
 use serde_json::{Value, json};
 
@@ -14,6 +15,42 @@ async fn an_mcp_client_lists_and_calls_tools_and_risky_calls_ask_its_user() {
     .await;
     let workspace = daemon.workspace("project");
     std::fs::write(workspace.join("README.md"), "# sample\nadd numbers\n").unwrap();
+    // An approver console, as `airlock approvals` is: it approves the call to console.txt
+    // alone, leaving the others to the person at the MCP client.
+    let mut agent = daemon.agent().await;
+    let (decisions, queued) = tokio::sync::mpsc::unbounded_channel();
+    let mut requests = agent
+        .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(queued))
+        .await
+        .unwrap()
+        .into_inner();
+    let console = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(request) = requests.message().await.unwrap() {
+            if request.state == pb::ApprovalState::Pending as i32
+                && request.arguments_json.contains("console.txt")
+            {
+                decisions
+                    .send(pb::ApprovalDecision {
+                        approval_id: request.approval_id.clone(),
+                        decision: pb::Decision::ApproveOnce as i32,
+                        reason: String::new(),
+                        digest: request.digest.clone(),
+                    })
+                    .unwrap();
+            }
+            seen.push(request);
+            if seen
+                .iter()
+                .filter(|r| r.state == pb::ApprovalState::Resolved as i32)
+                .count()
+                == 3
+            {
+                return seen;
+            }
+        }
+        seen
+    });
     let output = tokio::process::Command::new(mcp::python())
         .arg(mcp::dir().join("stdio_client.py"))
         .arg(cargo_bin("airlock"))
@@ -64,12 +101,26 @@ async fn an_mcp_client_lists_and_calls_tools_and_risky_calls_ask_its_user() {
     );
     assert!(!workspace.join("declined.txt").exists());
 
-    assert_eq!(seen["unasked"]["error"], json!(true), "{seen}");
-    assert!(
-        seen["unasked"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("cannot be asked")
+    assert_eq!(seen["console"]["error"], json!(false), "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("console.txt")).unwrap(),
+        "ok"
     );
-    assert!(!workspace.join("unasked.txt").exists());
+
+    // Every risky call was put to the tenant's consoles too, outside any run; the first
+    // answer won each.
+    let requests = console.await.unwrap();
+    let pending: Vec<_> = requests
+        .iter()
+        .filter(|r| r.state == pb::ApprovalState::Pending as i32)
+        .collect();
+    assert_eq!(pending.len(), 3, "{requests:#?}");
+    for request in &pending {
+        assert_eq!(request.run_id, "");
+        assert_eq!(request.tenant, "default");
+        assert_eq!(request.tool, "write_file");
+        assert_eq!(request.digest.len(), 64);
+    }
+    let diff = pending[0].preview.as_ref().unwrap();
+    assert_eq!(diff.kind, "diff", "{diff:?}");
 }

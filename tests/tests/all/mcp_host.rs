@@ -338,6 +338,7 @@ async fn a_hung_call_times_out_and_a_crash_mid_call_is_a_tool_error() {
             arguments_json: "{}".into(),
             timeout_ms: 1500,
             workspace: hosted.ws.display().to_string(),
+            require_approval: false,
         })
         .await
         .unwrap();

@@ -183,6 +183,7 @@ async fn attack_within(
                 .map(|w| w.to_str().unwrap().to_owned())
                 .unwrap_or_default(),
             timeout_ms,
+            require_approval: false,
         })
         .await
         .expect("accepted")
@@ -621,6 +622,7 @@ async fn what_a_host_or_profile_cannot_enforce_is_refused_with_the_layer_named()
             arguments_json: "{}".into(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .expect_err("a refused tool is unknown");
@@ -1032,6 +1034,7 @@ async fn cancelling_a_call_kills_the_whole_sandbox() {
             arguments_json: json!({"attack": "fork_bomb", "max": 8, "hold": true}).to_string(),
             workspace: ws.to_str().unwrap().into(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .unwrap()

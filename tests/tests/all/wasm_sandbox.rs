@@ -71,6 +71,7 @@ async fn exec_with_timeout(
             arguments_json: args.to_string(),
             workspace: String::new(),
             timeout_ms,
+            require_approval: false,
         })
         .await
         .expect("accepted")
@@ -141,6 +142,7 @@ async fn start_spinning(daemon: &TestDaemon) -> (tonic::Streaming<pb::ExecuteToo
             arguments_json: "{}".into(),
             workspace: String::new(),
             timeout_ms: 0,
+            require_approval: false,
         })
         .await
         .unwrap()

@@ -164,6 +164,8 @@ impl Approvals {
             state: pb::ApprovalState::Pending as i32,
             detail: String::new(),
             network,
+            // A run's requests are owned through the run.
+            tenant: String::new(),
         }
     }
 

@@ -50,6 +50,8 @@ pub async fn run<O: Write, E: Write>(
         arguments_json,
         workspace: workspace.path.clone(),
         timeout_ms: args.timeout_ms,
+        // The person at the terminal ran the command: that is the approval.
+        require_approval: false,
     };
 
     let mut execution_id = None;
@@ -102,6 +104,8 @@ async fn call<O: Write, E: Write>(
                 Ok(OutputStream::Stdout | OutputStream::Unspecified) | Err(_) => {}
             },
             ExecutionEvent::Finished(result) => return Ok(result),
+            // `airlock tools exec` asks for no approval; the daemon sends none.
+            ExecutionEvent::Approval(_) => {}
         }
     }
 }

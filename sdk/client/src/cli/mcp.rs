@@ -8,16 +8,19 @@
 //! profile. A client's `notifications/cancelled` drops the execution's stream, which stops
 //! the tool.
 //!
-//! Risky calls (any risk above `read_only`) wait for the person at the client: the call,
-//! with its exact arguments, is put to them as an elicitation, and runs only when accepted.
-//! A client that cannot be asked (no elicitation capability) gets the call refused, never
-//! run unasked.
+//! Risky calls (any risk above `read_only`) wait for a person: the daemon puts the exact
+//! call to the tenant's approver consoles (`airlock approvals`), and, when the MCP client
+//! offers elicitation, this gateway also asks the person at the client and sends their
+//! answer as a decision bound to the call's digest. The first answer wins; none by the
+//! deadline is a denial.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_client::proto::{ExecuteToolRequest, Risk, ToolInfo, ToolStatus};
+use airlock_client::proto::{
+    ApprovalDecision, ApprovalRequest, Decision, ExecuteToolRequest, Risk, ToolInfo, ToolStatus,
+};
 use airlock_client::{AirlockClient, ExecutionEvent, exit_code};
 use clap::Args;
 use rmcp::model::{
@@ -27,6 +30,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, ServiceExt as _};
+use tokio::sync::mpsc;
 
 use super::workspace::Workspace;
 use super::{CliError, Output, Server};
@@ -46,9 +50,11 @@ pub async fn run<O: Write, E: Write>(
 ) -> Result<u8, CliError> {
     let client = server.connect().await?;
     let workspace = Workspace::choose(&client, args.workspace.as_deref()).await?;
+    let decisions = answer_as_console(&client).await?;
     let gateway = Gateway {
         client: Arc::new(client),
         workspace: workspace.path,
+        decisions,
     };
     let running = gateway
         .serve(rmcp::transport::io::stdio())
@@ -64,6 +70,35 @@ struct Gateway {
     client: Arc<AirlockClient>,
     /// Absolute; empty for none.
     workspace: String,
+    /// Decisions of the person at the MCP client, sent on an approver console.
+    decisions: mpsc::UnboundedSender<ApprovalDecision>,
+}
+
+/// An approver console that sends the gateway's decisions and reads (and ignores) what the
+/// daemon streams to it, so that its stream never backs up.
+async fn answer_as_console(
+    client: &AirlockClient,
+) -> Result<mpsc::UnboundedSender<ApprovalDecision>, CliError> {
+    let mut console = client.approvals().await?;
+    let (decisions, mut to_send) = mpsc::unbounded_channel::<ApprovalDecision>();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                update = console.next() => {
+                    if !matches!(update, Ok(Some(_))) {
+                        return;
+                    }
+                }
+                decision = to_send.recv() => {
+                    let Some(decision) = decision else { return };
+                    if console.decide(decision).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    Ok(decisions)
 }
 
 impl ServerHandler for Gateway {
@@ -100,11 +135,6 @@ impl ServerHandler for Gateway {
             ));
         };
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        if tool.risk != Risk::ReadOnly as i32
-            && let Some(refusal) = ask(&context, tool, &arguments).await
-        {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]).into());
-        }
         let mut execution = self
             .client
             .execute_tool(ExecuteToolRequest {
@@ -112,24 +142,33 @@ impl ServerHandler for Gateway {
                 arguments_json: arguments.to_string(),
                 workspace: self.workspace.clone(),
                 timeout_ms: 0,
+                require_approval: true,
             })
             .await
             .map_err(internal)?;
+        // The person at the client is asked while the call waits; a console may answer
+        // first, and then their answer no longer counts.
+        let mut asking = std::pin::pin!(futures::future::OptionFuture::from(None));
         // Dropping the execution, when the client cancels, stops the tool.
-        let result = tokio::select! {
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::internal_error("cancelled by the client", None));
-            }
-            result = async {
-                loop {
-                    match execution.next_event().await? {
-                        ExecutionEvent::Finished(result) => {
-                            return Ok::<_, airlock_client::ClientError>(result);
-                        }
-                        ExecutionEvent::Started(_) | ExecutionEvent::Output(_) => {}
-                    }
+        let result = loop {
+            tokio::select! {
+                () = context.ct.cancelled() => {
+                    return Err(ErrorData::internal_error("cancelled by the client", None));
                 }
-            } => result.map_err(internal)?,
+                Some(decision) = &mut asking => {
+                    let _ = self.decisions.send(decision);
+                    asking.set(None.into());
+                }
+                event = execution.next_event() => match event.map_err(internal)? {
+                    ExecutionEvent::Finished(result) => break result,
+                    ExecutionEvent::Approval(question) => {
+                        if can_ask(&context) {
+                            asking.set(Some(ask(context.clone(), question)).into());
+                        }
+                    }
+                    ExecutionEvent::Started(_) | ExecutionEvent::Output(_) => {}
+                },
+            }
         };
         let text = if result.status == ToolStatus::Ok as i32 {
             result.content
@@ -151,42 +190,57 @@ impl ServerHandler for Gateway {
     }
 }
 
-/// Puts a risky call to the person at the client; the reason it may not run, if it may not.
-async fn ask(
-    context: &RequestContext<RoleServer>,
-    tool: &ToolInfo,
-    arguments: &serde_json::Value,
-) -> Option<String> {
-    let can_ask = context
+/// Whether the MCP client offers elicitation.
+fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+    context
         .peer
         .peer_info()
-        .is_some_and(|info| info.capabilities.elicitation.is_some());
-    if !can_ask {
-        return Some(format!(
-            "DENIED: `{}` is a {} tool and needs a person's approval; this MCP client cannot be asked (it offers no elicitation)",
-            tool.name,
-            risk_name(tool.risk)
-        ));
-    }
-    let schema =
-        serde_json::from_value(serde_json::json!({"type": "object", "properties": {}})).ok()?;
+        .is_some_and(|info| info.capabilities.elicitation.is_some())
+}
+
+/// Puts `question` to the person at the client; their answer as a decision on it.
+async fn ask(context: RequestContext<RoleServer>, question: ApprovalRequest) -> ApprovalDecision {
+    let decision = |decision: Decision, reason: &str| ApprovalDecision {
+        approval_id: question.approval_id.clone(),
+        decision: decision as i32,
+        reason: reason.to_owned(),
+        digest: question.digest.clone(),
+    };
+    let arguments = serde_json::from_str::<serde_json::Value>(&question.arguments_json)
+        .map(|value| serde_json::to_string_pretty(&value).unwrap_or_default())
+        .unwrap_or_else(|_| question.arguments_json.clone());
+    let preview = question
+        .preview
+        .as_ref()
+        .filter(|preview| preview.kind != "arguments" && !preview.text.is_empty())
+        .map(|preview| format!("\n\n{}", preview.text))
+        .unwrap_or_default();
+    let Ok(schema) =
+        serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
+    else {
+        return decision(
+            Decision::Deny,
+            "the approval could not be put to the MCP client",
+        );
+    };
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!(
-            "airlock: allow this {} call?\n{} {}",
-            risk_name(tool.risk),
-            tool.name,
-            serde_json::to_string_pretty(arguments).unwrap_or_default()
+            "airlock: allow this {} call?\n{} {arguments}{preview}",
+            risk_name(question.risk),
+            question.tool,
         ),
         requested_schema: schema,
     };
     match context.peer.create_elicitation(params).await {
-        Ok(answer) if answer.action == ElicitationAction::Accept => None,
-        Ok(_) => Some(format!("DENIED: the call to `{}` was declined", tool.name)),
-        Err(err) => Some(format!(
-            "DENIED: the approval of `{}` could not be asked: {err}",
-            tool.name
-        )),
+        Ok(answer) if answer.action == ElicitationAction::Accept => {
+            decision(Decision::ApproveOnce, "")
+        }
+        Ok(_) => decision(Decision::Deny, "declined at the MCP client"),
+        Err(err) => decision(
+            Decision::Deny,
+            &format!("the MCP client could not be asked: {err}"),
+        ),
     }
 }
 

@@ -259,6 +259,7 @@ mod tests {
             digest: "0123456789abcdef".repeat(4),
             reason: "write calls are asked under the risky policy".to_owned(),
             state: ApprovalState::Pending as i32,
+            tenant: String::new(),
             detail: String::new(),
             network: None,
         }

@@ -52,6 +52,8 @@ pub struct DaemonConfig {
     pub otlp_endpoint: Option<String>,
     /// How tools' egress resolves names.
     pub egress: EgressSettings,
+    /// Where to serve MCP over Streamable HTTP (`/mcp`); off when unset.
+    pub mcp_listen: Option<std::net::SocketAddr>,
 }
 
 /// The TOML file. Relative paths in it are relative to the file.
@@ -80,6 +82,7 @@ pub struct ConfigFile {
     pub store: StoreFile,
     /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317`.
     pub otlp_endpoint: Option<String>,
+    pub mcp_listen: Option<std::net::SocketAddr>,
     #[serde(default)]
     pub egress: EgressSettings,
 }
@@ -274,6 +277,7 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     pub workspace_roots: Vec<PathBuf>,
     pub otlp_endpoint: Option<String>,
+    pub mcp_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -404,6 +408,7 @@ impl DaemonConfig {
                 .retention_days
                 .map(|days| Duration::from_secs(u64::from(days.get()) * 24 * 60 * 60)),
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
+            mcp_listen: overrides.mcp_listen.or(file.mcp_listen),
             egress: file.egress,
         })
     }

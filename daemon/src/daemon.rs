@@ -69,10 +69,17 @@ pub enum StartError {
     Serve(#[from] api::ServeError),
     #[error(transparent)]
     Otlp(#[from] OtlpError),
+    #[error("cannot listen for MCP on {addr}: {source}")]
+    McpListen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 pub struct Daemon {
     config: DaemonConfig,
+    /// The MCP endpoint's socket, bound by [`Daemon::bind`] and served by [`Daemon::serve`].
+    mcp_listener: std::sync::Mutex<Option<tokio::net::TcpListener>>,
     executor: Arc<Executor>,
     agents: Arc<AgentRuntime>,
     store: Arc<dyn Store>,
@@ -193,6 +200,7 @@ impl Daemon {
         ));
         Ok(Daemon {
             config,
+            mcp_listener: std::sync::Mutex::new(None),
             executor,
             agents,
             store,
@@ -224,9 +232,27 @@ impl Daemon {
         &self.tenants
     }
 
-    /// Binds the configured address.
+    /// Binds the configured address, and the MCP endpoint's when one is configured.
     pub async fn bind(&self) -> Result<api::Listener, StartError> {
-        Ok(api::Listener::bind(&self.config.listen).await?)
+        let listener = api::Listener::bind(&self.config.listen).await?;
+        if let Some(addr) = self.config.mcp_listen {
+            let mcp = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::McpListen { addr, source })?;
+            if let Ok(mut slot) = self.mcp_listener.lock() {
+                *slot = Some(mcp);
+            }
+        }
+        Ok(listener)
+    }
+
+    /// Where the MCP endpoint listens, once bound.
+    pub fn mcp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.mcp_listener
+            .lock()
+            .ok()?
+            .as_ref()
+            .and_then(|listener| listener.local_addr().ok())
     }
 
     /// Serves on `listener` until `shutdown` resolves; then stops accepting, gives in-flight
@@ -305,6 +331,25 @@ impl Daemon {
         let sweeping = CancellationToken::new();
         tokio::spawn(retention.clone().run(sweeping.clone()));
         let _stop_sweeping = sweeping.drop_guard();
+        let mcp_listener = self
+            .mcp_listener
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take());
+        let serving_mcp = CancellationToken::new();
+        if let Some(listener) = mcp_listener {
+            tokio::spawn(api::mcp::serve(
+                listener,
+                self.tenants.clone(),
+                self.executor.clone(),
+                Arc::new(api::direct_approval::DirectApprovals::new(
+                    self.executor.clone(),
+                    &self.agents,
+                )),
+                serving_mcp.clone(),
+            ));
+        }
+        let _stop_mcp = serving_mcp.drop_guard();
         let services = api::Services {
             executor: self.executor.clone(),
             agents: self.agents.clone(),

@@ -52,6 +52,10 @@ struct Args {
     /// http://127.0.0.1:4317 (plaintext; a bare host:port means http).
     #[arg(long, value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// Also serve airlock's tools over MCP (Streamable HTTP, path /mcp) on this address, with
+    /// the same tokens and tenants; off unless set.
+    #[arg(long, value_name = "ADDR")]
+    mcp_listen: Option<std::net::SocketAddr>,
     /// Log format; the filter comes from AIRLOCK_LOG (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -92,6 +96,7 @@ fn main() -> anyhow::Result<()> {
             state_dir: args.state_dir,
             workspace_roots: args.workspace_roots,
             otlp_endpoint: args.otlp_endpoint,
+            mcp_listen: args.mcp_listen,
         },
     )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

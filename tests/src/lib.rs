@@ -310,6 +310,8 @@ pub struct DaemonOptions {
     pub tls: Option<TlsFiles>,
     /// Workspace roots; a fresh temporary directory (`workspace_root`) is always the first.
     pub extra_workspace_roots: Vec<PathBuf>,
+    /// Serve MCP over Streamable HTTP here (port 0: any); see [`TestDaemon::mcp_addr`].
+    pub mcp_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonOptions {
@@ -326,6 +328,7 @@ impl Default for DaemonOptions {
             listen: None,
             tls: None,
             extra_workspace_roots: Vec::new(),
+            mcp_listen: None,
         }
     }
 }
@@ -339,6 +342,8 @@ pub struct TestDaemon {
     /// The only directory requests may name workspaces in.
     pub workspace_root: TempDir,
     pub state_dir: PathBuf,
+    /// Where the daemon serves MCP, when `mcp_listen` was set.
+    pub mcp_addr: Option<std::net::SocketAddr>,
     refused: Vec<String>,
     _state: Option<TempDir>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -376,6 +381,7 @@ impl TestDaemon {
             retention: None,
             otlp_endpoint: options.otlp_endpoint,
             egress: Default::default(),
+            mcp_listen: options.mcp_listen,
         };
         let daemon = Daemon::build(config).expect("daemon builds");
         let refused = daemon
@@ -385,6 +391,7 @@ impl TestDaemon {
             .collect();
         let token = read_token(&state_dir);
         let listener = daemon.bind().await.expect("bind loopback");
+        let mcp_addr = daemon.mcp_addr();
         let endpoint = match listener.local_addr() {
             Some(addr) if tls => format!("https://localhost:{}", addr.port()),
             Some(addr) => format!("http://{addr}"),
@@ -408,6 +415,7 @@ impl TestDaemon {
             token,
             workspace_root,
             state_dir,
+            mcp_addr,
             refused,
             _state: state,
             shutdown: Some(shutdown),

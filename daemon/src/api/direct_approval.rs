@@ -32,6 +32,15 @@ pub struct DirectApprovals {
 }
 
 impl DirectApprovals {
+    /// Asks through the runs' broker, with their default deadline.
+    pub fn new(executor: Arc<Executor>, agents: &crate::agent::AgentRuntime) -> DirectApprovals {
+        DirectApprovals {
+            broker: agents.approvals().clone(),
+            executor,
+            timeout: agents.approval_timeout(),
+        }
+    }
+
     /// Whether `call` must wait for a person: any risk above read-only.
     pub fn needed(call: &Call) -> bool {
         call.tool.manifest.risk != Risk::ReadOnly

@@ -5,10 +5,11 @@
 mod agent;
 pub mod auth;
 mod daemon;
-mod direct_approval;
+pub mod direct_approval;
 mod error;
 pub mod limits;
 pub mod listen;
+pub mod mcp;
 mod message_size;
 mod quota;
 pub mod tenants;
@@ -96,11 +97,10 @@ pub async fn serve(
         retention,
         state_dir,
     ));
-    let approvals = Arc::new(direct_approval::DirectApprovals {
-        broker: agents.approvals().clone(),
-        executor: executor.clone(),
-        timeout: agents.approval_timeout(),
-    });
+    let approvals = Arc::new(direct_approval::DirectApprovals::new(
+        executor.clone(),
+        &agents,
+    ));
     let tools = ToolsServer::new(tools::ToolsService::new(executor, store, approvals))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);

@@ -1,15 +1,36 @@
-//! airlock's tools served to MCP clients: the official Python SDK's client drives
-//! `airlock mcp` over stdio (tests/mcp/stdio_client.py) against a real daemon serving the
-//! first-party plugins, as an IDE's MCP configuration would.
+//! airlock's tools served to MCP clients: the official Python SDK's client
+//! (tests/mcp/client.py) drives `airlock mcp` over stdio, as an IDE's MCP configuration
+//! would, and the daemon's own Streamable HTTP endpoint, against a real daemon serving the
+//! first-party plugins. The same scenario both ways: list, read, and a risky call accepted
+//! at the client, declined there, and approved from an approver console.
 
 use airlock_proto::v1 as pb;
 use airlock_tests::{DaemonOptions, TestDaemon, cargo_bin, mcp, repo_root};
 use serde_json::{Value, json};
 
+/// How the client reaches airlock.
+#[derive(Clone, Copy)]
+enum Transport {
+    /// `airlock mcp` over stdio.
+    Stdio,
+    /// The daemon's `/mcp` endpoint.
+    Http,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_mcp_client_lists_and_calls_tools_and_risky_calls_ask_its_user() {
+async fn an_mcp_client_on_stdio_lists_and_calls_tools_and_risky_calls_ask_a_person() {
+    scenario(Transport::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_over_http_lists_and_calls_tools_and_risky_calls_ask_a_person() {
+    scenario(Transport::Http).await;
+}
+
+async fn scenario(transport: Transport) {
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins")],
+        mcp_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..DaemonOptions::default()
     })
     .await;
@@ -51,10 +72,20 @@ async fn an_mcp_client_lists_and_calls_tools_and_risky_calls_ask_its_user() {
         }
         seen
     });
-    let output = tokio::process::Command::new(mcp::python())
-        .arg(mcp::dir().join("stdio_client.py"))
-        .arg(cargo_bin("airlock"))
-        .arg(&workspace)
+    let mut client = tokio::process::Command::new(mcp::python());
+    client.arg(mcp::dir().join("client.py"));
+    match transport {
+        Transport::Stdio => client
+            .arg("stdio")
+            .arg(cargo_bin("airlock"))
+            .arg(&workspace),
+        Transport::Http => client.arg("http").arg(format!(
+            "http://{}/mcp?workspace={}",
+            daemon.mcp_addr.unwrap(),
+            workspace.display()
+        )),
+    };
+    let output = client
         .env("AIRLOCK_SERVER", &daemon.endpoint)
         .env("AIRLOCK_TOKEN", &daemon.token)
         .output()
@@ -123,4 +154,82 @@ async fn an_mcp_client_lists_and_calls_tools_and_risky_calls_ask_its_user() {
     }
     let diff = pending[0].preview.as_ref().unwrap();
     assert_eq!(diff.kind, "diff", "{diff:?}");
+}
+
+/// One POST of an `initialize` to the MCP endpoint; its status code.
+async fn initialize(
+    addr: std::net::SocketAddr,
+    path: &str,
+    host: &str,
+    token: Option<&str>,
+    origin: Option<&str>,
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "probe", "version": "1"}}
+    })
+    .to_string();
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if let Some(origin) = origin {
+        head.push_str(&format!("Origin: {origin}\r\n"));
+    }
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("{head}\r\n{body}").as_bytes())
+        .await
+        .unwrap();
+    let mut status = [0u8; 12];
+    stream.read_exact(&mut status).await.unwrap();
+    std::str::from_utf8(&status[9..12])
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_endpoint_wants_a_token_and_refuses_other_hosts_and_origins() {
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins")],
+        mcp_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let addr = daemon.mcp_addr.unwrap();
+    let host = addr.to_string();
+    let token = Some(daemon.token.as_str());
+    assert_eq!(initialize(addr, "/mcp", &host, token, None).await, 200);
+    assert_eq!(
+        initialize(
+            addr,
+            "/mcp",
+            &format!("localhost:{}", addr.port()),
+            token,
+            Some(&format!("http://localhost:{}", addr.port()))
+        )
+        .await,
+        200
+    );
+    assert_eq!(initialize(addr, "/mcp", &host, None, None).await, 401);
+    assert_eq!(
+        initialize(addr, "/mcp", &host, Some("not-the-token"), None).await,
+        401
+    );
+    assert_eq!(initialize(addr, "/other", &host, token, None).await, 404);
+    // DNS rebinding: a name the attacker controls, resolving to loopback.
+    assert_eq!(
+        initialize(addr, "/mcp", "rebind.attacker.example", token, None).await,
+        403
+    );
+    assert_eq!(
+        initialize(addr, "/mcp", &host, token, Some("https://attacker.example")).await,
+        403
+    );
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Drives `airlock mcp` with the official MCP Python SDK's client over stdio, as an IDE would.
+"""Drives airlock's MCP server with the official MCP Python SDK's client, as an IDE would.
 
-    stdio_client.py AIRLOCK WORKSPACE
+    client.py stdio AIRLOCK WORKSPACE   # `airlock mcp --workspace WORKSPACE` over stdio
+    client.py http URL                  # airlockd's Streamable HTTP endpoint
 
-AIRLOCK_SERVER and AIRLOCK_TOKEN in the environment name the daemon. Lists the tools, reads
+AIRLOCK_TOKEN in the environment is the daemon's token (and AIRLOCK_SERVER its gRPC address,
+for `airlock mcp`). Lists the tools, reads
 a file with a read-only tool, then calls a write tool three times: once accepted at the
 elicitation (it runs), once declined (DENIED, nothing written), and once from a client
 without elicitation (it waits for an approver console, which the test runs). Prints one
@@ -18,6 +20,8 @@ import sys
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def answering(action):
@@ -31,11 +35,20 @@ def answering(action):
 answering.asked = []
 
 
-async def session(airlock, workspace, elicitation, body):
-    params = StdioServerParameters(
-        command=airlock, args=["mcp", "--workspace", workspace], env=dict(os.environ)
-    )
-    async with stdio_client(params) as (read, write):
+async def session(target, elicitation, body):
+    if target[0] == "stdio":
+        _, airlock, workspace = target
+        params = StdioServerParameters(
+            command=airlock, args=["mcp", "--workspace", workspace], env=dict(os.environ)
+        )
+        transport = stdio_client(params)
+    else:
+        headers = {"Authorization": "Bearer " + os.environ["AIRLOCK_TOKEN"]}
+        transport = streamable_http_client(
+            target[1], http_client=create_mcp_http_client(headers=headers)
+        )
+    async with transport as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(read, write, elicitation_callback=elicitation) as client:
             await client.initialize()
             return await body(client)
@@ -48,7 +61,7 @@ def text(result):
     }
 
 
-async def main(airlock, workspace):
+async def main(target):
     seen = {}
 
     async def first(client):
@@ -62,24 +75,24 @@ async def main(airlock, workspace):
             await client.call_tool("write_file", {"path": "accepted.txt", "content": "yes"})
         )
 
-    await session(airlock, workspace, answering("accept"), first)
+    await session(target, answering("accept"), first)
 
     async def declined(client):
         seen["declined"] = text(
             await client.call_tool("write_file", {"path": "declined.txt", "content": "no"})
         )
 
-    await session(airlock, workspace, answering("decline"), declined)
+    await session(target, answering("decline"), declined)
 
     async def console(client):
         seen["console"] = text(
             await client.call_tool("write_file", {"path": "console.txt", "content": "ok"})
         )
 
-    await session(airlock, workspace, None, console)
+    await session(target, None, console)
     seen["asked"] = answering.asked
     print(json.dumps(seen))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1:]))

@@ -1,0 +1,298 @@
+//! MCP requests as the executor's calls: `tools/list` is the caller's tools with their
+//! schemas and annotations derived from their manifests, `tools/call` one execution — asked
+//! about first when its risk is above read-only, reported as progress while it writes
+//! output, cancelled when the client cancels.
+
+use std::sync::Arc;
+
+use airlock_proto::v1 as pb;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, ErrorData, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use tokio::sync::mpsc;
+
+use super::McpCaller;
+use crate::api::direct_approval::{self, DirectApprovals};
+use crate::api::tenants::Tenant;
+use crate::domain::Decision;
+use crate::policy::{Approver, Verdict};
+use crate::profile::NetworkPolicy;
+use crate::tools::{CallRequest, ExecutionEvent, Executor, Risk, Tool, ToolStatus};
+
+#[derive(Clone)]
+pub struct ToolServer {
+    executor: Arc<Executor>,
+    approvals: Arc<DirectApprovals>,
+}
+
+impl ToolServer {
+    pub fn new(executor: Arc<Executor>, approvals: Arc<DirectApprovals>) -> ToolServer {
+        ToolServer {
+            executor,
+            approvals,
+        }
+    }
+}
+
+/// The authenticated tenant and the workspace of a request.
+fn caller(
+    context: &RequestContext<RoleServer>,
+) -> Result<(Arc<Tenant>, Option<String>), ErrorData> {
+    let parts = context
+        .extensions
+        .get::<http::request::Parts>()
+        .ok_or_else(|| ErrorData::internal_error("the request has no HTTP parts", None))?;
+    let McpCaller(tenant) = parts
+        .extensions
+        .get::<McpCaller>()
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))?;
+    let workspace = parts.uri.query().and_then(|query| {
+        query.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key == "workspace").then(|| percent_decode(value))
+        })
+    });
+    Ok((tenant, workspace))
+}
+
+/// `%XX` escapes and `+` of a query value.
+fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'%' if at + 2 < bytes.len() => match u8::from_str_radix(&value[at + 1..at + 3], 16) {
+                Ok(byte) => {
+                    out.push(byte);
+                    at += 3;
+                }
+                Err(_) => {
+                    out.push(b'%');
+                    at += 1;
+                }
+            },
+            b'+' => {
+                out.push(b' ');
+                at += 1;
+            }
+            byte => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A tool as MCP describes it, its annotations derived from its manifest: what airlock
+/// decided about it, not what its author claimed.
+fn mcp_tool(tool: &Tool) -> Option<McpTool> {
+    let schema = tool.arguments.json().as_object()?.clone();
+    let risk = tool.manifest.risk;
+    let open_world =
+        risk == Risk::Network || matches!(tool.profile.network, NetworkPolicy::AllowList { .. });
+    let annotations = ToolAnnotations::new()
+        .read_only(risk == Risk::ReadOnly)
+        .destructive(matches!(
+            risk,
+            Risk::Install | Risk::Exec | Risk::Destructive
+        ))
+        .idempotent(tool.manifest.idempotent)
+        .open_world(open_world);
+    Some(
+        McpTool::new(
+            tool.name().to_owned(),
+            tool.manifest.description.clone(),
+            Arc::new(schema),
+        )
+        .with_annotations(annotations),
+    )
+}
+
+impl ServerHandler for ToolServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("airlockd", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "airlock's sandboxed tools: every call runs in a sandbox under its tool's \
+                 profile; risky calls wait for a person's approval.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let (tenant, _) = caller(&context)?;
+        Ok(ListToolsResult::with_all_items(
+            self.executor
+                .registry()
+                .tools()
+                .filter(|tool| tenant.may_use_tool(tool.name()))
+                .filter_map(|tool| mcp_tool(tool))
+                .collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (tenant, workspace) = caller(&context)?;
+        let refused =
+            |message: String| Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        if !tenant.may_use_tool(&request.name)
+            || self.executor.registry().get(&request.name).is_none()
+        {
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{}`", request.name),
+                None,
+            ));
+        }
+        if let Err(err) = tenant.may_use_workspace(workspace.as_deref()) {
+            return refused(format!("DENIED: {err}"));
+        }
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let call = match self.executor.prepare(CallRequest {
+            tool: request.name.to_string(),
+            arguments_json: arguments.to_string(),
+            workspace,
+            timeout: None,
+            read_only: false,
+            tenant: Some(tenant.name.clone()),
+            in_run: false,
+        }) {
+            Ok(call) => call,
+            Err(err) => return refused(format!("INVALID_ARGUMENTS: {err}")),
+        };
+        let cancel = context.ct.child_token();
+        let _stop = cancel.clone().drop_guard();
+        if DirectApprovals::needed(&call)
+            && let Some((question, asked)) =
+                self.approvals.register(&tenant.name, &call, &cancel).await
+        {
+            let elicit = can_ask(&context).then(|| {
+                let broker = self.approvals.broker.clone();
+                let context = context.clone();
+                let question = question.clone();
+                tokio::spawn(async move {
+                    let verdict = ask(&context, &question).await;
+                    // Too late when a console answered first: the broker says so, and the
+                    // console's answer stands.
+                    let _ = broker.decide(&verdict, &Approver::Console);
+                })
+            });
+            let outcome = tokio::select! {
+                outcome = asked.outcome() => outcome,
+                () = cancel.cancelled() => {
+                    return Err(ErrorData::internal_error("cancelled by the client", None));
+                }
+            };
+            if let Some(task) = elicit {
+                task.abort();
+            }
+            if let Some(result) = direct_approval::refusal(outcome) {
+                return refused(format!("DENIED: {}", result.error_message));
+            }
+        }
+        let (events, mut reports) = mpsc::unbounded_channel();
+        let executor = self.executor.clone();
+        let running = tokio::spawn({
+            let cancel = cancel.clone();
+            async move { executor.run(call, events, cancel).await }
+        });
+        let progress = context.meta.get_progress_token();
+        let mut written = 0u64;
+        while let Some(event) = reports.recv().await {
+            if let (ExecutionEvent::Output(chunk), Some(token)) = (&event, &progress) {
+                written += chunk.data.len() as u64;
+                let mut update = ProgressNotificationParam::new(token.clone(), written as f64);
+                update.message = Some(format!("{written} bytes of output"));
+                let _ = context.peer.notify_progress(update).await;
+            }
+        }
+        let result = running
+            .await
+            .map_err(|err| ErrorData::internal_error(format!("the call failed: {err}"), None))?;
+        if result.status == ToolStatus::Ok {
+            return Ok(CallToolResult::success(vec![ContentBlock::text(result.content)]).into());
+        }
+        let message = if result.error_message.is_empty() {
+            result.content
+        } else {
+            result.error_message
+        };
+        refused(format!("{}: {message}", result.status.as_str()))
+    }
+}
+
+/// Whether the MCP client offers elicitation.
+fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some())
+}
+
+/// Puts `question` to the person at the client; their answer as a decision on it.
+async fn ask(context: &RequestContext<RoleServer>, question: &pb::ApprovalRequest) -> Verdict {
+    let verdict = |decision: Decision, reason: &str| Verdict {
+        approval_id: question.approval_id.clone(),
+        decision: Some(decision),
+        reason: reason.to_owned(),
+        digest: question.digest.clone(),
+    };
+    let preview = question
+        .preview
+        .as_ref()
+        .filter(|preview| preview.kind != "arguments" && !preview.text.is_empty())
+        .map(|preview| format!("\n\n{}", preview.text))
+        .unwrap_or_default();
+    let Ok(schema) =
+        serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
+    else {
+        return verdict(
+            Decision::Deny,
+            "the approval could not be put to the MCP client",
+        );
+    };
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!(
+            "airlock: allow this call?\n{} {}{preview}",
+            question.tool, question.arguments_json
+        ),
+        requested_schema: schema,
+    };
+    match context.peer.create_elicitation(params).await {
+        Ok(answer) if answer.action == ElicitationAction::Accept => {
+            verdict(Decision::ApproveOnce, "")
+        }
+        Ok(_) => verdict(Decision::Deny, "declined at the MCP client"),
+        Err(err) => verdict(
+            Decision::Deny,
+            &format!("the MCP client could not be asked: {err}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_decoded() {
+        assert_eq!(percent_decode("/srv/my%20project"), "/srv/my project");
+        assert_eq!(percent_decode("a+b"), "a b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+}

@@ -499,3 +499,40 @@ async fn wait_until(done: impl Fn() -> bool, what: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_run_a_hosted_tool_is_approved_like_any_and_a_crash_is_an_unknown_outcome() {
+    use pb::run_event::Event;
+    let hosted = host("run", "[mcp.tools.write_path]\nrisk = \"write\"", None).await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "hostile__write_path",
+                         "arguments": {"path": "/workspace/x", "text": "x"}}]},
+        {"tool_calls": [{"name": "hostile__crash", "arguments": {}}]},
+        {"alternatives": [
+            {"when": {"status": "OUTCOME_UNKNOWN"}, "final": "outcome unknown"},
+            {"final": "something else"}
+        ]}
+    ]});
+    let mut start = airlock_tests::scripted_run(&hosted.ws, &script);
+    start.approval_policy = pb::ApprovalPolicy::Risky as i32;
+    let mut run = hosted.start_run(start).await;
+    let request = run.approval_requested().await;
+    assert_eq!(request.tool, "hostile__write_path");
+    assert_eq!(request.risk, pb::Risk::Write as i32, "the manifest's risk");
+    assert!(request.arguments_json.contains("/workspace/x"));
+    run.decide(&request.approval_id, pb::Decision::ApproveOnce, "");
+    let finished = run.finished().await;
+    assert_eq!(finished.final_text, "outcome unknown");
+    let statuses: Vec<i32> = run.of(|event| match event {
+        Event::ToolFinished(finished) => finished.result.as_ref().map(|result| result.status),
+        _ => None,
+    });
+    assert_eq!(
+        statuses,
+        [
+            ToolStatus::ToolError as i32,
+            ToolStatus::OutcomeUnknown as i32
+        ],
+        "the write failed on the read-only workspace; the crash left its outcome unknown"
+    );
+}

@@ -536,3 +536,83 @@ async fn in_a_run_a_hosted_tool_is_approved_like_any_and_a_crash_is_an_unknown_o
         "the write failed on the read-only workspace; the crash left its outcome unknown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
+    // The example manifest and profile as shipped, with the server where the tests'
+    // installer put it rather than where `npm install --global` would.
+    let installed = mcp::npm_server("@modelcontextprotocol/server-filesystem", "dist/index.js");
+    let example =
+        std::fs::read_to_string(repo_root().join("examples/mcp-servers/filesystem/tool.toml"))
+            .unwrap()
+            .replace(
+                "/usr/local/lib/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+                &installed.display().to_string(),
+            );
+    let tools = ToolsDir::new();
+    tools.write_manifest("fs", &example);
+    let profile = std::fs::read_to_string(repo_root().join("sandbox-profiles/mcp-node.toml"))
+        .unwrap()
+        .replace(
+            "\"/etc/localtime\"]",
+            &format!(
+                "\"/etc/localtime\", {:?}]",
+                mcp::dir().join("node_modules").display().to_string()
+            ),
+        );
+    let profiles = ProfilesDir::new();
+    profiles.add("mcp-node", &profile);
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:#?}", daemon.refused());
+    let listed = daemon
+        .tools()
+        .await
+        .list_tools(pb::ListToolsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    let write = listed
+        .iter()
+        .find(|tool| tool.name == "fs__write_file")
+        .unwrap();
+    assert_eq!(write.risk, pb::Risk::Write as i32);
+    assert!(
+        listed.iter().all(|tool| tool.name != "fs__move_file"),
+        "denied by the manifest"
+    );
+
+    let workspace = daemon.workspace("project");
+    std::fs::write(workspace.join("notes.md"), "# notes\n").unwrap();
+    // A user's workspace: the server acts as its owner (a root-owned one it could not write).
+    std::os::unix::fs::chown(&workspace, Some(42103), Some(42103)).unwrap();
+    let ws = Some(workspace.as_path());
+    let listing = daemon
+        .exec("fs__list_directory", json!({"path": "/workspace"}), ws)
+        .await;
+    listing.assert_status(ToolStatus::Ok);
+    assert!(listing.result().content.contains("notes.md"), "{listing:?}");
+    daemon
+        .exec(
+            "fs__write_file",
+            json!({"path": "/workspace/todo.md", "content": "- ship it\n"}),
+            ws,
+        )
+        .await
+        .assert_status(ToolStatus::Ok);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("todo.md")).unwrap(),
+        "- ship it\n"
+    );
+    // Outside the directory it was given, and outside its sandbox either way.
+    let secret = daemon
+        .exec("fs__read_text_file", json!({"path": "/etc/passwd"}), ws)
+        .await;
+    assert_ne!(secret.status(), ToolStatus::Ok, "{secret:?}");
+    assert!(!format!("{secret:?}").contains("root:x:0:0"));
+}

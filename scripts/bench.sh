@@ -7,10 +7,10 @@
 #   scripts/bench.sh --smoke         every section with tiny counts, in seconds, for CI;
 #                                    judges nothing and never installs wasmtime-cli
 #   scripts/bench.sh [--smoke] ARGS  ARGS go to airlock-bench (sections: wasm process agent
-#                                    scale cold; --scale 10,100; --output FILE)
+#                                    scale cold mcp; --scale 10,100; --output FILE)
 #
 # Installs what is missing first: the build's own needs (as scripts/build-wasm.sh does),
-# Debian's bubblewrap, and — outside --smoke — wasmtime-cli from crates.io at exactly the
+# Debian's bubblewrap, the MCP peers (tests/mcp/install.sh), and — outside --smoke — wasmtime-cli from crates.io at exactly the
 # wasmtime version the workspace pins, into <target dir>/bench-tools, once. Builds the
 # WebAssembly modules and the release binaries (debug ones for --smoke), then runs
 # airlock-bench against that build's airlockd. The full run's tables are also written to
@@ -64,6 +64,8 @@ wasmtime_current() {
 ensure_rust_targets
 ensure_apt_packages
 ensure_bubblewrap
+# The MCP section's server and its direct peer: the Python MCP SDK (skipped when present).
+tests/mcp/install.sh
 
 wasmtime_args=()
 if wasmtime_current; then

@@ -11,6 +11,7 @@ mod client;
 mod cold_start;
 mod daemon;
 mod fixtures;
+mod mcp_call;
 mod peers;
 mod report;
 mod runs;
@@ -28,7 +29,7 @@ use daemon::{Airlockd, DaemonSpec};
 use fixtures::Fixtures;
 use report::Report;
 
-/// Benchmarks airlock against wasmtime-cli, bare spawns, unshare and bubblewrap.
+/// Benchmarks airlock against wasmtime-cli, bare spawns, unshare, bubblewrap and the MCP SDK.
 #[derive(Debug, Parser)]
 #[command(name = "airlock-bench")]
 struct Args {
@@ -64,6 +65,8 @@ enum Section {
     Scale,
     /// 5: daemon start and module loading.
     Cold,
+    /// 6: a hosted MCP server's tool, against the MCP SDK calling it directly.
+    Mcp,
 }
 
 /// What every section gets.
@@ -160,6 +163,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             )),
             (Section::Scale, _) => scale::run(bench, &mut report).await,
             (Section::Cold, _) => cold_start::run(bench, &mut report).await,
+            (Section::Mcp, _) => mcp_call::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -1,0 +1,147 @@
+//! Section 6, a hosted MCP server's tool: the `echo` tool of a server written with the
+//! official Python SDK (tests/mcp/servers/echo_server.py), called through `ExecuteTool` with
+//! the server hosted in airlock's process sandbox, against the same server called directly
+//! by the SDK's own client over stdio (tests/mcp/bench_direct.py), with no sandbox and no
+//! daemon. Both call a warm server: the instance is started by the warm-up calls.
+//!
+//! The peers come from tests/mcp/install.sh; without them the cases are skipped, saying so.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_proto::v1::tools_client::ToolsClient;
+use anyhow::Context;
+
+use crate::Bench;
+use crate::client;
+use crate::daemon::{Airlockd, DaemonSpec};
+use crate::report::Report;
+use crate::stats::Samples;
+
+const SECTION: &str = "6 hosted MCP server";
+
+/// The profile the server runs under: the system read-only, the SDK's packages, no network.
+fn python_profile(site_packages: &Path) -> String {
+    format!(
+        r#"description = "a Python MCP server"
+network = "none"
+[files]
+read_only = ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", {site:?}]
+[env]
+set = {{ LANG = "C.UTF-8", PATH = "/usr/bin:/bin", HOME = "/tmp", PYTHONPATH = {site:?} }}
+[limits]
+memory = "512 MiB"
+wall_time_ms = 30000
+output = "1 MiB"
+processes = 64
+open_files = 256
+file_size = "1 MiB"
+tmp = "4 MiB"
+"#,
+        site = site_packages.display().to_string()
+    )
+}
+
+const MANIFEST: &str = r#"name = "echo"
+version = "1.0.0"
+description = "the Python SDK's smallest server"
+risk = "read_only"
+engine = "mcp"
+profile = "mcp-python"
+idempotent = true
+[mcp]
+transport = "stdio"
+command = ["/usr/bin/python3", "/tool/echo_server.py"]
+"#;
+
+/// The SDK's virtualenv, when tests/mcp/install.sh made it.
+fn peers(repo: &Path) -> Option<(PathBuf, PathBuf)> {
+    let venv = repo.join("tests/mcp/.venv");
+    let site = std::fs::read_dir(venv.join("lib"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("site-packages"))
+        .find(|path| path.join("mcp").is_dir())?;
+    Some((venv.join("bin/python"), site))
+}
+
+pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
+    let repo = &bench.fixtures.repo;
+    let hosted = "hosted: echo through ExecuteTool, the server in airlock's sandbox";
+    let direct = "direct: echo by the Python SDK's client over stdio, no sandbox";
+    let Some((python, site)) = peers(repo) else {
+        let why = "the MCP Python SDK is not installed (tests/mcp/install.sh)";
+        report.skipped(SECTION, "mcp-hosted", hosted, why);
+        report.skipped(SECTION, "mcp-direct", direct, why);
+        return Ok(());
+    };
+    eprintln!("{SECTION}: echo");
+    let tools = bench.fixtures.fresh_dir("mcp-tools-")?;
+    let folder = tools.join("echo");
+    std::fs::create_dir_all(&folder)?;
+    std::fs::write(folder.join("tool.toml"), MANIFEST)?;
+    std::fs::copy(
+        repo.join("tests/mcp/servers/echo_server.py"),
+        folder.join("echo_server.py"),
+    )
+    .context("cannot copy the echo server")?;
+    let profiles = bench.fixtures.fresh_dir("mcp-profiles-")?;
+    std::fs::write(profiles.join("mcp-python.toml"), python_profile(&site))?;
+    let daemon = Airlockd::start(&DaemonSpec {
+        binary: bench.airlockd.clone(),
+        tools_dirs: vec![tools],
+        profiles_dir: profiles,
+        workspace_root: bench.fixtures.workspace_root.clone(),
+        state_dir: bench.fixtures.fresh_dir("mcp-state-")?,
+        module_cache_dir: bench.fixtures.fresh_dir("modules-")?,
+    })
+    .await?;
+
+    let runs = bench.count(500, 5);
+    let warmup = bench.count(20, 2);
+    let samples = client::load(&daemon, 1, warmup, runs, move |channel| async move {
+        client::execute(
+            &mut ToolsClient::new(channel),
+            "echo__echo",
+            r#"{"text": "ping"}"#,
+            None,
+            "ping",
+        )
+        .await
+    })
+    .await?;
+    report.measured(SECTION, "mcp-hosted", hosted, samples);
+    daemon.stop().await?;
+
+    let output = tokio::process::Command::new(&python)
+        .arg(repo.join("tests/mcp/bench_direct.py"))
+        .arg(warmup.to_string())
+        .arg(runs.to_string())
+        .output()
+        .await
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "bench_direct.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    #[derive(serde::Deserialize)]
+    struct Direct {
+        latencies_ns: Vec<u64>,
+    }
+    let direct_run: Direct = serde_json::from_slice(&output.stdout)
+        .context("bench_direct.py did not print its latencies")?;
+    let latencies = direct_run
+        .latencies_ns
+        .into_iter()
+        .map(Duration::from_nanos)
+        .collect();
+    report.measured(
+        SECTION,
+        "mcp-direct",
+        direct,
+        Samples::sequential(latencies),
+    );
+    report.compare("mcp-hosted", "mcp-direct");
+    Ok(())
+}

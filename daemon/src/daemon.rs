@@ -122,7 +122,15 @@ impl Daemon {
         let process = Arc::new(ProcessEngine::new(&ProcessConfig {
             state_dir: config.state_dir.clone(),
         }));
-        let mcp = McpEngine::new(process.clone(), config.state_dir.clone());
+        let resolver = Arc::new(Resolver::new(
+            config
+                .egress
+                .hosts
+                .iter()
+                .map(|(name, addrs)| (name.clone(), addrs.clone()))
+                .collect(),
+        ));
+        let mcp = McpEngine::new(process.clone(), config.state_dir.clone(), resolver.clone());
         let engines = Engines::default()
             .with(Arc::new(wasm))
             .with(process)
@@ -169,14 +177,6 @@ impl Daemon {
             path: config.state_dir.join(OUTPUTS_DIR),
             source,
         })?;
-        let resolver = Arc::new(Resolver::new(
-            config
-                .egress
-                .hosts
-                .iter()
-                .map(|(name, addrs)| (name.clone(), addrs.clone()))
-                .collect(),
-        ));
         let executor = Arc::new(
             Executor::new(Arc::new(registry), workspaces)
                 .with_kept_outputs(Arc::new(kept))

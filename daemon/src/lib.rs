@@ -14,6 +14,7 @@ mod daemon;
 mod domain;
 mod egress;
 mod engine;
+mod http_client;
 mod ids;
 mod output;
 mod pause;

@@ -19,4 +19,4 @@ mod rules;
 pub use gate::{EgressApprover, Gate, Refusal};
 pub use ledger::Contact;
 pub use resolver::Resolver;
-pub use rules::Rules;
+pub use rules::{Rules, Verdict};

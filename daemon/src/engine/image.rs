@@ -49,6 +49,12 @@ pub struct McpServer {
 pub enum McpTransport {
     /// A program airlock starts in the process sandbox and talks to over stdin and stdout.
     Stdio { command: Vec<String> },
+    /// A remote server, reached over Streamable HTTP through the egress gate.
+    Http {
+        url: String,
+        /// The secret (by its `env` name) sent as `Authorization: Bearer …`.
+        bearer_secret: Option<String>,
+    },
 }
 
 /// What an engine loads.

@@ -158,6 +158,8 @@ struct McpSection {
     transport: TransportKind,
     command: Option<Vec<String>>,
     url: Option<String>,
+    /// For `transport = "http"`: the secret sent as the bearer token.
+    bearer_secret: Option<String>,
     #[serde(default)]
     workspace: WorkspaceAccess,
     idle_timeout_ms: Option<u64>,
@@ -351,15 +353,34 @@ impl Manifest {
                 if command.is_empty() || command[0].is_empty() {
                     return Err("`mcp.command` must name a program: [\"/usr/bin/node\", …]".into());
                 }
+                if section.bearer_secret.is_some() {
+                    return Err("`bearer_secret` is for `transport = \"http\"`; a stdio server gets its secrets in its environment".into());
+                }
                 McpTransport::Stdio { command }
             }
             (TransportKind::Stdio, _, _) => {
                 return Err("`transport = \"stdio\"` needs `command` (and no `url`)".into());
             }
+            (TransportKind::Http, None, Some(url)) => {
+                let parsed = reqwest::Url::parse(&url)
+                    .map_err(|err| format!("`mcp.url` is not a URL: {err}"))?;
+                if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+                    return Err("`mcp.url` must be an http:// or https:// URL with a host".into());
+                }
+                if let Some(name) = &section.bearer_secret
+                    && !secrets.iter().any(|secret| secret.env == *name)
+                {
+                    return Err(format!(
+                        "`bearer_secret = \"{name}\"` names no secret of `[[secrets]]`"
+                    ));
+                }
+                McpTransport::Http {
+                    url,
+                    bearer_secret: section.bearer_secret,
+                }
+            }
             (TransportKind::Http, _, _) => {
-                return Err(
-                    "`transport = \"http\"` is not served yet: host the server over stdio".into(),
-                );
+                return Err("`transport = \"http\"` needs `url` (and no `command`)".into());
             }
         };
         let idle_timeout_ms = section.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS);
@@ -611,6 +632,96 @@ mod tests {
         .expect("valid");
         assert_eq!(manifest.abi(), Abi::Argv);
         assert!(matches!(manifest.image.code, Code::Command { ref argv, .. } if argv.len() == 3));
+    }
+
+    #[test]
+    fn a_server_manifest_names_its_transport_and_brings_no_schema() {
+        const SERVER: &str = r#"
+            name = "gh"
+            version = "1"
+            description = "a remote server"
+            risk = "read_only"
+            engine = "mcp"
+            profile = "net"
+            [mcp]
+            transport = "http"
+            url = "https://api.example.com/mcp"
+            [mcp.tools.create_issue]
+            risk = "write"
+        "#;
+        let manifest = load(SERVER).expect("valid");
+        assert_eq!(manifest.engine(), EngineKind::Mcp);
+        assert!(matches!(
+            manifest.image.code,
+            Code::Mcp(ref server) if matches!(server.transport, McpTransport::Http { .. })
+        ));
+        let policy = manifest.mcp.as_ref().expect("a server's policy");
+        assert_eq!(policy.tools["create_issue"].risk, Some(Risk::Write));
+        let with = |from: &str, to: &str| SERVER.replace(from, to);
+        let cases = [
+            (
+                with(
+                    "url = \"https://api.example.com/mcp\"",
+                    "command = [\"/bin/x\"]",
+                ),
+                "needs `url`",
+            ),
+            (
+                with("https://api.example.com/mcp", "ftp://example.com"),
+                "http:// or https://",
+            ),
+            (
+                with("[mcp.tools", "bearer_secret = \"TOKEN\"\n[mcp.tools"),
+                "names no secret",
+            ),
+            (
+                with(
+                    "profile = \"net\"",
+                    "profile = \"net\"\ninput_schema = { type = \"object\" }",
+                ),
+                "bring their own schemas",
+            ),
+            (
+                with("transport = \"http\"", "transport = \"smoke\""),
+                "unknown variant",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = load(&text).expect_err("invalid").to_string();
+            assert!(err.contains(expected), "expected {expected:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn annotations_raise_a_risk_and_never_lower_it() {
+        use crate::engine::mcp::Hints;
+        let hints = |read_only, destructive, open_world| Hints {
+            read_only,
+            destructive,
+            idempotent: None,
+            open_world,
+        };
+        assert_eq!(
+            raised_risk(Risk::ReadOnly, Hints::default()),
+            Risk::ReadOnly
+        );
+        assert_eq!(
+            raised_risk(Risk::Write, hints(Some(true), None, None)),
+            Risk::Write
+        );
+        assert_eq!(
+            raised_risk(Risk::ReadOnly, hints(Some(false), None, None)),
+            Risk::Write
+        );
+        assert_eq!(
+            raised_risk(Risk::ReadOnly, hints(None, None, Some(true))),
+            Risk::Network
+        );
+        assert_eq!(
+            raised_risk(Risk::ReadOnly, hints(Some(false), Some(true), None)),
+            Risk::Destructive
+        );
+        assert!(Risk::Install < Risk::Exec && Risk::Exec < Risk::Destructive);
     }
 
     #[test]

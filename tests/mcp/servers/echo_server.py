@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """The smallest useful MCP server, with the official Python SDK: one `echo` tool. The
-benchmarks call it hosted in airlock's sandbox and directly, to measure what airlock adds."""
+benchmarks call it hosted in airlock's sandbox and directly, to measure what airlock adds;
+the tests also run it as a remote server (`echo_server.py --http PORT`: Streamable HTTP on
+127.0.0.1:PORT/mcp), reached through airlock's egress gate."""
+
+import sys
 
 from mcp.server.mcpserver import MCPServer
 
@@ -13,4 +17,7 @@ def echo(text: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

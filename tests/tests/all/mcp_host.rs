@@ -616,3 +616,112 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
     assert_ne!(secret.status(), ToolStatus::Ok, "{secret:?}");
     assert!(!format!("{secret:?}").contains("root:x:0:0"));
 }
+
+/// A Python MCP server serving Streamable HTTP on a loopback port, stopped when dropped.
+struct RemoteServer {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+impl RemoteServer {
+    async fn start() -> RemoteServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = tokio::process::Command::new(mcp::python())
+            .arg(mcp::dir().join("servers/echo_server.py"))
+            .args(["--http", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let server = RemoteServer { child, port };
+        let started = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the remote server never listened"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        server
+    }
+}
+
+impl Drop for RemoteServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_server_is_reached_through_the_egress_gate_or_not_at_all() {
+    let remote = RemoteServer::start().await;
+    let port = remote.port;
+    let manifest = |name: &str, profile: &str, host: &str| {
+        format!(
+            "name = \"{name}\"\nversion = \"1\"\ndescription = \"a remote MCP server\"\nrisk = \"read_only\"\nengine = \"mcp\"\nprofile = \"{profile}\"\n[mcp]\ntransport = \"http\"\nurl = \"http://{host}:{port}/mcp\"\n"
+        )
+    };
+    let tools = ToolsDir::new();
+    tools.write_manifest("remote", &manifest("remote", "allowed", "127.0.0.1"));
+    tools.write_manifest("offline", &manifest("offline", "offline", "127.0.0.1"));
+    tools.write_manifest(
+        "elsewhere",
+        &manifest("elsewhere", "elsewhere", "127.0.0.1"),
+    );
+    // Listed by name, the name resolves to loopback: the gate refuses it, so the server
+    // cannot even be listed — the proof that its connections go through the gate.
+    tools.write_manifest("byname", &manifest("byname", "byname", "localhost"));
+    let profiles = ProfilesDir::new();
+    let network = |allow: &str| {
+        format!(
+            "description = \"remote\"\nnetwork = {allow}\n[limits]\nmemory = \"64 MiB\"\nwall_time_ms = 10000\noutput = \"1 MiB\"\n"
+        )
+    };
+    // A loopback address is reachable only when the allow-list names it by address.
+    profiles.add(
+        "allowed",
+        &network(&format!("{{ allow = [\"127.0.0.1:{port}\"] }}")),
+    );
+    profiles.add("offline", &network("\"none\""));
+    profiles.add(
+        "elsewhere",
+        &network("{ allow = [\"api.example.com:443\"] }"),
+    );
+    profiles.add(
+        "byname",
+        &network(&format!("{{ allow = [\"localhost:{port}\"] }}")),
+    );
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let refused = daemon.refused().join("\n");
+    assert!(
+        refused.contains("offline") && refused.contains("has network = \"none\""),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("elsewhere") && refused.contains("is not in the network allow-list"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("byname") && refused.contains("did not initialize"),
+        "{refused}"
+    );
+    assert_eq!(daemon.refused().len(), 3, "{refused}");
+    let echo = daemon
+        .exec("remote__echo", json!({"text": "over the gate"}), None)
+        .await;
+    echo.assert_status(ToolStatus::Ok);
+    assert!(echo.result().content.contains("over the gate"), "{echo:?}");
+}

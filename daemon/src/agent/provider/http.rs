@@ -8,7 +8,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::Once;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -96,7 +95,7 @@ pub(super) struct HttpClient {
 
 impl HttpClient {
     pub fn new(key: Option<ApiKey>) -> Result<Self, ProviderError> {
-        install_crypto_provider();
+        crate::http_client::install_crypto_provider();
         let client = Client::builder()
             // A model call is one POST to a known endpoint. Following a redirect would turn
             // it into a GET, or carry the request to a host nobody configured.
@@ -259,17 +258,6 @@ fn too_long() -> ProviderError {
     ProviderError::Malformed(format!(
         "the answer is longer than {MAX_RESPONSE_BYTES} bytes"
     ))
-}
-
-/// reqwest is built without a TLS crypto provider of its own (the default one builds
-/// aws-lc, a large C library); it uses the process default, which this installs once. If
-/// another part of the process installed one first, that one is kept.
-fn install_crypto_provider() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        // An error only says that a default already exists, which is all we need.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 /// Up to `limit` bytes of the body; the rest is left unread.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::instance::{Instance, Listing};
 use super::trust::{Distrust, TrustStore};
-use crate::egress::Gate;
+use crate::egress::{Gate, Resolver, Rules};
 use crate::engine::McpServer;
 use crate::engine::process::{ServerProgram, ServerStart};
 use crate::profile::Profile;
@@ -45,9 +45,23 @@ struct Entry {
     failed_at: Option<Instant>,
 }
 
+/// How a server's instances come to be.
+pub enum Origin {
+    /// Started as a program in the process sandbox.
+    Program(ServerProgram),
+    /// Connected to over Streamable HTTP, through a gate with the profile's rules.
+    Remote {
+        url: String,
+        /// The bearer token's value.
+        bearer: Option<String>,
+        rules: Rules,
+        resolver: Arc<Resolver>,
+    },
+}
+
 pub struct Host {
     pub name: String,
-    program: ServerProgram,
+    origin: Origin,
     spec: Arc<McpServer>,
     profile: Arc<Profile>,
     secrets: Secrets,
@@ -73,7 +87,7 @@ impl Drop for Lease {
 impl Host {
     pub fn new(
         name: String,
-        program: ServerProgram,
+        origin: Origin,
         spec: Arc<McpServer>,
         profile: Arc<Profile>,
         secrets: Secrets,
@@ -81,7 +95,7 @@ impl Host {
     ) -> Host {
         Host {
             name,
-            program,
+            origin,
             spec,
             profile,
             secrets,
@@ -115,21 +129,44 @@ impl Host {
                         .build()
                         .map_err(|err| format!("cannot start a runtime to list tools: {err}"))?;
                     runtime.block_on(async {
-                        // No egress gate: listing needs no network, and a server that wants it
-                        // to start finds none.
-                        let instance = Instance::start(
-                            &self.name,
-                            &self.program,
-                            self.start_spec(workspace, None),
-                            false,
-                        )
-                        .await?;
+                        // No egress gate for a program: listing needs no network, and a
+                        // server that wants it to start finds none.
+                        let instance = self.open(workspace, None, false).await?;
                         instance.current_listing(&self.name).await
                     })
                 })
                 .join()
                 .unwrap_or_else(|_| Err("listing the server's tools panicked".into()))
         })
+    }
+
+    /// A new instance: a program started in its sandbox, or a connection to a remote server.
+    async fn open(
+        &self,
+        workspace: Option<PathBuf>,
+        egress: Option<&Arc<Gate>>,
+        serial: bool,
+    ) -> Result<Instance, String> {
+        match &self.origin {
+            Origin::Program(program) => {
+                Instance::start(
+                    &self.name,
+                    program,
+                    self.start_spec(workspace, egress),
+                    serial,
+                )
+                .await
+            }
+            Origin::Remote {
+                url,
+                bearer,
+                rules,
+                resolver,
+            } => {
+                let gate = Arc::new(Gate::new(rules.clone(), resolver.clone(), None));
+                Instance::connect(&self.name, url, bearer.clone(), gate).await
+            }
+        }
     }
 
     /// An instance for a call of `tenant` in `workspace`, started if there is none.
@@ -141,7 +178,11 @@ impl Host {
     ) -> Result<Lease, String> {
         let key = Key {
             tenant,
-            workspace: workspace.clone(),
+            // A remote server sees no workspace: one connection per tenant.
+            workspace: match self.origin {
+                Origin::Program(_) => workspace.clone(),
+                Origin::Remote { .. } => None,
+            },
         };
         let entry = {
             let mut entries = self
@@ -175,13 +216,9 @@ impl Host {
             let wait = backoff(entry.failures).saturating_sub(failed_at.elapsed());
             tokio::time::sleep(wait).await;
         }
-        let started = Instance::start(
-            &self.name,
-            &self.program,
-            self.start_spec(workspace, egress),
-            self.spec.writes_workspace,
-        )
-        .await;
+        let started = self
+            .open(workspace, egress, self.spec.writes_workspace)
+            .await;
         let instance = match started {
             Ok(instance) => Arc::new(instance),
             Err(message) => {

@@ -1,5 +1,6 @@
-//! One running instance of a hosted server: its sandbox, the MCP connection to it, what it
-//! last listed, and the tail of what it wrote to stderr.
+//! One running instance of a hosted server: its sandbox (or, for a remote server, the
+//! daemon-local egress proxy its connection goes through), the MCP connection to it, what
+//! it last listed, and the tail of what it wrote to stderr.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::Client;
 use super::trust::tool_digest;
+use crate::egress::Gate;
 use crate::engine::Exit;
 use crate::engine::process::{RunningServer, ServerProgram, ServerStart};
 
@@ -49,9 +51,18 @@ impl Listing {
     }
 }
 
+/// What an instance's connection runs over.
+enum Link {
+    /// A process in the sandbox, talked to over its standard streams.
+    Process(Arc<RunningServer>),
+    /// A remote server, reached through a proxy on the host's loopback that only its
+    /// egress gate lets out; stopped with the instance.
+    Remote(tokio::task::JoinHandle<()>),
+}
+
 pub struct Instance {
     service: RunningService<RoleClient, Client>,
-    server: Arc<RunningServer>,
+    link: Link,
     /// Cancelled when the server's process has ended.
     ended: CancellationToken,
     exit: Arc<Mutex<Option<Exit>>>,
@@ -132,9 +143,10 @@ impl Instance {
                 ));
             }
         };
+        let pid = server.pid();
         let instance = Instance {
             service,
-            server,
+            link: Link::Process(server),
             ended,
             exit,
             listing: Mutex::new(Listing::default()),
@@ -146,11 +158,91 @@ impl Instance {
             serial: serial.then(|| tokio::sync::Mutex::new(())),
         };
         instance.relist(name).await?;
-        tracing::info!(
-            server = name,
-            pid = instance.server.pid(),
-            "MCP server started"
-        );
+        tracing::info!(server = name, pid, "MCP server started");
+        Ok(instance)
+    }
+
+    /// Connects to a remote server at `url` over Streamable HTTP, every connection through
+    /// `gate`, and lists its tools.
+    pub async fn connect(
+        name: &str,
+        url: &str,
+        bearer: Option<String>,
+        gate: Arc<Gate>,
+    ) -> Result<Instance, String> {
+        use rmcp::transport::streamable_http_client::{
+            StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+        };
+        crate::http_client::install_crypto_provider();
+        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .await
+            .map_err(|err| format!("cannot open the egress proxy for `{name}`: {err}"))?;
+        let proxy_addr = listener
+            .local_addr()
+            .map_err(|err| format!("cannot open the egress proxy for `{name}`: {err}"))?;
+        let proxy = tokio::spawn(crate::egress::proxy::serve(
+            listener,
+            gate,
+            CancellationToken::new(),
+        ));
+        let client = reqwest::Client::builder()
+            .proxy(
+                reqwest::Proxy::all(format!("http://{proxy_addr}"))
+                    .map_err(|err| format!("cannot use the egress proxy: {err}"))?,
+            )
+            // A redirect would carry the session to a host the gate decides about only at
+            // the proxy; MCP servers do not redirect.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("airlockd/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| format!("cannot set up the HTTP client: {err}"))?;
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+        if let Some(token) = bearer {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::with_client(client, config);
+        let tools_changed = Arc::new(AtomicBool::new(false));
+        let handler = Client {
+            workspace: false,
+            tools_changed: tools_changed.clone(),
+        };
+        let service = match tokio::time::timeout(
+            START_TIMEOUT,
+            serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize),
+        )
+        .await
+        {
+            Ok(Ok(service)) => service,
+            Ok(Err(err)) => {
+                proxy.abort();
+                return Err(format!(
+                    "MCP server `{name}` at {url} did not initialize: {err}"
+                ));
+            }
+            Err(_) => {
+                proxy.abort();
+                return Err(format!(
+                    "MCP server `{name}` at {url} did not answer `initialize` within {} s",
+                    START_TIMEOUT.as_secs()
+                ));
+            }
+        };
+        let instance = Instance {
+            service,
+            link: Link::Remote(proxy),
+            // A remote server has no process to end: a closed connection is its end.
+            ended: CancellationToken::new(),
+            exit: Arc::new(Mutex::new(None)),
+            listing: Mutex::new(Listing::default()),
+            tools_changed,
+            stderr: Arc::new(Mutex::new(VecDeque::new())),
+            in_flight: AtomicUsize::new(0),
+            last_used: Mutex::new(Instant::now()),
+            started_at: Instant::now(),
+            serial: None,
+        };
+        instance.relist(name).await?;
+        tracing::info!(server = name, %url, "connected to a remote MCP server");
         Ok(instance)
     }
 
@@ -217,9 +309,15 @@ impl Instance {
         )
     }
 
-    /// Stops the server and everything it started.
+    /// Stops the server and everything it started (a remote one: its connection).
     pub fn kill(&self) {
-        self.server.kill();
+        match &self.link {
+            Link::Process(server) => server.kill(),
+            Link::Remote(proxy) => {
+                proxy.abort();
+                self.ended.cancel();
+            }
+        }
     }
 
     /// The end of the server's stderr, for its logs.
@@ -230,7 +328,7 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        self.server.kill();
+        self.kill();
     }
 }
 

@@ -20,12 +20,14 @@ pub mod trust;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use host::Host;
+use host::{Host, Origin};
 use tool::McpTool;
 use trust::TrustStore;
 
 use super::process::ProcessEngine;
 use super::{Code, Engine, EngineKind, LoadError, LoadedTool, McpTransport, ToolImage};
+use crate::egress::{Resolver, Rules, Verdict};
+use crate::profile::NetworkPolicy;
 use crate::profile::Profile;
 
 /// Where the engine keeps what it owns in the state dir: the empty workspace servers are
@@ -64,11 +66,21 @@ pub struct Imports {
 pub struct McpEngine {
     process: Arc<ProcessEngine>,
     state_dir: PathBuf,
+    /// Resolves remote servers' names, with the operator's overrides.
+    resolver: Arc<Resolver>,
 }
 
 impl McpEngine {
-    pub fn new(process: Arc<ProcessEngine>, state_dir: PathBuf) -> McpEngine {
-        McpEngine { process, state_dir }
+    pub fn new(
+        process: Arc<ProcessEngine>,
+        state_dir: PathBuf,
+        resolver: Arc<Resolver>,
+    ) -> McpEngine {
+        McpEngine {
+            process,
+            state_dir,
+            resolver,
+        }
     }
 
     /// Prepares a server, lists its tools and checks them against what is trusted.
@@ -86,14 +98,18 @@ impl McpEngine {
                 "MCP servers are named in an `[mcp]` section".into(),
             ));
         };
-        let McpTransport::Stdio { command } = &spec.transport;
-        let program = self.process.prepare_server(
-            &image.name,
-            image.dir(),
-            command,
-            image.sha256.as_deref(),
-            profile,
-        )?;
+        let origin = match &spec.transport {
+            McpTransport::Stdio { command } => Origin::Program(self.process.prepare_server(
+                &image.name,
+                image.dir(),
+                command,
+                image.sha256.as_deref(),
+                profile,
+            )?),
+            McpTransport::Http { url, bearer_secret } => {
+                self.remote(image, profile, url, bearer_secret.as_deref())?
+            }
+        };
         let listing_workspace = self.state_dir.join(ENGINE_DIR).join(LISTING_WORKSPACE);
         std::fs::create_dir_all(&listing_workspace).map_err(|err| {
             invalid(format!(
@@ -104,7 +120,7 @@ impl McpEngine {
         let trust = TrustStore::new(&self.state_dir, &image.name, spec.pins.clone());
         let host = Arc::new(Host::new(
             image.name.clone(),
-            program,
+            origin,
             spec.clone(),
             profile.clone(),
             image.secrets.clone(),
@@ -149,6 +165,66 @@ impl McpEngine {
             });
         }
         Ok(imports)
+    }
+}
+
+impl McpEngine {
+    /// A remote server's origin: refused unless its profile's allow-list lets its URL's
+    /// host and port through the gate (fail closed, before anything is sent).
+    fn remote(
+        &self,
+        image: &ToolImage,
+        profile: &Profile,
+        url: &str,
+        bearer_secret: Option<&str>,
+    ) -> Result<Origin, LoadError> {
+        let unreachable = |why: String| LoadError::Invalid {
+            path: image.source.clone(),
+            message: format!("the server at {url} cannot be reached: {why}"),
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|err| LoadError::Invalid {
+            path: image.source.clone(),
+            message: format!("`mcp.url` is not a URL: {err}"),
+        })?;
+        let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+            return Err(unreachable("the URL names no host".into()));
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if matches!(profile.network, NetworkPolicy::None) {
+            return Err(unreachable(format!(
+                "profile `{}` has network = \"none\"; list {host}:{port} in an allow-list",
+                profile.name
+            )));
+        }
+        let rules = Rules::for_profile(profile);
+        match rules.verdict(host, port) {
+            Verdict::Listed { .. } => {}
+            Verdict::Denied { pattern } => {
+                return Err(unreachable(format!(
+                    "{host}:{port} is denied by `{pattern}` in profile `{}`",
+                    profile.name
+                )));
+            }
+            Verdict::Unlisted => {
+                return Err(unreachable(format!(
+                    "{host}:{port} is not in the network allow-list of profile `{}`",
+                    profile.name
+                )));
+            }
+        }
+        let bearer = bearer_secret.and_then(|name| {
+            image
+                .secrets
+                .iter()
+                .find(|secret| secret.env == name)
+                .map(|secret| secret.value.clone())
+        });
+        Ok(Origin::Remote {
+            url: url.to_owned(),
+            bearer,
+            rules,
+            resolver: self.resolver.clone(),
+        })
     }
 }
 

@@ -68,7 +68,7 @@ def fork_bomb() -> str:
         for _ in range(10_000):
             pid = os.fork()
             if pid == 0:
-                time.sleep(30)
+                time.sleep(5)
                 os._exit(0)
             children += 1
     except OSError as err:

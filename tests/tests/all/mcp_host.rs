@@ -85,9 +85,16 @@ impl std::ops::Deref for Hosted {
     }
 }
 
-/// A daemon hosting the hostile server (its manifest with `extra`, see [`hostile_manifest`])
-/// and serving server-everything, with `state_dir` if given.
-async fn host(marker: &str, extra: &str, state_dir: Option<PathBuf>) -> Hosted {
+/// The folders a daemon hosting the hostile server and server-everything serves.
+struct Fixture {
+    tools: ToolsDir,
+    profiles: ProfilesDir,
+    secrets: tempfile::TempDir,
+}
+
+/// The hostile server (its manifest with `extra`, see [`hostile_manifest`]) and
+/// server-everything, with the profiles they run under.
+fn fixture(marker: &str, extra: &str) -> Fixture {
     let secrets = tempfile::tempdir().unwrap();
     let token_file = secrets.path().join("hostile-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
@@ -135,10 +142,23 @@ allow = ["echo", "get-sum"]
         ),
     );
     profiles.add("mcp-node", &profile(&[&node_modules], &[], "1 MiB"));
+    Fixture {
+        tools,
+        profiles,
+        secrets,
+    }
+}
+
+/// A daemon serving [`fixture`]'s tools.
+async fn host(marker: &str, extra: &str) -> Hosted {
+    let Fixture {
+        tools,
+        profiles,
+        secrets,
+    } = fixture(marker, extra);
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![tools.path().to_owned()],
         profiles_dir: profiles.path().to_owned(),
-        state_dir,
         ..DaemonOptions::default()
     })
     .await;
@@ -171,7 +191,7 @@ fn text(execution: &Execution) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hosted_servers_tools_are_served_under_their_server_name() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let tools = hosted
         .tools()
         .await
@@ -232,7 +252,7 @@ async fn a_hosted_servers_tools_are_served_under_their_server_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_server_sees_only_its_sandbox() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let workspace = hosted.workspace("project");
     std::fs::write(workspace.join("hello.txt"), "hello from the workspace").unwrap();
     let ws = Some(workspace.as_path());
@@ -298,7 +318,7 @@ async fn a_hostile_server_sees_only_its_sandbox() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_servers_network_and_resources_are_contained() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let direct = hosted
@@ -318,20 +338,24 @@ async fn a_hostile_servers_network_and_resources_are_contained() {
         .await;
     proxied.assert_status(ToolStatus::ToolError);
 
-    let bomb = hosted.call("hostile__fork_bomb", json!({})).await;
-    bomb.assert_status(ToolStatus::Ok);
-    assert!(bomb.result().content.contains("stopped after"), "{bomb:?}");
-
     let flood = hosted.call("hostile__flood", json!({"megabytes": 2})).await;
     flood.assert_status(ToolStatus::LimitExceeded);
 
-    let alive = hosted.call("hostile__whoami", json!({})).await;
-    alive.assert_status(ToolStatus::Ok);
+    // Last: the bomb's children hold the instance's process slots for a while, so the
+    // server itself may not start a thread until they are gone — its own harm, and its
+    // cgroup's limit; the daemon and other servers go on.
+    let bomb = hosted.call("hostile__fork_bomb", json!({})).await;
+    bomb.assert_status(ToolStatus::Ok);
+    assert!(bomb.result().content.contains("stopped after"), "{bomb:?}");
+    let others = hosted
+        .call("everything__echo", json!({"message": "still here"}))
+        .await;
+    others.assert_status(ToolStatus::Ok);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_call_times_out_and_a_crash_mid_call_is_a_tool_error() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let hung = hosted
         .exec_request(pb::ExecuteToolRequest {
             tool: "hostile__hang".into(),
@@ -361,7 +385,7 @@ async fn a_hung_call_times_out_and_a_crash_mid_call_is_a_tool_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_reaches_the_server_and_never_the_client() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let secret = hosted.call("hostile__secret", json!({})).await;
     secret.assert_status(ToolStatus::Ok);
     let shown = format!("{secret:?}");
@@ -372,7 +396,7 @@ async fn a_secret_reaches_the_server_and_never_the_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let pulled = hosted.workspace("pulled");
     std::fs::write(pulled.join("rug-pull"), "").unwrap();
     let refused = hosted
@@ -420,7 +444,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_changes_its_tools_while_running_is_caught_at_its_next_call() {
-    let hosted = host("plain", "", None).await;
+    let hosted = host("plain", "").await;
     let clean = hosted.workspace("clean");
     let before = hosted
         .exec(
@@ -446,7 +470,7 @@ async fn a_server_that_changes_its_tools_while_running_is_caught_at_its_next_cal
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_instances_stop_and_none_outlives_the_daemon() {
-    let hosted = host("idle-test", "idle_timeout_ms = 200", None).await;
+    let hosted = host("idle-test", "idle_timeout_ms = 200").await;
     hosted
         .call("hostile__whoami", json!({}))
         .await
@@ -503,7 +527,7 @@ async fn wait_until(done: impl Fn() -> bool, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_run_a_hosted_tool_is_approved_like_any_and_a_crash_is_an_unknown_outcome() {
     use pb::run_event::Event;
-    let hosted = host("run", "[mcp.tools.write_path]\nrisk = \"write\"", None).await;
+    let hosted = host("run", "[mcp.tools.write_path]\nrisk = \"write\"").await;
     let script = json!({"turns": [
         {"tool_calls": [{"name": "hostile__write_path",
                          "arguments": {"path": "/workspace/x", "text": "x"}}]},
@@ -724,4 +748,50 @@ async fn a_remote_server_is_reached_through_the_egress_gate_or_not_at_all() {
         .await;
     echo.assert_status(ToolStatus::Ok);
     assert!(echo.result().content.contains("over the gate"), "{echo:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_with_sigkill_leaves_no_server_behind() {
+    let fixture = fixture("sigkill-test", "");
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("w");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--tools-dir",
+        fixture.tools.path().to_str().unwrap(),
+        "--profiles-dir",
+        fixture.profiles.path().to_str().unwrap(),
+        "--state-dir",
+        state.path().to_str().unwrap(),
+        "--workspace-root",
+        root.path().to_str().unwrap(),
+    ];
+    let daemon = airlock_tests::DaemonProcess::start(&args, root.path()).await;
+    let mut tools =
+        pb::tools_client::ToolsClient::new(airlock_tests::connect(&daemon.endpoint).await.unwrap());
+    let mut stream = tools
+        .execute_tool(pb::ExecuteToolRequest {
+            tool: "hostile__whoami".into(),
+            arguments_json: "{}".into(),
+            workspace: workspace.display().to_string(),
+            timeout_ms: 0,
+            require_approval: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    while stream.message().await.unwrap().is_some() {}
+    assert!(
+        !servers_running("sigkill-test").is_empty(),
+        "an instance runs"
+    );
+    let before = airlock_tests::procs::descendants(daemon.pid());
+    daemon.kill().await;
+    let left = airlock_tests::procs::await_gone(&before, Duration::from_secs(10)).await;
+    assert!(
+        left.is_empty(),
+        "still running after the daemon's SIGKILL: {left:?}"
+    );
+    assert!(servers_running("sigkill-test").is_empty());
 }

@@ -795,3 +795,46 @@ async fn a_daemon_killed_with_sigkill_leaves_no_server_behind() {
     );
     assert!(servers_running("sigkill-test").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_breaks_the_protocol_is_bounded_and_the_daemon_unharmed() {
+    let tools = ToolsDir::new();
+    tools.write_manifest(
+        "raw",
+        "name = \"raw\"\nversion = \"1\"\ndescription = \"breaks the protocol\"\nrisk = \"read_only\"\nengine = \"mcp\"\nprofile = \"mcp-python\"\ntimeout_ms = 3000\n[mcp]\ntransport = \"stdio\"\ncommand = [\"/usr/bin/python3\", \"/tool/raw_server.py\"]\n",
+    );
+    std::fs::copy(
+        mcp::dir().join("servers/raw_server.py"),
+        tools.path().join("raw/raw_server.py"),
+    )
+    .unwrap();
+    let profiles = ProfilesDir::new();
+    profiles.add("mcp-python", &profile(&[], &[], "1 MiB"));
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:#?}", daemon.refused());
+    let ws = daemon.workspace("w");
+    let ws = Some(ws.as_path());
+    // Lines that are not JSON-RPC, a line past the size bound, an answer to nobody: none
+    // completes the call, which ends at its deadline.
+    for tool in ["raw__garbage", "raw__oversize", "raw__wrong_id"] {
+        let broken = daemon.exec(tool, json!({}), ws).await;
+        broken.assert_status(ToolStatus::Timeout);
+        assert!(
+            broken.result().error_message.contains("deadline"),
+            "{tool}: {broken:?}"
+        );
+    }
+    // A flood of notifications is read and dropped; the answer behind it arrives.
+    let flooded = daemon.exec("raw__flood", json!({}), ws).await;
+    flooded.assert_status(ToolStatus::Ok);
+    assert!(flooded.result().content.contains("flooded"));
+    daemon
+        .exec("raw__fine", json!({}), ws)
+        .await
+        .assert_status(ToolStatus::Ok);
+}

@@ -8,12 +8,15 @@ AIRLOCK_TOKEN in the environment is the daemon's token (and AIRLOCK_SERVER its g
 for `airlock mcp`). Lists the tools, reads
 a file with a read-only tool, then calls a write tool three times: once accepted at the
 elicitation (it runs), once declined (DENIED, nothing written), and once from a client
-without elicitation (it waits for an approver console, which the test runs). Prints one
-JSON document of what it saw.
+without elicitation (it waits for an approver console, which the test runs); finally it
+gives up on a slow call after a second and checks, still connected, that its process
+(`sleep $SLOW_MARKER`) stopped. Prints one JSON document of what it saw.
 """
 
 import asyncio
 import json
+
+import anyio
 import os
 import sys
 
@@ -54,6 +57,23 @@ async def session(target, elicitation, body):
             return await body(client)
 
 
+async def gone(marker, limit=10.0):
+    """Whether the `sleep MARKER` process is gone (or goes within `limit` seconds)."""
+    wanted = f"/bin/sleep\0{marker}\0".encode()
+    for _ in range(int(limit / 0.05)):
+        running = False
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as file:
+                    running = running or file.read() == wanted
+            except OSError:
+                pass
+        if not running:
+            return True
+        await anyio.sleep(0.05)
+    return False
+
+
 def text(result):
     return {
         "error": bool(result.is_error),
@@ -90,6 +110,15 @@ async def main(target):
         )
 
     await session(target, None, console)
+
+    async def cancelled(client):
+        # Given up on after a second: the SDK sends `notifications/cancelled`, and airlock
+        # must stop the tool while this client stays connected.
+        with anyio.move_on_after(1.0):
+            await client.call_tool("slow", {})
+        seen["stopped_while_connected"] = await gone(os.environ["SLOW_MARKER"])
+
+    await session(target, None, cancelled)
     seen["asked"] = answering.asked
     print(json.dumps(seen))
 

@@ -28,8 +28,20 @@ async fn an_mcp_client_over_http_lists_and_calls_tools_and_risky_calls_ask_a_per
 }
 
 async fn scenario(transport: Transport) {
+    // A tool that runs until it is stopped; its argument marks its process as this test's.
+    let marker = match transport {
+        Transport::Stdio => "297.1",
+        Transport::Http => "297.2",
+    };
+    let slow = airlock_tests::ToolsDir::new();
+    slow.write_manifest(
+        "slow",
+        &format!(
+            "name = \"slow\"\nversion = \"1\"\ndescription = \"sleeps\"\nrisk = \"read_only\"\nengine = \"process\"\ncommand = [\"/bin/sleep\", \"{marker}\"]\nabi = \"argv\"\nprofile = \"process-readonly\"\ninput_schema = {{ type = \"object\" }}\n"
+        ),
+    );
     let daemon = TestDaemon::start(DaemonOptions {
-        tools_dirs: vec![repo_root().join("plugins")],
+        tools_dirs: vec![repo_root().join("plugins"), slow.path().to_owned()],
         mcp_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..DaemonOptions::default()
     })
@@ -88,6 +100,7 @@ async fn scenario(transport: Transport) {
     let output = client
         .env("AIRLOCK_SERVER", &daemon.endpoint)
         .env("AIRLOCK_TOKEN", &daemon.token)
+        .env("SLOW_MARKER", marker)
         .output()
         .await
         .unwrap();
@@ -154,6 +167,10 @@ async fn scenario(transport: Transport) {
     }
     let diff = pending[0].preview.as_ref().unwrap();
     assert_eq!(diff.kind, "diff", "{diff:?}");
+
+    // The client gave up on the slow call, and saw its process stop while it stayed
+    // connected: the cancel notification stopped it, not the end of the session.
+    assert_eq!(seen["stopped_while_connected"], json!(true), "{seen}");
 }
 
 /// One POST of an `initialize` to the MCP endpoint; its status code.

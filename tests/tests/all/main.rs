@@ -24,6 +24,7 @@ mod egress_process;
 mod egress_wasm;
 mod escape_corpus;
 mod grpc_api;
+mod mcp_conformance;
 mod mcp_gateway;
 mod mcp_host;
 mod output_story;

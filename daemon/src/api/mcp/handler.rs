@@ -1,7 +1,12 @@
 //! MCP requests as the executor's calls: `tools/list` is the caller's tools with their
 //! schemas and annotations derived from their manifests, `tools/call` one execution — asked
 //! about first when its risk is above read-only, reported as progress while it writes
-//! output, cancelled when the client cancels.
+//! output, its stderr lines sent as log messages (a tool's logs, by the ABI), cancelled when
+//! the client cancels.
+//!
+//! Logging is deprecated by the newest MCP revision (SEP-2577) and still what clients of
+//! every earlier one use to see a tool's logs.
+#![expect(deprecated)]
 
 use std::sync::Arc;
 
@@ -9,8 +14,9 @@ use airlock_proto::v1 as pb;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ErrorData, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool as McpTool, ToolAnnotations,
+    ElicitationAction, ErrorData, Implementation, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use tokio::sync::mpsc;
@@ -19,6 +25,7 @@ use super::McpCaller;
 use crate::api::direct_approval::{self, DirectApprovals};
 use crate::api::tenants::Tenant;
 use crate::domain::Decision;
+use crate::output::StreamKind;
 use crate::policy::{Approver, Verdict};
 use crate::profile::NetworkPolicy;
 use crate::tools::{CallRequest, ExecutionEvent, Executor, Risk, Tool, ToolStatus};
@@ -27,6 +34,8 @@ use crate::tools::{CallRequest, ExecutionEvent, Executor, Risk, Tool, ToolStatus
 pub struct ToolServer {
     executor: Arc<Executor>,
     approvals: Arc<DirectApprovals>,
+    /// The least severe level the session's client wants log messages at; all when unset.
+    log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
 }
 
 impl ToolServer {
@@ -34,7 +43,22 @@ impl ToolServer {
         ToolServer {
             executor,
             approvals,
+            log_level: Arc::default(),
         }
+    }
+
+    /// The server of one more session: what it serves shared, its log level its own.
+    pub fn for_session(&self) -> ToolServer {
+        ToolServer {
+            log_level: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the client wants log messages at `info`, the level of a tool's stderr.
+    fn logs_info(&self) -> bool {
+        let wanted = self.log_level.lock().ok().and_then(|level| *level);
+        wanted.is_none_or(|level| matches!(level, LoggingLevel::Debug | LoggingLevel::Info))
     }
 }
 
@@ -117,12 +141,28 @@ fn mcp_tool(tool: &Tool) -> Option<McpTool> {
 
 impl ServerHandler for ToolServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("airlockd", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "airlock's sandboxed tools: every call runs in a sandbox under its tool's \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("airlockd", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "airlock's sandboxed tools: every call runs in a sandbox under its tool's \
                  profile; risky calls wait for a person's approval.",
-            )
+        )
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Ok(mut level) = self.log_level.lock() {
+            *level = Some(request.level);
+        }
+        Ok(())
     }
 
     async fn list_tools(
@@ -210,13 +250,30 @@ impl ServerHandler for ToolServer {
             async move { executor.run(call, events, cancel).await }
         });
         let progress = context.meta.get_progress_token();
+        let logs = self.logs_info();
         let mut written = 0u64;
         while let Some(event) = reports.recv().await {
-            if let (ExecutionEvent::Output(chunk), Some(token)) = (&event, &progress) {
+            let ExecutionEvent::Output(chunk) = &event else {
+                continue;
+            };
+            if let Some(token) = &progress {
                 written += chunk.data.len() as u64;
                 let mut update = ProgressNotificationParam::new(token.clone(), written as f64);
                 update.message = Some(format!("{written} bytes of output"));
                 let _ = context.peer.notify_progress(update).await;
+            }
+            if logs && chunk.stream == StreamKind::Stderr {
+                for line in String::from_utf8_lossy(&chunk.data).lines() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let message = LoggingMessageNotificationParam::new(
+                        LoggingLevel::Info,
+                        serde_json::Value::String(line.to_owned()),
+                    )
+                    .with_logger(request.name.to_string());
+                    let _ = context.peer.notify_logging_message(message).await;
+                }
             }
         }
         let result = running

@@ -64,7 +64,7 @@ pub async fn serve(
         .to_vec();
     let server = ToolServer::new(executor, approvals);
     let service: Service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -2,11 +2,19 @@
 //! (`@modelcontextprotocol/conformance`, pinned in tests/mcp/package.json, run on the
 //! Node.js that tests/mcp/install.sh installs): every scenario that applies to a tools server,
 //! against a real daemon serving the suite's test tools (tests/mcp/conformance/tools) in its
-//! sandboxes. Resource and prompt scenarios do not apply. The scenarios airlock does not pass
-//! yet are in tests/mcp/conformance/baseline.yml, with why; the suite fails on any other
-//! failure and on a baseline entry that passes.
+//! sandboxes, and airlock's MCP client (the one remote hosted servers are reached with)
+//! against the suite's client scenarios. Resource and prompt scenarios do not apply. The
+//! scenarios airlock does not pass yet are in tests/mcp/conformance/baseline.yml, with why;
+//! the suite fails on any other failure and on a baseline entry that passes.
 
-use airlock_tests::{DaemonOptions, TestDaemon, mcp};
+use airlock_tests::{DaemonOptions, TestDaemon, cargo_bin, mcp};
+
+const CLIENT_SCENARIOS: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+];
 
 const SCENARIOS: &[&str] = &[
     "server-initialize",
@@ -50,6 +58,41 @@ async fn the_mcp_endpoint_passes_the_official_conformance_suite() {
                 "--url",
                 &format!("http://127.0.0.1:{}/mcp", proxy.port()),
             ])
+            .args(["--scenario", scenario])
+            .arg("--expected-failures")
+            .arg(conformance.join("baseline.yml"))
+            .current_dir(results.path())
+            .output()
+            .await
+            .unwrap();
+        if !output.status.success() {
+            failed.push(format!(
+                "{scenario}:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "conformance failures:\n{}",
+        failed.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_client_passes_the_official_conformance_suite() {
+    let conformance = mcp::dir().join("conformance");
+    let suite = mcp::npm_server("@modelcontextprotocol/conformance", "dist/index.js");
+    let results = tempfile::tempdir().unwrap();
+    let client = cargo_bin("mcp-conformance-client");
+    let mut failed = Vec::new();
+    for scenario in CLIENT_SCENARIOS {
+        let output = tokio::process::Command::new(mcp::node())
+            .arg(&suite)
+            .arg("client")
+            .arg("--command")
+            .arg(&client)
             .args(["--scenario", scenario])
             .arg("--expected-failures")
             .arg(conformance.join("baseline.yml"))

@@ -248,3 +248,59 @@ impl Engine for McpEngine {
         self.import_server(image, profile)
     }
 }
+
+/// airlock's MCP client against a server at `url`, as it reaches a remote hosted server
+/// (through an egress gate allowing that server alone): initialize, list the tools, call each
+/// (`add_numbers` with two numbers, the others with no arguments). Returns each call's
+/// answer as text. What the conformance suite's client scenarios launch (see
+/// `tests/src/bin/mcp-conformance-client.rs`).
+#[cfg(feature = "testing")]
+pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
+    let mut parsed = reqwest::Url::parse(url).map_err(|err| format!("{url}: {err}"))?;
+    // The suite's servers listen on loopback under the name `localhost`: a name the gate
+    // never lets resolve to loopback. Its address, listed as such, is let through.
+    if parsed.host_str() == Some("localhost") {
+        parsed
+            .set_host(Some("127.0.0.1"))
+            .map_err(|err| format!("{url}: {err}"))?;
+    }
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let policy = NetworkPolicy::AllowList {
+        allow: vec![format!("127.0.0.1:{port}").parse()?],
+        deny: Vec::new(),
+        ask_for_unlisted: false,
+    };
+    let gate = Arc::new(crate::egress::Gate::new(
+        Rules::new(&policy),
+        Arc::default(),
+        None,
+    ));
+    let instance = instance::Instance::connect("conformance", parsed.as_str(), None, gate).await?;
+    let listing = instance.current_listing("conformance").await?;
+    let mut answers = Vec::new();
+    for tool in listing.tools {
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.name.clone());
+        params.arguments = Some(if tool.name == "add_numbers" {
+            serde_json::json!({"a": 2, "b": 3})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            serde_json::Map::new()
+        });
+        let answer = instance
+            .peer()
+            .call_tool(params)
+            .await
+            .map_err(|err| format!("calling `{}`: {err}", tool.name))?;
+        answers.push(
+            answer
+                .content
+                .iter()
+                .filter_map(|block| block.as_text().map(|text| text.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    Ok(answers)
+}

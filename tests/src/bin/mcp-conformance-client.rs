@@ -9,7 +9,7 @@ use anyhow::Context;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let url = std::env::args()
-        .last()
+        .next_back()
         .context("usage: mcp-conformance-client SERVER_URL")?;
     let answers = airlock_daemon::testing::mcp_conformance_client(&url)
         .await

@@ -130,11 +130,15 @@ impl Daemon {
                 .map(|(name, addrs)| (name.clone(), addrs.clone()))
                 .collect(),
         ));
-        let mcp = McpEngine::new(process.clone(), config.state_dir.clone(), resolver.clone());
+        let mcp = Arc::new(McpEngine::new(
+            process.clone(),
+            config.state_dir.clone(),
+            resolver.clone(),
+        ));
         let engines = Engines::default()
             .with(Arc::new(wasm))
             .with(process)
-            .with(Arc::new(mcp));
+            .with(mcp.clone());
         let (registry, refused) = Registry::load(&config.tools_dirs, &profiles, &engines);
         for error in &refused {
             tracing::error!(tool = %error.path.display(), reason = %error.message, "tool refused");
@@ -198,6 +202,10 @@ impl Daemon {
             tracer,
             config.agent.clone(),
         ));
+        mcp.set_asker(Arc::new(api::direct_approval::DirectApprovals::new(
+            executor.clone(),
+            &agents,
+        )));
         Ok(Daemon {
             config,
             mcp_listener: std::sync::Mutex::new(None),

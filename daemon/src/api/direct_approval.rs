@@ -103,6 +103,44 @@ impl DirectApprovals {
     }
 }
 
+/// A hosted MCP server's question (an elicitation), put to its tenant's approvers.
+impl crate::engine::mcp::Asker for DirectApprovals {
+    fn ask(
+        &self,
+        tenant: Option<String>,
+        server: String,
+        message: String,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let approval_id = ApprovalId::new().into_string();
+        let timeout_ms = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
+        let question = serde_json::json!({ "message": message });
+        let request = pb::ApprovalRequest {
+            approval_id: approval_id.clone(),
+            call_id: approval_id.clone(),
+            tool: format!("{server} (a question from the MCP server)"),
+            arguments_json: question.to_string(),
+            risk: wire::risk(Risk::Write) as i32,
+            preview: Some(pb::Preview {
+                kind: "arguments".into(),
+                text: message.clone(),
+                ..Default::default()
+            }),
+            deadline_ms: ids::now_ms().saturating_add(timeout_ms),
+            digest: crate::policy::sha256_of(&serde_json::json!({
+                "elicitation": approval_id,
+                "server": server,
+                "message": message,
+            })),
+            reason: format!("MCP server `{server}` asks: {message}"),
+            state: pb::ApprovalState::Pending as i32,
+            tenant: tenant.unwrap_or_else(|| super::tenants::DEFAULT_TENANT.to_owned()),
+            ..Default::default()
+        };
+        let asked = self.broker.register(request, approval_id);
+        Box::pin(async move { refusal(asked.outcome().await).is_none() })
+    }
+}
+
 /// The result of a call its approval refused; `None` when it was approved.
 pub fn refusal(outcome: Outcome) -> Option<ToolResult> {
     match outcome {

@@ -11,6 +11,8 @@ in a running server and tells the client that the tool list changed.
 
 import os
 import socket
+
+from pydantic import BaseModel
 import sys
 import time
 import urllib.request
@@ -103,6 +105,18 @@ def secret() -> str:
 async def roots(ctx: Context) -> list[str]:
     listed = await ctx.session.list_roots()
     return [str(root.uri) for root in listed.roots]
+
+
+class Confirm(BaseModel):
+    proceed: bool = True
+
+
+@server.tool(description="Asks the person at the client before it goes on.")
+async def ask(question: str, ctx: Context) -> str:
+    answer = await ctx.elicit(question, schema=Confirm)
+    if answer.action == "accept":
+        return f"accepted: proceed={answer.data.proceed}"
+    return answer.action
 
 
 @server.tool(description="Says who it runs as and what it sees of the host.")

@@ -838,3 +838,66 @@ async fn a_server_that_breaks_the_protocol_is_bounded_and_the_daemon_unharmed() 
         .await
         .assert_status(ToolStatus::Ok);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_servers_question_goes_to_its_tenants_approvers() {
+    let hosted = host("plain", "").await;
+    let mut agent = hosted.agent().await;
+    let (decisions, queued) = tokio::sync::mpsc::unbounded_channel();
+    let mut requests = agent
+        .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(queued))
+        .await
+        .unwrap()
+        .into_inner();
+    // Approves the question that says "yes", denies the other.
+    let console = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        let mut resolved = 0;
+        while let Some(request) = requests.message().await.unwrap() {
+            // Kept open until both answers counted: a console that goes away takes its
+            // unsent decisions with it.
+            if request.state == pb::ApprovalState::Resolved as i32 {
+                resolved += 1;
+                if resolved == 2 {
+                    return asked;
+                }
+            }
+            if request.state != pb::ApprovalState::Pending as i32 {
+                continue;
+            }
+            let decision = if request.reason.contains("yes") {
+                pb::Decision::ApproveOnce
+            } else {
+                pb::Decision::Deny
+            };
+            decisions
+                .send(pb::ApprovalDecision {
+                    approval_id: request.approval_id.clone(),
+                    decision: decision as i32,
+                    reason: String::new(),
+                    digest: request.digest.clone(),
+                })
+                .unwrap();
+            asked.push(request);
+        }
+        asked
+    });
+    let yes = hosted
+        .call("hostile__ask", json!({"question": "say yes?"}))
+        .await;
+    yes.assert_status(ToolStatus::Ok);
+    assert!(
+        yes.result().content.contains("accepted: proceed=True"),
+        "approved, the form's defaults: {yes:?}"
+    );
+    let no = hosted
+        .call("hostile__ask", json!({"question": "delete everything?"}))
+        .await;
+    no.assert_status(ToolStatus::Ok);
+    assert!(no.result().content.contains("decline"), "{no:?}");
+    let asked = console.await.unwrap();
+    assert_eq!(asked[0].tenant, "default");
+    assert_eq!(asked[0].run_id, "");
+    assert!(asked[0].tool.contains("hostile"), "{:?}", asked[0]);
+    assert!(asked[1].reason.contains("delete everything?"));
+}

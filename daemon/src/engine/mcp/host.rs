@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use super::client::AskerSlot;
 use super::instance::{Instance, Listing};
 use super::trust::{Distrust, TrustStore};
 use crate::egress::{Gate, Resolver, Rules};
@@ -66,6 +67,7 @@ pub struct Host {
     profile: Arc<Profile>,
     secrets: Secrets,
     pub trust: TrustStore,
+    asker: AskerSlot,
     entries: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Entry>>>>,
     reaping: Mutex<bool>,
 }
@@ -92,6 +94,7 @@ impl Host {
         profile: Arc<Profile>,
         secrets: Secrets,
         trust: TrustStore,
+        asker: AskerSlot,
     ) -> Host {
         Host {
             name,
@@ -100,6 +103,7 @@ impl Host {
             profile,
             secrets,
             trust,
+            asker,
             entries: Mutex::default(),
             reaping: Mutex::new(false),
         }
@@ -131,7 +135,7 @@ impl Host {
                     runtime.block_on(async {
                         // No egress gate for a program: listing needs no network, and a
                         // server that wants it to start finds none.
-                        let instance = self.open(workspace, None, false).await?;
+                        let instance = self.open(None, workspace, None, false).await?;
                         instance.current_listing(&self.name).await
                     })
                 })
@@ -143,6 +147,7 @@ impl Host {
     /// A new instance: a program started in its sandbox, or a connection to a remote server.
     async fn open(
         &self,
+        tenant: Option<String>,
         workspace: Option<PathBuf>,
         egress: Option<&Arc<Gate>>,
         serial: bool,
@@ -154,6 +159,7 @@ impl Host {
                     program,
                     self.start_spec(workspace, egress),
                     serial,
+                    (tenant, self.asker.clone()),
                 )
                 .await
             }
@@ -164,7 +170,14 @@ impl Host {
                 resolver,
             } => {
                 let gate = Arc::new(Gate::new(rules.clone(), resolver.clone(), None));
-                Instance::connect(&self.name, url, bearer.clone(), gate).await
+                Instance::connect(
+                    &self.name,
+                    url,
+                    bearer.clone(),
+                    gate,
+                    (tenant, self.asker.clone()),
+                )
+                .await
             }
         }
     }
@@ -177,7 +190,7 @@ impl Host {
         egress: Option<&Arc<Gate>>,
     ) -> Result<Lease, String> {
         let key = Key {
-            tenant,
+            tenant: tenant.clone(),
             // A remote server sees no workspace: one connection per tenant.
             workspace: match self.origin {
                 Origin::Program(_) => workspace.clone(),
@@ -217,7 +230,7 @@ impl Host {
             tokio::time::sleep(wait).await;
         }
         let started = self
-            .open(workspace, egress, self.spec.writes_workspace)
+            .open(tenant, workspace, egress, self.spec.writes_workspace)
             .await;
         let instance = match started {
             Ok(instance) => Arc::new(instance),

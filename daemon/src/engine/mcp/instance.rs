@@ -14,7 +14,7 @@ use tokio::io::AsyncReadExt as _;
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
-use super::client::Client;
+use super::client::{AskerSlot, Client};
 use super::trust::tool_digest;
 use crate::egress::Gate;
 use crate::engine::Exit;
@@ -84,6 +84,7 @@ impl Instance {
         program: &ServerProgram,
         start: ServerStart,
         serial: bool,
+        asking: (Option<String>, AskerSlot),
     ) -> Result<Instance, String> {
         let workspace = start.workspace.is_some();
         let mut server = program.start(start).await?;
@@ -110,6 +111,9 @@ impl Instance {
         let client = Client {
             workspace,
             tools_changed: tools_changed.clone(),
+            server: name.to_owned(),
+            tenant: asking.0,
+            asker: asking.1,
         };
         let transport =
             AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
@@ -169,6 +173,7 @@ impl Instance {
         url: &str,
         bearer: Option<String>,
         gate: Arc<Gate>,
+        asking: (Option<String>, AskerSlot),
     ) -> Result<Instance, String> {
         use rmcp::transport::streamable_http_client::{
             StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
@@ -205,6 +210,9 @@ impl Instance {
         let handler = Client {
             workspace: false,
             tools_changed: tools_changed.clone(),
+            server: name.to_owned(),
+            tenant: asking.0,
+            asker: asking.1,
         };
         let service = match tokio::time::timeout(
             START_TIMEOUT,

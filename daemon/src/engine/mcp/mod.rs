@@ -11,6 +11,8 @@
 //! The MCP protocol itself is rmcp's, the maintained Rust SDK; airlock writes no JSON-RPC.
 
 mod client;
+
+pub use client::Asker;
 mod host;
 mod instance;
 mod names;
@@ -68,6 +70,8 @@ pub struct McpEngine {
     state_dir: PathBuf,
     /// Resolves remote servers' names, with the operator's overrides.
     resolver: Arc<Resolver>,
+    /// Who answers servers' questions, once the daemon has an approval broker.
+    asker: client::AskerSlot,
 }
 
 impl McpEngine {
@@ -80,7 +84,13 @@ impl McpEngine {
             process,
             state_dir,
             resolver,
+            asker: Arc::default(),
         }
+    }
+
+    /// Routes hosted servers' questions (elicitation) to `asker` from now on.
+    pub fn set_asker(&self, asker: Arc<dyn Asker>) {
+        let _ = self.asker.set(asker);
     }
 
     /// Prepares a server, lists its tools and checks them against what is trusted.
@@ -125,6 +135,7 @@ impl McpEngine {
             profile.clone(),
             image.secrets.clone(),
             trust,
+            self.asker.clone(),
         ));
         let workspace = profile.grants_workspace().then_some(listing_workspace);
         let listing = host.list_once(workspace).map_err(&invalid)?;
@@ -275,7 +286,14 @@ pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
         Arc::default(),
         None,
     ));
-    let instance = instance::Instance::connect("conformance", parsed.as_str(), None, gate).await?;
+    let instance = instance::Instance::connect(
+        "conformance",
+        parsed.as_str(),
+        None,
+        gate,
+        (None, Arc::default()),
+    )
+    .await?;
     let listing = instance.current_listing("conformance").await?;
     let mut answers = Vec::new();
     for tool in listing.tools {

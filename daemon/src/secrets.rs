@@ -106,11 +106,17 @@ impl Secrets {
         self.0.iter()
     }
 
-    /// `NAME=value` pairs for a tool's environment.
-    pub fn env(&self) -> impl Iterator<Item = (String, String)> + '_ {
-        self.0
-            .iter()
-            .map(|secret| (secret.env.clone(), secret.value.clone()))
+    /// A tool's whole environment: what `profile` passes and sets, then these secrets (a
+    /// secret wins over a profile variable of the same name).
+    pub fn environment(&self, profile: &crate::profile::Profile) -> Vec<(String, String)> {
+        let mut env = profile.resolve_env(|var| std::env::var(var).ok());
+        env.retain(|(name, _)| !self.0.iter().any(|secret| secret.env == *name));
+        env.extend(
+            self.0
+                .iter()
+                .map(|secret| (secret.env.clone(), secret.value.clone())),
+        );
+        env
     }
 }
 
@@ -235,9 +241,10 @@ mod tests {
             from_file: Some(file),
         }])
         .expect("resolves");
-        assert_eq!(
-            resolved.env().collect::<Vec<_>>(),
-            [("API_TOKEN".to_owned(), "file-secret-value".to_owned())]
+        assert!(
+            resolved
+                .iter()
+                .any(|secret| secret.env == "API_TOKEN" && secret.value == "file-secret-value")
         );
         assert!(!format!("{resolved:?}").contains("file-secret-value"));
 

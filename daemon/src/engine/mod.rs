@@ -111,10 +111,7 @@ pub struct Launch {
 impl Launch {
     /// The tool's environment: what its profile passes and sets, then its secrets.
     pub fn env(&self) -> Vec<(String, String)> {
-        let mut env = self.profile.resolve_env(|var| std::env::var(var).ok());
-        env.retain(|(name, _)| !self.secrets.iter().any(|secret| secret.env == *name));
-        env.extend(self.secrets.env());
-        env
+        self.secrets.environment(&self.profile)
     }
 }
 

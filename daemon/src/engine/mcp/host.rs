@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,8 @@ pub struct Host {
     pub trust: TrustStore,
     asker: AskerSlot,
     entries: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Entry>>>>,
-    reaping: Mutex<bool>,
+    /// Whether the idle reaper has been started.
+    reaping: AtomicBool,
 }
 
 /// A call's hold on an instance: counted as in flight until dropped.
@@ -105,17 +106,14 @@ impl Host {
             trust,
             asker,
             entries: Mutex::default(),
-            reaping: Mutex::new(false),
+            reaping: AtomicBool::new(false),
         }
     }
 
     fn start_spec(&self, workspace: Option<PathBuf>, egress: Option<&Arc<Gate>>) -> ServerStart {
-        let mut env = self.profile.resolve_env(|var| std::env::var(var).ok());
-        env.retain(|(name, _)| !self.secrets.iter().any(|secret| secret.env == *name));
-        env.extend(self.secrets.env());
         ServerStart {
             workspace,
-            env,
+            env: self.secrets.environment(&self.profile),
             read_only: !self.spec.writes_workspace,
             egress: egress.map(|gate| Arc::new(gate.detached())),
         }
@@ -269,13 +267,9 @@ impl Host {
 
     /// Starts the task that stops idle instances, once.
     fn start_reaper(self: &Arc<Self>) {
-        let Ok(mut reaping) = self.reaping.lock() else {
-            return;
-        };
-        if *reaping {
+        if self.reaping.swap(true, Ordering::SeqCst) {
             return;
         }
-        *reaping = true;
         let host = Arc::downgrade(self);
         let idle = self.spec.idle_timeout;
         let interval = (idle / 2).clamp(MIN_REAP_INTERVAL, Duration::from_secs(1));

@@ -14,6 +14,31 @@ pub mod v1 {
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         include_bytes!(concat!(env!("OUT_DIR"), "/airlock_descriptor.bin"));
 
+    impl ApprovalRequest {
+        /// The request as one question to a person — the exact call, and its preview when
+        /// that shows more than the arguments (a write's diff): what an MCP client puts to
+        /// its user when airlock asks it (elicitation).
+        pub fn as_question(&self) -> String {
+            let risk = Risk::try_from(self.risk)
+                .map(|risk| {
+                    risk.as_str_name()
+                        .trim_start_matches("RISK_")
+                        .to_lowercase()
+                })
+                .unwrap_or_else(|_| "risky".into());
+            let preview = self
+                .preview
+                .as_ref()
+                .filter(|preview| preview.kind != "arguments" && !preview.text.is_empty())
+                .map(|preview| format!("\n\n{}", preview.text))
+                .unwrap_or_default();
+            format!(
+                "airlock: allow this {risk} call?\n{} {}{preview}",
+                self.tool, self.arguments_json
+            )
+        }
+    }
+
     impl run_event::Event {
         /// The event's kind, as its field is named in `RunEvent.event`.
         pub fn kind(&self) -> &'static str {

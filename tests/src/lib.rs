@@ -976,3 +976,70 @@ impl DaemonProcess {
         connect_with_token(&self.endpoint, &self.token).await
     }
 }
+
+/// An approver console on a daemon's `Approvals` stream, as `airlock approvals` is.
+pub struct Console {
+    decisions: tokio::sync::mpsc::UnboundedSender<pb::ApprovalDecision>,
+    requests: tonic::Streaming<pb::ApprovalRequest>,
+}
+
+impl Console {
+    pub async fn open(daemon: &TestDaemon) -> Console {
+        let (decisions, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let requests = daemon
+            .agent()
+            .await
+            .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        Console {
+            decisions,
+            requests,
+        }
+    }
+
+    pub async fn next(&mut self) -> pb::ApprovalRequest {
+        tokio::time::timeout(Duration::from_secs(60), self.requests.message())
+            .await
+            .expect("an approval message within a minute")
+            .unwrap()
+            .expect("the console stream is open")
+    }
+
+    /// The next message in `state`, skipping others.
+    pub async fn next_in(&mut self, state: pb::ApprovalState) -> pb::ApprovalRequest {
+        loop {
+            let message = self.next().await;
+            if message.state == state as i32 {
+                return message;
+            }
+        }
+    }
+
+    /// Answers `approval_id` with no digest.
+    pub fn decide(&self, approval_id: &str, decision: pb::Decision) {
+        self.decisions
+            .send(pb::ApprovalDecision {
+                approval_id: approval_id.into(),
+                decision: decision as i32,
+                reason: String::new(),
+                digest: String::new(),
+            })
+            .unwrap();
+    }
+
+    /// Answers `request`, bound to its digest.
+    pub fn answer(&self, request: &pb::ApprovalRequest, decision: pb::Decision) {
+        self.decisions
+            .send(pb::ApprovalDecision {
+                approval_id: request.approval_id.clone(),
+                decision: decision as i32,
+                reason: String::new(),
+                digest: request.digest.clone(),
+            })
+            .unwrap();
+    }
+}

@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
+use airlock_tests::{Console, DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
 use pb::run_event::Event;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
 async fn daemon() -> TestDaemon {
     let daemon = TestDaemon::start(DaemonOptions {
@@ -391,58 +389,6 @@ async fn forged_replayed_and_foreign_decisions_do_not_count() {
         run_b.finished().await.final_text,
         "the approver said not today"
     );
-}
-
-/// An `Approvals` console.
-struct Console {
-    decisions: mpsc::UnboundedSender<pb::ApprovalDecision>,
-    requests: tonic::Streaming<pb::ApprovalRequest>,
-}
-
-impl Console {
-    async fn open(daemon: &TestDaemon) -> Console {
-        let (decisions, receiver) = mpsc::unbounded_channel();
-        let requests = daemon
-            .agent()
-            .await
-            .approvals(UnboundedReceiverStream::new(receiver))
-            .await
-            .unwrap()
-            .into_inner();
-        Console {
-            decisions,
-            requests,
-        }
-    }
-
-    async fn next(&mut self) -> pb::ApprovalRequest {
-        tokio::time::timeout(Duration::from_secs(60), self.requests.message())
-            .await
-            .expect("an approval message within a minute")
-            .unwrap()
-            .expect("the console stream is open")
-    }
-
-    /// The next message in `state`, skipping others.
-    async fn next_in(&mut self, state: pb::ApprovalState) -> pb::ApprovalRequest {
-        loop {
-            let message = self.next().await;
-            if message.state == state as i32 {
-                return message;
-            }
-        }
-    }
-
-    fn decide(&self, approval_id: &str, decision: pb::Decision) {
-        self.decisions
-            .send(pb::ApprovalDecision {
-                approval_id: approval_id.into(),
-                decision: decision as i32,
-                reason: String::new(),
-                digest: String::new(),
-            })
-            .unwrap();
-    }
 }
 
 #[tokio::test]

@@ -34,6 +34,36 @@ const SCENARIOS: &[&str] = &[
     "dns-rebinding-protection",
 ];
 
+/// Runs the suite once per scenario (`mode` is `server` or `client`, `target` its
+/// `--url …` or `--command …`) against the baseline; the output of each that failed.
+async fn run_suite(mode: &str, target: &[&std::ffi::OsStr], scenarios: &[&str]) -> Vec<String> {
+    let conformance = mcp::dir().join("conformance");
+    let suite = mcp::npm_server("@modelcontextprotocol/conformance", "dist/index.js");
+    let results = tempfile::tempdir().unwrap();
+    let mut failed = Vec::new();
+    for scenario in scenarios {
+        let output = tokio::process::Command::new(mcp::node())
+            .arg(&suite)
+            .arg(mode)
+            .args(target)
+            .args(["--scenario", scenario])
+            .arg("--expected-failures")
+            .arg(conformance.join("baseline.yml"))
+            .current_dir(results.path())
+            .output()
+            .await
+            .unwrap();
+        if !output.status.success() {
+            failed.push(format!(
+                "{scenario}:\n{}\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+    }
+    failed
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_endpoint_passes_the_official_conformance_suite() {
     let conformance = mcp::dir().join("conformance");
@@ -47,32 +77,8 @@ async fn the_mcp_endpoint_passes_the_official_conformance_suite() {
     assert!(daemon.refused().is_empty(), "{:#?}", daemon.refused());
     // The suite sends no token; the proxy adds the daemon's and changes nothing else.
     let proxy = mcp::token_proxy(daemon.mcp_addr.unwrap(), &daemon.token).await;
-    let suite = mcp::npm_server("@modelcontextprotocol/conformance", "dist/index.js");
-    let results = tempfile::tempdir().unwrap();
-    let mut failed = Vec::new();
-    for scenario in SCENARIOS {
-        let output = tokio::process::Command::new(mcp::node())
-            .arg(&suite)
-            .args([
-                "server",
-                "--url",
-                &format!("http://127.0.0.1:{}/mcp", proxy.port()),
-            ])
-            .args(["--scenario", scenario])
-            .arg("--expected-failures")
-            .arg(conformance.join("baseline.yml"))
-            .current_dir(results.path())
-            .output()
-            .await
-            .unwrap();
-        if !output.status.success() {
-            failed.push(format!(
-                "{scenario}:\n{}\n{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-    }
+    let url = format!("http://127.0.0.1:{}/mcp", proxy.port());
+    let failed = run_suite("server", &["--url".as_ref(), url.as_ref()], SCENARIOS).await;
     assert!(
         failed.is_empty(),
         "conformance failures:\n{}",
@@ -82,32 +88,13 @@ async fn the_mcp_endpoint_passes_the_official_conformance_suite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_client_passes_the_official_conformance_suite() {
-    let conformance = mcp::dir().join("conformance");
-    let suite = mcp::npm_server("@modelcontextprotocol/conformance", "dist/index.js");
-    let results = tempfile::tempdir().unwrap();
     let client = cargo_bin("mcp-conformance-client");
-    let mut failed = Vec::new();
-    for scenario in CLIENT_SCENARIOS {
-        let output = tokio::process::Command::new(mcp::node())
-            .arg(&suite)
-            .arg("client")
-            .arg("--command")
-            .arg(&client)
-            .args(["--scenario", scenario])
-            .arg("--expected-failures")
-            .arg(conformance.join("baseline.yml"))
-            .current_dir(results.path())
-            .output()
-            .await
-            .unwrap();
-        if !output.status.success() {
-            failed.push(format!(
-                "{scenario}:\n{}\n{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-    }
+    let failed = run_suite(
+        "client",
+        &["--command".as_ref(), client.as_os_str()],
+        CLIENT_SCENARIOS,
+    )
+    .await;
     assert!(
         failed.is_empty(),
         "conformance failures:\n{}",

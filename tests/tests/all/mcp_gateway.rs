@@ -5,7 +5,7 @@
 //! at the client, declined there, and approved from an approver console.
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonOptions, TestDaemon, cargo_bin, mcp, repo_root};
+use airlock_tests::{Console, DaemonOptions, TestDaemon, cargo_bin, mcp, repo_root};
 use serde_json::{Value, json};
 
 /// How the client reaches airlock.
@@ -49,40 +49,27 @@ async fn scenario(transport: Transport) {
     let workspace = daemon.workspace("project");
     std::fs::write(workspace.join("README.md"), "# sample\nadd numbers\n").unwrap();
     // An approver console, as `airlock approvals` is: it approves the call to console.txt
-    // alone, leaving the others to the person at the MCP client.
-    let mut agent = daemon.agent().await;
-    let (decisions, queued) = tokio::sync::mpsc::unbounded_channel();
-    let mut requests = agent
-        .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(queued))
-        .await
-        .unwrap()
-        .into_inner();
+    // alone, leaving the others to the person at the MCP client, and stays open until the
+    // three risky calls were answered.
+    let mut console = Console::open(&daemon).await;
     let console = tokio::spawn(async move {
         let mut seen = Vec::new();
-        while let Some(request) = requests.message().await.unwrap() {
+        loop {
+            let request = console.next().await;
             if request.state == pb::ApprovalState::Pending as i32
                 && request.arguments_json.contains("console.txt")
             {
-                decisions
-                    .send(pb::ApprovalDecision {
-                        approval_id: request.approval_id.clone(),
-                        decision: pb::Decision::ApproveOnce as i32,
-                        reason: String::new(),
-                        digest: request.digest.clone(),
-                    })
-                    .unwrap();
+                console.answer(&request, pb::Decision::ApproveOnce);
             }
             seen.push(request);
-            if seen
+            let resolved = seen
                 .iter()
                 .filter(|r| r.state == pb::ApprovalState::Resolved as i32)
-                .count()
-                == 3
-            {
+                .count();
+            if resolved == 3 {
                 return seen;
             }
         }
-        seen
     });
     let mut client = tokio::process::Command::new(mcp::python());
     client.arg(mcp::dir().join("client.py"));

@@ -842,25 +842,15 @@ async fn a_server_that_breaks_the_protocol_is_bounded_and_the_daemon_unharmed() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hosted_servers_question_goes_to_its_tenants_approvers() {
     let hosted = host("plain", "").await;
-    let mut agent = hosted.agent().await;
-    let (decisions, queued) = tokio::sync::mpsc::unbounded_channel();
-    let mut requests = agent
-        .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(queued))
-        .await
-        .unwrap()
-        .into_inner();
-    // Approves the question that says "yes", denies the other.
+    // Approves the question that says "yes", denies the other; open until both answers
+    // counted (a console that goes away takes its unsent decisions with it).
+    let mut console = airlock_tests::Console::open(&hosted).await;
     let console = tokio::spawn(async move {
-        let mut asked = Vec::new();
-        let mut resolved = 0;
-        while let Some(request) = requests.message().await.unwrap() {
-            // Kept open until both answers counted: a console that goes away takes its
-            // unsent decisions with it.
+        let (mut asked, mut resolved) = (Vec::new(), 0);
+        while resolved < 2 {
+            let request = console.next().await;
             if request.state == pb::ApprovalState::Resolved as i32 {
                 resolved += 1;
-                if resolved == 2 {
-                    return asked;
-                }
             }
             if request.state != pb::ApprovalState::Pending as i32 {
                 continue;
@@ -870,14 +860,7 @@ async fn a_hosted_servers_question_goes_to_its_tenants_approvers() {
             } else {
                 pb::Decision::Deny
             };
-            decisions
-                .send(pb::ApprovalDecision {
-                    approval_id: request.approval_id.clone(),
-                    decision: decision as i32,
-                    reason: String::new(),
-                    digest: request.digest.clone(),
-                })
-                .unwrap();
+            console.answer(&request, decision);
             asked.push(request);
         }
         asked

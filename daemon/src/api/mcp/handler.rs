@@ -307,12 +307,6 @@ async fn ask(context: &RequestContext<RoleServer>, question: &pb::ApprovalReques
         reason: reason.to_owned(),
         digest: question.digest.clone(),
     };
-    let preview = question
-        .preview
-        .as_ref()
-        .filter(|preview| preview.kind != "arguments" && !preview.text.is_empty())
-        .map(|preview| format!("\n\n{}", preview.text))
-        .unwrap_or_default();
     let Ok(schema) =
         serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
     else {
@@ -323,10 +317,7 @@ async fn ask(context: &RequestContext<RoleServer>, question: &pb::ApprovalReques
     };
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!(
-            "airlock: allow this call?\n{} {}{preview}",
-            question.tool, question.arguments_json
-        ),
+        message: question.as_question(),
         requested_schema: schema,
     };
     match context.peer.create_elicitation(params).await {

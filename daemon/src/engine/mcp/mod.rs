@@ -111,7 +111,7 @@ impl McpEngine {
         let origin = match &spec.transport {
             McpTransport::Stdio { command } => Origin::Program(self.process.prepare_server(
                 &image.name,
-                image.dir(),
+                &image.source,
                 command,
                 image.sha256.as_deref(),
                 profile,

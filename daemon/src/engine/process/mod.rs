@@ -259,25 +259,61 @@ impl Engine for ProcessEngine {
         let Code::Command { argv, abi } = &image.code else {
             return Err(invalid("process tools name a `command`".into()));
         };
+        let command_line = CommandLine::parse(argv, *abi, &image.input_schema).map_err(&invalid)?;
+        let (runtime, blueprint, digest) = self.prepare(
+            EngineKind::Process,
+            &image.name,
+            &image.source,
+            &command_line,
+            image.sha256.as_deref(),
+            profile,
+        )?;
+        Ok(Arc::new(ProcessTool {
+            name: image.name.clone(),
+            abi: *abi,
+            digest,
+            command_line,
+            blueprint,
+            runtime,
+        }))
+    }
+}
+
+impl ProcessEngine {
+    /// What every program the engine runs needs before its first start, a tool's or a hosted
+    /// server's: the host able to enforce `profile` (for the engine `kind`, which errors
+    /// name), the sandbox's view of its grants (the folder of `source`, its `tool.toml`, is
+    /// seen at `/tool`), and `command_line`'s program found in that view and matching its
+    /// pinned digest. Returns the runtime, the blueprint of the program's sandboxes and the
+    /// program's digest.
+    fn prepare(
+        &self,
+        kind: EngineKind,
+        name: &str,
+        source: &Path,
+        command_line: &CommandLine,
+        sha256: Option<&str>,
+        profile: &Profile,
+    ) -> Result<(Arc<Runtime>, Arc<Blueprint>, String), LoadError> {
         let runtime = match &self.runtime {
             Ok(runtime) => runtime,
             Err(reason) => {
                 return Err(LoadError::Unavailable {
-                    engine: EngineKind::Process,
+                    engine: kind,
                     message: reason.clone(),
                 });
             }
         };
         check_profile(&runtime.host, profile)?;
-        let view = View::new(profile, image.dir()).map_err(|what| LoadError::Unenforceable {
-            engine: EngineKind::Process,
+        let dir = source.parent().unwrap_or(Path::new("."));
+        let view = View::new(profile, dir).map_err(|what| LoadError::Unenforceable {
+            engine: kind,
             profile: profile.name.clone(),
             what,
         })?;
         for absent in &view.absent {
-            tracing::debug!(tool = %image.name, path = %absent.display(), "granted path does not exist on this host");
+            tracing::debug!(tool = %name, path = %absent.display(), "granted path does not exist on this host");
         }
-        let command_line = CommandLine::parse(argv, *abi, &image.input_schema).map_err(&invalid)?;
         let env = profile.resolve_env(|var| std::env::var(var).ok());
         let search_path = env
             .iter()
@@ -285,26 +321,22 @@ impl Engine for ProcessEngine {
             .map_or(program::DEFAULT_SEARCH_PATH, |(_, value)| value.as_str());
         let program =
             program::resolve(command_line.program(), &view, search_path).map_err(|message| {
-                invalid(format!("the program cannot run in the sandbox: {message}"))
+                LoadError::Invalid {
+                    path: source.to_owned(),
+                    message: format!("the program cannot run in the sandbox: {message}"),
+                }
             })?;
-        if let Some(pinned) = &image.sha256
-            && *pinned != program.digest
+        if let Some(pinned) = sha256
+            && pinned != program.digest
         {
             return Err(LoadError::DigestMismatch {
                 path: program.host.clone(),
-                pinned: pinned.clone(),
+                pinned: pinned.to_owned(),
                 actual: program.digest,
             });
         }
         let blueprint = Arc::new(runtime.blueprint(view, program.guest.clone(), profile));
-        Ok(Arc::new(ProcessTool {
-            name: image.name.clone(),
-            abi: *abi,
-            digest: program.digest,
-            command_line,
-            blueprint,
-            runtime: runtime.clone(),
-        }))
+        Ok((runtime.clone(), blueprint, program.digest))
     }
 }
 

@@ -21,11 +21,9 @@ use tokio::net::unix::pipe;
 use super::argv::CommandLine;
 use super::plan::{Blueprint, CallSpec};
 use super::sandbox::Sandbox;
-use super::{ProcessEngine, ProxyTask, Runtime, check_profile, egress, limits, program};
+use super::{ProcessEngine, ProxyTask, Runtime, egress, limits};
 use crate::engine::{Abi, EngineKind, Exit, LoadError, RunStats};
 use crate::profile::Profile;
-
-use super::view::View;
 
 /// A server program, checked against its profile and ready to start.
 pub struct ServerProgram {
@@ -64,57 +62,31 @@ impl ProcessEngine {
     pub fn prepare_server(
         &self,
         name: &str,
-        dir: &Path,
+        source: &Path,
         command: &[String],
         sha256: Option<&str>,
         profile: &Profile,
     ) -> Result<ServerProgram, LoadError> {
         let invalid = |message: String| LoadError::Invalid {
-            path: dir.to_owned(),
+            path: source.to_owned(),
             message,
         };
-        let runtime = match &self.runtime {
-            Ok(runtime) => runtime,
-            Err(reason) => {
-                return Err(LoadError::Unavailable {
-                    engine: EngineKind::Mcp,
-                    message: reason.clone(),
-                });
-            }
-        };
-        check_profile(&runtime.host, profile)?;
-        let view = View::new(profile, dir).map_err(|what| LoadError::Unenforceable {
-            engine: EngineKind::Mcp,
-            profile: profile.name.clone(),
-            what,
-        })?;
         let command_line = CommandLine::parse(command, Abi::JsonStdio, &serde_json::json!({}))
             .map_err(&invalid)?;
-        let env = profile.resolve_env(|var| std::env::var(var).ok());
-        let search_path = env
-            .iter()
-            .find(|(name, _)| name == "PATH")
-            .map_or(program::DEFAULT_SEARCH_PATH, |(_, value)| value.as_str());
-        let program =
-            program::resolve(command_line.program(), &view, search_path).map_err(|message| {
-                invalid(format!("the server cannot run in the sandbox: {message}"))
-            })?;
-        if let Some(pinned) = sha256
-            && pinned != program.digest
-        {
-            return Err(LoadError::DigestMismatch {
-                path: program.host.clone(),
-                pinned: pinned.to_owned(),
-                actual: program.digest,
-            });
-        }
         let argv = command_line.render(b"{}").map_err(&invalid)?;
-        let blueprint = Arc::new(runtime.blueprint(view, program.guest.clone(), profile));
+        let (runtime, blueprint, _digest) = self.prepare(
+            EngineKind::Mcp,
+            name,
+            source,
+            &command_line,
+            sha256,
+            profile,
+        )?;
         Ok(ServerProgram {
             name: name.to_owned(),
             argv,
             blueprint,
-            runtime: runtime.clone(),
+            runtime,
         })
     }
 }

@@ -206,15 +206,6 @@ async fn ask(context: RequestContext<RoleServer>, question: ApprovalRequest) -> 
         reason: reason.to_owned(),
         digest: question.digest.clone(),
     };
-    let arguments = serde_json::from_str::<serde_json::Value>(&question.arguments_json)
-        .map(|value| serde_json::to_string_pretty(&value).unwrap_or_default())
-        .unwrap_or_else(|_| question.arguments_json.clone());
-    let preview = question
-        .preview
-        .as_ref()
-        .filter(|preview| preview.kind != "arguments" && !preview.text.is_empty())
-        .map(|preview| format!("\n\n{}", preview.text))
-        .unwrap_or_default();
     let Ok(schema) =
         serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
     else {
@@ -225,11 +216,7 @@ async fn ask(context: RequestContext<RoleServer>, question: ApprovalRequest) -> 
     };
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!(
-            "airlock: allow this {} call?\n{} {arguments}{preview}",
-            risk_name(question.risk),
-            question.tool,
-        ),
+        message: question.as_question(),
         requested_schema: schema,
     };
     match context.peer.create_elicitation(params).await {
@@ -266,10 +253,6 @@ fn mcp_tool(info: &ToolInfo) -> Option<Tool> {
         )
         .with_annotations(annotations),
     )
-}
-
-fn risk_name(raw: i32) -> String {
-    airlock_client::render::risk_name(raw).into_owned()
 }
 
 fn internal(error: impl std::fmt::Display) -> ErrorData {

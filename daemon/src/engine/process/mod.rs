@@ -370,14 +370,7 @@ impl ProcessTool {
                 ));
             }
         };
-        let mut env = launch.env();
-        if self.blueprint.egress_port.is_some() {
-            env = egress::proxy_env(env);
-        }
-        let env = env
-            .into_iter()
-            .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
-            .collect();
+        let env = sandbox_env(&self.blueprint, launch.env());
         let stdin = match self.abi {
             Abi::JsonStdio => launch.stdin.clone(),
             // The arguments are on the command line; a program that reads stdin (grep with
@@ -408,20 +401,9 @@ impl ProcessTool {
         tracing::debug!(tool = %self.name, pid = sandbox.pid, "sandbox started");
         // Served for as long as this call runs: dropping the call drops the guard, which
         // stops the proxy and every connection through it.
-        let _proxy = match (sandbox.take_egress_listener(), launch.egress.clone()) {
-            (Some(listener), Some(gate)) => match tokio::net::TcpListener::from_std(listener) {
-                Ok(listener) => Some(ProxyTask(tokio::spawn(crate::egress::proxy::serve(
-                    listener,
-                    gate,
-                    tokio_util::sync::CancellationToken::new(),
-                )))),
-                Err(err) => {
-                    return Exit::SandboxError(format!("cannot serve the egress proxy: {err}"));
-                }
-            },
-            // Without a gate nothing may leave: the listener closes and connections to it
-            // are refused.
-            _ => None,
+        let _proxy = match serve_egress(&mut sandbox, launch.egress.clone()) {
+            Ok(proxy) => proxy,
+            Err(message) => return Exit::SandboxError(message),
         };
         let Some(ends) = sandbox.take_ends() else {
             return Exit::SandboxError("the sandbox's standard streams are missing".into());
@@ -455,6 +437,37 @@ impl ProcessTool {
             cpu_exceeded,
         )
     }
+}
+
+/// The environment a sandbox's program gets: `env`, and the proxy variables when the
+/// profile has an allow-list.
+fn sandbox_env(blueprint: &Blueprint, env: Vec<(String, String)>) -> Vec<CString> {
+    let env = if blueprint.egress_port.is_some() {
+        egress::proxy_env(env)
+    } else {
+        env
+    };
+    env.into_iter()
+        .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
+        .collect()
+}
+
+/// Serves the egress proxy inside `sandbox` through `gate`. Without a gate nothing may
+/// leave: the listener closes and connections to it are refused.
+fn serve_egress(
+    sandbox: &mut Sandbox,
+    gate: Option<Arc<crate::egress::Gate>>,
+) -> Result<Option<ProxyTask>, String> {
+    let (Some(listener), Some(gate)) = (sandbox.take_egress_listener(), gate) else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|err| format!("cannot serve the egress proxy: {err}"))?;
+    Ok(Some(ProxyTask(tokio::spawn(crate::egress::proxy::serve(
+        listener,
+        gate,
+        tokio_util::sync::CancellationToken::new(),
+    )))))
 }
 
 /// The egress proxy of one call, stopped when dropped.

@@ -21,7 +21,7 @@ use tokio::net::unix::pipe;
 use super::argv::CommandLine;
 use super::plan::{Blueprint, CallSpec};
 use super::sandbox::Sandbox;
-use super::{ProcessEngine, ProxyTask, Runtime, egress, limits};
+use super::{ProcessEngine, ProxyTask, Runtime, limits, sandbox_env, serve_egress};
 use crate::engine::{Abi, EngineKind, Exit, LoadError, RunStats};
 use crate::profile::Profile;
 
@@ -94,14 +94,7 @@ impl ProcessEngine {
 impl ServerProgram {
     /// Starts one instance.
     pub async fn start(&self, start: ServerStart) -> Result<RunningServer, String> {
-        let mut env = start.env;
-        if self.blueprint.egress_port.is_some() {
-            env = egress::proxy_env(env);
-        }
-        let env = env
-            .into_iter()
-            .filter_map(|(name, value)| CString::new(format!("{name}={value}")).ok())
-            .collect();
+        let env = sandbox_env(&self.blueprint, start.env);
         let call = CallSpec {
             workspace: start.workspace,
             argv: self.argv.clone(),
@@ -115,18 +108,7 @@ impl ServerProgram {
             .launch(self.blueprint.clone(), call, Arc::new(RunStats::default()))
             .await?;
         tracing::debug!(server = %self.name, pid = sandbox.pid, "server sandbox started");
-        let proxy = match (sandbox.take_egress_listener(), start.egress) {
-            (Some(listener), Some(gate)) => {
-                let listener = tokio::net::TcpListener::from_std(listener)
-                    .map_err(|err| format!("cannot serve the egress proxy: {err}"))?;
-                Some(ProxyTask(tokio::spawn(crate::egress::proxy::serve(
-                    listener,
-                    gate,
-                    tokio_util::sync::CancellationToken::new(),
-                ))))
-            }
-            _ => None,
-        };
+        let proxy = serve_egress(&mut sandbox, start.egress)?;
         let ends = sandbox
             .take_ends()
             .ok_or("the sandbox's standard streams are missing")?;

@@ -69,6 +69,7 @@ pub struct Call {
     /// Who decides about hosts outside the profile's allow-list, when the profile lets them
     /// be asked about: the run's approvals. `None` (gRPC ExecuteTool) refuses them.
     pub egress_approver: Option<Arc<dyn EgressApprover>>,
+    /// As in [`CallRequest`].
     pub tenant: Option<String>,
     pub in_run: bool,
 }

@@ -212,7 +212,8 @@ impl Host {
             }
             tracing::warn!(
                 server = %self.name,
-                stderr = %instance.stderr_tail(),
+                // The daemon's log is read by people the secrets are kept from.
+                stderr = %crate::secrets::Redactor::new([&self.secrets]).redact(&instance.stderr_tail()),
                 "MCP server instance ended; starting a new one"
             );
             // A crash after a long healthy life starts the backoff over.

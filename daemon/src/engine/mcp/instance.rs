@@ -198,6 +198,9 @@ impl Instance {
             // A redirect would carry the session to a host the gate decides about only at
             // the proxy; MCP servers do not redirect.
             .redirect(reqwest::redirect::Policy::none())
+            // The egress proxy carries one request per connection (each is checked on its
+            // own): a pooled connection would be reused after the proxy closed it.
+            .pool_max_idle_per_host(0)
             .user_agent(concat!("airlockd/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| format!("cannot set up the HTTP client: {err}"))?;

@@ -262,9 +262,9 @@ impl Engine for McpEngine {
 
 /// airlock's MCP client against a server at `url`, as it reaches a remote hosted server
 /// (through an egress gate allowing that server alone): initialize, list the tools, call each
-/// (`add_numbers` with two numbers, the others with no arguments). Returns each call's
-/// answer as text. What the conformance suite's client scenarios launch (see
-/// `tests/src/bin/mcp-conformance-client.rs`).
+/// (`add_numbers` with two numbers, the others with no arguments), a person approving every
+/// question the server asks. Returns each call's answer as text. What the conformance
+/// suite's client scenarios launch (see `tests/src/bin/mcp-conformance-client.rs`).
 #[cfg(feature = "testing")]
 pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
     let mut parsed = reqwest::Url::parse(url).map_err(|err| format!("{url}: {err}"))?;
@@ -286,14 +286,23 @@ pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
         Arc::default(),
         None,
     ));
-    let instance = instance::Instance::connect(
-        "conformance",
-        parsed.as_str(),
-        None,
-        gate,
-        (None, Arc::default()),
-    )
-    .await?;
+    /// A person who says yes.
+    struct Yes;
+    impl Asker for Yes {
+        fn ask(
+            &self,
+            _tenant: Option<String>,
+            _server: String,
+            _message: String,
+        ) -> futures::future::BoxFuture<'static, bool> {
+            Box::pin(std::future::ready(true))
+        }
+    }
+    let asker: client::AskerSlot = Arc::default();
+    let _ = asker.set(Arc::new(Yes));
+    let instance =
+        instance::Instance::connect("conformance", parsed.as_str(), None, gate, (None, asker))
+            .await?;
     let listing = instance.current_listing("conformance").await?;
     let mut answers = Vec::new();
     for tool in listing.tools {

@@ -8,7 +8,10 @@
 //! Whatever a tool does with a secret, its value must not reach a model, a client, a trace or
 //! a log: the executor passes every piece of tool output (streamed chunks, the result, the
 //! kept full output, error messages) through the daemon's [`Redactor`], which replaces each
-//! known value, by exact match, with `[redacted:NAME]`.
+//! known value, by exact match, with `[redacted:NAME]`. Streamed output is redacted as it
+//! streams ([`StreamRedactor`]): the end of a chunk that could be the start of a value is
+//! held back until the next chunk shows whether it is, so a value split across two reads
+//! is caught too.
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -197,6 +200,81 @@ impl Redactor {
     }
 }
 
+/// Redacts a stream that arrives in chunks (a call's stdout and stderr).
+#[derive(Debug, Default)]
+pub struct StreamRedactor {
+    redactor: Redactor,
+    /// Per stream, the bytes held back: a proper prefix of some secret value.
+    held: std::sync::Mutex<[Vec<u8>; 2]>,
+}
+
+impl StreamRedactor {
+    pub fn new(redactor: Redactor) -> StreamRedactor {
+        StreamRedactor {
+            redactor,
+            held: std::sync::Mutex::default(),
+        }
+    }
+
+    /// What of `data` (after what was held back of `stream`) can be shown now, redacted.
+    pub fn feed(&self, stream: crate::output::StreamKind, data: &[u8]) -> Vec<u8> {
+        let Ok(mut held) = self.held.lock() else {
+            return self.redactor.redact_bytes(data);
+        };
+        let held = &mut held[stream_index(stream)];
+        held.extend_from_slice(data);
+        let mut out = self.redactor.redact_bytes(held);
+        let keep = self.partial_suffix(&out);
+        *held = out.split_off(out.len() - keep);
+        out
+    }
+
+    /// What is still held back of each stream, at the end of the output.
+    pub fn flush(&self) -> Vec<(crate::output::StreamKind, Vec<u8>)> {
+        let Ok(mut held) = self.held.lock() else {
+            return Vec::new();
+        };
+        [
+            crate::output::StreamKind::Stdout,
+            crate::output::StreamKind::Stderr,
+        ]
+        .into_iter()
+        .filter_map(|stream| {
+            let rest = std::mem::take(&mut held[stream_index(stream)]);
+            (!rest.is_empty()).then(|| (stream, self.redactor.redact_bytes(&rest)))
+        })
+        .collect()
+    }
+
+    /// The length of the longest end of `out` that begins some secret value.
+    fn partial_suffix(&self, out: &[u8]) -> usize {
+        let longest = self
+            .redactor
+            .secrets
+            .iter()
+            .map(|secret| secret.value.len())
+            .max()
+            .unwrap_or(0);
+        (1..longest.min(out.len() + 1))
+            .rev()
+            .find(|&len| {
+                let tail = &out[out.len() - len..];
+                self.redactor
+                    .secrets
+                    .iter()
+                    .any(|secret| secret.value.as_bytes().starts_with(tail))
+            })
+            .unwrap_or(0)
+    }
+}
+
+fn stream_index(stream: crate::output::StreamKind) -> usize {
+    match stream {
+        crate::output::StreamKind::Stdout => 0,
+        crate::output::StreamKind::Stderr => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,5 +349,24 @@ mod tests {
         }])
         .expect_err("too short");
         assert!(err.contains("too short"), "{err}");
+    }
+
+    #[test]
+    fn a_value_split_across_chunks_is_still_redacted() {
+        use crate::output::StreamKind::{Stderr, Stdout};
+        let streamed = StreamRedactor::new(Redactor::new([&secrets(&[("TOKEN", "tok-12345678")])]));
+        let mut shown = streamed.feed(Stdout, b"before tok-123");
+        assert_eq!(shown, b"before ");
+        shown.extend(streamed.feed(Stdout, b"45678 after tok"));
+        shown.extend(streamed.feed(Stderr, b"elsewhere"));
+        for (stream, rest) in streamed.flush() {
+            assert_eq!(stream, Stdout);
+            shown.extend(rest);
+        }
+        // "tok" might have begun the token: held back until the end, after the other stream.
+        assert_eq!(
+            String::from_utf8(shown).expect("utf-8"),
+            "before [redacted:TOKEN] after elsewheretok"
+        );
     }
 }

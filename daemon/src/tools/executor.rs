@@ -18,7 +18,7 @@ use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::ExecutionId;
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
 use crate::profile::{GrantError, NetworkPolicy, Profile};
-use crate::secrets::Redactor;
+use crate::secrets::{Redactor, StreamRedactor};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};
@@ -243,12 +243,17 @@ impl Executor {
 
         let output_events = events.clone();
         let profile = call.profile;
-        let redactor = self.redactor.clone();
+        let streamed = Arc::new(StreamRedactor::new(self.redactor.clone()));
+        let redacting = !self.redactor.is_empty();
+        let stream_redactor = streamed.clone();
         let capture = OutputCapture::new(
             profile.limits.output_bytes,
             Some(Box::new(move |mut chunk: OutputChunk| {
-                if !redactor.is_empty() {
-                    chunk.data = Bytes::from(redactor.redact_bytes(&chunk.data));
+                if redacting {
+                    chunk.data = Bytes::from(stream_redactor.feed(chunk.stream, &chunk.data));
+                    if chunk.data.is_empty() {
+                        return;
+                    }
                 }
                 let _ = output_events.send(ExecutionEvent::Output(chunk));
             })),
@@ -293,6 +298,12 @@ impl Executor {
             other => other,
         };
         let mut summary = capture.finish();
+        for (stream, data) in streamed.flush() {
+            let _ = events.send(ExecutionEvent::Output(OutputChunk {
+                stream,
+                data: Bytes::from(data),
+            }));
+        }
         if !self.redactor.is_empty() {
             summary.stdout = self.redactor.redact_bytes(&summary.stdout);
             summary.stderr_tail = self.redactor.redact_bytes(&summary.stderr_tail);

@@ -11,10 +11,15 @@
 //! saw as trusted.
 //!
 //! The record is a small JSON file per server in the state dir, written whole by rename:
-//! `trusted` (tool → digest) and `seen` (the latest listing).
+//! `trusted` (tool → digest) and `seen` (the latest listing). Each store keeps the record it
+//! last read: a call whose listing is the one already seen costs no file access; the file is
+//! read again only after `airlock tools trust` changed some record (a process-wide
+//! generation, bumped by [`accept_seen`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +28,9 @@ pub const TRUST_DIR: &str = "mcp-trust";
 
 /// A record is a digest per tool; a server with thousands of tools is not one to trust.
 const MAX_RECORD_BYTES: u64 = 1 << 20;
+
+/// Bumped whenever an operator accepts a listing: stores then read their record again.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The digest airlock trusts a listed tool by.
 pub fn tool_digest(tool: &rmcp::model::Tool) -> String {
@@ -69,10 +77,12 @@ impl Distrust {
 }
 
 /// The trust record of one server.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TrustStore {
     path: PathBuf,
     pins: BTreeMap<String, String>,
+    /// The record as last read or written, and the generation it was read at.
+    cached: Mutex<Option<(u64, Record)>>,
 }
 
 impl TrustStore {
@@ -80,6 +90,7 @@ impl TrustStore {
         TrustStore {
             path: record_path(state_dir, server),
             pins,
+            cached: Mutex::new(None),
         }
     }
 
@@ -90,12 +101,30 @@ impl TrustStore {
         &self,
         listing: &BTreeMap<String, String>,
     ) -> Result<BTreeMap<String, Distrust>, String> {
-        let mut record = match read(&self.path)? {
-            Some(record) => record,
-            None => Record {
-                trusted: listing.clone(),
-                seen: BTreeMap::new(),
-            },
+        let generation = GENERATION.load(Ordering::SeqCst);
+        let mut cached = self
+            .cached
+            .lock()
+            .map_err(|_| "the trust record's cache is poisoned".to_owned())?;
+        let fresh = cached
+            .as_ref()
+            .is_some_and(|(read_at, record)| *read_at == generation && record.seen == *listing);
+        if !fresh {
+            let mut record = match read(&self.path)? {
+                Some(record) => record,
+                None => Record {
+                    trusted: listing.clone(),
+                    seen: BTreeMap::new(),
+                },
+            };
+            if record.seen != *listing || !self.path.exists() {
+                record.seen = listing.clone();
+                write(&self.path, &record)?;
+            }
+            *cached = Some((generation, record));
+        }
+        let Some((_, record)) = cached.as_ref() else {
+            return Err("the trust record was not read".into());
         };
         let mut refused = BTreeMap::new();
         for (tool, listed) in listing {
@@ -117,10 +146,6 @@ impl TrustStore {
             if let Some(verdict) = verdict {
                 refused.insert(tool.clone(), verdict);
             }
-        }
-        if record.seen != *listing || !self.path.exists() {
-            record.seen = listing.clone();
-            write(&self.path, &record)?;
         }
         Ok(refused)
     }
@@ -187,6 +212,7 @@ pub fn accept_seen(state_dir: &Path, server: &str) -> Result<Vec<String>, String
         .collect();
     record.trusted = record.seen.clone();
     write(&path, &record)?;
+    GENERATION.fetch_add(1, Ordering::SeqCst);
     Ok(changed)
 }
 

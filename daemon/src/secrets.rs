@@ -340,8 +340,16 @@ mod tests {
         };
         let err = Secrets::resolve(&[missing]).expect_err("unset");
         assert!(err.contains("AIRLOCK_TEST_SURELY_UNSET_VARIABLE"), "{err}");
+        let at_the_edge = dir.path().join("eight");
+        std::fs::write(&at_the_edge, "12345678").expect("write");
+        Secrets::resolve(&[SecretSource {
+            env: "EIGHT".into(),
+            from_env: None,
+            from_file: Some(at_the_edge),
+        }])
+        .expect("MIN_SECRET_BYTES is enough");
         let short = dir.path().join("short");
-        std::fs::write(&short, "abc").expect("write");
+        std::fs::write(&short, "1234567").expect("write");
         let err = Secrets::resolve(&[SecretSource {
             env: "SHORT".into(),
             from_env: None,

@@ -1019,27 +1019,28 @@ impl Console {
         }
     }
 
+    /// Sends `decision` as it is.
+    pub fn send(&self, decision: pb::ApprovalDecision) {
+        self.decisions.send(decision).unwrap();
+    }
+
     /// Answers `approval_id` with no digest.
     pub fn decide(&self, approval_id: &str, decision: pb::Decision) {
-        self.decisions
-            .send(pb::ApprovalDecision {
-                approval_id: approval_id.into(),
-                decision: decision as i32,
-                reason: String::new(),
-                digest: String::new(),
-            })
-            .unwrap();
+        self.send(pb::ApprovalDecision {
+            approval_id: approval_id.into(),
+            decision: decision as i32,
+            reason: String::new(),
+            digest: String::new(),
+        });
     }
 
     /// Answers `request`, bound to its digest.
     pub fn answer(&self, request: &pb::ApprovalRequest, decision: pb::Decision) {
-        self.decisions
-            .send(pb::ApprovalDecision {
-                approval_id: request.approval_id.clone(),
-                decision: decision as i32,
-                reason: String::new(),
-                digest: request.digest.clone(),
-            })
-            .unwrap();
+        self.send(pb::ApprovalDecision {
+            approval_id: request.approval_id.clone(),
+            decision: decision as i32,
+            reason: String::new(),
+            digest: request.digest.clone(),
+        });
     }
 }

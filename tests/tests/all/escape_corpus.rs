@@ -2212,61 +2212,41 @@ async fn a_console_replaying_an_old_approval_answers_nothing() {
         ..Setup::default()
     })
     .await;
-    let (decisions, receiver) = tokio::sync::mpsc::unbounded_channel();
-    let mut requests = fixture
-        .agent()
-        .await
-        .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(
-            receiver,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let mut next_in = async |state: pb::ApprovalState| loop {
-        let message = tokio::time::timeout(Duration::from_secs(60), requests.message())
-            .await
-            .expect("a console message within a minute")
-            .unwrap()
-            .expect("the console stream is open");
-        if message.state == state as i32 {
-            return message;
-        }
-    };
-    let send = |approval_id: &str, digest: &str| {
-        decisions
-            .send(pb::ApprovalDecision {
-                approval_id: approval_id.into(),
-                decision: pb::Decision::ApproveOnce as i32,
-                reason: String::new(),
-                digest: digest.into(),
-            })
-            .unwrap();
+    let mut console = airlock_tests::Console::open(&fixture).await;
+    // Approves `approval_id`, bound to `digest` (not always its own).
+    let approve = |console: &airlock_tests::Console, approval_id: &str, digest: &str| {
+        console.send(pb::ApprovalDecision {
+            approval_id: approval_id.into(),
+            decision: pb::Decision::ApproveOnce as i32,
+            reason: String::new(),
+            digest: digest.into(),
+        });
     };
 
     let workspace_a = approval_workspace(&fixture, "a");
     let mut run_a = fixture.start_run(risky(&workspace_a)).await;
-    let pending_a = next_in(pb::ApprovalState::Pending).await;
-    send(&pending_a.approval_id, &pending_a.digest);
+    let pending_a = console.next_in(pb::ApprovalState::Pending).await;
+    approve(&console, &pending_a.approval_id, &pending_a.digest);
     assert_eq!(run_a.finished().await.final_text, "written");
     // Replayed after the run finished.
-    send(&pending_a.approval_id, &pending_a.digest);
-    let rejected = next_in(pb::ApprovalState::DecisionRejected).await;
+    approve(&console, &pending_a.approval_id, &pending_a.digest);
+    let rejected = console.next_in(pb::ApprovalState::DecisionRejected).await;
     assert_eq!(rejected.approval_id, pending_a.approval_id);
 
     // Replayed at another run's identical question.
     let workspace_b = approval_workspace(&fixture, "b");
     let mut run_b = fixture.start_run(risky(&workspace_b)).await;
-    let pending_b = next_in(pb::ApprovalState::Pending).await;
+    let pending_b = console.next_in(pb::ApprovalState::Pending).await;
     assert_eq!(
         run_b.approval_requested().await.approval_id,
         pending_b.approval_id
     );
     assert_ne!(pending_b.approval_id, pending_a.approval_id);
-    send(&pending_a.approval_id, &pending_a.digest);
-    let rejected = next_in(pb::ApprovalState::DecisionRejected).await;
+    approve(&console, &pending_a.approval_id, &pending_a.digest);
+    let rejected = console.next_in(pb::ApprovalState::DecisionRejected).await;
     assert_eq!(rejected.approval_id, pending_a.approval_id);
-    send(&pending_b.approval_id, &pending_a.digest);
-    let rejected = next_in(pb::ApprovalState::DecisionRejected).await;
+    approve(&console, &pending_b.approval_id, &pending_a.digest);
+    let rejected = console.next_in(pb::ApprovalState::DecisionRejected).await;
     assert!(rejected.detail.contains("digest"), "{}", rejected.detail);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(

@@ -122,7 +122,7 @@ impl Host {
     /// Starts an instance with `workspace`, lists its tools and stops it: what the registry
     /// serves is known before the first call. Blocks; runs on a thread and runtime of its own
     /// so that it can be called while the daemon is assembled.
-    pub fn list_once(&self, workspace: Option<PathBuf>) -> Result<Listing, String> {
+    pub fn list_once(&self, workspace: Option<PathBuf>) -> Result<Arc<Listing>, String> {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {

@@ -66,7 +66,7 @@ pub struct Instance {
     /// Cancelled when the server's process has ended.
     ended: CancellationToken,
     exit: Arc<Mutex<Option<Exit>>>,
-    listing: Mutex<Listing>,
+    listing: Mutex<Arc<Listing>>,
     tools_changed: Arc<AtomicBool>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     /// Calls in flight, and when the last one ended: the idle reaper's inputs.
@@ -153,7 +153,7 @@ impl Instance {
             link: Link::Process(server),
             ended,
             exit,
-            listing: Mutex::new(Listing::default()),
+            listing: Mutex::default(),
             tools_changed,
             stderr: kept,
             in_flight: AtomicUsize::new(0),
@@ -244,7 +244,7 @@ impl Instance {
             // A remote server has no process to end: a closed connection is its end.
             ended: CancellationToken::new(),
             exit: Arc::new(Mutex::new(None)),
-            listing: Mutex::new(Listing::default()),
+            listing: Mutex::default(),
             tools_changed,
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             in_flight: AtomicUsize::new(0),
@@ -258,7 +258,7 @@ impl Instance {
     }
 
     /// Lists the server's tools again and keeps the listing.
-    pub async fn relist(&self, name: &str) -> Result<Listing, String> {
+    pub async fn relist(&self, name: &str) -> Result<Arc<Listing>, String> {
         self.tools_changed.store(false, Ordering::SeqCst);
         let tools = tokio::select! {
             listed = tokio::time::timeout(LIST_TIMEOUT, self.service.peer().list_all_tools()) => listed,
@@ -276,19 +276,24 @@ impl Instance {
                 ));
             }
         };
-        let listing = Listing::new(tools);
+        let listing = Arc::new(Listing::new(tools));
         if let Ok(mut kept) = self.listing.lock() {
             *kept = listing.clone();
         }
         Ok(listing)
     }
 
-    /// The listing, listed again first if the server said it changed.
-    pub async fn current_listing(&self, name: &str) -> Result<Listing, String> {
+    /// The listing, listed again first if the server said it changed. Shared, not copied:
+    /// every call of a hosted tool reads it.
+    pub async fn current_listing(&self, name: &str) -> Result<Arc<Listing>, String> {
         if self.tools_changed.load(Ordering::SeqCst) {
             return self.relist(name).await;
         }
-        Ok(self.listing.lock().map(|l| l.clone()).unwrap_or_default())
+        Ok(self
+            .listing
+            .lock()
+            .map(|listing| listing.clone())
+            .unwrap_or_default())
     }
 
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {

@@ -144,7 +144,7 @@ impl McpEngine {
             tools: Vec::new(),
             refused: Vec::new(),
         };
-        for listed in listing.tools {
+        for listed in &listing.tools {
             let tool = listed.name.to_string();
             if let Some(verdict) = distrusted.get(&tool) {
                 imports.refused.push(verdict.explain(&image.name, &tool));
@@ -305,7 +305,7 @@ pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
             .await?;
     let listing = instance.current_listing("conformance").await?;
     let mut answers = Vec::new();
-    for tool in listing.tools {
+    for tool in &listing.tools {
         let mut params = rmcp::model::CallToolRequestParams::new(tool.name.clone());
         params.arguments = Some(if tool.name == "add_numbers" {
             serde_json::json!({"a": 2, "b": 3})

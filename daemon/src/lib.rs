@@ -9,6 +9,7 @@
 mod agent;
 mod api;
 mod cancel;
+mod changes;
 pub mod config;
 mod daemon;
 mod domain;

@@ -38,7 +38,7 @@ mod server;
 mod sys;
 mod view;
 
-pub(crate) use plan::openat2;
+pub(crate) use plan::{NOBODY, openat2};
 pub use server::{RunningServer, ServerProgram, ServerStart};
 
 use std::ffi::CString;

@@ -1,0 +1,419 @@
+//! Change sets: what one tool call changed in its workspace, recorded so that a person can
+//! see it and undo it.
+//!
+//! A call whose profile lets it write the workspace never writes the workspace itself. It
+//! writes an overlay ([`overlay`]) whose lower layer is the workspace, read-only, and whose
+//! upper layer is a directory of the daemon's own. When the call ends on its own, the upper
+//! layer is the exact record of what it changed: [`capture`] turns it into a [`ChangeSet`]
+//! (keeping the content before and after as [`blobs`]), and [`apply`] puts it into the
+//! workspace one path at a time, each by an atomic rename, never following a symlink. A call
+//! that is killed, times out or is cancelled changes nothing: its upper layer is removed.
+//! [`revert`] undoes change sets, refusing when someone else changed a path since.
+//!
+//! Paths the profile excludes, or that the workspace's ignore files name (as they were before
+//! the call: a call that rewrites `.gitignore` cannot hide its own changes), are applied but
+//! recorded by digest only, so that a build's target directory neither slows a call down nor
+//! fills the blob store; such a path cannot be undone byte for byte, and a revert says so.
+
+mod apply;
+mod blobs;
+mod capture;
+mod exclude;
+mod idmap;
+mod overlay;
+mod revert;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use blobs::Blobs;
+pub use exclude::Exclusions;
+pub use idmap::IdMap;
+pub use overlay::Overlay;
+pub use revert::{Conflict, RevertError, RevertPlan, RevertReport};
+
+/// Subdirectory of the daemon's state directory the change sets own.
+const CHANGES_DIR: &str = "changes";
+/// Where calls' upper layers live while they run, one folder per call.
+const CALLS_DIR: &str = "calls";
+/// The content-addressed store of before and after contents.
+const BLOBS_DIR: &str = "blobs";
+
+/// What a path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Node {
+    File,
+    Symlink,
+    Dir,
+}
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Added,
+    Modified,
+    Deleted,
+    /// Deleted at `from` and added here with the same content.
+    Renamed,
+}
+
+/// A path's state on one side of a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub node: Node,
+    /// The sha256 of a file's content or of a symlink's target, hex; none for a directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The permission bits (`0o7777`).
+    pub mode: u32,
+    pub size: u64,
+}
+
+/// One path a call changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    pub kind: Kind,
+    /// For a rename: where the content was before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<State>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<State>,
+    /// Why the contents were not kept (the path is excluded): it is recorded by digest only
+    /// and cannot be restored byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest_only: Option<String>,
+    /// The change reached the workspace.
+    pub applied: bool,
+}
+
+/// What one call changed in its workspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSet {
+    pub changes: Vec<Change>,
+    /// Set when the call's changes did not reach the workspace, or only some did: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applied: Option<String>,
+    /// Entries of the upper layer that are not files, symlinks or directories (fifos,
+    /// sockets, devices): never applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && self.not_applied.is_none() && self.skipped.is_empty()
+    }
+}
+
+/// Why a call's changes could not be captured or applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error(
+        "the workspace overlay (overlayfs, needed to record what a call writes) cannot be mounted: {0}"
+    )]
+    Overlay(String),
+    #[error("cannot record the call's changes: {0}")]
+    Capture(String),
+    #[error("cannot apply the call's changes to the workspace: {0}")]
+    Apply(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The daemon's change-set service: where upper layers and blobs live, and the id mapping
+/// that lets a sandbox write a workspace owned by root.
+#[derive(Debug, Clone)]
+pub struct Changes {
+    calls: PathBuf,
+    blobs: Arc<Blobs>,
+    idmap: Arc<IdMap>,
+}
+
+impl Changes {
+    /// Opens the service under `state_dir`, removing the upper layers of calls a previous
+    /// daemon did not finish (they never reached the workspace).
+    pub fn open(state_dir: &Path, blob_cap: u64) -> Result<Changes, ChangeError> {
+        let root = state_dir.join(CHANGES_DIR);
+        let calls = root.join(CALLS_DIR);
+        if calls.exists() {
+            std::fs::remove_dir_all(&calls)?;
+        }
+        std::fs::create_dir_all(&calls)?;
+        let blobs = Arc::new(Blobs::open(root.join(BLOBS_DIR), blob_cap)?);
+        let idmap = Arc::new(IdMap::create().map_err(|err| {
+            ChangeError::Overlay(format!(
+                "cannot create the id mapping for the workspace: {err}"
+            ))
+        })?);
+        Ok(Changes {
+            calls,
+            blobs,
+            idmap,
+        })
+    }
+
+    pub fn blobs(&self) -> &Arc<Blobs> {
+        &self.blobs
+    }
+
+    pub fn idmap(&self) -> &Arc<IdMap> {
+        &self.idmap
+    }
+
+    /// Mounts a fresh overlay over `workspace` for one call (blocking).
+    pub fn overlay(&self, workspace: &Path, call: &str) -> Result<Overlay, ChangeError> {
+        Overlay::mount(workspace, self.calls.join(call), &self.idmap)
+    }
+
+    /// Records what the call behind `overlay` changed and applies it to the workspace
+    /// (blocking). The overlay must no longer be in use.
+    pub fn commit(&self, overlay: Overlay, exclusions: &Exclusions) -> ChangeSet {
+        let upper = overlay.finish();
+        let mut set = match capture::capture(&upper, exclusions, &self.blobs) {
+            Ok(set) => set,
+            Err(err) => {
+                return ChangeSet {
+                    not_applied: Some(err.to_string()),
+                    ..ChangeSet::default()
+                };
+            }
+        };
+        if let Err(err) = apply::apply(&upper, &mut set) {
+            set.not_applied = Some(err.to_string());
+        }
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn kinds(set: &ChangeSet) -> Vec<(String, Kind)> {
+        set.changes
+            .iter()
+            .map(|change| (change.path.clone(), change.kind))
+            .collect()
+    }
+
+    /// A workspace with a file to modify, one to delete, one to rename and one to chmod.
+    fn workspace() -> (tempfile::TempDir, PathBuf, Changes) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("src/old")).expect("mkdir");
+        std::fs::write(ws.join("src/calc.py"), "def add(a, b):\n    return a - b\n")
+            .expect("write");
+        std::fs::write(ws.join("gone.txt"), "bye\n").expect("write");
+        std::fs::write(ws.join("moved.txt"), "moving\n").expect("write");
+        std::fs::write(ws.join("run.sh"), "echo hi\n").expect("write");
+        std::fs::write(ws.join("src/old/a.txt"), "a\n").expect("write");
+        std::fs::write(ws.join(".gitignore"), "build/\n").expect("write");
+        let changes = Changes::open(&dir.path().join("state"), 1 << 30).expect("open");
+        (dir, ws, changes)
+    }
+
+    #[test]
+    fn a_call_s_writes_reach_the_workspace_only_when_committed_and_are_recorded_exactly() {
+        let (_dir, ws, changes) = workspace();
+        let overlay = changes.overlay(&ws, "call-1").expect("overlay");
+        let merged = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
+        ));
+        std::fs::write(
+            merged.join("src/calc.py"),
+            "def add(a, b):\n    return a + b\n",
+        )
+        .expect("modify");
+        std::fs::remove_file(merged.join("gone.txt")).expect("delete");
+        std::fs::rename(merged.join("moved.txt"), merged.join("src/moved.txt")).expect("rename");
+        std::fs::set_permissions(
+            merged.join("run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .expect("chmod");
+        std::fs::remove_dir_all(merged.join("src/old")).expect("rmdir");
+        std::fs::create_dir_all(merged.join("build/out")).expect("mkdir");
+        std::fs::write(merged.join("build/out/app"), "binary").expect("excluded");
+        std::os::unix::fs::symlink("../etc/passwd", merged.join("link")).expect("symlink");
+        std::fs::write(merged.join("new.txt"), "new\n").expect("add");
+
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
+            "def add(a, b):\n    return a - b\n",
+            "nothing reaches the workspace before the commit"
+        );
+        let set = changes.commit(overlay, &Exclusions::for_workspace(&ws, &[]));
+        assert_eq!(set.not_applied, None);
+        assert_eq!(
+            kinds(&set),
+            [
+                ("build".into(), Kind::Added),
+                ("build/out".into(), Kind::Added),
+                ("build/out/app".into(), Kind::Added),
+                ("gone.txt".into(), Kind::Deleted),
+                ("link".into(), Kind::Added),
+                ("new.txt".into(), Kind::Added),
+                ("run.sh".into(), Kind::Modified),
+                ("src/calc.py".into(), Kind::Modified),
+                ("src/moved.txt".into(), Kind::Renamed),
+                ("src/old".into(), Kind::Deleted),
+                ("src/old/a.txt".into(), Kind::Deleted),
+            ]
+        );
+        assert!(set.changes.iter().all(|change| change.applied));
+        let by_path = |path: &str| {
+            set.changes
+                .iter()
+                .find(|change| change.path == path)
+                .expect("recorded")
+        };
+        assert_eq!(by_path("src/moved.txt").from.as_deref(), Some("moved.txt"));
+        let chmod = by_path("run.sh");
+        assert_eq!(
+            (
+                chmod.before.as_ref().map(|s| s.mode),
+                chmod.after.as_ref().map(|s| s.mode)
+            ),
+            (Some(0o644), Some(0o755))
+        );
+        assert_eq!(
+            chmod.before.as_ref().map(|s| &s.digest),
+            chmod.after.as_ref().map(|s| &s.digest)
+        );
+        assert!(
+            by_path("build/out/app").digest_only.is_some(),
+            "the ignore file excludes build/"
+        );
+        assert_eq!(
+            by_path("link").after.as_ref().map(|s| s.node),
+            Some(Node::Symlink)
+        );
+
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
+            "def add(a, b):\n    return a + b\n"
+        );
+        assert!(
+            !ws.join("gone.txt").exists()
+                && !ws.join("moved.txt").exists()
+                && !ws.join("src/old").exists()
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/moved.txt")).expect("read"),
+            "moving\n"
+        );
+        assert_eq!(
+            std::fs::read_link(ws.join("link")).expect("link"),
+            Path::new("../etc/passwd")
+        );
+        assert_eq!(
+            std::fs::metadata(ws.join("run.sh"))
+                .expect("meta")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o755
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("build/out/app")).expect("read"),
+            "binary"
+        );
+
+        // Undo it all: everything is back but the excluded file's content, which is said.
+        let plan = RevertPlan::new([&set]);
+        let report = plan
+            .execute_at(&ws, changes.blobs(), false)
+            .expect("revert");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
+            "def add(a, b):\n    return a - b\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("gone.txt")).expect("read"),
+            "bye\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("moved.txt")).expect("read"),
+            "moving\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/old/a.txt")).expect("read"),
+            "a\n"
+        );
+        assert!(
+            !ws.join("src/moved.txt").exists()
+                && !ws.join("link").exists()
+                && !ws.join("new.txt").exists()
+        );
+        assert!(!ws.join("build").exists());
+        assert_eq!(
+            std::fs::metadata(ws.join("run.sh"))
+                .expect("meta")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o644
+        );
+        assert!(report.unrestorable.is_empty(), "{report:?}");
+    }
+
+    #[test]
+    fn a_discarded_overlay_changes_nothing() {
+        let (_dir, ws, changes) = workspace();
+        let overlay = changes.overlay(&ws, "call-2").expect("overlay");
+        let merged = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
+        ));
+        std::fs::write(merged.join("src/calc.py"), "half").expect("write");
+        let upper = overlay.finish();
+        let upper_dir = upper.path.clone();
+        drop(upper);
+        assert!(!upper_dir.exists(), "the upper layer is removed");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
+            "def add(a, b):\n    return a - b\n"
+        );
+    }
+
+    #[test]
+    fn a_revert_refuses_a_path_changed_since_unless_forced() {
+        let (_dir, ws, changes) = workspace();
+        let overlay = changes.overlay(&ws, "call-3").expect("overlay");
+        let merged = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
+        ));
+        std::fs::write(merged.join("src/calc.py"), "by the run\n").expect("write");
+        let set = changes.commit(overlay, &Exclusions::none());
+        std::fs::write(ws.join("src/calc.py"), "by someone else\n").expect("outside edit");
+        let plan = RevertPlan::new([&set]);
+        match plan.execute_at(&ws, changes.blobs(), false) {
+            Err(RevertError::Conflicts(conflicts)) => {
+                assert_eq!(conflicts.len(), 1);
+                assert_eq!(conflicts[0].path, "src/calc.py");
+            }
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
+            "by someone else\n"
+        );
+        plan.execute_at(&ws, changes.blobs(), true).expect("forced");
+        assert_eq!(
+            std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
+            "def add(a, b):\n    return a - b\n"
+        );
+    }
+}

@@ -1,0 +1,384 @@
+//! Undoing change sets: putting a workspace back as it was before a run's step.
+//!
+//! A plan folds the change sets to undo, oldest first, into one target per path: the state
+//! before the first change to undo (what to restore) and the state after the last one (what
+//! the run left there). Before touching anything the plan compares what is there now with
+//! what the run left: a path someone else changed since is a conflict, and the revert is
+//! refused with the list unless forced. Restoring uses the blob store; a path recorded by
+//! digest only, or whose blob was evicted, cannot be restored, and the report says so rather
+//! than failing the rest. Each path is restored as `apply.rs` writes one: a temporary name,
+//! then a rename, never through a symlink.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use super::blobs::{self, Blobs};
+use super::capture::{lower_stat, open_lower, split};
+use super::{ChangeSet, Kind, Node, State};
+
+/// What to put back at one path.
+#[derive(Debug, Clone)]
+struct Target {
+    /// None: the path did not exist.
+    restore: Option<State>,
+    /// What the run left there (None: it removed the path).
+    expect: Option<State>,
+    /// The path was recorded by digest only in one of the change sets.
+    digest_only: Option<String>,
+}
+
+/// A path that is not what the run left there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RevertError {
+    #[error("{} path(s) changed since the run left them: {}", .0.len(), describe(.0))]
+    Conflicts(Vec<Conflict>),
+    #[error("cannot revert {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn describe(conflicts: &[Conflict]) -> String {
+    conflicts
+        .iter()
+        .map(|conflict| format!("{} ({})", conflict.path, conflict.reason))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a revert did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevertReport {
+    pub restored: Vec<String>,
+    pub removed: Vec<String>,
+    /// Paths that could not be put back byte for byte, with why.
+    pub unrestorable: Vec<Conflict>,
+}
+
+/// The change sets to undo, folded per path.
+#[derive(Debug, Clone, Default)]
+pub struct RevertPlan {
+    targets: BTreeMap<String, Target>,
+}
+
+impl RevertPlan {
+    /// Folds `sets`, oldest first. Changes that never reached the workspace are skipped.
+    pub fn new<'a>(sets: impl IntoIterator<Item = &'a ChangeSet>) -> RevertPlan {
+        let mut targets: BTreeMap<String, Target> = BTreeMap::new();
+        let mut note = |path: &str,
+                        before: &Option<State>,
+                        after: &Option<State>,
+                        digest_only: &Option<String>| {
+            let target = targets.entry(path.to_owned()).or_insert_with(|| Target {
+                restore: before.clone(),
+                expect: None,
+                digest_only: None,
+            });
+            target.expect = after.clone();
+            if digest_only.is_some() {
+                target.digest_only = digest_only.clone();
+            }
+        };
+        for set in sets {
+            for change in set.changes.iter().filter(|change| change.applied) {
+                match (change.kind, &change.from) {
+                    (Kind::Renamed, Some(from)) => {
+                        note(from, &change.before, &None, &change.digest_only);
+                        note(&change.path, &None, &change.after, &change.digest_only);
+                    }
+                    _ => note(
+                        &change.path,
+                        &change.before,
+                        &change.after,
+                        &change.digest_only,
+                    ),
+                }
+            }
+        }
+        RevertPlan { targets }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// The paths that are no longer what the run left there (blocking).
+    pub fn conflicts(&self, workspace: BorrowedFd<'_>) -> Vec<Conflict> {
+        let mut conflicts = Vec::new();
+        for (path, target) in &self.targets {
+            let now = current(workspace, path);
+            let differs = match (&target.expect, &now) {
+                (None, None) => false,
+                (Some(expect), Some(now)) => !same(expect, now),
+                _ => true,
+            };
+            if differs {
+                conflicts.push(Conflict {
+                    path: path.clone(),
+                    reason: match (&target.expect, &now) {
+                        (None, Some(_)) => "the run removed it, and it exists again".into(),
+                        (Some(_), None) => "the run left it, and it is gone".into(),
+                        _ => "changed since the run wrote it".into(),
+                    },
+                });
+            }
+        }
+        conflicts
+    }
+
+    /// Restores every path (blocking); refuses on conflicts unless `force`.
+    pub fn execute(
+        &self,
+        workspace: BorrowedFd<'_>,
+        blobs: &Blobs,
+        force: bool,
+    ) -> Result<RevertReport, RevertError> {
+        if !force {
+            let conflicts = self.conflicts(workspace);
+            if !conflicts.is_empty() {
+                return Err(RevertError::Conflicts(conflicts));
+            }
+        }
+        let owner = rustix::fs::fstat(workspace)
+            .map(|stat| (stat.st_uid, stat.st_gid))
+            .map_err(|err| RevertError::Io {
+                path: String::new(),
+                source: err.into(),
+            })?;
+        let mut report = RevertReport::default();
+        let io = |path: &str| {
+            let path = path.to_owned();
+            move |source: std::io::Error| RevertError::Io { path, source }
+        };
+        // Removals first, deepest first, then what to restore, parents first.
+        let mut removals: Vec<&String> = self
+            .targets
+            .iter()
+            .filter(|(_, target)| target.restore.is_none())
+            .map(|(path, _)| path)
+            .collect();
+        removals.sort_by(|a, b| {
+            b.matches('/')
+                .count()
+                .cmp(&a.matches('/').count())
+                .then_with(|| b.cmp(a))
+        });
+        for path in removals {
+            if current(workspace, path).is_some() {
+                remove_path(workspace, path).map_err(io(path))?;
+                report.removed.push(path.clone());
+            }
+        }
+        for (path, target) in &self.targets {
+            let Some(restore) = &target.restore else {
+                continue;
+            };
+            if let Some(now) = current(workspace, path)
+                && same(restore, &now)
+            {
+                continue;
+            }
+            let content = match (restore.node, &restore.digest) {
+                (Node::Dir, _) => None,
+                (_, Some(digest)) => match blobs.read(digest).map_err(io(path))? {
+                    Some(bytes) => Some(bytes),
+                    None => {
+                        report.unrestorable.push(Conflict {
+                            path: path.clone(),
+                            reason: match &target.digest_only {
+                                Some(why) => format!("recorded by digest only ({why})"),
+                                None => "its content is no longer in the blob store".into(),
+                            },
+                        });
+                        continue;
+                    }
+                },
+                (_, None) => None,
+            };
+            restore_path(workspace, path, restore, content.as_deref(), owner).map_err(io(path))?;
+            report.restored.push(path.clone());
+        }
+        Ok(report)
+    }
+}
+
+/// Whether two states are the same for a revert: same kind and content, same mode for files
+/// and directories.
+fn same(a: &State, b: &State) -> bool {
+    a.node == b.node && a.digest == b.digest && (a.node == Node::Symlink || a.mode == b.mode)
+}
+
+/// The state of `path` in the workspace now.
+fn current(workspace: BorrowedFd<'_>, path: &str) -> Option<State> {
+    let stat = lower_stat(workspace, path)?;
+    let mode = stat.st_mode & 0o7777;
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Directory => Some(State {
+            node: Node::Dir,
+            digest: None,
+            mode,
+            size: 0,
+        }),
+        FileType::Symlink => {
+            let (parent, name) = split(path);
+            let dir = open_lower(workspace, parent, OFlags::DIRECTORY | OFlags::PATH)?;
+            let target = rustix::fs::readlinkat(&dir, name, Vec::new()).ok()?;
+            let (digest, size) = blobs::digest(target.as_bytes()).ok()?;
+            Some(State {
+                node: Node::Symlink,
+                digest: Some(digest),
+                mode: 0o777,
+                size,
+            })
+        }
+        FileType::RegularFile => {
+            let file = open_lower(workspace, path, OFlags::RDONLY | OFlags::NOFOLLOW)?;
+            let (digest, size) = blobs::digest(File::from(file)).ok()?;
+            Some(State {
+                node: Node::File,
+                digest: Some(digest),
+                mode,
+                size,
+            })
+        }
+        _ => Some(State {
+            node: Node::File,
+            digest: None,
+            mode,
+            size: 0,
+        }),
+    }
+}
+
+fn parent(workspace: BorrowedFd<'_>, path: &str) -> std::io::Result<(OwnedFd, String)> {
+    let (parent, name) = split(path);
+    let dir = open_lower(workspace, parent, OFlags::DIRECTORY | OFlags::PATH).ok_or_else(|| {
+        std::io::Error::other(format!(
+            "its directory `{parent}` is missing or is a symlink"
+        ))
+    })?;
+    Ok((dir, name.to_owned()))
+}
+
+fn remove_path(workspace: BorrowedFd<'_>, path: &str) -> std::io::Result<()> {
+    let (dir, name) = parent(workspace, path)?;
+    let is_dir = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory);
+    if is_dir {
+        std::fs::remove_dir_all(
+            std::path::PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&dir)
+            ))
+            .join(&name),
+        )
+    } else {
+        rustix::fs::unlinkat(&dir, name.as_str(), AtFlags::empty()).map_err(Into::into)
+    }
+}
+
+fn restore_path(
+    workspace: BorrowedFd<'_>,
+    path: &str,
+    state: &State,
+    content: Option<&[u8]>,
+    owner: (u32, u32),
+) -> std::io::Result<()> {
+    let (dir, name) = parent(workspace, path)?;
+    let mode = Mode::from_raw_mode(state.mode);
+    let (uid, gid) = (super::apply::uid(owner.0), super::apply::gid(owner.1));
+    if let Some(existing) = lower_stat(workspace, path)
+        && (state.node == Node::Dir)
+            != (FileType::from_raw_mode(existing.st_mode) == FileType::Directory)
+    {
+        remove_path(workspace, path)?;
+    }
+    match state.node {
+        Node::Dir => {
+            match rustix::fs::mkdirat(&dir, name.as_str(), mode) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(err) => return Err(err.into()),
+            }
+            rustix::fs::chownat(
+                &dir,
+                name.as_str(),
+                Some(uid),
+                Some(gid),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )?;
+            rustix::fs::chmodat(&dir, name.as_str(), mode, AtFlags::empty())?;
+            Ok(())
+        }
+        Node::Symlink | Node::File => {
+            let temp = format!(".airlock-{:016x}", fastrand::u64(..));
+            if state.node == Node::Symlink {
+                rustix::fs::symlinkat(content.unwrap_or_default(), &dir, temp.as_str())?;
+            } else {
+                let file = rustix::fs::openat(
+                    &dir,
+                    temp.as_str(),
+                    OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::WRONLY
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )?;
+                File::from(file).write_all(content.unwrap_or_default())?;
+                rustix::fs::chmodat(&dir, temp.as_str(), mode, AtFlags::empty())?;
+            }
+            let done = rustix::fs::chownat(
+                &dir,
+                temp.as_str(),
+                Some(uid),
+                Some(gid),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .and_then(|()| rustix::fs::renameat(&dir, temp.as_str(), &dir, name.as_str()));
+            if let Err(err) = done {
+                let _ = rustix::fs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
+                return Err(err.into());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Opens a workspace for a revert, never through a symlink.
+pub fn open_workspace(path: &std::path::Path) -> std::io::Result<OwnedFd> {
+    rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(Into::into)
+}
+
+impl RevertPlan {
+    /// Reverts the workspace at `path` (blocking); see [`RevertPlan::execute`].
+    pub fn execute_at(
+        &self,
+        path: &std::path::Path,
+        blobs: &Blobs,
+        force: bool,
+    ) -> Result<RevertReport, RevertError> {
+        let workspace = open_workspace(path).map_err(|source| RevertError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.execute(workspace.as_fd(), blobs, force)
+    }
+}

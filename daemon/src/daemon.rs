@@ -1,6 +1,7 @@
 //! Assembling a daemon from its configuration: profiles, engines, the tool registry and the
 //! executor, then serving them until shutdown.
 
+use crate::changes::Changes;
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::sync::Arc;
@@ -38,6 +39,11 @@ const FINAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Where full outputs are kept, in the state dir.
 const OUTPUTS_DIR: &str = "outputs";
+
+/// The blob store's cap: the contents change sets keep for undo. 2 GiB holds the edits of
+/// thousands of coding runs (source files are small; build trees are excluded by digest), and
+/// past it the oldest contents go first (see `changes::blobs`).
+const BLOB_CAP_BYTES: u64 = 2 << 30;
 
 /// How long a stopping daemon waits for the OTLP collector to take the last spans: long
 /// enough for a collector that answers, short enough that one that is down does not hold up
@@ -184,7 +190,14 @@ impl Daemon {
         let executor = Arc::new(
             Executor::new(Arc::new(registry), workspaces)
                 .with_kept_outputs(Arc::new(kept))
-                .with_resolver(resolver),
+                .with_resolver(resolver)
+                .with_changes(
+                    Changes::open(&config.state_dir, BLOB_CAP_BYTES)
+                        .inspect_err(|err| {
+                            tracing::warn!(error = %err, "tools that write the workspace will be refused");
+                        })
+                        .map_err(|err| err.to_string()),
+                ),
         );
         let otlp = match &config.otlp_endpoint {
             Some(endpoint) => {

@@ -170,9 +170,9 @@ impl Walk<'_> {
             return Ok(());
         };
         let mut names = Vec::new();
-        let mut iter = rustix::fs::Dir::read_from(&dir)
+        let entries = rustix::fs::Dir::read_from(&dir)
             .map_err(|err| capture_error(path, std::io::Error::from(err)))?;
-        while let Some(entry) = iter.next() {
+        for entry in entries {
             let entry = entry.map_err(|err| capture_error(path, std::io::Error::from(err)))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name != "." && name != ".." {

@@ -32,7 +32,7 @@ pub use blobs::Blobs;
 pub use exclude::Exclusions;
 pub use idmap::IdMap;
 pub use overlay::Overlay;
-pub use revert::{Conflict, RevertError, RevertPlan, RevertReport};
+pub use revert::{RevertError, RevertPlan, RevertReport};
 
 /// Subdirectory of the daemon's state directory the change sets own.
 const CHANGES_DIR: &str = "changes";

@@ -109,10 +109,6 @@ impl RevertPlan {
         RevertPlan { targets }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.targets.is_empty()
-    }
-
     /// The paths that are no longer what the run left there (blocking).
     pub fn conflicts(&self, workspace: BorrowedFd<'_>) -> Vec<Conflict> {
         let mut conflicts = Vec::new();

@@ -94,6 +94,9 @@ pub struct Launch {
     pub stdin: Bytes,
     /// The call's workspace on the host, already checked against the workspace roots.
     pub workspace: Option<PathBuf>,
+    /// The overlay the call writes through, when its profile lets it write the workspace:
+    /// the engine gives the tool the overlay's view instead of the workspace (see `changes`).
+    pub overlay: Option<Arc<crate::changes::Overlay>>,
     pub profile: Arc<Profile>,
     /// Where stdout and stderr go, under the profile's output limit.
     pub capture: Arc<OutputCapture>,

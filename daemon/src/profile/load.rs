@@ -121,6 +121,15 @@ struct ProfileFile {
     env: EnvFile,
     #[serde(default)]
     limits: LimitsFile,
+    #[serde(default)]
+    changes: ChangesFile,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangesFile {
+    #[serde(default)]
+    exclude: Vec<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -130,6 +139,8 @@ struct FilesFile {
     read_only: Vec<String>,
     #[serde(default)]
     read_write: Vec<String>,
+    #[serde(default)]
+    executable_writes: bool,
 }
 
 #[derive(Default, Deserialize)]
@@ -233,6 +244,8 @@ pub(super) fn parse(name: &str, text: &str, source: &Path) -> Result<Profile, St
             set: file.env.set,
         },
         limits,
+        executable_writes: file.files.executable_writes,
+        change_exclusions: file.changes.exclude,
         source: source.to_owned(),
     })
 }

@@ -29,6 +29,12 @@ pub struct Profile {
     pub network: NetworkPolicy,
     pub env: EnvPolicy,
     pub limits: Limits,
+    /// What the tool writes in its writable grants and `/tmp` may be executed (a build's
+    /// test binaries, a script it generates). Off by default: a writable grant is `noexec`.
+    pub executable_writes: bool,
+    /// Paths (gitignore syntax) whose changes are applied but recorded by digest only:
+    /// generated trees nobody wants back byte for byte (see `changes::exclude`).
+    pub change_exclusions: Vec<String>,
     /// The file the profile was read from.
     pub source: PathBuf,
 }

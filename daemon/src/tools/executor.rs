@@ -13,11 +13,12 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::changes::{ChangeSet, Changes, Exclusions, Overlay};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::ExecutionId;
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
-use crate::profile::{GrantError, NetworkPolicy, Profile};
+use crate::profile::{Access, GrantError, GrantPath, NetworkPolicy, Profile};
 use crate::secrets::{Redactor, StreamRedactor};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
@@ -119,6 +120,9 @@ pub struct Executor {
     resolver: Arc<Resolver>,
     /// Every secret any tool receives, kept out of what calls report.
     redactor: Redactor,
+    /// Where writing calls' overlays and change sets are made; none where this host cannot
+    /// (then such calls are refused, naming the layer).
+    changes: Result<Changes, Arc<str>>,
 }
 
 /// Why a call stopped before its tool finished.
@@ -138,7 +142,19 @@ impl Executor {
             executions: Executions::default(),
             kept: None,
             resolver: Arc::default(),
+            changes: Err("no change-set store was configured".into()),
         }
+    }
+
+    /// Records what writing calls change through `changes`, or refuses them with `changes`'
+    /// error (why this host cannot).
+    pub fn with_changes(mut self, changes: Result<Changes, String>) -> Executor {
+        self.changes = changes.map_err(Arc::from);
+        self
+    }
+
+    pub fn changes(&self) -> Option<&Changes> {
+        self.changes.as_ref().ok()
     }
 
     /// Resolves egress hosts with `resolver` (the daemon's, built once from `[egress]`)
@@ -272,6 +288,7 @@ impl Executor {
         let launch = Launch {
             stdin: Bytes::from(arguments.to_string()),
             workspace: call.workspace,
+            overlay: None,
             profile: profile.clone(),
             capture: capture.clone(),
             stats: stats.clone(),
@@ -280,14 +297,35 @@ impl Executor {
             tenant: call.tenant,
         };
         let started = Instant::now();
-        let outcome = {
-            let run = tool.loaded.run(launch);
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => Err(Stopped::Cancelled),
-                () = capture.overflowed() => Err(Stopped::OutputLimit),
-                () = tokio::time::sleep(call.timeout) => Err(Stopped::Timeout),
-                exit = run => Ok(exit),
+        let workspace = launch.workspace.clone();
+        let (overlay, outcome) = match self
+            .overlay(&tool, &profile, workspace.as_deref(), &execution_id)
+            .await
+        {
+            Err(message) => (None, Ok(Exit::SandboxError(message))),
+            Ok(overlay) => {
+                let launch = Launch {
+                    overlay: overlay.as_ref().map(|(overlay, _)| overlay.clone()),
+                    ..launch
+                };
+                let run = tool.loaded.run(launch);
+                let outcome = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Err(Stopped::Cancelled),
+                    () = capture.overflowed() => Err(Stopped::OutputLimit),
+                    () = tokio::time::sleep(call.timeout) => Err(Stopped::Timeout),
+                    exit = run => Ok(exit),
+                };
+                (overlay, outcome)
+            }
+        };
+        // What the call wrote reaches the workspace only if the tool ended on its own; a
+        // call that was stopped (or crashed out of its sandbox) leaves it untouched.
+        let changes = match overlay {
+            None => None,
+            Some((overlay, exclusions)) => {
+                let finished = matches!(outcome, Ok(Exit::Code(_))) && !capture.has_overflowed();
+                Some(self.settle(overlay, exclusions, finished).await)
             }
         };
         let duration = started.elapsed();
@@ -330,6 +368,7 @@ impl Executor {
         }
         result.duration = duration;
         result.execution_id = Some(execution_id);
+        result.changes = changes.filter(|set| !set.is_empty()).map(Box::new);
         result.metadata = ResultMetadata {
             peak_memory_bytes: stats.peak_memory_bytes(),
             cpu_time: stats.cpu_time(),
@@ -345,6 +384,84 @@ impl Executor {
         };
         let _ = events.send(ExecutionEvent::Finished(result.clone()));
         result
+    }
+}
+
+impl Executor {
+    /// The overlay a call writes through, when its profile lets it write the workspace (a
+    /// preview's profile is read-only, so a preview gets none). Hosted MCP servers are
+    /// long-lived and keep their own view of the workspace; their calls get none.
+    async fn overlay(
+        &self,
+        tool: &Tool,
+        profile: &Profile,
+        workspace: Option<&std::path::Path>,
+        execution_id: &ExecutionId,
+    ) -> Result<Option<(Arc<Overlay>, Exclusions)>, String> {
+        let writes = profile.files.iter().any(|grant| {
+            grant.access == Access::ReadWrite && matches!(grant.path, GrantPath::Workspace(_))
+        });
+        let (true, Some(workspace), false) = (
+            writes,
+            workspace,
+            tool.manifest.engine() == crate::engine::EngineKind::Mcp,
+        ) else {
+            return Ok(None);
+        };
+        let changes = match &self.changes {
+            Ok(changes) => changes.clone(),
+            Err(reason) => {
+                return Err(format!(
+                    "`{}` may write the workspace, and this daemon cannot record what a call changes: {reason}",
+                    tool.name()
+                ));
+            }
+        };
+        let workspace = workspace.to_owned();
+        let patterns = profile.change_exclusions.clone();
+        let name = execution_id.to_string();
+        tokio::task::spawn_blocking(move || {
+            let exclusions = Exclusions::for_workspace(&workspace, &patterns);
+            changes
+                .overlay(&workspace, &name)
+                .map(|overlay| Some((Arc::new(overlay), exclusions)))
+        })
+        .await
+        .map_err(|err| format!("the overlay's set-up panicked: {err}"))?
+        .map_err(|err| err.to_string())
+    }
+
+    /// Applies what a finished call wrote, or throws it away.
+    async fn settle(
+        &self,
+        overlay: Arc<Overlay>,
+        exclusions: Exclusions,
+        finished: bool,
+    ) -> ChangeSet {
+        let Ok(changes) = self.changes.clone() else {
+            return ChangeSet::default();
+        };
+        let Ok(overlay) = Arc::try_unwrap(overlay) else {
+            return ChangeSet {
+                not_applied: Some(
+                    "the engine still held the workspace overlay; nothing was applied".into(),
+                ),
+                ..ChangeSet::default()
+            };
+        };
+        let settled = tokio::task::spawn_blocking(move || {
+            if finished {
+                changes.commit(overlay, &exclusions)
+            } else {
+                drop(overlay.finish());
+                ChangeSet::default()
+            }
+        })
+        .await;
+        settled.unwrap_or_else(|err| ChangeSet {
+            not_applied: Some(format!("applying the call's changes panicked: {err}")),
+            ..ChangeSet::default()
+        })
     }
 }
 

@@ -66,6 +66,8 @@ pub struct ToolResult {
     pub metadata: ResultMetadata,
     /// None for a call refused before it ran.
     pub execution_id: Option<ExecutionId>,
+    /// What the call changed in its workspace, when it could write it and changed anything.
+    pub changes: Option<Box<crate::changes::ChangeSet>>,
 }
 
 impl ToolResult {
@@ -81,6 +83,7 @@ impl ToolResult {
             duration: Duration::ZERO,
             retryable: false,
             exit_code: None,
+            changes: None,
             error_message: message.into(),
             metadata: ResultMetadata::default(),
             execution_id: None,

@@ -264,6 +264,7 @@ impl EngineCall<'_> {
         let launch = Launch {
             stdin: Bytes::from(self.program.arguments.clone()),
             workspace: Some(self.workspace.to_owned()),
+            overlay: None,
             profile: self.profile.clone(),
             capture: capture.clone(),
             stats: Arc::new(RunStats::default()),

@@ -141,6 +141,7 @@ async fn call_in_process(
     let launch = Launch {
         stdin: Bytes::from_static(ARGUMENTS.as_bytes()),
         workspace: None,
+        overlay: None,
         profile: profile.clone(),
         capture: capture.clone(),
         stats: Arc::new(RunStats::default()),

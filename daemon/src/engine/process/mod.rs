@@ -53,6 +53,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use super::{Abi, Code, ToolImage};
+use crate::changes::IdMap;
 use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
 use crate::output::{OutputCapture, StreamKind};
 use crate::profile::{Access, NetworkPolicy, Profile};
@@ -91,6 +92,7 @@ struct Runtime {
     root: CString,
     devices: Arc<Devices>,
     seccomp: Arc<Vec<libc::sock_filter>>,
+    idmap: Option<Arc<IdMap>>,
 }
 
 pub struct ProcessEngine {
@@ -137,12 +139,19 @@ impl Runtime {
         );
         let launcher = Launcher::start(host.cgroups.clone())
             .map_err(|err| format!("cannot start the sandbox launcher: {err}"))?;
+        let idmap = IdMap::create()
+            .inspect_err(|err| {
+                tracing::warn!(error = %err, "cannot make the id mapping for root-owned workspaces; tools may not write them");
+            })
+            .ok()
+            .map(Arc::new);
         let runtime = Runtime {
             host,
             launcher,
             root,
             devices,
             seccomp: Arc::new(seccomp::build()),
+            idmap,
         };
         runtime.check_end_to_end(&probe_dir)?;
         Ok(runtime)
@@ -169,6 +178,8 @@ impl Runtime {
                 NetworkPolicy::None => None,
                 NetworkPolicy::AllowList { .. } => Some(egress::PROXY_PORT),
             },
+            executable_writes: profile.executable_writes,
+            idmap: self.idmap.clone(),
         }
     }
 
@@ -180,6 +191,7 @@ impl Runtime {
         let blueprint = Arc::new(self.blueprint(view, c"/tool".to_owned(), &profile));
         let call = CallSpec {
             workspace: None,
+            root: None,
             argv: vec![c"probe".to_owned()],
             env: Vec::new(),
             dry_run: true,
@@ -242,6 +254,8 @@ fn probe_profile() -> Profile {
             file_size_bytes: Some(1 << 20),
             tmp_bytes: Some(1 << 20),
         },
+        executable_writes: false,
+        change_exclusions: Vec::new(),
         source: PathBuf::from("<built in>"),
     }
 }
@@ -377,8 +391,18 @@ impl ProcessTool {
             // no file) must see an empty input, not the JSON.
             Abi::Argv => Bytes::new(),
         };
+        let root = match &launch.overlay {
+            Some(overlay) => match overlay.root().try_clone_to_owned() {
+                Ok(root) => Some(root),
+                Err(err) => {
+                    return Exit::SandboxError(format!("cannot use the workspace overlay: {err}"));
+                }
+            },
+            None => None,
+        };
         let call = CallSpec {
             workspace: launch.workspace.clone(),
+            root,
             argv,
             env,
             dry_run: false,

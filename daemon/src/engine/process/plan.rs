@@ -20,6 +20,7 @@ use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
 use super::sys::{self, MountAttr};
 use super::view::{self, GUEST_DEV, GUEST_PROC, GUEST_TMP, Kind, View, depth_order};
+use crate::changes::IdMap;
 use crate::profile::{Access, GUEST_WORKSPACE};
 
 /// The host ids a sandbox runs as when its workspace belongs to root, or when it has none:
@@ -80,12 +81,22 @@ pub struct Blueprint {
     /// The egress proxy's port inside the sandbox, when the profile has a network
     /// allow-list: the launcher binds it and Landlock lets the tool connect to it alone.
     pub egress_port: Option<u16>,
+    /// The profile lets what the tool writes be executed (see `Profile::executable_writes`).
+    pub executable_writes: bool,
+    /// The mapping that shows a root-owned workspace as the sandbox's own (see
+    /// `changes::IdMap`); none when this host could not make it, and then a call that may
+    /// write a root-owned workspace is refused.
+    pub idmap: Option<Arc<IdMap>>,
 }
 
 /// What differs per call.
 #[derive(Debug)]
 pub struct CallSpec {
     pub workspace: Option<PathBuf>,
+    /// The workspace as the call sees it, when that is not the workspace itself: the root of
+    /// the call's overlay (see `changes`), whose writes reach the workspace only after the
+    /// call. Its grants are mounted from here.
+    pub root: Option<OwnedFd>,
     pub argv: Vec<CString>,
     pub env: Vec<CString>,
     /// Build the sandbox but exit instead of executing the program (the host probe).
@@ -198,10 +209,11 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
             Kind::Symlink(target) => Source::Symlink(target.clone()),
             Kind::Dir(fd) | Kind::File(fd) => {
                 let is_dir = matches!(mount.kind, Kind::Dir(_));
+                let access = call.access(mount.access);
                 ruleset
                     .allow(
                         fd.as_fd(),
-                        landlock::grant_rights(call.access(mount.access), is_dir),
+                        rights(access, is_dir, blueprint.executable_writes),
                     )
                     .map_err(|err| {
                         format!(
@@ -209,8 +221,13 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
                             mount.host.display()
                         )
                     })?;
-                let tree = clone_tree(fd.as_fd(), is_dir, grant_flags(call.access(mount.access)))
-                    .map_err(|err| {
+                let tree = clone_tree(
+                    fd.as_fd(),
+                    is_dir,
+                    grant_flags(access, blueprint.executable_writes),
+                    None,
+                )
+                .map_err(|err| {
                     format!(
                         "cannot prepare the mount of {}: {err}",
                         mount.host.display()
@@ -228,14 +245,21 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
 
     let mut identity = (NOBODY, NOBODY);
     if let Some(workspace) = &call.workspace {
-        let root = open_workspace(workspace)?;
-        let meta = fstat(root.as_fd()).map_err(|err| {
+        let real = open_workspace(workspace)?;
+        let meta = fstat(real.as_fd()).map_err(|err| {
             format!(
                 "cannot inspect the workspace {}: {err}",
                 workspace.display()
             )
         })?;
         identity = sandbox_identity(meta.st_uid, meta.st_gid);
+        // Writing root's workspace as `nobody` takes an idmapped mount (see `changes::idmap`);
+        // an overlay's root already shows the workspace that way.
+        let owned_by_root = meta.st_uid == 0 || meta.st_gid == 0;
+        let root = match &call.root {
+            Some(overlay) => dup(overlay.as_fd())?,
+            None => real,
+        };
         for grant in &blueprint.view.workspace {
             let fd = if grant.sub.as_os_str().is_empty() {
                 Some(dup(root.as_fd())?)
@@ -255,14 +279,32 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
                 .st_mode
                 & libc::S_IFMT
                 == libc::S_IFDIR;
+            let access = call.access(grant.access);
             ruleset
                 .allow(
                     fd.as_fd(),
-                    landlock::grant_rights(call.access(grant.access), is_dir),
+                    rights(access, is_dir, blueprint.executable_writes),
                 )
                 .map_err(|err| format!("cannot add a Landlock rule for the workspace: {err}"))?;
-            let tree = clone_tree(fd.as_fd(), is_dir, grant_flags(call.access(grant.access)))
-                .map_err(|err| format!("cannot prepare the mount of the workspace: {err}"))?;
+            let idmap = match (access, owned_by_root && call.root.is_none()) {
+                (Access::ReadWrite, true) => Some(blueprint.idmap.as_deref().ok_or_else(|| {
+                    "root owns the workspace, and this host could not make the id mapping that lets the sandbox write it".to_owned()
+                })?),
+                _ => None,
+            };
+            let tree = clone_tree(
+                fd.as_fd(),
+                is_dir,
+                grant_flags(access, blueprint.executable_writes),
+                idmap.map(IdMap::userns),
+            )
+            .map_err(|err| match idmap {
+                Some(_) => format!(
+                    "cannot idmap the workspace {} (root owns it, and the sandbox may only write it through an idmapped mount; does its filesystem support them?): {err}",
+                    workspace.display()
+                ),
+                None => format!("cannot prepare the mount of the workspace: {err}"),
+            })?;
             entries.push(Entry {
                 guest: grant.guest(),
                 source: Source::Tree { fd: tree, is_dir },
@@ -303,6 +345,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
             fd.as_fd(),
             false,
             sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            None,
         )
         .map_err(|err| format!("cannot prepare /dev/{name}: {err}"))?;
         entries.push(Entry {
@@ -325,7 +368,11 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         guest: PathBuf::from(GUEST_TMP),
         source: Source::Fs {
             fstype: "tmpfs",
-            flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            flags: if blueprint.executable_writes {
+                libc::MS_NOSUID | libc::MS_NODEV
+            } else {
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC
+            },
             data: blueprint.limits.tmp_options(uid, gid),
         },
         what: format!("/tmp ({} bytes)", blueprint.limits.tmp_bytes),
@@ -413,7 +460,10 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         ("/", landlock::LIST_ONLY),
         (GUEST_PROC, landlock::PROC),
         (GUEST_DEV, landlock::LIST_ONLY),
-        (GUEST_TMP, landlock::READ_WRITE_DIR),
+        (
+            GUEST_TMP,
+            rights(Access::ReadWrite, true, blueprint.executable_writes),
+        ),
     ];
     let inside_rules = inside
         .iter()
@@ -519,17 +569,33 @@ pub fn sandbox_identity(owner: u32, group: u32) -> (u32, u32) {
     )
 }
 
-fn grant_flags(access: Access) -> u64 {
+fn grant_flags(access: Access, executable_writes: bool) -> u64 {
     match access {
         Access::ReadOnly => sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        Access::ReadWrite if executable_writes => sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         Access::ReadWrite => {
             sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC
         }
     }
 }
 
-/// A detached, private copy of the mount tree at `fd`, with `flags` set on every mount of it.
-fn clone_tree(fd: BorrowedFd<'_>, recursive: bool, flags: u64) -> std::io::Result<OwnedFd> {
+/// The Landlock rights of a grant: a writable one may execute only when the profile says so.
+fn rights(access: Access, is_dir: bool, executable_writes: bool) -> u64 {
+    let granted = landlock::grant_rights(access, is_dir);
+    match access {
+        Access::ReadWrite if executable_writes => granted | landlock::FS_EXECUTE,
+        _ => granted,
+    }
+}
+
+/// A detached, private copy of the mount tree at `fd`, with `flags` set on every mount of it,
+/// idmapped through `userns` when given.
+fn clone_tree(
+    fd: BorrowedFd<'_>,
+    recursive: bool,
+    flags: u64,
+    userns: Option<BorrowedFd<'_>>,
+) -> std::io::Result<OwnedFd> {
     let recursive_flag = if recursive {
         libc::AT_RECURSIVE as usize
     } else {
@@ -556,10 +622,14 @@ fn clone_tree(fd: BorrowedFd<'_>, recursive: bool, flags: u64) -> std::io::Resul
     // SAFETY: open_tree returned a new descriptor nothing else owns.
     let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
     let attr = MountAttr {
-        attr_set: flags,
+        attr_set: if userns.is_some() {
+            flags | sys::MOUNT_ATTR_IDMAP
+        } else {
+            flags
+        },
         attr_clr: 0,
         propagation: libc::MS_PRIVATE,
-        userns_fd: 0,
+        userns_fd: userns.map_or(0, |fd| fd.as_raw_fd() as u64),
     };
     // SAFETY: `attr` is a valid mount_attr of the size passed; the path names `tree`.
     let ret = unsafe {
@@ -741,13 +811,36 @@ mod tests {
     }
 
     #[test]
-    fn writable_grants_are_never_executable() {
-        assert_ne!(grant_flags(Access::ReadWrite) & sys::MOUNT_ATTR_NOEXEC, 0);
-        assert_eq!(grant_flags(Access::ReadWrite) & sys::MOUNT_ATTR_RDONLY, 0);
-        assert_ne!(grant_flags(Access::ReadOnly) & sys::MOUNT_ATTR_RDONLY, 0);
+    fn writable_grants_are_executable_only_when_the_profile_says_so() {
+        assert_ne!(
+            grant_flags(Access::ReadWrite, false) & sys::MOUNT_ATTR_NOEXEC,
+            0
+        );
+        assert_eq!(
+            grant_flags(Access::ReadWrite, true) & sys::MOUNT_ATTR_NOEXEC,
+            0
+        );
+        assert_eq!(
+            rights(Access::ReadWrite, true, false) & landlock::FS_EXECUTE,
+            0
+        );
+        assert_ne!(
+            rights(Access::ReadWrite, true, true) & landlock::FS_EXECUTE,
+            0
+        );
+        assert_eq!(
+            grant_flags(Access::ReadWrite, false) & sys::MOUNT_ATTR_RDONLY,
+            0
+        );
+        assert_ne!(
+            grant_flags(Access::ReadOnly, true) & sys::MOUNT_ATTR_RDONLY,
+            0
+        );
         for access in [Access::ReadOnly, Access::ReadWrite] {
-            assert_ne!(grant_flags(access) & sys::MOUNT_ATTR_NOSUID, 0);
-            assert_ne!(grant_flags(access) & sys::MOUNT_ATTR_NODEV, 0);
+            for executable in [false, true] {
+                assert_ne!(grant_flags(access, executable) & sys::MOUNT_ATTR_NOSUID, 0);
+                assert_ne!(grant_flags(access, executable) & sys::MOUNT_ATTR_NODEV, 0);
+            }
         }
     }
 

@@ -273,6 +273,8 @@ mod tests {
                 file_size_bytes: None,
                 tmp_bytes: None,
             },
+            executable_writes: false,
+            change_exclusions: Vec::new(),
             source: PathBuf::from("test.toml"),
         };
         View::new(&profile, tool_dir).expect("view")

@@ -96,6 +96,7 @@ impl ServerProgram {
     pub async fn start(&self, start: ServerStart) -> Result<RunningServer, String> {
         let env = sandbox_env(&self.blueprint, start.env);
         let call = CallSpec {
+            root: None,
             workspace: start.workspace,
             argv: self.argv.clone(),
             env,

@@ -96,6 +96,7 @@ pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 pub const OPEN_TREE_CLONE: u32 = 0x1;
 pub const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;

@@ -495,8 +495,11 @@ fn wasi_context(name: &str, launch: &Launch) -> Result<WasiCtxBuilder, String> {
                     .workspace
                     .as_deref()
                     .ok_or_else(|| format!("{guest} is granted, but the call has no workspace"))?;
-                let opened = preopen::open_in_workspace(workspace, sub)
-                    .map_err(|err| format!("cannot open {guest} for the sandbox: {err}"))?;
+                let opened = match &launch.overlay {
+                    Some(overlay) => preopen::open_in_root(overlay.root(), workspace, sub),
+                    None => preopen::open_in_workspace(workspace, sub),
+                }
+                .map_err(|err| format!("cannot open {guest} for the sandbox: {err}"))?;
                 Some(opened)
             }
         };
@@ -669,6 +672,7 @@ mod tests {
         Launch {
             stdin: bytes::Bytes::from_static(b"{}"),
             workspace: None,
+            overlay: None,
             profile,
             capture: OutputCapture::new(1024, None),
             stats: Arc::new(RunStats::default()),

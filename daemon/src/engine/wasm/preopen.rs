@@ -9,7 +9,7 @@
 //! directory opened here, whatever happens to the paths afterwards.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -61,6 +61,23 @@ pub fn open_in_workspace(workspace: &Path, sub: &Path) -> Result<Opened, OpenErr
     })?;
     if sub.as_os_str().is_empty() {
         return Ok(Opened { fd: root });
+    }
+    open_in_root(root.as_fd(), workspace, sub)
+}
+
+/// Opens `sub` (empty for the root itself) beneath `root`, an opened workspace or the root
+/// of a call's overlay over `workspace`.
+pub fn open_in_root(
+    root: BorrowedFd<'_>,
+    workspace: &Path,
+    sub: &Path,
+) -> Result<Opened, OpenError> {
+    if sub.as_os_str().is_empty() {
+        let fd = root.try_clone_to_owned().map_err(|source| OpenError::Io {
+            path: workspace.to_owned(),
+            source,
+        })?;
+        return Ok(Opened { fd });
     }
     let fd = openat2(
         root.as_raw_fd(),

@@ -3,6 +3,7 @@
 
 use airlock_proto::v1 as pb;
 
+use crate::changes::{self, ChangeSet, Kind, Node};
 use crate::domain::{Decision, StopReason, Usage};
 use crate::egress::Contact;
 use crate::engine::EngineKind;
@@ -101,6 +102,7 @@ pub fn tool_result(result: ToolResult) -> pb::ToolResult {
             .execution_id
             .map(ExecutionId::into_string)
             .unwrap_or_default(),
+        changes: result.changes.as_deref().map(change_set),
     }
 }
 
@@ -141,6 +143,89 @@ pub fn tool_result_from(result: &pb::ToolResult) -> ToolResult {
         },
         execution_id: (!result.execution_id.is_empty())
             .then(|| ExecutionId::from_stored(result.execution_id.clone())),
+        changes: result
+            .changes
+            .as_ref()
+            .map(|set| Box::new(change_set_from(set))),
+    }
+}
+
+pub fn change_set(set: &ChangeSet) -> pb::ChangeSet {
+    let state = |state: &changes::State| pb::FileState {
+        node: match state.node {
+            Node::File => pb::NodeKind::File,
+            Node::Symlink => pb::NodeKind::Symlink,
+            Node::Dir => pb::NodeKind::Dir,
+        } as i32,
+        digest: state.digest.clone().unwrap_or_default(),
+        mode: state.mode,
+        size: state.size,
+    };
+    pb::ChangeSet {
+        changes: set
+            .changes
+            .iter()
+            .map(|change| pb::FileChange {
+                path: change.path.clone(),
+                kind: match change.kind {
+                    Kind::Added => pb::ChangeKind::Added,
+                    Kind::Modified => pb::ChangeKind::Modified,
+                    Kind::Deleted => pb::ChangeKind::Deleted,
+                    Kind::Renamed => pb::ChangeKind::Renamed,
+                } as i32,
+                from: change.from.clone().unwrap_or_default(),
+                before: change.before.as_ref().map(state),
+                after: change.after.as_ref().map(state),
+                digest_only: change.digest_only.clone().unwrap_or_default(),
+                applied: change.applied,
+            })
+            .collect(),
+        not_applied: set.not_applied.clone().unwrap_or_default(),
+        skipped: set.skipped.clone(),
+    }
+}
+
+/// A change set as it was recorded. A kind this daemon does not know makes the change read
+/// as not applied: a revert then leaves the path alone rather than guess.
+pub fn change_set_from(set: &pb::ChangeSet) -> ChangeSet {
+    let state = |state: &pb::FileState| {
+        let node = match pb::NodeKind::try_from(state.node) {
+            Ok(pb::NodeKind::Symlink) => Node::Symlink,
+            Ok(pb::NodeKind::Dir) => Node::Dir,
+            Ok(pb::NodeKind::File | pb::NodeKind::Unspecified) | Err(_) => Node::File,
+        };
+        changes::State {
+            node,
+            digest: non_empty(&state.digest).map(str::to_owned),
+            mode: state.mode,
+            size: state.size,
+        }
+    };
+    ChangeSet {
+        changes: set
+            .changes
+            .iter()
+            .map(|change| {
+                let kind = match pb::ChangeKind::try_from(change.kind) {
+                    Ok(pb::ChangeKind::Added) => Some(Kind::Added),
+                    Ok(pb::ChangeKind::Modified) => Some(Kind::Modified),
+                    Ok(pb::ChangeKind::Deleted) => Some(Kind::Deleted),
+                    Ok(pb::ChangeKind::Renamed) => Some(Kind::Renamed),
+                    Ok(pb::ChangeKind::Unspecified) | Err(_) => None,
+                };
+                changes::Change {
+                    path: change.path.clone(),
+                    kind: kind.unwrap_or(Kind::Modified),
+                    from: non_empty(&change.from).map(str::to_owned),
+                    before: change.before.as_ref().map(state),
+                    after: change.after.as_ref().map(state),
+                    digest_only: non_empty(&change.digest_only).map(str::to_owned),
+                    applied: change.applied && kind.is_some(),
+                }
+            })
+            .collect(),
+        not_applied: non_empty(&set.not_applied).map(str::to_owned),
+        skipped: set.skipped.clone(),
     }
 }
 

@@ -60,6 +60,7 @@ pub mod v1 {
                 Event::DecisionRejected(_) => "decision_rejected",
                 Event::RunFinished(_) => "run_finished",
                 Event::RunResumed(_) => "run_resumed",
+                Event::Changes(_) => "changes",
             }
         }
     }

@@ -6,6 +6,7 @@
 //! set up by the same code ([`AgentRuntime::resolve`], [`AgentRuntime::launch`]): they differ
 //! only in where their state comes from.
 
+mod changes;
 mod checkpoint;
 mod context;
 mod log;
@@ -106,6 +107,15 @@ pub enum AgentError {
         "tenant `{tenant}` already has {max} runs going, its limit; wait for one to finish or cancel one"
     )]
     TooManyRuns { tenant: String, max: u32 },
+    #[error("run `{0}` is still going; cancel it or wait for it to finish first")]
+    RunLive(String),
+    #[error("no content `{0}` among the run's changes (or the blob store no longer keeps it)")]
+    UnknownBlob(String),
+    /// A revert would overwrite changes made since by something other than the run.
+    #[error("{0}; pass force to revert them anyway")]
+    RevertConflicts(String),
+    #[error("{0}")]
+    Revert(String),
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]

@@ -514,6 +514,68 @@ impl pb::agent_server::Agent for AgentService {
             spans,
         }))
     }
+
+    async fn list_changes(
+        &self,
+        request: Request<pb::ListChangesRequest>,
+    ) -> Result<Response<pb::ListChangesResponse>, Status> {
+        let tenant = caller(&request)?;
+        let request = request.into_inner();
+        let run_id = self.owned_run(&tenant, &request.run_id, "run_id").await?;
+        let (run, mut steps) = self
+            .runtime
+            .changes(&run_id)
+            .await
+            .map_err(|err| ApiError::from(err).at("run_id"))?;
+        if request.step != 0 {
+            steps.retain(|step| step.step == request.step);
+        }
+        Ok(Response::new(pb::ListChangesResponse {
+            workspace: run.workspace.unwrap_or_default(),
+            steps,
+        }))
+    }
+
+    async fn read_blob(
+        &self,
+        request: Request<pb::ReadBlobRequest>,
+    ) -> Result<Response<pb::ReadBlobResponse>, Status> {
+        let tenant = caller(&request)?;
+        let request = request.into_inner();
+        let run_id = self.owned_run(&tenant, &request.run_id, "run_id").await?;
+        let content = self
+            .runtime
+            .read_blob(&run_id, &request.digest)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ReadBlobResponse { content }))
+    }
+
+    async fn revert_run(
+        &self,
+        request: Request<pb::RevertRunRequest>,
+    ) -> Result<Response<pb::RevertRunResponse>, Status> {
+        let tenant = caller(&request)?;
+        let request = request.into_inner();
+        let run_id = self.owned_run(&tenant, &request.run_id, "run_id").await?;
+        let report = self
+            .runtime
+            .revert(&run_id, request.to_step, request.force)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::RevertRunResponse {
+            restored: report.restored,
+            removed: report.removed,
+            unrestorable: report
+                .unrestorable
+                .into_iter()
+                .map(|conflict| pb::RevertConflict {
+                    path: conflict.path,
+                    reason: conflict.reason,
+                })
+                .collect(),
+        }))
+    }
 }
 
 fn run_info(run: RunRecord) -> pb::RunInfo {

@@ -113,7 +113,11 @@ impl ApiError {
                 AgentError::Invalid { .. } => Code::InvalidArgument,
                 AgentError::UnknownSession(_) | AgentError::UnknownRun(_) => Code::NotFound,
                 AgentError::UnknownTool(_) => Code::NotFound,
-                AgentError::RunFinished(_) => Code::FailedPrecondition,
+                AgentError::RunFinished(_)
+                | AgentError::RunLive(_)
+                | AgentError::RevertConflicts(_) => Code::FailedPrecondition,
+                AgentError::UnknownBlob(_) => Code::NotFound,
+                AgentError::Revert(_) => Code::Internal,
                 AgentError::TooManyRuns { .. } => Code::ResourceExhausted,
                 AgentError::Workspace(workspace) => workspace_code(workspace),
                 AgentError::Unresumable(_) => Code::Internal,
@@ -164,8 +168,12 @@ impl From<AgentError> for ApiError {
             AgentError::UnknownSession(_) => ApiError::Agent(err).at("session_id"),
             AgentError::UnknownTool(_) => ApiError::Agent(err).at("tools"),
             AgentError::Workspace(_) => ApiError::Agent(err).at("workspace"),
+            AgentError::UnknownBlob(_) => ApiError::Agent(err).at("digest"),
             AgentError::UnknownRun(_)
             | AgentError::RunFinished(_)
+            | AgentError::RunLive(_)
+            | AgentError::RevertConflicts(_)
+            | AgentError::Revert(_)
             | AgentError::TooManyRuns { .. }
             | AgentError::Unresumable(_)
             | AgentError::Store(_) => ApiError::Agent(err),

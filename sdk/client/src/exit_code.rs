@@ -89,6 +89,10 @@ pub fn for_raw_status(status: i32) -> u8 {
     ToolStatus::try_from(status).map_or(PROTOCOL, for_status)
 }
 
+/// A revert put back everything it could, but some paths could not be restored byte for
+/// byte (their contents were not kept): the code of a tool's `TOOL_ERROR`.
+pub const REVERT_PARTIAL: u8 = 1;
+
 /// A denied call ended the run: the code of a tool's `DENIED`.
 pub const RUN_DENIED: u8 = 3;
 /// The run hit one of its limits (steps, tokens, wall time, tool calls, repeated errors): the

@@ -405,7 +405,7 @@ async fn the_context_report_says_what_went_to_the_model() {
     let script = json!({"turns": [read(1), read(2), read(3), {"final": "done"}]});
     let mut start = scripted_run(&workspace, &script);
     start.budgets = Some(pb::Budgets {
-        context_tokens: 6000,
+        context_tokens: 8000,
         ..Default::default()
     });
     let mut run = daemon.start_run(start).await;
@@ -416,8 +416,8 @@ async fn the_context_report_says_what_went_to_the_model() {
     });
     assert_eq!(reports.len(), 4);
     let last = reports.last().unwrap();
-    assert_eq!(last.budget, 6000);
-    assert!(last.tokens <= 6000, "{}", last.tokens);
+    assert_eq!(last.budget, 8000);
+    assert!(last.tokens <= 8000, "{}", last.tokens);
     let summarised = last
         .items
         .iter()

@@ -14,6 +14,7 @@ mod agent_runs;
 mod agent_traces;
 mod api_errors;
 mod auth;
+mod changes;
 mod cli;
 mod cli_messages;
 mod crash_resume;

@@ -492,15 +492,28 @@ impl RunLoop {
         result: ToolResult,
     ) -> Result<Observation, Halt> {
         self.budget.usage.tool_calls += 1;
+        // The change set is its own event, after the result, not repeated inside it.
+        let mut finished = result.clone();
+        let changes = finished.changes.take();
         self.recorder.emit_once(
             Some(proposed.step_id),
             Event::ToolFinished(pb::ToolFinished {
                 call_id: proposed.call_id.to_string(),
                 tool: valid.tool.name().to_owned(),
-                result: Some(wire::tool_result(result.clone())),
+                result: Some(wire::tool_result(finished)),
                 provider_call_id: proposed.provider_call_id.clone(),
             }),
         );
+        if let Some(changes) = &changes {
+            self.recorder.emit(
+                Some(proposed.step_id),
+                Event::Changes(pb::ChangesRecorded {
+                    call_id: proposed.call_id.to_string(),
+                    tool: valid.tool.name().to_owned(),
+                    change_set: Some(wire::change_set(changes)),
+                }),
+            );
+        }
         if result.status == ToolStatus::Cancelled {
             // A call the run's own cancel or deadline stopped ends the run with that reason.
             self.budget.check_stopped()?;

@@ -232,7 +232,8 @@ impl Follower {
             | Event::ToolCallProposed(_)
             | Event::ToolCallRejected(_)
             | Event::UserInput(_)
-            | Event::DecisionRejected(_) => {}
+            | Event::DecisionRejected(_)
+            | Event::Changes(_) => {}
         }
         Ok(None)
     }

@@ -4,6 +4,7 @@
 mod approvals;
 mod ask;
 mod attach;
+mod changes;
 mod exec;
 mod follow;
 mod full_output;
@@ -60,6 +61,10 @@ enum Command {
     Runs(runs::RunsCommand),
     /// An approver console: answer the approval requests of every run.
     Approvals(approvals::ApprovalsArgs),
+    /// What a run's tool calls changed in its workspace, step by step (`--diff` for diffs).
+    Changes(changes::ChangesArgs),
+    /// Put a finished run's workspace back as it was before one of its steps.
+    Revert(changes::RevertArgs),
     /// Delete finished runs and kept outputs older than an age (the operator's command).
     Gc(gc::GcArgs),
     /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration).
@@ -93,6 +98,8 @@ impl Cli {
                 Command::Run(args) => run::run(args, &self.server, out).await,
                 Command::Runs(command) => runs::run(command, &self.server, out).await,
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
+                Command::Changes(args) => changes::changes(args, &self.server, out).await,
+                Command::Revert(args) => changes::revert(args, &self.server, out).await,
                 Command::Gc(args) => gc::run(args, &self.server, out).await,
                 Command::Mcp(args) => mcp::run(args, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,

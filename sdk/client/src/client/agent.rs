@@ -16,7 +16,8 @@ use crate::proto::run_event::Event;
 use crate::proto::run_request::Request;
 use crate::proto::{
     ApprovalDecision, ApprovalRequest, AttachRun, CancelRun, CancelRunRequest,
-    CreateSessionRequest, GetRunRequest, GetTraceRequest, ListRunsRequest, ListRunsResponse,
+    CreateSessionRequest, GetRunRequest, GetTraceRequest, ListChangesRequest, ListChangesResponse,
+    ListRunsRequest, ListRunsResponse, ReadBlobRequest, RevertRunRequest, RevertRunResponse,
     RunEvent, RunInfo, RunRequest, Session, StartRun, Trace, UserInput,
 };
 
@@ -129,6 +130,58 @@ impl AirlockClient {
             .clone()
             .get_trace(GetTraceRequest {
                 run_id: run_id.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// The change sets of a run's tool calls, step by step (`step` 0 for all).
+    pub async fn list_changes(
+        &self,
+        run_id: &str,
+        step: u32,
+    ) -> Result<ListChangesResponse, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .list_changes(ListChangesRequest {
+                run_id: run_id.to_owned(),
+                step,
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// A content one of the run's change sets names (by digest).
+    pub async fn read_blob(&self, run_id: &str, digest: &str) -> Result<Vec<u8>, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .read_blob(ReadBlobRequest {
+                run_id: run_id.to_owned(),
+                digest: digest.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner().content)
+    }
+
+    /// Puts a finished run's workspace back as it was before step `to_step`.
+    pub async fn revert_run(
+        &self,
+        run_id: &str,
+        to_step: u32,
+        force: bool,
+    ) -> Result<RevertRunResponse, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .revert_run(RevertRunRequest {
+                run_id: run_id.to_owned(),
+                to_step,
+                force,
             })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;

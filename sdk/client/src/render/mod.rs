@@ -5,6 +5,7 @@
 //! business.
 
 mod approval;
+mod changes;
 mod daemon;
 mod names;
 mod pretty;
@@ -26,6 +27,7 @@ pub use approval::{
     ANSWER_HINT, REASON_PROMPT, RUN_PROMPT, approval_lines, console_prompt, console_update_line,
     diff_tone, preview_lines, resolution_line,
 };
+pub use changes::{change_kind_name, change_line, change_set_lines, changes_lines, revert_lines};
 pub use daemon::{daemon_info_json, daemon_info_text, garbage_json, garbage_text};
 pub use names::{
     approval_state_name, decision_name, disposition_name, output_stream_name, policy_name,

@@ -65,6 +65,39 @@ fn line(view: &impl Serialize) -> String {
     text
 }
 
+/// One path of a change set.
+#[derive(Serialize)]
+struct ChangeView<'a> {
+    path: &'a str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    from: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    before_digest: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    after_digest: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    digest_only: &'a str,
+    applied: bool,
+}
+
+impl<'a> From<&'a crate::proto::FileChange> for ChangeView<'a> {
+    fn from(change: &'a crate::proto::FileChange) -> Self {
+        let digest = |state: &'a Option<crate::proto::FileState>| {
+            state.as_ref().map_or("", |state| state.digest.as_str())
+        };
+        ChangeView {
+            path: &change.path,
+            kind: super::changes::change_kind_name(change.kind).1,
+            from: &change.from,
+            before_digest: digest(&change.before),
+            after_digest: digest(&change.after),
+            digest_only: &change.digest_only,
+            applied: change.applied,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct EventView<'a> {
     run_id: &'a str,
@@ -135,6 +168,12 @@ enum EventBody<'a> {
     DecisionRejected {
         approval_id: &'a str,
         reason: &'a str,
+    },
+    Changes {
+        call_id: &'a str,
+        tool: &'a str,
+        changes: Vec<ChangeView<'a>>,
+        not_applied: &'a str,
     },
     RunResumed {
         checkpoint_id: &'a str,
@@ -217,6 +256,17 @@ impl<'a> From<&'a Event> for EventBody<'a> {
                 approval_id: &rejected.approval_id,
                 reason: &rejected.reason,
             },
+            Event::Changes(changes) => {
+                let set = changes.change_set.as_ref();
+                Self::Changes {
+                    call_id: &changes.call_id,
+                    tool: &changes.tool,
+                    changes: set
+                        .map(|set| set.changes.iter().map(ChangeView::from).collect())
+                        .unwrap_or_default(),
+                    not_applied: set.map_or("", |set| set.not_applied.as_str()),
+                }
+            }
             Event::RunResumed(resumed) => Self::RunResumed {
                 checkpoint_id: &resumed.checkpoint_id,
                 checkpoint_seq: resumed.checkpoint_seq,

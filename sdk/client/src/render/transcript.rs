@@ -122,6 +122,16 @@ impl Transcript {
                 fold_whitespace(&rejected.reason)
             ))),
             Event::RunResumed(resumed) => lines.push(StyledLine::plain(resumed_line(resumed))),
+            Event::Changes(changes) => {
+                if let Some(set) = &changes.change_set {
+                    lines.push(StyledLine::plain(format!("  {} changed:", changes.tool)));
+                    lines.extend(
+                        super::changes::change_set_lines(set, "    ")
+                            .into_iter()
+                            .map(StyledLine::plain),
+                    );
+                }
+            }
             Event::RunFinished(finished) => lines.extend(run_finished(finished)),
             // Shown by the progress indicator while the tool runs; the result says the rest.
             Event::ToolStarted(_) | Event::ToolOutput(_) => {}

@@ -289,6 +289,7 @@ mod tests {
                 network: Vec::new(),
             }),
             execution_id: "ex-1".to_owned(),
+            changes: None,
         };
         let value: Value = serde_json::from_str(&result_json(&result))?;
         assert_eq!(

@@ -1,0 +1,339 @@
+//! Change sets end to end: `run_command` and `apply_patch` writing a root-owned workspace
+//! through their overlays, what a stopped command leaves (nothing), and a run's changes
+//! listed, read back and reverted over gRPC.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use airlock_proto::v1 as pb;
+use airlock_proto::v1::ToolStatus;
+use airlock_tests::{DaemonOptions, TestDaemon, repo_root, scripted_run};
+use serde_json::{Value, json};
+
+async fn first_party() -> TestDaemon {
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins")],
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:?}", daemon.refused());
+    daemon
+}
+
+/// A small Python project whose test fails, owned by root (the tests run as root): the
+/// case that used to leave a granted write unusable.
+fn project(daemon: &TestDaemon) -> PathBuf {
+    let workspace = daemon.workspace("calc");
+    std::fs::write(
+        workspace.join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.join("test_calc.py"),
+        "import unittest\n\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    )
+    .unwrap();
+    std::fs::write(workspace.join("notes.txt"), "keep me\n").unwrap();
+    assert_eq!(std::fs::metadata(&workspace).unwrap().uid(), 0);
+    workspace
+}
+
+fn paths(set: &pb::ChangeSet) -> Vec<(String, i32)> {
+    set.changes
+        .iter()
+        .map(|change| (change.path.clone(), change.kind))
+        .collect()
+}
+
+const FIX: &str = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n";
+
+#[tokio::test]
+async fn run_command_writes_a_root_owned_workspace_and_its_changes_are_recorded() {
+    let daemon = first_party().await;
+    let workspace = project(&daemon);
+    let ran = daemon
+        .exec(
+            "run_command",
+            json!({
+                "command": "id -u; echo built > out.txt && mkdir -p bin && printf 'int main(void){return 7;}' > bin/m.c && cc bin/m.c -o bin/m && ./bin/m; echo \"exit $?\"; rm notes.txt; ln -s calc.py link",
+                "workdir": "."
+            }),
+            Some(&workspace),
+        )
+        .await;
+    let result = ran.assert_status(ToolStatus::Ok).result().clone();
+    assert!(
+        result.content.starts_with("65534\n"),
+        "never root: {}",
+        result.content
+    );
+    assert!(
+        result.content.contains("exit 7"),
+        "a built program runs: {}",
+        result.content
+    );
+    let set = result.changes.expect("a change set");
+    assert_eq!(
+        paths(&set),
+        [
+            ("bin".into(), pb::ChangeKind::Added as i32),
+            ("bin/m".into(), pb::ChangeKind::Added as i32),
+            ("bin/m.c".into(), pb::ChangeKind::Added as i32),
+            ("link".into(), pb::ChangeKind::Added as i32),
+            ("notes.txt".into(), pb::ChangeKind::Deleted as i32),
+            ("out.txt".into(), pb::ChangeKind::Added as i32),
+        ]
+    );
+    assert!(set.changes.iter().all(|change| change.applied));
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("out.txt")).unwrap(),
+        "built\n"
+    );
+    assert!(!workspace.join("notes.txt").exists());
+    assert_eq!(
+        std::fs::read_link(workspace.join("link")).unwrap(),
+        PathBuf::from("calc.py")
+    );
+    let meta = std::fs::metadata(workspace.join("bin/m")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (0, 0),
+        "added files belong to the workspace's owner"
+    );
+    assert_eq!(
+        meta.mode() & 0o111,
+        0o111,
+        "the built program keeps its mode"
+    );
+
+    // A failing command is reported with its exit code and output, and what it wrote lands.
+    let failed = daemon
+        .exec(
+            "run_command",
+            json!({"command": "python3 -m unittest 2>&1; echo tried > tried.txt; exit 3", "workdir": "."}),
+            Some(&workspace),
+        )
+        .await;
+    let result = failed.assert_status(ToolStatus::ToolError).result().clone();
+    assert_eq!(result.exit_code, Some(3));
+    assert!(
+        result.content.contains("AssertionError"),
+        "{}",
+        result.content
+    );
+    assert!(workspace.join("tried.txt").exists());
+
+    let outside = daemon
+        .exec(
+            "run_command",
+            json!({"command": "pwd", "workdir": "../.."}),
+            Some(&workspace),
+        )
+        .await;
+    let result = outside
+        .assert_status(ToolStatus::ToolError)
+        .result()
+        .clone();
+    assert_eq!(result.exit_code, Some(125));
+}
+
+#[tokio::test]
+async fn a_command_stopped_mid_write_leaves_the_workspace_untouched() {
+    let daemon = first_party().await;
+    let workspace = project(&daemon);
+    let stopped = daemon
+        .exec_request(pb::ExecuteToolRequest {
+            tool: "run_command".into(),
+            arguments_json: json!({
+                "command": "echo half > calc.py; echo new > new.txt; rm notes.txt; sleep 60",
+                "workdir": "."
+            })
+            .to_string(),
+            workspace: workspace.to_str().unwrap().to_owned(),
+            timeout_ms: 1500,
+            require_approval: false,
+        })
+        .await
+        .unwrap();
+    let result = stopped.assert_status(ToolStatus::Timeout).result().clone();
+    assert!(result.changes.is_none());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        "def add(a, b):\n    return a - b\n"
+    );
+    assert!(!workspace.join("new.txt").exists());
+    assert!(workspace.join("notes.txt").exists());
+}
+
+#[tokio::test]
+async fn a_patch_that_does_not_apply_changes_nothing() {
+    let daemon = first_party().await;
+    let workspace = project(&daemon);
+    let broken =
+        format!("{FIX}--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1 @@\n-not what is there\n+x\n");
+    let refused = daemon
+        .exec("apply_patch", json!({"patch": broken}), Some(&workspace))
+        .await;
+    let result = refused
+        .assert_status(ToolStatus::ToolError)
+        .result()
+        .clone();
+    assert!(
+        result.error_message.contains("notes.txt"),
+        "{}",
+        result.error_message
+    );
+    assert!(result.changes.is_none(), "{:?}", result.changes);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        "def add(a, b):\n    return a - b\n"
+    );
+
+    let applied = daemon
+        .exec("apply_patch", json!({"patch": FIX}), Some(&workspace))
+        .await;
+    let set = applied
+        .assert_status(ToolStatus::Ok)
+        .result()
+        .clone()
+        .changes
+        .unwrap();
+    assert_eq!(
+        paths(&set),
+        [("calc.py".into(), pb::ChangeKind::Modified as i32)]
+    );
+}
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"name": name, "arguments": arguments})
+}
+
+#[tokio::test]
+async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted() {
+    let daemon = first_party().await;
+    let workspace = project(&daemon);
+    let test = call(
+        "run_command",
+        json!({"command": "python3 -m unittest -v", "workdir": "."}),
+    );
+    let script = json!({"turns": [
+        {"tool_calls": [test.clone()]},
+        {"tool_calls": [call("apply_patch", json!({"patch": FIX}))]},
+        {"tool_calls": [call("run_command", json!({"command": "python3 -m unittest -v && echo passed > status.txt", "workdir": "."}))]},
+        {"final": "Fixed add; the tests pass."}
+    ]});
+    let mut start = scripted_run(&workspace, &script);
+    start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+    let mut run = daemon.start_run(start).await;
+    let finished = run.finished().await;
+    assert_eq!(
+        finished.reason,
+        pb::StopReason::Final as i32,
+        "{finished:?}"
+    );
+    let results: Vec<pb::ToolResult> = run.of(|event| match event {
+        pb::run_event::Event::ToolFinished(finished) => finished.result.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        results[0].status,
+        ToolStatus::ToolError as i32,
+        "the test fails first"
+    );
+    assert_eq!(results[2].status, ToolStatus::Ok as i32, "then passes");
+    assert!(
+        results.iter().all(|result| result.changes.is_none()),
+        "not repeated in results"
+    );
+    let run_id = run.run_id().to_owned();
+
+    let mut agent = daemon.agent().await;
+    let listed = agent
+        .list_changes(pb::ListChangesRequest {
+            run_id: run_id.clone(),
+            step: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let steps: Vec<(u32, String)> = listed
+        .steps
+        .iter()
+        .map(|s| (s.step, s.tool.clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [(2, "apply_patch".into()), (3, "run_command".into())]
+    );
+    let patch = listed.steps[0].change_set.as_ref().unwrap();
+    let before = patch.changes[0].before.as_ref().unwrap().digest.clone();
+    let blob = agent
+        .read_blob(pb::ReadBlobRequest {
+            run_id: run_id.clone(),
+            digest: before,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(blob.content, b"def add(a, b):\n    return a - b\n");
+    let unknown = agent
+        .read_blob(pb::ReadBlobRequest {
+            run_id: run_id.clone(),
+            digest: "0".repeat(64),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+
+    // Undo the last step only: the patch stays.
+    agent
+        .revert_run(pb::RevertRunRequest {
+            run_id: run_id.clone(),
+            to_step: 3,
+            force: false,
+        })
+        .await
+        .unwrap();
+    assert!(!workspace.join("status.txt").exists());
+    assert!(
+        std::fs::read_to_string(workspace.join("calc.py"))
+            .unwrap()
+            .contains("a + b")
+    );
+
+    // Someone edits the patched file: undoing the patch is refused, naming it, unless forced.
+    std::fs::write(workspace.join("calc.py"), "edited by hand\n").unwrap();
+    let refused = agent
+        .revert_run(pb::RevertRunRequest {
+            run_id: run_id.clone(),
+            to_step: 1,
+            force: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("calc.py"),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        "edited by hand\n"
+    );
+    let forced = agent
+        .revert_run(pb::RevertRunRequest {
+            run_id: run_id.clone(),
+            to_step: 1,
+            force: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(forced.restored, ["calc.py"]);
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        "def add(a, b):\n    return a - b\n"
+    );
+}

@@ -1,4 +1,5 @@
-//! A run's change sets: listed step by step, their contents read back, and undone.
+//! A run's change sets: listed step by step, their contents read back, and undone; and forks
+//! of a run from one of its steps, in its workspace or in a copy as it was then.
 //!
 //! The change sets live in the run's event log (`changes` events, right after the
 //! `tool_finished` of the call that made them), so they are exactly what clients were shown,
@@ -6,10 +7,16 @@
 //! to undo into one plan, and runs it on a blocking thread; a live run is never reverted
 //! under itself.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use airlock_proto::v1 as pb;
 
-use super::{AgentError, AgentRuntime};
-use crate::changes::{RevertError, RevertPlan, RevertReport};
+use super::checkpoint::LoopState;
+use super::context::Entry;
+use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
+use crate::changes::{ChangeSet, RevertError, RevertPlan, RevertReport, copy_tree};
 use crate::ids::RunId;
 use crate::store::RunRecord;
 use crate::wire;
@@ -130,5 +137,166 @@ impl AgentRuntime {
                 RevertError::Conflicts(_) => AgentError::RevertConflicts(err.to_string()),
                 RevertError::Io { .. } => AgentError::Revert(err.to_string()),
             })
+    }
+}
+
+/// A fork of a run, planned: what the new run starts with, and the workspace copy to make.
+pub struct Fork {
+    /// The new run's request: the old run's, in the same session or in the copy.
+    pub start: pb::StartRun,
+    earlier: Vec<Entry>,
+    copy: Option<WorkspaceCopy>,
+}
+
+struct WorkspaceCopy {
+    from: PathBuf,
+    to: PathBuf,
+    /// The change sets of the steps from the fork's on, undone in the copy.
+    undo: Vec<ChangeSet>,
+}
+
+impl AgentRuntime {
+    /// Plans a new run whose conversation is `run_id`'s up to the start of step `at_step`
+    /// (1-based; 0 for all of it), then `input` (the old run's input when empty); in the same
+    /// session, or — with `copy_workspace` — in a copy of the workspace as it was before that
+    /// step, made next to it (a workspace is its session's, so the copy gets a new session).
+    pub async fn plan_fork(
+        &self,
+        run_id: &RunId,
+        at_step: u32,
+        copy_workspace: bool,
+        input: String,
+    ) -> Result<Fork, AgentError> {
+        let (run, steps) = self.changes(run_id).await?;
+        let (step_ids, call_steps) = self.step_map(run_id).await?;
+        if at_step as usize > step_ids.len() {
+            return Err(AgentError::Invalid {
+                field: "at_step",
+                reason: format!("run {run_id} has {} steps", step_ids.len()),
+            });
+        }
+        let checkpoint = self
+            .shared
+            .store
+            .latest_checkpoint(run_id)
+            .await?
+            .ok_or_else(|| AgentError::Invalid {
+                field: "run_id",
+                reason: "the run has no checkpoint yet to fork from".into(),
+            })?;
+        let state = LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?;
+        // Where an entry came from: its step's 1-based index (0 for the run's input).
+        let step_of = |source: &str| -> usize {
+            let step_id = call_steps.get(source).map_or(source, String::as_str);
+            step_ids
+                .iter()
+                .position(|id| id == step_id)
+                .map_or(0, |index| index + 1)
+        };
+        let earlier: Vec<Entry> = state
+            .conversation
+            .into_iter()
+            .take_while(|entry| at_step == 0 || step_of(&entry.source) < at_step as usize)
+            .collect();
+        let mut start = run.start.clone();
+        if !input.trim().is_empty() {
+            start.input = input;
+        }
+        let copy = match (copy_workspace, &run.workspace) {
+            (false, _) => {
+                start.session_id = run.session_id.to_string();
+                None
+            }
+            (true, None) => {
+                return Err(AgentError::Invalid {
+                    field: "copy_workspace",
+                    reason: "the run has no workspace to copy".into(),
+                });
+            }
+            (true, Some(workspace)) => {
+                let from = PathBuf::from(workspace);
+                let name = from
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "workspace".into());
+                let to = from
+                    .with_file_name(format!("{name}-fork-{}", &RunId::new().into_string()[..12]));
+                start.session_id = String::new();
+                start.workspace = to.to_string_lossy().into_owned();
+                let undo = steps
+                    .iter()
+                    .filter(|step| at_step != 0 && step.step >= at_step)
+                    .filter_map(|step| step.change_set.as_ref())
+                    .map(wire::change_set_from)
+                    .collect();
+                Some(WorkspaceCopy { from, to, undo })
+            }
+        };
+        Ok(Fork {
+            start,
+            earlier,
+            copy,
+        })
+    }
+
+    /// Makes the fork's workspace copy, if it has one, and starts it.
+    pub async fn start_fork(
+        &self,
+        fork: Fork,
+        owner: &RunOwner,
+    ) -> Result<Arc<LiveRun>, AgentError> {
+        if let Some(copy) = fork.copy {
+            let blobs = self
+                .shared
+                .executor
+                .changes()
+                .map(|changes| changes.blobs().clone());
+            tokio::task::spawn_blocking(move || -> Result<(), String> {
+                copy_tree(&copy.from, &copy.to).map_err(|err| {
+                    format!("cannot copy the workspace to {}: {err}", copy.to.display())
+                })?;
+                if copy.undo.is_empty() {
+                    return Ok(());
+                }
+                let blobs = blobs.ok_or("this daemon keeps no change sets to undo")?;
+                RevertPlan::new(&copy.undo)
+                    .execute_at(&copy.to, &blobs, true)
+                    .map(|_| ())
+                    .map_err(|err| err.to_string())
+            })
+            .await
+            .map_err(|err| AgentError::Revert(format!("the workspace copy panicked: {err}")))?
+            .map_err(AgentError::Revert)?;
+        }
+        self.start_from(fork.start, owner, fork.earlier).await
+    }
+
+    /// A run's step ids in order, and the step of each of its calls.
+    async fn step_map(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<String>, HashMap<String, String>), AgentError> {
+        let mut step_ids = Vec::new();
+        let mut calls = HashMap::new();
+        let mut after = 0;
+        loop {
+            let events = self
+                .shared
+                .store
+                .events_after(run_id, after, EVENT_PAGE)
+                .await?;
+            let Some(last) = events.last() else { break };
+            after = last.seq;
+            for event in events {
+                match event.event {
+                    Some(pb::run_event::Event::StepStarted(_)) => step_ids.push(event.step_id),
+                    Some(pb::run_event::Event::ToolCallProposed(proposed)) => {
+                        calls.insert(proposed.call_id, event.step_id);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok((step_ids, calls))
     }
 }

@@ -259,13 +259,19 @@ impl From<&Usage> for SavedUsage {
 impl LoopState {
     /// The state of a run that has only its input.
     pub fn start(input: &str) -> LoopState {
+        LoopState::start_after(Vec::new(), input)
+    }
+
+    /// A fresh state whose conversation is `earlier` (a forked run's), then `input`.
+    pub fn start_after(mut earlier: Vec<Entry>, input: &str) -> LoopState {
+        earlier.push(Entry {
+            message: Message::User {
+                text: input.to_owned(),
+            },
+            source: String::new(),
+        });
         LoopState {
-            conversation: vec![Entry {
-                message: Message::User {
-                    text: input.to_owned(),
-                },
-                source: String::new(),
-            }],
+            conversation: earlier,
             ..LoopState::default()
         }
     }

@@ -296,6 +296,16 @@ impl AgentRuntime {
         start: pb::StartRun,
         owner: &RunOwner,
     ) -> Result<Arc<LiveRun>, AgentError> {
+        self.start_from(start, owner, Vec::new()).await
+    }
+
+    /// Starts a run whose conversation begins with `earlier` (a fork's), then `start.input`.
+    pub(crate) async fn start_from(
+        &self,
+        start: pb::StartRun,
+        owner: &RunOwner,
+        earlier: Vec<context::Entry>,
+    ) -> Result<Arc<LiveRun>, AgentError> {
         let invalid = |field, reason: String| AgentError::Invalid { field, reason };
         if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
             return Err(AgentError::TooManyRuns {
@@ -431,7 +441,7 @@ impl AgentRuntime {
             &record,
             session,
             resolved,
-            LoopState::start(&start.input),
+            LoopState::start_after(earlier, &start.input),
             log,
             HashSet::new(),
         )

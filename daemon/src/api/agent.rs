@@ -551,6 +551,43 @@ impl pb::agent_server::Agent for AgentService {
         Ok(Response::new(pb::ReadBlobResponse { content }))
     }
 
+    async fn fork_run(
+        &self,
+        request: Request<pb::ForkRunRequest>,
+    ) -> Result<Response<pb::RunInfo>, Status> {
+        let tenant = caller(&request)?;
+        let request = request.into_inner();
+        let run_id = self.owned_run(&tenant, &request.run_id, "run_id").await?;
+        let mut fork = self
+            .runtime
+            .plan_fork(
+                &run_id,
+                request.at_step,
+                request.copy_workspace,
+                request.input,
+            )
+            .await
+            .map_err(ApiError::from)?;
+        self.check_start(&tenant, &mut fork.start)?;
+        let owner = RunOwner {
+            tenant: tenant.name.clone(),
+            max_live_runs: tenant.max_concurrent_runs,
+        };
+        let live = {
+            let _turn = self.starts.take(&tenant.name).await;
+            self.runtime
+                .start_fork(fork, &owner)
+                .await
+                .map_err(ApiError::from)?
+        };
+        let run = self
+            .runtime
+            .run(&live.run_id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(run_info(run)))
+    }
+
     async fn revert_run(
         &self,
         request: Request<pb::RevertRunRequest>,

@@ -18,6 +18,7 @@
 mod apply;
 mod blobs;
 mod capture;
+mod copy;
 mod exclude;
 mod idmap;
 mod overlay;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use blobs::Blobs;
+pub use copy::copy_tree;
 pub use exclude::Exclusions;
 pub use idmap::IdMap;
 pub use overlay::Overlay;

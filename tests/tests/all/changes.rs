@@ -286,6 +286,56 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
         .unwrap_err();
     assert_eq!(unknown.code(), tonic::Code::NotFound);
 
+    // A fork from step 2 in a copy of the workspace as it was then: the conversation carries
+    // step 1 over (so the scripted model goes on with its second turn, the patch), and the
+    // patch applies in the copy, where step 2 is undone.
+    let forked = agent
+        .fork_run(pb::ForkRunRequest {
+            run_id: run_id.clone(),
+            at_step: 2,
+            copy_workspace: true,
+            input: "once more".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(forked.workspace, workspace.to_str().unwrap());
+    let copy = PathBuf::from(&forked.workspace);
+    let mut fork = daemon
+        .open_run(pb::run_request::Request::Attach(pb::AttachRun {
+            run_id: forked.run_id.clone(),
+            after_seq: 0,
+        }))
+        .await
+        .unwrap();
+    assert_eq!(fork.finished().await.reason, pb::StopReason::Final as i32);
+    let fork_results: Vec<(String, i32)> = fork.of(|event| match event {
+        pb::run_event::Event::ToolFinished(finished) => {
+            Some((finished.tool.clone(), finished.result.as_ref()?.status))
+        }
+        _ => None,
+    });
+    assert_eq!(
+        fork_results,
+        [
+            ("apply_patch".into(), ToolStatus::Ok as i32),
+            ("run_command".into(), ToolStatus::Ok as i32)
+        ],
+        "the patch applies to the copy as it was before step 2"
+    );
+    let first_context = |run: &airlock_tests::RunStream| {
+        run.of(|event| match event {
+            pb::run_event::Event::ContextBuilt(report) => Some(report.items.len()),
+            _ => None,
+        })[0]
+    };
+    assert!(
+        first_context(&fork) > first_context(&run),
+        "step 1 carried over"
+    );
+    assert!(copy.join("status.txt").exists());
+    assert!(std::fs::read_to_string(workspace.join("status.txt")).is_ok());
+
     // Undo the last step only: the patch stays.
     agent
         .revert_run(pb::RevertRunRequest {

@@ -1,12 +1,14 @@
-//! `airlock changes RUN_ID` and `airlock revert RUN_ID --to-step N`: what a run's tool calls
-//! changed in its workspace, step by step (as a diff with `--diff`), and undoing it.
+//! `airlock changes RUN_ID`, `airlock revert RUN_ID --to-step N` and `airlock fork RUN_ID
+//! --at-step N`: what a run's tool calls changed in its workspace, step by step (as a diff with
+//! `--diff`), undoing it, and starting again from one of its steps.
 
 use std::io::Write;
 
-use airlock_client::proto::{FileChange, NodeKind};
+use airlock_client::proto::{FileChange, ForkRunRequest, NodeKind};
 use airlock_client::{AirlockClient, exit_code, render};
 use clap::Args;
 
+use super::follow::{FollowOptions, OnInterrupt, follow};
 use super::{CliError, Output, Server};
 
 /// Lines of context around each change in `--diff`, as git shows.
@@ -39,6 +41,64 @@ pub struct RevertArgs {
     /// Revert paths that something other than the run changed since (those changes are lost).
     #[arg(long)]
     force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The run to fork.
+    run_id: String,
+
+    /// The new run's conversation is the old one's up to the start of this step (1-based);
+    /// 0 takes all of it.
+    #[arg(long, default_value_t = 0)]
+    at_step: u32,
+
+    /// Run in a copy of the workspace as it was before that step, made next to it.
+    #[arg(long)]
+    copy_workspace: bool,
+
+    /// What to tell the agent next; by default the old run's input again.
+    #[arg(long, default_value = "")]
+    input: String,
+
+    /// Print the new run's id and return instead of following it.
+    #[arg(long)]
+    detach: bool,
+
+    /// Print each event as one JSON object per line instead of the transcript.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn fork<O: Write, E: Write>(
+    args: ForkArgs,
+    server: &Server,
+    out: &mut Output<O, E>,
+) -> Result<u8, CliError> {
+    let client = server.connect().await?;
+    let forked = client
+        .fork_run(ForkRunRequest {
+            run_id: args.run_id.clone(),
+            at_step: args.at_step,
+            copy_workspace: args.copy_workspace,
+            input: args.input,
+        })
+        .await?;
+    out.line(&format!(
+        "forked run {} from {} (workspace {})",
+        forked.run_id, args.run_id, forked.workspace
+    ))?;
+    if args.detach {
+        out.stdout(&format!("{}\n", forked.run_id))?;
+        return Ok(exit_code::OK);
+    }
+    let handle = client.attach_run(&forked.run_id, 0).await?;
+    let options = FollowOptions {
+        json: args.json,
+        answer_from: 0,
+        on_interrupt: OnInterrupt::Detach,
+    };
+    follow(handle, options, out).await
 }
 
 pub async fn changes<O: Write, E: Write>(

@@ -65,6 +65,9 @@ enum Command {
     Changes(changes::ChangesArgs),
     /// Put a finished run's workspace back as it was before one of its steps.
     Revert(changes::RevertArgs),
+    /// Start a new run from one of a run's steps: its conversation up to there (and, with
+    /// --copy-workspace, a copy of its workspace as it was then), then follow it.
+    Fork(changes::ForkArgs),
     /// Delete finished runs and kept outputs older than an age (the operator's command).
     Gc(gc::GcArgs),
     /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration).
@@ -100,6 +103,7 @@ impl Cli {
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
                 Command::Changes(args) => changes::changes(args, &self.server, out).await,
                 Command::Revert(args) => changes::revert(args, &self.server, out).await,
+                Command::Fork(args) => changes::fork(args, &self.server, out).await,
                 Command::Gc(args) => gc::run(args, &self.server, out).await,
                 Command::Mcp(args) => mcp::run(args, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,

@@ -16,9 +16,9 @@ use crate::proto::run_event::Event;
 use crate::proto::run_request::Request;
 use crate::proto::{
     ApprovalDecision, ApprovalRequest, AttachRun, CancelRun, CancelRunRequest,
-    CreateSessionRequest, GetRunRequest, GetTraceRequest, ListChangesRequest, ListChangesResponse,
-    ListRunsRequest, ListRunsResponse, ReadBlobRequest, RevertRunRequest, RevertRunResponse,
-    RunEvent, RunInfo, RunRequest, Session, StartRun, Trace, UserInput,
+    CreateSessionRequest, ForkRunRequest, GetRunRequest, GetTraceRequest, ListChangesRequest,
+    ListChangesResponse, ListRunsRequest, ListRunsResponse, ReadBlobRequest, RevertRunRequest,
+    RevertRunResponse, RunEvent, RunInfo, RunRequest, Session, StartRun, Trace, UserInput,
 };
 
 /// Messages queued for the daemon on one stream before sending waits. A client sends a handful
@@ -183,6 +183,18 @@ impl AirlockClient {
                 to_step,
                 force,
             })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// Starts a run whose conversation is `request.run_id`'s up to a step (see
+    /// `ForkRunRequest`); follow it with [`AirlockClient::attach_run`].
+    pub async fn fork_run(&self, request: ForkRunRequest) -> Result<RunInfo, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .fork_run(request)
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())

@@ -39,7 +39,7 @@ pub use api::token_file::TOKEN_FILE;
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use crate::api::limits::{MAX_ARGUMENTS_BYTES, MAX_DECODING_MESSAGE_BYTES};
-    pub use crate::changes::{ChangeSet, Changes, Exclusions, Overlay};
+    pub use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay};
     pub use crate::engine::mcp::conformance_client as mcp_conformance_client;
     pub use crate::engine::process::{ProcessConfig, ProcessEngine};
     pub use crate::engine::wasm::{MAX_MODULE_BYTES, WasmConfig, WasmEngine};

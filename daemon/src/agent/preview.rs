@@ -3,14 +3,15 @@
 //! A tool that implements preview mode is called with `"preview": true` under a read-only
 //! view of its profile — the engine, not the tool's promise, guarantees that a preview
 //! changes nothing — and its answer (a diff, for a file write) is the preview. Network tools
-//! show the hosts their profile lets them reach; anything else shows its arguments.
+//! show the hosts their profile lets them reach, `exec` tools the command line and where it
+//! runs; anything else shows its arguments.
 
 use airlock_proto::v1 as pb;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::profile::NetworkPolicy;
+use crate::profile::{GUEST_WORKSPACE, NetworkPolicy};
 use crate::tools::{CallRequest, Executor, Risk, Tool, ToolStatus};
 
 /// An approver reads a preview; past this, it is cut.
@@ -25,6 +26,11 @@ pub async fn preview(
 ) -> pb::Preview {
     if tool.manifest.preview {
         return from_preview_mode(executor, tool, arguments, workspace, cancel).await;
+    }
+    if tool.manifest.risk == Risk::Exec
+        && let Some(preview) = command_preview(arguments)
+    {
+        return preview;
     }
     if tool.manifest.risk == Risk::Network {
         let text = match &tool.profile.network {
@@ -87,6 +93,26 @@ async fn from_preview_mode(
     }
 }
 
+/// An `exec` tool's command line and the directory it runs in, exactly as the tool receives
+/// them (`command` and `workdir`, the shape `run_command` and its kind take): what an approver
+/// must read before letting a shell loose in the workspace.
+fn command_preview(arguments: &Value) -> Option<pb::Preview> {
+    let command = arguments.get("command")?.as_str()?;
+    let workdir = arguments
+        .get("workdir")
+        .and_then(Value::as_str)
+        .unwrap_or(".");
+    let directory = match workdir.trim_start_matches("./") {
+        "" | "." => GUEST_WORKSPACE.to_owned(),
+        sub => format!("{GUEST_WORKSPACE}/{sub}"),
+    };
+    Some(cut(
+        "command",
+        format!("in {directory}\n$ {command}"),
+        String::new(),
+    ))
+}
+
 fn arguments_preview(arguments: &Value, error: String) -> pb::Preview {
     let text = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
     cut("arguments", text, error)
@@ -106,5 +132,30 @@ fn cut(kind: &str, mut text: String, error: String) -> pb::Preview {
         text,
         truncated,
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_exec_call_shows_its_command_line_and_where_it_runs() {
+        let preview =
+            command_preview(&json!({"command": "make test && rm -rf build", "workdir": "./src"}))
+                .expect("a command preview");
+        assert_eq!(preview.kind, "command");
+        assert_eq!(
+            preview.text,
+            "in /workspace/src\n$ make test && rm -rf build"
+        );
+        let root = command_preview(&json!({"command": "ls", "workdir": "."})).expect("preview");
+        assert_eq!(root.text, "in /workspace\n$ ls");
+        assert!(
+            command_preview(&json!({"argv": ["ls"]})).is_none(),
+            "no command: the arguments"
+        );
     }
 }

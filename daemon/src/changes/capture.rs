@@ -28,12 +28,14 @@ pub fn capture(
     upper: &Upper,
     exclusions: &Exclusions,
     blobs: &Blobs,
+    modes: Modes,
 ) -> Result<ChangeSet, ChangeError> {
     let mut walk = Walk {
         upper: &upper.path,
         lower: upper.workspace.as_fd(),
         exclusions,
         blobs,
+        modes,
         set: ChangeSet::default(),
     };
     walk.dir("")?;
@@ -43,7 +45,18 @@ pub fn capture(
     Ok(set)
 }
 
+/// Whether the tool could set file modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Modes {
+    /// A mode in the upper layer is what the tool chose.
+    Tool,
+    /// The tool had no way to set one (WASI has no chmod): a file it rewrote keeps the mode it
+    /// had, rather than taking the default its replacement was created with.
+    Kept,
+}
+
 struct Walk<'a> {
+    modes: Modes,
     upper: &'a Path,
     lower: BorrowedFd<'a>,
     exclusions: &'a Exclusions,
@@ -131,6 +144,10 @@ impl Walk<'_> {
             }
             Some(stat) => {
                 let before = self.lower_state(path, &stat, excluded.is_none())?;
+                let mut after = after;
+                if self.modes == Modes::Kept && before.node == after.node {
+                    after.mode = before.mode;
+                }
                 if before != after {
                     self.push_excluded(path, Kind::Modified, Some(before), Some(after), excluded);
                 }

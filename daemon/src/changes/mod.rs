@@ -30,6 +30,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use blobs::Blobs;
+pub use capture::Modes;
 pub use copy::copy_tree;
 pub use exclude::Exclusions;
 pub use idmap::IdMap;
@@ -177,9 +178,9 @@ impl Changes {
 
     /// Records what the call behind `overlay` changed and applies it to the workspace
     /// (blocking). The overlay must no longer be in use.
-    pub fn commit(&self, overlay: Overlay, exclusions: &Exclusions) -> ChangeSet {
+    pub fn commit(&self, overlay: Overlay, exclusions: &Exclusions, modes: Modes) -> ChangeSet {
         let upper = overlay.finish();
-        let mut set = match capture::capture(&upper, exclusions, &self.blobs) {
+        let mut set = match capture::capture(&upper, exclusions, &self.blobs, modes) {
             Ok(set) => set,
             Err(err) => {
                 return ChangeSet {
@@ -255,7 +256,7 @@ mod tests {
             "def add(a, b):\n    return a - b\n",
             "nothing reaches the workspace before the commit"
         );
-        let set = changes.commit(overlay, &Exclusions::for_workspace(&ws, &[]));
+        let set = changes.commit(overlay, &Exclusions::for_workspace(&ws, &[]), Modes::Tool);
         assert_eq!(set.not_applied, None);
         assert_eq!(
             kinds(&set),
@@ -398,7 +399,7 @@ mod tests {
             std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
         ));
         std::fs::write(merged.join("src/calc.py"), "by the run\n").expect("write");
-        let set = changes.commit(overlay, &Exclusions::none());
+        let set = changes.commit(overlay, &Exclusions::none(), Modes::Tool);
         std::fs::write(ws.join("src/calc.py"), "by someone else\n").expect("outside edit");
         let plan = RevertPlan::new([&set]);
         match plan.execute_at(&ws, changes.blobs(), false) {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::changes::{ChangeSet, Changes, Exclusions, Overlay};
+use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::ExecutionId;
@@ -325,7 +325,14 @@ impl Executor {
             None => None,
             Some((overlay, exclusions)) => {
                 let finished = matches!(outcome, Ok(Exit::Code(_))) && !capture.has_overflowed();
-                Some(self.settle(overlay, exclusions, finished).await)
+                // WASI cannot set a file's mode: a rewritten file keeps its own.
+                let modes = match tool.manifest.engine() {
+                    crate::engine::EngineKind::Wasm => Modes::Kept,
+                    crate::engine::EngineKind::Process | crate::engine::EngineKind::Mcp => {
+                        Modes::Tool
+                    }
+                };
+                Some(self.settle(overlay, exclusions, modes, finished).await)
             }
         };
         let duration = started.elapsed();
@@ -436,6 +443,7 @@ impl Executor {
         &self,
         overlay: Arc<Overlay>,
         exclusions: Exclusions,
+        modes: Modes,
         finished: bool,
     ) -> ChangeSet {
         let Ok(changes) = self.changes.clone() else {
@@ -451,7 +459,7 @@ impl Executor {
         };
         let settled = tokio::task::spawn_blocking(move || {
             if finished {
-                changes.commit(overlay, &exclusions)
+                changes.commit(overlay, &exclusions, modes)
             } else {
                 drop(overlay.finish());
                 ChangeSet::default()

@@ -197,3 +197,163 @@ fn write_workspace(dir: &Path) -> anyhow::Result<()> {
 
 /// How many lines grep prints over the workspace: one per file.
 pub const GREP_MATCHES: usize = WORKSPACE_FILES;
+
+/// The small Python project `run_command` tests (shaped like the demo's sample,
+/// scripts/demo/workspace, with a suite that passes): `src/calc.py`, ten unittest tests in
+/// `tests/test_calc.py`, and a README. One test exports a report through the library, so
+/// every run of the suite writes [`PYTHON_REPORT`] (in the new directory
+/// [`PYTHON_REPORT_DIR`]); nothing else: the profile's `PYTHONDONTWRITEBYTECODE=1` keeps
+/// `__pycache__` out.
+pub fn write_python_project(dir: &Path) -> anyhow::Result<()> {
+    for sub in ["src", "tests"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+    }
+    std::fs::write(
+        dir.join("README.md"),
+        "# calc\n\nSmall helpers and their tests: `python3 -m unittest tests.test_calc`.\n",
+    )?;
+    std::fs::write(dir.join("src/calc.py"), PYTHON_MODULE)?;
+    std::fs::write(dir.join("tests/test_calc.py"), PYTHON_TESTS)?;
+    Ok(())
+}
+
+/// The command line that runs the Python project's suite, and what its output ends with.
+pub const PYTHON_SUITE: &str = "python3 -m unittest tests.test_calc";
+pub const PYTHON_SUITE_OK: &str = "Ran 10 tests";
+/// What one run of the suite adds to the project.
+pub const PYTHON_REPORT_DIR: &str = "reports";
+pub const PYTHON_REPORT: &str = "reports/summary.csv";
+
+const PYTHON_MODULE: &str = r#"""Small helpers: arithmetic, text and a CSV report."""
+
+import csv
+import os
+
+
+def add(a, b):
+    return a + b
+
+
+def mean(values):
+    """The arithmetic mean of a non-empty list of numbers."""
+    if not values:
+        raise ValueError("mean of an empty list")
+    return sum(values) / len(values)
+
+
+def median(values):
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("median of an empty list")
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def clamp(value, low, high):
+    return max(low, min(high, value))
+
+
+def slugify(text):
+    words = "".join(c.lower() if c.isalnum() else " " for c in text).split()
+    return "-".join(words)
+
+
+def word_count(text):
+    counts = {}
+    for word in text.lower().split():
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def fizzbuzz(n):
+    return ["Fizz" * (i % 3 == 0) + "Buzz" * (i % 5 == 0) or str(i) for i in range(1, n + 1)]
+
+
+def write_report(path, rows):
+    """Writes `rows` (name, value) as CSV with a header; returns how many rows it wrote."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["name", "value"])
+        writer.writerows(rows)
+    return len(rows)
+"#;
+
+const PYTHON_TESTS: &str = r#"import csv
+import unittest
+
+from src.calc import add, clamp, fizzbuzz, mean, median, slugify, word_count, write_report
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_mean(self):
+        self.assertEqual(mean([1, 2, 3, 4]), 2.5)
+
+    def test_mean_of_nothing(self):
+        with self.assertRaises(ValueError):
+            mean([])
+
+    def test_median_odd(self):
+        self.assertEqual(median([5, 1, 3]), 3)
+
+    def test_median_even(self):
+        self.assertEqual(median([4, 1, 3, 2]), 2.5)
+
+    def test_clamp(self):
+        self.assertEqual([clamp(v, 0, 10) for v in (-5, 5, 15)], [0, 5, 10])
+
+    def test_slugify(self):
+        self.assertEqual(slugify("Hello, World! 2026"), "hello-world-2026")
+
+    def test_word_count(self):
+        self.assertEqual(word_count("a b A c b a"), {"a": 3, "b": 2, "c": 1})
+
+    def test_fizzbuzz(self):
+        self.assertEqual(fizzbuzz(15)[-1], "FizzBuzz")
+        self.assertEqual(fizzbuzz(5), ["1", "2", "Fizz", "4", "Buzz"])
+
+    def test_report(self):
+        rows = [("add", add(2, 3)), ("mean", mean([1, 2, 3, 4])), ("median", median([3, 1, 2]))]
+        self.assertEqual(write_report("reports/summary.csv", rows), 3)
+        with open("reports/summary.csv", newline="") as written:
+            self.assertEqual(len(list(csv.reader(written))), 4)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"#;
+
+/// Files in the write-heavy workspace's `data/`, of which the command modifies the first
+/// [`WRITE_MODIFIED`]; it adds [`WRITE_ADDED`] files under `gen/`.
+pub const WRITE_DATA_FILES: usize = 40;
+pub const WRITE_ADDED: usize = 200;
+pub const WRITE_MODIFIED: usize = 20;
+
+/// The write-heavy workspace's `data/` as it is before each call (rewritten between calls).
+pub fn write_data_files(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir.join("data"))?;
+    for file in 1..=WRITE_DATA_FILES {
+        std::fs::write(
+            dir.join(format!("data/file_{file}.txt")),
+            format!("data file {file}\n"),
+        )?;
+    }
+    Ok(())
+}
+
+/// The write-heavy command: `WRITE_ADDED` small files in a new `gen/` and a line appended to
+/// `WRITE_MODIFIED` files of `data/`, with shell built-ins only (dash's `echo`, `[` and
+/// redirections: one process besides `mkdir`), so that the writes, not process starts,
+/// dominate.
+pub fn write_command() -> String {
+    format!(
+        "mkdir gen && i=0 && while [ $i -lt {WRITE_ADDED} ]; do i=$((i+1)); \
+         echo \"generated $i\" > gen/file_$i.txt; done && i=0 && \
+         while [ $i -lt {WRITE_MODIFIED} ]; do i=$((i+1)); echo changed >> data/file_$i.txt; done"
+    )
+}

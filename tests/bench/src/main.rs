@@ -7,6 +7,7 @@
 //! target.
 
 mod agent_loop;
+mod changes;
 mod client;
 mod cold_start;
 mod daemon;
@@ -67,6 +68,8 @@ enum Section {
     Cold,
     /// 6: a hosted MCP server's tool, against the MCP SDK calling it directly.
     Mcp,
+    /// 7: `run_command` with its overlay and change set, against the same command without.
+    Changes,
 }
 
 /// What every section gets.
@@ -164,6 +167,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Scale, _) => scale::run(bench, &mut report).await,
             (Section::Cold, _) => cold_start::run(bench, &mut report).await,
             (Section::Mcp, _) => mcp_call::run(bench, &mut report).await,
+            (Section::Changes, _) => changes::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -190,6 +190,12 @@ async fn a_patch_that_does_not_apply_changes_nothing() {
         "def add(a, b):\n    return a - b\n"
     );
 
+    // WASI cannot set modes: a patched executable stays executable.
+    std::fs::set_permissions(
+        workspace.join("calc.py"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let applied = daemon
         .exec("apply_patch", json!({"patch": FIX}), Some(&workspace))
         .await;
@@ -202,6 +208,13 @@ async fn a_patch_that_does_not_apply_changes_nothing() {
     assert_eq!(
         paths(&set),
         [("calc.py".into(), pb::ChangeKind::Modified as i32)]
+    );
+    let meta = std::fs::metadata(workspace.join("calc.py")).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o755);
+    assert!(
+        std::fs::read_to_string(workspace.join("calc.py"))
+            .unwrap()
+            .contains("a + b")
     );
 }
 

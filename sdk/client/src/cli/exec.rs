@@ -140,6 +140,14 @@ fn report<O: Write, E: Write>(
     if !message.is_empty() {
         out.line(message)?;
     }
+    // What the call changed in the workspace, on stderr with the status: stdout stays the
+    // tool's output alone.
+    if let Some(changes) = &result.changes {
+        out.line("changed in the workspace:")?;
+        for line in render::change_set_lines(changes, "  ") {
+            out.line(&line)?;
+        }
+    }
     Ok(())
 }
 

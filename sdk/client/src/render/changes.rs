@@ -1,6 +1,8 @@
 //! Change sets as people read them: one line per path, `git status` style, and a run's change
 //! sets step by step; their JSON view is in `run_json`.
 
+use serde::Serialize;
+
 use crate::proto::{ChangeKind, ChangeSet, FileChange, ListChangesResponse, RevertRunResponse};
 
 /// The letter `git status --short` would show, and the kind's name.
@@ -88,6 +90,39 @@ pub fn revert_lines(revert: &RevertRunResponse) -> Vec<String> {
         lines.push("nothing to revert: the workspace is already as it was".into());
     }
     lines
+}
+
+/// One path of a change set.
+#[derive(Serialize)]
+pub(super) struct ChangeView<'a> {
+    path: &'a str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    from: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    before_digest: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    after_digest: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    digest_only: &'a str,
+    applied: bool,
+}
+
+impl<'a> From<&'a crate::proto::FileChange> for ChangeView<'a> {
+    fn from(change: &'a crate::proto::FileChange) -> Self {
+        let digest = |state: &'a Option<crate::proto::FileState>| {
+            state.as_ref().map_or("", |state| state.digest.as_str())
+        };
+        ChangeView {
+            path: &change.path,
+            kind: change_kind_name(change.kind).1,
+            from: &change.from,
+            before_digest: digest(&change.before),
+            after_digest: digest(&change.after),
+            digest_only: &change.digest_only,
+            applied: change.applied,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -65,39 +65,6 @@ fn line(view: &impl Serialize) -> String {
     text
 }
 
-/// One path of a change set.
-#[derive(Serialize)]
-struct ChangeView<'a> {
-    path: &'a str,
-    kind: &'static str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    from: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    before_digest: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    after_digest: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    digest_only: &'a str,
-    applied: bool,
-}
-
-impl<'a> From<&'a crate::proto::FileChange> for ChangeView<'a> {
-    fn from(change: &'a crate::proto::FileChange) -> Self {
-        let digest = |state: &'a Option<crate::proto::FileState>| {
-            state.as_ref().map_or("", |state| state.digest.as_str())
-        };
-        ChangeView {
-            path: &change.path,
-            kind: super::changes::change_kind_name(change.kind).1,
-            from: &change.from,
-            before_digest: digest(&change.before),
-            after_digest: digest(&change.after),
-            digest_only: &change.digest_only,
-            applied: change.applied,
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct EventView<'a> {
     run_id: &'a str,
@@ -172,7 +139,7 @@ enum EventBody<'a> {
     Changes {
         call_id: &'a str,
         tool: &'a str,
-        changes: Vec<ChangeView<'a>>,
+        changes: Vec<super::changes::ChangeView<'a>>,
         not_applied: &'a str,
     },
     RunResumed {
@@ -262,7 +229,12 @@ impl<'a> From<&'a Event> for EventBody<'a> {
                     call_id: &changes.call_id,
                     tool: &changes.tool,
                     changes: set
-                        .map(|set| set.changes.iter().map(ChangeView::from).collect())
+                        .map(|set| {
+                            set.changes
+                                .iter()
+                                .map(super::changes::ChangeView::from)
+                                .collect()
+                        })
                         .unwrap_or_default(),
                     not_applied: set.map_or("", |set| set.not_applied.as_str()),
                 }

@@ -124,6 +124,9 @@ pub(super) struct ResultView<'a> {
     exit_code: Option<i32>,
     error_message: &'a str,
     metadata: Option<MetadataView<'a>>,
+    /// What the call changed in its workspace, when it could write there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changes: Option<Vec<super::changes::ChangeView<'a>>>,
 }
 
 #[derive(Serialize)]
@@ -141,6 +144,12 @@ struct MetadataView<'a> {
 impl<'a> From<&'a ToolResult> for ResultView<'a> {
     fn from(result: &'a ToolResult) -> Self {
         Self {
+            changes: result.changes.as_ref().map(|set| {
+                set.changes
+                    .iter()
+                    .map(super::changes::ChangeView::from)
+                    .collect()
+            }),
             execution_id: &result.execution_id,
             status: status_name(result.status),
             content: &result.content,

@@ -136,10 +136,16 @@ impl Daemon {
                 .map(|(name, addrs)| (name.clone(), addrs.clone()))
                 .collect(),
         ));
+        let changes = Changes::open(&config.state_dir, BLOB_CAP_BYTES)
+            .inspect_err(|err| {
+                tracing::warn!(error = %err, "tools that write the workspace will be refused");
+            })
+            .map_err(|err| err.to_string());
         let mcp = Arc::new(McpEngine::new(
             process.clone(),
             config.state_dir.clone(),
             resolver.clone(),
+            changes.as_ref().ok().cloned(),
         ));
         let engines = Engines::default()
             .with(Arc::new(wasm))
@@ -191,13 +197,7 @@ impl Daemon {
             Executor::new(Arc::new(registry), workspaces)
                 .with_kept_outputs(Arc::new(kept))
                 .with_resolver(resolver)
-                .with_changes(
-                    Changes::open(&config.state_dir, BLOB_CAP_BYTES)
-                        .inspect_err(|err| {
-                            tracing::warn!(error = %err, "tools that write the workspace will be refused");
-                        })
-                        .map_err(|err| err.to_string()),
-                ),
+                .with_changes(changes),
         );
         let otlp = match &config.otlp_endpoint {
             Some(endpoint) => {

@@ -22,7 +22,17 @@ use super::capture::{lower_stat, open_lower, split};
 use super::overlay::Upper;
 use super::{ChangeError, ChangeSet, Kind, Node, State};
 
-pub fn apply(upper: &Upper, set: &mut ChangeSet) -> Result<(), ChangeError> {
+/// How a file gets from the upper layer into the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// Renamed out of the upper layer when it can be (the overlay is done with).
+    Move,
+    /// Copied: the overlay is still in use (a hosted server's), and the file must stay in
+    /// its upper layer, where the server's next writes go.
+    Copy,
+}
+
+pub fn apply(upper: &Upper, set: &mut ChangeSet, transfer: Transfer) -> Result<(), ChangeError> {
     let workspace = upper.workspace.as_fd();
     let mut removals: Vec<(usize, String, bool)> = Vec::new();
     for (index, change) in set.changes.iter().enumerate() {
@@ -49,7 +59,8 @@ pub fn apply(upper: &Upper, set: &mut ChangeSet) -> Result<(), ChangeError> {
     for change in &mut set.changes {
         let Some(after) = &change.after else { continue };
         let path = change.path.as_str();
-        place(upper, workspace, path, change.kind, after).map_err(|err| apply_error(path, err))?;
+        place(upper, workspace, path, change.kind, after, transfer)
+            .map_err(|err| apply_error(path, err))?;
         change.applied = true;
     }
     Ok(())
@@ -107,6 +118,7 @@ fn place(
     path: &str,
     kind: Kind,
     after: &State,
+    transfer: Transfer,
 ) -> std::io::Result<()> {
     let (dir, name) = parent_dir(workspace, path)?;
     // A changed path keeps its owner; a new one belongs to the workspace's owner, as it would
@@ -141,7 +153,12 @@ fn place(
         Node::File => {
             let temp = temp_name();
             let source = upper.path.join(path);
-            let moved = rustix::fs::renameat(rustix::fs::CWD, &source, &dir, temp.as_str());
+            let moved = match transfer {
+                Transfer::Move => {
+                    rustix::fs::renameat(rustix::fs::CWD, &source, &dir, temp.as_str())
+                }
+                Transfer::Copy => Err(rustix::io::Errno::XDEV),
+            };
             match moved {
                 Ok(()) => {}
                 Err(rustix::io::Errno::XDEV) => {

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use apply::Transfer;
 pub use blobs::Blobs;
 pub use capture::Modes;
 pub use copy::copy_tree;
@@ -189,7 +190,31 @@ impl Changes {
                 };
             }
         };
-        if let Err(err) = apply::apply(&upper, &mut set) {
+        if let Err(err) = apply::apply(&upper, &mut set, Transfer::Move) {
+            set.not_applied = Some(err.to_string());
+        }
+        set
+    }
+
+    /// Records what was written through `overlay` since the last sync and applies it to the
+    /// workspace, leaving the overlay in use (blocking): a hosted server's overlay, after each
+    /// of its calls. What was applied before is in both layers alike, so it is no change now.
+    ///
+    /// Overlayfs leaves changes to a lower layer under a mounted overlay undefined; these are
+    /// only ever to paths the upper layer already shadows (a copied file, a whiteout), which
+    /// the overlay never reads from the lower layer again.
+    pub fn sync(&self, overlay: &Overlay, exclusions: &Exclusions, modes: Modes) -> ChangeSet {
+        let upper = overlay.upper();
+        let mut set = match capture::capture(upper, exclusions, &self.blobs, modes) {
+            Ok(set) => set,
+            Err(err) => {
+                return ChangeSet {
+                    not_applied: Some(err.to_string()),
+                    ..ChangeSet::default()
+                };
+            }
+        };
+        if let Err(err) = apply::apply(upper, &mut set, Transfer::Copy) {
             set.not_applied = Some(err.to_string());
         }
         set

@@ -191,6 +191,11 @@ impl Overlay {
         self.upper.owner
     }
 
+    /// The upper layer, while the overlay is still in use.
+    pub fn upper(&self) -> &Upper {
+        &self.upper
+    }
+
     /// Lets go of the merged view; what is left is the record of the call's changes.
     pub fn finish(self) -> Upper {
         drop(self.merged);

@@ -97,6 +97,9 @@ pub struct Launch {
     /// The overlay the call writes through, when its profile lets it write the workspace:
     /// the engine gives the tool the overlay's view instead of the workspace (see `changes`).
     pub overlay: Option<Arc<crate::changes::Overlay>>,
+    /// Where an engine that records a call's changes itself (a hosted server's, whose overlay
+    /// outlives the call) leaves the call's change set.
+    pub changed: Arc<std::sync::OnceLock<crate::changes::ChangeSet>>,
     pub profile: Arc<Profile>,
     /// Where stdout and stderr go, under the profile's output limit.
     pub capture: Arc<OutputCapture>,

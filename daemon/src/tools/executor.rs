@@ -283,12 +283,14 @@ impl Executor {
                 call.egress_approver.clone(),
             ))),
         };
+        let changed = Arc::new(std::sync::OnceLock::new());
         // The tool reads the arguments as validated, re-serialised: a parser of its own can
         // never see a document (duplicate keys, odd escapes) that differs from what passed.
         let launch = Launch {
             stdin: Bytes::from(arguments.to_string()),
             workspace: call.workspace,
             overlay: None,
+            changed: changed.clone(),
             profile: profile.clone(),
             capture: capture.clone(),
             stats: stats.clone(),
@@ -322,7 +324,7 @@ impl Executor {
         // What the call wrote reaches the workspace only if the tool ended on its own; a
         // call that was stopped (or crashed out of its sandbox) leaves it untouched.
         let changes = match overlay {
-            None => None,
+            None => Arc::into_inner(changed).and_then(std::sync::OnceLock::into_inner),
             Some((overlay, exclusions)) => {
                 let finished = matches!(outcome, Ok(Exit::Code(_))) && !capture.has_overflowed();
                 // WASI cannot set a file's mode: a rewritten file keeps its own.

@@ -5,6 +5,7 @@
 //! Each attack asserts its outcome and what it left behind. The servers come from
 //! `tests/mcp/install.sh` (run by the test command); without them the tests fail saying so.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -613,7 +614,7 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
 
     let workspace = daemon.workspace("project");
     std::fs::write(workspace.join("notes.md"), "# notes\n").unwrap();
-    // A user's workspace: the server acts as its owner (a root-owned one it could not write).
+    // A user's workspace: the server acts as its owner.
     std::os::unix::fs::chown(&workspace, Some(42103), Some(42103)).unwrap();
     let ws = Some(workspace.as_path());
     let listing = daemon
@@ -621,18 +622,71 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
         .await;
     listing.assert_status(ToolStatus::Ok);
     assert!(listing.result().content.contains("notes.md"), "{listing:?}");
-    daemon
+    let wrote = daemon
         .exec(
             "fs__write_file",
             json!({"path": "/workspace/todo.md", "content": "- ship it\n"}),
             ws,
         )
-        .await
-        .assert_status(ToolStatus::Ok);
+        .await;
+    wrote.assert_status(ToolStatus::Ok);
     assert_eq!(
         std::fs::read_to_string(workspace.join("todo.md")).unwrap(),
         "- ship it\n"
     );
+    // Each call's change set is that call's alone: the server writes an overlay, recorded
+    // and applied after every call.
+    let changed = |execution: &airlock_tests::Execution| -> Vec<(String, i32)> {
+        execution
+            .result()
+            .changes
+            .as_ref()
+            .map(|set| {
+                set.changes
+                    .iter()
+                    .map(|change| (change.path.clone(), change.kind))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        changed(&wrote),
+        [("todo.md".into(), pb::ChangeKind::Added as i32)]
+    );
+    let meta = std::fs::metadata(workspace.join("todo.md")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (42103, 42103),
+        "the workspace owner's"
+    );
+    let rewrote = daemon
+        .exec(
+            "fs__write_file",
+            json!({"path": "/workspace/notes.md", "content": "# notes\n\nmore\n"}),
+            ws,
+        )
+        .await;
+    rewrote.assert_status(ToolStatus::Ok);
+    assert_eq!(
+        changed(&rewrote),
+        [("notes.md".into(), pb::ChangeKind::Modified as i32)]
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("notes.md")).unwrap(),
+        "# notes\n\nmore\n"
+    );
+
+    // A root-owned workspace is writable too, through the idmapped mount; files stay root's.
+    let rooted = daemon.workspace("rooted");
+    let wrote = daemon
+        .exec(
+            "fs__write_file",
+            json!({"path": "/workspace/a.txt", "content": "a\n"}),
+            Some(rooted.as_path()),
+        )
+        .await;
+    wrote.assert_status(ToolStatus::Ok);
+    assert_eq!(std::fs::metadata(rooted.join("a.txt")).unwrap().uid(), 0);
     // Outside the directory it was given, and outside its sandbox either way.
     let secret = daemon
         .exec("fs__read_text_file", json!({"path": "/etc/passwd"}), ws)

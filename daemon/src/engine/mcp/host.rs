@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::client::AskerSlot;
-use super::instance::{Instance, Listing};
+use super::instance::{Instance, Listing, Recording};
 use super::trust::{Distrust, TrustStore};
+use crate::changes::{Changes, Exclusions};
 use crate::egress::{Gate, Resolver, Rules};
 use crate::engine::McpServer;
 use crate::engine::process::{ServerProgram, ServerStart};
@@ -68,6 +69,9 @@ pub struct Host {
     secrets: Secrets,
     pub trust: TrustStore,
     asker: AskerSlot,
+    /// Where a writing server's changes are recorded; none where this daemon cannot, and
+    /// then such a server's instances are refused.
+    changes: Option<Changes>,
     entries: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Entry>>>>,
     /// Whether the idle reaper has been started.
     reaping: AtomicBool,
@@ -96,6 +100,7 @@ impl Host {
         secrets: Secrets,
         trust: TrustStore,
         asker: AskerSlot,
+        changes: Option<Changes>,
     ) -> Host {
         Host {
             name,
@@ -105,14 +110,21 @@ impl Host {
             secrets,
             trust,
             asker,
+            changes,
             entries: Mutex::default(),
             reaping: AtomicBool::new(false),
         }
     }
 
-    fn start_spec(&self, workspace: Option<PathBuf>, egress: Option<&Arc<Gate>>) -> ServerStart {
+    fn start_spec(
+        &self,
+        workspace: Option<PathBuf>,
+        root: Option<std::os::fd::OwnedFd>,
+        egress: Option<&Arc<Gate>>,
+    ) -> ServerStart {
         ServerStart {
             workspace,
+            root,
             env: self.secrets.environment(&self.profile),
             read_only: !self.spec.writes_workspace,
             egress: egress.map(|gate| Arc::new(gate.detached())),
@@ -142,6 +154,32 @@ impl Host {
         })
     }
 
+    /// A fresh overlay over `workspace` for a writing instance.
+    async fn recording(&self, workspace: &std::path::Path) -> Result<Recording, String> {
+        let changes = self.changes.clone().ok_or_else(|| {
+            format!(
+                "MCP server `{}` may write its workspace, and this daemon cannot record what it changes",
+                self.name
+            )
+        })?;
+        let workspace = workspace.to_owned();
+        let patterns = self.profile.change_exclusions.clone();
+        let call = format!("mcp-{}-{:016x}", self.name, fastrand::u64(..));
+        tokio::task::spawn_blocking(move || {
+            let exclusions = Exclusions::for_workspace(&workspace, &patterns);
+            let overlay = changes
+                .overlay(&workspace, &call)
+                .map_err(|err| err.to_string())?;
+            Ok(Recording {
+                changes,
+                overlay,
+                exclusions,
+            })
+        })
+        .await
+        .map_err(|err| format!("the overlay's set-up panicked: {err}"))?
+    }
+
     /// A new instance: a program started in its sandbox, or a connection to a remote server.
     async fn open(
         &self,
@@ -152,12 +190,29 @@ impl Host {
     ) -> Result<Instance, String> {
         match &self.origin {
             Origin::Program(program) => {
+                // A writing server writes an overlay, recorded after each call; the instance
+                // that lists the tools at load writes nothing that matters.
+                let recording = match (&workspace, serial) {
+                    (Some(workspace), true) => Some(self.recording(workspace).await?),
+                    _ => None,
+                };
+                let root = match &recording {
+                    Some(recording) => Some(
+                        recording
+                            .overlay
+                            .root()
+                            .try_clone_to_owned()
+                            .map_err(|err| format!("cannot use the workspace overlay: {err}"))?,
+                    ),
+                    None => None,
+                };
                 Instance::start(
                     &self.name,
                     program,
-                    self.start_spec(workspace, egress),
+                    self.start_spec(workspace, root, egress),
                     serial,
                     (tenant, self.asker.clone()),
+                    recording,
                 )
                 .await
             }

@@ -75,6 +75,36 @@ pub struct Instance {
     pub started_at: Instant,
     /// Held by each call of a server that may write its workspace: one at a time.
     pub serial: Option<tokio::sync::Mutex<()>>,
+    /// The overlay a writing server's workspace is, whose changes are recorded after each
+    /// call (see `changes`).
+    pub recording: Option<Arc<Recording>>,
+}
+
+/// A writing server's overlay, and how its changes are recorded.
+pub struct Recording {
+    pub changes: crate::changes::Changes,
+    pub overlay: crate::changes::Overlay,
+    /// The workspace's exclusions as they were when the instance started.
+    pub exclusions: crate::changes::Exclusions,
+}
+
+impl Recording {
+    /// What the server changed since the last call, applied to the workspace.
+    pub async fn sync(self: &Arc<Self>) -> crate::changes::ChangeSet {
+        let recording = self.clone();
+        tokio::task::spawn_blocking(move || {
+            recording.changes.sync(
+                &recording.overlay,
+                &recording.exclusions,
+                crate::changes::Modes::Tool,
+            )
+        })
+        .await
+        .unwrap_or_else(|err| crate::changes::ChangeSet {
+            not_applied: Some(format!("recording the call's changes panicked: {err}")),
+            ..Default::default()
+        })
+    }
 }
 
 impl Instance {
@@ -85,6 +115,7 @@ impl Instance {
         start: ServerStart,
         serial: bool,
         asking: (Option<String>, AskerSlot),
+        recording: Option<Recording>,
     ) -> Result<Instance, String> {
         let workspace = start.workspace.is_some();
         let mut server = program.start(start).await?;
@@ -160,6 +191,7 @@ impl Instance {
             last_used: Mutex::new(Instant::now()),
             started_at: Instant::now(),
             serial: serial.then(|| tokio::sync::Mutex::new(())),
+            recording: recording.map(Arc::new),
         };
         instance.relist(name).await?;
         tracing::info!(server = name, pid, "MCP server started");
@@ -251,6 +283,7 @@ impl Instance {
             last_used: Mutex::new(Instant::now()),
             started_at: Instant::now(),
             serial: None,
+            recording: None,
         };
         instance.relist(name).await?;
         tracing::info!(server = name, %url, "connected to a remote MCP server");

@@ -19,6 +19,7 @@ mod names;
 mod tool;
 pub mod trust;
 
+use crate::changes::Changes;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -72,6 +73,8 @@ pub struct McpEngine {
     resolver: Arc<Resolver>,
     /// Who answers servers' questions, once the daemon has an approval broker.
     asker: client::AskerSlot,
+    /// Where writing servers' changes are recorded.
+    changes: Option<Changes>,
 }
 
 impl McpEngine {
@@ -79,12 +82,14 @@ impl McpEngine {
         process: Arc<ProcessEngine>,
         state_dir: PathBuf,
         resolver: Arc<Resolver>,
+        changes: Option<Changes>,
     ) -> McpEngine {
         McpEngine {
             process,
             state_dir,
             resolver,
             asker: Arc::default(),
+            changes,
         }
     }
 
@@ -136,6 +141,7 @@ impl McpEngine {
             image.secrets.clone(),
             trust,
             self.asker.clone(),
+            self.changes.clone(),
         ));
         let workspace = profile.grants_workspace().then_some(listing_workspace);
         let listing = host.list_once(workspace).map_err(&invalid)?;

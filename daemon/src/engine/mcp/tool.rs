@@ -91,6 +91,11 @@ impl McpTool {
         watch.lease = None;
         match answer {
             Ok(result) => {
+                // Still this call's turn: what the server wrote since the last call is this
+                // call's doing.
+                if let Some(recording) = &instance.recording {
+                    let _ = launch.changed.set(recording.sync().await);
+                }
                 let document = abi_document(result);
                 // Over the limit, the executor reports it; nothing else to do here.
                 let _ = launch

@@ -37,6 +37,8 @@ pub struct ServerProgram {
 pub struct ServerStart {
     /// The instance's workspace on the host.
     pub workspace: Option<PathBuf>,
+    /// The workspace as the server sees it, when that is an overlay over it (see `changes`).
+    pub root: Option<std::os::fd::OwnedFd>,
     /// The whole environment: the profile's, the server's secrets.
     pub env: Vec<(String, String)>,
     /// Every grant read-only, the workspace included.
@@ -96,7 +98,7 @@ impl ServerProgram {
     pub async fn start(&self, start: ServerStart) -> Result<RunningServer, String> {
         let env = sandbox_env(&self.blueprint, start.env);
         let call = CallSpec {
-            root: None,
+            root: start.root,
             workspace: start.workspace,
             argv: self.argv.clone(),
             env,

@@ -673,6 +673,7 @@ mod tests {
             stdin: bytes::Bytes::from_static(b"{}"),
             workspace: None,
             overlay: None,
+            changed: Default::default(),
             profile,
             capture: OutputCapture::new(1024, None),
             stats: Arc::new(RunStats::default()),

@@ -265,6 +265,7 @@ impl EngineCall<'_> {
             stdin: Bytes::from(self.program.arguments.clone()),
             workspace: Some(self.workspace.to_owned()),
             overlay: None,
+            changed: Default::default(),
             profile: self.profile.clone(),
             capture: capture.clone(),
             stats: Arc::new(RunStats::default()),

@@ -142,6 +142,7 @@ async fn call_in_process(
         stdin: Bytes::from_static(ARGUMENTS.as_bytes()),
         workspace: None,
         overlay: None,
+        changed: Default::default(),
         profile: profile.clone(),
         capture: capture.clone(),
         stats: Arc::new(RunStats::default()),

@@ -3,8 +3,11 @@
 # missing, builds the daemon, the CLI and the WebAssembly tools, starts airlockd on a free
 # loopback port over a copy of a sample workspace, runs the first tools against it with the
 # `airlock` CLI, then an agent run (a scripted model, so no API key is needed) that reads
-# the code, proposes a fix that an approver accepts, and finishes; prints the run's trace;
-# and stops the daemon.
+# the code, runs the tests with run_command (they fail), fixes the bug with apply_patch, runs
+# the tests again (they pass) and finishes, each command and the patch accepted by an
+# approver; checks all that from the run's events and the workspace rather than taking the
+# model's word for it; prints the run's trace and its changes; undoes the fix with `airlock
+# revert` and checks that the bug, and the failing test, are back; and stops the daemon.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,6 +67,15 @@ run() {
     "$airlock" --server "$server" "$@"
 }
 
+# Runs the sample's tests in the workspace, outside any sandbox (-B: no __pycache__ left
+# behind), prints their summary and returns their exit status.
+sample_tests() {
+    local output status=0
+    output="$(cd "$workspace" && python3 -B -m unittest discover -s tests 2>&1)" || status=$?
+    tail -n 3 <<<"$output" >&2
+    return "$status"
+}
+
 say "the tools it serves"
 run tools list
 
@@ -85,19 +97,48 @@ run tools exec write_file --args "$args" --workspace "$workspace"
 say "what the sandbox refuses: a path outside the workspace"
 run tools exec read_file --args '{"path": "../../etc/passwd"}' --workspace "$workspace" || true
 
-say "an agent run: the model reads the code and proposes a fix; the approver (here: y) agrees"
-printf 'y\n' | run run "fix the failing test in this workspace" --workspace "$workspace" \
-    --model "scripted:$repo/scripts/demo/fix-mean.yaml" --policy risky
-grep -q "return sum(values) / len(values)" "$workspace/src/calc.py" ||
-    die "the approved fix did not reach the workspace"
-say "the sample's tests, after the fix"
-(cd "$workspace" && python3 -m unittest tests.test_calc 2>&1 | tail -3)
-
-say "the run's trace: every step, model call, permission decision and tool call, timed"
+say "an agent run: the model reads the code, runs the tests (they fail), patches the bug and runs them again"
+# The policy puts every run_command (exec) and apply_patch (write) call to an approver: here,
+# standard input, one line per request — the tests, the patch, the tests again. A request
+# past the last line is denied, and the checks below catch the run that follows.
+printf 'y\ny\ny\n' | run run "fix the failing test in this workspace" --workspace "$workspace" \
+    --model "scripted:$repo/scripts/demo/fix-mean.yaml" --policy risky ||
+    die "the agent run did not end with an answer"
 # The daemon lists runs newest first, and this daemon has run only the demo's.
 run_id="$("$airlock" --server "$server" runs list --limit 1 --json |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["run_id"])')"
+
+say "checking what happened from the run's events, not the model's final answer"
+run runs attach "$run_id" --json >"$work/events.jsonl"
+# Prints the failing test run's output and each step's result; the patch's step on stdout.
+patch_step="$(python3 scripts/demo/check-run.py "$work/events.jsonl")" ||
+    die "the agent run did not test, patch and test again as it should"
+grep -qF "return sum(values) / len(values)" "$workspace/src/calc.py" ||
+    die "the patch did not reach the workspace"
+if grep -qF "(len(values) - 1)" "$workspace/src/calc.py"; then
+    die "the bug is still in the workspace"
+fi
+
+say "the sample's tests, run here after the fix"
+sample_tests || die "the sample's tests fail after the fix"
+
+say "the run's trace: every step, model call, permission decision and tool call, timed"
 run runs trace "$run_id"
+
+say "what the run changed in the workspace, step by step"
+run changes "$run_id" --diff
+
+say "undoing the fix: the workspace back as it was before step $patch_step (the patch)"
+run revert "$run_id" --to-step "$patch_step"
+cmp -s scripts/demo/workspace/src/calc.py "$workspace/src/calc.py" ||
+    die "src/calc.py is not back to the buggy version after the revert"
+echo "src/calc.py is the original again:" >&2
+grep -nF "(len(values) - 1)" "$workspace/src/calc.py" >&2
+
+say "the sample's tests, run here after the revert: they fail again"
+if sample_tests; then
+    die "the sample's tests pass after the revert"
+fi
 
 say "stopping airlockd"
 kill -TERM "$daemon_pid"

@@ -43,11 +43,14 @@ pub enum Point {
     /// Inside the store's transaction, right after it appended an event (counted per event,
     /// whatever else the transaction commits with it), before it commits.
     StoreCommit,
+    /// Applying a change set to the workspace, right after one path landed (counted per
+    /// path), before the next.
+    ChangesApply,
 }
 
 impl Point {
     #[cfg(debug_assertions)]
-    const ALL: [Point; 11] = [
+    const ALL: [Point; 12] = [
         Point::ProcessClone,
         Point::ProcessUidMap,
         Point::ProcessIdentity,
@@ -59,6 +62,7 @@ impl Point {
         Point::WasmCompile,
         Point::WasmInstantiate,
         Point::StoreCommit,
+        Point::ChangesApply,
     ];
 
     /// The name tests use, as in `AIRLOCK_TEST_PAUSE`.
@@ -75,6 +79,7 @@ impl Point {
             Point::WasmCompile => "wasm:compile",
             Point::WasmInstantiate => "wasm:instantiate",
             Point::StoreCommit => "store:commit",
+            Point::ChangesApply => "changes:apply",
         }
     }
 

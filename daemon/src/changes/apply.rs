@@ -21,6 +21,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use super::capture::{lower_stat, open_lower, split};
 use super::overlay::Upper;
 use super::{ChangeError, ChangeSet, Kind, Node, State};
+use crate::pause::{self, Point};
 
 /// How a file gets from the upper layer into the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,7 @@ pub fn apply(upper: &Upper, set: &mut ChangeSet, transfer: Transfer) -> Result<(
         remove(workspace, &path, is_dir).map_err(|err| apply_error(&path, err))?;
         if set.changes[index].kind == Kind::Deleted {
             set.changes[index].applied = true;
+            pause::reached(Point::ChangesApply);
         }
     }
     for change in &mut set.changes {
@@ -62,6 +64,7 @@ pub fn apply(upper: &Upper, set: &mut ChangeSet, transfer: Transfer) -> Result<(
         place(upper, workspace, path, change.kind, after, transfer)
             .map_err(|err| apply_error(path, err))?;
         change.applied = true;
+        pause::reached(Point::ChangesApply);
     }
     Ok(())
 }

@@ -35,8 +35,8 @@ pub use capture::Modes;
 pub use copy::copy_tree;
 pub use exclude::Exclusions;
 pub use idmap::IdMap;
-pub use overlay::Overlay;
-pub use revert::{RevertError, RevertPlan, RevertReport};
+pub use overlay::{Overlay, Upper};
+pub use revert::{RevertError, RevertPlan, RevertReport, reconcile};
 
 /// Subdirectory of the daemon's state directory the change sets own.
 const CHANGES_DIR: &str = "changes";
@@ -180,17 +180,34 @@ impl Changes {
     /// Records what the call behind `overlay` changed and applies it to the workspace
     /// (blocking). The overlay must no longer be in use.
     pub fn commit(&self, overlay: Overlay, exclusions: &Exclusions, modes: Modes) -> ChangeSet {
+        match self.capture(overlay, exclusions, modes) {
+            Ok((upper, set)) => self.apply(&upper, set),
+            Err(set) => set,
+        }
+    }
+
+    /// What the call behind `overlay` changed, not applied yet (blocking): the change set to
+    /// journal before [`Changes::apply`]. A set that could not be captured comes back as the
+    /// error, saying why; the call's writes are then dropped.
+    pub fn capture(
+        &self,
+        overlay: Overlay,
+        exclusions: &Exclusions,
+        modes: Modes,
+    ) -> Result<(Upper, ChangeSet), ChangeSet> {
         let upper = overlay.finish();
-        let mut set = match capture::capture(&upper, exclusions, &self.blobs, modes) {
-            Ok(set) => set,
-            Err(err) => {
-                return ChangeSet {
-                    not_applied: Some(err.to_string()),
-                    ..ChangeSet::default()
-                };
-            }
-        };
-        if let Err(err) = apply::apply(&upper, &mut set, Transfer::Move) {
+        match capture::capture(&upper, exclusions, &self.blobs, modes) {
+            Ok(set) => Ok((upper, set)),
+            Err(err) => Err(ChangeSet {
+                not_applied: Some(err.to_string()),
+                ..ChangeSet::default()
+            }),
+        }
+    }
+
+    /// Applies a captured change set (blocking); each change says whether it landed.
+    pub fn apply(&self, upper: &Upper, mut set: ChangeSet) -> ChangeSet {
+        if let Err(err) = apply::apply(upper, &mut set, Transfer::Move) {
             set.not_applied = Some(err.to_string());
         }
         set

@@ -114,11 +114,13 @@ impl RevertPlan {
         let mut conflicts = Vec::new();
         for (path, target) in &self.targets {
             let now = current(workspace, path);
-            let differs = match (&target.expect, &now) {
-                (None, None) => false,
-                (Some(expect), Some(now)) => !same(expect, now),
-                _ => true,
+            let is = |state: &Option<State>| match (state, &now) {
+                (None, None) => true,
+                (Some(state), Some(now)) => same(state, now),
+                _ => false,
             };
+            // A path already back as it was (an earlier revert) is no conflict either.
+            let differs = !is(&target.expect) && !is(&target.restore);
             if differs {
                 conflicts.push(Conflict {
                     path: path.clone(),
@@ -349,6 +351,47 @@ fn restore_path(
             Ok(())
         }
     }
+}
+
+/// After a crash while `set` was being applied to `workspace`: marks each change applied
+/// exactly when its path is as the change left it, and says so in the set (blocking). Each
+/// path was renamed into place whole, so it is one side or the other — unless something else
+/// changed it since, which is named.
+pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::Result<()> {
+    let root = open_workspace(workspace)?;
+    let root = root.as_fd();
+    let matches = |state: &Option<State>, now: &Option<State>| match (state, now) {
+        (None, None) => true,
+        (Some(state), Some(now)) => same(state, now),
+        _ => false,
+    };
+    let mut landed = 0;
+    let mut neither = Vec::new();
+    for change in &mut set.changes {
+        let now = current(root, &change.path);
+        let from_gone = change
+            .from
+            .as_deref()
+            .is_none_or(|from| current(root, from).is_none());
+        change.applied = matches(&change.after, &now) && from_gone;
+        if change.applied {
+            landed += 1;
+        } else if !matches(&change.before, &now) && change.kind != Kind::Renamed {
+            neither.push(change.path.clone());
+        }
+    }
+    let mut note = format!(
+        "the daemon stopped while applying this change set: {landed} of {} path(s) had reached the workspace, each whole",
+        set.changes.len()
+    );
+    if !neither.is_empty() {
+        note.push_str(&format!(
+            "; changed since by something else: {}",
+            neither.join(", ")
+        ));
+    }
+    set.not_applied = Some(note);
+    Ok(())
 }
 
 /// Opens a workspace for a revert, never through a symlink.

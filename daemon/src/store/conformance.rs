@@ -332,6 +332,7 @@ async fn checkpoints_effects_approvals_and_grants_round_trip(store: &dyn Store, 
         idempotent: false,
         intent_at_ms: 6,
         result: None,
+        pending_changes: None,
     };
     store.record_intent(&intent).await.expect("intent");
     assert_eq!(
@@ -361,6 +362,33 @@ async fn checkpoints_effects_approvals_and_grants_round_trip(store: &dyn Store, 
             .await
             .is_err(),
         "a result without its intent"
+    );
+    let pending = pb::ChangeSet {
+        changes: vec![pb::FileChange {
+            path: "src/lib.rs".into(),
+            kind: pb::ChangeKind::Modified as i32,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    store
+        .record_pending_changes(run_id, &call_id, &pending)
+        .await
+        .expect("pending changes");
+    assert_eq!(
+        store
+            .effect(run_id, &call_id)
+            .await
+            .expect("read")
+            .and_then(|e| e.pending_changes),
+        Some(pending.clone())
+    );
+    assert!(
+        store
+            .record_pending_changes(run_id, &CallId::new(), &pending)
+            .await
+            .is_err(),
+        "changes without their intent"
     );
 
     let request = |network: Option<pb::NetworkAccess>| pb::ApprovalRequest {

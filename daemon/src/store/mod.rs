@@ -114,6 +114,9 @@ pub struct Effect {
     pub idempotent: bool,
     pub intent_at_ms: i64,
     pub result: Option<pb::ToolResult>,
+    /// The call's change set, as it was about to be applied: after a crash, which of its
+    /// paths reached the workspace is found by comparing them with it.
+    pub pending_changes: Option<pb::ChangeSet>,
 }
 
 /// How an approval request was answered.
@@ -287,6 +290,13 @@ pub trait Store: Send + Sync {
         run_id: &RunId,
         call_id: &CallId,
         result: &pb::ToolResult,
+    ) -> Pending<()>;
+    /// Journals a call's change set before it is applied. Must be committed before the apply.
+    fn record_pending_changes(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+        changes: &pb::ChangeSet,
     ) -> Pending<()>;
     fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>>;
 

@@ -73,12 +73,29 @@ pub struct Call {
     /// As in [`CallRequest`].
     pub tenant: Option<String>,
     pub in_run: bool,
+    /// Where the call's change set is journaled before it is applied: a run's effect journal.
+    /// `None` (gRPC ExecuteTool) applies at once.
+    pub change_journal: Option<Arc<dyn ChangeJournal>>,
+}
+
+/// Keeps a call's change set durably before it reaches the workspace, so that after a crash
+/// in the middle of applying it, which paths landed can be told (see `changes::reconcile`).
+#[async_trait::async_trait]
+pub trait ChangeJournal: Send + Sync {
+    /// Returns once `changes` is committed.
+    async fn pending(&self, changes: &ChangeSet) -> Result<(), String>;
 }
 
 impl Call {
     /// Lets the call ask `approver` about unlisted hosts (see [`Call::egress_approver`]).
     pub fn with_egress_approver(mut self, approver: Arc<dyn EgressApprover>) -> Call {
         self.egress_approver = Some(approver);
+        self
+    }
+
+    /// Journals the call's change set with `journal` before applying it.
+    pub fn with_change_journal(mut self, journal: Arc<dyn ChangeJournal>) -> Call {
+        self.change_journal = Some(journal);
         self
     }
 }
@@ -94,6 +111,7 @@ impl std::fmt::Debug for Call {
             .field("egress_approver", &self.egress_approver.is_some())
             .field("tenant", &self.tenant)
             .field("in_run", &self.in_run)
+            .field("change_journal", &self.change_journal.is_some())
             .finish()
     }
 }
@@ -213,6 +231,7 @@ impl Executor {
             egress_approver: None,
             tenant: request.tenant,
             in_run: request.in_run,
+            change_journal: None,
         })
     }
 
@@ -334,7 +353,11 @@ impl Executor {
                         Modes::Tool
                     }
                 };
-                Some(self.settle(overlay, exclusions, modes, finished).await)
+                let journal = call.change_journal.clone();
+                Some(
+                    self.settle(overlay, exclusions, modes, finished, journal)
+                        .await,
+                )
             }
         };
         let duration = started.elapsed();
@@ -440,13 +463,15 @@ impl Executor {
         .map_err(|err| err.to_string())
     }
 
-    /// Applies what a finished call wrote, or throws it away.
+    /// Applies what a finished call wrote (journaled first, when the call has a journal), or
+    /// throws it away.
     async fn settle(
         &self,
         overlay: Arc<Overlay>,
         exclusions: Exclusions,
         modes: Modes,
         finished: bool,
+        journal: Option<Arc<dyn ChangeJournal>>,
     ) -> ChangeSet {
         let Ok(changes) = self.changes.clone() else {
             return ChangeSet::default();
@@ -459,19 +484,40 @@ impl Executor {
                 ..ChangeSet::default()
             };
         };
-        let settled = tokio::task::spawn_blocking(move || {
-            if finished {
-                changes.commit(overlay, &exclusions, modes)
-            } else {
-                drop(overlay.finish());
-                ChangeSet::default()
-            }
-        })
-        .await;
-        settled.unwrap_or_else(|err| ChangeSet {
-            not_applied: Some(format!("applying the call's changes panicked: {err}")),
+        let panicked = |err: tokio::task::JoinError| ChangeSet {
+            not_applied: Some(format!("recording the call's changes panicked: {err}")),
             ..ChangeSet::default()
-        })
+        };
+        if !finished {
+            let _ = tokio::task::spawn_blocking(move || drop(overlay.finish())).await;
+            return ChangeSet::default();
+        }
+        let capturing = changes.clone();
+        let captured =
+            tokio::task::spawn_blocking(move || capturing.capture(overlay, &exclusions, modes))
+                .await;
+        let (upper, set) = match captured {
+            Ok(Ok(captured)) => captured,
+            Ok(Err(set)) => return set,
+            Err(err) => return panicked(err),
+        };
+        if let Some(journal) = journal
+            && !set.changes.is_empty()
+            && let Err(err) = journal.pending(&set).await
+        {
+            // Applied unjournaled, a crash halfway could not be told apart from a change
+            // someone else made: apply nothing.
+            let _ = tokio::task::spawn_blocking(move || drop(upper)).await;
+            return ChangeSet {
+                not_applied: Some(format!(
+                    "the change set could not be journaled, so nothing was applied: {err}"
+                )),
+                ..set
+            };
+        }
+        tokio::task::spawn_blocking(move || changes.apply(&upper, set))
+            .await
+            .unwrap_or_else(panicked)
     }
 }
 

@@ -11,7 +11,7 @@ mod result;
 
 // For the fuzz targets in fuzz/, which read tool output as the executor does.
 #[doc(hidden)]
-pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
+pub use executor::{Call, CallError, CallRequest, ChangeJournal, ExecutionEvent, Executor};
 pub use manifest::{MAX_TIMEOUT_MS, Risk};
 pub use registry::{Registry, Tool, ToolLoadError};
 pub use result::{ResultMetadata, ToolResult, ToolStatus};

@@ -400,3 +400,110 @@ async fn a_daemon_killed_while_compiling_a_module_restarts_on_its_address() {
     );
     daemon.kill().await;
 }
+
+/// A daemon killed in the middle of applying a change set: every path is whole — as it was
+/// or as the call left it — and the resumed run's journal says which landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_while_applying_changes_leaves_each_path_whole_and_says_which_landed() {
+    let cache = tempfile::tempdir().unwrap();
+    // Removals land first, then the rest in path order: gone.txt, a.txt, b.txt, notes.txt.
+    for landed in [1_usize, 3] {
+        let scenario = Scenario::new(cache.path());
+        let workspace = scenario.workspace();
+        std::fs::write(workspace.join("gone.txt"), "bye\n").unwrap();
+        let daemon = scenario
+            .daemon(Some(&format!("changes:apply@{landed}")))
+            .await;
+        let (requests, receiver) = mpsc::unbounded_channel();
+        let script = json!({"turns": [
+            {"tool_calls": [{"name": "run_command", "arguments": {
+                "command": "echo one > a.txt; echo two > b.txt; echo changed > notes.txt; rm gone.txt",
+                "workdir": "."
+            }}]},
+            {"final": "done"}
+        ]});
+        let mut start = scripted_run(&workspace, &script);
+        start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+        requests
+            .send(pb::RunRequest {
+                request: Some(pb::run_request::Request::Start(start)),
+            })
+            .unwrap();
+        let mut agent = pb::agent_client::AgentClient::new(daemon.channel().await);
+        let collecting = tokio::spawn(async move {
+            let _requests = requests;
+            let mut seen = Vec::new();
+            let Ok(response) = agent.run(UnboundedReceiverStream::new(receiver)).await else {
+                return seen;
+            };
+            let mut events = response.into_inner();
+            while let Ok(Some(event)) = events.message().await {
+                seen.push(event);
+            }
+            seen
+        });
+        daemon
+            .await_log("airlock test pause: reached changes:apply")
+            .await;
+        kill_and_check_nothing_remains(daemon, "changes:apply").await;
+        let received = tokio::time::timeout(Duration::from_secs(30), collecting)
+            .await
+            .expect("the stream ends with the daemon")
+            .unwrap();
+
+        let daemon = scenario.daemon(None).await;
+        let run_id = received.first().expect("the run started").run_id.clone();
+        let log = whole_log(&daemon, &run_id).await;
+        check_resumed(
+            "changes:apply",
+            &received,
+            &log,
+            pb::ToolStatus::OutcomeUnknown,
+        );
+        let set = log
+            .iter()
+            .find_map(|event| match &event.event {
+                Some(Event::Changes(changes)) => changes.change_set.clone(),
+                _ => None,
+            })
+            .expect("the journal's change set, reconciled");
+        let applied: Vec<&str> = set
+            .changes
+            .iter()
+            .filter(|change| change.applied)
+            .map(|change| change.path.as_str())
+            .collect();
+        let expected = ["gone.txt", "a.txt", "b.txt", "notes.txt"];
+        let mut expected_landed = expected[..landed].to_vec();
+        expected_landed.sort_unstable();
+        assert_eq!(applied, expected_landed, "{set:#?}");
+        assert!(
+            set.not_applied.contains("stopped while applying"),
+            "{set:?}"
+        );
+        // Each path is one side or the other, as the journal says.
+        let read = |name: &str| std::fs::read_to_string(workspace.join(name)).ok();
+        let landed_path = |name: &str| applied.contains(&name);
+        assert_eq!(
+            read("gone.txt"),
+            (!landed_path("gone.txt")).then(|| "bye\n".to_owned())
+        );
+        assert_eq!(
+            read("a.txt"),
+            landed_path("a.txt").then(|| "one\n".to_owned())
+        );
+        assert_eq!(
+            read("b.txt"),
+            landed_path("b.txt").then(|| "two\n".to_owned())
+        );
+        assert_eq!(
+            read("notes.txt").as_deref(),
+            Some(if landed_path("notes.txt") {
+                "changed\n"
+            } else {
+                "alpha\nbeta\n"
+            })
+        );
+        daemon.kill().await;
+    }
+}

@@ -21,12 +21,13 @@ use super::RunLoop;
 use super::approvals::{Answered, Approvals, Question, Subject};
 use super::budget::{FailureKey, FailureKind, Halt, stop};
 use super::recorder::CallEvent;
+use crate::changes;
 use crate::domain::{DecidedBy, Decision, StopReason};
-use crate::ids::{self, CallId, StepId};
+use crate::ids::{self, CallId, RunId, StepId};
 use crate::policy::{self, Gate};
 use crate::profile::NetworkPolicy;
-use crate::store::{ApprovalResolution, Effect, ExecutionOwner};
-use crate::tools::{CallRequest, ExecutionEvent, Tool, ToolResult, ToolStatus};
+use crate::store::{ApprovalResolution, Effect, ExecutionOwner, Store};
+use crate::tools::{CallRequest, ChangeJournal, ExecutionEvent, Tool, ToolResult, ToolStatus};
 use crate::trace::{self, Span};
 use crate::wire;
 
@@ -335,6 +336,24 @@ impl RunLoop {
              calling it again",
         );
         result.metadata.engine = Some(valid.tool.manifest.engine());
+        // Stopped while its change set was being applied: which paths landed is read off the
+        // workspace, against the journaled set.
+        if let (Some(pending), Some(workspace)) =
+            (effect.pending_changes, self.session.workspace.clone())
+        {
+            let mut set = wire::change_set_from(&pending);
+            let reconciled = tokio::task::spawn_blocking(move || {
+                changes::reconcile(std::path::Path::new(&workspace), &mut set).map(|()| set)
+            })
+            .await;
+            match reconciled {
+                Ok(Ok(set)) => result.changes = Some(Box::new(set)),
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "cannot check which of a call's changes landed")
+                }
+                Err(err) => tracing::warn!(error = %err, "checking a call's changes panicked"),
+            }
+        }
         drop(self.shared.store.record_effect_result(
             self.recorder.log().run_id(),
             proposed.call_id,
@@ -363,6 +382,7 @@ impl RunLoop {
                 idempotent: valid.tool.manifest.idempotent,
                 intent_at_ms: ids::now_ms(),
                 result: None,
+                pending_changes: None,
             });
             if valid.tool.manifest.idempotent {
                 // Running an idempotent call twice is harmless, so it need not wait for its
@@ -398,6 +418,11 @@ impl RunLoop {
                         ..
                     }
                 );
+                let call = call.with_change_journal(Arc::new(EffectJournal {
+                    store: self.shared.store.clone(),
+                    run_id: run_id.clone(),
+                    call_id: proposed.call_id.clone(),
+                }));
                 let call = if asks {
                     call.with_egress_approver(self.approvals.for_connections(
                         proposed.step_id.clone(),
@@ -523,6 +548,23 @@ impl RunLoop {
                 .count_failure(key, FailureKind::Failed, &result.error_message)?;
         }
         Ok(observation::of_result(&result))
+    }
+}
+
+/// A run's effect journal, keeping each call's change set before it is applied.
+struct EffectJournal {
+    store: Arc<dyn Store>,
+    run_id: RunId,
+    call_id: CallId,
+}
+
+#[async_trait::async_trait]
+impl ChangeJournal for EffectJournal {
+    async fn pending(&self, changes: &crate::changes::ChangeSet) -> Result<(), String> {
+        self.store
+            .record_pending_changes(&self.run_id, &self.call_id, &wire::change_set(changes))
+            .await
+            .map_err(|err| err.to_string())
     }
 }
 

@@ -247,6 +247,17 @@ impl Store for SqliteStore {
             .write(move |c| queries::record_effect_result(c, &run_id, &call_id, &result))
     }
 
+    fn record_pending_changes(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+        changes: &pb::ChangeSet,
+    ) -> Pending<()> {
+        let (run_id, call_id, changes) = (run_id.clone(), call_id.clone(), changes.clone());
+        self.writer
+            .write(move |c| queries::record_pending_changes(c, &run_id, &call_id, &changes))
+    }
+
     fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>> {
         let (run_id, call_id) = (run_id.clone(), call_id.clone());
         self.writer

@@ -511,6 +511,25 @@ pub(super) fn record_effect_result(
     Ok(())
 }
 
+pub(super) fn record_pending_changes(
+    c: &Connection,
+    run_id: &RunId,
+    call_id: &CallId,
+    changes: &pb::ChangeSet,
+) -> StoreResult<()> {
+    let changed = execute(
+        c,
+        "UPDATE effects SET pending_changes = ?3 WHERE run_id = ?1 AND call_id = ?2",
+        params![run_id.as_str(), call_id.as_str(), changes.encode_to_vec()],
+    )?;
+    if changed == 0 {
+        return Err(StoreError::Io(format!(
+            "no intent recorded for call {call_id} of run {run_id}"
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn effect(
     c: &Connection,
     run_id: &RunId,
@@ -518,7 +537,7 @@ pub(super) fn effect(
 ) -> StoreResult<Option<Effect>> {
     let row = query_row(
         c,
-        "SELECT tool, arguments, idempotent, intent_at_ms, result FROM effects WHERE run_id = ?1 AND call_id = ?2",
+        "SELECT tool, arguments, idempotent, intent_at_ms, result, pending_changes FROM effects WHERE run_id = ?1 AND call_id = ?2",
         params![run_id.as_str(), call_id.as_str()],
         |row| {
             Ok((
@@ -527,20 +546,24 @@ pub(super) fn effect(
                 row.get::<_, bool>(2)?,
                 row.get::<_, i64>(3)?,
                 row.get::<_, Option<Vec<u8>>>(4)?,
+                row.get::<_, Option<Vec<u8>>>(5)?,
             ))
         },
     )?;
-    row.map(|(tool, arguments, idempotent, intent_at_ms, result)| {
-        Ok(Effect {
-            run_id: run_id.clone(),
-            call_id: call_id.clone(),
-            tool,
-            arguments,
-            idempotent,
-            intent_at_ms,
-            result: result.map(|bytes| decode(&bytes)).transpose()?,
-        })
-    })
+    row.map(
+        |(tool, arguments, idempotent, intent_at_ms, result, pending)| {
+            Ok(Effect {
+                run_id: run_id.clone(),
+                call_id: call_id.clone(),
+                tool,
+                arguments,
+                idempotent,
+                intent_at_ms,
+                result: result.map(|bytes| decode(&bytes)).transpose()?,
+                pending_changes: pending.map(|bytes| decode(&bytes)).transpose()?,
+            })
+        },
+    )
     .transpose()
 }
 

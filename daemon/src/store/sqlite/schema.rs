@@ -113,6 +113,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE execution_owners ADD COLUMN run_id TEXT;
     ALTER TABLE execution_owners ADD COLUMN started_at_ms INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 5: a call's change set, journaled before it is applied to the workspace.
+    r#"
+    ALTER TABLE effects ADD COLUMN pending_changes BLOB;
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

@@ -105,6 +105,12 @@ impl AgentRuntime {
             });
         }
         let (run, steps) = self.changes(run_id).await?;
+        if to_step > run.steps {
+            return Err(AgentError::Invalid {
+                field: "to_step",
+                reason: format!("run {run_id} has {} steps", run.steps),
+            });
+        }
         let workspace = run.workspace.ok_or_else(|| AgentError::Invalid {
             field: "run_id",
             reason: "the run has no workspace, so it changed nothing".into(),

@@ -112,7 +112,7 @@ pub enum AgentError {
     #[error("no content `{0}` among the run's changes (or the blob store no longer keeps it)")]
     UnknownBlob(String),
     /// A revert would overwrite changes made since by something other than the run.
-    #[error("{0}; pass force to revert them anyway")]
+    #[error("{0}; revert with force (`airlock revert --force`) to overwrite them anyway")]
     RevertConflicts(String),
     #[error("{0}")]
     Revert(String),

@@ -527,6 +527,11 @@ impl pb::agent_server::Agent for AgentService {
             .changes(&run_id)
             .await
             .map_err(|err| ApiError::from(err).at("run_id"))?;
+        if request.step > run.steps {
+            return Err(
+                ApiError::invalid("step", format!("run {run_id} has {} steps", run.steps)).into(),
+            );
+        }
         if request.step != 0 {
             steps.retain(|step| step.step == request.step);
         }

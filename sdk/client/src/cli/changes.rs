@@ -110,7 +110,11 @@ pub async fn changes<O: Write, E: Write>(
     let listed = client
         .list_changes(&args.run_id, args.step.unwrap_or(0))
         .await?;
-    out.stdout_lines(&plain(render::changes_lines(&args.run_id, &listed)))?;
+    out.stdout_lines(&plain(render::changes_lines(
+        &args.run_id,
+        args.step,
+        &listed,
+    )))?;
     if !args.diff {
         return Ok(exit_code::OK);
     }

@@ -30,7 +30,7 @@ pub struct RunArgs {
     model: ModelChoice,
 
     /// Which calls are put to you: always (every call), risky (write, network, install,
-    /// destructive), never (nothing is asked; what would be is denied), auto (nothing is
+    /// exec, destructive), never (nothing is asked; what would be is denied), auto (nothing is
     /// asked; what the tool's profile allows runs).
     #[arg(long, value_enum, default_value_t = Policy::Risky)]
     policy: Policy,

@@ -57,10 +57,17 @@ pub fn change_set_lines(set: &ChangeSet, indent: &str) -> Vec<String> {
     lines
 }
 
-/// `airlock changes RUN_ID`: every step that changed something.
-pub fn changes_lines(run_id: &str, changes: &ListChangesResponse) -> Vec<String> {
+/// `airlock changes RUN_ID [--step N]`: every step (or step N) that changed something.
+pub fn changes_lines(
+    run_id: &str,
+    step: Option<u32>,
+    changes: &ListChangesResponse,
+) -> Vec<String> {
     if changes.steps.is_empty() {
-        return vec![format!("run {run_id} changed nothing in its workspace")];
+        return vec![match step {
+            Some(step) => format!("step {step} of run {run_id} changed nothing in its workspace"),
+            None => format!("run {run_id} changed nothing in its workspace"),
+        }];
     }
     let mut lines = vec![format!("workspace {}", changes.workspace)];
     for step in &changes.steps {
@@ -177,7 +184,7 @@ mod tests {
             }],
         };
         assert_eq!(
-            changes_lines("run_1", &listed),
+            changes_lines("run_1", None, &listed),
             [
                 "workspace /ws",
                 "step 2: run_command (call_1)",
@@ -189,8 +196,12 @@ mod tests {
             ]
         );
         assert_eq!(
-            changes_lines("run_1", &ListChangesResponse::default()),
+            changes_lines("run_1", None, &ListChangesResponse::default()),
             ["run run_1 changed nothing in its workspace"]
+        );
+        assert_eq!(
+            changes_lines("run_1", Some(3), &ListChangesResponse::default()),
+            ["step 3 of run run_1 changed nothing in its workspace"]
         );
     }
 }

@@ -275,8 +275,15 @@ fn tool_finished(finished: &ToolFinished) -> Vec<StyledLine> {
     let body: Cow<'_, str> =
         if result.status == ToolStatus::Ok as i32 || result.error_message.trim().is_empty() {
             Cow::Owned(result_content(&result.content))
-        } else {
+        } else if result.content.trim().is_empty() {
             Cow::Borrowed(&result.error_message)
+        } else {
+            // A command that failed: why, then what it printed (a test run's failures).
+            Cow::Owned(format!(
+                "{}\n{}",
+                result.error_message.trim_end(),
+                result_content(&result.content)
+            ))
         };
     let (shown, more) = head_lines(&body, RESULT_LINES, RESULT_LINE_CHARS);
     lines.extend(

@@ -400,3 +400,43 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
         "def add(a, b):\n    return a - b\n"
     );
 }
+
+/// A second language: a Node.js project whose test fails, patched until `node --test` passes.
+#[tokio::test]
+async fn a_javascript_project_is_tested_patched_and_passes() {
+    let daemon = first_party().await;
+    let workspace = daemon.workspace("js-calc");
+    std::fs::create_dir_all(workspace.join("test")).unwrap();
+    std::fs::write(
+        workspace.join("package.json"),
+        "{\"name\": \"calc\", \"version\": \"1.0.0\", \"scripts\": {\"test\": \"node --test test/\"}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.join("calc.js"),
+        "exports.max = (values) => values.reduce((a, b) => (a < b ? a : b));\n",
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.join("test/calc.test.js"),
+        "const test = require('node:test');\nconst assert = require('node:assert');\nconst { max } = require('../calc.js');\n\ntest('max', () => assert.strictEqual(max([3, 9, 4]), 9));\n",
+    )
+    .unwrap();
+    let test = json!({"command": "node --test test/", "workdir": "."});
+    let failing = daemon
+        .exec("run_command", test.clone(), Some(&workspace))
+        .await;
+    let result = failing
+        .assert_status(ToolStatus::ToolError)
+        .result()
+        .clone();
+    assert!(result.content.contains("fail 1"), "{}", result.content);
+    let fix = "--- a/calc.js\n+++ b/calc.js\n@@ -1 +1 @@\n-exports.max = (values) => values.reduce((a, b) => (a < b ? a : b));\n+exports.max = (values) => values.reduce((a, b) => (a > b ? a : b));\n";
+    daemon
+        .exec("apply_patch", json!({"patch": fix}), Some(&workspace))
+        .await
+        .assert_status(ToolStatus::Ok);
+    let passing = daemon.exec("run_command", test, Some(&workspace)).await;
+    let result = passing.assert_status(ToolStatus::Ok).result().clone();
+    assert!(result.content.contains("pass 1"), "{}", result.content);
+}

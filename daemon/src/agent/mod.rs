@@ -560,6 +560,7 @@ impl AgentRuntime {
             approvals,
             step_span: None,
             session,
+            ignores: None,
         };
         run_loop.checkpoint();
         self.live

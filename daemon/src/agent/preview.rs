@@ -66,6 +66,7 @@ async fn from_preview_mode(
         // A preview never reaches a hosted server: `preview` is refused for MCP manifests.
         tenant: None,
         in_run: true,
+        ignores: None,
     }) {
         Ok(call) => call,
         Err(err) => return arguments_preview(arguments, format!("no preview: {err}")),

@@ -142,6 +142,7 @@ impl pb::tools_server::Tools for ToolsService {
                 read_only: false,
                 tenant: Some(tenant.name.clone()),
                 in_run: false,
+                ignores: None,
             })
             .map_err(ApiError::from)?;
         let (events, mut from_executor) = mpsc::unbounded_channel();

@@ -4,59 +4,77 @@
 //! of a project together, and nobody wants them back byte for byte. Such paths are still
 //! applied to the workspace, but their contents are not kept. They are named by the profile's
 //! `[changes] exclude` patterns and by the workspace's ignore files — its top-level
-//! `.gitignore` and `.git/info/exclude` — read from the workspace as it was before the call
-//! (from the overlay's lower layer), so a call that rewrites `.gitignore` cannot hide its own
-//! changes. `.git/` itself is always excluded: a commit is a pile of content-addressed
+//! `.gitignore` and `.git/info/exclude` — read when the run started (or, outside a run, before
+//! the call), so a call that rewrites `.gitignore` cannot hide its own changes or a later
+//! call's. `.git/` itself is always excluded: a commit is a pile of content-addressed
 //! objects that git can rebuild, not something to undo file by file. Matching follows git's
 //! rules exactly (the `ignore` crate, ripgrep's).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+/// A workspace's ignore files, read once: when a run starts (so that no call of the run can
+/// widen them for the calls after it), or before a call outside a run.
+#[derive(Debug, Clone)]
+pub struct WorkspaceIgnores(Arc<Gitignore>);
+
+impl WorkspaceIgnores {
+    /// Reads `workspace`'s top-level `.gitignore` and `.git/info/exclude` (blocking).
+    pub fn read(workspace: &Path) -> WorkspaceIgnores {
+        let mut files = GitignoreBuilder::new(workspace);
+        for file in [".gitignore", ".git/info/exclude"] {
+            let path = workspace.join(file);
+            // Never through a symlink: the file is the workspace's own.
+            if path
+                .symlink_metadata()
+                .is_ok_and(|meta| meta.file_type().is_file())
+                && let Some(err) = files.add(&path)
+            {
+                tracing::debug!(file = %path.display(), error = %err, "part of an ignore file was not understood");
+            }
+        }
+        WorkspaceIgnores(Arc::new(
+            files.build().unwrap_or_else(|_| Gitignore::empty()),
+        ))
+    }
+
+    fn none() -> WorkspaceIgnores {
+        WorkspaceIgnores(Arc::new(Gitignore::empty()))
+    }
+}
 
 /// The matcher of one call's excluded paths.
 #[derive(Debug, Clone)]
 pub struct Exclusions {
     profile: Gitignore,
-    workspace: Gitignore,
+    workspace: WorkspaceIgnores,
 }
 
 impl Exclusions {
     /// Nothing excluded but `.git/`.
     pub fn none() -> Exclusions {
-        Exclusions::new(Path::new("/"), None, &[])
+        Exclusions::new(&[], WorkspaceIgnores::none())
     }
 
-    /// The exclusions of `workspace` (read now, so before the call changes anything) and of
-    /// the profile's `patterns` (gitignore syntax).
+    /// The exclusions of `workspace`, its ignore files read now (blocking), and of the
+    /// profile's `patterns`.
     pub fn for_workspace(workspace: &Path, patterns: &[String]) -> Exclusions {
-        Exclusions::new(workspace, Some(workspace), patterns)
+        Exclusions::new(patterns, WorkspaceIgnores::read(workspace))
     }
 
-    fn new(root: &Path, workspace: Option<&Path>, patterns: &[String]) -> Exclusions {
-        let mut profile = GitignoreBuilder::new(root);
+    /// The profile's `patterns` (gitignore syntax) and the workspace's `ignores`.
+    pub fn new(patterns: &[String], ignores: WorkspaceIgnores) -> Exclusions {
+        let mut profile = GitignoreBuilder::new("/");
         for pattern in std::iter::once(".git/").chain(patterns.iter().map(String::as_str)) {
             if let Err(err) = profile.add_line(None, pattern) {
                 tracing::warn!(%pattern, error = %err, "an exclusion pattern is not valid gitignore syntax");
             }
         }
-        let mut files = GitignoreBuilder::new(root);
-        if let Some(workspace) = workspace {
-            for file in [".gitignore", ".git/info/exclude"] {
-                let path = workspace.join(file);
-                // Never through a symlink: the file is the workspace's own.
-                if path
-                    .symlink_metadata()
-                    .is_ok_and(|meta| meta.file_type().is_file())
-                    && let Some(err) = files.add(&path)
-                {
-                    tracing::debug!(file = %path.display(), error = %err, "part of an ignore file was not understood");
-                }
-            }
-        }
         Exclusions {
             profile: profile.build().unwrap_or_else(|_| Gitignore::empty()),
-            workspace: files.build().unwrap_or_else(|_| Gitignore::empty()),
+            workspace: ignores,
         }
     }
 
@@ -72,6 +90,7 @@ impl Exclusions {
         }
         if self
             .workspace
+            .0
             .matched_path_or_any_parents(relative, is_dir)
             .is_ignore()
         {

@@ -33,7 +33,7 @@ use apply::Transfer;
 pub use blobs::Blobs;
 pub use capture::Modes;
 pub use copy::copy_tree;
-pub use exclude::Exclusions;
+pub use exclude::{Exclusions, WorkspaceIgnores};
 pub use idmap::IdMap;
 pub use overlay::{Overlay, Upper};
 pub use revert::{RevertError, RevertPlan, RevertReport, reconcile};

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay};
+use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay, WorkspaceIgnores};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::ExecutionId;
@@ -45,6 +45,9 @@ pub struct CallRequest {
     /// The call is a step of a run: a call whose outcome is lost is then reported as
     /// OUTCOME_UNKNOWN unless the tool is idempotent, so that the run never repeats it blindly.
     pub in_run: bool,
+    /// The workspace's ignore files as the run read them when it started; none: read before
+    /// the call.
+    pub ignores: Option<WorkspaceIgnores>,
 }
 
 /// Why a call could not even be prepared (as opposed to a call that ran and failed).
@@ -73,6 +76,7 @@ pub struct Call {
     /// As in [`CallRequest`].
     pub tenant: Option<String>,
     pub in_run: bool,
+    pub ignores: Option<WorkspaceIgnores>,
     /// Where the call's change set is journaled before it is applied: a run's effect journal.
     /// `None` (gRPC ExecuteTool) applies at once.
     pub change_journal: Option<Arc<dyn ChangeJournal>>,
@@ -231,6 +235,7 @@ impl Executor {
             egress_approver: None,
             tenant: request.tenant,
             in_run: request.in_run,
+            ignores: request.ignores,
             change_journal: None,
         })
     }
@@ -320,7 +325,13 @@ impl Executor {
         let started = Instant::now();
         let workspace = launch.workspace.clone();
         let (overlay, outcome) = match self
-            .overlay(&tool, &profile, workspace.as_deref(), &execution_id)
+            .overlay(
+                &tool,
+                &profile,
+                workspace.as_deref(),
+                call.ignores.clone(),
+                &execution_id,
+            )
             .await
         {
             Err(message) => (None, Ok(Exit::SandboxError(message))),
@@ -428,6 +439,7 @@ impl Executor {
         tool: &Tool,
         profile: &Profile,
         workspace: Option<&std::path::Path>,
+        ignores: Option<WorkspaceIgnores>,
         execution_id: &ExecutionId,
     ) -> Result<Option<(Arc<Overlay>, Exclusions)>, String> {
         let writes = profile.files.iter().any(|grant| {
@@ -453,7 +465,8 @@ impl Executor {
         let patterns = profile.change_exclusions.clone();
         let name = execution_id.to_string();
         tokio::task::spawn_blocking(move || {
-            let exclusions = Exclusions::for_workspace(&workspace, &patterns);
+            let ignores = ignores.unwrap_or_else(|| WorkspaceIgnores::read(&workspace));
+            let exclusions = Exclusions::new(&patterns, ignores);
             changes
                 .overlay(&workspace, &name)
                 .map(|overlay| Some((Arc::new(overlay), exclusions)))

@@ -440,3 +440,45 @@ async fn a_javascript_project_is_tested_patched_and_passes() {
     let result = passing.assert_status(ToolStatus::Ok).result().clone();
     assert!(result.content.contains("pass 1"), "{}", result.content);
 }
+
+/// The workspace's ignore files count as they were when the run started: a step that adds a
+/// path to `.gitignore` cannot make a later step's writes there unrecorded.
+#[tokio::test]
+async fn a_run_cannot_hide_its_changes_by_rewriting_gitignore() {
+    let daemon = first_party().await;
+    let workspace = project(&daemon);
+    std::fs::write(workspace.join(".gitignore"), "build/\n").unwrap();
+    let command = |line: &str| json!({"tool_calls": [call("run_command", json!({"command": line, "workdir": "."}))]});
+    let script = json!({"turns": [
+        command("echo 'hidden/' >> .gitignore"),
+        command("mkdir -p hidden build && echo secret > hidden/x && echo out > build/app"),
+        {"final": "done"}
+    ]});
+    let mut start = scripted_run(&workspace, &script);
+    start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+    let mut run = daemon.start_run(start).await;
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+    let sets: Vec<pb::ChangeSet> = run.of(|event| match event {
+        pb::run_event::Event::Changes(changes) => changes.change_set.clone(),
+        _ => None,
+    });
+    assert_eq!(sets.len(), 2);
+    let second = &sets[1];
+    let digest_only = |path: &str| {
+        second
+            .changes
+            .iter()
+            .find(|change| change.path == path)
+            .map(|change| change.digest_only.clone())
+            .unwrap_or_else(|| panic!("{path} recorded: {second:#?}"))
+    };
+    assert_eq!(
+        digest_only("hidden/x"),
+        "",
+        "kept whole: ignored only since the run began"
+    );
+    assert_eq!(
+        digest_only("build/app"),
+        "ignored by the workspace's ignore files"
+    );
+}

@@ -16,6 +16,7 @@ mod budget;
 mod pipeline;
 mod recorder;
 
+use crate::changes::WorkspaceIgnores;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -62,11 +63,21 @@ pub(super) struct RunLoop {
     pub approvals: Arc<Approvals>,
     /// The span of the step in progress.
     pub step_span: Option<Span>,
+    /// The workspace's ignore files as they were when the run started (or resumed): what
+    /// its calls' change sets record by digest only does not move with them.
+    pub ignores: Option<WorkspaceIgnores>,
 }
 
 impl RunLoop {
     /// Runs to the end and records how it ended.
     pub async fn drive(mut self) {
+        if let Some(workspace) = self.session.workspace.clone() {
+            self.ignores = tokio::task::spawn_blocking(move || {
+                WorkspaceIgnores::read(std::path::Path::new(&workspace))
+            })
+            .await
+            .ok();
+        }
         let halt = loop {
             if let Err(halt) = self.step().await {
                 break halt;

@@ -406,6 +406,7 @@ impl RunLoop {
             read_only: false,
             tenant: Some(self.run.tenant.clone()),
             in_run: true,
+            ignores: self.ignores.clone(),
         };
         let result = match self.shared.executor.prepare(request) {
             Ok(call) => {
@@ -607,6 +608,21 @@ fn tool_attributes(span: &mut Span, call_id: &CallId, tool: &str, result: &ToolR
     }
     if result.truncated {
         span.set("truncated_from_bytes", result.original_bytes);
+    }
+    // The change set's shape; its paths are the run's `changes` event.
+    if let Some(changes) = &result.changes {
+        span.set("changes.paths", changes.changes.len());
+        span.set(
+            "changes.applied",
+            changes
+                .changes
+                .iter()
+                .filter(|change| change.applied)
+                .count(),
+        );
+        if let Some(why) = &changes.not_applied {
+            span.set("changes.not_applied", why);
+        }
     }
     if result.status != ToolStatus::Ok {
         span.fail(result.error_message.clone());

@@ -209,6 +209,7 @@ impl ServerHandler for ToolServer {
             read_only: false,
             tenant: Some(tenant.name.clone()),
             in_run: false,
+            ignores: None,
         }) {
             Ok(call) => call,
             Err(err) => return refused(format!("INVALID_ARGUMENTS: {err}")),

@@ -48,6 +48,9 @@ pub struct DaemonConfig {
     pub store_fsync: bool,
     /// What grows older than this is deleted (see `retention`); none keeps everything.
     pub retention: Option<Duration>,
+    /// The cap of the blob store that keeps change sets' contents for undo (`[changes]
+    /// blob_cap`); past it the least recently used go.
+    pub blob_cap_bytes: u64,
     /// The OpenTelemetry collector spans are exported to (OTLP/gRPC); none when unset.
     pub otlp_endpoint: Option<String>,
     /// How tools' egress resolves names.
@@ -80,6 +83,8 @@ pub struct ConfigFile {
     pub runs: RunsFile,
     #[serde(default)]
     pub store: StoreFile,
+    #[serde(default)]
+    pub changes: ChangesFile,
     /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317`.
     pub otlp_endpoint: Option<String>,
     pub mcp_listen: Option<std::net::SocketAddr>,
@@ -152,6 +157,18 @@ pub struct StoreFile {
     /// keeps everything. Zero is refused: it would delete every run as it finishes.
     pub retention_days: Option<std::num::NonZeroU32>,
 }
+
+/// `[changes]`: the contents kept for undo.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesFile {
+    /// The blob store's cap, e.g. `"2 GiB"`.
+    pub blob_cap: Option<crate::profile::ByteSize>,
+}
+
+/// The blob store's cap when `[changes] blob_cap` is unset: 2 GiB holds the edits of
+/// thousands of coding runs (source files are small; build trees are recorded by digest only).
+pub const DEFAULT_BLOB_CAP_BYTES: u64 = 2 << 30;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -407,6 +424,10 @@ impl DaemonConfig {
                 .store
                 .retention_days
                 .map(|days| Duration::from_secs(u64::from(days.get()) * 24 * 60 * 60)),
+            blob_cap_bytes: file
+                .changes
+                .blob_cap
+                .map_or(DEFAULT_BLOB_CAP_BYTES, |cap| cap.0),
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
             mcp_listen: overrides.mcp_listen.or(file.mcp_listen),
             egress: file.egress,
@@ -590,6 +611,16 @@ mod tests {
         );
         let zero = toml::from_str::<ConfigFile>("[store]\nretention_days = 0").expect_err("zero");
         assert!(zero.to_string().contains("nonzero"), "{zero}");
+    }
+
+    #[test]
+    fn the_blob_cap_is_a_size_and_has_a_default() {
+        let file: ConfigFile = toml::from_str("[changes]\nblob_cap = \"512 MiB\"").expect("parses");
+        assert_eq!(file.changes.blob_cap.map(|cap| cap.0), Some(512 << 20));
+        let file: ConfigFile = toml::from_str("").expect("parses");
+        assert!(file.changes.blob_cap.is_none());
+        toml::from_str::<ConfigFile>("[changes]\nblob_cap = \"lots\"").expect_err("not a size");
+        toml::from_str::<ConfigFile>("[changes]\nkeep = 1").expect_err("unknown key");
     }
 
     #[test]

@@ -40,11 +40,6 @@ const FINAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// Where full outputs are kept, in the state dir.
 const OUTPUTS_DIR: &str = "outputs";
 
-/// The blob store's cap: the contents change sets keep for undo. 2 GiB holds the edits of
-/// thousands of coding runs (source files are small; build trees are excluded by digest), and
-/// past it the oldest contents go first (see `changes::blobs`).
-const BLOB_CAP_BYTES: u64 = 2 << 30;
-
 /// How long a stopping daemon waits for the OTLP collector to take the last spans: long
 /// enough for a collector that answers, short enough that one that is down does not hold up
 /// the exit.
@@ -136,7 +131,7 @@ impl Daemon {
                 .map(|(name, addrs)| (name.clone(), addrs.clone()))
                 .collect(),
         ));
-        let changes = Changes::open(&config.state_dir, BLOB_CAP_BYTES)
+        let changes = Changes::open(&config.state_dir, config.blob_cap_bytes)
             .inspect_err(|err| {
                 tracing::warn!(error = %err, "tools that write the workspace will be refused");
             })

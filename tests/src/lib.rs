@@ -379,6 +379,7 @@ impl TestDaemon {
             agent: options.agent,
             store_fsync: false,
             retention: None,
+            blob_cap_bytes: airlock_daemon::config::DEFAULT_BLOB_CAP_BYTES,
             otlp_endpoint: options.otlp_endpoint,
             egress: Default::default(),
             mcp_listen: options.mcp_listen,

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 pub use load::Profiles;
 pub use network::{HostMatch, HostPattern, NetworkPolicy};
+pub use size::ByteSize;
 
 /// Where the workspace appears inside every sandbox, for both engines.
 pub const GUEST_WORKSPACE: &str = "/workspace";

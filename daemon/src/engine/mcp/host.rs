@@ -100,7 +100,6 @@ impl Host {
         secrets: Secrets,
         trust: TrustStore,
         asker: AskerSlot,
-        changes: Option<Changes>,
     ) -> Host {
         Host {
             name,
@@ -110,7 +109,7 @@ impl Host {
             secrets,
             trust,
             asker,
-            changes,
+            changes: None,
             entries: Mutex::default(),
             reaping: AtomicBool::new(false),
         }
@@ -129,6 +128,12 @@ impl Host {
             read_only: !self.spec.writes_workspace,
             egress: egress.map(|gate| Arc::new(gate.detached())),
         }
+    }
+
+    /// Records writing instances' changes through `changes` (without it, they are refused).
+    pub fn with_changes(mut self, changes: Option<Changes>) -> Host {
+        self.changes = changes;
+        self
     }
 
     /// Starts an instance with `workspace`, lists its tools and stops it: what the registry

@@ -133,16 +133,18 @@ impl McpEngine {
             ))
         })?;
         let trust = TrustStore::new(&self.state_dir, &image.name, spec.pins.clone());
-        let host = Arc::new(Host::new(
-            image.name.clone(),
-            origin,
-            spec.clone(),
-            profile.clone(),
-            image.secrets.clone(),
-            trust,
-            self.asker.clone(),
-            self.changes.clone(),
-        ));
+        let host = Arc::new(
+            Host::new(
+                image.name.clone(),
+                origin,
+                spec.clone(),
+                profile.clone(),
+                image.secrets.clone(),
+                trust,
+                self.asker.clone(),
+            )
+            .with_changes(self.changes.clone()),
+        );
         let workspace = profile.grants_workspace().then_some(listing_workspace);
         let listing = host.list_once(workspace).map_err(&invalid)?;
         let distrusted = host.trust.check(&listing.digests).map_err(&invalid)?;

@@ -499,13 +499,30 @@ mod tests {
             tool: "grep".to_owned(),
             result: Some(ToolResult {
                 status: ToolStatus::ToolError as i32,
-                content: "ignored".to_owned(),
+                content: String::new(),
                 error_message: "bad pattern: (".to_owned(),
                 duration_ms: 1_500,
                 ..ToolResult::default()
             }),
         })]);
         assert_eq!(failed, "← grep: TOOL_ERROR in 1.50 s\n    bad pattern: (\n");
+        // A failed command: why, then what it printed (a test run's failures).
+        let failed = render(&[Event::ToolFinished(ToolFinished {
+            provider_call_id: String::new(),
+            call_id: "c".to_owned(),
+            tool: "run_command".to_owned(),
+            result: Some(ToolResult {
+                status: ToolStatus::ToolError as i32,
+                content: "FAIL: test_mean\n".to_owned(),
+                error_message: "the tool exited with code 1".to_owned(),
+                duration_ms: 1_500,
+                ..ToolResult::default()
+            }),
+        })]);
+        assert_eq!(
+            failed,
+            "← run_command: TOOL_ERROR in 1.50 s\n    the tool exited with code 1\n    FAIL: test_mean\n"
+        );
 
         let content: String = (1..=8).map(|n| format!("line {n}\n")).collect();
         let long = render(&[Event::ToolFinished(ToolFinished {

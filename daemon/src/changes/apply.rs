@@ -137,14 +137,19 @@ fn place(
                 Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                 Err(err) => return Err(err.into()),
             }
-            rustix::fs::chownat(
+            // Through a descriptor of the directory itself, opened with no symlink followed: a
+            // name that is something else now (changed since) is refused, never chmod-ed through.
+            let made = rustix::fs::openat2(
                 &dir,
                 name.as_str(),
-                Some(uid(owner.0)),
-                Some(gid(owner.1)),
-                AtFlags::SYMLINK_NOFOLLOW,
+                OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+                rustix::fs::ResolveFlags::BENEATH
+                    | rustix::fs::ResolveFlags::NO_SYMLINKS
+                    | rustix::fs::ResolveFlags::NO_MAGICLINKS,
             )?;
-            rustix::fs::chmodat(&dir, name.as_str(), mode, AtFlags::empty())?;
+            rustix::fs::fchown(&made, Some(uid(owner.0)), Some(gid(owner.1)))?;
+            rustix::fs::fchmod(&made, mode)?;
             Ok(())
         }
         Node::Symlink => {

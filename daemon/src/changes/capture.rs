@@ -124,6 +124,16 @@ impl Walk<'_> {
                 }
                 other => {
                     if let Some(stat) = other {
+                        // A directory the call made over something it removed is opaque; one
+                        // that is not was there when the call started, and the workspace's
+                        // entry has been replaced since, by something else. What the call
+                        // wrote beneath it is not applied over that.
+                        if !is_opaque(&host) {
+                            self.set.skipped.push(format!(
+                                "{path}/ (replaced in the workspace during the call; nothing the call wrote beneath it was applied)"
+                            ));
+                            return Ok(());
+                        }
                         self.deleted(path, stat)?;
                     }
                     self.push_excluded(path, Kind::Added, None, Some(dir_state(meta.mode())), None);
@@ -132,7 +142,9 @@ impl Walk<'_> {
             return self.dir(path);
         }
         if !(kind.is_file() || kind.is_symlink()) {
-            self.set.skipped.push(path.to_owned());
+            self.set
+                .skipped
+                .push(format!("{path} (not a file, symlink or directory)"));
             return Ok(());
         }
         let excluded = self.exclusions.why(path, false);

@@ -105,8 +105,8 @@ pub struct ChangeSet {
     /// Set when the call's changes did not reach the workspace, or only some did: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_applied: Option<String>,
-    /// Entries of the upper layer that are not files, symlinks or directories (fifos,
-    /// sockets, devices): never applied.
+    /// Entries of the upper layer that are never applied: fifos, sockets and devices, and
+    /// what the call wrote beneath a directory something else replaced during the call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
 }
@@ -459,6 +459,46 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(ws.join("src/calc.py")).expect("read"),
             "def add(a, b):\n    return a - b\n"
+        );
+    }
+
+    #[test]
+    fn a_directory_replaced_during_the_call_is_not_written_through() {
+        let (dir, ws, changes) = workspace();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        let overlay = changes.overlay(&ws, "call-4").expect("overlay");
+        let merged = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
+        ));
+        std::fs::write(merged.join("src/planted"), "x").expect("write beneath src");
+        // Meanwhile, someone swaps the workspace's `src` for a symlink out.
+        std::fs::rename(ws.join("src"), ws.join("src.moved")).expect("move");
+        std::os::unix::fs::symlink(&outside, ws.join("src")).expect("symlink");
+        let set = changes.commit(overlay, &Exclusions::none(), Modes::Tool);
+        assert!(
+            set.skipped
+                .iter()
+                .any(|skipped| skipped.starts_with("src/ (replaced")),
+            "{set:?}"
+        );
+        assert!(
+            set.changes
+                .iter()
+                .all(|change| !change.path.starts_with("src"))
+        );
+        assert_eq!(
+            std::fs::read_dir(&outside).expect("read").count(),
+            0,
+            "nothing outside"
+        );
+        assert!(
+            ws.join("src")
+                .symlink_metadata()
+                .expect("meta")
+                .file_type()
+                .is_symlink()
         );
     }
 }

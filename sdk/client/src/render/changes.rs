@@ -191,7 +191,7 @@ mod tests {
                 "  M src/calc.py (mode 644 -> 755)",
                 "  R old.py -> src/new.py",
                 "  A target/app [digest only: excluded by the profile] [not applied]",
-                "  ! fifo (not a file, symlink or directory: not applied)",
+                "  ! not applied: fifo",
                 "  ! not applied: disk full",
             ]
         );

@@ -47,9 +47,7 @@ pub fn change_set_lines(set: &ChangeSet, indent: &str) -> Vec<String> {
         .map(|change| format!("{indent}{}", change_line(change)))
         .collect();
     for skipped in &set.skipped {
-        lines.push(format!(
-            "{indent}! {skipped} (not a file, symlink or directory: not applied)"
-        ));
+        lines.push(format!("{indent}! not applied: {skipped}"));
     }
     if !set.not_applied.is_empty() {
         lines.push(format!("{indent}! not applied: {}", set.not_applied));

@@ -33,35 +33,24 @@ impl AgentRuntime {
         let run = self.run(run_id).await?;
         let mut steps = Vec::new();
         let mut step_ids: Vec<String> = Vec::new();
-        let mut after = 0;
-        loop {
-            let events = self
-                .shared
-                .store
-                .events_after(run_id, after, EVENT_PAGE)
-                .await?;
-            let Some(last) = events.last() else { break };
-            after = last.seq;
-            for event in events {
-                match event.event {
-                    Some(pb::run_event::Event::StepStarted(_)) => step_ids.push(event.step_id),
-                    Some(pb::run_event::Event::Changes(changes)) => {
-                        let step = step_ids
-                            .iter()
-                            .position(|id| *id == event.step_id)
-                            .map_or(0, |index| index + 1);
-                        steps.push(pb::StepChanges {
-                            step: u32::try_from(step).unwrap_or(u32::MAX),
-                            step_id: event.step_id,
-                            call_id: changes.call_id,
-                            tool: changes.tool,
-                            change_set: changes.change_set,
-                        });
-                    }
-                    _ => {}
-                }
+        self.each_event(run_id, |event| match event.event {
+            Some(pb::run_event::Event::StepStarted(_)) => step_ids.push(event.step_id),
+            Some(pb::run_event::Event::Changes(changes)) => {
+                let step = step_ids
+                    .iter()
+                    .position(|id| *id == event.step_id)
+                    .map_or(0, |index| index + 1);
+                steps.push(pb::StepChanges {
+                    step: u32::try_from(step).unwrap_or(u32::MAX),
+                    step_id: event.step_id,
+                    call_id: changes.call_id,
+                    tool: changes.tool,
+                    change_set: changes.change_set,
+                });
             }
-        }
+            _ => {}
+        })
+        .await?;
         Ok((run, steps))
     }
 
@@ -277,13 +266,12 @@ impl AgentRuntime {
         self.start_from(fork.start, owner, fork.earlier).await
     }
 
-    /// A run's step ids in order, and the step of each of its calls.
-    async fn step_map(
+    /// Hands every event of a run, in order, to `visit`, a page at a time.
+    async fn each_event(
         &self,
         run_id: &RunId,
-    ) -> Result<(Vec<String>, HashMap<String, String>), AgentError> {
-        let mut step_ids = Vec::new();
-        let mut calls = HashMap::new();
+        mut visit: impl FnMut(pb::RunEvent),
+    ) -> Result<(), AgentError> {
         let mut after = 0;
         loop {
             let events = self
@@ -291,18 +279,29 @@ impl AgentRuntime {
                 .store
                 .events_after(run_id, after, EVENT_PAGE)
                 .await?;
-            let Some(last) = events.last() else { break };
+            let Some(last) = events.last() else {
+                return Ok(());
+            };
             after = last.seq;
-            for event in events {
-                match event.event {
-                    Some(pb::run_event::Event::StepStarted(_)) => step_ids.push(event.step_id),
-                    Some(pb::run_event::Event::ToolCallProposed(proposed)) => {
-                        calls.insert(proposed.call_id, event.step_id);
-                    }
-                    _ => {}
-                }
-            }
+            events.into_iter().for_each(&mut visit);
         }
+    }
+
+    /// A run's step ids in order, and the step of each of its calls.
+    async fn step_map(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Vec<String>, HashMap<String, String>), AgentError> {
+        let mut step_ids = Vec::new();
+        let mut calls = HashMap::new();
+        self.each_event(run_id, |event| match event.event {
+            Some(pb::run_event::Event::StepStarted(_)) => step_ids.push(event.step_id),
+            Some(pb::run_event::Event::ToolCallProposed(proposed)) => {
+                calls.insert(proposed.call_id, event.step_id);
+            }
+            _ => {}
+        })
+        .await?;
         Ok((step_ids, calls))
     }
 }

@@ -22,6 +22,7 @@ mod copy;
 mod exclude;
 mod idmap;
 mod overlay;
+mod paths;
 mod revert;
 
 use std::path::{Path, PathBuf};
@@ -244,6 +245,14 @@ mod tests {
 
     use super::*;
 
+    /// The overlay's merged view, as a path this process can open.
+    fn merged(overlay: &Overlay) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
+        ))
+    }
+
     fn kinds(set: &ChangeSet) -> Vec<(String, Kind)> {
         set.changes
             .iter()
@@ -271,10 +280,7 @@ mod tests {
     fn a_call_s_writes_reach_the_workspace_only_when_committed_and_are_recorded_exactly() {
         let (_dir, ws, changes) = workspace();
         let overlay = changes.overlay(&ws, "call-1").expect("overlay");
-        let merged = PathBuf::from(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
-        ));
+        let merged = merged(&overlay);
         std::fs::write(
             merged.join("src/calc.py"),
             "def add(a, b):\n    return a + b\n",
@@ -417,10 +423,7 @@ mod tests {
     fn a_discarded_overlay_changes_nothing() {
         let (_dir, ws, changes) = workspace();
         let overlay = changes.overlay(&ws, "call-2").expect("overlay");
-        let merged = PathBuf::from(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
-        ));
+        let merged = merged(&overlay);
         std::fs::write(merged.join("src/calc.py"), "half").expect("write");
         let upper = overlay.finish();
         let upper_dir = upper.path.clone();
@@ -436,10 +439,7 @@ mod tests {
     fn a_revert_refuses_a_path_changed_since_unless_forced() {
         let (_dir, ws, changes) = workspace();
         let overlay = changes.overlay(&ws, "call-3").expect("overlay");
-        let merged = PathBuf::from(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
-        ));
+        let merged = merged(&overlay);
         std::fs::write(merged.join("src/calc.py"), "by the run\n").expect("write");
         let set = changes.commit(overlay, &Exclusions::none(), Modes::Tool);
         std::fs::write(ws.join("src/calc.py"), "by someone else\n").expect("outside edit");
@@ -468,10 +468,7 @@ mod tests {
         let outside = dir.path().join("outside");
         std::fs::create_dir(&outside).expect("mkdir");
         let overlay = changes.overlay(&ws, "call-4").expect("overlay");
-        let merged = PathBuf::from(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
-        ));
+        let merged = merged(&overlay);
         std::fs::write(merged.join("src/planted"), "x").expect("write beneath src");
         // Meanwhile, someone swaps the workspace's `src` for a symlink out.
         std::fs::rename(ws.join("src"), ws.join("src.moved")).expect("move");

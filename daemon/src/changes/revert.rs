@@ -6,18 +6,17 @@
 //! what the run left: a path someone else changed since is a conflict, and the revert is
 //! refused with the list unless forced. Restoring uses the blob store; a path recorded by
 //! digest only, or whose blob was evicted, cannot be restored, and the report says so rather
-//! than failing the rest. Each path is restored as `apply.rs` writes one: a temporary name,
-//! then a rename, never through a symlink.
+//! than failing the rest. Each path is restored as `apply.rs` writes one (`paths.rs`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 
 use super::blobs::{self, Blobs};
 use super::capture::{lower_stat, open_lower, split};
+use super::paths;
 use super::{ChangeSet, Kind, Node, State};
 
 /// What to put back at one path.
@@ -174,7 +173,7 @@ impl RevertPlan {
         });
         for path in removals {
             if current(workspace, path).is_some() {
-                remove_path(workspace, path).map_err(io(path))?;
+                paths::remove(workspace, path).map_err(io(path))?;
                 report.removed.push(path.clone());
             }
         }
@@ -259,102 +258,25 @@ fn current(workspace: BorrowedFd<'_>, path: &str) -> Option<State> {
     }
 }
 
-fn parent(workspace: BorrowedFd<'_>, path: &str) -> std::io::Result<(OwnedFd, String)> {
-    let (parent, name) = split(path);
-    let dir = open_lower(workspace, parent, OFlags::DIRECTORY | OFlags::PATH).ok_or_else(|| {
-        std::io::Error::other(format!(
-            "its directory `{parent}` is missing or is a symlink"
-        ))
-    })?;
-    Ok((dir, name.to_owned()))
-}
-
-fn remove_path(workspace: BorrowedFd<'_>, path: &str) -> std::io::Result<()> {
-    let (dir, name) = parent(workspace, path)?;
-    let is_dir = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory);
-    if is_dir {
-        std::fs::remove_dir_all(
-            std::path::PathBuf::from(format!(
-                "/proc/self/fd/{}",
-                std::os::fd::AsRawFd::as_raw_fd(&dir)
-            ))
-            .join(&name),
-        )
-    } else {
-        rustix::fs::unlinkat(&dir, name.as_str(), AtFlags::empty()).map_err(Into::into)
-    }
-}
-
 fn restore_path(
     workspace: BorrowedFd<'_>,
     path: &str,
     state: &State,
     content: Option<&[u8]>,
-    owner: (u32, u32),
+    owner: paths::Owner,
 ) -> std::io::Result<()> {
-    let (dir, name) = parent(workspace, path)?;
-    let mode = Mode::from_raw_mode(state.mode);
-    let (uid, gid) = (super::apply::uid(owner.0), super::apply::gid(owner.1));
     if let Some(existing) = lower_stat(workspace, path)
         && (state.node == Node::Dir)
             != (FileType::from_raw_mode(existing.st_mode) == FileType::Directory)
     {
-        remove_path(workspace, path)?;
+        paths::remove(workspace, path)?;
     }
+    let (dir, name) = paths::parent(workspace, path)?;
+    let content = content.unwrap_or_default();
     match state.node {
-        Node::Dir => {
-            match rustix::fs::mkdirat(&dir, name.as_str(), mode) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                Err(err) => return Err(err.into()),
-            }
-            // Through a descriptor of the directory itself, opened with no symlink followed: a
-            // name that is something else now (changed since) is refused, never chmod-ed through.
-            let made = rustix::fs::openat2(
-                &dir,
-                name.as_str(),
-                OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-                Mode::empty(),
-                rustix::fs::ResolveFlags::BENEATH
-                    | rustix::fs::ResolveFlags::NO_SYMLINKS
-                    | rustix::fs::ResolveFlags::NO_MAGICLINKS,
-            )?;
-            rustix::fs::fchown(&made, Some(uid), Some(gid))?;
-            rustix::fs::fchmod(&made, mode)?;
-            Ok(())
-        }
-        Node::Symlink | Node::File => {
-            let temp = format!(".airlock-{:016x}", fastrand::u64(..));
-            if state.node == Node::Symlink {
-                rustix::fs::symlinkat(content.unwrap_or_default(), &dir, temp.as_str())?;
-            } else {
-                let file = rustix::fs::openat(
-                    &dir,
-                    temp.as_str(),
-                    OFlags::CREATE
-                        | OFlags::EXCL
-                        | OFlags::WRONLY
-                        | OFlags::NOFOLLOW
-                        | OFlags::CLOEXEC,
-                    Mode::from_raw_mode(0o600),
-                )?;
-                File::from(file).write_all(content.unwrap_or_default())?;
-                rustix::fs::chmodat(&dir, temp.as_str(), mode, AtFlags::empty())?;
-            }
-            let done = rustix::fs::chownat(
-                &dir,
-                temp.as_str(),
-                Some(uid),
-                Some(gid),
-                AtFlags::SYMLINK_NOFOLLOW,
-            )
-            .and_then(|()| rustix::fs::renameat(&dir, temp.as_str(), &dir, name.as_str()));
-            if let Err(err) = done {
-                let _ = rustix::fs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
-                return Err(err.into());
-            }
-            Ok(())
-        }
+        Node::Dir => paths::make_dir(&dir, &name, state.mode, owner),
+        Node::Symlink => paths::make_symlink(&dir, &name, content, owner),
+        Node::File => paths::write_file(&dir, &name, content, state.mode, owner),
     }
 }
 

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use airlock_sdk::ToolError;
+use airlock_sdk::atomic;
 
-use crate::atomic;
 use crate::mode;
 
 /// Everything a patch changes on disk.

@@ -3,7 +3,6 @@
 //! preview mode returns the diff and writes nothing.
 
 mod apply;
-mod atomic;
 mod codex;
 mod commit;
 mod diff;

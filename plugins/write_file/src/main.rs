@@ -1,7 +1,6 @@
 //! `write_file`: writes a text file of the workspace and returns the unified diff of the
 //! change; in preview mode returns the diff and writes nothing.
 
-mod atomic;
 mod diff;
 mod write;
 

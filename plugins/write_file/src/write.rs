@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use airlock_sdk::IoResultExt;
 use airlock_sdk::ToolError;
 use airlock_sdk::Workspace;
+use airlock_sdk::atomic;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::atomic;
 use crate::diff;
 use crate::diff::Before;
 

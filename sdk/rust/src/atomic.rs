@@ -1,5 +1,15 @@
-//! Replaces a file's contents so that a reader (or a crash) sees the old file or the new
-//! one, never half of each: write a temporary file beside it, then rename it over.
+//! Writing a workspace file from inside a tool, atomically: [`write`](write()) replaces a
+//! file's contents so that a reader (or a crash) sees the old file or the new one, never
+//! half of each.
+//!
+//! Why a temporary file and a rename: writing the target in place truncates it first, so
+//! a tool that fails or is stopped part-way (a full disk, its deadline, a trap) would leave
+//! a half-written file in the user's workspace, and anything reading the file meanwhile
+//! could see it half-written. A rename within a directory swaps the name over in one
+//! step, so writing the new contents to a temporary file beside the target, syncing it,
+//! then renaming it over the target never exposes a partial file. Where the sandbox
+//! refuses the temporary file or the rename, [`write`](write()) falls back to writing in
+//! place (see there).
 
 use std::fs;
 use std::fs::File;
@@ -83,10 +93,24 @@ fn remove_quietly(temp: &Path) {
     // temporary file is named so that it is recognisable.
     if let Err(err) = fs::remove_file(temp) {
         eprintln!(
-            "write_file: could not remove the temporary file {}: {err}",
+            "{}: could not remove the temporary file {}: {err}",
+            tool_name(),
             temp.display()
         );
     }
+}
+
+/// The name to prefix a diagnostic with: the tool's, which the daemon passes as `argv[0]`
+/// (sdk/ABI.md, "One call"); natively the binary's file name, which is the tool's too.
+fn tool_name() -> String {
+    std::env::args_os()
+        .next()
+        .as_deref()
+        .and_then(|arg0| Path::new(arg0).file_name())
+        .map_or_else(
+            || "airlock-sdk".to_owned(),
+            |name| name.to_string_lossy().into_owned(),
+        )
 }
 
 #[cfg(test)]

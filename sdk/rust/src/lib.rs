@@ -39,7 +39,11 @@
 //! Derive `JsonSchema` with `#[serde(deny_unknown_fields)]` so the schema is strict
 //! (`additionalProperties: false`) and the doc comments become the descriptions a model
 //! reads.
+//!
+//! A tool that changes a workspace file writes it with [`atomic::write`], so nothing ever
+//! sees the file half-written.
 
+pub mod atomic;
 mod error;
 mod response;
 mod runner;

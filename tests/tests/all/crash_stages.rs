@@ -122,9 +122,20 @@ async fn start_run(
     workspace: &Path,
     call: Call,
 ) -> tokio::task::JoinHandle<Vec<pb::RunEvent>> {
+    start_script(daemon, workspace, &script(call), pb::ApprovalPolicy::Never).await
+}
+
+/// Starts a run of the scripted model playing `script` under `policy`, collecting its events
+/// as [`start_run`] does.
+async fn start_script(
+    daemon: &DaemonProcess,
+    workspace: &Path,
+    script: &serde_json::Value,
+    policy: pb::ApprovalPolicy,
+) -> tokio::task::JoinHandle<Vec<pb::RunEvent>> {
     let (requests, receiver) = mpsc::unbounded_channel();
-    let mut start = scripted_run(workspace, &script(call));
-    start.approval_policy = pb::ApprovalPolicy::Never as i32;
+    let mut start = scripted_run(workspace, script);
+    start.approval_policy = policy as i32;
     requests
         .send(pb::RunRequest {
             request: Some(pb::run_request::Request::Start(start)),
@@ -414,7 +425,6 @@ async fn a_daemon_killed_while_applying_changes_leaves_each_path_whole_and_says_
         let daemon = scenario
             .daemon(Some(&format!("changes:apply@{landed}")))
             .await;
-        let (requests, receiver) = mpsc::unbounded_channel();
         let script = json!({"turns": [
             {"tool_calls": [{"name": "run_command", "arguments": {
                 "command": "echo one > a.txt; echo two > b.txt; echo changed > notes.txt; rm gone.txt",
@@ -422,26 +432,7 @@ async fn a_daemon_killed_while_applying_changes_leaves_each_path_whole_and_says_
             }}]},
             {"final": "done"}
         ]});
-        let mut start = scripted_run(&workspace, &script);
-        start.approval_policy = pb::ApprovalPolicy::Auto as i32;
-        requests
-            .send(pb::RunRequest {
-                request: Some(pb::run_request::Request::Start(start)),
-            })
-            .unwrap();
-        let mut agent = pb::agent_client::AgentClient::new(daemon.channel().await);
-        let collecting = tokio::spawn(async move {
-            let _requests = requests;
-            let mut seen = Vec::new();
-            let Ok(response) = agent.run(UnboundedReceiverStream::new(receiver)).await else {
-                return seen;
-            };
-            let mut events = response.into_inner();
-            while let Ok(Some(event)) = events.message().await {
-                seen.push(event);
-            }
-            seen
-        });
+        let collecting = start_script(&daemon, &workspace, &script, pb::ApprovalPolicy::Auto).await;
         daemon
             .await_log("airlock test pause: reached changes:apply")
             .await;

@@ -13,12 +13,12 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay, WorkspaceIgnores};
+use crate::changes::{Changes, WorkspaceIgnores};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::ExecutionId;
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
-use crate::profile::{Access, GrantError, GrantPath, NetworkPolicy, Profile};
+use crate::profile::{GrantError, NetworkPolicy, Profile};
 use crate::secrets::{Redactor, StreamRedactor};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
@@ -26,6 +26,7 @@ use super::abi::{self, AbiResult};
 use super::executions::Executions;
 use super::registry::{Registry, Tool};
 use super::result::{ResultMetadata, ToolResult, ToolStatus};
+use super::writes::{self, ChangeJournal};
 use crate::engine::Abi;
 
 /// A request to run one tool.
@@ -80,14 +81,6 @@ pub struct Call {
     /// Where the call's change set is journaled before it is applied: a run's effect journal.
     /// `None` (gRPC ExecuteTool) applies at once.
     pub change_journal: Option<Arc<dyn ChangeJournal>>,
-}
-
-/// Keeps a call's change set durably before it reaches the workspace, so that after a crash
-/// in the middle of applying it, which paths landed can be told (see `changes::reconcile`).
-#[async_trait::async_trait]
-pub trait ChangeJournal: Send + Sync {
-    /// Returns once `changes` is committed.
-    async fn pending(&self, changes: &ChangeSet) -> Result<(), String>;
 }
 
 impl Call {
@@ -324,15 +317,15 @@ impl Executor {
         };
         let started = Instant::now();
         let workspace = launch.workspace.clone();
-        let (overlay, outcome) = match self
-            .overlay(
-                &tool,
-                &profile,
-                workspace.as_deref(),
-                call.ignores.clone(),
-                &execution_id,
-            )
-            .await
+        let (overlay, outcome) = match writes::overlay(
+            &self.changes,
+            &tool,
+            &profile,
+            workspace.as_deref(),
+            call.ignores.clone(),
+            &execution_id,
+        )
+        .await
         {
             Err(message) => (None, Ok(Exit::SandboxError(message))),
             Ok(overlay) => {
@@ -357,16 +350,9 @@ impl Executor {
             None => Arc::into_inner(changed).and_then(std::sync::OnceLock::into_inner),
             Some((overlay, exclusions)) => {
                 let finished = matches!(outcome, Ok(Exit::Code(_))) && !capture.has_overflowed();
-                // WASI cannot set a file's mode: a rewritten file keeps its own.
-                let modes = match tool.manifest.engine() {
-                    crate::engine::EngineKind::Wasm => Modes::Kept,
-                    crate::engine::EngineKind::Process | crate::engine::EngineKind::Mcp => {
-                        Modes::Tool
-                    }
-                };
                 let journal = call.change_journal.clone();
                 Some(
-                    self.settle(overlay, exclusions, modes, finished, journal)
+                    writes::settle(&self.changes, &tool, overlay, exclusions, finished, journal)
                         .await,
                 )
             }
@@ -427,110 +413,6 @@ impl Executor {
         };
         let _ = events.send(ExecutionEvent::Finished(result.clone()));
         result
-    }
-}
-
-impl Executor {
-    /// The overlay a call writes through, when its profile lets it write the workspace (a
-    /// preview's profile is read-only, so a preview gets none). Hosted MCP servers are
-    /// long-lived and keep their own view of the workspace; their calls get none.
-    async fn overlay(
-        &self,
-        tool: &Tool,
-        profile: &Profile,
-        workspace: Option<&std::path::Path>,
-        ignores: Option<WorkspaceIgnores>,
-        execution_id: &ExecutionId,
-    ) -> Result<Option<(Arc<Overlay>, Exclusions)>, String> {
-        let writes = profile.files.iter().any(|grant| {
-            grant.access == Access::ReadWrite && matches!(grant.path, GrantPath::Workspace(_))
-        });
-        let (true, Some(workspace), false) = (
-            writes,
-            workspace,
-            tool.manifest.engine() == crate::engine::EngineKind::Mcp,
-        ) else {
-            return Ok(None);
-        };
-        let changes = match &self.changes {
-            Ok(changes) => changes.clone(),
-            Err(reason) => {
-                return Err(format!(
-                    "`{}` may write the workspace, and this daemon cannot record what a call changes: {reason}",
-                    tool.name()
-                ));
-            }
-        };
-        let workspace = workspace.to_owned();
-        let patterns = profile.change_exclusions.clone();
-        let name = execution_id.to_string();
-        tokio::task::spawn_blocking(move || {
-            let ignores = ignores.unwrap_or_else(|| WorkspaceIgnores::read(&workspace));
-            let exclusions = Exclusions::new(&patterns, ignores);
-            changes
-                .overlay(&workspace, &name)
-                .map(|overlay| Some((Arc::new(overlay), exclusions)))
-        })
-        .await
-        .map_err(|err| format!("the overlay's set-up panicked: {err}"))?
-        .map_err(|err| err.to_string())
-    }
-
-    /// Applies what a finished call wrote (journaled first, when the call has a journal), or
-    /// throws it away.
-    async fn settle(
-        &self,
-        overlay: Arc<Overlay>,
-        exclusions: Exclusions,
-        modes: Modes,
-        finished: bool,
-        journal: Option<Arc<dyn ChangeJournal>>,
-    ) -> ChangeSet {
-        let Ok(changes) = self.changes.clone() else {
-            return ChangeSet::default();
-        };
-        let Ok(overlay) = Arc::try_unwrap(overlay) else {
-            return ChangeSet {
-                not_applied: Some(
-                    "the engine still held the workspace overlay; nothing was applied".into(),
-                ),
-                ..ChangeSet::default()
-            };
-        };
-        let panicked = |err: tokio::task::JoinError| ChangeSet {
-            not_applied: Some(format!("recording the call's changes panicked: {err}")),
-            ..ChangeSet::default()
-        };
-        if !finished {
-            let _ = tokio::task::spawn_blocking(move || drop(overlay.finish())).await;
-            return ChangeSet::default();
-        }
-        let capturing = changes.clone();
-        let captured =
-            tokio::task::spawn_blocking(move || capturing.capture(overlay, &exclusions, modes))
-                .await;
-        let (upper, set) = match captured {
-            Ok(Ok(captured)) => captured,
-            Ok(Err(set)) => return set,
-            Err(err) => return panicked(err),
-        };
-        if let Some(journal) = journal
-            && !set.changes.is_empty()
-            && let Err(err) = journal.pending(&set).await
-        {
-            // Applied unjournaled, a crash halfway could not be told apart from a change
-            // someone else made: apply nothing.
-            let _ = tokio::task::spawn_blocking(move || drop(upper)).await;
-            return ChangeSet {
-                not_applied: Some(format!(
-                    "the change set could not be journaled, so nothing was applied: {err}"
-                )),
-                ..set
-            };
-        }
-        tokio::task::spawn_blocking(move || changes.apply(&upper, set))
-            .await
-            .unwrap_or_else(panicked)
     }
 }
 

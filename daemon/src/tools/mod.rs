@@ -8,13 +8,15 @@ mod executor;
 mod manifest;
 mod registry;
 mod result;
+mod writes;
 
 // For the fuzz targets in fuzz/, which read tool output as the executor does.
 #[doc(hidden)]
-pub use executor::{Call, CallError, CallRequest, ChangeJournal, ExecutionEvent, Executor};
+pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
 pub use manifest::{MAX_TIMEOUT_MS, Risk};
 pub use registry::{Registry, Tool, ToolLoadError};
 pub use result::{ResultMetadata, ToolResult, ToolStatus};
+pub use writes::ChangeJournal;
 #[cfg(feature = "testing")]
 pub use {
     abi::{AbiResult, parse_result},

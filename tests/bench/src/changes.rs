@@ -5,15 +5,19 @@
 //!
 //! - *without*: `Launch { overlay: None, .. }` — the same sandbox, the workspace mounted
 //!   writable as it is; no overlay, no change set.
-//! - *with*: what the executor's `overlay` and `settle` do — the exclusions read and a fresh
-//!   overlay mounted over the workspace (off the async threads), the call with
-//!   `overlay: Some(..)`, then `Changes::commit`: the change set captured off the upper layer
-//!   (contents to the blob store) and applied to the workspace path by path. The time is the
-//!   whole of it, from before the mount to the change set applied.
+//! - *with*: what `tools::writes::overlay` and `settle` do for a call outside a run — the
+//!   exclusions read and a fresh overlay mounted over the workspace (off the async threads),
+//!   the call with `overlay: Some(..)`, then `Changes::capture` (the overlay let go, the change
+//!   set read off the upper layer, contents to the blob store) and `Changes::apply` (path by
+//!   path into the workspace, the upper layer removed), each off the async threads. A run's
+//!   call also journals the change set in the run store between the two; that is not here.
+//!   The time is the whole of it, from before the mount to the change set applied; the row's
+//!   note gives each part's median.
 //!
 //! Two commands: a small Python project's unittest suite (`fixtures::write_python_project`;
 //! it writes one report file), and a write-heavy one (200 files added, 20 modified) for the
-//! change set's cost per path. The two variants alternate call by call, so the machine's
+//! change set's cost per path. A last row times the overlay alone, mounted and committed
+//! around no call: the fixed part. The two variants alternate call by call, so the machine's
 //! drift reaches both alike; between calls (untimed) the workspace is put back as it was, so
 //! every call changes the same paths. Every call's output is checked, and every change set
 //! must hold exactly the paths the command wrote, all applied.
@@ -23,8 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_daemon::testing::{
-    ChangeSet, Changes, Engine, Exclusions, Exit, Launch, LoadedTool, Manifest, OutputCapture,
-    Overlay, ProcessConfig, ProcessEngine, Profile, RunStats,
+    ChangeSet, Changes, Engine, Exclusions, Exit, Launch, LoadedTool, Manifest, Modes,
+    OutputCapture, Overlay, ProcessConfig, ProcessEngine, Profile, RunStats,
 };
 use anyhow::{Context, bail};
 use bytes::Bytes;
@@ -78,7 +82,18 @@ struct Executor {
 struct Phases {
     mount: Vec<Duration>,
     call: Vec<Duration>,
-    commit: Vec<Duration>,
+    capture: Vec<Duration>,
+    apply: Vec<Duration>,
+}
+
+impl Phases {
+    fn push(&mut self, phases: [Duration; 4]) {
+        let [mount, call, capture, apply] = phases;
+        self.mount.push(mount);
+        self.call.push(call);
+        self.capture.push(capture);
+        self.apply.push(apply);
+    }
 }
 
 pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
@@ -89,7 +104,12 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         bail!("the process engine cannot run on this host: {reason}");
     }
     let profile = profile(&bench.fixtures.profiles_dir, PROFILE)?;
-    let manifest_path = bench.fixtures.repo.join("plugins").join(TOOL).join("tool.toml");
+    let manifest_path = bench
+        .fixtures
+        .repo
+        .join("plugins")
+        .join(TOOL)
+        .join("tool.toml");
     let manifest = Manifest::load(&manifest_path)?;
     let tool = engine.load(&manifest.image, &profile)?;
     let changes = Changes::open(&bench.fixtures.fresh_dir("changes-state-")?, BLOB_CAP)
@@ -138,7 +158,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
             },
         },
     ];
-    let runs = bench.count(100, 3);
+    let runs = bench.count(200, 3);
     let warmup = bench.count(5, 1);
     let mut checked = Vec::new();
 
@@ -152,12 +172,10 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
             // Alternate which goes first, so neither always follows the other.
             for overlay_first in [round % 2 == 0, round % 2 == 1] {
                 if overlay_first {
-                    let (total, mount, call, commit) = executor.with_overlay(case, round).await?;
+                    let parts = executor.with_overlay(case, round).await?;
                     if round >= warmup {
-                        with.push(total);
-                        phases.mount.push(mount);
-                        phases.call.push(call);
-                        phases.commit.push(commit);
+                        with.push(parts.iter().sum());
+                        phases.push(parts);
                     }
                 } else {
                     let elapsed = executor.without_overlay(case).await?;
@@ -182,11 +200,13 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         let with_key = format!("changes-{key}-overlay");
         let plain_note = format!("p90 {}", format_duration(plain.percentile(90.0)));
         let mut with_note = format!(
-            "p90 {}; medians: overlay mounted {}, the call {}, change set captured and applied {}",
+            "p90 {}; medians: overlay mounted {}, the call {}, change set captured {} \
+             (the overlay unmounted, the upper layer read, contents to the blob store), applied {}",
             format_duration(with.percentile(90.0)),
             format_duration(median(phases.mount)),
             format_duration(median(phases.call)),
-            format_duration(median(phases.commit)),
+            format_duration(median(phases.capture)),
+            format_duration(median(phases.apply)),
         );
         if key == "write" {
             let extra = with.p50().saturating_sub(plain.p50());
@@ -218,6 +238,22 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         report.compare(&with_key, &plain_key);
     }
 
+    // The fixed part: an overlay mounted and committed around no call at all.
+    let workspace = &cases[0].workspace;
+    let mut empty = Vec::with_capacity(runs);
+    for round in 0..warmup + runs {
+        let elapsed = executor.empty(workspace, round).await?;
+        if round >= warmup {
+            empty.push(elapsed);
+        }
+    }
+    report.measured(
+        SECTION,
+        "changes-empty",
+        "the overlay alone: mounted over the Python project and committed with nothing written, no call",
+        Samples::sequential(empty),
+    );
+
     report.target(
         "`run_command` running a test suite: overlay + change set ≤ 1.2× the same command without them",
         Check::Ratio {
@@ -240,11 +276,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
 impl Executor {
     /// One call as the executor makes it for a writing profile: overlay, call, commit.
     /// Returns the whole time and its three parts.
-    async fn with_overlay(
-        &self,
-        case: &Case,
-        round: usize,
-    ) -> anyhow::Result<(Duration, Duration, Duration, Duration)> {
+    async fn with_overlay(&self, case: &Case, round: usize) -> anyhow::Result<[Duration; 4]> {
         let started = Instant::now();
         let (changes, workspace) = (self.changes.clone(), case.workspace.clone());
         let patterns = self.profile.change_exclusions.clone();
@@ -262,18 +294,51 @@ impl Executor {
         let called = Instant::now();
         let overlay: Overlay = Arc::try_unwrap(overlay)
             .map_err(|_| anyhow::anyhow!("the engine still held the workspace overlay"))?;
+        // As `tools::writes::settle`: captured, then (for a run's call, journaled in the run
+        // store: not here) applied, each off the async threads. A process tool sets its
+        // files' modes itself.
         let changes = self.changes.clone();
-        let set = tokio::task::spawn_blocking(move || changes.commit(overlay, &exclusions))
+        let captured =
+            tokio::task::spawn_blocking(move || changes.capture(overlay, &exclusions, Modes::Tool))
+                .await
+                .context("the capture panicked")?;
+        let (upper, set) = match captured {
+            Ok(captured) => captured,
+            Err(set) => bail!("{}: the change set was not captured: {set:?}", case.label),
+        };
+        let captured = Instant::now();
+        let changes = self.changes.clone();
+        let set = tokio::task::spawn_blocking(move || changes.apply(&upper, set))
             .await
-            .context("the commit panicked")?;
-        let committed = Instant::now();
+            .context("the apply panicked")?;
+        let applied = Instant::now();
         check(case, &set)?;
-        Ok((
-            committed - started,
+        Ok([
             mounted - started,
             called - mounted,
-            committed - called,
-        ))
+            captured - called,
+            applied - captured,
+        ])
+    }
+
+    /// An overlay mounted and committed with no call in between: its fixed cost.
+    async fn empty(&self, workspace: &Path, round: usize) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let (changes, workspace) = (self.changes.clone(), workspace.to_owned());
+        let patterns = self.profile.change_exclusions.clone();
+        let set = tokio::task::spawn_blocking(move || {
+            let exclusions = Exclusions::for_workspace(&workspace, &patterns);
+            changes
+                .overlay(&workspace, &format!("empty-{round}"))
+                .map(|overlay| changes.commit(overlay, &exclusions, Modes::Tool))
+        })
+        .await
+        .context("the overlay panicked")??;
+        let elapsed = started.elapsed();
+        if !set.is_empty() {
+            bail!("an overlay nothing wrote through has a change set: {set:?}");
+        }
+        Ok(elapsed)
     }
 
     /// The same call with no overlay: the sandbox writes the workspace itself.
@@ -297,6 +362,7 @@ impl Executor {
             stdin: Bytes::from(case.arguments.clone()),
             workspace: Some(case.workspace.clone()),
             overlay,
+            changed: Default::default(),
             profile: self.profile.clone(),
             capture: capture.clone(),
             stats: Arc::new(RunStats::default()),

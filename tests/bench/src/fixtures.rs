@@ -224,7 +224,7 @@ pub const PYTHON_SUITE_OK: &str = "Ran 10 tests";
 pub const PYTHON_REPORT_DIR: &str = "reports";
 pub const PYTHON_REPORT: &str = "reports/summary.csv";
 
-const PYTHON_MODULE: &str = r#"""Small helpers: arithmetic, text and a CSV report."""
+const PYTHON_MODULE: &str = r#""""Small helpers: arithmetic, text and a CSV report."""
 
 import csv
 import os

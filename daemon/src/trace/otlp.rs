@@ -545,6 +545,16 @@ mod tests {
         }
     }
 
+    /// Waits until the exporter has counted `spans` exported: it counts a batch when the
+    /// collector's answer reaches it, a moment after the collector has the spans.
+    async fn counted(exporter: &OtlpExporter, spans: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while exporter.stats().exported < spans {
+            assert!(Instant::now() < deadline, "{:?}", exporter.stats());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// A loopback address where nothing listens.
     fn closed_port() -> String {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -561,6 +571,7 @@ mod tests {
         collector.wait_for(3).await;
         assert_eq!(collector.names(), ["context", "model", "step"]);
         assert_eq!(collector.requests(), 1, "one batch within the delay");
+        counted(&exporter, 3).await;
         assert_eq!(
             exporter.stats(),
             ExportStats {
@@ -619,6 +630,7 @@ mod tests {
         collector.wait_for(1).await;
         assert_eq!(collector.calls.load(Ordering::SeqCst), 3);
         assert_eq!(collector.names(), ["model"]);
+        counted(&exporter, 1).await;
         assert_eq!(exporter.stats().exported, 1);
     }
 

@@ -72,8 +72,8 @@ impl AgentRuntime {
         let digest = digest.to_owned();
         tokio::task::spawn_blocking(move || changes.blobs().read(&digest))
             .await
-            .map_err(|err| AgentError::Revert(format!("reading a blob panicked: {err}")))?
-            .map_err(|err| AgentError::Revert(format!("cannot read a blob: {err}")))?
+            .map_err(|err| AgentError::Changes(format!("reading a blob panicked: {err}")))?
+            .map_err(|err| AgentError::Changes(format!("cannot read a blob: {err}")))?
             .ok_or_else(unknown)
     }
 
@@ -121,16 +121,16 @@ impl AgentRuntime {
             .collect();
         let plan = RevertPlan::new(&sets);
         let Some(changes) = self.shared.executor.changes().cloned() else {
-            return Err(AgentError::Revert(
+            return Err(AgentError::Changes(
                 "this daemon keeps no change sets (its change-set store is unavailable)".into(),
             ));
         };
         tokio::task::spawn_blocking(move || plan.execute_at(&workspace, changes.blobs(), force))
             .await
-            .map_err(|err| AgentError::Revert(format!("the revert panicked: {err}")))?
+            .map_err(|err| AgentError::Changes(format!("the revert panicked: {err}")))?
             .map_err(|err| match err {
                 RevertError::Conflicts(_) => AgentError::RevertConflicts(err.to_string()),
-                RevertError::Io { .. } => AgentError::Revert(err.to_string()),
+                RevertError::Io { .. } => AgentError::Changes(err.to_string()),
             })
     }
 }
@@ -260,8 +260,8 @@ impl AgentRuntime {
                     .map_err(|err| err.to_string())
             })
             .await
-            .map_err(|err| AgentError::Revert(format!("the workspace copy panicked: {err}")))?
-            .map_err(AgentError::Revert)?;
+            .map_err(|err| AgentError::Changes(format!("the workspace copy panicked: {err}")))?
+            .map_err(AgentError::Changes)?;
         }
         self.start_from(fork.start, owner, fork.earlier).await
     }

@@ -114,8 +114,9 @@ pub enum AgentError {
     /// A revert would overwrite changes made since by something other than the run.
     #[error("{0}; revert with force (`airlock revert --force`) to overwrite them anyway")]
     RevertConflicts(String),
+    /// The change-set store failed (reading a blob, copying or reverting a workspace).
     #[error("{0}")]
-    Revert(String),
+    Changes(String),
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]

@@ -117,7 +117,7 @@ impl ApiError {
                 | AgentError::RunLive(_)
                 | AgentError::RevertConflicts(_) => Code::FailedPrecondition,
                 AgentError::UnknownBlob(_) => Code::NotFound,
-                AgentError::Revert(_) => Code::Internal,
+                AgentError::Changes(_) => Code::Internal,
                 AgentError::TooManyRuns { .. } => Code::ResourceExhausted,
                 AgentError::Workspace(workspace) => workspace_code(workspace),
                 AgentError::Unresumable(_) => Code::Internal,
@@ -173,7 +173,7 @@ impl From<AgentError> for ApiError {
             | AgentError::RunFinished(_)
             | AgentError::RunLive(_)
             | AgentError::RevertConflicts(_)
-            | AgentError::Revert(_)
+            | AgentError::Changes(_)
             | AgentError::TooManyRuns { .. }
             | AgentError::Unresumable(_)
             | AgentError::Store(_) => ApiError::Agent(err),

@@ -108,7 +108,8 @@ impl Blobs {
         }
     }
 
-    pub fn contains(&self, digest: &str) -> bool {
+    #[cfg(test)]
+    fn contains(&self, digest: &str) -> bool {
         self.path(digest).is_some_and(|path| path.exists())
     }
 

@@ -169,10 +169,6 @@ impl Changes {
         &self.blobs
     }
 
-    pub fn idmap(&self) -> &Arc<IdMap> {
-        &self.idmap
-    }
-
     /// Mounts a fresh overlay over `workspace` for one call (blocking).
     pub fn overlay(&self, workspace: &Path, call: &str) -> Result<Overlay, ChangeError> {
         Overlay::mount(workspace, self.calls.join(call), &self.idmap)

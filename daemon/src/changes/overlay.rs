@@ -186,11 +186,6 @@ impl Overlay {
         self.merged.as_fd()
     }
 
-    /// The workspace root's owner and group.
-    pub fn owner(&self) -> (u32, u32) {
-        self.upper.owner
-    }
-
     /// The upper layer, while the overlay is still in use.
     pub fn upper(&self) -> &Upper {
         &self.upper

@@ -7,7 +7,8 @@
 #   scripts/bench.sh --smoke         every section with tiny counts, in seconds, for CI;
 #                                    judges nothing and never installs wasmtime-cli
 #   scripts/bench.sh [--smoke] ARGS  ARGS go to airlock-bench (sections: wasm process agent
-#                                    scale cold mcp; --scale 10,100; --output FILE)
+#                                    scale cold mcp changes streaming; --scale 10,100;
+#                                    --output FILE)
 #
 # Installs what is missing first: the build's own needs (as scripts/build-wasm.sh does),
 # Debian's bubblewrap, the MCP peers (tests/mcp/install.sh), and — outside --smoke — wasmtime-cli from crates.io at exactly the

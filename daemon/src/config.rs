@@ -144,6 +144,10 @@ pub struct RunsFile {
     pub max_tool_calls: Option<u32>,
     pub max_repeated_errors: Option<u32>,
     pub context_tokens: Option<u64>,
+    /// The same call with the same result this many times stops a run (NO_PROGRESS).
+    pub max_repeated_calls: Option<u32>,
+    /// This many steps in a row that change and observe nothing new stop a run.
+    pub max_idle_steps: Option<u32>,
     pub approval_timeout_ms: Option<u64>,
     pub max_output_tokens: Option<u32>,
 }
@@ -460,6 +464,8 @@ fn agent_settings(providers: &ProvidersFile, runs: &RunsFile) -> AgentSettings {
     d.max_tool_calls = runs.max_tool_calls.unwrap_or(d.max_tool_calls);
     d.max_repeated_errors = runs.max_repeated_errors.unwrap_or(d.max_repeated_errors);
     d.context_tokens = runs.context_tokens.unwrap_or(d.context_tokens);
+    d.max_repeated_calls = runs.max_repeated_calls.unwrap_or(d.max_repeated_calls);
+    d.max_idle_steps = runs.max_idle_steps.unwrap_or(d.max_idle_steps);
     d.approval_timeout = runs
         .approval_timeout_ms
         .map_or(d.approval_timeout, Duration::from_millis);

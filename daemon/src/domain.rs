@@ -19,6 +19,9 @@ pub enum StopReason {
     PermissionDenied,
     /// The model provider failed, or the run could not be resumed.
     ModelError,
+    /// The run went round in circles: the same call with the same result again and again, or
+    /// steps that changed and observed nothing new.
+    NoProgress,
 }
 
 impl StopReason {
@@ -32,6 +35,7 @@ impl StopReason {
             StopReason::Cancelled => "CANCELLED",
             StopReason::PermissionDenied => "PERMISSION_DENIED",
             StopReason::ModelError => "MODEL_ERROR",
+            StopReason::NoProgress => "NO_PROGRESS",
         }
     }
 }

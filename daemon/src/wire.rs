@@ -314,6 +314,7 @@ pub fn stop_reason(reason: StopReason) -> pb::StopReason {
         StopReason::Cancelled => pb::StopReason::Cancelled,
         StopReason::PermissionDenied => pb::StopReason::PermissionDenied,
         StopReason::ModelError => pb::StopReason::ModelError,
+        StopReason::NoProgress => pb::StopReason::NoProgress,
     }
 }
 
@@ -328,6 +329,7 @@ pub fn stop_reason_from(reason: pb::StopReason) -> Option<StopReason> {
         pb::StopReason::Cancelled => Some(StopReason::Cancelled),
         pb::StopReason::PermissionDenied => Some(StopReason::PermissionDenied),
         pb::StopReason::ModelError => Some(StopReason::ModelError),
+        pb::StopReason::NoProgress => Some(StopReason::NoProgress),
     }
 }
 

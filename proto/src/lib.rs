@@ -61,6 +61,9 @@ pub mod v1 {
                 Event::RunFinished(_) => "run_finished",
                 Event::RunResumed(_) => "run_resumed",
                 Event::Changes(_) => "changes",
+                Event::TextDelta(_) => "text_delta",
+                Event::ToolCallDelta(_) => "tool_call_delta",
+                Event::ContextCompacted(_) => "context_compacted",
             }
         }
     }

@@ -17,6 +17,8 @@ pub struct CliRun {
 /// `airlock --server ENDPOINT ARGS…`, as configured by the builder methods, then [`Cli::run`].
 pub struct Cli {
     command: tokio::process::Command,
+    /// What its standard input reads, then its end; none: it reads nothing (`/dev/null`).
+    stdin: Option<Vec<u8>>,
     /// A home with no token file in it, kept until the command has run.
     _home: tempfile::TempDir,
 }
@@ -44,8 +46,16 @@ impl Cli {
         }
         Cli {
             command,
+            stdin: None,
             _home: home,
         }
+    }
+
+    /// Gives it `input` on its standard input (a pipe, as a script's).
+    pub fn stdin(mut self, input: &str) -> Cli {
+        self.command.stdin(std::process::Stdio::piped());
+        self.stdin = Some(input.as_bytes().to_vec());
+        self
     }
 
     /// Sends `token` (through `AIRLOCK_TOKEN`).
@@ -66,7 +76,18 @@ impl Cli {
 
     /// Runs it; what it wrote, as bytes.
     pub async fn output(mut self) -> std::process::Output {
-        self.command.output().await.unwrap()
+        let Some(input) = self.stdin.take() else {
+            return self.command.output().await.unwrap();
+        };
+        use tokio::io::AsyncWriteExt;
+        self.command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = self.command.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&input).await.unwrap();
+        drop(stdin);
+        child.wait_with_output().await.unwrap()
     }
 
     /// Runs it; what it wrote, as text.

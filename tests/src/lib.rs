@@ -13,6 +13,7 @@
 pub mod cli;
 pub mod egress;
 pub mod mcp;
+pub mod model_api;
 pub mod netns;
 pub mod procs;
 
@@ -661,6 +662,16 @@ impl TestDaemon {
         RunStream::open(self.agent().await, first).await
     }
 
+    /// Attaches to run `run_id` after event `after_seq`.
+    pub async fn attach_run(&self, run_id: &str, after_seq: u64) -> RunStream {
+        self.open_run(pb::run_request::Request::Attach(pb::AttachRun {
+            run_id: run_id.into(),
+            after_seq,
+        }))
+        .await
+        .expect("attaches")
+    }
+
     /// Starts a run.
     pub async fn start_run(&self, start: pb::StartRun) -> RunStream {
         self.open_run(pb::run_request::Request::Start(start))
@@ -685,7 +696,7 @@ pub fn scripted_run(workspace: &Path, script: &serde_json::Value) -> pb::StartRu
 
 impl RunStream {
     /// Opens a `Run` stream on `agent` whose first message is `first`.
-    pub(crate) async fn open(
+    pub async fn open(
         mut agent: pb::agent_client::AgentClient<AuthedChannel>,
         first: pb::run_request::Request,
     ) -> Result<RunStream, tonic::Status> {
@@ -742,6 +753,11 @@ impl RunStream {
             .expect("the stream stays healthy")?;
         self.seen.push(event.clone());
         Some(event)
+    }
+
+    /// Reads to the end of the stream.
+    pub async fn drain(&mut self) {
+        while self.next().await.is_some() {}
     }
 
     /// Reads until an event matches, and returns it.

@@ -263,7 +263,7 @@ impl AgentRuntime {
             .map_err(|err| AgentError::Changes(format!("the workspace copy panicked: {err}")))?
             .map_err(AgentError::Changes)?;
         }
-        self.start_from(fork.start, owner, fork.earlier).await
+        Ok(self.start_from(fork.start, owner, fork.earlier).await?.live)
     }
 
     /// Hands every event of a run, in order, to `visit`, a page at a time.

@@ -3,23 +3,33 @@
 //! effect journal, which holds each call's result, they let a resumed run continue exactly
 //! where it stopped, without running any call twice behind anyone's back.
 //!
-//! The saved form is versioned JSON: this daemon writes version 2 and still reads the first
-//! form (parallel lists of messages and their sources, failures keyed by text), so a run
-//! checkpointed by the previous release resumes after an upgrade.
+//! The saved form is versioned JSON: this daemon writes version 3 (version 2 with each entry's
+//! part of the conversation, the turn, the project instructions, the token calibration, the
+//! progress detector and the compaction state — all defaulted when absent, so version 2 reads
+//! as it is) and still reads the first form (parallel lists of messages and their sources,
+//! failures keyed by text), so a run checkpointed by an earlier release resumes after an
+//! upgrade.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::Entry;
+use super::context::{Counted, Entry, Part};
 use super::provider::{Message, ToolCall};
-use super::run::FailureKey;
+use super::run::{FailureKey, ProgressTracker};
 use crate::domain::Usage;
-use crate::ids::{CallId, StepId};
+use crate::ids::{CallId, StepId, TurnId};
+
+/// The turn a test's snapshot of a state without one is saved with.
+#[cfg(test)]
+static TEST_TURN: std::sync::LazyLock<TurnId> = std::sync::LazyLock::new(TurnId::new);
 
 /// The version of the form [`Snapshot::encode`] writes.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
+
+/// The earlier version whose form [`Saved`] reads too (its new fields defaulted).
+const VERSION_2: u32 = 2;
 
 /// Everything the loop needs to go on.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -32,6 +42,31 @@ pub struct LoopState {
     pub elapsed_ms: u64,
     /// The calls of the latest model response that are not all observed yet.
     pub pending: Option<PendingStep>,
+    /// The turn in progress; none in a checkpoint from before turns were recorded.
+    pub turn_id: Option<TurnId>,
+    /// The workspace's project instructions (AGENTS.md) as they were when the run started.
+    pub project_instructions: Option<String>,
+    pub calibration: CalibrationState,
+    pub progress: ProgressTracker,
+    /// The step before which compaction is not tried again after a failed summarising call.
+    pub compaction_retry_step: Option<u32>,
+}
+
+/// What the run has learnt about its provider's token counts (see `tokens::Calibration`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationState {
+    pub factor: f64,
+    pub samples: u32,
+}
+
+impl Default for CalibrationState {
+    fn default() -> Self {
+        CalibrationState {
+            factor: 1.0,
+            samples: 0,
+        }
+    }
 }
 
 /// The loop's state borrowed from the running loop, to be saved: nothing of it is copied but
@@ -44,6 +79,11 @@ pub struct Snapshot<'a> {
     pub failures: &'a BTreeMap<FailureKey, u32>,
     pub elapsed_ms: u64,
     pub pending: Option<&'a PendingStep>,
+    pub turn_id: &'a TurnId,
+    pub project_instructions: Option<&'a str>,
+    pub calibration: CalibrationState,
+    pub progress: &'a ProgressTracker,
+    pub compaction_retry_step: Option<u32>,
 }
 
 impl Snapshot<'_> {
@@ -56,6 +96,7 @@ impl Snapshot<'_> {
                 .map(|entry| SavedEntry {
                     message: SavedMessage::from(&entry.message),
                     source: Cow::Borrowed(&entry.source),
+                    part: entry.part,
                 })
                 .collect(),
             usage: SavedUsage::from(self.usage),
@@ -67,6 +108,11 @@ impl Snapshot<'_> {
                 .collect(),
             elapsed_ms: self.elapsed_ms,
             pending: self.pending.map(Cow::Borrowed),
+            turn_id: Some(Cow::Borrowed(self.turn_id)),
+            project_instructions: self.project_instructions.map(Cow::Borrowed),
+            calibration: self.calibration,
+            progress: Cow::Borrowed(self.progress),
+            compaction_retry_step: self.compaction_retry_step,
         };
         // Serialising plain data to JSON cannot fail.
         serde_json::to_vec(&saved).unwrap_or_default()
@@ -126,6 +172,9 @@ enum SavedMessage<'a> {
 struct SavedEntry<'a> {
     message: SavedMessage<'a>,
     source: Cow<'a, str>,
+    /// Version 2 has none: every entry was the run's own then.
+    #[serde(default)]
+    part: Part,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +186,7 @@ struct SavedUsage {
     tool_calls: u32,
 }
 
-/// Version 2, as written.
+/// Version 3, as written; version 2 is the same without the fields marked as defaulted.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Saved<'a> {
@@ -148,6 +197,16 @@ struct Saved<'a> {
     failures: Vec<(Cow<'a, FailureKey>, u32)>,
     elapsed_ms: u64,
     pending: Option<Cow<'a, PendingStep>>,
+    #[serde(default)]
+    turn_id: Option<Cow<'a, TurnId>>,
+    #[serde(default)]
+    project_instructions: Option<Cow<'a, str>>,
+    #[serde(default)]
+    calibration: CalibrationState,
+    #[serde(default)]
+    progress: Cow<'a, ProgressTracker>,
+    #[serde(default)]
+    compaction_retry_step: Option<u32>,
 }
 
 /// Version 1, as the previous release wrote it.
@@ -262,13 +321,16 @@ impl LoopState {
         LoopState::start_after(Vec::new(), input)
     }
 
-    /// A fresh state whose conversation is `earlier` (a forked run's), then `input`.
+    /// A fresh state whose conversation is `earlier` (a forked run's, or the session's
+    /// history), then `input`.
     pub fn start_after(mut earlier: Vec<Entry>, input: &str) -> LoopState {
         earlier.push(Entry {
             message: Message::User {
                 text: input.to_owned(),
             },
             source: String::new(),
+            part: Part::Goal,
+            counted: Counted::default(),
         });
         LoopState {
             conversation: earlier,
@@ -286,12 +348,17 @@ impl LoopState {
             failures: &self.failures,
             elapsed_ms: self.elapsed_ms,
             pending: self.pending.as_ref(),
+            turn_id: self.turn_id.as_ref().unwrap_or(&TEST_TURN),
+            project_instructions: self.project_instructions.as_deref(),
+            calibration: self.calibration,
+            progress: &self.progress,
+            compaction_retry_step: self.compaction_retry_step,
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<LoopState, String> {
         let current = match serde_json::from_slice::<Saved>(bytes) {
-            Ok(saved) if saved.version == VERSION => saved,
+            Ok(saved) if saved.version == VERSION || saved.version == VERSION_2 => saved,
             Ok(saved) => {
                 return Err(format!(
                     "the checkpoint is of version {}, which this daemon does not know",
@@ -310,6 +377,8 @@ impl LoopState {
                 .map(|entry| Entry {
                     message: Message::from(entry.message),
                     source: entry.source.into_owned(),
+                    part: entry.part,
+                    counted: Counted::default(),
                 })
                 .collect(),
             usage: Usage::from(current.usage),
@@ -321,6 +390,11 @@ impl LoopState {
                 .collect(),
             elapsed_ms: current.elapsed_ms,
             pending: current.pending.map(Cow::into_owned),
+            turn_id: current.turn_id.map(Cow::into_owned),
+            project_instructions: current.project_instructions.map(Cow::into_owned),
+            calibration: current.calibration,
+            progress: current.progress.into_owned(),
+            compaction_retry_step: current.compaction_retry_step,
         })
     }
 }
@@ -335,6 +409,8 @@ impl From<SavedV1> for LoopState {
                 .map(|message| Entry {
                     message: Message::from(message),
                     source: sources.next().unwrap_or_default(),
+                    part: Part::Run,
+                    counted: Counted::default(),
                 })
                 .collect(),
             usage: Usage::from(first.usage),
@@ -353,6 +429,7 @@ impl From<SavedV1> for LoopState {
                 .collect(),
             elapsed_ms: first.elapsed_ms,
             pending: first.pending,
+            ..LoopState::default()
         }
     }
 }
@@ -379,7 +456,16 @@ mod tests {
                 tool_calls: vec![call()],
             },
             source: step_id.to_string(),
+            part: Part::Run,
+            counted: Counted::default(),
         });
+        state.turn_id = Some(TurnId::new());
+        state.project_instructions = Some("run the tests with make".into());
+        state.calibration = CalibrationState {
+            factor: 1.17,
+            samples: 3,
+        };
+        state.compaction_retry_step = Some(9);
         state.usage = Usage {
             input_tokens: 10,
             output_tokens: 5,

@@ -8,6 +8,15 @@
 //! publishes the event, so subscribers see events in order and never one the store could
 //! lose; the first failed write stops the log, and every later wait reports it.
 //!
+//! Streamed pieces of a model's answer ([`RunLog::stream`]) go the same way to the live
+//! subscribers, in order with the events around them, but are never stored: they carry the
+//! sequence number the next event will take, and a subscriber that joins later gets that
+//! event, which repeats them whole.
+//!
+//! Every event carries the turn it belongs to ([`RunLog::start_turn`]): the log stamps it, so
+//! an event recorded from outside the loop (a refused decision) belongs to the turn in
+//! progress like any other.
+//!
 //! A subscriber asks for everything after a sequence number: it reads the stored events
 //! first, then follows the live ones, skipping what it already has, so it sees every event
 //! once and in order, whenever it joins, however slowly it reads (a subscriber that falls
@@ -18,7 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use airlock_proto::v1 as pb;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::ids::{self, RunId, StepId};
+use crate::ids::{self, RunId, StepId, TurnId};
 use crate::store::{Pending, Store, StoreError};
 use crate::trace::SpanSink;
 
@@ -44,6 +53,8 @@ enum Progress {
 
 struct Appending {
     next_seq: u64,
+    /// The turn events are stamped with.
+    turn_id: String,
     /// Spans that ended since the last event: written with the next one, in its
     /// transaction, so a step costs the store one write per event rather than one more per
     /// span.
@@ -55,15 +66,15 @@ pub struct RunLog {
     store: Arc<dyn Store>,
     appending: Mutex<Appending>,
     /// Each handed-over event and the store's answer, in order, for the publisher.
-    published: mpsc::UnboundedSender<(pb::RunEvent, Pending<()>)>,
+    published: mpsc::UnboundedSender<(pb::RunEvent, Publish)>,
     progress: watch::Receiver<Progress>,
     live: broadcast::Sender<Arc<pb::RunEvent>>,
 }
 
 impl RunLog {
-    /// The log of a run whose last recorded event is `last_seq`; starts its publisher (so it
-    /// must be made inside the runtime).
-    pub fn new(run_id: RunId, store: Arc<dyn Store>, last_seq: u64) -> RunLog {
+    /// The log of a run whose last recorded event is `last_seq`, in turn `turn_id`; starts its
+    /// publisher (so it must be made inside the runtime).
+    pub fn new(run_id: RunId, store: Arc<dyn Store>, last_seq: u64, turn_id: &TurnId) -> RunLog {
         let (published, queue) = mpsc::unbounded_channel();
         let (progress_sender, progress) = watch::channel(Progress::Committed(last_seq));
         let live = broadcast::channel(LIVE_BUFFER).0;
@@ -73,6 +84,7 @@ impl RunLog {
             store,
             appending: Mutex::new(Appending {
                 next_seq: last_seq + 1,
+                turn_id: turn_id.to_string(),
                 spans: Vec::new(),
             }),
             published,
@@ -94,6 +106,14 @@ impl RunLog {
             - 1
     }
 
+    /// Starts a new turn: this event and every later one belong to it.
+    pub fn start_turn(&self, turn_id: &TurnId) {
+        self.appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .turn_id = turn_id.to_string();
+    }
+
     /// Hands an event (with the spans that ended since the last one) to the store. It
     /// reaches subscribers once committed; a failure shows at the next [`RunLog::committed`].
     pub fn append(&self, step_id: Option<&StepId>, event: pb::run_event::Event) {
@@ -101,18 +121,45 @@ impl RunLog {
             .appending
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let event = pb::RunEvent {
-            run_id: self.run_id.to_string(),
-            seq: appending.next_seq,
-            step_id: step_id.map(StepId::to_string).unwrap_or_default(),
-            time_ms: ids::now_ms(),
-            event: Some(event),
-        };
+        let event = self.event(&appending, step_id, event, false);
         let spans = std::mem::take(&mut appending.spans);
         let pending = self.store.append_event(&event, &spans);
         appending.next_seq += 1;
         // Under the lock, so the publisher gets the answers in sequence order.
-        if self.published.send((event, pending)).is_err() {
+        self.publish(event, Publish::Committed(pending));
+    }
+
+    /// Sends a streamed piece (a delta) to the live subscribers, after every event handed
+    /// over before it, without storing it.
+    pub fn stream(&self, step_id: Option<&StepId>, event: pb::run_event::Event) {
+        let appending = self
+            .appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let event = self.event(&appending, step_id, event, true);
+        self.publish(event, Publish::Delta);
+    }
+
+    fn event(
+        &self,
+        appending: &Appending,
+        step_id: Option<&StepId>,
+        event: pb::run_event::Event,
+        delta: bool,
+    ) -> pb::RunEvent {
+        pb::RunEvent {
+            run_id: self.run_id.to_string(),
+            seq: appending.next_seq,
+            step_id: step_id.map(StepId::to_string).unwrap_or_default(),
+            time_ms: ids::now_ms(),
+            turn_id: appending.turn_id.clone(),
+            delta,
+            event: Some(event),
+        }
+    }
+
+    fn publish(&self, event: pb::RunEvent, publish: Publish) {
+        if self.published.send((event, publish)).is_err() {
             tracing::error!(run = %self.run_id, "the run log's publisher is gone");
         }
     }
@@ -142,11 +189,20 @@ impl RunLog {
         self: &Arc<Self>,
         after_seq: u64,
     ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
+        let live = self.live.subscribe();
+        // What was committed before the subscription is read from the store; everything after
+        // comes live — streamed pieces included, which the store never has. (An event
+        // published between the subscription and this read shows as a gap, which the
+        // follower fills from the store.)
+        let committed = match &*self.progress.borrow() {
+            Progress::Committed(seq) => Some(*seq),
+            Progress::Failed(_) => None,
+        };
         follow(
             self.store.clone(),
             self.run_id.clone(),
             after_seq,
-            Some((self.live.subscribe(), self.progress.clone())),
+            Some((live, self.progress.clone(), committed)),
         )
     }
 }
@@ -164,16 +220,33 @@ impl SpanSink for RunLog {
     }
 }
 
-/// Takes the store's answers in sequence order and publishes each committed event; stops
-/// publishing at the first failure, which it records for [`RunLog::committed`] and for the
-/// subscribers.
+/// What the publisher does with an event handed to it.
+enum Publish {
+    /// Publishes it once the store has committed it (the store's answer).
+    Committed(Pending<()>),
+    /// Publishes it as soon as everything before it is published: a delta, never stored.
+    Delta,
+}
+
+/// Takes the store's answers in sequence order and publishes each committed event, and each
+/// delta in its place among them; stops publishing at the first failure, which it records
+/// for [`RunLog::committed`] and for the subscribers.
 async fn publish(
-    mut queue: mpsc::UnboundedReceiver<(pb::RunEvent, Pending<()>)>,
+    mut queue: mpsc::UnboundedReceiver<(pb::RunEvent, Publish)>,
     progress: watch::Sender<Progress>,
     live: broadcast::Sender<Arc<pb::RunEvent>>,
 ) {
     let mut failed = false;
-    while let Some((event, answer)) = queue.recv().await {
+    while let Some((event, publish)) = queue.recv().await {
+        let answer = match publish {
+            Publish::Committed(answer) => answer,
+            Publish::Delta => {
+                if !failed && live.receiver_count() > 0 {
+                    let _ = live.send(Arc::new(event));
+                }
+                continue;
+            }
+        };
         let outcome = answer.await;
         if failed {
             continue;
@@ -209,9 +282,11 @@ pub fn replay(
     follow(store, run_id, after_seq, None)
 }
 
+/// A live subscription, its log's progress, and the last event committed when it was made.
 type Live = (
     broadcast::Receiver<Arc<pb::RunEvent>>,
     watch::Receiver<Progress>,
+    Option<u64>,
 );
 
 fn follow(
@@ -223,14 +298,18 @@ fn follow(
     let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
     tokio::spawn(async move {
         let mut cursor = after_seq;
-        // Reads stored events after the cursor; false when the subscriber went away.
-        let catch_up = |start: u64| {
+        // Reads stored events after the cursor (up to `until`, if given); false when the
+        // subscriber went away.
+        let catch_up = |start: u64, until: Option<u64>| {
             let store = store.clone();
             let run_id = run_id.clone();
             let sender = sender.clone();
             async move {
                 let mut at = start;
                 loop {
+                    if until.is_some_and(|until| at >= until) {
+                        return (at, true);
+                    }
                     let batch = match store.events_after(&run_id, at, CATCH_UP_BATCH).await {
                         Ok(batch) => batch,
                         Err(err) => {
@@ -239,7 +318,10 @@ fn follow(
                         }
                     };
                     let done = batch.len() < CATCH_UP_BATCH;
-                    for event in batch {
+                    for event in batch
+                        .into_iter()
+                        .take_while(|event| until.is_none_or(|until| event.seq <= until))
+                    {
                         at = event.seq;
                         if sender.send(Ok(event)).await.is_err() {
                             return (at, false);
@@ -251,16 +333,26 @@ fn follow(
                 }
             }
         };
-        let (at, open) = catch_up(cursor).await;
+        let until = live.as_ref().and_then(|(_, _, committed)| *committed);
+        let (at, open) = catch_up(cursor, until).await;
         cursor = at;
         if !open {
             return;
         }
-        let Some((live, progress)) = live.as_mut() else {
+        let Some((live, progress, _)) = live.as_mut() else {
             return;
         };
         loop {
             match live.recv().await {
+                // A delta leads up to the event after the cursor: it is passed on only while
+                // the subscriber is caught up, and moves no cursor (that event repeats it).
+                Ok(event) if event.delta => {
+                    if event.seq == cursor + 1
+                        && sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err()
+                    {
+                        return;
+                    }
+                }
                 Ok(event) if event.seq <= cursor => {}
                 Ok(event) if event.seq == cursor + 1 => {
                     cursor = event.seq;
@@ -270,14 +362,14 @@ fn follow(
                 }
                 // A gap (the subscriber lagged) or the end of the run: the store has the rest.
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let (at, open) = catch_up(cursor).await;
+                    let (at, open) = catch_up(cursor, None).await;
                     cursor = at;
                     if !open {
                         return;
                     }
                 }
                 Err(broadcast::error::RecvError::Closed) => {
-                    let _ = catch_up(cursor).await;
+                    let _ = catch_up(cursor, None).await;
                     let failure = match &*progress.borrow() {
                         Progress::Failed(reason) => Some(reason.clone()),
                         Progress::Committed(_) => None,

@@ -15,10 +15,12 @@ mod preview;
 mod prompt;
 pub mod provider;
 mod run;
+mod session;
 #[cfg(test)]
 pub(crate) mod testing;
+mod tokens;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -53,6 +55,8 @@ pub struct RunDefaults {
     pub max_tool_calls: u32,
     pub max_repeated_errors: u32,
     pub context_tokens: u64,
+    pub max_repeated_calls: u32,
+    pub max_idle_steps: u32,
     pub approval_timeout: Duration,
     pub max_output_tokens: u32,
 }
@@ -65,6 +69,12 @@ impl Default for RunDefaults {
             max_tool_calls: 200,
             max_repeated_errors: 3,
             context_tokens: 100_000,
+            // Five identical answers to the same question are four too many; a model that
+            // re-reads a file after an edit gets a different result and is not counted.
+            max_repeated_calls: 5,
+            // Eight steps in a row that learn and change nothing: long enough for a model
+            // that checks a few things before it acts, short enough to stop a spinning one.
+            max_idle_steps: 8,
             approval_timeout: Duration::from_secs(5 * 60),
             max_output_tokens: 4096,
         }
@@ -109,6 +119,13 @@ pub enum AgentError {
     TooManyRuns { tenant: String, max: u32 },
     #[error("run `{0}` is still going; cancel it or wait for it to finish first")]
     RunLive(String),
+    #[error(
+        "session `{session_id}` has run `{run_id}` going; send it input, or wait for it to \
+         finish, then start the next run"
+    )]
+    SessionBusy { session_id: String, run_id: String },
+    #[error("tenant `{tenant}` may not use tool `{tool}`")]
+    ToolNotAllowed { tenant: String, tool: String },
     #[error("no content `{0}` among the run's changes (or the blob store no longer keeps it)")]
     UnknownBlob(String),
     /// A revert would overwrite changes made since by something other than the run.
@@ -128,6 +145,37 @@ pub enum AgentError {
 pub struct RunOwner {
     pub tenant: String,
     pub max_live_runs: u32,
+    /// The tools the tenant may use; none = every tool.
+    pub allowed_tools: Option<BTreeSet<String>>,
+}
+
+impl RunOwner {
+    /// Holds a run's tools to the tenant's: "every tool" becomes every tool the tenant may use
+    /// that is served, and a tool it may not use is refused.
+    fn restrict_tools(
+        &self,
+        tools: &mut Vec<String>,
+        registry: &crate::tools::Registry,
+    ) -> Result<(), AgentError> {
+        let Some(allowed) = &self.allowed_tools else {
+            return Ok(());
+        };
+        if tools.is_empty() {
+            tools.extend(
+                allowed
+                    .iter()
+                    .filter(|name| registry.get(name).is_some())
+                    .cloned(),
+            );
+        }
+        match tools.iter().find(|tool| !allowed.contains(*tool)) {
+            Some(tool) => Err(AgentError::ToolNotAllowed {
+                tenant: self.tenant.clone(),
+                tool: tool.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What every run shares.
@@ -185,9 +233,17 @@ pub struct LiveRun {
     rejections: AtomicU32,
 }
 
+/// A run just started, and its events from the first on.
+pub struct Started {
+    pub live: Arc<LiveRun>,
+    pub events: mpsc::Receiver<Result<pb::RunEvent, StoreError>>,
+}
+
 /// What a run's request resolves to, the same for a new run and a resumed one.
 struct Resolved {
     provider: Arc<dyn provider::ModelProvider>,
+    /// How the model counts tokens.
+    tokenizer: tokens::Tokenizer,
     model: String,
     tools: BTreeMap<String, Arc<Tool>>,
     policy: ApprovalPolicy,
@@ -267,46 +323,23 @@ impl AgentRuntime {
         Ok(self.run(run_id).await?.tenant)
     }
 
-    /// A new session of `tenant`.
-    pub async fn create_session(
-        &self,
-        workspace: Option<&str>,
-        labels: BTreeMap<String, String>,
-        tenant: &str,
-    ) -> Result<SessionRecord, AgentError> {
-        let workspace = self
-            .shared
-            .executor
-            .workspaces()
-            .resolve(workspace)?
-            .map(|path| path.to_string_lossy().into_owned());
-        let session = SessionRecord {
-            session_id: SessionId::new(),
-            workspace,
-            labels,
-            created_at_ms: ids::now_ms(),
-            tenant: tenant.to_owned(),
-        };
-        self.shared.store.create_session(&session).await?;
-        Ok(session)
-    }
-
     /// Checks and records a new run of `owner`, then starts its loop.
     pub async fn start(
         &self,
         start: pb::StartRun,
         owner: &RunOwner,
-    ) -> Result<Arc<LiveRun>, AgentError> {
+    ) -> Result<Started, AgentError> {
         self.start_from(start, owner, Vec::new()).await
     }
 
-    /// Starts a run whose conversation begins with `earlier` (a fork's), then `start.input`.
+    /// Starts a run whose conversation begins with `earlier` (a fork's), then `start.input`;
+    /// without `earlier`, a run in an existing session continues its conversation.
     pub(crate) async fn start_from(
         &self,
         start: pb::StartRun,
         owner: &RunOwner,
         earlier: Vec<context::Entry>,
-    ) -> Result<Arc<LiveRun>, AgentError> {
+    ) -> Result<Started, AgentError> {
         let invalid = |field, reason: String| AgentError::Invalid { field, reason };
         if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
             return Err(AgentError::TooManyRuns {
@@ -314,37 +347,28 @@ impl AgentRuntime {
                 max: owner.max_live_runs,
             });
         }
-        if start.input.trim().is_empty() {
-            return Err(invalid(
-                "input",
-                "a run needs an input: what the user asks for".into(),
-            ));
-        }
-        if start.input.len() > MAX_INPUT_BYTES {
-            return Err(invalid(
-                "input",
-                format!(
-                    "the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes",
-                    start.input.len()
-                ),
-            ));
-        }
-        let resolved = self.resolve(&start, Missing::Refuse)?;
+        check_input(&start.input, "input")?;
         let existing = if start.session_id.is_empty() {
             None
         } else {
             let session_id = SessionId::parse(&start.session_id)
                 .map_err(|reason| invalid("session_id", reason))?;
-            // Another tenant's session is as unknown as one that does not exist.
-            Some(
-                self.shared
-                    .store
-                    .session(&session_id)
-                    .await?
-                    .filter(|session| session.tenant == owner.tenant)
-                    .ok_or_else(|| AgentError::UnknownSession(start.session_id.clone()))?,
-            )
+            Some(self.session(&session_id, &owner.tenant).await?.session)
         };
+        let mut start = match &existing {
+            Some(session) => {
+                if let Some(run_id) = self.live_run_in(&session.session_id) {
+                    return Err(AgentError::SessionBusy {
+                        session_id: session.session_id.to_string(),
+                        run_id: run_id.to_string(),
+                    });
+                }
+                session::inherit(&session.settings, start)?
+            }
+            None => start,
+        };
+        owner.restrict_tools(&mut start.tools, self.registry())?;
+        let resolved = self.resolve(&start, Missing::Refuse)?;
         let has_workspace = match &existing {
             Some(session) => session.workspace.is_some(),
             None => self
@@ -381,14 +405,34 @@ impl AgentRuntime {
                 self.create_session(
                     wire::non_empty(&start.workspace),
                     BTreeMap::new(),
+                    pb::SessionSettings::default(),
                     &owner.tenant,
                 )
                 .await?
             }
         };
+        let (continues, earlier) = if earlier.is_empty() {
+            self.history(&session.session_id).await?
+        } else {
+            (None, earlier)
+        };
+        let history_messages = earlier
+            .iter()
+            .filter(|entry| entry.part == context::Part::History)
+            .count();
+        let project = match session.workspace.clone() {
+            Some(workspace) => tokio::task::spawn_blocking(move || {
+                context::project::read(std::path::Path::new(&workspace))
+            })
+            .await
+            .ok()
+            .flatten(),
+            None => None,
+        };
 
         let run_id = RunId::new();
         let trace_id = TraceId::new();
+        let turn_id = TurnId::new();
         let record = RunRecord {
             run_id: run_id.clone(),
             session_id: session.session_id.clone(),
@@ -413,39 +457,36 @@ impl AgentRuntime {
             seq: 1,
             step_id: String::new(),
             time_ms: ids::now_ms(),
+            turn_id: turn_id.to_string(),
+            delta: false,
             event: Some(pb::run_event::Event::RunStarted(pb::RunStarted {
                 session_id: session.session_id.to_string(),
-                turn_id: TurnId::new().into_string(),
+                turn_id: turn_id.to_string(),
                 trace_id: trace_id.to_string(),
                 input: start.input.clone(),
                 model: resolved.model.clone(),
                 tools: resolved.tools.keys().cloned().collect(),
                 approval_policy: resolved.policy.to_wire() as i32,
-                budgets: Some(pb::Budgets {
-                    max_steps: limits.max_steps,
-                    max_tokens: limits.max_tokens.unwrap_or(0),
-                    max_wall_time_ms: u64::try_from(limits.wall_time.as_millis())
-                        .unwrap_or(u64::MAX),
-                    max_tool_calls: limits.max_tool_calls,
-                    max_repeated_errors: limits.max_repeated_errors,
-                    context_tokens: limits.context_tokens,
-                }),
+                budgets: Some(limits.to_wire()),
                 workspace: session.workspace.clone().unwrap_or_default(),
                 stop_on_denial: start.stop_on_denial,
+                continues_run_id: continues.map(RunId::into_string).unwrap_or_default(),
+                history_messages: u32::try_from(history_messages).unwrap_or(u32::MAX),
+                project_instructions: project.is_some(),
             })),
         };
         // The run and the event that says it started are one write: a crash in between
         // would leave a run that resumes without ever having started.
         self.shared.store.create_run(&record, &started).await?;
-        let log = Arc::new(RunLog::new(run_id, self.shared.store.clone(), 1));
-        self.launch(
-            &record,
-            session,
-            resolved,
-            LoopState::start_after(earlier, &start.input),
-            log,
-            HashSet::new(),
-        )
+        let log = Arc::new(RunLog::new(run_id, self.shared.store.clone(), 1, &turn_id));
+        let mut state = LoopState::start_after(earlier, &start.input);
+        state.turn_id = Some(turn_id);
+        state.project_instructions = project;
+        // Subscribed before the loop runs: a streamed piece reaches only those listening as
+        // it goes, and the client that starts a run must not miss its first answer's.
+        let events = log.follow(0);
+        let live = self.launch(&record, session, resolved, state, log, HashSet::new())?;
+        Ok(Started { live, events })
     }
 
     /// The provider, tools, policy and limits a run's request asks for.
@@ -487,8 +528,15 @@ impl AgentRuntime {
             }
             tools
         };
+        let tokenizer = match &spec {
+            ModelSpec::OpenAi { model } => tokens::Tokenizer::for_openai(model),
+            ModelSpec::Anthropic { .. } | ModelSpec::Scripted { .. } => {
+                tokens::Tokenizer::estimate()
+            }
+        };
         Ok(Resolved {
             provider,
+            tokenizer,
             model: spec.to_string(),
             tools,
             policy,
@@ -538,17 +586,24 @@ impl AgentRuntime {
             Duration::from_millis(state.elapsed_ms),
             live.cancel.clone(),
         );
+        let tokenizer = resolved.tokenizer.clone();
         let run_loop = RunLoop {
             shared: self.shared.clone(),
             run: live.clone(),
             provider: resolved.provider,
-            tool_set: run::tool_set(&resolved.tools),
+            tool_set: run::tool_set(&resolved.tools, &tokenizer),
+            counter: context::Counter::new(tokenizer, state.calibration),
             tools: resolved.tools,
             policy: resolved.policy,
             system: prompt::system_prompt(&record.start.instructions),
             stop_on_denial: record.start.stop_on_denial,
             input: input_receiver,
             conversation: state.conversation,
+            project: state.project_instructions,
+            fixed: context::Fixed::default(),
+            turn_id: state.turn_id.unwrap_or_else(TurnId::new),
+            progress: state.progress,
+            compaction_retry_step: state.compaction_retry_step,
             budget,
             pending: state.pending,
             recorder: Recorder::new(
@@ -563,7 +618,7 @@ impl AgentRuntime {
             session,
             ignores: None,
         };
-        run_loop.checkpoint();
+        drop(run_loop.checkpoint());
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -602,10 +657,22 @@ impl AgentRuntime {
 
     /// Ends a run that cannot be resumed, saying why.
     async fn give_up(&self, record: &RunRecord, err: &AgentError) -> Result<(), AgentError> {
+        // The last event's turn is the one the run ends in.
+        let turn_id = self
+            .shared
+            .store
+            .events_after(&record.run_id, record.last_seq.saturating_sub(1), 1)
+            .await?
+            .first()
+            .filter(|event| !event.turn_id.is_empty())
+            .map_or_else(TurnId::new, |event| {
+                TurnId::from_stored(event.turn_id.clone())
+            });
         let log = RunLog::new(
             record.run_id.clone(),
             self.shared.store.clone(),
             record.last_seq,
+            &turn_id,
         );
         let detail = format!("the run could not be resumed after a restart: {err}");
         log.append(
@@ -638,7 +705,7 @@ impl AgentRuntime {
     async fn resume(&self, record: &RunRecord) -> Result<bool, AgentError> {
         let store = &self.shared.store;
         let checkpoint = store.latest_checkpoint(&record.run_id).await?;
-        let (state, checkpoint_id, checkpoint_seq) = match checkpoint {
+        let (state, checkpoint_id, checkpoint_seq): (LoopState, String, u64) = match checkpoint {
             Some(checkpoint) => (
                 LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?,
                 checkpoint.checkpoint_id,
@@ -646,7 +713,9 @@ impl AgentRuntime {
             ),
             None => (LoopState::start(&record.start.input), String::new(), 0),
         };
-        // What the log holds past the checkpoint: events not to record twice, or the end.
+        let mut state = state;
+        // What the log holds past the checkpoint: events not to record twice, input the
+        // checkpoint does not have yet, the turn it started, or the end.
         let mut recorded = HashSet::new();
         let mut after = checkpoint_seq;
         loop {
@@ -675,12 +744,25 @@ impl AgentRuntime {
                             .await?;
                         return Ok(false);
                     }
+                    Some(pb::run_event::Event::UserInput(input)) => {
+                        state.conversation.push(context::Entry {
+                            message: provider::Message::User {
+                                text: input.text.clone(),
+                            },
+                            source: event.step_id.clone(),
+                            part: context::Part::Run,
+                            counted: context::Counted::default(),
+                        });
+                    }
                     Some(event) => {
                         if let Some(key) = CallEvent::of(event) {
                             recorded.insert(key);
                         }
                     }
                     None => {}
+                }
+                if !event.turn_id.is_empty() {
+                    state.turn_id = Some(TurnId::from_stored(event.turn_id.clone()));
                 }
             }
         }
@@ -692,7 +774,13 @@ impl AgentRuntime {
             .resolve(&record.start, Missing::Skip)
             .map_err(|err| AgentError::Unresumable(err.to_string()))?;
         drop(store.set_run_state(&record.run_id, RunState::Running));
-        let log = Arc::new(RunLog::new(record.run_id.clone(), store.clone(), after));
+        let turn_id = state.turn_id.get_or_insert_with(TurnId::new).clone();
+        let log = Arc::new(RunLog::new(
+            record.run_id.clone(),
+            store.clone(),
+            after,
+            &turn_id,
+        ));
         let pending_calls = state.pending.as_ref().map_or(0, |pending| {
             pending.calls.len().saturating_sub(pending.next)
         });
@@ -729,6 +817,8 @@ impl AgentRuntime {
             } else {
                 budgets.context_tokens
             },
+            max_repeated_calls: or(budgets.max_repeated_calls, defaults.max_repeated_calls),
+            max_idle_steps: or(budgets.max_idle_steps, defaults.max_idle_steps),
             approval_timeout: if start.approval_timeout_ms == 0 {
                 defaults.approval_timeout
             } else {
@@ -771,17 +861,9 @@ impl AgentRuntime {
         Ok(())
     }
 
-    /// More input from the user, read before the run's next model call.
+    /// More input from the user, read before the run's next model call: a new turn.
     pub async fn send_input(&self, run_id: &RunId, text: String) -> Result<(), AgentError> {
-        if text.len() > MAX_INPUT_BYTES {
-            return Err(AgentError::Invalid {
-                field: "input.text",
-                reason: format!(
-                    "the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes",
-                    text.len()
-                ),
-            });
-        }
+        check_input(&text, "input.text")?;
         let Some(live) = self.live_run(run_id) else {
             return Err(self.not_live(run_id).await?);
         };
@@ -877,6 +959,21 @@ impl AgentRuntime {
             live.cancel.pull(reason.to_owned());
         }
     }
+}
+
+/// A user's input: something, and not too much.
+fn check_input(text: &str, field: &'static str) -> Result<(), AgentError> {
+    let invalid = |reason: String| Err(AgentError::Invalid { field, reason });
+    if text.trim().is_empty() {
+        return invalid("a run needs an input: what the user asks for".into());
+    }
+    if text.len() > MAX_INPUT_BYTES {
+        return invalid(format!(
+            "the input is {} bytes; the limit is {MAX_INPUT_BYTES} bytes",
+            text.len()
+        ));
+    }
+    Ok(())
 }
 
 /// `openai:MODEL`, `anthropic:MODEL` or `scripted` (with the script in the config).

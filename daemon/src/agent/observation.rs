@@ -10,6 +10,8 @@ use crate::tools::{ToolResult, ToolStatus};
 pub struct Observation {
     pub content: String,
     pub is_error: bool,
+    /// Whether the call changed its workspace (what the progress detector counts as progress).
+    pub changed: bool,
 }
 
 pub fn of_result(result: &ToolResult) -> Observation {
@@ -39,18 +41,28 @@ pub fn of_result(result: &ToolResult) -> Observation {
     if result.truncated {
         body["truncated"] = Value::Bool(true);
         body["original_bytes"] = json!(result.original_bytes);
+        // Where the whole output is kept (`airlock tools output ID`): a summary of this
+        // observation keeps the pointer, so what was cut is never lost without trace.
+        if let Some(execution_id) = &result.execution_id {
+            body[FULL_OUTPUT] = Value::String(execution_id.to_string());
+        }
     }
     Observation {
         content: body.to_string(),
         is_error: result.status != ToolStatus::Ok,
+        changed: result.changes.as_ref().is_some_and(|set| !set.is_empty()),
     }
 }
+
+/// The field of a cut observation that names the execution whose whole output is kept.
+pub const FULL_OUTPUT: &str = "full_output";
 
 /// A call refused before anything ran, for `status` and `reason`.
 pub fn refused(status: ToolStatus, reason: &str) -> Observation {
     Observation {
         content: json!({ "status": status.as_str(), "error": reason }).to_string(),
         is_error: true,
+        changed: false,
     }
 }
 

@@ -182,10 +182,13 @@ impl Harness {
         let owner = RunOwner {
             tenant: "default".into(),
             max_live_runs: 100,
+            allowed_tools: None,
         };
-        let live = self.runtime.start(start, &owner).await.expect("starts");
-        let follower = self.follow(&live.run_id).await;
-        (live.run_id.clone(), follower)
+        let started = self.runtime.start(start, &owner).await.expect("starts");
+        let follower = Follower {
+            events: started.events,
+        };
+        (started.live.run_id.clone(), follower)
     }
 
     /// Follows run `run_id` from its first event.

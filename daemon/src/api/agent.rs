@@ -24,7 +24,7 @@ use crate::agent::{AgentError, AgentRuntime, RunOwner};
 use crate::config::ApprovalRights;
 use crate::ids::{RunId, SessionId};
 use crate::policy::{DecisionError, Verdict};
-use crate::store::{RunCursor, RunFilter, RunRecord, RunState};
+use crate::store::{RunCursor, RunFilter, RunRecord, RunState, SessionCursor, SessionSummary};
 use crate::wire;
 
 /// Runs listed per page unless the client asks for fewer; and the most it may ask for.
@@ -106,18 +106,29 @@ impl AgentService {
         tenant
             .may_use_workspace(wire::non_empty(&start.workspace))
             .map_err(|err| forbidden_workspace(tenant, err).at("workspace"))?;
+        self.check_session_tools(tenant, &mut start.tools)
+    }
+
+    /// Tools a request names for a run or a session, held to the tenant's: "every tool"
+    /// becomes every tool the tenant may use. (A run in a session that leaves its tools
+    /// unset inherits the session's, and the runtime holds those to the tenant's too.)
+    fn check_session_tools(
+        &self,
+        tenant: &Tenant,
+        tools: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
         let Some(allowed) = tenant.allowed_tools() else {
             return Ok(());
         };
-        if start.tools.is_empty() {
+        if tools.is_empty() {
             // "Every tool" means every tool this tenant may use.
             let registry = self.runtime.registry();
-            start.tools = allowed
+            *tools = allowed
                 .iter()
                 .filter(|name| registry.get(name).is_some())
                 .cloned()
                 .collect();
-            if start.tools.is_empty() {
+            if tools.is_empty() {
                 return Err(ApiError::Forbidden {
                     tenant: tenant.name.clone(),
                     what: "may use none of the tools this daemon serves".into(),
@@ -125,7 +136,7 @@ impl AgentService {
                 .at("tools"));
             }
         }
-        for tool in &start.tools {
+        for tool in tools.iter() {
             check_tool(tenant, tool).map_err(|err| err.at("tools"))?;
         }
         Ok(())
@@ -173,23 +184,59 @@ async fn may_answer(
         .is_ok_and(|owner| tenant.may_answer_for(&owner))
 }
 
+/// Who starts a run, as the runtime holds it to the tenant's limits.
+fn run_owner(tenant: &Tenant) -> RunOwner {
+    RunOwner {
+        tenant: tenant.name.clone(),
+        max_live_runs: tenant.max_concurrent_runs,
+        allowed_tools: tenant.allowed_tools().cloned(),
+    }
+}
+
 /// The page token of the page after `cursor`: opaque to clients, and checked like any field
 /// when it comes back.
 fn page_token(cursor: &RunCursor) -> String {
     format!("{}.{}", cursor.created_at_ms, cursor.run_id)
 }
 
+fn parse_session_page_token(token: &str) -> Result<SessionCursor, ApiError> {
+    let (time, session_id) = token.split_once('.').ok_or_else(invalid_page_token)?;
+    Ok(SessionCursor {
+        last_active_ms: time.parse().map_err(|_| invalid_page_token())?,
+        session_id: SessionId::parse(session_id).map_err(|_| invalid_page_token())?,
+    })
+}
+
+fn invalid_page_token() -> ApiError {
+    ApiError::invalid(
+        "page_token",
+        "not a page token of this daemon: pass the `next_page_token` of the previous \
+         response unchanged, or none for the first page",
+    )
+}
+
+fn session_info(summary: SessionSummary) -> pb::Session {
+    let session = summary.session;
+    pb::Session {
+        session_id: session.session_id.into_string(),
+        workspace: session.workspace.unwrap_or_default(),
+        labels: session.labels.into_iter().collect(),
+        created_at_ms: session.created_at_ms,
+        settings: Some(session.settings),
+        runs: summary.runs,
+        last_run_id: summary
+            .last_run_id
+            .map(RunId::into_string)
+            .unwrap_or_default(),
+        last_active_ms: summary.last_active_ms,
+        running: summary.running,
+    }
+}
+
 fn parse_page_token(token: &str) -> Result<RunCursor, ApiError> {
-    let invalid = || {
-        ApiError::invalid(
-            "page_token",
-            "not a page token of this daemon: pass the `next_page_token` of the previous \
-             response unchanged, or none for the first page",
-        )
-    };
-    let (time, run_id) = token.split_once('.').ok_or_else(invalid)?;
-    let created_at_ms = time.parse().map_err(|_| invalid())?;
-    let run_id = RunId::parse(run_id).map_err(|_| invalid())?;
+    let (time, run_id) = token.split_once('.').ok_or_else(invalid_page_token)?;
+    let created_at_ms = time.parse().map_err(|_| invalid_page_token())?;
+    let run_id = RunId::parse(run_id).map_err(|_| invalid_page_token())?;
     Ok(RunCursor {
         created_at_ms,
         run_id,
@@ -211,16 +258,70 @@ impl pb::agent_server::Agent for AgentService {
             .map_err(|err| forbidden_workspace(&tenant, err).at("workspace"))?;
         check_labels(&request.labels)?;
         let labels: BTreeMap<String, String> = request.labels.into_iter().collect();
+        let mut settings = request.settings.unwrap_or_default();
+        self.check_session_tools(&tenant, &mut settings.tools)
+            .map_err(|err| err.at("settings"))?;
         let session = self
             .runtime
-            .create_session(wire::non_empty(&request.workspace), labels, &tenant.name)
+            .create_session(
+                wire::non_empty(&request.workspace),
+                labels,
+                settings,
+                &tenant.name,
+            )
             .await
             .map_err(ApiError::from)?;
-        Ok(Response::new(pb::Session {
-            session_id: session.session_id.into_string(),
-            workspace: session.workspace.unwrap_or_default(),
-            labels: session.labels.into_iter().collect(),
-            created_at_ms: session.created_at_ms,
+        Ok(Response::new(session_info(SessionSummary {
+            last_active_ms: session.created_at_ms,
+            session,
+            runs: 0,
+            last_run_id: None,
+            running: false,
+        })))
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let tenant = caller(&request)?;
+        let session_id = parse_id(
+            SessionId::parse,
+            &request.get_ref().session_id,
+            "session_id",
+        )?;
+        let summary = self
+            .runtime
+            .session(&session_id, &tenant.name)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(session_info(summary)))
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let tenant = caller(&request)?;
+        let request = request.into_inner();
+        let after = match request.page_token.as_str() {
+            "" => None,
+            token => Some(parse_session_page_token(token)?),
+        };
+        let size = match request.page_size {
+            0 => DEFAULT_PAGE_SIZE,
+            size => size.min(MAX_PAGE_SIZE),
+        };
+        let (sessions, next) = self
+            .runtime
+            .list_sessions(&tenant.name, size as usize, after.as_ref())
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListSessionsResponse {
+            sessions: sessions.into_iter().map(session_info).collect(),
+            next_page_token: next
+                .map(|cursor| format!("{}.{}", cursor.last_active_ms, cursor.session_id))
+                .unwrap_or_default(),
         }))
     }
 
@@ -239,23 +340,15 @@ impl pb::agent_server::Agent for AgentService {
             Some(pb::run_request::Request::Start(mut start)) => {
                 self.check_start(&tenant, &mut start)
                     .map_err(|err| err.at("start"))?;
-                let owner = RunOwner {
-                    tenant: tenant.name.clone(),
-                    max_live_runs: tenant.max_concurrent_runs,
-                };
-                let live = {
+                let owner = run_owner(&tenant);
+                let started = {
                     let _turn = self.starts.take(&tenant.name).await;
                     self.runtime
                         .start(start, &owner)
                         .await
                         .map_err(|err| ApiError::from(err).at("start"))?
                 };
-                let events = self
-                    .runtime
-                    .follow(&live.run_id, 0)
-                    .await
-                    .map_err(ApiError::from)?;
-                (live.run_id.clone(), events)
+                (started.live.run_id.clone(), started.events)
             }
             Some(pb::run_request::Request::Attach(attach)) => {
                 let run_id = self
@@ -574,10 +667,7 @@ impl pb::agent_server::Agent for AgentService {
             .await
             .map_err(ApiError::from)?;
         self.check_start(&tenant, &mut fork.start)?;
-        let owner = RunOwner {
-            tenant: tenant.name.clone(),
-            max_live_runs: tenant.max_concurrent_runs,
-        };
+        let owner = run_owner(&tenant);
         let live = {
             let _turn = self.starts.take(&tenant.name).await;
             self.runtime

@@ -115,7 +115,9 @@ impl ApiError {
                 AgentError::UnknownTool(_) => Code::NotFound,
                 AgentError::RunFinished(_)
                 | AgentError::RunLive(_)
+                | AgentError::SessionBusy { .. }
                 | AgentError::RevertConflicts(_) => Code::FailedPrecondition,
+                AgentError::ToolNotAllowed { .. } => Code::PermissionDenied,
                 AgentError::UnknownBlob(_) => Code::NotFound,
                 AgentError::Changes(_) => Code::Internal,
                 AgentError::TooManyRuns { .. } => Code::ResourceExhausted,
@@ -166,7 +168,10 @@ impl From<AgentError> for ApiError {
         match err {
             AgentError::Invalid { field, .. } => ApiError::Agent(err).at(field),
             AgentError::UnknownSession(_) => ApiError::Agent(err).at("session_id"),
-            AgentError::UnknownTool(_) => ApiError::Agent(err).at("tools"),
+            AgentError::UnknownTool(_) | AgentError::ToolNotAllowed { .. } => {
+                ApiError::Agent(err).at("tools")
+            }
+            AgentError::SessionBusy { .. } => ApiError::Agent(err).at("session_id"),
             AgentError::Workspace(_) => ApiError::Agent(err).at("workspace"),
             AgentError::UnknownBlob(_) => ApiError::Agent(err).at("digest"),
             AgentError::UnknownRun(_)

@@ -51,6 +51,25 @@ impl ApprovalPolicy {
             ApprovalPolicy::Auto => "auto",
         }
     }
+
+    /// The policies that run no call without asking that this one would not: what a run may
+    /// ask for in a session with this policy. `auto` runs everything; `risky` and `never` run
+    /// read-only calls (`never` denies what `risky` asks about, so `risky` does not narrow
+    /// `never`); `always` runs nothing without asking.
+    pub fn narrower(self) -> &'static [ApprovalPolicy] {
+        use ApprovalPolicy::{Always, Auto, Never, Risky};
+        match self {
+            Auto => &[Auto, Risky, Never, Always],
+            Risky => &[Risky, Never, Always],
+            Never => &[Never],
+            Always => &[Always],
+        }
+    }
+
+    /// Whether this policy is `session` or narrower (see [`ApprovalPolicy::narrower`]).
+    pub fn narrows(self, session: ApprovalPolicy) -> bool {
+        session.narrower().contains(&self)
+    }
 }
 
 /// The gate's verdict on one call.

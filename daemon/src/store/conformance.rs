@@ -19,6 +19,7 @@ use crate::ids::{ApprovalId, CallId, CheckpointId, ExecutionId, RunId, SessionId
 pub async fn conformance(store: &dyn Store) {
     let tenant = format!("conformance-{}", uuid::Uuid::new_v4().simple());
     sessions_runs_and_events_round_trip(store, &tenant).await;
+    sessions_page_by_activity_within_their_tenant(store).await;
     the_log_refuses_gaps_and_duplicates(store, &tenant).await;
     writes_handed_over_together_land_in_order(store, &tenant).await;
     runs_page_newest_first_with_filters(store, &tenant).await;
@@ -36,6 +37,11 @@ fn session(tenant: &str, created_at_ms: i64) -> SessionRecord {
         labels: BTreeMap::from([("team".to_owned(), "core".to_owned())]),
         created_at_ms,
         tenant: tenant.to_owned(),
+        settings: pb::SessionSettings {
+            instructions: "be brief".into(),
+            tools: vec!["read_file".into()],
+            ..Default::default()
+        },
     }
 }
 
@@ -69,6 +75,8 @@ fn event(run_id: &RunId, seq: u64) -> pb::RunEvent {
         seq,
         step_id: String::new(),
         time_ms: 7,
+        turn_id: "trn_0".into(),
+        delta: false,
         event: Some(pb::run_event::Event::ModelText(pb::ModelText {
             text: format!("event {seq}"),
         })),
@@ -172,6 +180,59 @@ async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenant: &str) {
         store.set_run_state(&RunId::new(), RunState::Running).await,
         Err(StoreError::UnknownRun(_))
     ));
+}
+
+/// Sessions are listed most recently active first (a run started in an old session brings it
+/// to the top), a page at a time, each with its runs counted, and only to their tenant.
+async fn sessions_page_by_activity_within_their_tenant(store: &dyn Store) {
+    let tenant = format!("sessions-{}", SessionId::new());
+    let sessions: Vec<SessionRecord> = (0..3).map(|i| session(&tenant, 100 + i)).collect();
+    for session in &sessions {
+        store.create_session(session).await.expect("session");
+    }
+    store
+        .create_session(&session("someone-else", 500))
+        .await
+        .expect("session");
+    // The oldest session gets a run, unfinished: it becomes the most recently active.
+    let record = run(&sessions[0], 200);
+    store
+        .create_run(&record, &event(&record.run_id, 1))
+        .await
+        .expect("run");
+
+    let (first, next) = store.list_sessions(&tenant, 2, None).await.expect("list");
+    let ids: Vec<&SessionId> = first.iter().map(|s| &s.session.session_id).collect();
+    assert_eq!(ids, [&sessions[0].session_id, &sessions[2].session_id]);
+    assert_eq!(first[0].runs, 1);
+    assert_eq!(first[0].last_run_id.as_ref(), Some(&record.run_id));
+    assert_eq!(first[0].last_active_ms, 200);
+    assert!(first[0].running);
+    assert_eq!((first[1].runs, first[1].running), (0, false));
+    assert_eq!(first[1].last_active_ms, 102);
+    assert_eq!(first[1].session, sessions[2]);
+    let (rest, end) = store
+        .list_sessions(&tenant, 2, next.as_ref())
+        .await
+        .expect("list");
+    let ids: Vec<&SessionId> = rest.iter().map(|s| &s.session.session_id).collect();
+    assert_eq!(ids, [&sessions[1].session_id]);
+    assert_eq!(end, None);
+
+    let summary = store
+        .session_summary(&sessions[0].session_id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(summary, first[0]);
+    assert_eq!(summary.session.settings.instructions, "be brief");
+    assert_eq!(
+        store
+            .session_summary(&SessionId::new())
+            .await
+            .expect("read"),
+        None
+    );
 }
 
 async fn the_log_refuses_gaps_and_duplicates(store: &dyn Store, tenant: &str) {

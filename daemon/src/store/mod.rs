@@ -32,7 +32,7 @@ use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
 pub use conformance::{conformance, recorded_run};
 pub use sqlite::{SqliteStore, StoreOptions};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SessionRecord {
     pub session_id: SessionId,
     /// Absolute host path, already checked against the workspace roots; none for a session
@@ -42,6 +42,29 @@ pub struct SessionRecord {
     pub created_at_ms: i64,
     /// The tenant that created it; only that tenant sees it.
     pub tenant: String,
+    /// What its runs inherit (checked when the session was created).
+    pub settings: pb::SessionSettings,
+}
+
+/// A session and where it stands, for `GetSession` and `ListSessions`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub session: SessionRecord,
+    pub runs: u32,
+    /// The latest run: the one the next run continues from.
+    pub last_run_id: Option<RunId>,
+    /// When the latest run started; the session's creation when it has none.
+    pub last_active_ms: i64,
+    /// Whether one of its runs has not finished.
+    pub running: bool,
+}
+
+/// Where a page of sessions ended: the next page starts after this session (sessions are
+/// listed most recently active first, then by id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    pub last_active_ms: i64,
+    pub session_id: SessionId,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +271,16 @@ impl<T> Future for Pending<T> {
 pub trait Store: Send + Sync {
     fn create_session(&self, session: &SessionRecord) -> Pending<()>;
     fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>>;
+    /// A session with its runs counted.
+    fn session_summary(&self, session_id: &SessionId) -> Pending<Option<SessionSummary>>;
+    /// A page of `tenant`'s sessions after `after`, most recently active first, and the
+    /// cursor of the next page when there is one.
+    fn list_sessions(
+        &self,
+        tenant: &str,
+        limit: usize,
+        after: Option<&SessionCursor>,
+    ) -> Pending<(Vec<SessionSummary>, Option<SessionCursor>)>;
 
     /// Records a new run together with its first event (`seq` 1): a run is never in the
     /// store without the event that says it started.

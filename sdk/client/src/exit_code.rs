@@ -35,6 +35,7 @@
 //! | 0 | `FINAL` |
 //! | 3 | `PERMISSION_DENIED` (as a tool's `DENIED`) |
 //! | 6 | `MAX_STEPS`, `BUDGET_EXHAUSTED`, `REPEATED_ERRORS`: the run hit a limit (as `LIMIT_EXCEEDED`) |
+//! | 10 | `NO_PROGRESS`: the run went round in circles (the same call with the same result again and again, or steps that changed and observed nothing); no tool status is like it |
 //! | 69 | `MODEL_ERROR`: the model provider failed (as an unavailable service) |
 //! | 70 | a reason this client does not know |
 //! | 130 | `CANCELLED`, by Ctrl-C or by any client |
@@ -99,6 +100,12 @@ pub const RUN_DENIED: u8 = 3;
 /// code of a tool's `LIMIT_EXCEEDED`.
 pub const RUN_LIMIT: u8 = 6;
 
+/// The run stopped making progress (`NO_PROGRESS`). Unlike the other stop reasons it resembles
+/// no tool status, so it has a code of its own: past the tool statuses (0–8, with 9 left for
+/// the next status the API adds) and below the `sysexits.h` codes, so that a script can tell a
+/// run stuck in a loop from one that ran out of budget.
+pub const RUN_NO_PROGRESS: u8 = 10;
+
 /// The exit code of a run that ended for `reason`.
 ///
 /// A cancelled run exits like a process stopped by Ctrl-C, whoever cancelled it: the run did
@@ -113,6 +120,7 @@ pub fn for_stop_reason(reason: StopReason) -> u8 {
         }
         StopReason::Cancelled => INTERRUPTED,
         StopReason::ModelError => UNAVAILABLE,
+        StopReason::NoProgress => RUN_NO_PROGRESS,
         StopReason::Unspecified => SOFTWARE,
     }
 }
@@ -188,6 +196,24 @@ mod tests {
     }
 
     #[test]
+    fn no_progress_has_a_code_no_status_and_no_failure_uses() {
+        let code = for_stop_reason(StopReason::NoProgress);
+        assert_eq!(code, RUN_NO_PROGRESS);
+        for raw in 0..=9 {
+            assert_ne!(for_raw_status(raw), code, "status {raw}");
+        }
+        assert!(code < USAGE);
+        for reason in [
+            StopReason::Final,
+            StopReason::MaxSteps,
+            StopReason::RepeatedErrors,
+            StopReason::PermissionDenied,
+        ] {
+            assert_ne!(for_stop_reason(reason), code, "{reason:?}");
+        }
+    }
+
+    #[test]
     fn an_unknown_status_is_a_protocol_error() {
         assert_eq!(for_raw_status(42), PROTOCOL);
         assert_eq!(for_raw_status(-1), PROTOCOL);
@@ -204,6 +230,7 @@ mod tests {
             (StopReason::Cancelled, 130),
             (StopReason::PermissionDenied, 3),
             (StopReason::ModelError, 69),
+            (StopReason::NoProgress, 10),
         ];
         for (reason, code) in expected {
             assert_eq!(for_stop_reason(reason), code, "{reason:?}");

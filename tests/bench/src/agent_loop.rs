@@ -145,25 +145,32 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
 
 /// Where a tool step's time goes, from the runs' traces: each stage's span under the step
 /// (context, model, validate, permission, tool), and what the step spends outside them
-/// (recording, the checkpoint, handing the call over).
+/// (recording, the checkpoint, handing the call over). Section 8 reads its steps the same way.
 #[derive(Default)]
-struct Stages(BTreeMap<String, Vec<Duration>>);
+pub(crate) struct Stages(BTreeMap<String, Vec<Duration>>);
 
 impl Stages {
-    fn add(&mut self, stage: &str, time: Duration) {
+    pub(crate) fn add(&mut self, stage: &str, time: Duration) {
         self.0.entry(stage.to_owned()).or_default().push(time);
     }
 
     /// Each stage's median, in the order of a step.
     fn medians(&self) -> String {
-        let order = [
-            "context",
-            "model",
-            "validate",
-            "permission",
-            "tool",
-            "outside the stages",
-        ];
+        self.medians_of(
+            &[
+                "context",
+                "model",
+                "validate",
+                "permission",
+                "tool",
+                "outside the stages",
+            ],
+            "medians per tool step",
+        )
+    }
+
+    /// The medians of the stages named in `order`, after `label`.
+    pub(crate) fn medians_of(&self, order: &[&str], label: &str) -> String {
         let median = |times: &[Duration]| {
             let mut times = times.to_vec();
             times.sort();
@@ -176,8 +183,49 @@ impl Stages {
                 Some(format!("{stage} {} µs", median(times).as_micros()))
             })
             .collect();
-        format!("medians per tool step: {}", parts.join(", "))
+        format!("{label}: {}", parts.join(", "))
     }
+}
+
+/// A tool step of a run, from its trace: the step span's duration and each of the spans
+/// directly under it, by name.
+pub(crate) struct TracedStep {
+    pub(crate) step: Duration,
+    pub(crate) stages: Vec<(String, Duration)>,
+}
+
+/// The tool steps of run `run_id` (the last step answers and calls no tool: it is not one).
+pub(crate) async fn tool_steps(
+    channel: &AuthChannel,
+    run_id: &str,
+) -> anyhow::Result<Vec<TracedStep>> {
+    let trace = pb::agent_client::AgentClient::new(channel.clone())
+        .get_trace(pb::GetTraceRequest {
+            run_id: run_id.to_owned(),
+        })
+        .await
+        .context("the run's trace")?
+        .into_inner();
+    let duration = |span: &pb::Span| {
+        Duration::from_nanos(
+            u64::try_from(span.end_unix_nano.saturating_sub(span.start_unix_nano)).unwrap_or(0),
+        )
+    };
+    Ok(trace
+        .spans
+        .iter()
+        .filter(|span| span.name == "step")
+        .map(|step| TracedStep {
+            step: duration(step),
+            stages: trace
+                .spans
+                .iter()
+                .filter(|span| span.parent_span_id == step.span_id)
+                .map(|span| (span.name.clone(), duration(span)))
+                .collect(),
+        })
+        .filter(|step| step.stages.iter().any(|(name, _)| name == "tool"))
+        .collect())
 }
 
 /// For each tool step of run `run_id`, the step span's duration less its tool span's: the
@@ -188,34 +236,20 @@ async fn loop_overheads(
     run_id: &str,
     stages: &mut Stages,
 ) -> anyhow::Result<Vec<Duration>> {
-    let trace = pb::agent_client::AgentClient::new(channel.clone())
-        .get_trace(pb::GetTraceRequest {
-            run_id: run_id.to_owned(),
-        })
-        .await
-        .context("the run's trace")?
-        .into_inner();
-    let duration = |span: &pb::Span| {
-        Duration::from_nanos(u64::try_from(span.end_unix_nano - span.start_unix_nano).unwrap_or(0))
-    };
     let mut overheads = Vec::new();
-    for step in trace.spans.iter().filter(|span| span.name == "step") {
-        let children: Vec<&pb::Span> = trace
-            .spans
+    for traced in tool_steps(channel, run_id).await? {
+        let tool = traced
+            .stages
             .iter()
-            .filter(|span| span.parent_span_id == step.span_id)
-            .collect();
-        let Some(tool) = children.iter().find(|span| span.name == "tool") else {
-            // The last step answers; it calls no tool.
-            continue;
-        };
-        overheads.push(duration(step).saturating_sub(duration(tool)));
+            .find(|(name, _)| name == "tool")
+            .map_or(Duration::ZERO, |(_, time)| *time);
+        overheads.push(traced.step.saturating_sub(tool));
         let mut inside = Duration::ZERO;
-        for child in &children {
-            stages.add(&child.name, duration(child));
-            inside += duration(child);
+        for (name, time) in &traced.stages {
+            stages.add(name, *time);
+            inside += *time;
         }
-        stages.add("outside the stages", duration(step).saturating_sub(inside));
+        stages.add("outside the stages", traced.step.saturating_sub(inside));
     }
     Ok(overheads)
 }

@@ -32,6 +32,8 @@ pub struct DaemonSpec {
     pub state_dir: PathBuf,
     /// Compiled modules; shared between daemons to measure a warm start.
     pub module_cache_dir: PathBuf,
+    /// TOML tables added to the configuration (section 8's `[providers]`); usually empty.
+    pub config_tables: String,
 }
 
 /// Runs and executions the bench's tenant may have at once: the scale section keeps a
@@ -237,7 +239,7 @@ fn config_toml(spec: &DaemonSpec) -> anyhow::Result<String> {
         path(&spec.module_cache_dir)?,
         path(&spec.workspace_root)?,
         path(&bench_token_file(spec))?,
-    ))
+    ) + &spec.config_tables)
 }
 
 #[cfg(test)]
@@ -269,9 +271,11 @@ mod tests {
             workspace_root: "/w".into(),
             state_dir: "/s".into(),
             module_cache_dir: "/m".into(),
+            config_tables: "[providers]\nstream = false\n".into(),
         };
         let toml = config_toml(&spec).expect("UTF-8 paths");
         assert!(toml.contains("tools_dirs = [\"/t/a\", \"/t/b \\\"q\\\"\"]"));
         assert!(toml.contains("module_cache_dir = \"/m\""));
+        assert!(toml.ends_with("[providers]\nstream = false\n"), "{toml}");
     }
 }

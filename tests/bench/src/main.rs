@@ -18,6 +18,7 @@ mod report;
 mod runs;
 mod scale;
 mod stats;
+mod streaming;
 mod subprocess;
 mod wasm_call;
 
@@ -70,6 +71,9 @@ enum Section {
     Mcp,
     /// 7: `run_command` with its overlay and change set, against the same command without.
     Changes,
+    /// 8: a streamed answer's pieces from the model API to the client, and what streaming
+    /// costs a step.
+    Streaming,
 }
 
 /// What every section gets.
@@ -97,6 +101,7 @@ impl Bench {
             workspace_root: self.fixtures.workspace_root.clone(),
             state_dir: self.fixtures.fresh_dir(prefix)?,
             module_cache_dir: self.fixtures.fresh_dir("modules-")?,
+            config_tables: String::new(),
         })
     }
 }
@@ -168,6 +173,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Cold, _) => cold_start::run(bench, &mut report).await,
             (Section::Mcp, _) => mcp_call::run(bench, &mut report).await,
             (Section::Changes, _) => changes::run(bench, &mut report).await,
+            (Section::Streaming, _) => streaming::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

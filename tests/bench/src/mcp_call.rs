@@ -94,6 +94,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         workspace_root: bench.fixtures.workspace_root.clone(),
         state_dir: bench.fixtures.fresh_dir("mcp-state-")?,
         module_cache_dir: bench.fixtures.fresh_dir("modules-")?,
+        config_tables: String::new(),
     })
     .await?;
 

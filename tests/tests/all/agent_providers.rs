@@ -2,143 +2,16 @@
 //! server on loopback that answers with recorded OpenAI and Anthropic responses, executes
 //! the calls they propose, and sends the results back in each API's own format.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use airlock_daemon::config::AgentSettings;
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonOptions, TestDaemon, repo_root};
+use airlock_tests::model_api::{self, ModelApi};
+use airlock_tests::{TestDaemon, repo_root};
 use pb::run_event::Event;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 const TESTDATA: &str = "daemon/src/agent/provider/testdata";
 
 fn recorded(name: &str) -> String {
     std::fs::read_to_string(repo_root().join(TESTDATA).join(name)).unwrap()
-}
-
-/// One request the model API received.
-#[derive(Debug, Clone)]
-struct Received {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-/// A scripted answer: status, extra headers, JSON body.
-type Reply = (u16, Vec<(String, String)>, String);
-
-/// An HTTP/1.1 model API on loopback: answers each request with the next reply
-/// (status, extra headers, JSON body) and keeps what it received.
-#[derive(Clone, Default)]
-struct ModelApi {
-    replies: Arc<Mutex<VecDeque<Reply>>>,
-    received: Arc<Mutex<Vec<Received>>>,
-}
-
-impl ModelApi {
-    fn reply(self, status: u16, headers: &[(&str, &str)], body: String) -> Self {
-        let headers = headers
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        self.replies
-            .lock()
-            .unwrap()
-            .push_back((status, headers, body));
-        self
-    }
-
-    async fn serve(&self) -> String {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let api = self.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let api = api.clone();
-                tokio::spawn(async move { api.answer(stream).await });
-            }
-        });
-        format!("http://{address}")
-    }
-
-    async fn answer(&self, mut stream: TcpStream) {
-        let mut buffer = Vec::new();
-        let mut chunk = [0u8; 8192];
-        let head_end = loop {
-            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            let n = stream.read(&mut chunk).await.unwrap();
-            if n == 0 {
-                return;
-            }
-            buffer.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let path = lines.next().unwrap().split(' ').nth(1).unwrap().to_owned();
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|line| line.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        let length: usize = headers
-            .iter()
-            .find(|(k, _)| k == "content-length")
-            .map(|(_, v)| v.parse().unwrap())
-            .unwrap_or(0);
-        while buffer.len() < head_end + length {
-            let n = stream.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "the request body was cut");
-            buffer.extend_from_slice(&chunk[..n]);
-        }
-        let body = serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap();
-        self.received.lock().unwrap().push(Received {
-            path,
-            headers,
-            body,
-        });
-        let (status, extra, body) = self
-            .replies
-            .lock()
-            .unwrap()
-            .pop_front()
-            .expect("a reply for every request");
-        let mut response = format!(
-            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-            body.len()
-        );
-        for (name, value) in extra {
-            response.push_str(&format!("{name}: {value}\r\n"));
-        }
-        response.push_str("\r\n");
-        response.push_str(&body);
-        stream.write_all(response.as_bytes()).await.unwrap();
-        stream.shutdown().await.ok();
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
-    }
-}
-
-/// A daemon with the first-party plugins whose providers point at `api`, without streaming
-/// (these recordings are whole answers) and with short retry waits.
-async fn daemon(api: &str) -> TestDaemon {
-    let mut agent = AgentSettings::default();
-    agent.providers.openai_base_url = format!("{api}/v1");
-    agent.providers.anthropic_base_url = api.to_owned();
-    agent.providers.stream = false;
-    agent.providers.retry.initial_backoff = Duration::from_millis(10);
-    TestDaemon::start(DaemonOptions {
-        tools_dirs: vec![repo_root().join("plugins")],
-        agent,
-        ..DaemonOptions::default()
-    })
-    .await
 }
 
 fn start(daemon: &TestDaemon, model: &str) -> pb::StartRun {
@@ -170,7 +43,7 @@ async fn an_openai_run_retries_rate_limits_rejects_broken_calls_and_sends_result
         )
         .reply(200, &[], recorded("openai_tool_calls.json"))
         .reply(200, &[], recorded("openai_final.json"));
-    let daemon = daemon(&api.serve().await).await;
+    let daemon = model_api::daemon(&api.serve().await, false).await;
     let mut run = daemon.start_run(start(&daemon, "openai:gpt-4.1")).await;
     let finished = run.finished().await;
 
@@ -292,7 +165,7 @@ async fn an_anthropic_run_executes_tool_use_blocks_and_answers_with_tool_results
     let api = ModelApi::default()
         .reply(200, &[], recorded("anthropic_tool_use.json"))
         .reply(200, &[], recorded("anthropic_final.json"));
-    let daemon = daemon(&api.serve().await).await;
+    let daemon = model_api::daemon(&api.serve().await, false).await;
     let mut run = daemon
         .start_run(start(&daemon, "anthropic:claude-sonnet-4-5"))
         .await;
@@ -374,7 +247,7 @@ async fn a_model_api_that_keeps_failing_ends_the_run_with_model_error() {
         let api = api.clone();
         api.reply(500, &[], recorded("openai_error_500.json"));
     }
-    let daemon = daemon(&api.serve().await).await;
+    let daemon = model_api::daemon(&api.serve().await, false).await;
     let mut run = daemon.start_run(start(&daemon, "openai:gpt-4.1")).await;
     let finished = run.finished().await;
     assert_eq!(

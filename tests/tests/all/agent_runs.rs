@@ -418,13 +418,22 @@ async fn the_context_report_says_what_went_to_the_model() {
     let last = reports.last().unwrap();
     assert_eq!(last.budget, 8000);
     assert!(last.tokens <= 8000, "{}", last.tokens);
-    let summarised = last
-        .items
-        .iter()
-        .filter(|item| item.disposition == pb::ContextDisposition::Summarised as i32)
-        .count();
-    assert!(summarised >= 1, "{last:#?}");
+    // The older reads no longer fit: the model compacted them into a summary, which the
+    // report lists with the goal, each item with its reason.
+    let compacted = run.of(|event| match event {
+        Event::ContextCompacted(compacted) => Some(compacted.clone()),
+        _ => None,
+    });
+    assert!(!compacted.is_empty(), "{last:#?}");
+    assert!(!compacted[0].fallback, "{compacted:?}");
+    assert!(compacted[0].entries >= 2 && compacted[0].tokens_before > 0);
+    assert!(
+        last.items.iter().any(|item| item.kind == "summary"),
+        "{last:#?}"
+    );
     assert!(last.items.iter().any(|item| item.kind == "goal"));
+    assert!(last.items.iter().all(|item| !item.reason.is_empty()));
+    assert_eq!(last.tokenizer, "estimate");
 }
 
 #[tokio::test]

@@ -303,6 +303,7 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                         .create_session(pb::CreateSessionRequest {
                             workspace: "/etc".into(),
                             labels: HashMap::new(),
+                            settings: None,
                         })
                         .await
                         .map(|_| ())
@@ -321,6 +322,74 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                         .create_session(pb::CreateSessionRequest {
                             workspace: ws,
                             labels: many_labels,
+                            settings: None,
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
+            "CreateSession, settings with an unknown model",
+            Code::InvalidArgument,
+            "settings.model",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .create_session(pb::CreateSessionRequest {
+                            settings: Some(pb::SessionSettings {
+                                model: Some(pb::ModelConfig {
+                                    model: "gpt-9".into(),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
+            "GetSession, malformed id",
+            Code::InvalidArgument,
+            "session_id",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .get_session(pb::GetSessionRequest {
+                            session_id: "nope".into(),
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case("GetSession, unknown", Code::NotFound, "session_id", {
+            let c = c.clone();
+            async move {
+                agent(&c)
+                    .get_session(pb::GetSessionRequest {
+                        session_id: format!("ses_{}", "0".repeat(32)),
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        }),
+        case(
+            "ListSessions, a forged page token",
+            Code::InvalidArgument,
+            "page_token",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .list_sessions(pb::ListSessionsRequest {
+                            page_token: "12.x".into(),
+                            ..Default::default()
                         })
                         .await
                         .map(|_| ())

@@ -5,7 +5,7 @@
 use std::process::Output;
 
 use airlock_tests::cli::Cli;
-use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, cargo_bin, repo_root, test_module};
+use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, repo_root, test_module};
 use serde_json::json;
 
 async fn airlock(daemon_endpoint: &str, args: &[&str]) -> Output {
@@ -194,23 +194,11 @@ async fn an_unreachable_daemon_is_reported_as_such() {
 
 /// Runs `airlock ARGS` with `stdin` piped in.
 async fn airlock_with_input(endpoint: &str, args: &[&str], stdin: &str) -> Output {
-    use tokio::io::AsyncWriteExt;
-    let mut child = tokio::process::Command::new(cargo_bin("airlock"))
-        .arg("--server")
-        .arg(endpoint)
-        .args(args)
-        .env("COLUMNS", "200")
-        .env("AIRLOCK_TOKEN", airlock_tests::token_for(endpoint))
-        .env_remove("AIRLOCK_SERVER")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).await.unwrap();
-    drop(input);
-    child.wait_with_output().await.unwrap()
+    Cli::new(endpoint, args)
+        .token(&airlock_tests::token_for(endpoint))
+        .stdin(stdin)
+        .output()
+        .await
 }
 
 fn write_script(dir: &std::path::Path) -> std::path::PathBuf {

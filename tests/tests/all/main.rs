@@ -34,6 +34,8 @@ mod process_sandbox;
 mod registry;
 mod retention;
 mod run_reattach;
+mod sessions;
 mod store_failures;
+mod streaming;
 mod trace_export;
 mod wasm_sandbox;

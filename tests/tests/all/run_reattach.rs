@@ -3,7 +3,7 @@
 //! byte for byte what the first client saw.
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
+use airlock_tests::{DaemonOptions, TestDaemon, repo_root, scripted_run};
 use pb::run_event::Event;
 use prost::Message as _;
 use serde_json::json;
@@ -14,21 +14,6 @@ async fn daemon() -> TestDaemon {
         ..DaemonOptions::default()
     })
     .await
-}
-
-async fn attach(daemon: &TestDaemon, run_id: &str, after_seq: u64) -> RunStream {
-    daemon
-        .open_run(pb::run_request::Request::Attach(pb::AttachRun {
-            run_id: run_id.into(),
-            after_seq,
-        }))
-        .await
-        .expect("attaches")
-}
-
-/// Reads to the end of the stream.
-async fn drain(stream: &mut RunStream) {
-    while stream.next().await.is_some() {}
 }
 
 fn bytes(events: &[pb::RunEvent]) -> Vec<Vec<u8>> {
@@ -47,15 +32,15 @@ async fn attaching_to_a_finished_run_replays_exactly_what_follows_the_given_seq(
     ]});
     let mut first = daemon.start_run(scripted_run(&workspace, &script)).await;
     first.finished().await;
-    drain(&mut first).await;
+    first.drain().await;
     let all = first.seen.clone();
     let run_id = all[0].run_id.clone();
     let last = all.len() as u64;
     assert!(last > 10, "a run of a few steps: {last} events");
 
     for after in [0, 1, last / 2, last - 1, last] {
-        let mut again = attach(&daemon, &run_id, after).await;
-        drain(&mut again).await;
+        let mut again = daemon.attach_run(&run_id, after).await;
+        again.drain().await;
         assert_eq!(
             bytes(&again.seen),
             bytes(&all[after as usize..]),
@@ -86,7 +71,7 @@ async fn a_client_that_drops_mid_run_comes_back_and_misses_nothing() {
     drop(first);
 
     // A watcher attached from an early point while the run is live sees the same prefix.
-    let mut watcher = attach(&daemon, &run_id, 2).await;
+    let mut watcher = daemon.attach_run(&run_id, 2).await;
     let again = watcher.approval_requested().await;
     assert_eq!(again.approval_id, request.approval_id);
     assert_eq!(
@@ -96,7 +81,7 @@ async fn a_client_that_drops_mid_run_comes_back_and_misses_nothing() {
     );
 
     // The first client comes back from the last seq it saw, answers, and follows to the end.
-    let mut back = attach(&daemon, &run_id, cut).await;
+    let mut back = daemon.attach_run(&run_id, cut).await;
     back.decide(&request.approval_id, pb::Decision::ApproveOnce, "");
     let finished = back.finished().await;
     assert_eq!(
@@ -120,11 +105,11 @@ async fn a_client_that_drops_mid_run_comes_back_and_misses_nothing() {
     for (index, event) in whole.iter().enumerate() {
         assert_eq!(event.seq, index as u64 + 1, "no gap, no duplicate");
     }
-    let mut replay = attach(&daemon, &run_id, 0).await;
-    drain(&mut replay).await;
+    let mut replay = daemon.attach_run(&run_id, 0).await;
+    replay.drain().await;
     assert_eq!(bytes(&replay.seen), bytes(&whole));
     // And the watcher, still attached, saw the rest live.
-    drain(&mut watcher).await;
+    watcher.drain().await;
     assert_eq!(bytes(&watcher.seen), bytes(&whole[2..]));
     assert!(matches!(
         whole.last().and_then(|e| e.event.as_ref()),

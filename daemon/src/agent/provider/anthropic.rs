@@ -427,6 +427,17 @@ struct MessageDelta {
 }
 
 impl StreamedAnswer {
+    /// The ordinal among the answer's tool calls of the block at `index` (blocks of text
+    /// count in the provider's numbering, not in the clients').
+    fn tool_ordinal(&self, index: u64) -> u32 {
+        let before = self
+            .blocks
+            .range(..index)
+            .filter(|(_, block)| matches!(block, StreamBlock::ToolUse { .. }))
+            .count();
+        u32::try_from(before).unwrap_or(u32::MAX)
+    }
+
     /// Applies one event's data; true once the message is complete.
     fn apply(&mut self, data: &str, events: &dyn ProviderEvents) -> Result<bool, ProviderError> {
         let event: StreamEvent = serde_json::from_str(data)
@@ -448,17 +459,26 @@ impl StreamedAnswer {
                         }
                         StreamBlock::Text(text)
                     }
-                    ContentBlock::ToolUse { id, name, input } => StreamBlock::ToolUse {
-                        id,
-                        name,
-                        json: String::new(),
-                        start_input: input,
-                    },
+                    ContentBlock::ToolUse { id, name, input } => {
+                        events.event(ProviderEvent::ToolCallDelta {
+                            index: self.tool_ordinal(index),
+                            id: Some(id.clone()),
+                            name: Some(name.clone()),
+                            arguments: String::new(),
+                        });
+                        StreamBlock::ToolUse {
+                            id,
+                            name,
+                            json: String::new(),
+                            start_input: input,
+                        }
+                    }
                     ContentBlock::Other => StreamBlock::Other,
                 };
                 self.blocks.insert(index, block);
             }
             StreamEvent::ContentBlockDelta { index, delta } => {
+                let ordinal = self.tool_ordinal(index);
                 match (self.blocks.get_mut(&index), delta) {
                     (Some(StreamBlock::Text(text)), BlockDelta::TextDelta { text: piece }) => {
                         text.push_str(&piece);
@@ -467,7 +487,15 @@ impl StreamedAnswer {
                     (
                         Some(StreamBlock::ToolUse { json, .. }),
                         BlockDelta::InputJsonDelta { partial_json },
-                    ) => json.push_str(&partial_json),
+                    ) => {
+                        json.push_str(&partial_json);
+                        events.event(ProviderEvent::ToolCallDelta {
+                            index: ordinal,
+                            id: None,
+                            name: None,
+                            arguments: partial_json,
+                        });
+                    }
                     (Some(StreamBlock::Other), _) | (_, BlockDelta::Other) => {}
                     (None, _) => {
                         return Err(ProviderError::Malformed(format!(

@@ -73,6 +73,21 @@ pub struct ModelRequest {
     pub tools: Arc<[ToolDefinition]>,
     pub max_output_tokens: u32,
     pub temperature: Option<f32>,
+    /// How many answers the model gave in this run before this call, those summarised or
+    /// dropped from `messages` included and the session's earlier runs' not: the turn a
+    /// stateless provider (the scripted one) numbers this call with.
+    pub answers: u32,
+    pub purpose: Purpose,
+}
+
+/// What a model call is for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Purpose {
+    /// The run's next step.
+    #[default]
+    Step,
+    /// A summary of older steps, to fit the context (no tools).
+    Compaction,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,6 +128,15 @@ pub enum ProviderEvent {
     },
     /// A piece of the model's text, as it streams (only providers that stream send these).
     TextDelta(String),
+    /// A piece of a proposed call, as it streams: its id and name when the provider first
+    /// sends them, then pieces of its arguments.
+    ToolCallDelta {
+        /// Which of the answer's calls (0 for the first).
+        index: u32,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
 }
 
 /// Receives [`ProviderEvent`]s.

@@ -426,7 +426,7 @@ impl StreamedAnswer {
                 events.event(ProviderEvent::TextDelta(text));
             }
             for call in delta.tool_calls.unwrap_or_default() {
-                self.apply_call(call);
+                self.apply_call(call, events);
             }
         }
         Ok(())
@@ -436,7 +436,7 @@ impl StreamedAnswer {
     /// ones pieces of its arguments; strings are appended, as OpenAI's own SDKs do. A delta
     /// without an index (some local servers) continues the last call unless it brings a new
     /// id.
-    fn apply_call(&mut self, delta: DeltaCall) {
+    fn apply_call(&mut self, delta: DeltaCall, events: &dyn ProviderEvents) {
         let index = match (delta.index, self.calls.last_key_value()) {
             (Some(index), _) => index,
             (None, None) => 0,
@@ -448,21 +448,37 @@ impl StreamedAnswer {
                 if new_id { last.saturating_add(1) } else { last }
             }
         };
+        // The ordinal among the answer's calls, as clients number them.
+        let ordinal = self.calls.range(..index).count();
         let call = self.calls.entry(index).or_default();
+        let mut streamed = None;
         if let Some(id) = delta.id.filter(|id| !id.is_empty())
             && call.id.is_empty()
         {
-            call.id = id;
+            call.id.clone_from(&id);
+            streamed = Some(id);
         }
+        let mut name = None;
+        let mut piece = String::new();
         if let Some(function) = delta.function {
-            if let Some(name) = function.name {
-                call.name.push_str(&name);
+            if let Some(part) = function.name {
+                call.name.push_str(&part);
+                name = Some(part);
             }
-            match function.arguments {
-                Value::Null => {}
-                Value::String(piece) => call.arguments.push_str(&piece),
-                whole => call.arguments.push_str(&whole.to_string()),
-            }
+            piece = match function.arguments {
+                Value::Null => String::new(),
+                Value::String(piece) => piece,
+                whole => whole.to_string(),
+            };
+            call.arguments.push_str(&piece);
+        }
+        if streamed.is_some() || name.is_some() || !piece.is_empty() {
+            events.event(ProviderEvent::ToolCallDelta {
+                index: u32::try_from(ordinal).unwrap_or(u32::MAX),
+                id: streamed,
+                name,
+                arguments: piece,
+            });
         }
     }
 
@@ -778,6 +794,18 @@ mod tests {
                 "I'll", " read", " the", " module", " and", " search", " its", " callers", "."
             ]
         );
+        // The calls stream too, in pieces that add up to what the answer holds.
+        let streamed: Vec<(String, String)> = events
+            .calls()
+            .into_iter()
+            .map(|(_, name, arguments)| (name, arguments))
+            .collect();
+        let answered: Vec<(String, String)> = response
+            .tool_calls
+            .iter()
+            .map(|call| (call.name.clone(), call.arguments.clone()))
+            .collect();
+        assert_eq!(streamed, answered);
         assert_eq!(
             response,
             ModelResponse {
@@ -819,7 +847,16 @@ mod tests {
         let (result, events) = complete(&openai, &sample_request(["call_a", "call_b"])).await;
         let response = result.expect("answer");
         assert_eq!(header(&server.requests()[0], "authorization"), None);
-        assert!(events.take().is_empty());
+        assert!(events.text().is_empty());
+        // The call streamed, and its pieces join up with no index given.
+        assert_eq!(
+            events.calls(),
+            [(
+                String::new(),
+                "read_file".to_owned(),
+                r#"{"path": "README.md"}"#.to_owned()
+            )]
+        );
         assert_eq!(
             response.tool_calls,
             vec![ToolCall {
@@ -873,7 +910,7 @@ mod tests {
             .iter()
             .filter_map(|event| match event {
                 ProviderEvent::Retrying { attempt, error, .. } => Some((*attempt, error.clone())),
-                ProviderEvent::TextDelta(_) => None,
+                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallDelta { .. } => None,
             })
             .collect();
         assert_eq!(
@@ -974,7 +1011,7 @@ mod tests {
             .iter()
             .map(|event| match event {
                 ProviderEvent::Retrying { attempt, .. } => *attempt,
-                ProviderEvent::TextDelta(text) => panic!("unexpected text {text}"),
+                other => panic!("unexpected {other:?}"),
             })
             .collect();
         assert_eq!(attempts, [1, 2]);
@@ -1078,6 +1115,8 @@ mod tests {
             tools: Vec::new().into(),
             max_output_tokens: 10,
             temperature: None,
+            answers: 1,
+            purpose: super::super::Purpose::Step,
         };
         let wire = serde_json::to_value(wire_messages(&request)).expect("json");
         assert_eq!(

@@ -22,10 +22,20 @@
 //!     delay_ms: 50                           # optional: answer after this long
 //! ```
 //!
-//! The model is stateless: the call whose conversation holds `i` assistant messages gets
-//! turn `i` (counting from 0), so a run resumed after a crash replays identically, and the
-//! same request always gets the same answer. A tool call without arguments gets `{}`; tool
-//! call ids are `call_<turn>_<index>`.
+//! The model is stateless: the call that follows `i` answers of the run (the request's
+//! `answers`, which counts answers compacted out of the conversation and not those of the
+//! session's earlier runs) gets turn `i` (counting from 0), so a run resumed after a crash
+//! replays identically, and the same request always gets the same answer. A tool call
+//! without arguments gets `{}`; tool call ids are `call_<turn>_<index>`.
+//!
+//! Two optional top-level fields:
+//!
+//! ```yaml
+//! stream: true          # report text and call arguments in pieces, as a streaming model does
+//! compaction:           # how a request to summarise older steps is answered
+//!   summary: "We read the notes; the secret is 42."   # default: a line naming what it covers
+//!   fail: "overloaded"  # or: the call fails with this message (HTTP 400, not retried)
+//! ```
 //!
 //! `when` looks at the last tool observation in the conversation; each condition given must
 //! hold. `tool` is the tool's name; `contains` a substring of the observation's content;
@@ -46,7 +56,7 @@ use serde_json::Value;
 
 use super::{
     FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
-    ProviderEvents, ToolCall, Usage, estimated_tokens,
+    ProviderEvent, ProviderEvents, Purpose, ToolCall, Usage, estimated_tokens,
 };
 
 /// The largest script, in bytes. Scripts arrive from clients; a megabyte holds thousands of
@@ -61,7 +71,21 @@ const MAX_DELAY_MS: u64 = 10 * 60 * 1000;
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Scripted {
     turns: Vec<Turn>,
+    stream: bool,
+    compaction: Compaction,
 }
+
+/// How the script answers a request to summarise older steps.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Compaction {
+    summary: Option<String>,
+    fail: Option<String>,
+}
+
+/// The size of the pieces a streaming script reports its text and arguments in: small
+/// enough that a short answer streams in several pieces, as a real model's would.
+const STREAM_PIECE_CHARS: usize = 8;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Turn {
@@ -128,15 +152,15 @@ impl Scripted {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Scripted { turns })
+        Ok(Scripted {
+            turns,
+            stream: file.stream,
+            compaction: file.compaction.unwrap_or_default(),
+        })
     }
 
     fn answer(&self, request: &ModelRequest) -> Result<(usize, &Answer), ProviderError> {
-        let turn = request
-            .messages
-            .iter()
-            .filter(|message| matches!(message, Message::Assistant { .. }))
-            .count();
+        let turn = request.answers as usize;
         let Some(scripted) = self.turns.get(turn) else {
             return Err(ProviderError::ScriptExhausted(format!(
                 "the conversation is at turn {turn}, the script has {} turns",
@@ -171,14 +195,88 @@ impl ModelProvider for Scripted {
     async fn complete(
         &self,
         request: &ModelRequest,
-        _events: &dyn ProviderEvents,
+        events: &dyn ProviderEvents,
     ) -> Result<ModelResponse, ProviderError> {
+        if request.purpose == Purpose::Compaction {
+            return self.summarise(request);
+        }
         let (turn, answer) = self.answer(request)?;
         if let Some(delay) = answer.delay {
             tokio::time::sleep(delay).await;
         }
-        Ok(answer.response(turn, request))
+        let response = answer.response(turn, request);
+        if self.stream {
+            stream(&response, events);
+        }
+        Ok(response)
     }
+}
+
+impl Scripted {
+    fn summarise(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        if let Some(message) = &self.compaction.fail {
+            return Err(ProviderError::Http {
+                status: 400,
+                message: message.clone(),
+            });
+        }
+        let text = self.compaction.summary.clone().unwrap_or_else(|| {
+            format!(
+                "Summary of {} bytes of earlier work (scripted).",
+                request_bytes(request)
+            )
+        });
+        Ok(ModelResponse {
+            usage: Usage {
+                input_tokens: estimated_tokens(request_bytes(request)),
+                output_tokens: estimated_tokens(text.len()),
+            },
+            text: Some(text),
+            tool_calls: Vec::new(),
+            finish: FinishReason::Stop,
+        })
+    }
+}
+
+/// Reports a response in pieces, as a streaming provider would have while it arrived.
+fn stream(response: &ModelResponse, events: &dyn ProviderEvents) {
+    for piece in pieces(response.text.as_deref().unwrap_or_default()) {
+        events.event(ProviderEvent::TextDelta(piece.to_owned()));
+    }
+    for (index, call) in response.tool_calls.iter().enumerate() {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        events.event(ProviderEvent::ToolCallDelta {
+            index,
+            id: Some(call.id.clone()),
+            name: Some(call.name.clone()),
+            arguments: String::new(),
+        });
+        for piece in pieces(&call.arguments) {
+            events.event(ProviderEvent::ToolCallDelta {
+                index,
+                id: None,
+                name: None,
+                arguments: piece.to_owned(),
+            });
+        }
+    }
+}
+
+/// `text` in pieces of [`STREAM_PIECE_CHARS`] characters.
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest
+            .char_indices()
+            .nth(STREAM_PIECE_CHARS)
+            .map_or(rest.len(), |(at, _)| at);
+        let (piece, after) = rest.split_at(end);
+        rest = after;
+        Some(piece)
+    })
 }
 
 impl Answer {
@@ -329,6 +427,9 @@ impl When {
 #[serde(deny_unknown_fields)]
 struct ScriptFile {
     turns: Vec<RawTurn>,
+    #[serde(default)]
+    stream: bool,
+    compaction: Option<Compaction>,
 }
 
 #[derive(Deserialize)]
@@ -519,7 +620,14 @@ turns:
 "#;
 
     fn request(messages: Vec<Message>) -> ModelRequest {
+        // As the loop counts them: every answer is in the conversation here.
+        let answers = messages
+            .iter()
+            .filter(|message| matches!(message, Message::Assistant { .. }))
+            .count();
         ModelRequest {
+            answers: u32::try_from(answers).expect("few"),
+            purpose: Purpose::Step,
             system: "You fix bugs.".into(),
             messages,
             tools: vec![ToolDefinition {
@@ -790,7 +898,7 @@ turns:
         assert!(message.contains("line 2"), "{message}");
         assert_eq!(
             config_error("steps: []"),
-            "script: unknown field `steps`, expected `turns`"
+            "script: unknown field `steps`, expected one of `turns`, `stream`, `compaction`"
         );
         assert_eq!(config_error(""), "script: missing field `turns`");
 

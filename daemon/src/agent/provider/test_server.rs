@@ -206,14 +206,43 @@ impl Events {
         std::mem::take(&mut *self.0.lock().expect("events lock"))
     }
 
+    /// What was reported so far, left in place.
+    fn seen(&self) -> Vec<ProviderEvent> {
+        self.0.lock().expect("events lock").clone()
+    }
+
     pub fn text(&self) -> Vec<String> {
-        self.take()
+        self.seen()
             .into_iter()
             .filter_map(|event| match event {
                 ProviderEvent::TextDelta(text) => Some(text),
-                ProviderEvent::Retrying { .. } => None,
+                ProviderEvent::Retrying { .. } | ProviderEvent::ToolCallDelta { .. } => None,
             })
             .collect()
+    }
+
+    /// Each streamed call's id, name and arguments, its pieces put together, by index.
+    pub fn calls(&self) -> Vec<(String, String, String)> {
+        let mut calls: Vec<(String, String, String)> = Vec::new();
+        for event in self.seen() {
+            if let ProviderEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } = event
+            {
+                let index = index as usize;
+                if calls.len() <= index {
+                    calls.resize(index + 1, Default::default());
+                }
+                let call = &mut calls[index];
+                call.0.push_str(&id.unwrap_or_default());
+                call.1.push_str(&name.unwrap_or_default());
+                call.2.push_str(&arguments);
+            }
+        }
+        calls
     }
 }
 
@@ -284,5 +313,7 @@ pub fn sample_request(ids: [&str; 2]) -> ModelRequest {
         .into(),
         max_output_tokens: 1024,
         temperature: Some(0.2),
+        answers: 1,
+        purpose: super::Purpose::Step,
     }
 }

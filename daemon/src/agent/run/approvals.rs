@@ -532,7 +532,12 @@ mod tests {
     async fn a_connection_is_asked_about_like_a_call_and_approved_for_the_run() {
         let harness = Harness::new();
         let run = crate::store::recorded_run(harness.store.as_ref(), "default", 1).await;
-        let log = Arc::new(RunLog::new(run.run_id.clone(), harness.store.clone(), 1));
+        let log = Arc::new(RunLog::new(
+            run.run_id.clone(),
+            harness.store.clone(),
+            1,
+            &crate::ids::TurnId::new(),
+        ));
         let broker = harness.runtime.approvals().clone();
         let approvals = Arc::new(Approvals::new(
             broker.clone(),
@@ -596,7 +601,12 @@ mod tests {
     async fn under_never_a_connection_is_refused_without_asking() {
         let harness = Harness::new();
         let run = crate::store::recorded_run(harness.store.as_ref(), "default", 1).await;
-        let log = Arc::new(RunLog::new(run.run_id.clone(), harness.store.clone(), 1));
+        let log = Arc::new(RunLog::new(
+            run.run_id.clone(),
+            harness.store.clone(),
+            1,
+            &crate::ids::TurnId::new(),
+        ));
         let approvals = Arc::new(Approvals::new(
             harness.runtime.approvals().clone(),
             harness.store.clone(),

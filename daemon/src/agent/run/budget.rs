@@ -25,9 +25,29 @@ pub struct RunLimits {
     pub max_tool_calls: u32,
     pub max_repeated_errors: u32,
     pub context_tokens: u64,
+    /// The same call with the same result this many times stops the run (NO_PROGRESS).
+    pub max_repeated_calls: u32,
+    /// This many steps in a row without progress stop the run (NO_PROGRESS).
+    pub max_idle_steps: u32,
     pub approval_timeout: Duration,
     pub max_output_tokens: u32,
     pub temperature: Option<f32>,
+}
+
+impl RunLimits {
+    /// The budgets as the run's `run_started` event reports them.
+    pub fn to_wire(&self) -> airlock_proto::v1::Budgets {
+        airlock_proto::v1::Budgets {
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens.unwrap_or(0),
+            max_wall_time_ms: u64::try_from(self.wall_time.as_millis()).unwrap_or(u64::MAX),
+            max_tool_calls: self.max_tool_calls,
+            max_repeated_errors: self.max_repeated_errors,
+            context_tokens: self.context_tokens,
+            max_repeated_calls: self.max_repeated_calls,
+            max_idle_steps: self.max_idle_steps,
+        }
+    }
 }
 
 /// How a run stops.
@@ -230,6 +250,8 @@ mod tests {
             max_tool_calls: 2,
             max_repeated_errors: 2,
             context_tokens: 1000,
+            max_repeated_calls: 5,
+            max_idle_steps: 8,
             approval_timeout: Duration::from_secs(1),
             max_output_tokens: 10,
             temperature: None,

@@ -1,12 +1,16 @@
 //! The loop of one run, as the steps of DESIGN.md's "one run, step by step". A run was
 //! created (step 1) before its loop starts; each step of the loop then
 //!
-//! 2. builds the context ([`RunLoop::build_context`]),
-//! 3. asks the model, whose output is untrusted ([`RunLoop::propose`]),
+//! 2. builds the context ([`RunLoop::build_context`]), compacting older steps into a model's
+//!    summary when they no longer fit ([`RunLoop::compact`]),
+//! 3. asks the model, whose output is untrusted ([`RunLoop::propose`]), streaming its text
+//!    and calls to the attached clients as they arrive,
 //! 4. to 7. takes each proposed call through the call pipeline — validate, gate, approve,
 //!    execute, record ([`pipeline`], [`approvals`], [`recorder`]) — and folds the observation
 //!    back ([`RunLoop::fold`]),
-//! 8. and decides whether to go on ([`budget`]).
+//! 8. and decides whether to go on ([`budget`], [`progress`]).
+//!
+//! Each user input starts a turn: the run's own, and any sent while it goes on.
 //!
 //! Every step of that is an event in the run's log, committed before anyone sees it, and a
 //! run always ends with a typed stop reason.
@@ -14,6 +18,7 @@
 mod approvals;
 mod budget;
 mod pipeline;
+mod progress;
 mod recorder;
 
 use crate::changes::WorkspaceIgnores;
@@ -25,14 +30,17 @@ use pb::run_event::Event;
 use tokio::sync::mpsc;
 
 use super::checkpoint::{PendingStep, SavedCall, Snapshot};
-use super::context::{self, Entry, ToolSet};
+use super::context::{self, Counted, Counter, Entry, Part, ToolSet};
 use super::provider::{
-    Message, ModelProvider, ModelRequest, ModelResponse, ProviderEvent, ToolCall, ToolDefinition,
+    Message, ModelProvider, ModelRequest, ModelResponse, ProviderEvent, Purpose, ToolCall,
+    ToolDefinition,
 };
+use super::tokens::Tokenizer;
 use super::{LiveRun, Shared};
 use crate::domain::StopReason;
-use crate::ids::{CallId, StepId};
+use crate::ids::{CallId, StepId, TurnId};
 use crate::policy::ApprovalPolicy;
+use crate::store::Pending;
 use crate::store::SessionRecord;
 use crate::tools::Tool;
 use crate::trace::Span;
@@ -41,6 +49,7 @@ use pipeline::Proposed;
 pub(super) use approvals::Approvals;
 pub use budget::RunLimits;
 pub(super) use budget::{Budget, FailureKey, Halt, Stop, stop};
+pub(super) use progress::ProgressTracker;
 pub(super) use recorder::{CallEvent, Recorder};
 
 pub(super) struct RunLoop {
@@ -51,6 +60,17 @@ pub(super) struct RunLoop {
     pub tools: BTreeMap<String, Arc<Tool>>,
     /// The same tools as the model reads them.
     pub tool_set: ToolSet,
+    /// How the run counts tokens.
+    pub counter: Counter,
+    /// The workspace's AGENTS.md as the run started.
+    pub project: Option<String>,
+    /// The counts of `system` and `project`, made once.
+    pub fixed: context::Fixed,
+    /// The turn in progress.
+    pub turn_id: TurnId,
+    pub progress: ProgressTracker,
+    /// After a failed summarising call: the step before which compaction is not tried again.
+    pub compaction_retry_step: Option<u32>,
     pub policy: ApprovalPolicy,
     pub system: String,
     pub stop_on_denial: bool,
@@ -107,6 +127,14 @@ impl RunLoop {
         let (steps, usage) = (self.budget.steps, self.budget.usage);
         if let Err(err) = self.recorder.finish(&stop, steps, &usage).await {
             tracing::error!(run = %self.run.run_id, error = %err, "cannot record the end of the run");
+            return;
+        }
+        // The conversation as the run ended, for the next run of the session to continue.
+        // Saved once the end is recorded, so that a resumed run never starts from it (a crash
+        // in between costs the next run this step's observations, not the final answer,
+        // which the run's record has).
+        if let Err(err) = self.checkpoint().await {
+            tracing::error!(run = %self.run.run_id, error = %err, "cannot save the run's last conversation");
         }
     }
 
@@ -121,8 +149,8 @@ impl RunLoop {
         if self.pending.is_none() {
             self.budget.check()?;
             let step_id = self.begin_step();
-            let request = self.build_context(&step_id);
-            let response = self.propose(&step_id, &request).await?;
+            let (request, raw_tokens) = self.build_context(&step_id).await?;
+            let response = self.propose(&step_id, &request, raw_tokens).await?;
             self.take_proposals(step_id, response)?;
         }
         while let Some(pending) = &self.pending {
@@ -139,12 +167,14 @@ impl RunLoop {
                     provider_call_id: provider_call_id(&call, &call_id),
                 })
                 .await?;
-            self.fold(call, call_id, observation);
+            self.fold(call, call_id, observation)?;
         }
         if let Some(mut span) = self.step_span.take() {
             span.set("index", self.budget.steps);
         }
-        Ok(())
+        self.progress
+            .end_step(self.budget.limits.max_idle_steps)
+            .map_err(|no| stop(StopReason::NoProgress, no.0))
     }
 
     /// The span new spans of this step hang from.
@@ -166,6 +196,9 @@ impl RunLoop {
             }),
         );
         while let Ok(text) = self.input.try_recv() {
+            // Each input starts a turn, its own event first.
+            self.turn_id = TurnId::new();
+            self.recorder.log().start_turn(&self.turn_id);
             self.recorder.emit(
                 Some(&step_id),
                 Event::UserInput(pb::UserInputReceived { text: text.clone() }),
@@ -173,7 +206,10 @@ impl RunLoop {
             self.conversation.push(Entry {
                 message: Message::User { text },
                 source: step_id.to_string(),
+                part: Part::Run,
+                counted: Counted::default(),
             });
+            self.progress.user_spoke();
         }
         if let Some(span) = &mut self.step_span {
             span.set("step_id", &step_id);
@@ -181,15 +217,39 @@ impl RunLoop {
         step_id
     }
 
-    /// Step 2: the context, within its token budget, with a report of what went in.
-    fn build_context(&mut self, step_id: &StepId) -> ModelRequest {
+    fn sources(&self) -> context::Sources<'_> {
+        context::Sources {
+            system: &self.system,
+            tools: &self.tool_set,
+            project: self.project.as_deref(),
+            conversation: &self.conversation,
+            budget: self.budget.limits.context_tokens,
+            counter: &self.counter,
+            fixed: &self.fixed,
+        }
+    }
+
+    /// Step 2: the context, within its token budget, with a report of what went in; older
+    /// steps compacted (under the context's span) when they no longer fit, and the context
+    /// built again from the summary. With the request, its tokens as counted
+    /// before calibration (what the provider's reported usage calibrates).
+    async fn build_context(&mut self, step_id: &StepId) -> Result<(ModelRequest, u64), Halt> {
         let mut span = self.recorder.span("context", &self.step_parent());
-        let built = context::build(
-            &self.system,
-            &self.tool_set,
-            &self.conversation,
-            self.budget.limits.context_tokens,
-        );
+        let mut built = context::build(&self.sources());
+        let may_compact = self
+            .compaction_retry_step
+            .is_none_or(|step| self.budget.steps >= step);
+        if may_compact && built.cut() {
+            let plan = context::compact::plan(
+                &self.sources(),
+                built.answers,
+                self.budget.limits.max_output_tokens,
+            );
+            if let Some(plan) = plan {
+                self.compact(step_id, plan, span.id()).await?;
+                built = context::build(&self.sources());
+            }
+        }
         let count = |disposition: pb::ContextDisposition| {
             built
                 .report
@@ -200,17 +260,86 @@ impl RunLoop {
         };
         span.set("tokens", built.report.tokens);
         span.set("budget", built.report.budget);
+        span.set("tokenizer", built.report.tokenizer.clone());
         span.set("summarised", count(pb::ContextDisposition::Summarised));
         span.set("dropped", count(pb::ContextDisposition::Dropped));
         self.recorder
             .emit(Some(step_id), Event::ContextBuilt(built.report));
-        ModelRequest {
+        let request = ModelRequest {
             system: self.system.clone(),
             messages: built.messages,
             tools: self.tool_set.definitions.clone(),
             max_output_tokens: self.budget.limits.max_output_tokens,
             temperature: self.budget.limits.temperature,
+            answers: built.answers,
+            purpose: Purpose::Step,
+        };
+        Ok((request, built.raw_tokens))
+    }
+
+    /// Asks the model to summarise older steps, and puts the summary in their place — or,
+    /// when that call fails, records why and leaves the cutting to the builder for a while.
+    /// The call is traced and its tokens count in the run's budget.
+    async fn compact(
+        &mut self,
+        step_id: &StepId,
+        plan: context::compact::Plan,
+        parent: &str,
+    ) -> Result<(), Halt> {
+        let mut span = self.recorder.span("compact", parent);
+        span.set("model", self.provider.describe());
+        span.set("entries", plan.covered.len());
+        span.set("tokens_before", plan.tokens);
+        let ignore = |_: ProviderEvent| {};
+        let outcome = self
+            .budget
+            .guard(self.provider.complete(&plan.request, &ignore))
+            .await?;
+        let mut event = pb::ContextCompacted {
+            entries: u32::try_from(plan.covered.len()).unwrap_or(u32::MAX),
+            tokens_before: plan.tokens,
+            ..Default::default()
+        };
+        match outcome {
+            Ok(response) => {
+                let usage = &mut self.budget.usage;
+                usage.model_calls += 1;
+                usage.input_tokens += response.usage.input_tokens;
+                usage.output_tokens += response.usage.output_tokens;
+                event.usage = Some(pb::Usage {
+                    input_tokens: response.usage.input_tokens,
+                    output_tokens: response.usage.output_tokens,
+                    model_calls: 1,
+                    tool_calls: 0,
+                });
+                span.set("input_tokens", response.usage.input_tokens);
+                span.set("output_tokens", response.usage.output_tokens);
+                let summary = response.text.unwrap_or_default();
+                context::compact::apply(
+                    &mut self.conversation,
+                    &plan.covered,
+                    &summary,
+                    format!("compaction at step {}", self.budget.steps),
+                );
+                event.summary_tokens = self.counter.text(&summary);
+                event.summary = summary;
+                span.set("summary_tokens", event.summary_tokens);
+                self.compaction_retry_step = None;
+            }
+            Err(err) => {
+                span.fail(err.to_string());
+                event.fallback = true;
+                event.error = err.to_string();
+                self.compaction_retry_step = Some(self.budget.steps + COMPACTION_RETRY_STEPS);
+            }
         }
+        self.recorder
+            .emit(Some(step_id), Event::ContextCompacted(event));
+        self.recorder
+            .progress(self.budget.steps, &self.budget.usage);
+        // A resumed run starts from the summary and does not ask for it again.
+        drop(self.checkpoint());
+        self.budget.check_tokens()
     }
 
     /// Step 3: one model call, its retries told as they happen.
@@ -218,6 +347,7 @@ impl RunLoop {
         &mut self,
         step_id: &StepId,
         request: &ModelRequest,
+        raw_tokens: u64,
     ) -> Result<ModelResponse, Halt> {
         let mut span = self.recorder.span("model", &self.step_parent());
         span.set("model", self.provider.describe());
@@ -242,7 +372,13 @@ impl RunLoop {
             self.provider_event(step_id, event);
         }
         let response = match outcome {
-            Ok(Ok(response)) => response,
+            Ok(Ok(response)) => {
+                if response.usage.input_tokens > 0 {
+                    self.counter
+                        .observe(raw_tokens, response.usage.input_tokens);
+                }
+                response
+            }
             Ok(Err(err)) => {
                 span.fail(err.to_string());
                 return Err(stop(StopReason::ModelError, err.to_string()));
@@ -283,9 +419,29 @@ impl RunLoop {
                     }),
                 );
             }
-            // The step's text is recorded whole once the model is done; streaming it to
-            // clients as it comes is the sessions issue's (#18) to wire.
-            ProviderEvent::TextDelta(_) => {}
+            // Pieces go to the attached clients as they come; the step's text and calls
+            // are recorded whole once the model is done.
+            ProviderEvent::TextDelta(text) => {
+                self.recorder
+                    .log()
+                    .stream(Some(step_id), Event::TextDelta(pb::ModelTextDelta { text }));
+            }
+            ProviderEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                self.recorder.log().stream(
+                    Some(step_id),
+                    Event::ToolCallDelta(pb::ToolCallDelta {
+                        index,
+                        provider_call_id: id.unwrap_or_default(),
+                        tool: name.unwrap_or_default(),
+                        arguments_delta: arguments,
+                    }),
+                );
+            }
         }
     }
 
@@ -300,6 +456,16 @@ impl RunLoop {
             );
         }
         if response.tool_calls.is_empty() {
+            // The answer ends the conversation the session's next run continues.
+            self.conversation.push(Entry {
+                message: Message::Assistant {
+                    text: Some(text.clone()),
+                    tool_calls: Vec::new(),
+                },
+                source: step_id.to_string(),
+                part: Part::Run,
+                counted: Counted::default(),
+            });
             return Err(Halt::Stop(Stop {
                 reason: StopReason::Final,
                 detail: String::new(),
@@ -314,6 +480,8 @@ impl RunLoop {
                 tool_calls: calls.iter().map(|(call, _)| call.clone()).collect(),
             },
             source: step_id.to_string(),
+            part: Part::Run,
+            counted: Counted::default(),
         });
         self.pending = Some(PendingStep {
             step_id,
@@ -323,7 +491,7 @@ impl RunLoop {
                 .collect(),
             next: 0,
         });
-        self.checkpoint();
+        drop(self.checkpoint());
         Ok(())
     }
 
@@ -336,7 +504,14 @@ impl RunLoop {
         call: ToolCall,
         call_id: CallId,
         observation: super::observation::Observation,
-    ) {
+    ) -> Result<(), Halt> {
+        let repeated = self.progress.observe(
+            &call.name,
+            &call.arguments,
+            &observation.content,
+            observation.changed,
+            self.budget.limits.max_repeated_calls,
+        );
         self.conversation.push(Entry {
             message: Message::Tool {
                 call_id: call.id,
@@ -345,6 +520,8 @@ impl RunLoop {
                 is_error: observation.is_error,
             },
             source: call_id.to_string(),
+            part: Part::Run,
+            counted: Counted::default(),
         });
         if let Some(pending) = &mut self.pending {
             pending.next += 1;
@@ -352,10 +529,12 @@ impl RunLoop {
                 self.pending = None;
             }
         }
+        repeated.map_err(|no| stop(StopReason::NoProgress, no.0))
     }
 
-    /// Saves the loop's state: where a restarted daemon goes on from.
-    pub fn checkpoint(&self) {
+    /// Saves the loop's state: where a restarted daemon goes on from. Its outcome shows at
+    /// the next commit the loop waits for, or where the returned answer is awaited.
+    pub fn checkpoint(&self) -> Pending<()> {
         self.recorder.checkpoint(Snapshot {
             conversation: &self.conversation,
             usage: &self.budget.usage,
@@ -363,12 +542,22 @@ impl RunLoop {
             failures: &self.budget.failures,
             elapsed_ms: u64::try_from(self.budget.elapsed().as_millis()).unwrap_or(u64::MAX),
             pending: self.pending.as_ref(),
-        });
+            turn_id: &self.turn_id,
+            project_instructions: self.project.as_deref(),
+            calibration: self.counter.state(),
+            progress: &self.progress,
+            compaction_retry_step: self.compaction_retry_step,
+        })
     }
 }
 
+/// After a failed summarising call, this many steps go by (cut mechanically) before the
+/// loop asks again: a provider that failed once often fails again at once, and each try
+/// costs a call.
+const COMPACTION_RETRY_STEPS: u32 = 5;
+
 /// The run's tools as its model reads them.
-pub(super) fn tool_set(tools: &BTreeMap<String, Arc<Tool>>) -> ToolSet {
+pub(super) fn tool_set(tools: &BTreeMap<String, Arc<Tool>>, tokenizer: &Tokenizer) -> ToolSet {
     ToolSet::new(
         tools
             .values()
@@ -378,6 +567,7 @@ pub(super) fn tool_set(tools: &BTreeMap<String, Arc<Tool>>) -> ToolSet {
                 input_schema: tool.arguments.json().clone(),
             })
             .collect(),
+        tokenizer,
     )
 }
 
@@ -476,8 +666,8 @@ mod tests {
             assert!(steps.contains(&span.parent_span_id.as_str()), "{span:?}");
         }
 
-        // The last checkpoint was taken with the last proposals, before their call ran: a
-        // restart from it redoes the call from the effect journal.
+        // The last checkpoint was saved once the end was recorded: the conversation with
+        // the final answer, for the session's next run to continue, and nothing pending.
         let checkpoint = harness
             .store
             .latest_checkpoint(&run_id)
@@ -485,10 +675,13 @@ mod tests {
             .expect("read")
             .expect("a checkpoint");
         let state = LoopState::decode(&checkpoint.state).expect("decodes");
-        let pending = state.pending.expect("the proposals");
-        assert_eq!((pending.calls.len(), pending.next), (1, 0));
-        assert_eq!(state.usage.model_calls, 1);
-        assert_eq!(state.steps, 1);
+        assert_eq!(state.pending, None);
+        assert_eq!(state.usage.model_calls, 2);
+        assert!(matches!(
+            state.conversation.last().map(|entry| &entry.message),
+            Some(Message::Assistant { text: Some(text), .. }) if text == "done"
+        ));
+        assert!(state.turn_id.is_some());
     }
 
     #[tokio::test]
@@ -524,6 +717,65 @@ mod tests {
             finished_calls,
             [proposed[0].call_id.clone(), proposed[1].call_id.clone()]
         );
+    }
+
+    /// A compaction is saved at once: the checkpoint after it holds the summary in place of
+    /// the steps it covers, so a daemon that resumes the run from there does not ask again.
+    #[tokio::test]
+    async fn a_compaction_is_checkpointed_in_place_of_what_it_summarises() {
+        let harness = Harness::new();
+        let turns: Vec<serde_json::Value> = (0..12)
+            .map(|n| json!({"text": "x".repeat(400), "tool_calls": [{"name": "noop", "arguments": {"n": n}}]}))
+            .chain([json!({"final": "done"})])
+            .collect();
+        let script = json!({"turns": turns, "compaction": {"summary": "twelve noops"}});
+        let mut start = harness.scripted(&script, &["noop"]);
+        start.budgets = Some(pb::Budgets {
+            context_tokens: 1500,
+            ..Default::default()
+        });
+        let (run_id, mut follower) = harness.start(start).await;
+        let log = follower.rest().await;
+        assert_eq!(finished(&log).final_text, "done");
+        let compactions: Vec<u64> = log
+            .iter()
+            .filter(|event| matches!(event.event, Some(Event::ContextCompacted(_))))
+            .map(|event| event.seq)
+            .collect();
+        assert!(!compactions.is_empty(), "{:?}", kinds(&log));
+        let saved = harness
+            .store
+            .latest_checkpoint(&run_id)
+            .await
+            .expect("read")
+            .expect("a checkpoint");
+        let state = LoopState::decode(&saved.state).expect("decodes");
+        let summaries: Vec<&Entry> = state
+            .conversation
+            .iter()
+            .filter(|entry| matches!(entry.part, Part::Summary { .. }))
+            .collect();
+        assert_eq!(
+            summaries.len(),
+            1,
+            "the last summary stands for the earlier ones"
+        );
+        let Message::User { text } = &summaries[0].message else {
+            panic!("a summary is a user message");
+        };
+        assert!(text.contains("twelve noops"), "{text}");
+        // The run's answers are all still counted: the next turn of a scripted model stays
+        // where it was.
+        let answers: u32 = state
+            .conversation
+            .iter()
+            .map(|entry| match (entry.part, &entry.message) {
+                (Part::Summary { answers }, _) => answers,
+                (_, Message::Assistant { .. }) => 1,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(answers, 13);
     }
 
     #[test]
@@ -591,11 +843,12 @@ mod tests {
             let owner = crate::agent::RunOwner {
                 tenant: "default".into(),
                 max_live_runs: 10,
+                allowed_tools: None,
             };
             runtime
                 .start(a_start, &owner)
                 .await
-                .map(|live| live.run_id.clone())
+                .map(|started| started.live.run_id.clone())
         });
         disk.stalled().await;
 

@@ -17,7 +17,7 @@ use super::super::log::RunLog;
 use super::budget::Stop;
 use crate::domain::{StopReason, Usage};
 use crate::ids::{self, CallId, CheckpointId, RunId, StepId};
-use crate::store::{Checkpoint, RunEnd, Store, StoreError};
+use crate::store::{Checkpoint, Pending, RunEnd, Store, StoreError};
 use crate::trace::{RunTrace, Span};
 use crate::wire;
 
@@ -119,17 +119,18 @@ impl Recorder {
     }
 
     /// Saves the loop's state, covering the log up to its last event: where a restarted
-    /// daemon goes on from. Handed to the store after the events it covers.
-    pub fn checkpoint(&self, state: Snapshot<'_>) {
+    /// daemon goes on from. Handed to the store after the events it covers; the store's
+    /// answer is returned for the one caller that must wait for it (the run's last).
+    pub fn checkpoint(&self, state: Snapshot<'_>) -> Pending<()> {
         let checkpoint = Checkpoint {
             checkpoint_id: CheckpointId::new().into_string(),
             seq: self.log.last_seq(),
             state: state.encode(),
             created_at_ms: ids::now_ms(),
         };
-        // Its outcome shows at the next commit the loop waits for: a failed write fails the
-        // batch's others, or the log's next event.
-        drop(self.store.save_checkpoint(&self.run_id, &checkpoint));
+        // Otherwise its outcome shows at the next commit the loop waits for: a failed write
+        // fails the batch's others, or the log's next event.
+        self.store.save_checkpoint(&self.run_id, &checkpoint)
     }
 
     /// The run's steps and usage, for its record.
@@ -198,7 +199,12 @@ mod tests {
 
     async fn recorder(harness: Harness, recorded: HashSet<(CallEvent, CallId)>) -> Recorded {
         let run = crate::store::recorded_run(harness.store.as_ref(), "default", 1).await;
-        let log = Arc::new(RunLog::new(run.run_id.clone(), harness.store.clone(), 1));
+        let log = Arc::new(RunLog::new(
+            run.run_id.clone(),
+            harness.store.clone(),
+            1,
+            &crate::ids::TurnId::new(),
+        ));
         let trace = RunTrace::new(
             Arc::new(Tracer::new(None)),
             log.clone(),

@@ -18,8 +18,8 @@ use rusqlite::Connection;
 
 use super::{
     ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, Pending,
-    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
-    StoreResult,
+    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
+    SessionSummary, Store, StoreError, StoreResult,
 };
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
@@ -150,6 +150,23 @@ impl Store for SqliteStore {
     fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>> {
         let session_id = session_id.clone();
         self.writer.read(move |c| queries::session(c, &session_id))
+    }
+
+    fn session_summary(&self, session_id: &SessionId) -> Pending<Option<SessionSummary>> {
+        let session_id = session_id.clone();
+        self.writer
+            .read(move |c| queries::session_summary(c, &session_id))
+    }
+
+    fn list_sessions(
+        &self,
+        tenant: &str,
+        limit: usize,
+        after: Option<&SessionCursor>,
+    ) -> Pending<(Vec<SessionSummary>, Option<SessionCursor>)> {
+        let (tenant, after) = (tenant.to_owned(), after.cloned());
+        self.writer
+            .read(move |c| queries::list_sessions(c, &tenant, limit, after.as_ref()))
     }
 
     fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()> {

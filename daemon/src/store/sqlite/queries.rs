@@ -10,7 +10,8 @@ use crate::domain::{DecidedBy, Usage};
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
 use crate::store::{
     ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, RunCursor,
-    RunEnd, RunFilter, RunRecord, RunState, SessionRecord, StoreError, StoreResult,
+    RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord, SessionSummary,
+    StoreError, StoreResult,
 };
 use crate::wire;
 
@@ -159,45 +160,142 @@ pub(super) fn create_session(c: &Connection, session: &SessionRecord) -> StoreRe
         serde_json::to_string(&session.labels).map_err(|e| StoreError::Io(e.to_string()))?;
     execute(
         c,
-        "INSERT INTO sessions (session_id, workspace, labels, created_at_ms, tenant) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO sessions (session_id, workspace, labels, created_at_ms, tenant, settings)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
             session.session_id.as_str(),
             workspace_column(&session.workspace),
             labels,
             session.created_at_ms,
-            session.tenant
+            session.tenant,
+            session.settings.encode_to_vec(),
         ],
     )
     .map(|_| ())
+}
+
+/// The columns [`raw_session`] reads: the session's own, then its runs summed up.
+const SESSION_COLUMNS: &str = "s.session_id, s.workspace, s.labels, s.created_at_ms, s.tenant, \
+     s.settings, \
+     (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id), \
+     (SELECT r.run_id FROM runs r WHERE r.session_id = s.session_id \
+      ORDER BY r.created_at_ms DESC, r.run_id DESC LIMIT 1), \
+     COALESCE((SELECT MAX(r.created_at_ms) FROM runs r WHERE r.session_id = s.session_id), \
+              s.created_at_ms) AS last_active_ms, \
+     EXISTS (SELECT 1 FROM runs r WHERE r.session_id = s.session_id \
+             AND r.finished_at_ms IS NULL)";
+
+/// A session's row and its runs' summary, as [`SESSION_COLUMNS`] holds them.
+struct RawSession {
+    session_id: String,
+    workspace: String,
+    labels: String,
+    created_at_ms: i64,
+    tenant: String,
+    settings: Option<Vec<u8>>,
+    runs: i64,
+    last_run_id: Option<String>,
+    last_active_ms: i64,
+    running: bool,
+}
+
+fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
+    Ok(RawSession {
+        session_id: row.get(0)?,
+        workspace: row.get(1)?,
+        labels: row.get(2)?,
+        created_at_ms: row.get(3)?,
+        tenant: row.get(4)?,
+        settings: row.get(5)?,
+        runs: row.get(6)?,
+        last_run_id: row.get(7)?,
+        last_active_ms: row.get(8)?,
+        running: row.get(9)?,
+    })
+}
+
+impl RawSession {
+    fn decode(self) -> StoreResult<SessionSummary> {
+        Ok(SessionSummary {
+            session: SessionRecord {
+                session_id: SessionId::from_stored(self.session_id),
+                workspace: workspace_of(self.workspace),
+                labels: serde_json::from_str(&self.labels).map_err(corrupt)?,
+                created_at_ms: self.created_at_ms,
+                tenant: self.tenant,
+                settings: self
+                    .settings
+                    .map(|bytes| decode(&bytes))
+                    .transpose()?
+                    .unwrap_or_default(),
+            },
+            runs: u32::try_from(self.runs).map_err(corrupt)?,
+            last_run_id: self.last_run_id.map(RunId::from_stored),
+            last_active_ms: self.last_active_ms,
+            running: self.running,
+        })
+    }
+}
+
+pub(super) fn session_summary(
+    c: &Connection,
+    session_id: &SessionId,
+) -> StoreResult<Option<SessionSummary>> {
+    query_row(
+        c,
+        &format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.session_id = ?1"),
+        params![session_id.as_str()],
+        raw_session,
+    )?
+    .map(RawSession::decode)
+    .transpose()
 }
 
 pub(super) fn session(
     c: &Connection,
     session_id: &SessionId,
 ) -> StoreResult<Option<SessionRecord>> {
-    let row = query_row(
+    Ok(session_summary(c, session_id)?.map(|summary| summary.session))
+}
+
+pub(super) fn list_sessions(
+    c: &Connection,
+    tenant: &str,
+    limit: usize,
+    after: Option<&SessionCursor>,
+) -> StoreResult<(Vec<SessionSummary>, Option<SessionCursor>)> {
+    let rows = query_rows(
         c,
-        "SELECT workspace, labels, created_at_ms, tenant FROM sessions WHERE session_id = ?1",
-        params![session_id.as_str()],
-        |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, i64>(2)?,
-                row.get::<_, String>(3)?,
-            ))
-        },
-    )?;
-    row.map(|(workspace, labels, created_at_ms, tenant)| {
-        Ok(SessionRecord {
-            session_id: session_id.clone(),
-            workspace: workspace_of(workspace),
-            labels: serde_json::from_str(&labels).map_err(corrupt)?,
-            created_at_ms,
+        &format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s
+             WHERE s.tenant = ?1
+               AND (?2 IS NULL OR last_active_ms < ?2
+                    OR (last_active_ms = ?2 AND s.session_id < ?3))
+             ORDER BY last_active_ms DESC, s.session_id DESC
+             LIMIT ?4"
+        ),
+        params![
             tenant,
+            after.map(|cursor| cursor.last_active_ms),
+            after.map(|cursor| cursor.session_id.as_str()),
+            count_param(limit.saturating_add(1)),
+        ],
+        raw_session,
+    )?;
+    let mut sessions = rows
+        .into_iter()
+        .map(RawSession::decode)
+        .collect::<StoreResult<Vec<_>>>()?;
+    let next = if sessions.len() > limit {
+        sessions.truncate(limit);
+        sessions.last().map(|summary| SessionCursor {
+            last_active_ms: summary.last_active_ms,
+            session_id: summary.session.session_id.clone(),
         })
-    })
-    .transpose()
+    } else {
+        None
+    };
+    Ok((sessions, next))
 }
 
 pub(super) fn create_run(c: &Connection, run: &RunRecord, first: &pb::RunEvent) -> StoreResult<()> {

@@ -117,6 +117,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE effects ADD COLUMN pending_changes BLOB;
     "#,
+    // 6: what a session's runs inherit (an encoded `SessionSettings`; sessions from before
+    // have none, which is the daemon's defaults), and a tenant's sessions listed by activity.
+    r#"
+    ALTER TABLE sessions ADD COLUMN settings BLOB;
+    CREATE INDEX sessions_by_tenant ON sessions(tenant, created_at_ms DESC);
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

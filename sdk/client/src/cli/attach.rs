@@ -37,6 +37,7 @@ pub async fn run<O: Write, E: Write>(
         json: args.json,
         answer_from: info.last_seq,
         on_interrupt: OnInterrupt::Detach,
+        input: None,
     };
     follow(handle, options, out).await
 }

@@ -97,6 +97,7 @@ pub async fn fork<O: Write, E: Write>(
         json: args.json,
         answer_from: 0,
         on_interrupt: OnInterrupt::Detach,
+        input: None,
     };
     follow(handle, options, out).await
 }

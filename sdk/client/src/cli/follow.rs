@@ -1,6 +1,7 @@
-//! Following a run's stream to its end, for `airlock run` and `airlock attach`: prints each
-//! event (readably, or as JSON lines), asks the approval questions on the terminal and sends
-//! the answers, shows a progress line while a tool runs, and handles Ctrl-C.
+//! Following a run's stream to its end, for `airlock run`, `airlock runs attach`, `airlock
+//! fork` and each message of `airlock chat`: prints each event (readably, the model's text as
+//! it streams, or as JSON lines), asks the approval questions on the terminal and sends the
+//! answers, shows a progress line while a tool runs, and handles Ctrl-C.
 //!
 //! A question is asked only for a request that is still waiting once the stream has caught up
 //! with the run (`answer_from`): events replayed from a run's past include requests answered
@@ -12,7 +13,7 @@ use std::time::Duration;
 use airlock_client::proto::run_event::Event;
 use airlock_client::proto::{ApprovalDecision, ApprovalRequest, RunEvent};
 use airlock_client::render::{
-    RUN_PROMPT, Transcript, approval_lines, progress_line, run_event_json,
+    RUN_PROMPT, Streamed, Transcript, approval_lines, progress_line, run_event_json,
 };
 use airlock_client::{RunHandle, exit_code};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
@@ -47,14 +48,44 @@ pub struct FollowOptions {
     /// when following began.
     pub answer_from: u64,
     pub on_interrupt: OnInterrupt,
+    /// Standard input, when the command reads it already (a chat's messages): the answers are
+    /// read through it, in turn with the rest. `None` opens it at the first question.
+    pub input: Option<Input>,
+}
+
+/// How following a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Followed {
+    /// The run finished: the exit code of its stop reason.
+    Finished(u8),
+    /// Ctrl-C stopped the following before the run's end (a second press while cancelling,
+    /// or a detach): the run may go on in the daemon.
+    Left(u8),
+}
+
+impl Followed {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Finished(code) | Self::Left(code) => code,
+        }
+    }
 }
 
 /// Follows `run` to its end and returns the exit code of its stop reason.
 pub async fn follow<O: Write, E: Write>(
-    mut run: RunHandle,
+    run: RunHandle,
     options: FollowOptions,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
+    Ok(follow_run(run, options, out).await?.exit_code())
+}
+
+/// Follows `run` to its end, or until Ctrl-C leaves it, and says which.
+pub async fn follow_run<O: Write, E: Write>(
+    mut run: RunHandle,
+    options: FollowOptions,
+    out: &mut Output<O, E>,
+) -> Result<Followed, CliError> {
     let mut follower = Follower::new(options, out.stderr_is_terminal());
     let mut interrupts = Interrupts::new();
     loop {
@@ -62,11 +93,11 @@ pub async fn follow<O: Write, E: Write>(
             event = run.next_event() => match event {
                 Ok(Some(event)) => {
                     if let Some(code) = follower.on_event(&event, out)? {
-                        return Ok(code);
+                        return Ok(Followed::Finished(code));
                     }
                 }
                 // The stream ends only after `run_finished`, which returned above.
-                Ok(None) => return Ok(exit_code::PROTOCOL),
+                Ok(None) => return Ok(Followed::Left(exit_code::PROTOCOL)),
                 Err(error) => {
                     out.stdout_lines(&follower.transcript.flush())?;
                     return Err(error.into());
@@ -84,7 +115,7 @@ pub async fn follow<O: Write, E: Write>(
             () = interrupts.next() => {
                 let run_id = run.run_id().unwrap_or("the run").to_owned();
                 match follower.on_interrupt(&run_id, run.last_seq(), out)? {
-                    Interrupted::Exit(code) => return Ok(code),
+                    Interrupted::Exit(code) => return Ok(Followed::Left(code)),
                     Interrupted::Cancel => match run.cancel(CANCEL_REASON).await {
                         Ok(()) => out.line(&format!(
                             "airlock: cancelling {run_id}; press Ctrl-C again to stop waiting \
@@ -138,12 +169,12 @@ struct Progress {
 }
 
 impl Follower {
-    fn new(options: FollowOptions, stderr_is_terminal: bool) -> Self {
+    fn new(mut options: FollowOptions, stderr_is_terminal: bool) -> Self {
         Self {
             show_progress: !options.json && stderr_is_terminal,
+            input: options.input.take(),
             options,
             transcript: Transcript::new(),
-            input: None,
             waiting: None,
             answered: None,
             question: None,
@@ -161,8 +192,23 @@ impl Follower {
     ) -> Result<Option<u8>, CliError> {
         if self.options.json {
             out.stdout(&run_event_json(event))?;
+        } else if event.delta {
+            match self.transcript.delta(event) {
+                Some(Streamed::Text(text)) => out.stdout_stream(&text)?,
+                Some(Streamed::Calling(note)) if self.show_progress && self.progress.is_none() => {
+                    out.progress(&note)?;
+                }
+                Some(Streamed::Calling(_)) | None => {}
+            }
         } else {
+            // A committed event ends the line the streamed text left open: the text it
+            // repeats is not printed again, and whatever it prints starts a line.
+            out.end_stream()?;
             out.stdout_lines(&self.transcript.event(event))?;
+        }
+        // A streamed piece is shown and nothing more: what it leads up to comes committed.
+        if event.delta {
+            return Ok(None);
         }
         let Some(kind) = &event.event else {
             return Ok(None);
@@ -233,7 +279,10 @@ impl Follower {
             | Event::ToolCallRejected(_)
             | Event::UserInput(_)
             | Event::DecisionRejected(_)
-            | Event::Changes(_) => {}
+            | Event::Changes(_)
+            | Event::ContextCompacted(_)
+            | Event::TextDelta(_)
+            | Event::ToolCallDelta(_) => {}
         }
         Ok(None)
     }
@@ -385,6 +434,8 @@ mod tests {
             seq,
             step_id: String::new(),
             time_ms: 0,
+            turn_id: String::new(),
+            delta: false,
             event: Some(kind),
         }
     }
@@ -425,6 +476,7 @@ mod tests {
                 json: false,
                 answer_from,
                 on_interrupt,
+                input: None,
             },
             false,
         );
@@ -598,12 +650,88 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn streamed_text_shows_as_it_comes_and_once() -> anyhow::Result<()> {
+        use airlock_client::proto::{ModelText, ModelTextDelta, ToolCallProposed};
+        let mut follower = follower(0, OnInterrupt::Cancel, b"")?;
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        let delta = |text: &str| RunEvent {
+            delta: true,
+            ..event(
+                3,
+                Event::TextDelta(ModelTextDelta {
+                    text: text.to_owned(),
+                }),
+            )
+        };
+        feed(&mut follower, &delta("Let me "), &mut out)?;
+        feed(&mut follower, &delta("read it."), &mut out)?;
+        let committed = event(
+            3,
+            Event::ModelText(ModelText {
+                text: "Let me read it.".to_owned(),
+            }),
+        );
+        feed(&mut follower, &committed, &mut out)?;
+        // The line is ended as soon as the text is committed, not when more comes.
+        assert_eq!(
+            String::from_utf8_lossy(&out.into_inner().0),
+            "model: Let me read it.\n"
+        );
+
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        let proposed = event(
+            4,
+            Event::ToolCallProposed(ToolCallProposed {
+                tool: "read_file".to_owned(),
+                arguments_json: "{}".to_owned(),
+                ..ToolCallProposed::default()
+            }),
+        );
+        feed(&mut follower, &proposed, &mut out)?;
+        assert_eq!(
+            String::from_utf8_lossy(&out.into_inner().0),
+            "→ read_file {}\n"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn json_mode_prints_deltas_as_their_own_kind() -> anyhow::Result<()> {
+        use airlock_client::proto::ModelTextDelta;
+        let mut follower = Follower::new(
+            FollowOptions {
+                json: true,
+                answer_from: 0,
+                on_interrupt: OnInterrupt::Cancel,
+                input: None,
+            },
+            false,
+        );
+        let mut out = Output::new(Vec::new(), Vec::new(), 80, false);
+        let delta = RunEvent {
+            delta: true,
+            ..event(
+                2,
+                Event::TextDelta(ModelTextDelta {
+                    text: "Hi".to_owned(),
+                }),
+            )
+        };
+        follower.on_event(&delta, &mut out)?;
+        let line: serde_json::Value = serde_json::from_slice(&out.into_inner().0)?;
+        assert_eq!(line["delta"], true);
+        assert_eq!(line["text_delta"]["text"], "Hi");
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn json_mode_prints_one_line_per_event() -> anyhow::Result<()> {
         let mut follower = Follower::new(
             FollowOptions {
                 json: true,
                 answer_from: 0,
                 on_interrupt: OnInterrupt::Cancel,
+                input: None,
             },
             true,
         );

@@ -48,8 +48,8 @@ pub fn hint(error: &CliError) -> Option<&'static str> {
             "an execution id is in `airlock tools exec --json` and in a run's events; only a \
              result that was cut keeps its whole output",
         ),
-        (Some(Code::NotFound), Some("start.session_id")) => {
-            Some("`airlock runs list` shows each run's session")
+        (Some(Code::NotFound), Some("session_id" | "start.session_id")) => {
+            Some("`airlock sessions list` shows your sessions")
         }
         (Some(Code::InvalidArgument), Some("older_than_ms")) => {
             Some("`airlock gc --older-than 30d` names the age; 30d, 12h and 90m all work")
@@ -110,6 +110,15 @@ mod tests {
             hint(&rpc(Code::NotFound, "run_id: no run `run_0`")),
             Some("`airlock runs list` shows your runs")
         );
+        for message in [
+            "session_id: no session `ses_0`",
+            "start.session_id: no session",
+        ] {
+            assert_eq!(
+                hint(&rpc(Code::NotFound, message)),
+                Some("`airlock sessions list` shows your sessions")
+            );
+        }
         assert_eq!(hint(&rpc(Code::Internal, "database damaged")), None);
     }
 

@@ -27,7 +27,10 @@ const POLL_SLICE_MS: libc::c_int = 100;
 /// a reason, and standard input may be any file, which must not be buffered without bound.
 const MAX_LINE_BYTES: u64 = 64 * 1024;
 
-/// Standard input, as a source of answer lines.
+/// Standard input, as a source of answer lines. A clone reads through the same thread, so
+/// that one command's questions (a chat's messages, a run's approvals) share one buffer and
+/// take the lines in order.
+#[derive(Clone)]
 pub struct Input {
     /// `None` when standard input cannot be read at all (closed): every line is then the end
     /// of the input.

@@ -5,6 +5,7 @@ mod approvals;
 mod ask;
 mod attach;
 mod changes;
+mod chat;
 mod exec;
 mod follow;
 mod full_output;
@@ -16,8 +17,11 @@ mod interrupt;
 mod mcp;
 mod model;
 mod output;
+mod pages;
 mod run;
 mod runs;
+mod sessions;
+mod settings;
 mod tools;
 mod trace;
 mod workspace;
@@ -33,8 +37,8 @@ use clap::{Parser, Subcommand};
 
 pub use output::Output;
 
-/// Drive airlockd: list the tools it serves and run them in its sandboxes, run agents and
-/// answer their approvals.
+/// Drive airlockd: list the tools it serves and run them in its sandboxes, run agents, talk
+/// with them in sessions and answer their approvals.
 #[derive(Debug, Parser)]
 #[command(name = "airlock", version, propagate_version = true)]
 pub struct Cli {
@@ -46,7 +50,8 @@ pub struct Cli {
 }
 
 /// The subcommands come in families: `airlock tools …` for everything about tools, `airlock
-/// runs …` for everything about runs; `airlock run` starts one.
+/// runs …` for everything about runs, `airlock sessions …` for sessions; `airlock run` starts
+/// a run, `airlock chat` a conversation.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// What the daemon is: its version, the workspace roots you may use, its limits.
@@ -59,6 +64,13 @@ enum Command {
     /// Everything about runs: list them, show one, follow one, show its trace, cancel it.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// Talk with an agent in a session: each line you type is a run that carries on from the
+    /// ones before; end with /exit or Ctrl-D, continue later with --session.
+    Chat(chat::ChatArgs),
+    /// Everything about sessions: make one with the settings its runs inherit, list them, show
+    /// one.
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
     /// An approver console: answer the approval requests of every run.
     Approvals(approvals::ApprovalsArgs),
     /// What a run's tool calls changed in its workspace, step by step (`--diff` for diffs).
@@ -100,6 +112,8 @@ impl Cli {
                 Command::Tools(command) => tools::run(command, &self.server, out).await,
                 Command::Run(args) => run::run(args, &self.server, out).await,
                 Command::Runs(command) => runs::run(command, &self.server, out).await,
+                Command::Chat(args) => chat::run(args, &self.server, out).await,
+                Command::Sessions(command) => sessions::run(command, &self.server, out).await,
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
                 Command::Changes(args) => changes::changes(args, &self.server, out).await,
                 Command::Revert(args) => changes::revert(args, &self.server, out).await,

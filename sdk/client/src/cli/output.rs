@@ -5,7 +5,9 @@
 //!
 //! On a terminal, a progress line is redrawn in place on stderr; it is erased before anything
 //! else is written, so that it never mixes with other output. A question left open on stderr
-//! (its answer never came) is ended before the next line of output.
+//! (its answer never came) is ended before the next line of output. Text streamed to stdout
+//! (a model's answer as it arrives) leaves its line open; the next output ends that line
+//! first, on stdout, and on stderr too when both are terminals (the same screen, most likely).
 
 use std::fmt::Display;
 use std::io::{self, IsTerminal, Write};
@@ -29,6 +31,8 @@ pub struct Output<O, E> {
     /// A tool's log, or an unanswered question, may stop mid-line; airlock's own lines must
     /// start on a line of their own.
     stderr_mid_line: bool,
+    /// Streamed text stopped mid-line on stdout.
+    stdout_mid_line: bool,
     /// A progress line is on the terminal, to be erased before anything else is written.
     progress_shown: bool,
     /// Whether stdout takes colours: a terminal, without `NO_COLOR`, other than `TERM=dumb`.
@@ -63,6 +67,7 @@ impl Output<io::Stdout, io::Stderr> {
             stdout,
             stderr,
             stderr_mid_line: false,
+            stdout_mid_line: false,
             progress_shown: false,
             width,
         }
@@ -99,6 +104,7 @@ impl<O: Write, E: Write> Output<O, E> {
             stdout_is_terminal: terminals,
             stderr_is_terminal: terminals,
             stderr_mid_line: false,
+            stdout_mid_line: false,
             progress_shown: false,
             colour: false,
             width,
@@ -155,6 +161,38 @@ impl<O: Write, E: Write> Output<O, E> {
         write_to(&mut self.stdout, text.as_bytes(), false)
     }
 
+    /// Writes streamed text to stdout as it comes, without ending its line; on a terminal, with
+    /// its control characters escaped.
+    pub fn stdout_stream(&mut self, text: &str) -> Result<(), CliError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.clear_progress()?;
+        if self.stderr_mid_line && self.stderr_is_terminal && self.stdout_is_terminal {
+            self.stderr_mid_line = false;
+            write_to(&mut self.stderr, b"\n", false)?;
+        }
+        self.stdout_mid_line = !text.ends_with('\n');
+        write_to(&mut self.stdout, text.as_bytes(), self.stdout_is_terminal)
+    }
+
+    /// Ends the line streamed text left open, if it did.
+    pub fn end_stream(&mut self) -> Result<(), CliError> {
+        if !std::mem::take(&mut self.stdout_mid_line) {
+            return Ok(());
+        }
+        write_to(&mut self.stdout, b"\n", false)
+    }
+
+    /// Before airlock writes to stderr: on a screen that stdout shares, the line streamed text
+    /// left open is ended, so that the two do not run together (nor a progress line erase it).
+    fn before_stderr(&mut self) -> Result<(), CliError> {
+        if self.stdout_is_terminal && self.stderr_is_terminal {
+            self.end_stream()?;
+        }
+        Ok(())
+    }
+
     /// Writes lines to stderr, without colours.
     pub fn stderr_lines(&mut self, lines: &[StyledLine]) -> Result<(), CliError> {
         for line in lines {
@@ -166,6 +204,7 @@ impl<O: Write, E: Write> Output<O, E> {
     /// Writes a question to stderr and leaves the cursor after it, on the same line.
     pub fn prompt(&mut self, question: &str) -> Result<(), CliError> {
         self.clear_progress()?;
+        self.before_stderr()?;
         let mut text = String::with_capacity(question.len() + 1);
         if std::mem::take(&mut self.stderr_mid_line) {
             text.push('\n');
@@ -197,6 +236,7 @@ impl<O: Write, E: Write> Output<O, E> {
         if !self.stderr_is_terminal || self.stderr_mid_line {
             return Ok(());
         }
+        self.before_stderr()?;
         let escaped = escape_control_bytes(text.as_bytes());
         let mut line = ERASE_LINE.as_bytes().to_vec();
         line.extend_from_slice(&escaped);
@@ -216,6 +256,7 @@ impl<O: Write, E: Write> Output<O, E> {
     /// terminal gets its line ended, so that the output does not continue it.
     fn before_output(&mut self) -> Result<(), CliError> {
         self.clear_progress()?;
+        self.end_stream()?;
         if self.stderr_mid_line && self.stderr_is_terminal && self.stdout_is_terminal {
             self.stderr_mid_line = false;
             write_to(&mut self.stderr, b"\n", false)?;
@@ -226,6 +267,7 @@ impl<O: Write, E: Write> Output<O, E> {
     /// Writes a chunk of a tool's log to stderr, as the tool wrote it.
     pub fn tool_log(&mut self, bytes: &[u8]) -> Result<(), CliError> {
         self.clear_progress()?;
+        self.before_stderr()?;
         if let Some(&last) = bytes.last() {
             self.stderr_mid_line = last != b'\n';
         }
@@ -235,6 +277,7 @@ impl<O: Write, E: Write> Output<O, E> {
     /// Writes one line of airlock's own to stderr.
     pub fn line(&mut self, text: &str) -> Result<(), CliError> {
         self.clear_progress()?;
+        self.before_stderr()?;
         let mut line = String::with_capacity(text.len() + 2);
         if std::mem::take(&mut self.stderr_mid_line) {
             line.push('\n');
@@ -244,11 +287,12 @@ impl<O: Write, E: Write> Output<O, E> {
         write_to(&mut self.stderr, line.as_bytes(), self.stderr_is_terminal)
     }
 
-    /// Ends the tool's last log line if the tool left it open, so that the shell prompt that
-    /// follows starts on a line of its own.
+    /// Ends the tool's last log line if the tool left it open, and the line of streamed text,
+    /// so that the shell prompt that follows starts on a line of its own.
     pub fn finish(&mut self) {
         // Cosmetic, and the last writes: a failure here has nobody to be reported to.
         let _ = self.clear_progress();
+        let _ = self.end_stream();
         if std::mem::take(&mut self.stderr_mid_line) {
             let _ = write_to(&mut self.stderr, b"\n", self.stderr_is_terminal);
         }
@@ -416,6 +460,42 @@ mod tests {
         let mut pipe = Output::new(Vec::new(), Vec::new(), 80, false);
         pipe.stdout_lines(&lines)?;
         assert_eq!(captured(pipe).0, "+new \x1b[2J\n");
+        Ok(())
+    }
+
+    #[test]
+    fn streamed_text_keeps_its_line_open_until_the_next_output() -> anyhow::Result<()> {
+        let mut pipe = Output::new(Vec::new(), Vec::new(), 80, false);
+        pipe.stdout_stream("model: Hel")?;
+        pipe.stdout_stream("lo")?;
+        // A pipe's stdout is not the screen stderr is on: airlock's line leaves it alone.
+        pipe.line("note")?;
+        pipe.stdout("→ read_file\n")?;
+        pipe.stdout_stream("model: done")?;
+        pipe.finish();
+        assert_eq!(
+            captured(pipe),
+            (
+                "model: Hello\n→ read_file\nmodel: done\n".to_owned(),
+                "note\n".to_owned()
+            )
+        );
+
+        // On one screen, a line on stderr starts below the streamed text.
+        let mut terminal = Output::new(Vec::new(), Vec::new(), 80, true);
+        terminal.stdout_stream("model: Hel")?;
+        terminal.line("airlock: cancelling run_1")?;
+        terminal.end_stream()?;
+        terminal.stdout_stream("model: again")?;
+        terminal.end_stream()?;
+        terminal.end_stream()?;
+        assert_eq!(
+            captured(terminal),
+            (
+                "model: Hel\nmodel: again\n".to_owned(),
+                "airlock: cancelling run_1\n".to_owned()
+            )
+        );
         Ok(())
     }
 

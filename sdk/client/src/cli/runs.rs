@@ -8,10 +8,8 @@ use airlock_client::{AirlockClient, ClientError, exit_code, render};
 use clap::{Subcommand, ValueEnum};
 
 use super::Server;
+use super::pages;
 use super::{CliError, Output};
-
-/// Runs asked for per page: the most the daemon returns in one.
-const MAX_PAGE_SIZE: u32 = 500;
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -132,33 +130,18 @@ async fn fetch(
     filter: ListRunsRequest,
     limit: u32,
 ) -> Result<(Vec<RunInfo>, bool), ClientError> {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut runs: Vec<RunInfo> = Vec::new();
-    let mut page_token = String::new();
-    loop {
-        let wanted = match limit {
-            0 => MAX_PAGE_SIZE,
-            limit => u32::try_from(limit - runs.len())
-                .unwrap_or(u32::MAX)
-                .min(MAX_PAGE_SIZE),
+    pages::collect(limit, |page_size, page_token| {
+        let request = ListRunsRequest {
+            page_size,
+            page_token,
+            ..filter.clone()
         };
-        let page = client
-            .list_runs(ListRunsRequest {
-                page_size: wanted,
-                page_token,
-                ..filter.clone()
-            })
-            .await?;
-        runs.extend(page.runs);
-        if page.next_page_token.is_empty() {
-            return Ok((runs, false));
+        async move {
+            let page = client.list_runs(request).await?;
+            Ok((page.runs, page.next_page_token))
         }
-        if limit != 0 && runs.len() >= limit {
-            runs.truncate(limit);
-            return Ok((runs, true));
-        }
-        page_token = page.next_page_token;
-    }
+    })
+    .await
 }
 
 fn list<O: Write, E: Write>(

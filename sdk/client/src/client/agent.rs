@@ -16,8 +16,9 @@ use crate::proto::run_event::Event;
 use crate::proto::run_request::Request;
 use crate::proto::{
     ApprovalDecision, ApprovalRequest, AttachRun, CancelRun, CancelRunRequest,
-    CreateSessionRequest, ForkRunRequest, GetRunRequest, GetTraceRequest, ListChangesRequest,
-    ListChangesResponse, ListRunsRequest, ListRunsResponse, ReadBlobRequest, RevertRunRequest,
+    CreateSessionRequest, ForkRunRequest, GetRunRequest, GetSessionRequest, GetTraceRequest,
+    ListChangesRequest, ListChangesResponse, ListRunsRequest, ListRunsResponse,
+    ListSessionsRequest, ListSessionsResponse, ReadBlobRequest, RevertRunRequest,
     RevertRunResponse, RunEvent, RunInfo, RunRequest, Session, StartRun, Trace, UserInput,
 };
 
@@ -27,7 +28,8 @@ use crate::proto::{
 const REQUEST_BUFFER: usize = 16;
 
 impl AirlockClient {
-    /// Creates a session: a workspace and the approvals granted in it, shared by its runs.
+    /// Creates a session: a workspace, the settings its runs inherit (model, policy, budgets,
+    /// tools, instructions), the approvals granted in it and the conversation its runs carry on.
     pub async fn create_session(
         &self,
         request: CreateSessionRequest,
@@ -36,6 +38,35 @@ impl AirlockClient {
             .agent
             .clone()
             .create_session(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// One session of the caller's tenant: its settings, how many runs it has had, its latest
+    /// run, and whether one is going on.
+    pub async fn get_session(&self, session_id: &str) -> Result<Session, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .get_session(GetSessionRequest {
+                session_id: session_id.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// One page of the caller's tenant's sessions, most recently active first;
+    /// `next_page_token` asks for the next.
+    pub async fn list_sessions(
+        &self,
+        request: ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .list_sessions(request)
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
@@ -58,7 +89,7 @@ impl AirlockClient {
         let mut handle = self
             .open_run(Request::Attach(attach), Some(run_id.to_owned()))
             .await?;
-        handle.last_seq = after_seq;
+        handle.position.last_seq = after_seq;
         Ok(handle)
     }
 
@@ -88,9 +119,11 @@ impl AirlockClient {
             events: response.into_inner(),
             requests,
             peer: self.peer.clone(),
-            run_id,
-            last_seq: 0,
-            finished: false,
+            position: Position {
+                run_id,
+                last_seq: 0,
+                finished: false,
+            },
         })
     }
 
@@ -240,22 +273,48 @@ pub struct RunHandle {
     events: tonic::Streaming<RunEvent>,
     requests: mpsc::Sender<RunRequest>,
     peer: Arc<Peer>,
+    position: Position,
+}
+
+/// Where a followed run stands, from the events received so far.
+#[derive(Debug)]
+struct Position {
     run_id: Option<String>,
+    /// The last committed event's seq.
     last_seq: u64,
+    /// `run_finished` has arrived: the end of the stream is then the run's end.
     finished: bool,
+}
+
+impl Position {
+    fn record(&mut self, event: &RunEvent) {
+        if self.run_id.is_none() && !event.run_id.is_empty() {
+            self.run_id = Some(event.run_id.clone());
+        }
+        // A delta's seq is that of the committed event still to come: attaching after it
+        // would skip that event.
+        if !event.delta {
+            self.last_seq = self.last_seq.max(event.seq);
+        }
+        if matches!(event.event, Some(Event::RunFinished(_))) {
+            self.finished = true;
+        }
+    }
 }
 
 impl RunHandle {
     /// The run's id: known from the start for an attached run, from the first event for a run
     /// this handle started.
     pub fn run_id(&self) -> Option<&str> {
-        self.run_id.as_deref()
+        self.position.run_id.as_deref()
     }
 
-    /// The sequence number of the last event received (the `after_seq` to attach with to
-    /// resume after it); for an attached run, `after_seq` until an event arrives.
+    /// The sequence number of the last committed event received (the `after_seq` to attach
+    /// with to resume after it); for an attached run, `after_seq` until an event arrives.
+    /// Deltas do not count: one carries the seq of the event it leads up to, which has not
+    /// arrived yet.
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.position.last_seq
     }
 
     /// Waits for the run's next event; `None` once the stream has ended after the run's
@@ -264,6 +323,10 @@ impl RunHandle {
     /// A stream that ends before `run_finished` is [`ClientError::IncompleteRun`]. An event of a
     /// kind added to the API after this client was built arrives with no `event`; it still
     /// counts for [`RunHandle::last_seq`].
+    ///
+    /// Streamed pieces (`delta` set: the model's text and tool calls as they arrive) come in
+    /// order with the committed events. They are never stored: a client that attaches later
+    /// gets the committed event they led up to instead, which repeats them whole.
     pub async fn next_event(&mut self) -> Result<Option<RunEvent>, ClientError> {
         let message = self
             .events
@@ -271,22 +334,16 @@ impl RunHandle {
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         let Some(event) = message else {
-            if self.finished {
+            if self.position.finished {
                 return Ok(None);
             }
             return Err(ClientError::IncompleteRun {
                 endpoint: self.peer.endpoint.clone(),
-                run_id: self.run_id.clone().unwrap_or_default(),
-                last_seq: self.last_seq,
+                run_id: self.position.run_id.clone().unwrap_or_default(),
+                last_seq: self.position.last_seq,
             });
         };
-        if self.run_id.is_none() && !event.run_id.is_empty() {
-            self.run_id = Some(event.run_id.clone());
-        }
-        self.last_seq = self.last_seq.max(event.seq);
-        if matches!(event.event, Some(Event::RunFinished(_))) {
-            self.finished = true;
-        }
+        self.position.record(&event);
         Ok(Some(event))
     }
 
@@ -355,5 +412,53 @@ impl ApprovalConsole {
             .map_err(|_| ClientError::StreamClosed {
                 endpoint: self.peer.endpoint.clone(),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{ModelText, ModelTextDelta, RunFinished, StepStarted};
+
+    fn event(seq: u64, delta: bool, kind: Event) -> RunEvent {
+        RunEvent {
+            run_id: "run_1".to_owned(),
+            seq,
+            delta,
+            event: Some(kind),
+            ..RunEvent::default()
+        }
+    }
+
+    #[test]
+    fn deltas_never_move_the_point_to_attach_after() {
+        let mut position = Position {
+            run_id: None,
+            last_seq: 0,
+            finished: false,
+        };
+        position.record(&event(
+            3,
+            false,
+            Event::StepStarted(StepStarted { index: 1 }),
+        ));
+        assert_eq!(position.run_id.as_deref(), Some("run_1"));
+        // Both pieces lead up to event 4, which has not arrived: attaching after 4 would
+        // lose it.
+        for piece in ["Hel", "lo"] {
+            let delta = Event::TextDelta(ModelTextDelta {
+                text: piece.to_owned(),
+            });
+            position.record(&event(4, true, delta));
+            assert_eq!(position.last_seq, 3);
+        }
+        let text = Event::ModelText(ModelText {
+            text: "Hello".to_owned(),
+        });
+        position.record(&event(4, false, text));
+        assert_eq!(position.last_seq, 4);
+        assert!(!position.finished);
+        position.record(&event(5, false, Event::RunFinished(RunFinished::default())));
+        assert!(position.finished);
     }
 }

@@ -1,4 +1,4 @@
-//! What `airlock` prints: tables and detail views of tools and runs, a tool call's result, a
+//! What `airlock` prints: tables and detail views of tools, runs and sessions, a tool call's result, a
 //! run's transcript and its trace, approval requests and the questions asked about them, and
 //! the JSON forms of all of these. Every function here is pure (text in, text out), so that the
 //! output is stable and tested; writing it, and knowing the terminal, is the command line's
@@ -14,6 +14,7 @@ mod result;
 mod run_json;
 mod runs;
 mod sanitize;
+mod sessions;
 mod styled;
 mod table;
 mod text;
@@ -39,11 +40,14 @@ pub use result::{cut_summary, result_content, result_status_line};
 pub use run_json::{approval_json, run_event_json, run_info_json, runs_json, trace_json};
 pub use runs::{run_details, run_state_label, runs_table};
 pub use sanitize::escape_control_bytes;
+pub use sessions::{session_details, session_json, sessions_json, sessions_table};
 pub use styled::{StyledLine, Tone, paint, plain_text};
 pub use table::{MIN_DESCRIPTION_WIDTH, SHORT_DIGEST_LEN, tools_table};
 pub use text::{ARGUMENTS_CHARS, cut, fold_whitespace, short_arguments};
 pub use tool::tool_details;
 pub use trace::trace_lines;
-pub use transcript::{RESULT_LINE_CHARS, RESULT_LINES, Transcript, usage_line};
-pub use units::{format_bytes, format_micros, format_millis, format_remaining, format_utc};
+pub use transcript::{RESULT_LINE_CHARS, RESULT_LINES, Streamed, Transcript, usage_line};
+pub use units::{
+    format_ago, format_bytes, format_micros, format_millis, format_remaining, format_utc,
+};
 pub use views::{result_json, tool_json, tools_json};

@@ -6,6 +6,11 @@
 //! enum values by name without their prefix (`"FINAL"`, `"APPROVE_ONCE"`, `"RISKY"`) except
 //! risks, which keep the manifest's names (`"write"`). A tool's output chunk is text (invalid
 //! UTF-8 replaced), a tool's result as `airlock exec --json` prints it.
+//!
+//! Every event carries its `turn_id`. A streamed piece (`text_delta`, `tool_call_delta`) also
+//! carries `"delta": true` and a kind of its own, so that a program that reads only the
+//! committed kinds, or counts events by `seq`, sees exactly what it saw before: a delta has
+//! the seq of the committed event it leads up to, and is never replayed to a later attach.
 
 use std::borrow::Cow;
 
@@ -57,8 +62,8 @@ pub fn trace_json(trace: &Trace) -> String {
 fn line(view: &impl Serialize) -> String {
     #[expect(
         clippy::expect_used,
-        reason = "the views hold only strings, integers, booleans and nested views of those, \
-                  which always serialize"
+        reason = "the views hold only strings, numbers, booleans and nested views of those, \
+                  which always serialize (serde_json writes a float that is not finite as null)"
     )]
     let mut text = serde_json::to_string(view).expect("views always serialize");
     text.push('\n');
@@ -71,6 +76,11 @@ struct EventView<'a> {
     seq: u64,
     step_id: &'a str,
     time_ms: i64,
+    turn_id: &'a str,
+    /// Present, and true, only on a streamed piece: as the protobuf JSON mapping leaves out a
+    /// false bool, and so that committed events read as they did.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    delta: bool,
     #[serde(flatten)]
     event: Option<EventBody<'a>>,
 }
@@ -85,6 +95,24 @@ enum EventBody<'a> {
     ContextBuilt(ContextBuiltView<'a>),
     ModelText {
         text: &'a str,
+    },
+    TextDelta {
+        text: &'a str,
+    },
+    ToolCallDelta {
+        index: u32,
+        provider_call_id: &'a str,
+        tool: &'a str,
+        arguments_delta: &'a str,
+    },
+    ContextCompacted {
+        entries: u32,
+        tokens_before: u64,
+        summary_tokens: u64,
+        summary: &'a str,
+        usage: Option<UsageView>,
+        fallback: bool,
+        error: &'a str,
     },
     ModelRetry {
         attempt: u32,
@@ -163,6 +191,8 @@ impl<'a> From<&'a RunEvent> for EventView<'a> {
             seq: event.seq,
             step_id: &event.step_id,
             time_ms: event.time_ms,
+            turn_id: &event.turn_id,
+            delta: event.delta,
             event: event.event.as_ref().map(EventBody::from),
         }
     }
@@ -175,6 +205,22 @@ impl<'a> From<&'a Event> for EventBody<'a> {
             Event::StepStarted(step) => Self::StepStarted { index: step.index },
             Event::ContextBuilt(built) => Self::ContextBuilt(ContextBuiltView::from(built)),
             Event::ModelText(text) => Self::ModelText { text: &text.text },
+            Event::TextDelta(delta) => Self::TextDelta { text: &delta.text },
+            Event::ToolCallDelta(call) => Self::ToolCallDelta {
+                index: call.index,
+                provider_call_id: &call.provider_call_id,
+                tool: &call.tool,
+                arguments_delta: &call.arguments_delta,
+            },
+            Event::ContextCompacted(compacted) => Self::ContextCompacted {
+                entries: compacted.entries,
+                tokens_before: compacted.tokens_before,
+                summary_tokens: compacted.summary_tokens,
+                summary: &compacted.summary,
+                usage: compacted.usage.as_ref().map(UsageView::from),
+                fallback: compacted.fallback,
+                error: &compacted.error,
+            },
             Event::ModelRetry(retry) => Self::ModelRetry {
                 attempt: retry.attempt,
                 error: &retry.error,
@@ -267,6 +313,9 @@ struct RunStartedView<'a> {
     budgets: Option<BudgetsView>,
     workspace: &'a str,
     stop_on_denial: bool,
+    continues_run_id: &'a str,
+    history_messages: u32,
+    project_instructions: bool,
 }
 
 impl<'a> From<&'a RunStarted> for RunStartedView<'a> {
@@ -282,18 +331,23 @@ impl<'a> From<&'a RunStarted> for RunStartedView<'a> {
             budgets: started.budgets.as_ref().map(BudgetsView::from),
             workspace: &started.workspace,
             stop_on_denial: started.stop_on_denial,
+            continues_run_id: &started.continues_run_id,
+            history_messages: started.history_messages,
+            project_instructions: started.project_instructions,
         }
     }
 }
 
 #[derive(Serialize)]
-struct BudgetsView {
+pub(super) struct BudgetsView {
     max_steps: u32,
     max_tokens: u64,
     max_wall_time_ms: u64,
     max_tool_calls: u32,
     max_repeated_errors: u32,
     context_tokens: u64,
+    max_repeated_calls: u32,
+    max_idle_steps: u32,
 }
 
 impl From<&Budgets> for BudgetsView {
@@ -305,6 +359,8 @@ impl From<&Budgets> for BudgetsView {
             max_tool_calls: budgets.max_tool_calls,
             max_repeated_errors: budgets.max_repeated_errors,
             context_tokens: budgets.context_tokens,
+            max_repeated_calls: budgets.max_repeated_calls,
+            max_idle_steps: budgets.max_idle_steps,
         }
     }
 }
@@ -314,6 +370,8 @@ struct ContextBuiltView<'a> {
     tokens: u64,
     budget: u64,
     items: Vec<ContextItemView<'a>>,
+    tokenizer: &'a str,
+    calibration: f64,
 }
 
 #[derive(Serialize)]
@@ -322,6 +380,7 @@ struct ContextItemView<'a> {
     source: &'a str,
     tokens: u64,
     disposition: Cow<'static, str>,
+    reason: &'a str,
 }
 
 impl<'a> From<&'a ContextBuilt> for ContextBuiltView<'a> {
@@ -337,14 +396,17 @@ impl<'a> From<&'a ContextBuilt> for ContextBuiltView<'a> {
                     source: &item.source,
                     tokens: item.tokens,
                     disposition: disposition_name(item.disposition),
+                    reason: &item.reason,
                 })
                 .collect(),
+            tokenizer: &built.tokenizer,
+            calibration: built.calibration,
         }
     }
 }
 
 #[derive(Serialize)]
-struct UsageView {
+pub(super) struct UsageView {
     input_tokens: u64,
     output_tokens: u64,
     model_calls: u32,
@@ -540,6 +602,8 @@ mod tests {
             seq: 4,
             step_id: "step_1".to_owned(),
             time_ms: 1_700_000_000_000,
+            turn_id: "turn_1".to_owned(),
+            delta: false,
             event: Some(kind),
         }
     }
@@ -556,7 +620,7 @@ mod tests {
         assert_eq!(
             text,
             "{\"run_id\":\"run_1\",\"seq\":4,\"step_id\":\"step_1\",\"time_ms\":1700000000000,\
-             \"step_started\":{\"index\":2}}\n"
+             \"turn_id\":\"turn_1\",\"step_started\":{\"index\":2}}\n"
         );
         parse(&text)?;
         Ok(())
@@ -616,6 +680,131 @@ mod tests {
     }
 
     #[test]
+    fn deltas_are_kinds_of_their_own_marked_as_deltas() -> anyhow::Result<()> {
+        let text = parse(&run_event_json(&RunEvent {
+            delta: true,
+            ..event(Event::TextDelta(crate::proto::ModelTextDelta {
+                text: "Hel".to_owned(),
+            }))
+        }))?;
+        assert_eq!(
+            text,
+            json!({
+                "run_id": "run_1",
+                "seq": 4,
+                "step_id": "step_1",
+                "time_ms": 1_700_000_000_000i64,
+                "turn_id": "turn_1",
+                "delta": true,
+                "text_delta": {"text": "Hel"},
+            })
+        );
+        let call = parse(&run_event_json(&RunEvent {
+            delta: true,
+            ..event(Event::ToolCallDelta(crate::proto::ToolCallDelta {
+                index: 1,
+                provider_call_id: "toolu_1".to_owned(),
+                tool: "grep".to_owned(),
+                arguments_delta: "{\"pat".to_owned(),
+            }))
+        }))?;
+        assert_eq!(
+            call["tool_call_delta"],
+            json!({"index": 1, "provider_call_id": "toolu_1", "tool": "grep", "arguments_delta": "{\"pat"})
+        );
+        // A committed event has no `delta` key: it reads as it did before deltas existed.
+        let committed = parse(&run_event_json(&event(Event::ModelText(
+            crate::proto::ModelText {
+                text: "Hello".to_owned(),
+            },
+        ))))?;
+        assert_eq!(committed.get("delta"), None);
+        assert_eq!(committed["model_text"]["text"], "Hello");
+        Ok(())
+    }
+
+    #[test]
+    fn compaction_and_the_context_report_keep_their_fields() -> anyhow::Result<()> {
+        let compacted = parse(&run_event_json(&event(Event::ContextCompacted(
+            crate::proto::ContextCompacted {
+                entries: 42,
+                tokens_before: 31_200,
+                summary_tokens: 640,
+                summary: "Read calc.py; the tests fail.".to_owned(),
+                usage: Some(Usage {
+                    input_tokens: 31_000,
+                    output_tokens: 640,
+                    model_calls: 1,
+                    tool_calls: 0,
+                }),
+                fallback: false,
+                error: String::new(),
+            },
+        ))))?;
+        assert_eq!(
+            compacted["context_compacted"],
+            json!({
+                "entries": 42,
+                "tokens_before": 31_200,
+                "summary_tokens": 640,
+                "summary": "Read calc.py; the tests fail.",
+                "usage": {"input_tokens": 31_000, "output_tokens": 640, "model_calls": 1, "tool_calls": 0},
+                "fallback": false,
+                "error": "",
+            })
+        );
+        let built = parse(&run_event_json(&event(Event::ContextBuilt(ContextBuilt {
+            tokens: 900,
+            budget: 1000,
+            items: vec![crate::proto::ContextItem {
+                kind: "observation".to_owned(),
+                source: "call_1".to_owned(),
+                tokens: 40,
+                disposition: crate::proto::ContextDisposition::Dropped as i32,
+                reason: "over the budget".to_owned(),
+            }],
+            tokenizer: "estimate".to_owned(),
+            calibration: 1.25,
+        }))))?;
+        assert_eq!(built["context_built"]["tokenizer"], "estimate");
+        assert_eq!(built["context_built"]["calibration"], 1.25);
+        assert_eq!(
+            built["context_built"]["items"][0],
+            json!({
+                "kind": "observation",
+                "source": "call_1",
+                "tokens": 40,
+                "disposition": "DROPPED",
+                "reason": "over the budget",
+            })
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_that_continues_a_session_says_from_where() -> anyhow::Result<()> {
+        let started = parse(&run_event_json(&event(Event::RunStarted(RunStarted {
+            session_id: "ses_1".to_owned(),
+            continues_run_id: "run_0".to_owned(),
+            history_messages: 6,
+            project_instructions: true,
+            budgets: Some(Budgets {
+                max_repeated_calls: 3,
+                max_idle_steps: 5,
+                ..Budgets::default()
+            }),
+            ..RunStarted::default()
+        }))))?;
+        let started = &started["run_started"];
+        assert_eq!(started["continues_run_id"], "run_0");
+        assert_eq!(started["history_messages"], 6);
+        assert_eq!(started["project_instructions"], true);
+        assert_eq!(started["budgets"]["max_repeated_calls"], 3);
+        assert_eq!(started["budgets"]["max_idle_steps"], 5);
+        Ok(())
+    }
+
+    #[test]
     fn approval_requests_keep_every_field() -> anyhow::Result<()> {
         let request = ApprovalRequest {
             approval_id: "apr_1".to_owned(),
@@ -658,7 +847,13 @@ mod tests {
         let value = parse(&run_event_json(&unknown))?;
         assert_eq!(
             value,
-            json!({"run_id": "run_1", "seq": 4, "step_id": "step_1", "time_ms": 1_700_000_000_000i64})
+            json!({
+                "run_id": "run_1",
+                "seq": 4,
+                "step_id": "step_1",
+                "time_ms": 1_700_000_000_000i64,
+                "turn_id": "turn_1",
+            })
         );
         Ok(())
     }

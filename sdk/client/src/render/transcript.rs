@@ -27,19 +27,26 @@
 //! The final answer is the last thing printed. The model's text of the last step is that same
 //! answer, so it is held back until the next event shows whether it was the final one, and
 //! then printed once, at the end.
+//!
+//! Streamed pieces (deltas) are shown as they come, through [`Transcript::delta`]: the model's
+//! text is written as it arrives, leaving its line open, so that a person reads the answer
+//! while it is written. The committed text that follows is then not printed again when the
+//! pieces shown since the last committed event make up exactly that text; when they do not
+//! (the client attached in the middle of the stream and missed its start), the committed text
+//! is printed whole, as it is without streaming.
 
 use std::borrow::Cow;
 
 use super::approval::{approval_lines, resolution_line};
 use super::names::{disposition_name, policy_name, status_name, stop_reason_name};
 use super::result::{cut_summary, result_content};
-use super::styled::StyledLine;
-use super::text::{fold_whitespace, head_lines, short_arguments};
+use super::styled::{StyledLine, plain_text};
+use super::text::{cut, fold_whitespace, head_lines, short_arguments};
 use super::units::format_millis;
 use crate::proto::run_event::Event;
 use crate::proto::{
-    ContextBuilt, ContextDisposition, ModelRetry, RunEvent, RunFinished, RunResumed, RunStarted,
-    StopReason, ToolFinished, ToolStatus, Usage,
+    ContextBuilt, ContextCompacted, ContextDisposition, ModelRetry, RunEvent, RunFinished,
+    RunResumed, RunStarted, StopReason, ToolFinished, ToolStatus, Usage,
 };
 
 /// Lines of a result's content, or of its error, shown under the call: enough to see what
@@ -53,11 +60,43 @@ pub const RESULT_LINE_CHARS: usize = 160;
 /// Indentation of a result's lines under its call.
 const RESULT_INDENT: &str = "    ";
 
-/// The rendering state of one run's stream; feed it every event in order.
+/// What the model's text starts with; its further lines are indented under the text.
+const MODEL_LABEL: &str = "model: ";
+
+/// Characters of a context item's reason: the context line names why things were cut, and
+/// the `context_built` event in `--json` has the reasons whole.
+const REASON_CHARS: usize = 60;
+
+/// The rendering state of one run's stream; feed it every event in order: committed events to
+/// [`Transcript::event`], deltas to [`Transcript::delta`].
 #[derive(Debug, Default)]
 pub struct Transcript {
     /// The model's text of the latest step, not printed yet; see the module docs.
     held_text: Option<String>,
+    /// What has streamed since the last committed event.
+    stream: Stream,
+}
+
+#[derive(Debug, Default)]
+struct Stream {
+    /// The text pieces, joined.
+    text: String,
+    /// How much of `text` has been shown: what follows is whitespace, held back until more
+    /// text comes, since the committed form of the text ends without it.
+    shown: usize,
+    /// The calls (by index) whose tool has been named.
+    named_calls: Vec<u32>,
+}
+
+/// What a streamed piece adds to a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Streamed {
+    /// Text to write as it is, leaving the line open: the model's words as they arrive. The
+    /// lines of the next committed event belong on a fresh line.
+    Text(String),
+    /// A passing note for a status line that the next output replaces (`calling grep…`): the
+    /// model has started to write a call of that tool, which is printed once it is whole.
+    Calling(String),
 }
 
 impl Transcript {
@@ -65,9 +104,42 @@ impl Transcript {
         Self::default()
     }
 
-    /// The lines that `event` adds to the transcript; often none.
+    /// What a streamed piece (`event.delta`) adds: the model's text as it arrives, or the
+    /// name of a tool it started to call, the first time that call streams; `None` for
+    /// anything else (a committed event included).
+    pub fn delta(&mut self, event: &RunEvent) -> Option<Streamed> {
+        if !event.delta {
+            return None;
+        }
+        match event.event.as_ref()? {
+            Event::TextDelta(delta) => {
+                let mut out = String::new();
+                // More text streams: what was held back was not the final answer.
+                if let Some(held) = self.held_text.take() {
+                    out.push_str(&plain_text(&prefixed(MODEL_LABEL, &held)));
+                }
+                out.push_str(&self.stream.text_piece(&delta.text));
+                (!out.is_empty()).then_some(Streamed::Text(out))
+            }
+            Event::ToolCallDelta(call) => {
+                if call.tool.is_empty() || self.stream.named_calls.contains(&call.index) {
+                    return None;
+                }
+                self.stream.named_calls.push(call.index);
+                Some(Streamed::Calling(format!("calling {}…", call.tool)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The lines that a committed `event` adds to the transcript; often none. A delta adds
+    /// none here: see [`Transcript::delta`].
     pub fn event(&mut self, event: &RunEvent) -> Vec<StyledLine> {
         let mut lines = Vec::new();
+        if event.delta {
+            return lines;
+        }
+        let streamed = std::mem::take(&mut self.stream);
         let Some(kind) = &event.event else {
             // An event kind newer than this client: nothing to say about it.
             return lines;
@@ -79,7 +151,7 @@ impl Transcript {
                     if finished.reason == StopReason::Final as i32 && finished.final_text == held
             );
             if !is_final_answer {
-                lines.extend(prefixed("model: ", &held));
+                lines.extend(prefixed(MODEL_LABEL, &held));
             }
         }
         match kind {
@@ -90,9 +162,13 @@ impl Transcript {
             }
             Event::ContextBuilt(built) => lines.extend(context_line(built)),
             Event::ModelText(text) => {
-                if !text.text.trim().is_empty() {
+                let shown_as_streamed = !streamed.text.is_empty() && streamed.text == text.text;
+                if !shown_as_streamed && !text.text.trim().is_empty() {
                     self.held_text = Some(text.text.clone());
                 }
+            }
+            Event::ContextCompacted(compacted) => {
+                lines.push(StyledLine::plain(compacted_line(compacted)));
             }
             Event::ModelRetry(retry) => lines.push(StyledLine::plain(retry_line(retry))),
             Event::ToolCallProposed(call) => lines.push(StyledLine::plain(format!(
@@ -135,6 +211,8 @@ impl Transcript {
             Event::RunFinished(finished) => lines.extend(run_finished(finished)),
             // Shown by the progress indicator while the tool runs; the result says the rest.
             Event::ToolStarted(_) | Event::ToolOutput(_) => {}
+            // Only ever deltas, which returned above.
+            Event::TextDelta(_) | Event::ToolCallDelta(_) => {}
         }
         lines
     }
@@ -143,8 +221,35 @@ impl Transcript {
     pub fn flush(&mut self) -> Vec<StyledLine> {
         self.held_text
             .take()
-            .map(|held| prefixed("model: ", &held))
+            .map(|held| prefixed(MODEL_LABEL, &held))
             .unwrap_or_default()
+    }
+}
+
+impl Stream {
+    /// What to write for one more piece of the model's text: the label before the first
+    /// visible character, later lines indented under the first, trailing whitespace held.
+    fn text_piece(&mut self, piece: &str) -> String {
+        self.text.push_str(piece);
+        let visible = self.text.trim_end().len();
+        let Some(new) = self
+            .text
+            .get(self.shown..visible)
+            .filter(|new| !new.is_empty())
+        else {
+            return String::new();
+        };
+        let mut out = String::new();
+        let new = if self.shown == 0 {
+            out.push_str(MODEL_LABEL);
+            new.trim_start()
+        } else {
+            new
+        };
+        let indent = format!("\n{}", " ".repeat(MODEL_LABEL.len()));
+        out.push_str(&new.replace('\n', &indent));
+        self.shown = visible;
+        out
     }
 }
 
@@ -162,11 +267,24 @@ fn run_started(run_id: &str, started: &RunStarted) -> Vec<StyledLine> {
         header.push_str(", stop on denial");
     }
     let mut lines = vec![StyledLine::plain(header)];
+    if !started.continues_run_id.is_empty() {
+        lines.push(StyledLine::plain(format!(
+            "continues: {} ({} of history)",
+            started.continues_run_id,
+            counted(u64::from(started.history_messages), "message")
+        )));
+    }
     if !started.workspace.is_empty() {
         lines.push(StyledLine::plain(format!(
             "workspace: {}",
             started.workspace
         )));
+    }
+    if started.project_instructions {
+        // Said so that nobody mistakes the workspace's instructions for airlock's policy.
+        lines.push(StyledLine::plain(
+            "project instructions: AGENTS.md (workspace content, not policy)",
+        ));
     }
     if !started.tools.is_empty() {
         lines.push(StyledLine::plain(format!(
@@ -179,25 +297,36 @@ fn run_started(run_id: &str, started: &RunStarted) -> Vec<StyledLine> {
 }
 
 /// One line, only when the context builder cut something: what went to the model is then not
-/// the whole conversation, which explains much of what a model does next.
+/// the whole conversation, which explains much of what a model does next. Items of one kind
+/// cut for one reason are counted together: `observation ×3 (older than the last 4 steps)`.
 fn context_line(built: &ContextBuilt) -> Option<StyledLine> {
     let kinds_with = |disposition: ContextDisposition| {
-        let mut counts: Vec<(&str, usize)> = Vec::new();
+        let mut counts: Vec<(&str, &str, usize)> = Vec::new();
         for item in built
             .items
             .iter()
             .filter(|item| item.disposition == disposition as i32)
         {
-            match counts.iter_mut().find(|(kind, _)| *kind == item.kind) {
-                Some((_, count)) => *count += 1,
-                None => counts.push((&item.kind, 1)),
+            match counts
+                .iter_mut()
+                .find(|(kind, reason, _)| *kind == item.kind && *reason == item.reason)
+            {
+                Some((_, _, count)) => *count += 1,
+                None => counts.push((&item.kind, &item.reason, 1)),
             }
         }
         counts
             .into_iter()
-            .map(|(kind, count)| match count {
-                1 => kind.to_owned(),
-                count => format!("{kind} ×{count}"),
+            .map(|(kind, reason, count)| {
+                let mut part = match count {
+                    1 => kind.to_owned(),
+                    count => format!("{kind} ×{count}"),
+                };
+                let reason = fold_whitespace(reason);
+                if !reason.is_empty() {
+                    part.push_str(&format!(" ({})", cut(&reason, REASON_CHARS)));
+                }
+                part
             })
             .collect::<Vec<_>>()
     };
@@ -207,6 +336,14 @@ fn context_line(built: &ContextBuilt) -> Option<StyledLine> {
         return None;
     }
     let mut line = format!("context: {} of {} tokens", built.tokens, built.budget);
+    match built.tokenizer.as_str() {
+        "" => {}
+        // How far an estimate has been off, as the provider's own counts showed.
+        "estimate" if built.calibration > 0.0 && built.calibration != 1.0 => {
+            line.push_str(&format!(" (estimate ×{:.2})", built.calibration));
+        }
+        tokenizer => line.push_str(&format!(" ({tokenizer})")),
+    }
     if !summarised.is_empty() {
         line.push_str(&format!(
             "; {}: {}",
@@ -222,6 +359,26 @@ fn context_line(built: &ContextBuilt) -> Option<StyledLine> {
         ));
     }
     Some(StyledLine::plain(line))
+}
+
+/// Older steps were replaced by a summary (or, when summarising failed, cut without one).
+fn compacted_line(compacted: &ContextCompacted) -> String {
+    if compacted.fallback {
+        let error = fold_whitespace(&compacted.error);
+        return if error.is_empty() {
+            "context cut mechanically: summarising failed".to_owned()
+        } else {
+            format!("context cut mechanically: summarising failed: {error}")
+        };
+    }
+    let entries = match compacted.entries {
+        1 => "1 entry".to_owned(),
+        entries => format!("{entries} entries"),
+    };
+    format!(
+        "context compacted: {entries} ({} tokens) → summary of {} tokens",
+        compacted.tokens_before, compacted.summary_tokens
+    )
 }
 
 fn retry_line(retry: &ModelRetry) -> String {
@@ -363,10 +520,9 @@ fn prefixed(label: &str, text: &str) -> Vec<StyledLine> {
 mod tests {
     use super::*;
     use crate::proto::{
-        ApprovalPolicy, ApprovalRequest, ApprovalRequested, ContextItem, ModelText, StepStarted,
-        ToolCallProposed, ToolCallRejected, ToolResult,
+        ApprovalPolicy, ApprovalRequest, ApprovalRequested, ContextItem, ModelText, ModelTextDelta,
+        StepStarted, ToolCallDelta, ToolCallProposed, ToolCallRejected, ToolResult,
     };
-    use crate::render::styled::plain_text;
 
     fn event(seq: u64, kind: Event) -> RunEvent {
         RunEvent {
@@ -374,6 +530,8 @@ mod tests {
             seq,
             step_id: String::new(),
             time_ms: 1_000_000,
+            turn_id: "turn_1".to_owned(),
+            delta: false,
             event: Some(kind),
         }
     }
@@ -576,11 +734,13 @@ mod tests {
             source: String::new(),
             tokens: 10,
             disposition: disposition as i32,
+            reason: String::new(),
         };
         let whole = render(&[Event::ContextBuilt(ContextBuilt {
             tokens: 100,
             budget: 8_000,
             items: vec![item("goal", ContextDisposition::Included)],
+            ..ContextBuilt::default()
         })]);
         assert_eq!(whole, "");
         let cut = render(&[Event::ContextBuilt(ContextBuilt {
@@ -593,6 +753,7 @@ mod tests {
                 item("observation", ContextDisposition::Summarised),
                 item("user", ContextDisposition::Dropped),
             ],
+            ..ContextBuilt::default()
         })]);
         assert_eq!(
             cut,
@@ -646,6 +807,250 @@ mod tests {
             resumed(2),
             "↻ resumed after a daemon restart, from event 12; 2 calls of the interrupted step \
              still to observe\n"
+        );
+    }
+
+    fn delta(seq: u64, kind: Event) -> RunEvent {
+        RunEvent {
+            delta: true,
+            ..event(seq, kind)
+        }
+    }
+
+    fn text_delta(seq: u64, text: &str) -> RunEvent {
+        delta(
+            seq,
+            Event::TextDelta(ModelTextDelta {
+                text: text.to_owned(),
+            }),
+        )
+    }
+
+    fn model_text(seq: u64, text: &str) -> RunEvent {
+        event(
+            seq,
+            Event::ModelText(ModelText {
+                text: text.to_owned(),
+            }),
+        )
+    }
+
+    fn proposed(seq: u64) -> RunEvent {
+        event(
+            seq,
+            Event::ToolCallProposed(ToolCallProposed {
+                provider_call_id: String::new(),
+                call_id: "call_1".to_owned(),
+                tool: "read_file".to_owned(),
+                arguments_json: "{\"path\":\"a.txt\"}".to_owned(),
+            }),
+        )
+    }
+
+    /// What a pipe receives, written as the command line writes it: streamed text leaves its
+    /// line open, and a committed event's lines start on a fresh one.
+    fn render_streamed(events: &[RunEvent]) -> String {
+        let mut transcript = Transcript::new();
+        let mut out = String::new();
+        let mut open = false;
+        for event in events {
+            if event.delta {
+                if let Some(Streamed::Text(text)) = transcript.delta(event) {
+                    open = !text.ends_with('\n');
+                    out.push_str(&text);
+                }
+                continue;
+            }
+            if std::mem::take(&mut open) {
+                out.push('\n');
+            }
+            out.push_str(&plain_text(&transcript.event(event)));
+        }
+        if open {
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn streamed_text_is_shown_as_it_comes_and_not_again_when_committed() {
+        let text = render_streamed(&[
+            event(1, Event::StepStarted(StepStarted { index: 1 })),
+            text_delta(2, "  Let me"),
+            text_delta(2, " look.\n"),
+            text_delta(2, "Then fix it. "),
+            model_text(2, "  Let me look.\nThen fix it. "),
+            proposed(3),
+        ]);
+        assert_eq!(
+            text,
+            "\n── step 1 ──\n\
+             model: Let me look.\n\
+             \x20      Then fix it.\n\
+             → read_file {\"path\":\"a.txt\"}\n"
+        );
+    }
+
+    #[test]
+    fn text_streamed_from_the_middle_is_printed_whole_when_committed() {
+        // Attached after the first pieces had gone by.
+        let text = render_streamed(&[
+            text_delta(2, "look."),
+            model_text(2, "Let me look."),
+            proposed(3),
+        ]);
+        assert_eq!(
+            text,
+            "model: look.\n\
+             model: Let me look.\n\
+             → read_file {\"path\":\"a.txt\"}\n"
+        );
+    }
+
+    #[test]
+    fn a_streamed_final_answer_still_ends_the_transcript() {
+        let text = render_streamed(&[
+            text_delta(5, "All "),
+            text_delta(5, "done."),
+            model_text(5, "All done."),
+            event(6, finished(StopReason::Final, "All done.", "")),
+        ]);
+        assert_eq!(
+            text,
+            "model: All done.\n\
+             \n\
+             stop: FINAL\n\
+             usage: 2 steps, 2 model calls, 812 input + 96 output tokens, 1 tool call\n\
+             \n\
+             All done.\n"
+        );
+    }
+
+    #[test]
+    fn text_held_back_is_printed_before_the_next_answer_streams() {
+        let text = render_streamed(&[
+            model_text(2, "Thinking."),
+            text_delta(3, "Next."),
+            model_text(3, "Next."),
+        ]);
+        assert_eq!(text, "model: Thinking.\nmodel: Next.\n");
+    }
+
+    #[test]
+    fn a_streamed_call_names_its_tool_once() {
+        let call = |index: u32, tool: &str, arguments: &str| {
+            delta(
+                2,
+                Event::ToolCallDelta(ToolCallDelta {
+                    index,
+                    provider_call_id: String::new(),
+                    tool: tool.to_owned(),
+                    arguments_delta: arguments.to_owned(),
+                }),
+            )
+        };
+        let mut transcript = Transcript::new();
+        assert_eq!(
+            transcript.delta(&call(0, "grep", "")),
+            Some(Streamed::Calling("calling grep…".to_owned()))
+        );
+        assert_eq!(transcript.delta(&call(0, "grep", "{\"pattern\"")), None);
+        assert_eq!(transcript.delta(&call(1, "", "{")), None);
+        assert_eq!(
+            transcript.delta(&call(1, "read_file", "")),
+            Some(Streamed::Calling("calling read_file…".to_owned()))
+        );
+        // Deltas print nothing as committed events, and a committed event nothing as a delta.
+        assert!(transcript.event(&call(0, "grep", "")).is_empty());
+        assert_eq!(transcript.delta(&model_text(2, "x")), None);
+    }
+
+    #[test]
+    fn compaction_is_one_line_and_a_failed_summary_says_why() {
+        let compacted = |fallback: bool, error: &str| {
+            render(&[Event::ContextCompacted(ContextCompacted {
+                entries: 42,
+                tokens_before: 31_200,
+                summary_tokens: 640,
+                fallback,
+                error: error.to_owned(),
+                ..ContextCompacted::default()
+            })])
+        };
+        assert_eq!(
+            compacted(false, ""),
+            "context compacted: 42 entries (31200 tokens) → summary of 640 tokens\n"
+        );
+        assert_eq!(
+            compacted(true, "HTTP 500:\n  overloaded"),
+            "context cut mechanically: summarising failed: HTTP 500: overloaded\n"
+        );
+    }
+
+    #[test]
+    fn cut_context_items_say_why_and_how_they_were_counted() {
+        let item = |kind: &str, disposition: ContextDisposition, reason: &str| ContextItem {
+            kind: kind.to_owned(),
+            source: String::new(),
+            tokens: 10,
+            disposition: disposition as i32,
+            reason: reason.to_owned(),
+        };
+        let text = render(&[Event::ContextBuilt(ContextBuilt {
+            tokens: 7_900,
+            budget: 8_000,
+            items: vec![
+                item("observation", ContextDisposition::Summarised, "older step"),
+                item("observation", ContextDisposition::Summarised, "older step"),
+                item("observation", ContextDisposition::Summarised, ""),
+                item(
+                    "user",
+                    ContextDisposition::Dropped,
+                    &"over budget ".repeat(10),
+                ),
+            ],
+            tokenizer: "estimate".to_owned(),
+            calibration: 1.125,
+        })]);
+        assert_eq!(
+            text,
+            "context: 7900 of 8000 tokens (estimate ×1.12); summarised: observation ×2 (older \
+             step), observation; dropped: user (over budget over budget over budget over budget \
+             over budget…)\n"
+        );
+        let counted = render(&[Event::ContextBuilt(ContextBuilt {
+            tokens: 7_900,
+            budget: 8_000,
+            items: vec![item("user", ContextDisposition::Dropped, "")],
+            tokenizer: "o200k_base".to_owned(),
+            calibration: 0.0,
+        })]);
+        assert_eq!(
+            counted,
+            "context: 7900 of 8000 tokens (o200k_base); dropped: user\n"
+        );
+    }
+
+    #[test]
+    fn a_run_that_continues_a_session_says_so() {
+        let text = render(&[Event::RunStarted(RunStarted {
+            session_id: "ses_1".to_owned(),
+            input: "and now the docs".to_owned(),
+            model: "scripted".to_owned(),
+            approval_policy: ApprovalPolicy::Risky as i32,
+            workspace: "/srv/demo".to_owned(),
+            continues_run_id: "run_0".to_owned(),
+            history_messages: 6,
+            project_instructions: true,
+            ..RunStarted::default()
+        })]);
+        assert_eq!(
+            text,
+            "run run_1 in session ses_1: model scripted, policy risky\n\
+             continues: run_0 (6 messages of history)\n\
+             workspace: /srv/demo\n\
+             project instructions: AGENTS.md (workspace content, not policy)\n\
+             task: and now the docs\n"
         );
     }
 

@@ -55,6 +55,18 @@ pub fn format_remaining(millis: i64) -> String {
     }
 }
 
+/// How long ago, in its largest whole unit: `45s ago`, `12m ago`, `3h ago`, `5d ago`. A time
+/// in the future (another host's clock) counts as now.
+pub fn format_ago(elapsed_millis: i64) -> String {
+    let seconds = u64::try_from(elapsed_millis).unwrap_or(0) / 1000;
+    match seconds {
+        0..60 => format!("{seconds}s ago"),
+        60..3600 => format!("{}m ago", seconds / 60),
+        3600..86_400 => format!("{}h ago", seconds / 3600),
+        _ => format!("{}d ago", seconds / 86_400),
+    }
+}
+
 /// Unix milliseconds as an RFC 3339 time in UTC to the second: `2025-01-31T23:59:59Z`.
 pub fn format_utc(unix_millis: i64) -> String {
     let seconds = unix_millis.div_euclid(1000);
@@ -123,6 +135,16 @@ mod tests {
         assert_eq!(format_remaining(270_000), "4m 30s");
         assert_eq!(format_remaining(3_600_000), "1h");
         assert_eq!(format_remaining(3_930_000), "1h 5m");
+    }
+
+    #[test]
+    fn ago_takes_the_largest_whole_unit() {
+        assert_eq!(format_ago(-5_000), "0s ago");
+        assert_eq!(format_ago(45_999), "45s ago");
+        assert_eq!(format_ago(60_000), "1m ago");
+        assert_eq!(format_ago(3_599_999), "59m ago");
+        assert_eq!(format_ago(3_600_000), "1h ago");
+        assert_eq!(format_ago(86_400_000 * 3 + 5), "3d ago");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod observation;
 mod preview;
 mod prompt;
 pub mod provider;
+mod recording;
 mod run;
 mod session;
 #[cfg(test)]
@@ -119,6 +120,8 @@ pub enum AgentError {
     TooManyRuns { tenant: String, max: u32 },
     #[error("run `{0}` is still going; cancel it or wait for it to finish first")]
     RunLive(String),
+    #[error("run `{run_id}` has no cassette: {reason}")]
+    NoCassette { run_id: String, reason: String },
     #[error(
         "session `{session_id}` has run `{run_id}` going; send it input, or wait for it to \
          finish, then start the next run"
@@ -505,6 +508,7 @@ impl AgentRuntime {
         let provider = provider::build(&spec, &self.shared.settings.providers).map_err(|err| {
             let field = match spec {
                 ModelSpec::Scripted { .. } => "model.script",
+                ModelSpec::Replay { .. } => "model.cassette",
                 ModelSpec::OpenAi { .. } | ModelSpec::Anthropic { .. } => "model.model",
             };
             invalid(field, err.to_string())
@@ -528,11 +532,12 @@ impl AgentRuntime {
             }
             tools
         };
-        let tokenizer = match &spec {
-            ModelSpec::OpenAi { model } => tokens::Tokenizer::for_openai(model),
-            ModelSpec::Anthropic { .. } | ModelSpec::Scripted { .. } => {
-                tokens::Tokenizer::estimate()
-            }
+        // By the model that answers: a replayed run counts as its recording did, so that
+        // its context is cut where the recording's was.
+        let described = provider.describe();
+        let tokenizer = match described.split_once(':') {
+            Some(("openai", model)) => tokens::Tokenizer::for_openai(model),
+            _ => tokens::Tokenizer::estimate(),
         };
         Ok(Resolved {
             provider,
@@ -590,7 +595,11 @@ impl AgentRuntime {
         let run_loop = RunLoop {
             shared: self.shared.clone(),
             run: live.clone(),
-            provider: resolved.provider,
+            provider: recording::Recording::wrap(
+                resolved.provider,
+                self.shared.store.clone(),
+                record.run_id.clone(),
+            ),
             tool_set: run::tool_set(&resolved.tools, &tokenizer),
             counter: context::Counter::new(tokenizer, state.calibration),
             tools: resolved.tools,
@@ -914,6 +923,26 @@ impl AgentRuntime {
             .ok_or_else(|| AgentError::UnknownRun(run_id.to_string()))
     }
 
+    /// A finished run's model exchanges as a cassette.
+    pub async fn cassette(&self, run_id: &RunId) -> Result<pb::GetCassetteResponse, AgentError> {
+        let run = self.run(run_id).await?;
+        if self.live_run(run_id).is_some() || run.state != RunState::Finished {
+            return Err(AgentError::RunLive(run_id.to_string()));
+        }
+        let first = self.shared.store.events_after(run_id, 0, 1).await?;
+        let started = first.iter().find_map(|event| match &event.event {
+            Some(pb::run_event::Event::RunStarted(started)) => Some(started),
+            _ => None,
+        });
+        let stored = self.shared.store.exchanges(run_id).await?;
+        let cassette = recording::cassette(&run, started, &stored)?;
+        Ok(pb::GetCassetteResponse {
+            cassette: recording::encode(&cassette, &run)?,
+            model: cassette.model,
+            exchanges: u32::try_from(cassette.exchanges.len()).unwrap_or(u32::MAX),
+        })
+    }
+
     /// The sequence number of a run's last event.
     pub async fn last_seq(&self, run_id: &RunId) -> Result<u64, AgentError> {
         match self.live_run(run_id) {
@@ -976,7 +1005,8 @@ fn check_input(text: &str, field: &'static str) -> Result<(), AgentError> {
     Ok(())
 }
 
-/// `openai:MODEL`, `anthropic:MODEL` or `scripted` (with the script in the config).
+/// `openai:MODEL`, `anthropic:MODEL`, `scripted` (with the script in the config) or `replay`
+/// (with the cassette).
 fn parse_model(config: &pb::ModelConfig) -> Result<ModelSpec, AgentError> {
     let invalid = |field, reason: String| Err(AgentError::Invalid { field, reason });
     match config.model.split_once(':') {
@@ -997,10 +1027,21 @@ fn parse_model(config: &pb::ModelConfig) -> Result<ModelSpec, AgentError> {
                 script: config.script.clone(),
             })
         }
+        None if config.model == "replay" => {
+            if config.cassette.trim().is_empty() {
+                return invalid(
+                    "model.cassette",
+                    "the replay model needs a cassette in `model.cassette`".into(),
+                );
+            }
+            Ok(ModelSpec::Replay {
+                cassette: config.cassette.clone(),
+            })
+        }
         _ => invalid(
             "model.model",
             format!(
-                "unknown model `{}`: use openai:MODEL, anthropic:MODEL or scripted",
+                "unknown model `{}`: use openai:MODEL, anthropic:MODEL, scripted or replay",
                 config.model
             ),
         ),

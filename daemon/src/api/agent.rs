@@ -608,6 +608,22 @@ impl pb::agent_server::Agent for AgentService {
         }))
     }
 
+    async fn get_cassette(
+        &self,
+        request: Request<pb::GetCassetteRequest>,
+    ) -> Result<Response<pb::GetCassetteResponse>, Status> {
+        let tenant = caller(&request)?;
+        let run_id = self
+            .owned_run(&tenant, &request.into_inner().run_id, "run_id")
+            .await?;
+        let cassette = self
+            .runtime
+            .cassette(&run_id)
+            .await
+            .map_err(|err| ApiError::from(err).at("run_id"))?;
+        Ok(Response::new(cassette))
+    }
+
     async fn list_changes(
         &self,
         request: Request<pb::ListChangesRequest>,

@@ -115,6 +115,7 @@ impl ApiError {
                 AgentError::UnknownTool(_) => Code::NotFound,
                 AgentError::RunFinished(_)
                 | AgentError::RunLive(_)
+                | AgentError::NoCassette { .. }
                 | AgentError::SessionBusy { .. }
                 | AgentError::RevertConflicts(_) => Code::FailedPrecondition,
                 AgentError::ToolNotAllowed { .. } => Code::PermissionDenied,
@@ -174,6 +175,7 @@ impl From<AgentError> for ApiError {
             AgentError::SessionBusy { .. } => ApiError::Agent(err).at("session_id"),
             AgentError::Workspace(_) => ApiError::Agent(err).at("workspace"),
             AgentError::UnknownBlob(_) => ApiError::Agent(err).at("digest"),
+            AgentError::NoCassette { .. } => ApiError::Agent(err).at("run_id"),
             AgentError::UnknownRun(_)
             | AgentError::RunFinished(_)
             | AgentError::RunLive(_)

@@ -25,6 +25,7 @@ pub async fn conformance(store: &dyn Store) {
     runs_page_newest_first_with_filters(store, &tenant).await;
     checkpoints_effects_approvals_and_grants_round_trip(store, &tenant).await;
     spans_ride_with_their_event(store, &tenant).await;
+    exchanges_keep_their_order(store, &tenant).await;
     outputs_and_owners_round_trip(store).await;
     old_outputs_and_owners_go_and_nothing_else(store, &tenant).await;
     old_finished_runs_are_deleted_and_nothing_else(store, &tenant).await;
@@ -652,6 +653,36 @@ async fn old_outputs_and_owners_go_and_nothing_else(store: &dyn Store, tenant: &
     }
 }
 
+async fn exchanges_keep_their_order(store: &dyn Store, tenant: &str) {
+    let run = recorded_run(store, tenant, 40).await;
+    let other = recorded_run(store, tenant, 41).await;
+    // Handed over together, as a run's calls are: they land in order, each run's apart.
+    let writes = [
+        store.record_exchange(&run.run_id, r#"{"n":0}"#),
+        store.record_exchange(&other.run_id, r#"{"n":"other"}"#),
+        store.record_exchange(&run.run_id, r#"{"n":1}"#),
+        store.record_exchange(&run.run_id, r#"{"n":2}"#),
+    ];
+    for write in writes {
+        write.await.expect("exchange");
+    }
+    assert_eq!(
+        store.exchanges(&run.run_id).await.expect("read"),
+        [r#"{"n":0}"#, r#"{"n":1}"#, r#"{"n":2}"#]
+    );
+    assert_eq!(
+        store.exchanges(&other.run_id).await.expect("read"),
+        [r#"{"n":"other"}"#]
+    );
+    assert!(
+        store
+            .exchanges(&RunId::new())
+            .await
+            .expect("read")
+            .is_empty()
+    );
+}
+
 async fn old_finished_runs_are_deleted_and_nothing_else(store: &dyn Store, tenant: &str) {
     let tenant = format!("{tenant}-retention");
     let old = recorded_run(store, &tenant, 1_000).await;
@@ -674,8 +705,13 @@ async fn old_finished_runs_are_deleted_and_nothing_else(store: &dyn Store, tenan
         .finish_run(&young.run_id, &end(5_001))
         .await
         .expect("end");
+    store
+        .record_exchange(&old.run_id, "{}")
+        .await
+        .expect("exchange");
     let live = recorded_run(store, &tenant, 1_000).await;
     let deleted = store.delete_finished_runs(2_000, 100).await.expect("sweep");
+    assert!(store.exchanges(&old.run_id).await.expect("read").is_empty());
     assert!(deleted.runs >= 1, "{deleted:?}");
     assert_eq!(store.run(&old.run_id).await.expect("read"), None);
     assert!(

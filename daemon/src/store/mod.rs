@@ -355,6 +355,11 @@ pub trait Store: Send + Sync {
     /// The run's spans in start order.
     fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>>;
 
+    /// Appends a model call's wire exchange (a cassette entry, as JSON) to the run's.
+    fn record_exchange(&self, run_id: &RunId, exchange: &str) -> Pending<()>;
+    /// The run's exchanges in the order they were recorded.
+    fn exchanges(&self, run_id: &RunId) -> Pending<Vec<String>>;
+
     fn record_output(&self, output: &OutputRecord) -> Pending<()>;
     fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>>;
     /// Kept outputs, oldest first, at most `limit`.

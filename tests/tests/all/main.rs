@@ -14,6 +14,7 @@ mod agent_runs;
 mod agent_traces;
 mod api_errors;
 mod auth;
+mod cassettes;
 mod changes;
 mod cli;
 mod cli_messages;

@@ -17,6 +17,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::cassette::{self, WireFormat, WireReply};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
 use super::{
@@ -83,26 +84,7 @@ impl Anthropic {
     }
 
     fn body(&self, request: &ModelRequest) -> Result<Bytes, ProviderError> {
-        let body = MessagesRequest {
-            model: &self.model,
-            max_tokens: request.max_output_tokens,
-            system: &request.system,
-            messages: wire_messages(&request.messages),
-            tools: request
-                .tools
-                .iter()
-                .map(|tool| WireTool {
-                    name: &tool.name,
-                    description: &tool.description,
-                    input_schema: &tool.input_schema,
-                })
-                .collect(),
-            temperature: request.temperature,
-            stream: self.stream,
-        };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+        messages_body(&self.model, self.stream, request)
     }
 
     async fn attempt(
@@ -111,13 +93,22 @@ impl Anthropic {
         events: &dyn ProviderEvents,
     ) -> Result<ModelResponse, Failure> {
         let request_bytes = body.len();
-        let response = self.http.post(&self.url, &self.headers, body).await?;
+        let response = self
+            .http
+            .post(&self.url, &self.headers, body.clone())
+            .await?;
         if self.stream && http::is_event_stream(&response) {
             let mut stream = self.http.events(response);
             let mut answer = StreamedAnswer::default();
+            let mut recorded = Vec::new();
             while let Some(event) = stream.next().await? {
-                if answer.apply(&event.data, events)? {
-                    return Ok(answer.finish(request_bytes));
+                let complete = answer.apply(&event.data, events)?;
+                recorded.push(event.data);
+                if complete {
+                    let response = answer.finish(request_bytes);
+                    let reply = WireReply::Stream(recorded);
+                    cassette::report(WireFormat::Anthropic, &body, reply, events);
+                    return Ok(response);
                 }
             }
             // The connection closed mid-answer: worth another attempt.
@@ -125,8 +116,80 @@ impl Anthropic {
                 "the answer stream ended before message_stop".into(),
             )))
         } else {
-            let body = self.http.body(response).await?;
-            Ok(parse_message(&body, request_bytes)?)
+            let reply = self.http.body(response).await?;
+            let response = parse_message(&reply, request_bytes)?;
+            cassette::report(
+                WireFormat::Anthropic,
+                &body,
+                cassette::whole(&reply)?,
+                events,
+            );
+            Ok(response)
+        }
+    }
+}
+
+fn messages_body(
+    model: &str,
+    stream: bool,
+    request: &ModelRequest,
+) -> Result<Bytes, ProviderError> {
+    let body = MessagesRequest {
+        model,
+        max_tokens: request.max_output_tokens,
+        system: &request.system,
+        messages: wire_messages(&request.messages),
+        tools: request
+            .tools
+            .iter()
+            .map(|tool| WireTool {
+                name: &tool.name,
+                description: &tool.description,
+                input_schema: &tool.input_schema,
+            })
+            .collect(),
+        temperature: request.temperature,
+        stream,
+    };
+    serde_json::to_vec(&body)
+        .map(Bytes::from)
+        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+}
+
+/// Answers `request` from a recorded exchange: the body is rebuilt as the recording was sent
+/// (its model and streaming) and handed to `check` before the recorded reply is read as a
+/// live one would be, its pieces reported as they were.
+pub(super) fn replay(
+    recorded: &Value,
+    reply: &WireReply,
+    request: &ModelRequest,
+    check: impl Fn(&Value) -> Result<(), ProviderError>,
+    events: &dyn ProviderEvents,
+) -> Result<ModelResponse, ProviderError> {
+    let model = recorded
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let stream = recorded
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let body = messages_body(model, stream, request)?;
+    let rebuilt: Value = serde_json::from_slice(&body)
+        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))?;
+    check(&rebuilt)?;
+    match reply {
+        WireReply::Whole(reply) => parse_message(&cassette::body_of(reply)?, body.len()),
+        WireReply::Stream(data) => {
+            let mut answer = StreamedAnswer::default();
+            for data in data {
+                if answer.apply(data, events)? {
+                    return Ok(answer.finish(body.len()));
+                }
+            }
+            Err(ProviderError::Malformed(
+                "the recorded stream ends before message_stop".into(),
+            ))
         }
     }
 }
@@ -777,6 +840,34 @@ mod tests {
                 finish: FinishReason::Stop,
             }
         );
+    }
+
+    #[tokio::test]
+    async fn a_streamed_exchange_is_reported_and_replays() {
+        let server = TestServer::start(vec![Reply::stream(STREAM, 41)]).await;
+        let request = sample_request(IDS);
+        let (result, events) = complete(&provider(&streaming(&server.base_url)), &request).await;
+        let response = result.expect("answer");
+        let exchanges = events.exchanges();
+        assert_eq!(exchanges.len(), 1);
+        let exchange = &exchanges[0];
+        assert_eq!(exchange.format, WireFormat::Anthropic);
+        assert_eq!(exchange.request, server.requests()[0].body);
+        let WireReply::Stream(data) = &exchange.reply else {
+            panic!("a streamed reply is recorded as its events")
+        };
+        assert!(data.iter().any(|data| data.contains("message_stop")));
+        let replayed = Events::default();
+        let again = replay(
+            &exchange.request,
+            &exchange.reply,
+            &request,
+            |_| Ok(()),
+            &replayed,
+        )
+        .expect("replays");
+        assert_eq!(again, response);
+        assert_eq!(replayed.text(), events.text());
     }
 
     #[tokio::test]

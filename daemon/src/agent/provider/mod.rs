@@ -9,6 +9,7 @@
 //! by dropping the future.
 
 mod anthropic;
+mod cassette;
 mod http;
 mod openai;
 mod retry;
@@ -21,12 +22,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use cassette::{CASSETTE_VERSION, Cassette, CassetteEntry, Exchange, WireFormat};
 pub use retry::RetryPolicy;
 
 /// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolDefinition {
     pub name: String,
     pub description: String,
@@ -35,7 +38,7 @@ pub struct ToolDefinition {
 }
 
 /// One tool call the model proposed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The provider's id for the call (OpenAI `call_…`, Anthropic `toolu_…`), or one the
     /// provider made up when the model gave none.
@@ -46,7 +49,8 @@ pub struct ToolCall {
 }
 
 /// The conversation, in provider-neutral form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     User {
         text: String,
@@ -81,7 +85,8 @@ pub struct ModelRequest {
 }
 
 /// What a model call is for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Purpose {
     /// The run's next step.
     #[default]
@@ -90,13 +95,14 @@ pub enum Purpose {
     Compaction,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// The model finished its answer.
     Stop,
@@ -109,7 +115,7 @@ pub enum FinishReason {
     Other(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelResponse {
     pub text: Option<String>,
     pub tool_calls: Vec<ToolCall>,
@@ -137,6 +143,9 @@ pub enum ProviderEvent {
         name: Option<String>,
         arguments: String,
     },
+    /// The wire exchange of the attempt that answered, for the run's cassette: sent once,
+    /// after the answer is complete.
+    Exchange(Exchange),
 }
 
 /// Receives [`ProviderEvent`]s.
@@ -169,6 +178,9 @@ pub enum ProviderError {
     /// A scripted model has no turn for this point of the conversation.
     #[error("the scripted model has no turn left: {0}")]
     ScriptExhausted(String),
+    /// A replayed run asked something other than its cassette recorded.
+    #[error("the run diverged from its cassette: {0}")]
+    Diverged(String),
     /// Transient failures went on past the retry policy.
     #[error("the model call failed {attempts} times; last: {last}")]
     RetriesExhausted {
@@ -186,6 +198,7 @@ impl ProviderError {
             ProviderError::Config(_)
             | ProviderError::Malformed(_)
             | ProviderError::ScriptExhausted(_)
+            | ProviderError::Diverged(_)
             | ProviderError::RetriesExhausted { .. } => false,
         }
     }
@@ -214,6 +227,8 @@ pub enum ModelSpec {
     Anthropic { model: String },
     /// `scripted` — a transcript in YAML or JSON (see `scripted.rs`), sent by the client.
     Scripted { script: String },
+    /// `replay` — a cassette (see `cassette.rs`), sent by the client.
+    Replay { cassette: String },
 }
 
 /// The daemon's side of provider configuration: where the APIs are and which environment
@@ -252,6 +267,7 @@ impl fmt::Display for ModelSpec {
             ModelSpec::OpenAi { model } => write!(f, "openai:{model}"),
             ModelSpec::Anthropic { model } => write!(f, "anthropic:{model}"),
             ModelSpec::Scripted { .. } => f.write_str("scripted"),
+            ModelSpec::Replay { .. } => f.write_str("replay"),
         }
     }
 }
@@ -276,6 +292,9 @@ pub fn build(
         )?)),
         ModelSpec::Scripted { script } => {
             Ok(std::sync::Arc::new(scripted::Scripted::parse(script)?))
+        }
+        ModelSpec::Replay { cassette } => {
+            Ok(std::sync::Arc::new(cassette::Replay::parse(cassette)?))
         }
     }
 }

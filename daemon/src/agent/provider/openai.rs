@@ -21,6 +21,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::cassette::{self, WireFormat, WireReply};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
 use super::{
@@ -82,33 +83,7 @@ impl OpenAi {
     }
 
     fn body(&self, request: &ModelRequest) -> Result<Bytes, ProviderError> {
-        let max_tokens = Some(request.max_output_tokens);
-        let body = ChatRequest {
-            model: &self.model,
-            messages: wire_messages(request),
-            tools: request
-                .tools
-                .iter()
-                .map(|tool| WireTool {
-                    kind: "function",
-                    function: WireFunction {
-                        name: &tool.name,
-                        description: &tool.description,
-                        parameters: &tool.input_schema,
-                    },
-                })
-                .collect(),
-            max_tokens: max_tokens.filter(|_| !self.official),
-            max_completion_tokens: max_tokens.filter(|_| self.official),
-            temperature: request.temperature,
-            stream: self.stream,
-            stream_options: self.stream.then_some(StreamOptions {
-                include_usage: true,
-            }),
-        };
-        serde_json::to_vec(&body)
-            .map(Bytes::from)
-            .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+        chat_body(&self.model, self.official, self.stream, request)
     }
 
     async fn attempt(
@@ -118,21 +93,113 @@ impl OpenAi {
         events: &dyn ProviderEvents,
     ) -> Result<ModelResponse, Failure> {
         let request_bytes = body.len();
-        let response = self.http.post(&self.url, &self.headers, body).await?;
+        let response = self
+            .http
+            .post(&self.url, &self.headers, body.clone())
+            .await?;
         if self.stream && http::is_event_stream(&response) {
             let mut stream = self.http.events(response);
             let mut answer = StreamedAnswer::default();
+            let mut recorded = Vec::new();
             while let Some(event) = stream.next().await? {
-                if event.data.trim() == "[DONE]" {
+                let done = event.data.trim() == "[DONE]";
+                recorded.push(event.data);
+                if done {
                     answer.done = true;
                     break;
                 }
-                answer.apply(&event.data, events)?;
+                answer.apply(recorded.last().map_or("", String::as_str), events)?;
             }
-            Ok(answer.finish(turn, request_bytes)?)
+            let response = answer.finish(turn, request_bytes)?;
+            cassette::report(
+                WireFormat::Openai,
+                &body,
+                WireReply::Stream(recorded),
+                events,
+            );
+            Ok(response)
         } else {
-            let body = self.http.body(response).await?;
-            Ok(parse_completion(&body, turn, request_bytes)?)
+            let reply = self.http.body(response).await?;
+            let response = parse_completion(&reply, turn, request_bytes)?;
+            cassette::report(WireFormat::Openai, &body, cassette::whole(&reply)?, events);
+            Ok(response)
+        }
+    }
+}
+
+/// The request body of a call: `official` for OpenAI's own API, which wants
+/// `max_completion_tokens`.
+fn chat_body(
+    model: &str,
+    official: bool,
+    stream: bool,
+    request: &ModelRequest,
+) -> Result<Bytes, ProviderError> {
+    let max_tokens = Some(request.max_output_tokens);
+    let body = ChatRequest {
+        model,
+        messages: wire_messages(request),
+        tools: request
+            .tools
+            .iter()
+            .map(|tool| WireTool {
+                kind: "function",
+                function: WireFunction {
+                    name: &tool.name,
+                    description: &tool.description,
+                    parameters: &tool.input_schema,
+                },
+            })
+            .collect(),
+        max_tokens: max_tokens.filter(|_| !official),
+        max_completion_tokens: max_tokens.filter(|_| official),
+        temperature: request.temperature,
+        stream,
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    };
+    serde_json::to_vec(&body)
+        .map(Bytes::from)
+        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+}
+
+/// Answers `request` from a recorded exchange: the body is rebuilt as the recording was sent
+/// (its model, token parameter and streaming) and handed to `check` before the recorded
+/// reply is read as a live one would be, its pieces reported as they were.
+pub(super) fn replay(
+    recorded: &Value,
+    reply: &WireReply,
+    request: &ModelRequest,
+    check: impl Fn(&Value) -> Result<(), ProviderError>,
+    events: &dyn ProviderEvents,
+) -> Result<ModelResponse, ProviderError> {
+    let model = recorded
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let official = recorded.get("max_completion_tokens").is_some();
+    let stream = recorded
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let body = chat_body(model, official, stream, request)?;
+    let rebuilt: Value = serde_json::from_slice(&body)
+        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))?;
+    check(&rebuilt)?;
+    let turn = assistant_turns(request);
+    match reply {
+        WireReply::Whole(reply) => parse_completion(&cassette::body_of(reply)?, turn, body.len()),
+        WireReply::Stream(data) => {
+            let mut answer = StreamedAnswer::default();
+            for data in data {
+                if data.trim() == "[DONE]" {
+                    answer.done = true;
+                    break;
+                }
+                answer.apply(data, events)?;
+            }
+            answer.finish(turn, body.len())
         }
     }
 }
@@ -831,6 +898,58 @@ mod tests {
         );
     }
 
+    /// The exchange of the attempt that answered is reported in the wire format, and answers
+    /// the same request again with the same response and the same pieces; another request
+    /// is handed to the check.
+    #[tokio::test]
+    async fn a_streamed_exchange_is_reported_and_replays() {
+        for stream in [true, false] {
+            let reply = if stream {
+                Reply::stream(STREAM, 37)
+            } else {
+                Reply::json(200, TOOL_CALLS)
+            };
+            let server = TestServer::start(vec![reply]).await;
+            let mut settings = settings(&server.base_url);
+            settings.stream = stream;
+            let request = sample_request(["call_a", "call_b"]);
+            let (result, events) = complete(&provider(&settings), &request).await;
+            let response = result.expect("answer");
+            let exchanges = events.exchanges();
+            assert_eq!(exchanges.len(), 1);
+            let exchange = &exchanges[0];
+            assert_eq!(exchange.format, WireFormat::Openai);
+            assert_eq!(exchange.request, server.requests()[0].body);
+            assert_eq!(matches!(exchange.reply, WireReply::Stream(_)), stream);
+
+            let replayed = Events::default();
+            let again = replay(
+                &exchange.request,
+                &exchange.reply,
+                &request,
+                |_| Ok(()),
+                &replayed,
+            )
+            .expect("replays");
+            assert_eq!(again, response);
+            assert_eq!(replayed.text(), events.text());
+            // The check sees the request as it would be sent now.
+            let mut other = request.clone();
+            other.system = "Something else.".into();
+            let refused = replay(
+                &exchange.request,
+                &exchange.reply,
+                &other,
+                |now| {
+                    assert_eq!(now["messages"][0]["content"], "Something else.");
+                    Err(ProviderError::Diverged("differs".into()))
+                },
+                &Events::default(),
+            );
+            assert_eq!(refused, Err(ProviderError::Diverged("differs".into())));
+        }
+    }
+
     /// As llama.cpp's server or Ollama may stream: no key, a tool call without id or
     /// index, no usage, no `[DONE]` (the finish reason ends the answer).
     #[tokio::test]
@@ -910,7 +1029,9 @@ mod tests {
             .iter()
             .filter_map(|event| match event {
                 ProviderEvent::Retrying { attempt, error, .. } => Some((*attempt, error.clone())),
-                ProviderEvent::TextDelta(_) | ProviderEvent::ToolCallDelta { .. } => None,
+                ProviderEvent::TextDelta(_)
+                | ProviderEvent::ToolCallDelta { .. }
+                | ProviderEvent::Exchange(_) => None,
             })
             .collect();
         assert_eq!(

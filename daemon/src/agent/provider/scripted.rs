@@ -54,6 +54,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::cassette::{Exchange, WireFormat, WireReply};
 use super::{
     FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
     ProviderEvent, ProviderEvents, Purpose, ToolCall, Usage, estimated_tokens,
@@ -197,19 +198,69 @@ impl ModelProvider for Scripted {
         request: &ModelRequest,
         events: &dyn ProviderEvents,
     ) -> Result<ModelResponse, ProviderError> {
-        if request.purpose == Purpose::Compaction {
-            return self.summarise(request);
-        }
-        let (turn, answer) = self.answer(request)?;
-        if let Some(delay) = answer.delay {
-            tokio::time::sleep(delay).await;
-        }
-        let response = answer.response(turn, request);
-        if self.stream {
-            stream(&response, events);
-        }
+        let response = if request.purpose == Purpose::Compaction {
+            self.summarise(request)?
+        } else {
+            let (turn, answer) = self.answer(request)?;
+            if let Some(delay) = answer.delay {
+                tokio::time::sleep(delay).await;
+            }
+            let response = answer.response(turn, request);
+            if self.stream {
+                stream(&response, events);
+            }
+            response
+        };
+        let reply = serde_json::to_value(&response)
+            .map_err(|error| ProviderError::Config(format!("cannot encode the answer: {error}")))?;
+        events.event(ProviderEvent::Exchange(Exchange {
+            format: WireFormat::Scripted,
+            request: wire_request(request)?,
+            reply: WireReply::Whole(reply),
+        }));
         Ok(response)
     }
+}
+
+/// The scripted model's wire format for a request, as a cassette records it: the
+/// provider-neutral request, as JSON.
+fn wire_request(request: &ModelRequest) -> Result<Value, ProviderError> {
+    #[derive(serde::Serialize)]
+    struct WireRequest<'a> {
+        system: &'a str,
+        messages: &'a [Message],
+        tools: &'a [super::ToolDefinition],
+        max_output_tokens: u32,
+        temperature: Option<f32>,
+    }
+    serde_json::to_value(WireRequest {
+        system: &request.system,
+        messages: &request.messages,
+        tools: &request.tools,
+        max_output_tokens: request.max_output_tokens,
+        temperature: request.temperature,
+    })
+    .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))
+}
+
+/// Answers `request` from a recorded exchange of a scripted run, once `check` has the
+/// request as the recording holds it.
+pub(super) fn replay(
+    reply: &WireReply,
+    request: &ModelRequest,
+    check: impl Fn(&Value) -> Result<(), ProviderError>,
+    events: &dyn ProviderEvents,
+) -> Result<ModelResponse, ProviderError> {
+    check(&wire_request(request)?)?;
+    let WireReply::Whole(reply) = reply else {
+        return Err(ProviderError::Malformed(
+            "a scripted exchange's reply is a whole answer, not a stream".into(),
+        ));
+    };
+    let response: ModelResponse = serde_json::from_value(reply.clone())
+        .map_err(|error| ProviderError::Malformed(format!("recorded answer: {error}")))?;
+    stream(&response, events);
+    Ok(response)
 }
 
 impl Scripted {

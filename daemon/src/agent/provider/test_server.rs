@@ -202,8 +202,12 @@ pub fn settings(base_url: &str) -> ProviderSettings {
 pub struct Events(Mutex<Vec<ProviderEvent>>);
 
 impl Events {
+    /// What was reported so far but the exchanges (see [`Events::exchanges`]), taken.
     pub fn take(&self) -> Vec<ProviderEvent> {
         std::mem::take(&mut *self.0.lock().expect("events lock"))
+            .into_iter()
+            .filter(|event| !matches!(event, ProviderEvent::Exchange(_)))
+            .collect()
     }
 
     /// What was reported so far, left in place.
@@ -216,7 +220,20 @@ impl Events {
             .into_iter()
             .filter_map(|event| match event {
                 ProviderEvent::TextDelta(text) => Some(text),
-                ProviderEvent::Retrying { .. } | ProviderEvent::ToolCallDelta { .. } => None,
+                ProviderEvent::Retrying { .. }
+                | ProviderEvent::ToolCallDelta { .. }
+                | ProviderEvent::Exchange(_) => None,
+            })
+            .collect()
+    }
+
+    /// The exchanges reported (one per answered call).
+    pub fn exchanges(&self) -> Vec<super::Exchange> {
+        self.seen()
+            .into_iter()
+            .filter_map(|event| match event {
+                ProviderEvent::Exchange(exchange) => Some(exchange),
+                _ => None,
             })
             .collect()
     }

@@ -442,6 +442,9 @@ impl RunLoop {
                     }),
                 );
             }
+            // The run's provider keeps exchanges with the run (`recording.rs`); none
+            // reaches here.
+            ProviderEvent::Exchange(_) => {}
         }
     }
 

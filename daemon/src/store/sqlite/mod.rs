@@ -322,6 +322,17 @@ impl Store for SqliteStore {
         self.writer.read(move |c| queries::spans(c, &run_id))
     }
 
+    fn record_exchange(&self, run_id: &RunId, exchange: &str) -> Pending<()> {
+        let (run_id, exchange) = (run_id.clone(), exchange.to_owned());
+        self.writer
+            .write(move |c| queries::record_exchange(c, &run_id, &exchange))
+    }
+
+    fn exchanges(&self, run_id: &RunId) -> Pending<Vec<String>> {
+        let run_id = run_id.clone();
+        self.writer.read(move |c| queries::exchanges(c, &run_id))
+    }
+
     fn record_output(&self, output: &OutputRecord) -> Pending<()> {
         let output = output.clone();
         self.writer

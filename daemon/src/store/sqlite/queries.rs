@@ -779,6 +779,25 @@ pub(super) fn spans(c: &Connection, run_id: &RunId) -> StoreResult<Vec<pb::Span>
     .collect()
 }
 
+pub(super) fn record_exchange(c: &Connection, run_id: &RunId, exchange: &str) -> StoreResult<()> {
+    execute(
+        c,
+        "INSERT INTO exchanges (run_id, ordinal, exchange)
+         VALUES (?1, (SELECT COUNT(*) FROM exchanges WHERE run_id = ?1), ?2)",
+        params![run_id.as_str(), exchange],
+    )?;
+    Ok(())
+}
+
+pub(super) fn exchanges(c: &Connection, run_id: &RunId) -> StoreResult<Vec<String>> {
+    query_rows(
+        c,
+        "SELECT exchange FROM exchanges WHERE run_id = ?1 ORDER BY ordinal",
+        params![run_id.as_str()],
+        |row| row.get(0),
+    )
+}
+
 fn output_from_row(row: &Row<'_>) -> rusqlite::Result<OutputRecord> {
     Ok(OutputRecord {
         execution_id: ExecutionId::from_stored(row.get::<_, String>(0)?),
@@ -917,7 +936,14 @@ pub(super) fn delete_finished_runs(
         |row| row.get(0),
     )?;
     for run_id in &runs {
-        for table in ["events", "checkpoints", "effects", "approvals", "spans"] {
+        for table in [
+            "events",
+            "checkpoints",
+            "effects",
+            "approvals",
+            "spans",
+            "exchanges",
+        ] {
             execute(
                 c,
                 &format!("DELETE FROM {table} WHERE run_id = ?1"),

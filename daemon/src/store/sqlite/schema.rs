@@ -123,6 +123,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN settings BLOB;
     CREATE INDEX sessions_by_tenant ON sessions(tenant, created_at_ms DESC);
     "#,
+    // 7: each model call's wire exchange, in order, for the run's cassette.
+    r#"
+    CREATE TABLE exchanges (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        ordinal INTEGER NOT NULL,
+        exchange TEXT NOT NULL,
+        PRIMARY KEY (run_id, ordinal)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

@@ -1,0 +1,375 @@
+//! Cassettes: a run's model exchanges in the provider's own wire format, and `replay`, the
+//! provider that plays one back.
+//!
+//! Every provider reports the exchange of the attempt that answered
+//! ([`ProviderEvent::Exchange`]): the request body it sent and the reply body it read (or, for
+//! a streamed reply, each event's data), never a header — so never a key. The daemon keeps
+//! them with the run; a finished run's exchanges, in order, are its cassette:
+//!
+//! ```json
+//! {"cassette": 1, "provider": "openai", "model": "openai:gpt-4o", "run_id": "run_…",
+//!  "exchanges": [{"purpose": "step", "answers": 0,
+//!                 "request": {"model": "gpt-4o", "messages": […], …},
+//!                 "reply": {"stream": ["{\"choices\": …}", …, "[DONE]"]}}]}
+//! ```
+//!
+//! `replay` answers the call that follows `answers` answers of the run (and is for
+//! `purpose`) from the matching entry, the way the scripted model numbers its turns, so a
+//! replayed run resumed after a crash carries on where it was. Before it answers it rebuilds
+//! the request body the recorded provider would send now — with the model name, token
+//! parameter and streaming the recording shows — and compares it with the recorded one: a
+//! different system prompt, tool set, observation or budget makes a different request, and
+//! the call fails with [`ProviderError::Diverged`] naming the first difference. That is the
+//! point of a cassette: tools still run for real, so a tool or policy that now behaves
+//! differently shows up as a divergence instead of passing unnoticed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderEvent, ProviderEvents,
+    Purpose, anthropic, openai, scripted,
+};
+
+/// The cassette format this daemon writes and reads.
+pub const CASSETTE_VERSION: u32 = 1;
+
+/// The largest cassette a client may send. A cassette holds every request of a run, each
+/// the whole conversation so far; 64 MiB holds a few hundred steps of a large context, and
+/// bounds what parsing one may allocate.
+const MAX_CASSETTE_BYTES: usize = 64 << 20;
+
+/// How much of a differing value a divergence message quotes: enough to recognise it.
+const QUOTE_CHARS: usize = 160;
+
+/// Whose wire format an exchange is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireFormat {
+    /// Chat Completions.
+    Openai,
+    /// Messages.
+    Anthropic,
+    /// The scripted model's own: the provider-neutral request and response as JSON.
+    Scripted,
+}
+
+/// A reply body as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireReply {
+    /// A whole JSON body.
+    Whole(Value),
+    /// A streamed reply: the data of each server-sent event, in order.
+    Stream(Vec<String>),
+}
+
+/// The wire exchange of one model call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    pub format: WireFormat,
+    /// The request body as sent.
+    pub request: Value,
+    pub reply: WireReply,
+}
+
+/// One model call of a cassette.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CassetteEntry {
+    pub purpose: Purpose,
+    /// The answers of the run before this call (the request's `answers`).
+    pub answers: u32,
+    pub request: Value,
+    pub reply: WireReply,
+}
+
+/// A run's model exchanges, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cassette {
+    /// The format version, [`CASSETTE_VERSION`].
+    pub cassette: u32,
+    pub provider: WireFormat,
+    /// The model that answered (`openai:gpt-4o`, `scripted`).
+    pub model: String,
+    /// The run it was recorded from.
+    pub run_id: String,
+    pub exchanges: Vec<CassetteEntry>,
+}
+
+impl Cassette {
+    /// Reads a cassette a client sent, saying where it is wrong.
+    pub fn parse(text: &str) -> Result<Cassette, ProviderError> {
+        let config = |reason: String| ProviderError::Config(format!("cassette: {reason}"));
+        if text.len() > MAX_CASSETTE_BYTES {
+            return Err(config(format!(
+                "{} bytes, more than the {MAX_CASSETTE_BYTES} a cassette may have",
+                text.len()
+            )));
+        }
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let cassette: Cassette = serde_path_to_error::deserialize(&mut deserializer)
+            .map_err(|error| config(format!("{}: {}", error.path(), error.inner())))?;
+        if cassette.cassette != CASSETTE_VERSION {
+            return Err(config(format!(
+                "format version {} is not the {CASSETTE_VERSION} this daemon reads",
+                cassette.cassette
+            )));
+        }
+        Ok(cassette)
+    }
+}
+
+/// Reports the exchange that answered, for the run's cassette: `request` is the body sent.
+pub(super) fn report(
+    format: WireFormat,
+    request: &[u8],
+    reply: WireReply,
+    events: &dyn ProviderEvents,
+) {
+    // The body is the provider's own, encoded from a `Serialize` a moment ago: it parses.
+    if let Ok(request) = serde_json::from_slice(request) {
+        events.event(ProviderEvent::Exchange(Exchange {
+            format,
+            request,
+            reply,
+        }));
+    }
+}
+
+/// A whole reply body for the cassette (it parsed as an answer, so it is JSON).
+pub(super) fn whole(body: &[u8]) -> Result<WireReply, ProviderError> {
+    serde_json::from_slice(body)
+        .map(WireReply::Whole)
+        .map_err(|error| ProviderError::Malformed(format!("reply body: {error}")))
+}
+
+/// A recorded whole reply as the bytes a live one would be read from.
+pub(super) fn body_of(reply: &Value) -> Result<Vec<u8>, ProviderError> {
+    serde_json::to_vec(reply)
+        .map_err(|error| ProviderError::Malformed(format!("reply body: {error}")))
+}
+
+/// The provider that answers from a cassette.
+#[derive(Debug)]
+pub(super) struct Replay {
+    cassette: Cassette,
+}
+
+impl Replay {
+    pub fn parse(text: &str) -> Result<Replay, ProviderError> {
+        Ok(Replay {
+            cassette: Cassette::parse(text)?,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for Replay {
+    fn describe(&self) -> String {
+        self.cassette.model.clone()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        events: &dyn ProviderEvents,
+    ) -> Result<ModelResponse, ProviderError> {
+        let call = CallName(request.purpose, request.answers);
+        let entry = self
+            .cassette
+            .exchanges
+            .iter()
+            .find(|entry| entry.purpose == request.purpose && entry.answers == request.answers)
+            .ok_or_else(|| {
+                ProviderError::Diverged(format!(
+                    "the run makes the {call}, and the cassette recorded none ({} model calls, \
+                     the last the {})",
+                    self.cassette.exchanges.len(),
+                    self.cassette
+                        .exchanges
+                        .last()
+                        .map_or("none".to_owned(), |last| {
+                            CallName(last.purpose, last.answers).to_string()
+                        })
+                ))
+            })?;
+        let check = |rebuilt: &Value| {
+            first_difference(&entry.request, rebuilt, &mut String::new()).map_or(Ok(()), |at| {
+                Err(ProviderError::Diverged(format!(
+                    "the {call} asks something else than recorded: {at}"
+                )))
+            })
+        };
+        let response = match self.cassette.provider {
+            WireFormat::Openai => {
+                openai::replay(&entry.request, &entry.reply, request, check, events)
+            }
+            WireFormat::Anthropic => {
+                anthropic::replay(&entry.request, &entry.reply, request, check, events)
+            }
+            WireFormat::Scripted => scripted::replay(&entry.reply, request, check, events),
+        }?;
+        events.event(ProviderEvent::Exchange(Exchange {
+            format: self.cassette.provider,
+            request: entry.request.clone(),
+            reply: entry.reply.clone(),
+        }));
+        Ok(response)
+    }
+}
+
+/// A model call named for messages: "model call after 2 answers".
+struct CallName(Purpose, u32);
+
+impl std::fmt::Display for CallName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let CallName(purpose, answers) = self;
+        match purpose {
+            Purpose::Step => write!(f, "model call after {answers} answer(s)"),
+            Purpose::Compaction => write!(f, "compaction call after {answers} answer(s)"),
+        }
+    }
+}
+
+/// Where `now` first differs from `recorded`, as a JSON pointer with both values quoted;
+/// `None` when they are equal. `path` is the pointer to the values compared.
+fn first_difference(recorded: &Value, now: &Value, path: &mut String) -> Option<String> {
+    let here = |path: &str| {
+        if path.is_empty() {
+            "/".to_owned()
+        } else {
+            path.to_owned()
+        }
+    };
+    match (recorded, now) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                let found = match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => first_difference(x, y, path),
+                    (Some(x), None) => Some(format!("{path}: recorded {}, now absent", quote(x))),
+                    (None, Some(y)) => {
+                        Some(format!("{path}: absent when recorded, now {}", quote(y)))
+                    }
+                    (None, None) => None,
+                };
+                path.truncate(len);
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (index, (x, y)) in a.iter().zip(b).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("/{index}"));
+                let found = first_difference(x, y, path);
+                path.truncate(len);
+                if found.is_some() {
+                    return found;
+                }
+            }
+            (a.len() != b.len()).then(|| {
+                format!(
+                    "{}: {} item(s) recorded, now {}",
+                    here(path),
+                    a.len(),
+                    b.len()
+                )
+            })
+        }
+        (a, b) if a == b => None,
+        (a, b) => Some(format!(
+            "{}: recorded {}, now {}",
+            here(path),
+            quote(a),
+            quote(b)
+        )),
+    }
+}
+
+/// `value` as compact JSON, cut to [`QUOTE_CHARS`] characters.
+fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(QUOTE_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_first_difference_is_named_by_its_pointer() {
+        let recorded = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
+            {"role": "tool", "content": "42"}]});
+        assert_eq!(
+            first_difference(&recorded, &recorded.clone(), &mut String::new()),
+            None
+        );
+        let now = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
+            {"role": "tool", "content": "43"}]});
+        assert_eq!(
+            first_difference(&recorded, &now, &mut String::new()).as_deref(),
+            Some(r#"/messages/1/content: recorded "42", now "43""#)
+        );
+        let longer = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
+            {"role": "tool", "content": "42"}, {"role": "user", "content": "more"}]});
+        assert_eq!(
+            first_difference(&recorded, &longer, &mut String::new()).as_deref(),
+            Some("/messages: 2 item(s) recorded, now 3")
+        );
+        let keyed = json!({"model": "m", "messages": [], "a/b": 1});
+        assert_eq!(
+            first_difference(
+                &json!({"model": "m", "messages": []}),
+                &keyed,
+                &mut String::new()
+            )
+            .as_deref(),
+            Some("/a~1b: absent when recorded, now 1")
+        );
+    }
+
+    #[test]
+    fn long_values_are_quoted_short() {
+        let quoted = quote(&json!("x".repeat(1000)));
+        assert!(quoted.ends_with('…'));
+        assert_eq!(quoted.chars().count(), QUOTE_CHARS + 1);
+    }
+
+    #[test]
+    fn cassettes_are_checked_where_they_are_wrong() {
+        let error = Cassette::parse(
+            r#"{"cassette": 1, "provider": "openai", "model": "m",
+            "run_id": "r", "exchanges": [{"purpose": "step", "answers": 0, "request": {},
+            "reply": {"whole": {}}, "extra": 1}]}"#,
+        )
+        .expect_err("an unknown field");
+        assert!(error.to_string().contains("exchanges[0]"), "{error}");
+        let error = Cassette::parse(
+            r#"{"cassette": 9, "provider": "openai", "model": "m",
+            "run_id": "r", "exchanges": []}"#,
+        )
+        .expect_err("a later version");
+        assert!(error.to_string().contains("version 9"), "{error}");
+        let error = Cassette::parse("{").expect_err("not JSON");
+        assert!(
+            error
+                .to_string()
+                .starts_with("model provider configuration: cassette:")
+        );
+    }
+}

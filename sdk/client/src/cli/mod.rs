@@ -6,6 +6,7 @@ mod ask;
 mod attach;
 mod changes;
 mod chat;
+mod eval;
 mod exec;
 mod follow;
 mod full_output;
@@ -84,6 +85,9 @@ enum Command {
     Gc(gc::GcArgs),
     /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration).
     Mcp(mcp::McpArgs),
+    /// Evals: run a suite of tasks and grade them, capture a run as a case, compare results.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
     /// `airlock tools exec`, by its older name.
     #[command(hide = true)]
     Exec(exec::ExecArgs),
@@ -120,6 +124,7 @@ impl Cli {
                 Command::Fork(args) => changes::fork(args, &self.server, out).await,
                 Command::Gc(args) => gc::run(args, &self.server, out).await,
                 Command::Mcp(args) => mcp::run(args, &self.server, out).await,
+                Command::Eval(command) => eval::run(command, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,
                 Command::Attach(args) => attach::run(args, &self.server, out).await,
                 Command::Trace(args) => trace::run(args, &self.server, out).await,

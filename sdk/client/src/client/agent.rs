@@ -16,9 +16,9 @@ use crate::proto::run_event::Event;
 use crate::proto::run_request::Request;
 use crate::proto::{
     ApprovalDecision, ApprovalRequest, AttachRun, CancelRun, CancelRunRequest,
-    CreateSessionRequest, ForkRunRequest, GetRunRequest, GetSessionRequest, GetTraceRequest,
-    ListChangesRequest, ListChangesResponse, ListRunsRequest, ListRunsResponse,
-    ListSessionsRequest, ListSessionsResponse, ReadBlobRequest, RevertRunRequest,
+    CreateSessionRequest, ForkRunRequest, GetCassetteRequest, GetCassetteResponse, GetRunRequest,
+    GetSessionRequest, GetTraceRequest, ListChangesRequest, ListChangesResponse, ListRunsRequest,
+    ListRunsResponse, ListSessionsRequest, ListSessionsResponse, ReadBlobRequest, RevertRunRequest,
     RevertRunResponse, RunEvent, RunInfo, RunRequest, Session, StartRun, Trace, UserInput,
 };
 
@@ -228,6 +228,21 @@ impl AirlockClient {
             .agent
             .clone()
             .fork_run(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// A finished run's model exchanges as a cassette (`GetCassetteResponse.cassette`, JSON),
+    /// for a `replay` model to play back. The daemon refuses (`FAILED_PRECONDITION`) a run still
+    /// going, and one that continued an earlier run of its session.
+    pub async fn get_cassette(&self, run_id: &str) -> Result<GetCassetteResponse, ClientError> {
+        let response = self
+            .agent
+            .clone()
+            .get_cassette(GetCassetteRequest {
+                run_id: run_id.to_owned(),
+            })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())

@@ -47,3 +47,39 @@ ensure_apt_packages() {
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 }
+
+# The directory cargo builds into (inside the repo, or CARGO_TARGET_DIR).
+target_dir() {
+    cargo metadata --no-deps --format-version 1 |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'
+}
+
+# Starts the built airlockd on a free loopback port with its state in WORK/state and
+# WORK/root as its workspace root, and waits until it answers. Sets `server` (its URL) and
+# `daemon_pid`, and exports AIRLOCK_TOKEN (the token the daemon made on its first start).
+# The caller stops the daemon (kill "$daemon_pid").
+start_airlockd() {
+    local work=$1 airlockd airlock port
+    airlockd="$(target_dir)/debug/airlockd"
+    airlock="$(target_dir)/debug/airlock"
+    mkdir -p "$work/root"
+    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    server="http://127.0.0.1:$port"
+    echo "${0##*/}: starting airlockd on $server (log: $work/airlockd.log)" >&2
+    "$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" --workspace-root "$work/root" \
+        2>"$work/airlockd.log" &
+    daemon_pid=$!
+    for _ in $(seq 600); do
+        [[ -s $work/state/token ]] && break
+        kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }
+        sleep 0.1
+    done
+    AIRLOCK_TOKEN="$(cat "$work/state/token")"
+    export AIRLOCK_TOKEN
+    for _ in $(seq 600); do
+        "$airlock" --server "$server" tools list >/dev/null 2>&1 && return 0
+        kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }
+        sleep 0.1
+    done
+    die "airlockd did not answer on $server within a minute"
+}

@@ -25,8 +25,7 @@ say "building airlockd, airlock and the tools"
 cargo build --bins --quiet
 scripts/build-wasm.sh
 
-target_dir="$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-airlockd="$target_dir/debug/airlockd"
+target_dir="$(target_dir)"
 airlock="$target_dir/debug/airlock"
 
 work="$(mktemp -d)"
@@ -40,27 +39,10 @@ trap cleanup EXIT
 mkdir -p "$work/root"
 cp -r scripts/demo/workspace "$work/root/calc"
 workspace="$work/root/calc"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-server="http://127.0.0.1:$port"
-
-say "starting airlockd on $server (log: $work/airlockd.log)"
-"$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" --workspace-root "$work/root" \
-    2>"$work/airlockd.log" &
-daemon_pid=$!
+say "starting airlockd"
 # The daemon creates its access token in its state dir on first start; the CLI finds the
 # token of a daemon with the default state dir by itself, this one's it is told.
-for _ in $(seq 600); do
-    [[ -s $work/state/token ]] && break
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }
-    sleep 0.1
-done
-AIRLOCK_TOKEN="$(cat "$work/state/token")"
-export AIRLOCK_TOKEN
-for _ in $(seq 600); do
-    "$airlock" --server "$server" tools list >/dev/null 2>&1 && break
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log" >&2; die "airlockd exited"; }
-    sleep 0.1
-done
+start_airlockd "$work"
 
 run() {
     { printf '\n$ airlock'; printf ' %q' "$@"; printf '\n'; } >&2

@@ -93,6 +93,9 @@ plugins/wc/test.sh
 step "Python gRPC client"
 tests/python/run.sh
 
+step "eval suite (evals/coding.yaml: each task replayed from its cassette, tools for real)"
+scripts/evals.sh
+
 step "benchmarks, smoke mode (every section runs; no figures are judged)"
 scripts/bench.sh --smoke
 

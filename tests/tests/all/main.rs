@@ -25,6 +25,7 @@ mod egress_approvals;
 mod egress_process;
 mod egress_wasm;
 mod escape_corpus;
+mod evals;
 mod grpc_api;
 mod mcp_conformance;
 mod mcp_gateway;

@@ -150,6 +150,8 @@ pub struct RunsFile {
     pub max_idle_steps: Option<u32>,
     pub approval_timeout_ms: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// Keep each model call's wire exchange with its run, for its cassette (default true).
+    pub keep_exchanges: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -470,6 +472,7 @@ fn agent_settings(providers: &ProvidersFile, runs: &RunsFile) -> AgentSettings {
         .approval_timeout_ms
         .map_or(d.approval_timeout, Duration::from_millis);
     d.max_output_tokens = runs.max_output_tokens.unwrap_or(d.max_output_tokens);
+    settings.keep_exchanges = runs.keep_exchanges.unwrap_or(settings.keep_exchanges);
     settings
 }
 
@@ -580,6 +583,7 @@ mod tests {
             [runs]
             max_steps = 7
             approval_timeout_ms = 1000
+            keep_exchanges = false
             "#,
         )
         .expect("write");
@@ -599,9 +603,14 @@ mod tests {
             config.agent.defaults.approval_timeout,
             Duration::from_secs(1)
         );
+        assert!(!config.agent.keep_exchanges);
         let defaults =
             DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
         assert!(defaults.agent.providers.stream);
+        assert!(
+            defaults.agent.keep_exchanges,
+            "any run can become an eval case"
+        );
     }
 
     #[test]

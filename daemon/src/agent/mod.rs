@@ -82,10 +82,25 @@ impl Default for RunDefaults {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AgentSettings {
     pub providers: ProviderSettings,
     pub defaults: RunDefaults,
+    /// Whether each model call's wire exchange is kept with its run, the run's cassette
+    /// (`GetCassette`). On by default: any run can become an eval case. An operator may
+    /// turn it off where the requests are too large to keep twice (they are in the
+    /// checkpoints' conversation already) or must not be kept at all.
+    pub keep_exchanges: bool,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            providers: ProviderSettings::default(),
+            defaults: RunDefaults::default(),
+            keep_exchanges: true,
+        }
+    }
 }
 
 /// A run's own stream may send this many refused decisions before they stop being recorded:
@@ -595,11 +610,15 @@ impl AgentRuntime {
         let run_loop = RunLoop {
             shared: self.shared.clone(),
             run: live.clone(),
-            provider: recording::Recording::wrap(
-                resolved.provider,
-                self.shared.store.clone(),
-                record.run_id.clone(),
-            ),
+            provider: if self.shared.settings.keep_exchanges {
+                recording::Recording::wrap(
+                    resolved.provider,
+                    self.shared.store.clone(),
+                    record.run_id.clone(),
+                )
+            } else {
+                resolved.provider
+            },
             tool_set: run::tool_set(&resolved.tools, &tokenizer),
             counter: context::Counter::new(tokenizer, state.calibration),
             tools: resolved.tools,

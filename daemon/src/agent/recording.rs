@@ -135,8 +135,8 @@ pub(super) fn cassette(
         .map_err(|error| refuse(format!("a stored exchange does not decode: {error}")))?;
     let Some(first) = entries.first() else {
         return Err(refuse(
-            "it recorded no model exchange (it ended before its first model call, or was \
-             recorded by a daemon that kept none)"
+            "it recorded no model exchange (it ended before its first model call, or its \
+             daemon kept none: [runs] keep_exchanges = false)"
                 .into(),
         ));
     };

@@ -253,3 +253,19 @@ async fn loop_overheads(
     }
     Ok(overheads)
 }
+
+/// Adds the tool steps of run `run_id` to `stages`: each step's whole span and each of its
+/// stages' spans.
+pub(crate) async fn add_steps(
+    stages: &mut Stages,
+    channel: &AuthChannel,
+    run_id: &str,
+) -> anyhow::Result<()> {
+    for traced in tool_steps(channel, run_id).await? {
+        stages.add("step", traced.step);
+        for (name, time) in &traced.stages {
+            stages.add(name, *time);
+        }
+    }
+    Ok(())
+}

@@ -7,6 +7,7 @@
 //! target.
 
 mod agent_loop;
+mod cassettes;
 mod changes;
 mod client;
 mod cold_start;
@@ -74,6 +75,8 @@ enum Section {
     /// 8: a streamed answer's pieces from the model API to the client, and what streaming
     /// costs a step.
     Streaming,
+    /// 9: what keeping each model exchange costs a step, and a replayed step.
+    Cassettes,
 }
 
 /// What every section gets.
@@ -174,6 +177,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Mcp, _) => mcp_call::run(bench, &mut report).await,
             (Section::Changes, _) => changes::run(bench, &mut report).await,
             (Section::Streaming, _) => streaming::run(bench, &mut report).await,
+            (Section::Cassettes, _) => cassettes::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -38,7 +38,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::Bench;
-use crate::agent_loop::{Stages, tool_steps};
+use crate::agent_loop::{Stages, add_steps};
 use crate::client;
 use crate::daemon::{Airlockd, AuthChannel};
 use crate::fixtures::ECHO;
@@ -251,18 +251,6 @@ async fn latency_run(
         .zip(written)
         .map(|((_, arrived), written)| arrived.saturating_duration_since(written))
         .collect())
-}
-
-/// Adds the tool steps of run `run_id` to `stages`: each step's whole span and each of its
-/// stages' spans.
-async fn add_steps(stages: &mut Stages, channel: &AuthChannel, run_id: &str) -> anyhow::Result<()> {
-    for traced in tool_steps(channel, run_id).await? {
-        stages.add("step", traced.step);
-        for (name, time) in &traced.stages {
-            stages.add(name, *time);
-        }
-    }
-    Ok(())
 }
 
 /// The release `airlockd` with its OpenAI provider at `base_url`, streaming or not.

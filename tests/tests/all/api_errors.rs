@@ -456,6 +456,35 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
             ),
         ),
         case(
+            "Run, replay without a cassette",
+            Code::InvalidArgument,
+            "start.model.cassette",
+            open_run(
+                c.clone(),
+                start(|s| {
+                    s.model = Some(pb::ModelConfig {
+                        model: "replay".into(),
+                        ..Default::default()
+                    })
+                }),
+            ),
+        ),
+        case(
+            "Run, a cassette of another format",
+            Code::InvalidArgument,
+            "start.model.cassette",
+            open_run(
+                c.clone(),
+                start(|s| {
+                    s.model = Some(pb::ModelConfig {
+                        model: "replay".into(),
+                        cassette: r#"{"cassette": 2}"#.into(),
+                        ..Default::default()
+                    })
+                }),
+            ),
+        ),
+        case(
             "Run, unknown tool",
             Code::NotFound,
             "start.tools",
@@ -703,6 +732,34 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
             async move {
                 agent(&c)
                     .get_trace(pb::GetTraceRequest {
+                        run_id: unknown("run"),
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        }),
+        // Agent.GetCassette (a live run's: tests/tests/all/cassettes.rs)
+        case(
+            "GetCassette, malformed id",
+            Code::InvalidArgument,
+            "run_id",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .get_cassette(pb::GetCassetteRequest {
+                            run_id: "ses_00000000000000000000000000000000".into(),
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case("GetCassette, unknown run", Code::NotFound, "run_id", {
+            let c = c.clone();
+            async move {
+                agent(&c)
+                    .get_cassette(pb::GetCassetteRequest {
                         run_id: unknown("run"),
                     })
                     .await

@@ -83,7 +83,7 @@ fn start_request(args: &RunArgs) -> Result<StartRun, CliError> {
             if start.model.is_none() {
                 return Err(CliError::Usage(
                     "--model: a run outside a session needs a model: openai:MODEL, \
-                     anthropic:MODEL or scripted:FILE (a run in a --session has the \
+                     anthropic:MODEL, scripted:FILE or replay:FILE (a run in a --session has the \
                      session's)"
                         .to_owned(),
                 ));

@@ -13,8 +13,9 @@ use super::model::ModelChoice;
 
 #[derive(Debug, Args)]
 pub struct RunSettings {
-    /// The model: scripted:FILE (a transcript read here and sent), openai:MODEL or
-    /// anthropic:MODEL; in a session, the session's when not given.
+    /// The model: scripted:FILE (a transcript read here and sent), replay:FILE (a cassette
+    /// from `airlock eval capture`), openai:MODEL or anthropic:MODEL; in a session, the
+    /// session's when not given.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<ModelChoice>,
 

@@ -269,3 +269,54 @@ pub(crate) async fn add_steps(
     }
     Ok(())
 }
+
+/// One side of a comparison of whole runs: its report key and case, the daemon it runs on
+/// and the run it starts.
+pub(crate) struct Side {
+    pub key: &'static str,
+    pub case: &'static str,
+    pub channel: AuthChannel,
+    pub start: pb::StartRun,
+}
+
+/// Runs each side's run `runs` times, one run of each side in turn (so that a change in the
+/// machine's load hits all alike), then reports each side's time per step with the medians
+/// of its steps' stages from the runs' traces. The runs have `tool_steps` tool steps.
+pub(crate) async fn steps_in_turn(
+    report: &mut Report,
+    section: &'static str,
+    sides: &[Side],
+    runs: usize,
+    tool_steps: u32,
+) -> anyhow::Result<()> {
+    let mut per_step: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
+    let mut stages: Vec<Stages> = (0..sides.len()).map(|_| Stages::default()).collect();
+    let mut wall = vec![Duration::ZERO; sides.len()];
+    for _ in 0..runs {
+        for (index, side) in sides.iter().enumerate() {
+            let times = RunStream::open(side.channel.clone(), side.start.clone())
+                .await?
+                .follow(tool_steps + 1)
+                .await?;
+            wall[index] += times.finished.duration_since(times.opened);
+            per_step[index].extend(std::iter::repeat_n(times.per_step(), times.steps as usize));
+            add_steps(&mut stages[index], &side.channel, &times.run_id).await?;
+        }
+    }
+    for (index, (side, latencies)) in sides.iter().zip(per_step).enumerate() {
+        report.measured(
+            section,
+            side.key,
+            side.case,
+            Samples::new(latencies, wall[index]),
+        );
+        report.note(
+            side.key,
+            &stages[index].medians_of(
+                &["step", "context", "model", "tool"],
+                "medians per tool step (trace)",
+            ),
+        );
+    }
+    Ok(())
+}

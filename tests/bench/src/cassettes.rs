@@ -8,19 +8,16 @@
 //! recorded one before the recorded answer is read). Timed per step as section 3 does, each
 //! stage's median read from the runs' traces.
 
-use std::time::Duration;
-
 use airlock_proto::v1 as pb;
 use anyhow::Context;
 use pb::agent_client::AgentClient;
 
 use crate::Bench;
-use crate::agent_loop::{Stages, add_steps};
+use crate::agent_loop::{Side, steps_in_turn};
 use crate::daemon::Airlockd;
 use crate::fixtures::ECHO;
 use crate::report::Report;
 use crate::runs::{self, RunStream};
-use crate::stats::Samples;
 
 const SECTION: &str = "9 cassettes";
 
@@ -67,57 +64,36 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     eprintln!(
         "{SECTION}: per step with exchanges kept, not kept, and replayed, {step_runs} runs each"
     );
+    let replayed_bytes = replay
+        .model
+        .as_ref()
+        .map_or(0, |model| model.cassette.len());
     let sides = [
-        (
-            "kept",
-            "per step, scripted model + no-op tool, exchanges kept (the default)",
-            kept_channel.clone(),
-            scripted.clone(),
-        ),
-        (
-            "not-kept",
-            "per step, scripted model + no-op tool, [runs] keep_exchanges = false",
-            off.channel().await?,
-            scripted,
-        ),
-        (
-            "replayed",
-            "per step, the kept run's cassette replayed + no-op tool",
-            kept_channel,
-            replay,
-        ),
+        Side {
+            key: "kept",
+            case: "per step, scripted model + no-op tool, exchanges kept (the default)",
+            channel: kept_channel.clone(),
+            start: scripted.clone(),
+        },
+        Side {
+            key: "not-kept",
+            case: "per step, scripted model + no-op tool, [runs] keep_exchanges = false",
+            channel: off.channel().await?,
+            start: scripted,
+        },
+        Side {
+            key: "replayed",
+            case: "per step, the kept run's cassette replayed + no-op tool",
+            channel: kept_channel,
+            start: replay,
+        },
     ];
-    let mut per_step: [Vec<Duration>; 3] = Default::default();
-    let mut stages: [Stages; 3] = Default::default();
-    let mut wall = [Duration::ZERO; 3];
-    // Run for run in turn, so that a change in the machine's load hits all alike.
-    for _ in 0..step_runs {
-        for (side, (_, _, channel, start)) in sides.iter().enumerate() {
-            let times = RunStream::open(channel.clone(), start.clone())
-                .await?
-                .follow(tool_steps + 1)
-                .await?;
-            wall[side] += times.finished.duration_since(times.opened);
-            per_step[side].extend(std::iter::repeat_n(times.per_step(), times.steps as usize));
-            add_steps(&mut stages[side], channel, &times.run_id).await?;
-        }
-    }
-    for (side, ((key, case, _, _), latencies)) in sides.iter().zip(per_step).enumerate() {
-        report.measured(SECTION, key, case, Samples::new(latencies, wall[side]));
-        report.note(
-            key,
-            &stages[side].medians_of(
-                &["step", "context", "model", "tool"],
-                "medians per tool step (trace)",
-            ),
-        );
-    }
+    steps_in_turn(report, SECTION, &sides, step_runs, tool_steps).await?;
     report.note(
         "kept",
         &format!(
             "cassette of one run: {} exchanges, {} bytes",
-            cassette.exchanges,
-            cassette_bytes(&sides[2].3)
+            cassette.exchanges, replayed_bytes
         ),
     );
     report.compare("kept", "not-kept");
@@ -125,8 +101,4 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
 
     kept.stop().await?;
     off.stop().await
-}
-
-fn cassette_bytes(start: &pb::StartRun) -> usize {
-    start.model.as_ref().map_or(0, |model| model.cassette.len())
 }

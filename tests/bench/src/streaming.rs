@@ -38,7 +38,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::Bench;
-use crate::agent_loop::{Stages, add_steps};
+use crate::agent_loop::{Side, steps_in_turn};
 use crate::client;
 use crate::daemon::{Airlockd, AuthChannel};
 use crate::fixtures::ECHO;
@@ -129,56 +129,32 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     // The same steps through the scripted model (no HTTP, no stream) on the same daemon:
     // what the HTTP provider itself costs, beside what its streaming does.
     let sides = [
-        (
-            "steps-on",
-            "per step, OpenAI provider answering at once + no-op tool, stream = true",
-            on.channel().await?,
-            openai(),
-        ),
-        (
-            "steps-off",
-            "per step, OpenAI provider answering at once + no-op tool, stream = false",
-            off.channel().await?,
-            openai(),
-        ),
-        (
-            "steps-scripted",
-            "per step, scripted model + no-op tool (section 3's run), same daemon",
-            on.channel().await?,
-            scripted(),
-        ),
+        Side {
+            key: "steps-on",
+            case: "per step, OpenAI provider answering at once + no-op tool, stream = true",
+            channel: on.channel().await?,
+            start: openai(),
+        },
+        Side {
+            key: "steps-off",
+            case: "per step, OpenAI provider answering at once + no-op tool, stream = false",
+            channel: off.channel().await?,
+            start: openai(),
+        },
+        Side {
+            key: "steps-scripted",
+            case: "per step, scripted model + no-op tool (section 3's run), same daemon",
+            channel: on.channel().await?,
+            start: scripted(),
+        },
     ];
-    for (_, _, channel, start) in &sides {
-        RunStream::open(channel.clone(), start.clone())
+    for side in &sides {
+        RunStream::open(side.channel.clone(), side.start.clone())
             .await?
             .follow(tool_steps + 1)
             .await?;
     }
-    let mut per_step: [Vec<Duration>; 3] = Default::default();
-    let mut stages: [Stages; 3] = Default::default();
-    let mut wall = [Duration::ZERO; 3];
-    // Run for run in turn, so that a change in the machine's load hits all alike.
-    for _ in 0..step_runs {
-        for (side, (_, _, channel, start)) in sides.iter().enumerate() {
-            let times = RunStream::open(channel.clone(), start.clone())
-                .await?
-                .follow(tool_steps + 1)
-                .await?;
-            wall[side] += times.finished.duration_since(times.opened);
-            per_step[side].extend(std::iter::repeat_n(times.per_step(), times.steps as usize));
-            add_steps(&mut stages[side], channel, &times.run_id).await?;
-        }
-    }
-    for (side, ((key, case, _, _), latencies)) in sides.iter().zip(per_step).enumerate() {
-        report.measured(SECTION, key, case, Samples::new(latencies, wall[side]));
-        report.note(
-            key,
-            &stages[side].medians_of(
-                &["step", "context", "model", "tool"],
-                "medians per tool step (trace)",
-            ),
-        );
-    }
+    steps_in_turn(report, SECTION, &sides, step_runs, tool_steps).await?;
     // The call's name, then its arguments in pieces.
     let deltas = STEP_ARGUMENT_PIECES + 1;
     report.note("steps-on", &format!("{deltas} deltas per tool step"));

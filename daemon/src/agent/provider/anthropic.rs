@@ -17,7 +17,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::cassette::{self, WireFormat, WireReply};
+use super::cassette::{self, Sent, WireFormat, WireReply};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
 use super::{
@@ -166,18 +166,9 @@ pub(super) fn replay(
     check: impl Fn(&Value) -> Result<(), ProviderError>,
     events: &dyn ProviderEvents,
 ) -> Result<ModelResponse, ProviderError> {
-    let model = recorded
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let stream = recorded
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let body = messages_body(model, stream, request)?;
-    let rebuilt: Value = serde_json::from_slice(&body)
-        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))?;
-    check(&rebuilt)?;
+    let sent = Sent(recorded);
+    let body = messages_body(sent.model(), sent.flag("stream"), request)?;
+    cassette::check_body(&body, check)?;
     match reply {
         WireReply::Whole(reply) => parse_message(&cassette::body_of(reply)?, body.len()),
         WireReply::Stream(data) => {

@@ -145,6 +145,37 @@ pub(super) fn whole(body: &[u8]) -> Result<WireReply, ProviderError> {
         .map_err(|error| ProviderError::Malformed(format!("reply body: {error}")))
 }
 
+/// How a recorded request was sent, as its body says: what a replay sends the same way.
+pub(super) struct Sent<'a>(pub &'a Value);
+
+impl Sent<'_> {
+    pub fn model(&self) -> &str {
+        self.0
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// A boolean field (`stream`), false when absent.
+    pub fn flag(&self, name: &str) -> bool {
+        self.0.get(name).and_then(Value::as_bool).unwrap_or(false)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.0.get(name).is_some()
+    }
+}
+
+/// Hands `body`, the request a replay would send now, to `check`.
+pub(super) fn check_body(
+    body: &[u8],
+    check: impl Fn(&Value) -> Result<(), ProviderError>,
+) -> Result<(), ProviderError> {
+    let rebuilt: Value = serde_json::from_slice(body)
+        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))?;
+    check(&rebuilt)
+}
+
 /// A recorded whole reply as the bytes a live one would be read from.
 pub(super) fn body_of(reply: &Value) -> Result<Vec<u8>, ProviderError> {
     serde_json::to_vec(reply)

@@ -21,7 +21,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::cassette::{self, WireFormat, WireReply};
+use super::cassette::{self, Sent, WireFormat, WireReply};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
 use super::{
@@ -174,19 +174,10 @@ pub(super) fn replay(
     check: impl Fn(&Value) -> Result<(), ProviderError>,
     events: &dyn ProviderEvents,
 ) -> Result<ModelResponse, ProviderError> {
-    let model = recorded
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let official = recorded.get("max_completion_tokens").is_some();
-    let stream = recorded
-        .get("stream")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let body = chat_body(model, official, stream, request)?;
-    let rebuilt: Value = serde_json::from_slice(&body)
-        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))?;
-    check(&rebuilt)?;
+    let sent = Sent(recorded);
+    let official = sent.has("max_completion_tokens");
+    let body = chat_body(sent.model(), official, sent.flag("stream"), request)?;
+    cassette::check_body(&body, check)?;
     let turn = assistant_turns(request);
     match reply {
         WireReply::Whole(reply) => parse_completion(&cassette::body_of(reply)?, turn, body.len()),

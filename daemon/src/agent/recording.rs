@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::AgentError;
 use super::provider::{
-    CASSETTE_VERSION, Cassette, CassetteEntry, ModelProvider, ModelRequest, ModelResponse,
-    ProviderError, ProviderEvent, ProviderEvents, WireFormat,
+    CASSETTE_VERSION, Cassette, CassetteEntry, Exchange, ModelProvider, ModelRequest,
+    ModelResponse, ProviderError, ProviderEvent, ProviderEvents, WireFormat,
 };
 use crate::ids::RunId;
 use crate::store::{RunRecord, Store};
@@ -61,15 +61,13 @@ impl ModelProvider for Recording {
         request: &ModelRequest,
         events: &dyn ProviderEvents,
     ) -> Result<ModelResponse, ProviderError> {
-        let exchange = Mutex::new(None);
-        let sink = |event: ProviderEvent| match event {
-            ProviderEvent::Exchange(recorded) => {
-                *exchange.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorded);
-            }
-            other => events.event(other),
+        let sink = Sink {
+            events,
+            exchange: Mutex::new(None),
         };
         let response = self.inner.complete(request, &sink).await?;
-        let exchange = exchange
+        let exchange = sink
+            .exchange
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(exchange) = exchange {
@@ -103,6 +101,27 @@ impl ModelProvider for Recording {
             }
         }
         Ok(response)
+    }
+}
+
+/// Passes a call's events on to the run's, keeping the exchange back.
+struct Sink<'a> {
+    events: &'a dyn ProviderEvents,
+    exchange: Mutex<Option<Exchange>>,
+}
+
+impl ProviderEvents for Sink<'_> {
+    fn event(&self, event: ProviderEvent) {
+        match event {
+            ProviderEvent::Exchange(recorded) => {
+                *self.exchange.lock().unwrap_or_else(PoisonError::into_inner) = Some(recorded);
+            }
+            other => self.events.event(other),
+        }
+    }
+
+    fn wants_exchange(&self) -> bool {
+        true
     }
 }
 

@@ -100,14 +100,18 @@ impl Anthropic {
         if self.stream && http::is_event_stream(&response) {
             let mut stream = self.http.events(response);
             let mut answer = StreamedAnswer::default();
-            let mut recorded = Vec::new();
+            let mut recorded = events.wants_exchange().then(Vec::new);
             while let Some(event) = stream.next().await? {
                 let complete = answer.apply(&event.data, events)?;
-                recorded.push(event.data);
+                if let Some(recorded) = recorded.as_mut() {
+                    recorded.push(event.data);
+                }
                 if complete {
                     let response = answer.finish(request_bytes);
-                    let reply = WireReply::Stream(recorded);
-                    cassette::report(WireFormat::Anthropic, &body, reply, events);
+                    if let Some(recorded) = recorded {
+                        let reply = WireReply::Stream(recorded);
+                        cassette::report(WireFormat::Anthropic, &body, reply, events);
+                    }
                     return Ok(response);
                 }
             }
@@ -118,12 +122,10 @@ impl Anthropic {
         } else {
             let reply = self.http.body(response).await?;
             let response = parse_message(&reply, request_bytes)?;
-            cassette::report(
-                WireFormat::Anthropic,
-                &body,
-                cassette::whole(&reply)?,
-                events,
-            );
+            if events.wants_exchange() {
+                let reply = cassette::whole(&reply)?;
+                cassette::report(WireFormat::Anthropic, &body, reply, events);
+            }
             Ok(response)
         }
     }

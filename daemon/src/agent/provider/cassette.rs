@@ -2,8 +2,9 @@
 //! provider that plays one back.
 //!
 //! Every provider reports the exchange of the attempt that answered
-//! ([`ProviderEvent::Exchange`]): the request body it sent and the reply body it read (or, for
-//! a streamed reply, each event's data), never a header — so never a key. The daemon keeps
+//! ([`ProviderEvent::Exchange`]) to a caller that wants it
+//! ([`ProviderEvents::wants_exchange`]): the request body it sent and the reply body it read
+//! (or, for a streamed reply, each event's data), never a header — so never a key. The daemon keeps
 //! them with the run; a finished run's exchanges, in order, are its cassette:
 //!
 //! ```json
@@ -242,11 +243,13 @@ impl ModelProvider for Replay {
             }
             WireFormat::Scripted => scripted::replay(&entry.reply, request, check, events),
         }?;
-        events.event(ProviderEvent::Exchange(Exchange {
-            format: self.cassette.provider,
-            request: entry.request.clone(),
-            reply: entry.reply.clone(),
-        }));
+        if events.wants_exchange() {
+            events.event(ProviderEvent::Exchange(Exchange {
+                format: self.cassette.provider,
+                request: entry.request.clone(),
+                reply: entry.reply.clone(),
+            }));
+        }
         Ok(response)
     }
 }

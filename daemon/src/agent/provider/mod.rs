@@ -151,6 +151,12 @@ pub enum ProviderEvent {
 /// Receives [`ProviderEvent`]s.
 pub trait ProviderEvents: Send + Sync {
     fn event(&self, event: ProviderEvent);
+
+    /// Whether the receiver keeps the call's wire exchange ([`ProviderEvent::Exchange`]): a
+    /// provider keeps a reply's pieces and builds the exchange only then.
+    fn wants_exchange(&self) -> bool {
+        false
+    }
 }
 
 impl<F: Fn(ProviderEvent) + Send + Sync> ProviderEvents for F {

@@ -100,28 +100,33 @@ impl OpenAi {
         if self.stream && http::is_event_stream(&response) {
             let mut stream = self.http.events(response);
             let mut answer = StreamedAnswer::default();
-            let mut recorded = Vec::new();
+            let mut recorded = events.wants_exchange().then(Vec::new);
             while let Some(event) = stream.next().await? {
                 let done = event.data.trim() == "[DONE]";
-                recorded.push(event.data);
+                if !done {
+                    answer.apply(&event.data, events)?;
+                }
+                if let Some(recorded) = recorded.as_mut() {
+                    recorded.push(event.data);
+                }
                 if done {
                     answer.done = true;
                     break;
                 }
-                answer.apply(recorded.last().map_or("", String::as_str), events)?;
             }
             let response = answer.finish(turn, request_bytes)?;
-            cassette::report(
-                WireFormat::Openai,
-                &body,
-                WireReply::Stream(recorded),
-                events,
-            );
+            if let Some(recorded) = recorded {
+                let reply = WireReply::Stream(recorded);
+                cassette::report(WireFormat::Openai, &body, reply, events);
+            }
             Ok(response)
         } else {
             let reply = self.http.body(response).await?;
             let response = parse_completion(&reply, turn, request_bytes)?;
-            cassette::report(WireFormat::Openai, &body, cassette::whole(&reply)?, events);
+            if events.wants_exchange() {
+                let reply = cassette::whole(&reply)?;
+                cassette::report(WireFormat::Openai, &body, reply, events);
+            }
             Ok(response)
         }
     }
@@ -887,6 +892,26 @@ mod tests {
                 finish: FinishReason::ToolCalls,
             }
         );
+    }
+
+    /// A caller that keeps no exchange gets none, and the reply's pieces are not kept.
+    #[tokio::test]
+    async fn no_exchange_is_built_unless_wanted() {
+        let server = TestServer::start(vec![Reply::stream(STREAM, 37)]).await;
+        let mut settings = settings(&server.base_url);
+        settings.stream = true;
+        let seen = std::sync::Mutex::new(Vec::new());
+        let sink = |event: ProviderEvent| seen.lock().expect("lock").push(event);
+        provider(&settings)
+            .complete(&sample_request(["call_a", "call_b"]), &sink)
+            .await
+            .expect("answer");
+        let seen = seen.into_inner().expect("lock");
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, ProviderEvent::TextDelta(_)))
+        );
+        assert!(!seen.iter().any(|e| matches!(e, ProviderEvent::Exchange(_))));
     }
 
     /// The exchange of the attempt that answered is reported in the wire format, and answers

@@ -211,13 +211,16 @@ impl ModelProvider for Scripted {
             }
             response
         };
-        let reply = serde_json::to_value(&response)
-            .map_err(|error| ProviderError::Config(format!("cannot encode the answer: {error}")))?;
-        events.event(ProviderEvent::Exchange(Exchange {
-            format: WireFormat::Scripted,
-            request: wire_request(request)?,
-            reply: WireReply::Whole(reply),
-        }));
+        if events.wants_exchange() {
+            let reply = serde_json::to_value(&response).map_err(|error| {
+                ProviderError::Config(format!("cannot encode the answer: {error}"))
+            })?;
+            events.event(ProviderEvent::Exchange(Exchange {
+                format: WireFormat::Scripted,
+                request: wire_request(request)?,
+                reply: WireReply::Whole(reply),
+            }));
+        }
         Ok(response)
     }
 }

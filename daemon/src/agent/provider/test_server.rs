@@ -267,6 +267,10 @@ impl ProviderEvents for Events {
     fn event(&self, event: ProviderEvent) {
         self.0.lock().expect("events lock").push(event);
     }
+
+    fn wants_exchange(&self) -> bool {
+        true
+    }
 }
 
 /// A conversation at its second model call: the user's task, the model's two tool calls

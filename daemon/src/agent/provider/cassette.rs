@@ -385,6 +385,19 @@ mod tests {
     }
 
     #[test]
+    fn a_cassette_may_be_as_large_as_the_limit_and_no_larger() {
+        let document = r#"{"cassette": 1, "provider": "scripted", "model": "scripted",
+            "run_id": "r", "exchanges": []}"#;
+        let mut text = document.to_owned();
+        text.push_str(&" ".repeat(MAX_CASSETTE_BYTES - document.len()));
+        assert_eq!(text.len(), MAX_CASSETTE_BYTES);
+        Cassette::parse(&text).expect("at the limit");
+        text.push(' ');
+        let error = Cassette::parse(&text).expect_err("past the limit");
+        assert!(error.to_string().contains("more than the"), "{error}");
+    }
+
+    #[test]
     fn cassettes_are_checked_where_they_are_wrong() {
         let error = Cassette::parse(
             r#"{"cassette": 1, "provider": "openai", "model": "m",

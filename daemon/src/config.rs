@@ -22,6 +22,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
 pub const DEFAULT_TOOLS_DIR: &str = "plugins";
 pub const DEFAULT_PROFILES_DIR: &str = "sandbox-profiles";
 
+/// The module cache's folder in the state dir, unless `module_cache_dir` is set.
+const MODULE_CACHE_DIR: &str = "modules";
+
 /// How long in-flight calls may go on after a shutdown signal before they are cancelled.
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -360,6 +363,13 @@ impl ConfigFile {
 }
 
 impl DaemonConfig {
+    /// Where compiled modules are kept.
+    pub fn module_cache(&self) -> PathBuf {
+        self.module_cache_dir
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join(MODULE_CACHE_DIR))
+    }
+
     /// Merges defaults, `file` and `overrides`.
     pub fn resolve(file: ConfigFile, overrides: Overrides) -> Result<DaemonConfig, ConfigError> {
         let cwd = std::env::current_dir().map_err(ConfigError::CurrentDir)?;

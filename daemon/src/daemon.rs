@@ -25,9 +25,6 @@ use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
 use crate::trace::{SpanSink, Tracer};
 use crate::workspace::WorkspaceRoots;
 
-/// Subdirectory of the state dir that holds compiled modules.
-const MODULE_CACHE_DIR: &str = "modules";
-
 /// The store's file in the state dir.
 const STORE_FILE: &str = "airlock.db";
 
@@ -114,10 +111,7 @@ impl Daemon {
             tracing::error!(%error, "profile refused");
         }
         let wasm = WasmEngine::new(&WasmConfig {
-            cache_dir: config
-                .module_cache_dir
-                .clone()
-                .unwrap_or_else(|| config.state_dir.join(MODULE_CACHE_DIR)),
+            cache_dir: config.module_cache(),
             max_concurrent_calls: config.wasm_max_concurrent_calls,
         })?;
         let process = Arc::new(ProcessEngine::new(&ProcessConfig {

@@ -10,6 +10,7 @@ mod agent;
 mod api;
 mod cancel;
 mod changes;
+mod check;
 pub mod config;
 mod daemon;
 mod domain;
@@ -29,6 +30,7 @@ mod trace;
 mod wire;
 mod workspace;
 
+pub use check::{CheckError, CheckOptions, check_tool};
 pub use daemon::{Daemon, StartError};
 
 /// Where the access token of the `default` tenant is kept, in the state dir.
@@ -43,7 +45,8 @@ pub mod testing {
     pub use crate::engine::mcp::conformance_client as mcp_conformance_client;
     pub use crate::engine::process::{ProcessConfig, ProcessEngine};
     pub use crate::engine::wasm::{MAX_MODULE_BYTES, WasmConfig, WasmEngine};
-    pub use crate::engine::{Code, Engine, Exit, Launch, LoadedTool, RunStats};
+    pub use crate::engine::{Code, Engine, Exit, Launch, LoadedTool, RunStats, ToolKind};
+    pub use crate::ids::ExecutionId;
     pub use crate::output::OutputCapture;
     pub use crate::profile::{
         GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,

@@ -3,8 +3,8 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use airlock_daemon::Daemon;
 use airlock_daemon::config::{ConfigFile, DaemonConfig, ListenAddr, Overrides};
+use airlock_daemon::{CheckOptions, Daemon};
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use tracing_subscriber::EnvFilter;
@@ -38,11 +38,11 @@ struct Args {
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
     /// Directory of sandbox profiles [default: ./sandbox-profiles].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     profiles_dir: Option<PathBuf>,
     /// Where the daemon keeps its state (compiled modules, ...) [default:
     /// $XDG_STATE_HOME/airlock or ~/.local/state/airlock].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     state_dir: Option<PathBuf>,
     /// Requests may only name workspaces inside these directories; repeatable [default: the
     /// current directory].
@@ -59,6 +59,25 @@ struct Args {
     /// Log format; the filter comes from AIRLOCK_LOG (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Check a tool before deploying it: its manifest, module, imports against its profile,
+    /// whether it loads, and its example calls (what `airlock tools check` runs). Exits 0
+    /// when everything passed, 1 otherwise.
+    CheckTool {
+        /// The tool's folder (or its tool.toml).
+        tool: PathBuf,
+        /// The workspace example calls run in [default: the examples file's `workspace`].
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// Run one call with these arguments (JSON) instead of the examples.
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -99,6 +118,14 @@ fn main() -> anyhow::Result<()> {
             mcp_listen: args.mcp_listen,
         },
     )?;
+    if let Some(Command::CheckTool {
+        tool,
+        workspace,
+        args,
+    }) = args.command
+    {
+        return check_tool(&config, tool, workspace, args);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("airlockd")
@@ -114,6 +141,37 @@ fn main() -> anyhow::Result<()> {
         tracing::info!("airlockd stopped");
         anyhow::Ok(())
     })
+}
+
+/// `airlockd check-tool`: the report on stdout, the exit code its verdict.
+fn check_tool(
+    config: &DaemonConfig,
+    tool: PathBuf,
+    workspace: Option<PathBuf>,
+    arguments: Option<String>,
+) -> anyhow::Result<()> {
+    let options = CheckOptions {
+        tool,
+        profiles_dir: config.profiles_dir.clone(),
+        cache_dir: config.module_cache(),
+        state_dir: config.state_dir.clone(),
+        workspace,
+        arguments,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let passed = runtime.block_on(check_tool_report(&options))?;
+    if !passed {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+async fn check_tool_report(options: &CheckOptions) -> anyhow::Result<bool> {
+    let mut out = std::io::stdout().lock();
+    Ok(airlock_daemon::check_tool(options, &mut out).await?)
 }
 
 fn init_logging(format: LogFormat) {

@@ -6,7 +6,7 @@ use airlock_proto::v1 as pb;
 use crate::changes::{self, ChangeSet, Kind, Node};
 use crate::domain::{Decision, StopReason, Usage};
 use crate::egress::Contact;
-use crate::engine::EngineKind;
+use crate::engine::{EngineKind, ToolKind};
 use crate::ids::ExecutionId;
 use crate::output::{OutputChunk, StreamKind, TruncateMode};
 use crate::tools::{ExecutionEvent, ResultMetadata, Risk, Tool, ToolResult, ToolStatus};
@@ -39,6 +39,17 @@ pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
             .as_ref()
             .map(|origin| origin.tool.clone())
             .unwrap_or_default(),
+        kind: tool_kind(tool.loaded.kind()) as i32,
+    }
+}
+
+fn tool_kind(kind: ToolKind) -> pb::ToolKind {
+    match kind {
+        ToolKind::WasmModule => pb::ToolKind::WasmModule,
+        ToolKind::WasmCommand => pb::ToolKind::WasmCommand,
+        ToolKind::WasmComponent => pb::ToolKind::WasmComponent,
+        ToolKind::Program => pb::ToolKind::Program,
+        ToolKind::McpTool => pb::ToolKind::Mcp,
     }
 }
 

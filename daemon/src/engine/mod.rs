@@ -79,10 +79,27 @@ pub trait Engine: Send + Sync {
     }
 }
 
+/// What a tool's code is, and so how it is called (sdk/ABI.md); `ListTools` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// A WASI preview 1 core module, on the stdio ABI.
+    WasmModule,
+    /// A WASI preview 2 command component (`wasi:cli/run`), on the stdio ABI.
+    WasmCommand,
+    /// A component implementing the typed world `airlock:tool/tool` (sdk/wit).
+    WasmComponent,
+    /// A program run in the process sandbox.
+    Program,
+    /// A tool of a hosted MCP server.
+    McpTool,
+}
+
 /// A tool ready to be called.
 pub trait LoadedTool: Send + Sync {
     /// sha256 of the module or program, lowercase hex.
     fn digest(&self) -> &str;
+
+    fn kind(&self) -> ToolKind;
 
     /// Runs one call to its end. Dropping the future stops the call.
     fn run(&self, launch: Launch) -> BoxFuture<'_, Exit>;
@@ -112,6 +129,10 @@ pub struct Launch {
     pub secrets: Secrets,
     /// Who the call is for: hosted servers keep one instance per tenant and workspace.
     pub tenant: Option<String>,
+    /// The call's id, for a tool that logs it (a typed component's context).
+    pub call_id: crate::ids::ExecutionId,
+    /// When the executor stops the call.
+    pub deadline: std::time::SystemTime,
 }
 
 impl Launch {
@@ -135,6 +156,8 @@ pub enum Exit {
     Lost(String),
     /// A resource limit stopped the tool.
     LimitExceeded(String),
+    /// The tool ended but its result is not what the ABI says a result is.
+    AbiViolation(String),
     /// The call was refused before it reached the tool (a hosted tool that changed since it
     /// was trusted).
     Refused(String),

@@ -314,6 +314,8 @@ impl Executor {
             egress: egress.clone(),
             secrets: tool.manifest.image.secrets.clone(),
             tenant: call.tenant,
+            call_id: execution_id.clone(),
+            deadline: std::time::SystemTime::now() + call.timeout,
         };
         let started = Instant::now();
         let workspace = launch.workspace.clone();
@@ -520,6 +522,14 @@ fn shape_result(
         ),
         Exit::LimitExceeded(message) => {
             ToolResult::refused(ToolStatus::LimitExceeded, with_stderr(message))
+        }
+        Exit::AbiViolation(message) => {
+            let mut result = ToolResult::refused(
+                ToolStatus::ToolError,
+                with_stderr(format!("the tool broke the ABI: {message}")),
+            );
+            result.exit_code = Some(0);
+            result
         }
         Exit::Lost(message) => {
             // Inside a run, a call that may have acted must not look like one that failed

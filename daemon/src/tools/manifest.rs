@@ -149,6 +149,19 @@ struct ManifestFile {
     mcp: Option<McpSection>,
     #[serde(default)]
     secrets: Vec<SecretSource>,
+    /// For authors only (`airlock tools build`); the daemon serves what was built.
+    #[serde(rename = "build")]
+    _build: Option<BuildSection>,
+}
+
+/// `[build]`: how `airlock tools build` makes the module, from the tool's folder. Checked
+/// here so that a typo in it is an error, not a silently skipped build.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildSection {
+    /// The program and its arguments, run in the tool's folder, never through a shell.
+    #[serde(rename = "command")]
+    _command: Vec<String>,
 }
 
 /// `[mcp]`: the server a manifest with `engine = "mcp"` hosts.

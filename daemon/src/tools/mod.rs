@@ -13,13 +13,12 @@ mod writes;
 // For the fuzz targets in fuzz/, which read tool output as the executor does.
 #[doc(hidden)]
 pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
-pub use manifest::{MAX_TIMEOUT_MS, Risk};
-pub use registry::{Registry, Tool, ToolLoadError};
+pub use manifest::{MAX_TIMEOUT_MS, Manifest, Risk};
+pub use registry::{MANIFEST_FILE, Registry, Tool, ToolLoadError};
 pub use result::{ResultMetadata, ToolResult, ToolStatus};
 pub use writes::ChangeJournal;
 #[cfg(feature = "testing")]
 pub use {
     abi::{AbiResult, parse_result},
     arguments::{ArgumentError, ArgumentSchema},
-    manifest::Manifest,
 };

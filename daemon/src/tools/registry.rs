@@ -20,7 +20,7 @@ use crate::profile::{Profile, Profiles};
 use super::arguments::ArgumentSchema;
 use super::manifest::Manifest;
 
-const MANIFEST_FILE: &str = "tool.toml";
+pub const MANIFEST_FILE: &str = "tool.toml";
 
 /// A tool ready to be called.
 pub struct Tool {

@@ -370,6 +370,8 @@ impl Executor {
             egress: None,
             secrets: Default::default(),
             tenant: None,
+            call_id: airlock_daemon::testing::ExecutionId::new(),
+            deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
         };
         let exit = self.tool.run(launch).await;
         let summary = capture.finish();

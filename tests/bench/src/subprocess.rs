@@ -273,6 +273,8 @@ impl EngineCall<'_> {
             egress: None,
             secrets: Default::default(),
             tenant: None,
+            call_id: airlock_daemon::testing::ExecutionId::new(),
+            deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
         };
         let started = Instant::now();
         let exit = self.tool.run(launch).await;

@@ -150,6 +150,8 @@ async fn call_in_process(
         egress: None,
         secrets: Default::default(),
         tenant: None,
+        call_id: airlock_daemon::testing::ExecutionId::new(),
+        deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
     };
     let started = Instant::now();
     let exit = tool.run(launch).await;

@@ -247,3 +247,24 @@ fn write_ro_attempts_succeed_where_nothing_stops_them() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn typed_probe_keeps_the_stdio_abi_natively() -> TestResult {
+    let probe = env!("CARGO_BIN_EXE_typed_probe");
+    let echoed = result(&run(probe, r#"{"mode": "echo", "x": [1]}"#)?)?;
+    assert_eq!(echoed["ok"]["arguments"], json!({"mode": "echo", "x": [1]}));
+    assert_eq!(echoed["ok"]["context"]["workspace"], json!("."));
+    let failed = result(&run(probe, r#"{"mode": "error", "message": "busy"}"#)?)?;
+    assert_eq!(
+        failed,
+        json!({"error": {"message": "busy", "retryable": true}})
+    );
+    let big = result(&run(probe, r#"{"mode": "big", "bytes": 5}"#)?)?;
+    assert_eq!(big, json!({"ok": "aaaaa"}));
+    let dir = scratch("typed_probe")?;
+    fs::write(dir.join("notes.txt"), "hello")?;
+    let read = run_in(probe, &dir, r#"{"mode": "read", "path": "notes.txt"}"#);
+    fs::remove_dir_all(&dir)?;
+    assert_eq!(result(&read?)?, json!({"ok": "hello"}));
+    Ok(())
+}

@@ -40,4 +40,5 @@ mod sessions;
 mod store_failures;
 mod streaming;
 mod trace_export;
+mod typed_components;
 mod wasm_sandbox;

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::host::{Host, Lease};
 use super::instance::Instance;
-use crate::engine::{Exit, Launch, LoadedTool};
+use crate::engine::{Exit, Launch, LoadedTool, ToolKind};
 use crate::output::StreamKind;
 
 /// How long after its connection failed a server's exit is waited for, to tell a crash from
@@ -40,6 +40,10 @@ pub struct McpTool {
 impl LoadedTool for McpTool {
     fn digest(&self) -> &str {
         &self.digest
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::McpTool
     }
 
     fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {

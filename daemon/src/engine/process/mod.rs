@@ -54,7 +54,7 @@ use tokio::net::unix::pipe;
 
 use super::{Abi, Code, ToolImage};
 use crate::changes::IdMap;
-use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
+use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
 use crate::output::{OutputCapture, StreamKind};
 use crate::profile::{Access, NetworkPolicy, Profile};
 
@@ -366,6 +366,10 @@ struct ProcessTool {
 impl LoadedTool for ProcessTool {
     fn digest(&self) -> &str {
         &self.digest
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Program
     }
 
     fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {

@@ -6,10 +6,22 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// How long one module may take to compile. The first-party tools compile in well under a
-/// second and a large real tool in a few; thirty seconds is an order of magnitude of margin
-/// on a loaded two-core machine, short enough that a hostile module cannot stall a start.
+/// How long a small module may take to compile. The first-party tools compile in well under
+/// a second; thirty seconds is an order of magnitude of margin on a loaded two-core machine,
+/// short enough that a small hostile module cannot stall a start.
 pub const MAX_COMPILE_TIME: Duration = Duration::from_secs(30);
+
+/// What each MiB of a module adds to [`MAX_COMPILE_TIME`]. Compiling costs about half a
+/// second of CPU per MiB of real code (a Python component of 18 MiB: 10.5 s); three seconds
+/// keep the same margin for it on a loaded machine, so large tools are not refused where
+/// small ones pass.
+const COMPILE_TIME_PER_MIB: Duration = Duration::from_secs(3);
+
+/// The compile deadline of a module of `bytes`.
+pub fn compile_limit(bytes: usize) -> Duration {
+    let mib = u32::try_from(bytes >> 20).unwrap_or(u32::MAX);
+    MAX_COMPILE_TIME.saturating_add(COMPILE_TIME_PER_MIB.saturating_mul(mib))
+}
 
 /// Runs `compile` on a thread of its own and waits for it at most `limit`. Past the limit
 /// the thread is left to finish on its own (Cranelift cannot be interrupted) and its result
@@ -29,7 +41,8 @@ pub fn compile_within<T: Send + 'static>(
     match result.recv_timeout(limit) {
         Ok(compiled) => compiled,
         Err(mpsc::RecvTimeoutError::Timeout) => Err(wasmtime::Error::msg(format!(
-            "compiling took longer than the limit of {} s (MAX_COMPILE_TIME); refusing the module",
+            "compiling took longer than the limit of {} s (MAX_COMPILE_TIME, plus 3 s per MiB); \
+             refusing the module",
             limit.as_secs_f64()
         ))),
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(wasmtime::Error::msg(
@@ -41,6 +54,12 @@ pub fn compile_within<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_modules_get_more_time() {
+        assert_eq!(compile_limit(40 << 10), MAX_COMPILE_TIME);
+        assert_eq!(compile_limit(18 << 20), Duration::from_secs(30 + 18 * 3));
+    }
 
     #[test]
     fn a_compile_within_the_limit_returns_its_result() {

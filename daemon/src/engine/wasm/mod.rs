@@ -21,10 +21,12 @@ mod authority;
 mod cache;
 mod cpu;
 mod deadline;
+mod features;
 mod http;
 mod limits;
 mod preopen;
 mod stdio;
+mod typed;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,7 +49,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::{Code, ToolImage};
-use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool};
+use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
 use crate::profile::{Access, GUEST_WORKSPACE, GrantPath, LimitKind, NetworkPolicy, Profile};
@@ -57,6 +59,7 @@ use cpu::CpuMetered;
 use http::Egress;
 use limits::{LimitHit, Limiter};
 use stdio::CaptureStream;
+use typed::TypedPre;
 
 /// How often the epoch advances. A running guest yields at every tick, which is when a
 /// cancelled or timed-out call is dropped: 5 ms keeps the time to stop a spinning tool far
@@ -219,7 +222,7 @@ impl WasmEngine {
     ) -> Result<Compiled, LoadError> {
         let invalid = |err: wasmtime::Error| LoadError::Invalid {
             path: path.to_owned(),
-            message: format!("{err:#}"),
+            message: features::explain(bytes, format!("{err:#}")),
         };
         let link = |err: wasmtime::Error| LoadError::Link {
             path: path.to_owned(),
@@ -239,7 +242,7 @@ impl WasmEngine {
                     || {
                         let engine = self.engine.clone();
                         let bytes = bytes.to_vec();
-                        deadline::compile_within(deadline::MAX_COMPILE_TIME, move || {
+                        deadline::compile_within(deadline::compile_limit(bytes.len()), move || {
                             pause::reached(Point::WasmCompile);
                             let component = Component::from_binary(&engine, &bytes)?;
                             let artifact = component.serialize()?;
@@ -262,11 +265,7 @@ impl WasmEngine {
                 &self.components
             };
             let pre = linker.instantiate_pre(&component).map_err(link)?;
-            let command = CommandPre::new(pre).map_err(|err| LoadError::Invalid {
-                path: path.to_owned(),
-                message: format!("not a WASI command component (no wasi:cli/run export): {err:#}"),
-            })?;
-            (Compiled::Component(command), source)
+            (component_kind(path, &self.engine, &component, pre)?, source)
         } else {
             let (module, source) = self
                 .cache
@@ -277,7 +276,7 @@ impl WasmEngine {
                     || {
                         let engine = self.engine.clone();
                         let bytes = bytes.to_vec();
-                        deadline::compile_within(deadline::MAX_COMPILE_TIME, move || {
+                        deadline::compile_within(deadline::compile_limit(bytes.len()), move || {
                             pause::reached(Point::WasmCompile);
                             let module = Module::from_binary(&engine, &bytes)?;
                             let artifact = module.serialize()?;
@@ -375,6 +374,38 @@ fn read_module(path: &Path) -> Result<Vec<u8>, LoadError> {
     std::fs::read(path).map_err(read)
 }
 
+/// A component that exports `call` is typed (and must match the world's signature);
+/// otherwise it must be a WASI command.
+fn component_kind(
+    path: &Path,
+    engine: &Wasmtime,
+    component: &Component,
+    pre: wasmtime::component::InstancePre<ComponentState>,
+) -> Result<Compiled, LoadError> {
+    let exports_call = component
+        .component_type()
+        .exports(engine)
+        .any(|(name, _)| name == "call");
+    if exports_call {
+        let typed = TypedPre::new(pre).map_err(|err| LoadError::Invalid {
+            path: path.to_owned(),
+            message: format!(
+                "its `call` export does not match the world airlock:tool/tool@0.1.0 of \
+                 sdk/wit/tool.wit: {err:#}"
+            ),
+        })?;
+        return Ok(Compiled::Typed(typed));
+    }
+    let command = CommandPre::new(pre).map_err(|err| LoadError::Invalid {
+        path: path.to_owned(),
+        message: format!(
+            "a component must export either `call` (the world airlock:tool/tool@0.1.0 of \
+             sdk/wit/tool.wit) or wasi:cli/run (a WASI command): {err:#}"
+        ),
+    })?;
+    Ok(Compiled::Command(command))
+}
+
 /// Whether `component` imports any wasi:http interface.
 fn imports_http(engine: &Wasmtime, component: &Component) -> bool {
     component
@@ -390,7 +421,8 @@ fn is_component(bytes: &[u8]) -> bool {
 
 enum Compiled {
     Module(InstancePre<ModuleState>),
-    Component(CommandPre<ComponentState>),
+    Command(CommandPre<ComponentState>),
+    Typed(TypedPre<ComponentState>),
 }
 
 struct WasmTool {
@@ -409,6 +441,14 @@ impl LoadedTool for WasmTool {
         &self.digest
     }
 
+    fn kind(&self) -> ToolKind {
+        match self.compiled {
+            Compiled::Module(_) => ToolKind::WasmModule,
+            Compiled::Command(_) => ToolKind::WasmCommand,
+            Compiled::Typed(_) => ToolKind::WasmComponent,
+        }
+    }
+
     fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {
         Box::pin(self.call(launch))
     }
@@ -419,7 +459,12 @@ impl WasmTool {
         let Ok(_slot) = self.calls.acquire().await else {
             return Exit::SandboxError("the wasm engine is shutting down".into());
         };
-        let mut wasi = match wasi_context(&self.name, &launch) {
+        // A typed component returns its result: what it prints is a log, like stderr.
+        let stdout = match self.compiled {
+            Compiled::Module(_) | Compiled::Command(_) => StreamKind::Stdout,
+            Compiled::Typed(_) => StreamKind::Stderr,
+        };
+        let mut wasi = match wasi_context(&self.name, &launch, stdout) {
             Ok(wasi) => wasi,
             Err(message) => return Exit::SandboxError(message),
         };
@@ -431,23 +476,17 @@ impl WasmTool {
                         wasi: wasi.build_p1(),
                         limiter,
                     };
-                    run_module(&self.engine, pre, state).await
+                    run_module(&self.engine, pre, state).await.map(|()| None)
                 }
-                Compiled::Component(pre) => {
-                    let egress = match (&launch.egress, &self.tls) {
-                        (Some(gate), Some(tls)) => Egress::through(gate.clone(), tls.clone()),
-                        // No allow-list, or (fail closed) a gate for a tool linked without
-                        // wasi-http, which could not use it anyway.
-                        (None, _) | (Some(_), None) => Egress::closed(),
-                    };
-                    let state = ComponentState {
-                        ctx: wasi.build(),
-                        table: ResourceTable::new(),
-                        http: WasiHttpCtx::new(),
-                        egress,
-                        limiter,
-                    };
-                    run_component(&self.engine, pre, state).await
+                Compiled::Command(pre) => {
+                    let state = self.component_state(&launch, wasi.build(), limiter);
+                    run_command(&self.engine, pre, state).await.map(|()| None)
+                }
+                Compiled::Typed(pre) => {
+                    let state = self.component_state(&launch, wasi.build(), limiter);
+                    typed::run(&self.engine, pre, state, &launch)
+                        .await
+                        .map(Some)
                 }
             };
             exit_of(result)
@@ -459,14 +498,30 @@ impl WasmTool {
     }
 }
 
-/// The WASI context of one call: empty, plus what the profile grants.
-fn wasi_context(name: &str, launch: &Launch) -> Result<WasiCtxBuilder, String> {
+impl WasmTool {
+    fn component_state(&self, launch: &Launch, ctx: WasiCtx, limiter: Limiter) -> ComponentState {
+        let egress = match (&launch.egress, &self.tls) {
+            (Some(gate), Some(tls)) => Egress::through(gate.clone(), tls.clone()),
+            // No allow-list, or (fail closed) a gate for a tool linked without wasi-http,
+            // which could not use it anyway.
+            (None, _) | (Some(_), None) => Egress::closed(),
+        };
+        ComponentState {
+            ctx,
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            egress,
+            limiter,
+        }
+    }
+}
+
+/// The WASI context of one call: empty, plus what the profile grants; the guest's stdout
+/// goes to the capture as `stdout`.
+fn wasi_context(name: &str, launch: &Launch, stdout: StreamKind) -> Result<WasiCtxBuilder, String> {
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdin(MemoryInputPipe::new(launch.stdin.clone()))
-        .stdout(CaptureStream::new(
-            launch.capture.clone(),
-            StreamKind::Stdout,
-        ))
+        .stdout(CaptureStream::new(launch.capture.clone(), stdout))
         .stderr(CaptureStream::new(
             launch.capture.clone(),
             StreamKind::Stderr,
@@ -578,7 +633,7 @@ async fn run_module(
     start.call_async(&mut store, ()).await
 }
 
-async fn run_component(
+async fn run_command(
     engine: &Wasmtime,
     pre: &CommandPre<ComponentState>,
     state: ComponentState,
@@ -593,9 +648,13 @@ async fn run_component(
     }
 }
 
-fn exit_of(result: wasmtime::Result<()>) -> Exit {
-    let Err(err) = result else {
-        return Exit::Code(0);
+/// How a call ended: `Some` exit when the run decided it (a typed component), else from
+/// how the guest finished.
+fn exit_of(result: wasmtime::Result<Option<Exit>>) -> Exit {
+    let err = match result {
+        Ok(Some(exit)) => return exit,
+        Ok(None) => return Exit::Code(0),
+        Err(err) => err,
     };
     if let Some(exit) = err.downcast_ref::<I32Exit>() {
         return Exit::Code(exit.0);
@@ -680,6 +739,8 @@ mod tests {
             egress: None,
             secrets: Default::default(),
             tenant: None,
+            call_id: crate::ids::ExecutionId::new(),
+            deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
         }
     }
 
@@ -819,5 +880,50 @@ mod tests {
         let component = wat::parse_str("(component)").expect("wat");
         assert!(is_component(&component));
         assert!(!is_component(b"\0asm"));
+    }
+
+    /// A component whose `call` is not the world's: `func() -> u32`.
+    const WRONG_CALL_COMPONENT: &str = r#"
+        (component
+          (core module $m (func (export "call") (result i32) i32.const 0))
+          (core instance $i (instantiate $m))
+          (func $call (result u32) (canon lift (core func $i "call")))
+          (export "call" (func $call)))
+    "#;
+
+    #[test]
+    fn a_component_whose_call_is_not_the_worlds_is_refused_at_load() {
+        let component = wat::parse_str(WRONG_CALL_COMPONENT).expect("wat");
+        let err = load_under("'none'", &component).err().expect("refused");
+        assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("`call`") && message.contains("airlock:tool/tool@0.1.0"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_component_with_neither_call_nor_run_is_refused_at_load() {
+        let component = wat::parse_str("(component)").expect("wat");
+        let err = load_under("'none'", &component).err().expect("refused");
+        assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("airlock:tool/tool") && message.contains("wasi:cli/run"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn modules_and_command_components_report_their_kind() {
+        let module =
+            wat::parse_str(r#"(module (memory (export "memory") 1) (func (export "_start")))"#)
+                .expect("wat");
+        let tool = load_under("'none'", &module).expect("loads");
+        assert_eq!(tool.kind(), ToolKind::WasmModule);
+        let command = wat::parse_str(HTTP_COMPONENT).expect("wat");
+        let tool = load_under(ALLOW_LIST, &command).expect("loads");
+        assert_eq!(tool.kind(), ToolKind::WasmCommand);
     }
 }

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use crate::proto::{
     ApprovalPolicy, ApprovalState, ContextDisposition, Decision, OutputStream, Risk, RunState,
-    SpanStatus, StopReason, ToolStatus, TruncateMode,
+    SpanStatus, StopReason, ToolKind, ToolStatus, TruncateMode,
 };
 
 /// `read_only`, `write`, `network`, `install`, `exec` or `destructive`, as in `tool.toml`.
@@ -23,6 +23,19 @@ pub fn risk_name(raw: i32) -> Cow<'static, str> {
         Ok(Risk::Exec) => Cow::Borrowed("exec"),
         Ok(Risk::Destructive) => Cow::Borrowed("destructive"),
         Err(_) => Cow::Owned(format!("risk({raw})")),
+    }
+}
+
+/// What a tool's code is, as sdk/ABI.md names the kinds.
+pub fn tool_kind_name(raw: i32) -> Cow<'static, str> {
+    match ToolKind::try_from(raw) {
+        Ok(ToolKind::Unspecified) => Cow::Borrowed("unspecified"),
+        Ok(ToolKind::WasmModule) => Cow::Borrowed("wasm module"),
+        Ok(ToolKind::WasmCommand) => Cow::Borrowed("wasm command component"),
+        Ok(ToolKind::WasmComponent) => Cow::Borrowed("wasm typed component"),
+        Ok(ToolKind::Program) => Cow::Borrowed("program"),
+        Ok(ToolKind::Mcp) => Cow::Borrowed("mcp tool"),
+        Err(_) => Cow::Owned(format!("kind({raw})")),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The detail view of `airlock tools show`: every field of one tool, then its input schema.
 
-use super::names::{risk_name, truncate_mode_name};
+use super::names::{risk_name, tool_kind_name, truncate_mode_name};
 use super::pretty::pretty_json;
 use super::units::{format_bytes, format_millis};
 use crate::proto::ToolInfo;
@@ -17,6 +17,7 @@ pub fn tool_details(tool: &ToolInfo) -> String {
     field(&mut out, "description", tool.description.trim_end());
     field(&mut out, "risk", &risk_name(tool.risk));
     field(&mut out, "engine", &tool.engine);
+    field(&mut out, "kind", &tool_kind_name(tool.kind));
     field(&mut out, "profile", &tool.profile);
     field(&mut out, "digest", &tool.module_digest);
     let timeout = match tool.timeout_ms {
@@ -62,7 +63,7 @@ pub(super) fn field(out: &mut String, label: &str, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{OutputPolicy, Risk, TruncateMode};
+    use crate::proto::{OutputPolicy, Risk, ToolKind, TruncateMode};
 
     #[test]
     fn every_field_and_the_pretty_schema_are_shown() {
@@ -84,6 +85,7 @@ mod tests {
             }),
             mcp_server: String::new(),
             mcp_tool: String::new(),
+            kind: ToolKind::WasmModule as i32,
         };
         let expected = format!(
             "name:         read_file\n\
@@ -92,6 +94,7 @@ mod tests {
              \x20             from the workspace.\n\
              risk:         read_only\n\
              engine:       wasm\n\
+             kind:         wasm module\n\
              profile:      readonly\n\
              digest:       {}\n\
              timeout:      10.00 s\n\

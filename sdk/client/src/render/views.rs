@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::names::{risk_name, status_name, truncate_mode_name};
+use super::names::{risk_name, status_name, tool_kind_name, truncate_mode_name};
 use super::pretty::pretty_json;
 use crate::proto::{OutputPolicy, ToolInfo, ToolResult, ToolResultMetadata};
 
@@ -57,6 +57,7 @@ struct ToolView<'a> {
     input_schema: Schema<'a>,
     risk: Cow<'static, str>,
     engine: &'a str,
+    kind: Cow<'static, str>,
     profile: &'a str,
     module_digest: &'a str,
     timeout_ms: u64,
@@ -92,6 +93,7 @@ impl<'a> From<&'a ToolInfo> for ToolView<'a> {
             input_schema,
             risk: risk_name(tool.risk),
             engine: &tool.engine,
+            kind: tool_kind_name(tool.kind),
             profile: &tool.profile,
             module_digest: &tool.module_digest,
             timeout_ms: tool.timeout_ms,
@@ -186,7 +188,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::proto::{Risk, ToolStatus, TruncateMode};
+    use crate::proto::{Risk, ToolKind, ToolStatus, TruncateMode};
 
     fn read_file() -> ToolInfo {
         ToolInfo {
@@ -208,6 +210,7 @@ mod tests {
             }),
             mcp_server: String::new(),
             mcp_tool: String::new(),
+            kind: ToolKind::WasmModule as i32,
         }
     }
 
@@ -223,6 +226,7 @@ mod tests {
                 "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
                 "risk": "read_only",
                 "engine": "wasm",
+                "kind": "wasm module",
                 "profile": "readonly",
                 "module_digest": "ab".repeat(32),
                 "timeout_ms": 10_000,

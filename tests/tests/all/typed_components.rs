@@ -1,0 +1,516 @@
+//! Typed components (the world `airlock:tool/tool` of sdk/wit/tool.wit) against a real daemon
+//! over gRPC: the purpose-built `typed_probe` (tests/hostile) must get the same statuses,
+//! limits, cancellation, output policy and metadata as a preview 1 module, with its context
+//! right and its prints as logs. Where a module can do the same thing, the test runs both and
+//! compares.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use airlock_proto::v1 as pb;
+use airlock_tests::{DaemonOptions, Execution, ProfilesDir, TestDaemon, ToolsDir, test_module};
+use pb::ToolStatus;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Small limits and no files, so limit tests finish quickly and need no workspace.
+const TIGHT_PROFILE: &str = r#"
+description = "small limits for typed component tests"
+[limits]
+memory = "64 MiB"
+wall_time_ms = 20000
+output = "1 MiB"
+"#;
+
+/// An output policy that cuts any result past 1000 bytes to its head.
+const CUT: &str = "[output]\nmax_bytes = 1000\ntruncate = \"head\"";
+
+/// Every tool the tests call: the probe under each profile, and the modules (and the command
+/// component) it is compared with.
+const TOOLS: &[(&str, &str, &str)] = &[
+    ("probe", "typed_probe", "profile = \"readonly\""),
+    ("probe_strict", "typed_probe", "profile = \"strict\""),
+    ("probe_tight", "typed_probe", "profile = \"tight\""),
+    ("probe_cut", "typed_probe", "profile = \"strict\"\n"),
+    ("big_cut", "big_result", "profile = \"strict\"\n"),
+    ("big_tight", "big_result", "profile = \"tight\""),
+    ("grow_tight", "grow_memory", "profile = \"tight\""),
+    ("spin", "spin", "profile = \"strict\""),
+    ("tool_error", "tool_error", "profile = \"strict\""),
+    ("echo", "echo", "profile = \"strict\""),
+    ("read_file_p2", "read_file_p2", "profile = \"readonly\""),
+];
+
+/// Starts a daemon serving [`TOOLS`], and checks that it refused none of them.
+async fn daemon() -> (TestDaemon, ToolsDir, ProfilesDir) {
+    let dir = ToolsDir::new();
+    for (name, module, extra) in TOOLS {
+        let extra = if name.ends_with("_cut") {
+            format!("{extra}{CUT}")
+        } else {
+            (*extra).to_owned()
+        };
+        dir.add_file(name, &test_module(module), &extra);
+    }
+    let profiles = ProfilesDir::new();
+    profiles.add("tight", TIGHT_PROFILE);
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![dir.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:?}", daemon.refused());
+    (daemon, dir, profiles)
+}
+
+/// The probe's `echo` still answers: a call that went wrong left nothing behind.
+async fn assert_serves_next_call(daemon: &TestDaemon) {
+    let execution = daemon
+        .exec("probe_strict", json!({"mode": "echo"}), None)
+        .await;
+    execution.assert_status(ToolStatus::Ok);
+    assert_eq!(execution.json()["arguments"], json!({"mode": "echo"}));
+}
+
+async fn exec_with_timeout(
+    daemon: &TestDaemon,
+    tool: &str,
+    args: Value,
+    timeout_ms: u64,
+) -> Execution {
+    daemon
+        .exec_request(pb::ExecuteToolRequest {
+            tool: tool.into(),
+            arguments_json: args.to_string(),
+            workspace: String::new(),
+            timeout_ms,
+            require_approval: false,
+        })
+        .await
+        .expect("accepted")
+}
+
+fn unix_ms() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_millis()).unwrap()
+}
+
+#[tokio::test]
+async fn a_typed_call_gets_its_arguments_and_its_context() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let workspace = daemon.workspace("w");
+    let arguments = json!({"mode": "echo", "nested": {"list": [1, "two", null]}, "text": "é\n"});
+    let timeout_ms = 15_000;
+    let before = unix_ms();
+    let execution = daemon
+        .exec_request(pb::ExecuteToolRequest {
+            tool: "probe".into(),
+            arguments_json: arguments.to_string(),
+            workspace: workspace.to_str().unwrap().into(),
+            timeout_ms,
+            require_approval: false,
+        })
+        .await
+        .unwrap();
+    let after = unix_ms();
+    execution.assert_status(ToolStatus::Ok);
+    let echoed = execution.json();
+    assert_eq!(echoed["arguments"], arguments);
+    let context = &echoed["context"];
+    assert_eq!(context["workspace"], "/workspace", "{context}");
+    assert_eq!(
+        context["call_id"].as_str(),
+        Some(execution.result().execution_id.as_str()),
+        "{context}"
+    );
+    assert_eq!(
+        execution.execution_id.as_deref(),
+        Some(execution.result().execution_id.as_str())
+    );
+    // The deadline is the call's (the request's shorter timeout), counted from its start.
+    let deadline = context["deadline_unix_ms"].as_u64().unwrap();
+    assert!(
+        deadline + 1 >= before + timeout_ms && deadline <= after + timeout_ms,
+        "deadline {deadline}, called between {before} and {after} with {timeout_ms} ms"
+    );
+
+    // Under a profile that grants no workspace, the context has none.
+    let before = unix_ms();
+    let strict = daemon
+        .exec("probe_strict", json!({"mode": "echo"}), None)
+        .await;
+    let after = unix_ms();
+    strict.assert_status(ToolStatus::Ok);
+    let context = &strict.json()["context"];
+    assert_eq!(context["workspace"], Value::Null, "{context}");
+    assert_eq!(
+        context["call_id"].as_str(),
+        Some(strict.result().execution_id.as_str())
+    );
+    // The request asked for no timeout: the manifest's 20 s, capped by the strict profile's
+    // wall time of 10 s.
+    let deadline = context["deadline_unix_ms"].as_u64().unwrap();
+    assert!(
+        deadline + 1 >= before + 10_000 && deadline <= after + 10_000,
+        "deadline {deadline}, called between {before} and {after}"
+    );
+}
+
+#[tokio::test]
+async fn a_typed_component_reads_the_workspace_its_context_names() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let workspace = daemon.workspace("w");
+    std::fs::write(workspace.join("notes.txt"), "hello from the host\n").unwrap();
+    let read = daemon
+        .exec(
+            "probe",
+            json!({"mode": "read", "path": "notes.txt"}),
+            Some(&workspace),
+        )
+        .await;
+    read.assert_status(ToolStatus::Ok);
+    assert_eq!(read.json(), json!("hello from the host\n"));
+
+    // No workspace in the context: the probe says so, as a tool error.
+    let strict = daemon
+        .exec(
+            "probe_strict",
+            json!({"mode": "read", "path": "notes.txt"}),
+            None,
+        )
+        .await;
+    strict.assert_status(ToolStatus::ToolError);
+    assert!(
+        strict.result().error_message.contains("no workspace"),
+        "{:?}",
+        strict.result()
+    );
+}
+
+#[tokio::test]
+async fn a_returned_tool_error_is_a_tool_error_as_a_modules_is() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let typed = daemon
+        .exec(
+            "probe_strict",
+            json!({"mode": "error", "message": "the thing is busy"}),
+            None,
+        )
+        .await;
+    typed.assert_status(ToolStatus::ToolError);
+    let module = daemon.exec("tool_error", json!({}), None).await;
+    module.assert_status(ToolStatus::ToolError);
+    for result in [typed.result(), module.result()] {
+        assert_eq!(result.error_message, "the thing is busy");
+        assert!(result.retryable, "{result:?}");
+        assert_eq!(result.exit_code, Some(0), "{result:?}");
+    }
+
+    // Arguments the probe cannot parse: its own error, not retryable.
+    let bad = daemon
+        .exec("probe_strict", json!({"mode": "no_such_mode"}), None)
+        .await;
+    bad.assert_status(ToolStatus::ToolError);
+    assert!(
+        bad.result().error_message.contains("invalid arguments"),
+        "{:?}",
+        bad.result()
+    );
+    assert!(!bad.result().retryable);
+    assert_serves_next_call(&daemon).await;
+}
+
+#[tokio::test]
+async fn a_result_that_is_not_json_broke_the_abi() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let execution = daemon
+        .exec("probe_strict", json!({"mode": "not_json"}), None)
+        .await;
+    execution.assert_status(ToolStatus::ToolError);
+    let result = execution.result();
+    assert!(result.error_message.contains("broke the ABI"), "{result:?}");
+    assert!(result.content.is_empty(), "{result:?}");
+    assert!(!result.retryable);
+    assert_serves_next_call(&daemon).await;
+}
+
+#[tokio::test]
+async fn a_trapping_typed_component_crashed() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let execution = daemon
+        .exec("probe_strict", json!({"mode": "trap"}), None)
+        .await;
+    execution.assert_status(ToolStatus::ToolError);
+    let result = execution.result();
+    assert!(result.error_message.contains("crashed"), "{result:?}");
+    // The panic message is on stderr, and so in the message's stderr tail.
+    assert!(result.error_message.contains("asked to trap"), "{result:?}");
+    assert!(String::from_utf8_lossy(&execution.stderr).contains("asked to trap"));
+    assert_eq!(result.exit_code, None);
+    assert_serves_next_call(&daemon).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spinning_typed_component_is_stopped_at_its_deadline() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    for tool in ["probe_strict", "spin"] {
+        let started = Instant::now();
+        let execution = exec_with_timeout(&daemon, tool, json!({"mode": "spin"}), 300).await;
+        execution.assert_status(ToolStatus::Timeout);
+        assert!(
+            execution.result().error_message.contains("300 ms"),
+            "{tool}: {:?}",
+            execution.result()
+        );
+        assert!(started.elapsed() < Duration::from_secs(15), "{tool}");
+    }
+    assert_serves_next_call(&daemon).await;
+}
+
+#[tokio::test]
+async fn cancel_execution_stops_a_spinning_typed_component() {
+    // The deadline is the strict profile's 10 s: a timeout would say TIMEOUT.
+    let (daemon, _tools, _profiles) = daemon().await;
+    let mut stream = daemon
+        .tools()
+        .await
+        .execute_tool(pb::ExecuteToolRequest {
+            tool: "probe_strict".into(),
+            arguments_json: json!({"mode": "spin"}).to_string(),
+            workspace: String::new(),
+            timeout_ms: 0,
+            require_approval: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    let Some(pb::execute_tool_event::Event::Started(started)) = first.event else {
+        panic!("expected started, got {first:?}");
+    };
+    let execution_id = started.execution_id;
+    let asked = Instant::now();
+    daemon
+        .tools()
+        .await
+        .cancel_execution(pb::CancelExecutionRequest {
+            execution_id: execution_id.clone(),
+        })
+        .await
+        .expect("the execution is running");
+    let mut result = None;
+    while let Some(event) = stream.message().await.unwrap() {
+        if let Some(pb::execute_tool_event::Event::Finished(finished)) = event.event {
+            result = Some(finished);
+        }
+    }
+    let result = result.expect("a finished event");
+    assert_eq!(result.status, ToolStatus::Cancelled as i32, "{result:?}");
+    assert_eq!(result.execution_id, execution_id);
+    assert!(asked.elapsed() < Duration::from_secs(10));
+    let status = daemon
+        .tools()
+        .await
+        .cancel_execution(pb::CancelExecutionRequest { execution_id })
+        .await
+        .expect_err("no longer running");
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert_serves_next_call(&daemon).await;
+}
+
+#[tokio::test]
+async fn a_typed_result_past_the_output_limit_is_limit_exceeded() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let bytes = 2 << 20;
+    for (tool, args) in [
+        ("probe_tight", json!({"mode": "big", "bytes": bytes})),
+        ("big_tight", json!({"bytes": bytes})),
+    ] {
+        let execution = daemon.exec(tool, args, None).await;
+        execution.assert_status(ToolStatus::LimitExceeded);
+        let result = execution.result();
+        assert!(result.truncated, "{tool}: {result:?}");
+        assert!(
+            result.error_message.contains("1048576 bytes"),
+            "{tool}: {result:?}"
+        );
+        // Nothing past the limit reached the client.
+        assert!(
+            execution.stdout.len() + execution.stderr.len() <= 1 << 20,
+            "{tool}"
+        );
+    }
+    // Just under the limit passes (the envelope `{"ok":…}` adds 7 bytes to the JSON string).
+    let under = daemon
+        .exec(
+            "probe_tight",
+            json!({"mode": "big", "bytes": (1 << 20) - 9}),
+            None,
+        )
+        .await;
+    under.assert_status(ToolStatus::Ok);
+    assert_eq!(under.result().original_bytes, (1 << 20) - 7);
+    assert_serves_next_call(&daemon).await;
+}
+
+#[tokio::test]
+async fn a_long_typed_result_is_cut_by_the_output_policy_as_a_modules_is() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let args = json!({"mode": "big", "bytes": 100_000});
+    let typed = daemon.exec("probe_cut", args.clone(), None).await;
+    typed.assert_status(ToolStatus::Ok);
+    let module = daemon
+        .exec("big_cut", json!({"bytes": 100_000}), None)
+        .await;
+    module.assert_status(ToolStatus::Ok);
+    for result in [typed.result(), module.result()] {
+        assert!(result.truncated, "{result:?}");
+        // The JSON string: 100000 `a`s and its quotes.
+        assert_eq!(result.original_bytes, 100_002);
+        assert_eq!(result.content, format!("\"{}", "a".repeat(999)));
+    }
+    // Under the policy's limit, nothing is cut.
+    let small = daemon
+        .exec("probe_cut", json!({"mode": "big", "bytes": 10}), None)
+        .await;
+    small.assert_status(ToolStatus::Ok);
+    assert!(!small.result().truncated);
+    assert_eq!(small.json(), json!("a".repeat(10)));
+}
+
+#[tokio::test]
+async fn what_a_typed_component_prints_is_a_log_not_its_result() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let execution = daemon
+        .exec(
+            "probe_strict",
+            json!({"mode": "log", "stdout": "printed on stdout", "stderr": "printed on stderr"}),
+            None,
+        )
+        .await;
+    execution.assert_status(ToolStatus::Ok);
+    assert_eq!(execution.json(), json!({"logged": true}));
+    let logs = String::from_utf8_lossy(&execution.stderr);
+    assert!(logs.contains("printed on stdout\n"), "{logs}");
+    assert!(logs.contains("printed on stderr\n"), "{logs}");
+    // The stdout stream is the result alone, as a module's result document is.
+    let stdout = String::from_utf8_lossy(&execution.stdout);
+    assert!(!stdout.contains("printed"), "{stdout}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).unwrap(),
+        json!({"ok": {"logged": true}})
+    );
+    let result = execution.result();
+    assert!(!result.content.contains("printed"), "{result:?}");
+    let metadata = result.metadata.as_ref().unwrap();
+    assert_eq!(metadata.stderr_bytes, execution.stderr.len() as u64);
+    assert_eq!(metadata.stdout_bytes, execution.stdout.len() as u64);
+}
+
+#[tokio::test]
+async fn a_typed_component_that_allocates_without_end_hits_the_memory_limit() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    for tool in ["probe_tight", "grow_tight"] {
+        let execution = daemon.exec(tool, json!({"mode": "grow"}), None).await;
+        execution.assert_status(ToolStatus::LimitExceeded);
+        let result = execution.result();
+        assert!(
+            result.error_message.contains("limits.memory"),
+            "{tool}: {result:?}"
+        );
+        let peak = result.metadata.as_ref().unwrap().peak_memory_bytes;
+        assert!(peak <= 64 << 20 && peak > 32 << 20, "{tool}: peak {peak}");
+        assert_serves_next_call(&daemon).await;
+    }
+}
+
+#[tokio::test]
+async fn typed_results_carry_their_metadata() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let execution = daemon
+        .exec("probe_strict", json!({"mode": "echo"}), None)
+        .await;
+    execution.assert_status(ToolStatus::Ok);
+    let result = execution.result();
+    let metadata = result.metadata.as_ref().unwrap();
+    let digest = hex::encode(Sha256::digest(
+        std::fs::read(test_module("typed_probe")).unwrap(),
+    ));
+    assert_eq!(metadata.module_digest, digest);
+    assert_eq!(metadata.engine, "wasm");
+    assert_eq!(metadata.profile, "strict");
+    assert!(metadata.peak_memory_bytes > 0, "{metadata:?}");
+    assert!(metadata.cpu_time_us > 0, "{metadata:?}");
+    assert_eq!(metadata.stdout_bytes, execution.stdout.len() as u64);
+    assert_eq!(result.exit_code, Some(0));
+    assert!(result.execution_id.starts_with("exe_"));
+    assert_eq!(Some(&result.execution_id), execution.execution_id.as_ref());
+}
+
+#[tokio::test]
+async fn list_tools_reports_the_kind_of_each_tool() {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let tools = daemon
+        .tools()
+        .await
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    let kind = |name: &str| {
+        let tool = tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .unwrap_or_else(|| panic!("{name} is not listed: {tools:#?}"));
+        pb::ToolKind::try_from(tool.kind).unwrap()
+    };
+    assert_eq!(kind("probe"), pb::ToolKind::WasmComponent);
+    assert_eq!(kind("probe_strict"), pb::ToolKind::WasmComponent);
+    assert_eq!(kind("echo"), pb::ToolKind::WasmModule);
+    assert_eq!(kind("spin"), pb::ToolKind::WasmModule);
+    assert_eq!(kind("read_file_p2"), pb::ToolKind::WasmCommand);
+    let probe = tools.iter().find(|tool| tool.name == "probe").unwrap();
+    assert_eq!(probe.engine, "wasm");
+    let digest = hex::encode(Sha256::digest(
+        std::fs::read(test_module("typed_probe")).unwrap(),
+    ));
+    assert_eq!(probe.module_digest, digest);
+}
+
+/// A component whose `call` is not the world's: `func() -> u32`.
+const WRONG_CALL: &str = r#"
+    (component
+      (core module $m (func (export "call") (result i32) i32.const 0))
+      (core instance $i (instantiate $m))
+      (func $call (result u32) (canon lift (core func $i "call")))
+      (export "call" (func $call)))
+"#;
+
+#[tokio::test]
+async fn a_component_whose_call_has_the_wrong_signature_is_refused_at_load() {
+    let dir = ToolsDir::new();
+    dir.add("wrong_call", &wat::parse_str(WRONG_CALL).unwrap(), "");
+    dir.add_file("probe", &test_module("typed_probe"), "profile = \"strict\"");
+    let daemon = TestDaemon::with_tools(&dir).await;
+    let refused = daemon.refused();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].contains("wrong_call") && refused[0].contains("airlock:tool/tool"),
+        "{refused:?}"
+    );
+    let tools = daemon
+        .tools()
+        .await
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .tools;
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(names, ["probe"]);
+    daemon
+        .exec("probe", json!({"mode": "echo"}), None)
+        .await
+        .assert_status(ToolStatus::Ok);
+}

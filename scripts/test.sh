@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: installs what is missing, builds the
 # WebAssembly modules the tests run, then the Rust tests of the whole workspace, the C
-# plugin's test, a gRPC client written in Python against a real daemon, and the benchmarks
-# in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
+# plugin's test, the example tool built in every language with a template and run through a
+# daemon (scripts/languages.sh), a gRPC client written in Python against a real daemon, and
+# the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script).
 #
 # The host build happens once: clippy lints the workspace's crates while they compile for
 # the tests (it is their compiler, as `cargo clippy` makes it), so no dependency is built
-# twice. Downloads (Debian packages, Rust targets, the Python client's packages) run while
-# that build does. Each step's wall time is printed, and the whole fails past
+# twice. Downloads (Debian packages, Rust targets, the Python client's packages, the
+# languages' toolchains) run while that build does. Each step's wall time is printed, and the whole fails past
 # AIRLOCK_TEST_BUDGET_S (45 minutes unless set): CI must stay well inside its limit.
 set -euo pipefail
 
@@ -52,12 +53,13 @@ summary() {
 }
 trap summary EXIT
 
-step "downloads, in the background: Debian packages, Rust targets, Python and npm packages"
+step "downloads, in the background: Debian packages, Rust targets, Python and npm packages, each language's toolchain"
 (
     ensure_apt_packages
     ensure_rust_targets
     tests/python/run.sh --install-only
     tests/mcp/install.sh
+    scripts/languages.sh --install-only
 ) >"$installs_log" 2>&1 &
 installs=$!
 
@@ -89,6 +91,13 @@ cargo test --workspace --quiet
 
 step "C plugin"
 plugins/wc/test.sh
+
+step "C and C++ SDKs (their JSON readers and writers, natively and for wasm32-wasi)"
+sdk/c/test.sh
+sdk/cpp/test.sh
+
+step "tools in every language (sdk/<lang>: tools new, build, check, then the vectors through airlockd)"
+scripts/languages.sh
 
 step "Python gRPC client"
 tests/python/run.sh

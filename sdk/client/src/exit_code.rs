@@ -94,6 +94,10 @@ pub fn for_raw_status(status: i32) -> u8 {
 /// byte (their contents were not kept): the code of a tool's `TOOL_ERROR`.
 pub const REVERT_PARTIAL: u8 = 1;
 
+/// `airlock tools check` found something wrong with the tool, or `airlock tools build`'s
+/// command failed: the code of a tool's `TOOL_ERROR`.
+pub const CHECK_FAILED: u8 = 1;
+
 /// A denied call ended the run: the code of a tool's `DENIED`.
 pub const RUN_DENIED: u8 = 3;
 /// The run hit one of its limits (steps, tokens, wall time, tool calls, repeated errors): the

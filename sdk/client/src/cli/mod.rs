@@ -4,6 +4,7 @@
 mod approvals;
 mod ask;
 mod attach;
+mod author;
 mod changes;
 mod chat;
 mod eval;

@@ -1,5 +1,6 @@
 //! `airlock tools …`: everything about tools — `list`, `show NAME`, and the dispatch of
-//! `exec` (exec.rs) and `output` (full_output.rs).
+//! `exec` (exec.rs), `output` (full_output.rs) and the author's toolkit (`new`, `build`,
+//! `check`, `digest`: author/).
 
 use std::io::Write;
 
@@ -36,6 +37,15 @@ pub enum ToolsCommand {
         /// The server's manifest name.
         server: String,
     },
+    /// Make a new tool project in a language, from its template (no daemon needed).
+    New(super::author::NewArgs),
+    /// Build a tool project: run its manifest's `[build] command` (no daemon needed).
+    Build(super::author::ProjectArgs),
+    /// Check a tool before deploying it: manifest, module, digest, imports against its
+    /// profile, whether it loads, and its example calls (runs `airlockd check-tool`).
+    Check(super::author::CheckArgs),
+    /// Print the module's sha256 pin for tool.toml, or `--write` it there.
+    Digest(super::author::DigestArgs),
 }
 
 pub async fn run<O: Write, E: Write>(
@@ -44,6 +54,10 @@ pub async fn run<O: Write, E: Write>(
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
     let (name, json) = match command {
+        ToolsCommand::New(args) => return super::author::new(args, out),
+        ToolsCommand::Build(args) => return super::author::build(args, out),
+        ToolsCommand::Check(args) => return super::author::check(args, out),
+        ToolsCommand::Digest(args) => return super::author::digest(args, out),
         ToolsCommand::Exec(args) => return super::exec::run(args, server, out).await,
         ToolsCommand::Output(args) => return super::full_output::run(args, server, out).await,
         ToolsCommand::Trust { server: name } => {

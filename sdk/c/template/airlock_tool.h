@@ -1,0 +1,1 @@
+../airlock_tool.h

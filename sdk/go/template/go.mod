@@ -1,0 +1,3 @@
+module airlock.local/wordstats
+
+go 1.21

@@ -481,4 +481,121 @@ mod tests {
             ["wasi:http/types@0.2.0"]
         );
     }
+
+    /// A module that writes `{"ok":1}` and exits.
+    const ANSWERS_ONE: &str = r#"(module
+        (import "wasi_snapshot_preview1" "fd_write"
+          (func $write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 16) "{\"ok\":1}")
+        (func (export "_start")
+          (i32.store (i32.const 0) (i32.const 16))
+          (i32.store (i32.const 4) (i32.const 8))
+          (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"#;
+
+    /// A tool folder `t` with `wat` as its module, `extra` appended to its manifest and
+    /// `examples` as its examples file (none when empty); returns the report and verdict.
+    fn check(wat: &str, extra: &str, examples: &str) -> (String, bool) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tool = dir.path().join("t");
+        std::fs::create_dir(&tool).expect("mkdir");
+        std::fs::write(tool.join("t.wasm"), wat::parse_str(wat).expect("wat")).expect("write");
+        std::fs::write(
+            tool.join("tool.toml"),
+            format!(
+                "name = \"t\"\nversion = \"1\"\ndescription = \"d\"\nrisk = \"read_only\"\n\
+                 engine = \"wasm\"\nmodule = \"t.wasm\"\nprofile = \"strict\"\n\
+                 input_schema = {{ type = \"object\" }}\n{extra}"
+            ),
+        )
+        .expect("write");
+        if !examples.is_empty() {
+            std::fs::write(tool.join(EXAMPLES_FILE), examples).expect("write");
+        }
+        let options = CheckOptions {
+            tool,
+            profiles_dir: Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"),
+            cache_dir: dir.path().join("cache"),
+            state_dir: dir.path().join("state"),
+            workspace: None,
+            arguments: None,
+        };
+        let mut out = Vec::new();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let passed = runtime
+            .block_on(check_tool(&options, &mut out))
+            .expect("checked");
+        (String::from_utf8(out).expect("UTF-8"), passed)
+    }
+
+    #[test]
+    fn a_tool_that_loads_and_answers_its_examples_passes() {
+        let examples = r#"{"examples": [{"name": "one", "arguments": {}, "ok": 1}]}"#;
+        let (report, passed) = check(ANSWERS_ONE, "", examples);
+        assert!(passed, "{report}");
+        assert!(
+            report.contains("✓ loads as a WASI preview 1 module"),
+            "{report}"
+        );
+        assert!(report.contains("✓ example `one`: OK"), "{report}");
+        assert!(report.contains("not pinned"), "{report}");
+    }
+
+    #[test]
+    fn a_wrong_answer_fails_naming_both_values() {
+        let examples = r#"{"examples": [{"name": "two", "arguments": {}, "ok": 2}]}"#;
+        let (report, passed) = check(ANSWERS_ONE, "", examples);
+        assert!(!passed, "{report}");
+        assert!(
+            report.contains("✗ example `two`: got 1, expected 2"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_stale_pin_fails_and_says_how_to_repin() {
+        let stale = "0".repeat(64);
+        let (report, passed) = check(ANSWERS_ONE, &format!("sha256 = \"{stale}\"\n"), "");
+        assert!(!passed, "{report}");
+        assert!(
+            report.contains(&format!("pins sha256 {stale}"))
+                && report.contains("airlock tools digest --write"),
+            "{report}"
+        );
+        assert!(report.contains("✗ refused"), "{report}");
+    }
+
+    #[test]
+    fn an_import_outside_wasi_is_named_and_the_tool_refused() {
+        let wat = r#"(module (import "env" "abort" (func))
+                       (memory (export "memory") 1) (func (export "_start")))"#;
+        let (report, passed) = check(wat, "", "");
+        assert!(!passed, "{report}");
+        assert!(
+            report.contains("✗ import env::abort: not linked"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_module_needing_threads_is_refused_naming_the_feature() {
+        let wat = r#"(module (memory (export "memory") 1 1 shared) (func (export "_start")))"#;
+        let (report, passed) = check(wat, "", "");
+        assert!(!passed, "{report}");
+        assert!(
+            report.contains("needs WebAssembly features airlockd does not enable: threads"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_broken_manifest_or_examples_file_is_named() {
+        let (report, passed) = check(ANSWERS_ONE, "colour = \"red\"\n", "");
+        assert!(!passed && report.contains("✗ manifest"), "{report}");
+        let (report, passed) = check(ANSWERS_ONE, "", "{\"examples\": 3}");
+        assert!(!passed && report.contains("examples.json"), "{report}");
+    }
 }

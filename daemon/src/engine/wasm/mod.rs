@@ -1,5 +1,9 @@
 //! The `wasm` engine: tools as untrusted WebAssembly, run by wasmtime with WASI.
 //!
+//! A tool is one of three kinds (sdk/ABI.md): a preview 1 module or a command component,
+//! both called through stdin and stdout, or a component of the typed world
+//! `airlock:tool/tool`, called through its `call` export (typed.rs).
+//!
 //! Each call gets a fresh store with a WASI context that starts empty and receives only what
 //! the tool's profile grants (the preopened directories, the environment it sets, stdin with
 //! the arguments, stdout and stderr into the call's capture; no sockets, no name lookups).
@@ -496,9 +500,9 @@ impl WasmTool {
             Err(hit) => Exit::LimitExceeded(hit.to_string()),
         }
     }
-}
 
-impl WasmTool {
+    /// A component's store data: its WASI context, and the call's egress gate when it is
+    /// linked with wasi-http.
     fn component_state(&self, launch: &Launch, ctx: WasiCtx, limiter: Limiter) -> ComponentState {
         let egress = match (&launch.egress, &self.tls) {
             (Some(gate), Some(tls)) => Egress::through(gate.clone(), tls.clone()),

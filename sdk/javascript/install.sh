@@ -4,35 +4,21 @@
 # Its prebuilt native part comes in an npm package of its own (no other download).
 # Idempotent: does nothing when the pinned version is already there.
 set -euo pipefail
+# shellcheck source=sdk/toolchains.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../toolchains.sh"
 
-COMPONENTIZE_QJS_VERSION=0.4.5
-TOOLCHAINS="${AIRLOCK_TOOLCHAINS:-$HOME/.cache/airlock/toolchains}"
-PREFIX="$TOOLCHAINS/node-javascript"
-STAMP="$PREFIX/.airlock-componentize-qjs-$COMPONENTIZE_QJS_VERSION"
+readonly COMPONENTIZE_QJS_VERSION=0.4.5
+readonly PREFIX="$TOOLCHAINS/node-javascript"
+readonly STAMP="$PREFIX/.airlock-componentize-qjs-$COMPONENTIZE_QJS_VERSION"
+readonly COMPONENTIZE_QJS="$PREFIX/node_modules/.bin/componentize-qjs"
 
-if [ -f "$STAMP" ] && [ -x "$PREFIX/node_modules/.bin/componentize-qjs" ]; then
-    echo "componentize-qjs $COMPONENTIZE_QJS_VERSION already installed in $PREFIX"
-    exit 0
+# Runs the installed componentize-qjs.
+check_componentize_qjs() { "$COMPONENTIZE_QJS" --help >/dev/null; }
+
+if stamp_matches "$STAMP" && [[ -x $COMPONENTIZE_QJS ]]; then
+    already_installed "componentize-qjs $COMPONENTIZE_QJS_VERSION" "$PREFIX"
 fi
-
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "node/npm not found: installing nodejs and npm with apt-get"
-    $SUDO apt-get update
-    $SUDO apt-get install -y nodejs npm
-fi
-NODE_MAJOR="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$NODE_MAJOR" -lt 18 ]; then
-    echo "install.sh: componentize-qjs needs Node.js 18 or newer; this node is $(node --version)" >&2
-    exit 1
-fi
-
-echo "installing componentize-qjs $COMPONENTIZE_QJS_VERSION from npm into $PREFIX (node $(node --version))"
-mkdir -p "$PREFIX"
-rm -f "$PREFIX"/.airlock-componentize-qjs-*
-npm install --prefix "$PREFIX" --save-exact --no-audit --no-fund --loglevel=error \
-    "componentize-qjs@$COMPONENTIZE_QJS_VERSION"
-"$PREFIX/node_modules/.bin/componentize-qjs" --help >/dev/null
-touch "$STAMP"
-echo "componentize-qjs $COMPONENTIZE_QJS_VERSION installed in $PREFIX"
+ensure_node
+(($(node_major) >= 18)) || die "componentize-qjs needs Node.js 18 or newer; this node is $(node --version)"
+npm_toolchain "$PREFIX" "$STAMP" check_componentize_qjs "componentize-qjs@$COMPONENTIZE_QJS_VERSION"
+say "componentize-qjs $COMPONENTIZE_QJS_VERSION installed in $PREFIX"

@@ -5,23 +5,19 @@
 # $AIRLOCK_TOOLCHAINS), and the crates of their Cargo.lock files (into cargo's registry
 # cache), so that `airlock tools build` works offline afterwards. Idempotent.
 set -euo pipefail
+# shellcheck source=sdk/toolchains.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../toolchains.sh"
 
-TOOLCHAIN=1.95.0
-TARGETS=(wasm32-wasip1 wasm32-wasip2)
+readonly TOOLCHAIN=1.95.0
+readonly TARGETS=(wasm32-wasip1 wasm32-wasip2)
 ALREADY="already "
 SDK="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
-if ! command -v rustup >/dev/null 2>&1; then
-    echo "install.sh: rustup not found (on PATH nor in ${CARGO_HOME:-$HOME/.cargo}/bin)." >&2
-    echo "install.sh: install it from https://rustup.rs, e.g.:" >&2
-    echo "install.sh:   curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal" >&2
-    echo "install.sh: then run this script again." >&2
-    exit 1
-fi
+command -v rustup >/dev/null || die "rustup not found (on PATH nor in ${CARGO_HOME:-$HOME/.cargo}/bin); install it from https://rustup.rs, e.g. \`curl --proto '=https' -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal\`, then run this script again"
 
 if ! rustup toolchain list | grep -q "^$TOOLCHAIN-"; then
-    echo "install.sh: installing Rust $TOOLCHAIN with ${TARGETS[*]} (rustup)"
+    say "installing Rust $TOOLCHAIN with ${TARGETS[*]} (rustup)"
     rustup toolchain install "$TOOLCHAIN" --profile minimal "${TARGETS[@]/#/--target=}"
     ALREADY=""
 fi
@@ -32,7 +28,7 @@ for target in "${TARGETS[@]}"; do
     [ -d "$SYSROOT/lib/rustlib/$target" ] || MISSING+=("$target")
 done
 if [ ${#MISSING[@]} -gt 0 ]; then
-    echo "install.sh: adding ${MISSING[*]} to Rust $TOOLCHAIN (rustup)"
+    say "adding ${MISSING[*]} to Rust $TOOLCHAIN (rustup)"
     rustup target add --toolchain "$TOOLCHAIN" "${MISSING[@]}"
     ALREADY=""
 fi
@@ -40,10 +36,10 @@ fi
 for template in "$SDK/rust/template" "$SDK/rust-component/template"; do
     [ -f "$template/Cargo.lock" ] || continue
     if ! cargo "+$TOOLCHAIN" fetch --locked --offline --manifest-path "$template/Cargo.toml" >/dev/null 2>&1; then
-        echo "install.sh: downloading the crates of ${template#"$SDK/"}/Cargo.lock (crates.io)"
+        say "downloading the crates of ${template#"$SDK/"}/Cargo.lock (crates.io)"
         cargo "+$TOOLCHAIN" fetch --locked --manifest-path "$template/Cargo.toml"
         ALREADY=""
     fi
 done
 
-echo "install.sh: Rust $TOOLCHAIN with ${TARGETS[*]} ${ALREADY}installed ($(rustup run "$TOOLCHAIN" rustc --version))"
+say "Rust $TOOLCHAIN with ${TARGETS[*]} ${ALREADY}installed ($(rustup run "$TOOLCHAIN" rustc --version))"

@@ -11,8 +11,23 @@ fn echo() -> Vec<u8> {
     std::fs::read(test_module("echo")).unwrap()
 }
 
+/// What `ListTools` says `daemon` serves.
+pub(crate) async fn list_tools(daemon: &TestDaemon) -> Vec<pb::ToolInfo> {
+    daemon
+        .tools()
+        .await
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .tools
+}
+
 /// Starts a daemon over `tools` and returns it with the names it serves.
-async fn serve(tools: &ToolsDir, profiles: Option<&ProfilesDir>) -> (TestDaemon, Vec<String>) {
+pub(crate) async fn serve(
+    tools: &ToolsDir,
+    profiles: Option<&ProfilesDir>,
+) -> (TestDaemon, Vec<String>) {
     let mut options = DaemonOptions {
         tools_dirs: vec![tools.path().to_owned()],
         ..DaemonOptions::default()
@@ -21,15 +36,11 @@ async fn serve(tools: &ToolsDir, profiles: Option<&ProfilesDir>) -> (TestDaemon,
         options.profiles_dir = profiles.path().to_owned();
     }
     let daemon = TestDaemon::start(options).await;
-    let listed = daemon
-        .tools()
+    let names = list_tools(&daemon)
         .await
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .tools;
-    let names = listed.into_iter().map(|tool| tool.name).collect();
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect();
     (daemon, names)
 }
 
@@ -170,15 +181,9 @@ async fn a_second_tool_with_the_same_name_is_refused() {
         "{:?}",
         daemon.refused()
     );
-    let listed = daemon
-        .tools()
-        .await
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(listed.tools.len(), 1);
-    assert_eq!(listed.tools[0].description, "test tool echo");
+    let listed = list_tools(&daemon).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].description, "test tool echo");
 }
 
 #[tokio::test]
@@ -199,15 +204,7 @@ truncate = "tail"
 "#,
     );
     let (daemon, _) = serve(&tools, None).await;
-    let tool = daemon
-        .tools()
-        .await
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .tools
-        .remove(0);
+    let tool = list_tools(&daemon).await.remove(0);
     assert_eq!(tool.name, "described");
     assert_eq!(tool.version, "0.1.0");
     assert_eq!(tool.risk, pb::Risk::Write as i32);

@@ -4,13 +4,19 @@
 //! right and its prints as logs. Where a module can do the same thing, the test runs both and
 //! compares.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonOptions, Execution, ProfilesDir, TestDaemon, ToolsDir, test_module};
+use airlock_tests::{Execution, ProfilesDir, TestDaemon, ToolsDir};
 use pb::ToolStatus;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+
+use crate::registry::list_tools;
+use crate::wasm_sandbox::{
+    assert_cancel_stops, assert_carries_metadata, assert_hit_the_memory_limit,
+    assert_stopped_at_deadline, daemon_with_tight, hostile,
+};
 
 /// Small limits and no files, so limit tests finish quickly and need no workspace.
 const TIGHT_PROFILE: &str = r#"
@@ -21,73 +27,53 @@ wall_time_ms = 20000
 output = "1 MiB"
 "#;
 
-/// An output policy that cuts any result past 1000 bytes to its head.
-const CUT: &str = "[output]\nmax_bytes = 1000\ntruncate = \"head\"";
+/// The strict profile, with an output policy that cuts any result past 1000 bytes to its head.
+const CUT: &str = "profile = \"strict\"\n[output]\nmax_bytes = 1000\ntruncate = \"head\"";
 
-/// Every tool the tests call: the probe under each profile, and the modules (and the command
-/// component) it is compared with.
+/// Every tool the tests call besides `echo` (which every daemon of the binary serves): the probe
+/// under each profile, and the modules (and the command component) it is compared with.
 const TOOLS: &[(&str, &str, &str)] = &[
     ("probe", "typed_probe", "profile = \"readonly\""),
     ("probe_strict", "typed_probe", "profile = \"strict\""),
     ("probe_tight", "typed_probe", "profile = \"tight\""),
-    ("probe_cut", "typed_probe", "profile = \"strict\"\n"),
-    ("big_cut", "big_result", "profile = \"strict\"\n"),
+    ("probe_cut", "typed_probe", CUT),
+    ("big_cut", "big_result", CUT),
     ("big_tight", "big_result", "profile = \"tight\""),
     ("grow_tight", "grow_memory", "profile = \"tight\""),
     ("spin", "spin", "profile = \"strict\""),
     ("tool_error", "tool_error", "profile = \"strict\""),
-    ("echo", "echo", "profile = \"strict\""),
     ("read_file_p2", "read_file_p2", "profile = \"readonly\""),
 ];
 
 /// Starts a daemon serving [`TOOLS`], and checks that it refused none of them.
 async fn daemon() -> (TestDaemon, ToolsDir, ProfilesDir) {
-    let dir = ToolsDir::new();
-    for (name, module, extra) in TOOLS {
-        let extra = if name.ends_with("_cut") {
-            format!("{extra}{CUT}")
-        } else {
-            (*extra).to_owned()
-        };
-        dir.add_file(name, &test_module(module), &extra);
-    }
-    let profiles = ProfilesDir::new();
-    profiles.add("tight", TIGHT_PROFILE);
-    let daemon = TestDaemon::start(DaemonOptions {
-        tools_dirs: vec![dir.path().to_owned()],
-        profiles_dir: profiles.path().to_owned(),
-        ..DaemonOptions::default()
-    })
-    .await;
-    assert!(daemon.refused().is_empty(), "{:?}", daemon.refused());
-    (daemon, dir, profiles)
+    let tools: Vec<_> = TOOLS
+        .iter()
+        .map(|&(name, module, extra)| (name, hostile(module), extra))
+        .collect();
+    daemon_with_tight(TIGHT_PROFILE, &tools).await
+}
+
+/// Calls the probe under the strict profile: no workspace, and no timeout of the request's.
+async fn probe(daemon: &TestDaemon, arguments: Value) -> Execution {
+    daemon.exec("probe_strict", arguments, None).await
 }
 
 /// The probe's `echo` still answers: a call that went wrong left nothing behind.
 async fn assert_serves_next_call(daemon: &TestDaemon) {
-    let execution = daemon
-        .exec("probe_strict", json!({"mode": "echo"}), None)
-        .await;
+    let execution = probe(daemon, json!({"mode": "echo"})).await;
     execution.assert_status(ToolStatus::Ok);
     assert_eq!(execution.json()["arguments"], json!({"mode": "echo"}));
 }
 
-async fn exec_with_timeout(
-    daemon: &TestDaemon,
-    tool: &str,
-    args: Value,
-    timeout_ms: u64,
-) -> Execution {
-    daemon
-        .exec_request(pb::ExecuteToolRequest {
-            tool: tool.into(),
-            arguments_json: args.to_string(),
-            workspace: String::new(),
-            timeout_ms,
-            require_approval: false,
-        })
-        .await
-        .expect("accepted")
+/// Has the probe fail as `arguments` ask: a tool error, which `check` looks at further; then
+/// the probe still serves.
+async fn assert_probe_fails(arguments: Value, check: impl FnOnce(&Execution, &pb::ToolResult)) {
+    let (daemon, _tools, _profiles) = daemon().await;
+    let execution = probe(&daemon, arguments).await;
+    execution.assert_status(ToolStatus::ToolError);
+    check(&execution, execution.result());
+    assert_serves_next_call(&daemon).await;
 }
 
 fn unix_ms() -> u64 {
@@ -136,9 +122,7 @@ async fn a_typed_call_gets_its_arguments_and_its_context() {
 
     // Under a profile that grants no workspace, the context has none.
     let before = unix_ms();
-    let strict = daemon
-        .exec("probe_strict", json!({"mode": "echo"}), None)
-        .await;
+    let strict = probe(&daemon, json!({"mode": "echo"})).await;
     let after = unix_ms();
     strict.assert_status(ToolStatus::Ok);
     let context = &strict.json()["context"];
@@ -172,13 +156,7 @@ async fn a_typed_component_reads_the_workspace_its_context_names() {
     assert_eq!(read.json(), json!("hello from the host\n"));
 
     // No workspace in the context: the probe says so, as a tool error.
-    let strict = daemon
-        .exec(
-            "probe_strict",
-            json!({"mode": "read", "path": "notes.txt"}),
-            None,
-        )
-        .await;
+    let strict = probe(&daemon, json!({"mode": "read", "path": "notes.txt"})).await;
     strict.assert_status(ToolStatus::ToolError);
     assert!(
         strict.result().error_message.contains("no workspace"),
@@ -190,13 +168,11 @@ async fn a_typed_component_reads_the_workspace_its_context_names() {
 #[tokio::test]
 async fn a_returned_tool_error_is_a_tool_error_as_a_modules_is() {
     let (daemon, _tools, _profiles) = daemon().await;
-    let typed = daemon
-        .exec(
-            "probe_strict",
-            json!({"mode": "error", "message": "the thing is busy"}),
-            None,
-        )
-        .await;
+    let typed = probe(
+        &daemon,
+        json!({"mode": "error", "message": "the thing is busy"}),
+    )
+    .await;
     typed.assert_status(ToolStatus::ToolError);
     let module = daemon.exec("tool_error", json!({}), None).await;
     module.assert_status(ToolStatus::ToolError);
@@ -207,9 +183,7 @@ async fn a_returned_tool_error_is_a_tool_error_as_a_modules_is() {
     }
 
     // Arguments the probe cannot parse: its own error, not retryable.
-    let bad = daemon
-        .exec("probe_strict", json!({"mode": "no_such_mode"}), None)
-        .await;
+    let bad = probe(&daemon, json!({"mode": "no_such_mode"})).await;
     bad.assert_status(ToolStatus::ToolError);
     assert!(
         bad.result().error_message.contains("invalid arguments"),
@@ -222,47 +196,31 @@ async fn a_returned_tool_error_is_a_tool_error_as_a_modules_is() {
 
 #[tokio::test]
 async fn a_result_that_is_not_json_broke_the_abi() {
-    let (daemon, _tools, _profiles) = daemon().await;
-    let execution = daemon
-        .exec("probe_strict", json!({"mode": "not_json"}), None)
-        .await;
-    execution.assert_status(ToolStatus::ToolError);
-    let result = execution.result();
-    assert!(result.error_message.contains("broke the ABI"), "{result:?}");
-    assert!(result.content.is_empty(), "{result:?}");
-    assert!(!result.retryable);
-    assert_serves_next_call(&daemon).await;
+    assert_probe_fails(json!({"mode": "not_json"}), |_, result| {
+        assert!(result.error_message.contains("broke the ABI"), "{result:?}");
+        assert!(result.content.is_empty(), "{result:?}");
+        assert!(!result.retryable);
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn a_trapping_typed_component_crashed() {
-    let (daemon, _tools, _profiles) = daemon().await;
-    let execution = daemon
-        .exec("probe_strict", json!({"mode": "trap"}), None)
-        .await;
-    execution.assert_status(ToolStatus::ToolError);
-    let result = execution.result();
-    assert!(result.error_message.contains("crashed"), "{result:?}");
-    // The panic message is on stderr, and so in the message's stderr tail.
-    assert!(result.error_message.contains("asked to trap"), "{result:?}");
-    assert!(String::from_utf8_lossy(&execution.stderr).contains("asked to trap"));
-    assert_eq!(result.exit_code, None);
-    assert_serves_next_call(&daemon).await;
+    assert_probe_fails(json!({"mode": "trap"}), |execution, result| {
+        assert!(result.error_message.contains("crashed"), "{result:?}");
+        // The panic message is on stderr, and so in the message's stderr tail.
+        assert!(result.error_message.contains("asked to trap"), "{result:?}");
+        assert!(String::from_utf8_lossy(&execution.stderr).contains("asked to trap"));
+        assert_eq!(result.exit_code, None);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_spinning_typed_component_is_stopped_at_its_deadline() {
     let (daemon, _tools, _profiles) = daemon().await;
     for tool in ["probe_strict", "spin"] {
-        let started = Instant::now();
-        let execution = exec_with_timeout(&daemon, tool, json!({"mode": "spin"}), 300).await;
-        execution.assert_status(ToolStatus::Timeout);
-        assert!(
-            execution.result().error_message.contains("300 ms"),
-            "{tool}: {:?}",
-            execution.result()
-        );
-        assert!(started.elapsed() < Duration::from_secs(15), "{tool}");
+        assert_stopped_at_deadline(&daemon, tool, json!({"mode": "spin"})).await;
     }
     assert_serves_next_call(&daemon).await;
 }
@@ -271,50 +229,8 @@ async fn a_spinning_typed_component_is_stopped_at_its_deadline() {
 async fn cancel_execution_stops_a_spinning_typed_component() {
     // The deadline is the strict profile's 10 s: a timeout would say TIMEOUT.
     let (daemon, _tools, _profiles) = daemon().await;
-    let mut stream = daemon
-        .tools()
-        .await
-        .execute_tool(pb::ExecuteToolRequest {
-            tool: "probe_strict".into(),
-            arguments_json: json!({"mode": "spin"}).to_string(),
-            workspace: String::new(),
-            timeout_ms: 0,
-            require_approval: false,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let first = stream.message().await.unwrap().unwrap();
-    let Some(pb::execute_tool_event::Event::Started(started)) = first.event else {
-        panic!("expected started, got {first:?}");
-    };
-    let execution_id = started.execution_id;
-    let asked = Instant::now();
-    daemon
-        .tools()
-        .await
-        .cancel_execution(pb::CancelExecutionRequest {
-            execution_id: execution_id.clone(),
-        })
-        .await
-        .expect("the execution is running");
-    let mut result = None;
-    while let Some(event) = stream.message().await.unwrap() {
-        if let Some(pb::execute_tool_event::Event::Finished(finished)) = event.event {
-            result = Some(finished);
-        }
-    }
-    let result = result.expect("a finished event");
-    assert_eq!(result.status, ToolStatus::Cancelled as i32, "{result:?}");
-    assert_eq!(result.execution_id, execution_id);
-    assert!(asked.elapsed() < Duration::from_secs(10));
-    let status = daemon
-        .tools()
-        .await
-        .cancel_execution(pb::CancelExecutionRequest { execution_id })
-        .await
-        .expect_err("no longer running");
-    assert_eq!(status.code(), tonic::Code::NotFound);
+    let spin = json!({"mode": "spin"});
+    assert_cancel_stops(&daemon, "probe_strict", spin, Duration::from_secs(10)).await;
     assert_serves_next_call(&daemon).await;
 }
 
@@ -412,14 +328,7 @@ async fn a_typed_component_that_allocates_without_end_hits_the_memory_limit() {
     let (daemon, _tools, _profiles) = daemon().await;
     for tool in ["probe_tight", "grow_tight"] {
         let execution = daemon.exec(tool, json!({"mode": "grow"}), None).await;
-        execution.assert_status(ToolStatus::LimitExceeded);
-        let result = execution.result();
-        assert!(
-            result.error_message.contains("limits.memory"),
-            "{tool}: {result:?}"
-        );
-        let peak = result.metadata.as_ref().unwrap().peak_memory_bytes;
-        assert!(peak <= 64 << 20 && peak > 32 << 20, "{tool}: peak {peak}");
+        assert_hit_the_memory_limit(&execution, tool);
         assert_serves_next_call(&daemon).await;
     }
 }
@@ -427,37 +336,14 @@ async fn a_typed_component_that_allocates_without_end_hits_the_memory_limit() {
 #[tokio::test]
 async fn typed_results_carry_their_metadata() {
     let (daemon, _tools, _profiles) = daemon().await;
-    let execution = daemon
-        .exec("probe_strict", json!({"mode": "echo"}), None)
-        .await;
-    execution.assert_status(ToolStatus::Ok);
-    let result = execution.result();
-    let metadata = result.metadata.as_ref().unwrap();
-    let digest = hex::encode(Sha256::digest(
-        std::fs::read(test_module("typed_probe")).unwrap(),
-    ));
-    assert_eq!(metadata.module_digest, digest);
-    assert_eq!(metadata.engine, "wasm");
-    assert_eq!(metadata.profile, "strict");
-    assert!(metadata.peak_memory_bytes > 0, "{metadata:?}");
-    assert!(metadata.cpu_time_us > 0, "{metadata:?}");
-    assert_eq!(metadata.stdout_bytes, execution.stdout.len() as u64);
-    assert_eq!(result.exit_code, Some(0));
-    assert!(result.execution_id.starts_with("exe_"));
-    assert_eq!(Some(&result.execution_id), execution.execution_id.as_ref());
+    let execution = probe(&daemon, json!({"mode": "echo"})).await;
+    assert_carries_metadata(&execution, "typed_probe");
 }
 
 #[tokio::test]
 async fn list_tools_reports_the_kind_of_each_tool() {
     let (daemon, _tools, _profiles) = daemon().await;
-    let tools = daemon
-        .tools()
-        .await
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .tools;
+    let tools = list_tools(&daemon).await;
     let kind = |name: &str| {
         let tool = tools
             .iter()
@@ -472,45 +358,6 @@ async fn list_tools_reports_the_kind_of_each_tool() {
     assert_eq!(kind("read_file_p2"), pb::ToolKind::WasmCommand);
     let probe = tools.iter().find(|tool| tool.name == "probe").unwrap();
     assert_eq!(probe.engine, "wasm");
-    let digest = hex::encode(Sha256::digest(
-        std::fs::read(test_module("typed_probe")).unwrap(),
-    ));
+    let digest = hex::encode(Sha256::digest(hostile("typed_probe")));
     assert_eq!(probe.module_digest, digest);
-}
-
-/// A component whose `call` is not the world's: `func() -> u32`.
-const WRONG_CALL: &str = r#"
-    (component
-      (core module $m (func (export "call") (result i32) i32.const 0))
-      (core instance $i (instantiate $m))
-      (func $call (result u32) (canon lift (core func $i "call")))
-      (export "call" (func $call)))
-"#;
-
-#[tokio::test]
-async fn a_component_whose_call_has_the_wrong_signature_is_refused_at_load() {
-    let dir = ToolsDir::new();
-    dir.add("wrong_call", &wat::parse_str(WRONG_CALL).unwrap(), "");
-    dir.add_file("probe", &test_module("typed_probe"), "profile = \"strict\"");
-    let daemon = TestDaemon::with_tools(&dir).await;
-    let refused = daemon.refused();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(
-        refused[0].contains("wrong_call") && refused[0].contains("airlock:tool/tool"),
-        "{refused:?}"
-    );
-    let tools = daemon
-        .tools()
-        .await
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .tools;
-    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_str()).collect();
-    assert_eq!(names, ["probe"]);
-    daemon
-        .exec("probe", json!({"mode": "echo"}), None)
-        .await
-        .assert_status(ToolStatus::Ok);
 }

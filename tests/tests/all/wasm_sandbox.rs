@@ -8,7 +8,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonOptions, ProfilesDir, TestDaemon, ToolsDir, test_module, wat_module};
+use airlock_tests::{
+    DaemonOptions, Execution, ProfilesDir, TestDaemon, ToolsDir, test_module, wat_module,
+};
 use pb::ToolStatus;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -27,13 +29,22 @@ output = "1 MiB"
 /// Starts a daemon serving `echo` (the health probe of every test) plus `tools`, with the
 /// repository's profiles and `tight`.
 async fn daemon_with(tools: &[(&str, Vec<u8>, &str)]) -> (TestDaemon, ToolsDir, ProfilesDir) {
+    daemon_with_tight(TIGHT_PROFILE, tools).await
+}
+
+/// Starts a daemon serving `echo` plus `tools`, with the repository's profiles and `tight`
+/// defined as `tight_profile`, and checks that it refused none of them.
+pub(crate) async fn daemon_with_tight(
+    tight_profile: &str,
+    tools: &[(&str, Vec<u8>, &str)],
+) -> (TestDaemon, ToolsDir, ProfilesDir) {
     let dir = ToolsDir::new();
     dir.add_file("echo", &test_module("echo"), "");
     for (name, module, extra) in tools {
         dir.add(name, module, extra);
     }
     let profiles = ProfilesDir::new();
-    profiles.add("tight", TIGHT_PROFILE);
+    profiles.add("tight", tight_profile);
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![dir.path().to_owned()],
         profiles_dir: profiles.path().to_owned(),
@@ -48,7 +59,7 @@ async fn daemon_with(tools: &[(&str, Vec<u8>, &str)]) -> (TestDaemon, ToolsDir, 
     (daemon, dir, profiles)
 }
 
-fn hostile(name: &str) -> Vec<u8> {
+pub(crate) fn hostile(name: &str) -> Vec<u8> {
     std::fs::read(test_module(name)).unwrap()
 }
 
@@ -59,12 +70,12 @@ async fn assert_serves_next_call(daemon: &TestDaemon) {
     assert_eq!(execution.json(), json!({"still": "alive"}));
 }
 
-async fn exec_with_timeout(
+pub(crate) async fn exec_with_timeout(
     daemon: &TestDaemon,
     tool: &str,
     args: Value,
     timeout_ms: u64,
-) -> airlock_tests::Execution {
+) -> Execution {
     daemon
         .exec_request(pb::ExecuteToolRequest {
             tool: tool.into(),
@@ -77,17 +88,25 @@ async fn exec_with_timeout(
         .expect("accepted")
 }
 
+/// Calls `tool` with `arguments` (a call that spins) and a timeout of 300 ms: it ends as
+/// TIMEOUT, saying so, long before the manifest's deadline.
+pub(crate) async fn assert_stopped_at_deadline(daemon: &TestDaemon, tool: &str, arguments: Value) {
+    let started = Instant::now();
+    let execution = exec_with_timeout(daemon, tool, arguments, 300).await;
+    execution.assert_status(ToolStatus::Timeout);
+    assert!(
+        execution.result().error_message.contains("300 ms"),
+        "{tool}: {:?}",
+        execution.result()
+    );
+    assert!(started.elapsed() < Duration::from_secs(15), "{tool}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_spinning_tool_is_stopped_at_its_deadline() {
     let (daemon, _tools, _profiles) =
         daemon_with(&[("spin", hostile("spin"), "profile = \"strict\"")]).await;
-    let execution = exec_with_timeout(&daemon, "spin", json!({}), 300).await;
-    execution.assert_status(ToolStatus::Timeout);
-    assert!(
-        execution.result().error_message.contains("300 ms"),
-        "{:?}",
-        execution.result()
-    );
+    assert_stopped_at_deadline(&daemon, "spin", json!({})).await;
     assert_serves_next_call(&daemon).await;
 }
 
@@ -132,14 +151,19 @@ async fn the_manifest_timeout_applies_and_a_request_cannot_extend_it() {
     );
 }
 
-/// Runs `spin` with a long deadline and returns the open stream and its execution id.
-async fn start_spinning(daemon: &TestDaemon) -> (tonic::Streaming<pb::ExecuteToolEvent>, String) {
+/// Starts `tool` with `arguments` (a call that spins until its deadline) and returns the open
+/// stream and its execution id.
+async fn start_spinning(
+    daemon: &TestDaemon,
+    tool: &str,
+    arguments: Value,
+) -> (tonic::Streaming<pb::ExecuteToolEvent>, String) {
     let mut stream = daemon
         .tools()
         .await
         .execute_tool(pb::ExecuteToolRequest {
-            tool: "spin".into(),
-            arguments_json: "{}".into(),
+            tool: tool.into(),
+            arguments_json: arguments.to_string(),
             workspace: String::new(),
             timeout_ms: 0,
             require_approval: false,
@@ -163,7 +187,20 @@ async fn cancel_execution_stops_a_spinning_tool() {
         "profile = \"strict\"\ntimeout_ms = 60000",
     )])
     .await;
-    let (mut stream, execution_id) = start_spinning(&daemon).await;
+    assert_cancel_stops(&daemon, "spin", json!({}), Duration::from_secs(30)).await;
+    assert_serves_next_call(&daemon).await;
+}
+
+/// Starts `tool` with `arguments` (a call that spins) and cancels it: the call finishes
+/// CANCELLED within `within` (shorter than its deadline, so only the cancel can have ended it),
+/// and once finished it is gone.
+pub(crate) async fn assert_cancel_stops(
+    daemon: &TestDaemon,
+    tool: &str,
+    arguments: Value,
+    within: Duration,
+) {
+    let (mut stream, execution_id) = start_spinning(daemon, tool, arguments).await;
     let asked = Instant::now();
     daemon
         .tools()
@@ -182,7 +219,7 @@ async fn cancel_execution_stops_a_spinning_tool() {
     let result = result.expect("a finished event");
     assert_eq!(result.status, ToolStatus::Cancelled as i32, "{result:?}");
     assert_eq!(result.execution_id, execution_id);
-    assert!(asked.elapsed() < Duration::from_secs(30));
+    assert!(asked.elapsed() < within, "{tool}");
     // Once finished, the execution is gone.
     let status = daemon
         .tools()
@@ -191,7 +228,6 @@ async fn cancel_execution_stops_a_spinning_tool() {
         .await
         .expect_err("no longer running");
     assert_eq!(status.code(), tonic::Code::NotFound);
-    assert_serves_next_call(&daemon).await;
 }
 
 #[tokio::test]
@@ -202,7 +238,7 @@ async fn dropping_the_stream_cancels_the_call() {
         "profile = \"strict\"\ntimeout_ms = 60000",
     )])
     .await;
-    let (stream, execution_id) = start_spinning(&daemon).await;
+    let (stream, execution_id) = start_spinning(&daemon, "spin", json!({})).await;
     drop(stream);
     let mut tools = daemon.tools().await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -228,12 +264,20 @@ async fn unbounded_allocation_hits_the_memory_limit() {
     let execution = daemon
         .exec("grow", json!({}), Some(&daemon.workspace("w")))
         .await;
+    assert_hit_the_memory_limit(&execution, "grow");
+    assert_serves_next_call(&daemon).await;
+}
+
+/// `tool`'s call, which allocates without end, was stopped at the `tight` profile's 64 MiB.
+pub(crate) fn assert_hit_the_memory_limit(execution: &Execution, tool: &str) {
     execution.assert_status(ToolStatus::LimitExceeded);
     let result = execution.result();
-    assert!(result.error_message.contains("limits.memory"), "{result:?}");
+    assert!(
+        result.error_message.contains("limits.memory"),
+        "{tool}: {result:?}"
+    );
     let peak = result.metadata.as_ref().unwrap().peak_memory_bytes;
-    assert!(peak <= 64 << 20 && peak > 32 << 20, "peak {peak}");
-    assert_serves_next_call(&daemon).await;
+    assert!(peak <= 64 << 20 && peak > 32 << 20, "{tool}: peak {peak}");
 }
 
 #[tokio::test]
@@ -663,15 +707,21 @@ async fn the_cpu_time_limit_stops_a_spinning_tool() {
 async fn results_carry_their_metadata() {
     let (daemon, _tools, _profiles) = daemon_with(&[]).await;
     let execution = daemon.exec("echo", json!({"x": 1}), None).await;
+    assert_carries_metadata(&execution, "echo");
+}
+
+/// A successful call's result carries the metadata of a call of `module` (`tests/modules`)
+/// under the strict profile.
+pub(crate) fn assert_carries_metadata(execution: &Execution, module: &str) {
     execution.assert_status(ToolStatus::Ok);
     let result = execution.result();
     let metadata = result.metadata.as_ref().unwrap();
-    let digest = hex::encode(Sha256::digest(std::fs::read(test_module("echo")).unwrap()));
+    let digest = hex::encode(Sha256::digest(hostile(module)));
     assert_eq!(metadata.module_digest, digest);
     assert_eq!(metadata.engine, "wasm");
     assert_eq!(metadata.profile, "strict");
-    assert!(metadata.peak_memory_bytes > 0);
-    assert!(metadata.cpu_time_us > 0);
+    assert!(metadata.peak_memory_bytes > 0, "{metadata:?}");
+    assert!(metadata.cpu_time_us > 0, "{metadata:?}");
     assert_eq!(metadata.stdout_bytes, execution.stdout.len() as u64);
     assert_eq!(result.exit_code, Some(0));
     assert!(result.execution_id.starts_with("exe_"));

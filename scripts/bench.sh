@@ -7,8 +7,13 @@
 #   scripts/bench.sh --smoke         every section with tiny counts, in seconds, for CI;
 #                                    judges nothing and never installs wasmtime-cli
 #   scripts/bench.sh [--smoke] ARGS  ARGS go to airlock-bench (sections: wasm process agent
-#                                    scale cold mcp changes streaming; --scale 10,100;
-#                                    --output FILE)
+#                                    scale cold mcp changes streaming cassettes languages;
+#                                    --scale 10,100; --output FILE; --languages-dir DIR)
+#
+# The languages section (issue 20: module size, compile, cached load and warm call of the
+# example tool in each SDK language) needs the tools built first — scripts/languages.sh puts
+# them in <target dir>/languages/tools — and that folder as `--languages-dir DIR`; without it
+# the section reports itself skipped.
 #
 # Installs what is missing first: the build's own needs (as scripts/build-wasm.sh does),
 # Debian's bubblewrap, the MCP peers (tests/mcp/install.sh), and — outside --smoke — wasmtime-cli from crates.io at exactly the

@@ -106,7 +106,7 @@ step "eval suite (evals/coding.yaml: each task replayed from its cassette, tools
 scripts/evals.sh
 
 step "benchmarks, smoke mode (every section runs; no figures are judged)"
-scripts/bench.sh --smoke
+scripts/bench.sh --smoke --languages-dir "$(target_dir)/languages/tools"
 
 finish_step
 echo "all tests passed" >&2

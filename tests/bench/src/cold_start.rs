@@ -133,7 +133,7 @@ fn module_loads(bench: &Bench, manifest: &Path, runs: usize) -> anyhow::Result<(
     Ok((Samples::sequential(compiled), Samples::sequential(cached)))
 }
 
-fn module_size(manifest: &Path) -> anyhow::Result<u64> {
+pub fn module_size(manifest: &Path) -> anyhow::Result<u64> {
     let manifest = Manifest::load(manifest)?;
     match &manifest.image.code {
         airlock_daemon::testing::Code::Module(path) => Ok(std::fs::metadata(path)?.len()),

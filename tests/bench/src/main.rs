@@ -13,6 +13,7 @@ mod client;
 mod cold_start;
 mod daemon;
 mod fixtures;
+mod languages;
 mod mcp_call;
 mod peers;
 mod report;
@@ -51,6 +52,10 @@ struct Args {
     /// How many runs wait at once in the scale section.
     #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
     scale: Vec<usize>,
+    /// The example tool built in each language, one `wordstats_<lang>/` project each (as
+    /// scripts/languages.sh makes them); the languages section is skipped without it.
+    #[arg(long, value_name = "DIR")]
+    languages_dir: Option<PathBuf>,
     /// Also write the tables (Markdown) to this file.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -77,6 +82,8 @@ enum Section {
     Streaming,
     /// 9: what keeping each model exchange costs a step, and a replayed step.
     Cassettes,
+    /// 10: the example tool in each language: module size, compile, cached load, warm call.
+    Languages,
 }
 
 /// What every section gets.
@@ -86,6 +93,8 @@ pub struct Bench {
     pub wasmtime: Option<PathBuf>,
     pub smoke: bool,
     pub scale_levels: Vec<usize>,
+    /// The built example tool per language (`--languages-dir`), when given.
+    pub languages_dir: Option<PathBuf>,
 }
 
 impl Bench {
@@ -134,6 +143,7 @@ fn main() -> anyhow::Result<()> {
         wasmtime: args.wasmtime,
         smoke: args.smoke,
         scale_levels: args.scale,
+        languages_dir: args.languages_dir,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -178,6 +188,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Changes, _) => changes::run(bench, &mut report).await,
             (Section::Streaming, _) => streaming::run(bench, &mut report).await,
             (Section::Cassettes, _) => cassettes::run(bench, &mut report).await,
+            (Section::Languages, _) => languages::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -61,6 +61,8 @@ pub struct Report {
     rows: Vec<Row>,
     comparisons: Vec<Comparison>,
     targets: Vec<Target>,
+    /// A section's own summary tables (Markdown), printed after the others.
+    tables: Vec<String>,
 }
 
 impl Report {
@@ -115,6 +117,11 @@ impl Report {
             goal: goal.to_owned(),
             check,
         });
+    }
+
+    /// Adds a section's own summary (a Markdown table), printed after the three tables.
+    pub fn table(&mut self, markdown: &str) {
+        self.tables.push(markdown.to_owned());
     }
 
     fn samples(&self, key: &str) -> Option<&Samples> {
@@ -194,6 +201,10 @@ impl Report {
             };
             let _ = writeln!(out, "| {} | {measured} | {verdict} |", target.goal);
         }
+        for table in &self.tables {
+            out.push('\n');
+            out.push_str(table);
+        }
         out
     }
 
@@ -234,7 +245,7 @@ impl Report {
 }
 
 /// airlock's time as a multiple of the peer's.
-fn cost(ours: Duration, peer: Duration) -> f64 {
+pub fn cost(ours: Duration, peer: Duration) -> f64 {
     if peer.is_zero() {
         return f64::INFINITY;
     }
@@ -324,5 +335,9 @@ mod tests {
         assert!(rendered.contains("| call | cli | 100 µs | 1000 µs | 0.100 (10.0× faster) |"));
         assert!(rendered.contains("| call | absent peer | – | – | not measured | – |"));
         assert!(rendered.contains("skipped: not installed"));
+        report.table("| language | size |\n| --- | ---: |\n| c | 53 KiB |\n");
+        assert!(report.render(false).ends_with(
+            "not judged (smoke) |\n\n| language | size |\n| --- | ---: |\n| c | 53 KiB |\n"
+        ));
     }
 }

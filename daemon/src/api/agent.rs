@@ -24,7 +24,9 @@ use crate::agent::{AgentError, AgentRuntime, RunOwner};
 use crate::config::ApprovalRights;
 use crate::ids::{RunId, SessionId};
 use crate::policy::{DecisionError, Verdict};
-use crate::store::{RunCursor, RunFilter, RunRecord, RunState, SessionCursor, SessionSummary};
+use crate::store::{
+    RunCursor, RunFilter, RunRecord, RunState, SessionCursor, SessionSummary, StoreError,
+};
 use crate::wire;
 
 /// Runs listed per page unless the client asks for fewer; and the most it may ask for.
@@ -97,6 +99,80 @@ impl AgentService {
         }
     }
 
+    /// A run of `tenant`'s events after `attach.after_seq`, then its live ones; errors name
+    /// fields of the `AttachRun`.
+    async fn attach(
+        &self,
+        tenant: &Tenant,
+        attach: &pb::AttachRun,
+    ) -> Result<(RunId, mpsc::Receiver<Result<pb::RunEvent, StoreError>>), ApiError> {
+        let run_id = self.owned_run(tenant, &attach.run_id, "run_id").await?;
+        let last_seq = self
+            .runtime
+            .last_seq(&run_id)
+            .await
+            .map_err(ApiError::from)?;
+        if attach.after_seq > last_seq {
+            return Err(ApiError::AfterTheEnd {
+                after_seq: attach.after_seq,
+                last_seq,
+            }
+            .at("after_seq"));
+        }
+        let events = self
+            .runtime
+            .follow(&run_id, attach.after_seq)
+            .await
+            .map_err(|err| ApiError::from(err).at("run_id"))?;
+        Ok((run_id, events))
+    }
+
+    /// Sends on `outgoing` every pending approval request `tenant` may answer (only `run`'s,
+    /// when given), then every change to them, until the receiver goes.
+    fn feed_approvals(
+        &self,
+        tenant: Arc<Tenant>,
+        run: Option<RunId>,
+        outgoing: mpsc::Sender<Result<pb::ApprovalRequest, Status>>,
+    ) {
+        let (pending, mut updates) = self.runtime.approvals().subscribe();
+        let broker = self.runtime.approvals().clone();
+        let runtime = self.runtime.clone();
+        tokio::spawn(async move {
+            let visible = async |request: &pb::ApprovalRequest| {
+                run.as_ref()
+                    .is_none_or(|run| request.run_id == run.as_str())
+                    && may_answer(&runtime, &tenant, request).await
+            };
+            for request in pending {
+                if visible(&request).await && outgoing.send(Ok(request)).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                let update = match updates.recv().await {
+                    Ok(update) => update,
+                    // Fell behind: what matters is what is pending now.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let (pending, fresh) = broker.subscribe();
+                        updates = fresh;
+                        for request in pending {
+                            if visible(&request).await && outgoing.send(Ok(request)).await.is_err()
+                            {
+                                return;
+                            }
+                        }
+                        continue;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if visible(&update).await && outgoing.send(Ok(update)).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
     /// Checks a run's start against what `tenant` may do, and narrows its tools to the
     /// tenant's. Errors name fields inside the `StartRun`.
     fn check_start(&self, tenant: &Tenant, start: &mut pb::StartRun) -> Result<(), ApiError> {
@@ -162,6 +238,35 @@ fn verdict(decision: &pb::ApprovalDecision) -> Verdict {
             .and_then(wire::decision_from),
         reason: decision.reason.clone(),
         digest: decision.digest.clone(),
+    }
+}
+
+/// `tenant`, when it may answer approvals at all.
+fn approver(tenant: Arc<Tenant>) -> Result<Arc<Tenant>, ApiError> {
+    if tenant.approvals == ApprovalRights::None {
+        return Err(ApiError::Forbidden {
+            tenant: tenant.name.clone(),
+            what: "may not answer approvals (its `approvals` is `none`)".into(),
+        });
+    }
+    Ok(tenant)
+}
+
+/// Answers `decision` for `tenant`'s console: another tenant's request is answered as if it
+/// were not pending at all.
+async fn decide_as(
+    runtime: &AgentRuntime,
+    tenant: &Tenant,
+    decision: &pb::ApprovalDecision,
+) -> Result<(), DecisionError> {
+    let allowed = match runtime.approvals().pending(&decision.approval_id) {
+        Some(request) => may_answer(runtime, tenant, &request).await,
+        None => false,
+    };
+    if allowed {
+        runtime.decide(&verdict(decision))
+    } else {
+        Err(DecisionError::NotPending(decision.approval_id.clone()))
     }
 }
 
@@ -350,30 +455,10 @@ impl pb::agent_server::Agent for AgentService {
                 };
                 (started.live.run_id.clone(), started.events)
             }
-            Some(pb::run_request::Request::Attach(attach)) => {
-                let run_id = self
-                    .owned_run(&tenant, &attach.run_id, "attach.run_id")
-                    .await?;
-                let last_seq = self
-                    .runtime
-                    .last_seq(&run_id)
-                    .await
-                    .map_err(ApiError::from)?;
-                if attach.after_seq > last_seq {
-                    return Err(ApiError::AfterTheEnd {
-                        after_seq: attach.after_seq,
-                        last_seq,
-                    }
-                    .at("attach.after_seq")
-                    .into());
-                }
-                let events = self
-                    .runtime
-                    .follow(&run_id, attach.after_seq)
-                    .await
-                    .map_err(|err| ApiError::from(err).at("attach.run_id"))?;
-                (run_id, events)
-            }
+            Some(pb::run_request::Request::Attach(attach)) => self
+                .attach(&tenant, &attach)
+                .await
+                .map_err(|err| err.at("attach"))?,
             Some(
                 pb::run_request::Request::Decision(_)
                 | pb::run_request::Request::Cancel(_)
@@ -433,67 +518,14 @@ impl pb::agent_server::Agent for AgentService {
         &self,
         request: Request<Streaming<pb::ApprovalDecision>>,
     ) -> Result<Response<Self::ApprovalsStream>, Status> {
-        let tenant = caller(&request)?;
-        if tenant.approvals == ApprovalRights::None {
-            return Err(ApiError::Forbidden {
-                tenant: tenant.name.clone(),
-                what: "may not answer approvals (its `approvals` is `none`)".into(),
-            }
-            .into());
-        }
+        let tenant = approver(caller(&request)?)?;
         let mut decisions = request.into_inner();
         let (sender, receiver) = mpsc::channel(CONSOLE_BUFFER);
-        let (pending, mut updates) = self.runtime.approvals().subscribe();
-        let broker = self.runtime.approvals().clone();
-        let outgoing = sender.clone();
-        let runtime = self.runtime.clone();
-        let console_tenant = tenant.clone();
-        tokio::spawn(async move {
-            // Only the requests of runs this tenant may answer.
-            let visible = async |request: &pb::ApprovalRequest| {
-                may_answer(&runtime, &console_tenant, request).await
-            };
-            for request in pending {
-                if visible(&request).await && outgoing.send(Ok(request)).await.is_err() {
-                    return;
-                }
-            }
-            loop {
-                let update = match updates.recv().await {
-                    Ok(update) => update,
-                    // Fell behind: what matters is what is pending now.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let (pending, fresh) = broker.subscribe();
-                        updates = fresh;
-                        for request in pending {
-                            if visible(&request).await && outgoing.send(Ok(request)).await.is_err()
-                            {
-                                return;
-                            }
-                        }
-                        continue;
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                };
-                if visible(&update).await && outgoing.send(Ok(update)).await.is_err() {
-                    return;
-                }
-            }
-        });
+        self.feed_approvals(tenant.clone(), None, sender.clone());
         let runtime = self.runtime.clone();
         tokio::spawn(async move {
             while let Ok(Some(decision)) = decisions.message().await {
-                // Another tenant's request is answered as if it were not pending at all.
-                let allowed = match runtime.approvals().pending(&decision.approval_id) {
-                    Some(request) => may_answer(&runtime, &tenant, &request).await,
-                    None => false,
-                };
-                let decided = if allowed {
-                    runtime.decide(&verdict(&decision))
-                } else {
-                    Err(DecisionError::NotPending(decision.approval_id.clone()))
-                };
-                if let Err(err) = decided {
+                if let Err(err) = decide_as(&runtime, &tenant, &decision).await {
                     let rejected = pb::ApprovalRequest {
                         approval_id: decision.approval_id.clone(),
                         state: pb::ApprovalState::DecisionRejected as i32,
@@ -507,6 +539,46 @@ impl pb::agent_server::Agent for AgentService {
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    type WatchRunStream = EventStream<pb::RunEvent>;
+
+    async fn watch_run(
+        &self,
+        request: Request<pb::AttachRun>,
+    ) -> Result<Response<Self::WatchRunStream>, Status> {
+        let tenant = caller(&request)?;
+        let (_, events) = self.attach(&tenant, request.get_ref()).await?;
+        let stream = ReceiverStream::new(events)
+            .map(|event| event.map_err(|err| Status::from(ApiError::from(err))));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type WatchApprovalsStream = EventStream<pb::ApprovalRequest>;
+
+    async fn watch_approvals(
+        &self,
+        request: Request<pb::WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
+        let tenant = approver(caller(&request)?)?;
+        let run = match request.get_ref().run_id.as_str() {
+            "" => None,
+            run_id => Some(self.owned_run(&tenant, run_id, "run_id").await?),
+        };
+        let (sender, receiver) = mpsc::channel(CONSOLE_BUFFER);
+        self.feed_approvals(tenant, run, sender);
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn decide_approval(
+        &self,
+        request: Request<pb::ApprovalDecision>,
+    ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+        let tenant = approver(caller(&request)?)?;
+        decide_as(&self.runtime, &tenant, request.get_ref())
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::DecideApprovalResponse {}))
     }
 
     async fn cancel_run(

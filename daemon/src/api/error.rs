@@ -12,6 +12,7 @@ use tonic::{Code, Status};
 
 use crate::agent::AgentError;
 use crate::output::KeptError;
+use crate::policy::DecisionError;
 use crate::profile::GrantError;
 use crate::retention::RetentionError;
 use crate::store::StoreError;
@@ -60,6 +61,9 @@ pub enum ApiError {
     Agent(AgentError),
     #[error(transparent)]
     Kept(KeptError),
+    /// An approval decision that does not count.
+    #[error(transparent)]
+    Decision(DecisionError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -125,6 +129,13 @@ impl ApiError {
                 AgentError::Workspace(workspace) => workspace_code(workspace),
                 AgentError::Unresumable(_) => Code::Internal,
                 AgentError::Store(store) => store_code(store),
+            },
+            ApiError::Decision(decision) => match decision {
+                DecisionError::NotPending(_) => Code::NotFound,
+                DecisionError::OtherRun { .. }
+                | DecisionError::DigestMismatch(_)
+                | DecisionError::PastDeadline(_) => Code::FailedPrecondition,
+                DecisionError::NoDecision(_) => Code::InvalidArgument,
             },
             ApiError::Store(store) => store_code(store),
         }
@@ -194,6 +205,19 @@ impl From<KeptError> for ApiError {
             KeptError::NotFound(_) => ApiError::Kept(err).at("execution_id"),
             KeptError::OutOfRange { .. } => ApiError::Kept(err).at("offset"),
             KeptError::Io(_) | KeptError::Store(_) => ApiError::Kept(err),
+        }
+    }
+}
+
+impl From<DecisionError> for ApiError {
+    fn from(err: DecisionError) -> ApiError {
+        match err {
+            DecisionError::NotPending(_) | DecisionError::OtherRun { .. } => {
+                ApiError::Decision(err).at("approval_id")
+            }
+            DecisionError::DigestMismatch(_) => ApiError::Decision(err).at("digest"),
+            DecisionError::NoDecision(_) => ApiError::Decision(err).at("decision"),
+            DecisionError::PastDeadline(_) => ApiError::Decision(err),
         }
     }
 }

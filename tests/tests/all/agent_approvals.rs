@@ -494,3 +494,119 @@ async fn a_run_goes_on_when_its_client_disconnects_and_can_be_approved_by_a_cons
         FIXED
     );
 }
+
+/// WatchRun, WatchApprovals and DecideApproval: the calls of a client that cannot stream both
+/// ways (a browser over gRPC-Web) do what Run and Approvals do, with every refusal a status.
+#[tokio::test]
+async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut agent = daemon.agent().await;
+    let run_id = {
+        let mut run = daemon
+            .start_run(start(
+                &workspace,
+                &write_then_react(),
+                pb::ApprovalPolicy::Risky,
+            ))
+            .await;
+        run.approval_requested().await;
+        run.run_id().to_owned()
+    };
+    let mut approvals = agent
+        .watch_approvals(pb::WatchApprovalsRequest {
+            run_id: run_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let pending = tokio::time::timeout(Duration::from_secs(30), approvals.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(pending.run_id, run_id);
+    assert_eq!(pending.state, pb::ApprovalState::Pending as i32);
+    assert_eq!(pending.preview.as_ref().unwrap().kind, "diff");
+
+    let decide = |decision: pb::Decision, digest: &str| pb::ApprovalDecision {
+        approval_id: pending.approval_id.clone(),
+        decision: decision as i32,
+        reason: String::new(),
+        digest: digest.to_owned(),
+    };
+    let forged = agent
+        .decide_approval(decide(pb::Decision::ApproveOnce, &"0".repeat(64)))
+        .await
+        .expect_err("a digest of another call");
+    assert_eq!(forged.code(), tonic::Code::FailedPrecondition, "{forged:?}");
+    assert!(forged.message().starts_with("digest: "), "{forged:?}");
+    let empty = agent
+        .decide_approval(decide(pb::Decision::Unspecified, &pending.digest))
+        .await
+        .expect_err("no decision");
+    assert_eq!(empty.code(), tonic::Code::InvalidArgument, "{empty:?}");
+
+    agent
+        .decide_approval(decide(pb::Decision::ApproveOnce, &pending.digest))
+        .await
+        .expect("the pending request is approved");
+    let resolved = tokio::time::timeout(Duration::from_secs(30), approvals.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(resolved.state, pb::ApprovalState::Resolved as i32);
+    let replayed = agent
+        .decide_approval(decide(pb::Decision::Deny, &pending.digest))
+        .await
+        .expect_err("already answered");
+    assert_eq!(replayed.code(), tonic::Code::NotFound, "{replayed:?}");
+
+    // The run, watched from its start to its end.
+    let mut events = agent
+        .watch_run(pb::AttachRun {
+            run_id: run_id.clone(),
+            after_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seqs = Vec::new();
+    let finished = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the stream lasts until the run finishes");
+        if !event.delta {
+            seqs.push(event.seq);
+        }
+        if let Some(Event::RunFinished(finished)) = event.event {
+            break finished;
+        }
+    };
+    assert_eq!(finished.final_text, "written");
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        FIXED
+    );
+
+    let past = agent
+        .watch_run(pb::AttachRun {
+            run_id: run_id.clone(),
+            after_seq: 10_000,
+        })
+        .await
+        .expect_err("past the end");
+    assert_eq!(past.code(), tonic::Code::OutOfRange, "{past:?}");
+    assert!(past.message().starts_with("after_seq: "), "{past:?}");
+    let unknown = agent
+        .watch_approvals(pb::WatchApprovalsRequest {
+            run_id: format!("run_{}", "0".repeat(32)),
+        })
+        .await
+        .expect_err("no such run");
+    assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
+}

@@ -580,6 +580,67 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                 }
             },
         ),
+        case(
+            "WatchRun, malformed run",
+            Code::InvalidArgument,
+            "run_id",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .watch_run(pb::AttachRun {
+                            run_id: "x".into(),
+                            after_seq: 0,
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case("WatchRun, unknown run", Code::NotFound, "run_id", {
+            let c = c.clone();
+            async move {
+                agent(&c)
+                    .watch_run(pb::AttachRun {
+                        run_id: unknown("run"),
+                        after_seq: 0,
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        }),
+        case(
+            "WatchApprovals, malformed run",
+            Code::InvalidArgument,
+            "run_id",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .watch_approvals(pb::WatchApprovalsRequest { run_id: "x".into() })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
+            "DecideApproval, nothing pending",
+            Code::NotFound,
+            "approval_id",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .decide_approval(pb::ApprovalDecision {
+                            approval_id: unknown("apr"),
+                            decision: pb::Decision::ApproveOnce as i32,
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
         case("CancelRun, unknown run", Code::NotFound, "run_id", {
             let c = c.clone();
             async move {

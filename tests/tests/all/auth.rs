@@ -359,6 +359,40 @@ async fn a_tenant_never_sees_or_answers_another_tenants_runs() {
         rejected.run_id, run_id,
         "the rejection tells nothing of bob's run"
     );
+    // The one-way calls keep the same walls: bob's request is not pending for alice, his run
+    // cannot be watched by her, and her watch shows her own request only.
+    let status = alice
+        .decide_approval(pb::ApprovalDecision {
+            approval_id: bobs_request.approval_id.clone(),
+            decision: pb::Decision::ApproveOnce as i32,
+            reason: String::new(),
+            digest: bobs_request.digest.clone(),
+        })
+        .await
+        .expect_err("bob's request is not alice's");
+    assert_eq!(status.code(), Code::NotFound, "{status:?}");
+    not_found(
+        alice
+            .watch_run(pb::AttachRun {
+                run_id: run_id.clone(),
+                after_seq: 0,
+            })
+            .await
+            .map(|_| ()),
+        "watch_run",
+    );
+    let mut watched = alice
+        .watch_approvals(pb::WatchApprovalsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let only = tokio::time::timeout(Duration::from_secs(30), watched.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(only.approval_id, alices_request.approval_id);
+    drop(watched);
 
     // The default tenant (the operator) may answer every tenant's approvals.
     let (_operator_decisions, receiver) = mpsc::unbounded_channel::<pb::ApprovalDecision>();

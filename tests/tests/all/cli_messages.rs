@@ -130,6 +130,25 @@ async fn each_class_of_mistake_has_its_code_and_names_what_fixes_it() {
         stderr.contains("tenant `ci` may not answer approvals"),
         "{stderr}"
     );
+    // The one-way approval calls refuse it the same way.
+    let mut agent = airlock_proto::v1::agent_client::AgentClient::new(
+        daemon.channel_with_token(CI_TOKEN).await,
+    );
+    let watch = agent
+        .watch_approvals(airlock_proto::v1::WatchApprovalsRequest::default())
+        .await
+        .expect_err("no right to approvals");
+    let decide = agent
+        .decide_approval(airlock_proto::v1::ApprovalDecision::default())
+        .await
+        .expect_err("no right to approvals");
+    for status in [watch, decide] {
+        assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+        assert!(
+            status.message().contains("may not answer approvals"),
+            "{status:?}"
+        );
+    }
     // A call of the tenant's holds its only slot while it runs.
     let mut holder = airlock_proto::v1::tools_client::ToolsClient::new(
         daemon.channel_with_token(CI_TOKEN).await,

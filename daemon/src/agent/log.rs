@@ -71,14 +71,54 @@ pub struct RunLog {
     live: broadcast::Sender<Arc<pb::RunEvent>>,
 }
 
+/// Where every run's log says that its run changed (an event was committed): what a live
+/// list of runs (WatchRuns) listens to. Cloning shares the channel.
+#[derive(Clone)]
+pub struct RunChanges(broadcast::Sender<RunId>);
+
+/// Changes a slow listener may fall behind by before it is told it lagged (and lists again).
+const CHANGES_BUFFER: usize = 1024;
+
+impl Default for RunChanges {
+    fn default() -> RunChanges {
+        RunChanges(broadcast::channel(CHANGES_BUFFER).0)
+    }
+}
+
+impl RunChanges {
+    pub fn subscribe(&self) -> broadcast::Receiver<RunId> {
+        self.0.subscribe()
+    }
+
+    fn changed(&self, run_id: &RunId) {
+        // Nobody listening is fine.
+        if self.0.receiver_count() > 0 {
+            let _ = self.0.send(run_id.clone());
+        }
+    }
+}
+
 impl RunLog {
     /// The log of a run whose last recorded event is `last_seq`, in turn `turn_id`; starts its
-    /// publisher (so it must be made inside the runtime).
-    pub fn new(run_id: RunId, store: Arc<dyn Store>, last_seq: u64, turn_id: &TurnId) -> RunLog {
+    /// publisher (so it must be made inside the runtime), which tells `changes` of each
+    /// committed event.
+    pub fn new(
+        run_id: RunId,
+        store: Arc<dyn Store>,
+        last_seq: u64,
+        turn_id: &TurnId,
+        changes: RunChanges,
+    ) -> RunLog {
         let (published, queue) = mpsc::unbounded_channel();
         let (progress_sender, progress) = watch::channel(Progress::Committed(last_seq));
         let live = broadcast::channel(LIVE_BUFFER).0;
-        tokio::spawn(publish(queue, progress_sender, live.clone()));
+        tokio::spawn(publish(
+            run_id.clone(),
+            queue,
+            progress_sender,
+            live.clone(),
+            changes,
+        ));
         RunLog {
             run_id,
             store,
@@ -232,9 +272,11 @@ enum Publish {
 /// delta in its place among them; stops publishing at the first failure, which it records
 /// for [`RunLog::committed`] and for the subscribers.
 async fn publish(
+    run_id: RunId,
     mut queue: mpsc::UnboundedReceiver<(pb::RunEvent, Publish)>,
     progress: watch::Sender<Progress>,
     live: broadcast::Sender<Arc<pb::RunEvent>>,
+    changes: RunChanges,
 ) {
     let mut failed = false;
     while let Some((event, publish)) = queue.recv().await {
@@ -259,6 +301,7 @@ async fn publish(
                     let _ = live.send(Arc::new(event));
                 }
                 progress.send_replace(Progress::Committed(seq));
+                changes.changed(&run_id);
             }
             Err(error) => {
                 failed = true;

@@ -41,7 +41,7 @@ use crate::trace::{RunTrace, Tracer};
 use crate::wire;
 use crate::workspace::WorkspaceError;
 use checkpoint::LoopState;
-use log::RunLog;
+use log::{RunChanges, RunLog};
 use run::{Approvals, Budget, CallEvent, Recorder, RunLoop};
 
 pub(crate) use preview::preview;
@@ -203,6 +203,8 @@ pub(crate) struct Shared {
     pub approvals: Arc<ApprovalBroker>,
     pub tracer: Arc<Tracer>,
     pub settings: AgentSettings,
+    /// Every run's committed events, by run: what live lists of runs follow.
+    pub run_changes: RunChanges,
 }
 
 /// How a run is stopped from outside: a token its waits watch, and why it was pulled.
@@ -296,6 +298,7 @@ impl AgentRuntime {
                 approvals: Arc::new(ApprovalBroker::default()),
                 tracer,
                 settings,
+                run_changes: RunChanges::default(),
             }),
             live: Arc::default(),
         }
@@ -313,6 +316,16 @@ impl AgentRuntime {
     /// How long a question waits for an answer unless a run says otherwise.
     pub fn approval_timeout(&self) -> std::time::Duration {
         self.shared.settings.defaults.approval_timeout
+    }
+
+    /// The runs going on now.
+    pub fn live_run_ids(&self) -> Vec<RunId> {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
     }
 
     fn live_run(&self, run_id: &RunId) -> Option<Arc<LiveRun>> {
@@ -496,7 +509,13 @@ impl AgentRuntime {
         // The run and the event that says it started are one write: a crash in between
         // would leave a run that resumes without ever having started.
         self.shared.store.create_run(&record, &started).await?;
-        let log = Arc::new(RunLog::new(run_id, self.shared.store.clone(), 1, &turn_id));
+        let log = Arc::new(RunLog::new(
+            run_id,
+            self.shared.store.clone(),
+            1,
+            &turn_id,
+            self.shared.run_changes.clone(),
+        ));
         let mut state = LoopState::start_after(earlier, &start.input);
         state.turn_id = Some(turn_id);
         state.project_instructions = project;
@@ -701,6 +720,7 @@ impl AgentRuntime {
             self.shared.store.clone(),
             record.last_seq,
             &turn_id,
+            self.shared.run_changes.clone(),
         );
         let detail = format!("the run could not be resumed after a restart: {err}");
         log.append(
@@ -808,6 +828,7 @@ impl AgentRuntime {
             store.clone(),
             after,
             &turn_id,
+            self.shared.run_changes.clone(),
         ));
         let pending_calls = state.pending.as_ref().map_or(0, |pending| {
             pending.calls.len().saturating_sub(pending.next)
@@ -930,6 +951,11 @@ impl AgentRuntime {
     }
 
     /// A decision from an approver console, for any run.
+    /// The id of each run as its events are committed, from now on.
+    pub fn run_changes(&self) -> tokio::sync::broadcast::Receiver<RunId> {
+        self.shared.run_changes.subscribe()
+    }
+
     pub fn decide(&self, verdict: &Verdict) -> Result<(), DecisionError> {
         self.shared.approvals.decide(verdict, &Approver::Console)
     }

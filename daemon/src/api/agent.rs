@@ -4,7 +4,7 @@
 //! NOT_FOUND, exactly like ids that do not exist, so that ids do not leak; approval requests
 //! reach only the consoles of tenants that may answer them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -35,6 +35,10 @@ const MAX_PAGE_SIZE: u32 = 500;
 
 /// Messages queued for an approver console.
 const CONSOLE_BUFFER: usize = 256;
+
+/// How often WatchRuns sends the runs that changed: a run that appends a hundred events a
+/// second is read once per tick, not once per event, and a list still looks live.
+const WATCH_RUNS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A session's labels: a few short tags (a ticket, a repository), not a document store.
 const MAX_LABELS: usize = 64;
@@ -619,45 +623,77 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
         let tenant = caller(&request)?;
-        let request = request.into_inner();
-        let state = match pb::RunState::try_from(request.state) {
-            Ok(pb::RunState::Unspecified) => None,
-            Ok(pb::RunState::Running) => Some(RunState::Running),
-            Ok(pb::RunState::WaitingForApproval) => Some(RunState::WaitingForApproval),
-            Ok(pb::RunState::Finished) => Some(RunState::Finished),
-            Err(_) => {
-                return Err(ApiError::invalid(
-                    "state",
-                    format!("unknown run state {}", request.state),
-                )
-                .into());
-            }
-        };
-        let session_id = wire::non_empty(&request.session_id)
-            .map(|id| parse_id(SessionId::parse, id, "session_id"))
-            .transpose()?;
-        let after = match request.page_token.as_str() {
-            "" => None,
-            token => Some(parse_page_token(token)?),
-        };
-        let filter = RunFilter {
-            session_id,
-            state,
-            tenant: Some(tenant.name.clone()),
-        };
-        let size = match request.page_size {
-            0 => DEFAULT_PAGE_SIZE,
-            size => size.min(MAX_PAGE_SIZE),
-        };
+        let (filter, size, after) = runs_query(&tenant, request.get_ref())?;
         let (runs, next) = self
             .runtime
-            .list_runs(&filter, size as usize, after.as_ref())
+            .list_runs(&filter, size, after.as_ref())
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListRunsResponse {
             runs: runs.into_iter().map(run_info).collect(),
             next_page_token: next.as_ref().map(page_token).unwrap_or_default(),
         }))
+    }
+
+    type WatchRunsStream = EventStream<pb::RunInfo>;
+
+    async fn watch_runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<Self::WatchRunsStream>, Status> {
+        let tenant = caller(&request)?;
+        let (filter, size, after) = runs_query(&tenant, request.get_ref())?;
+        // Subscribed before listing: a change made while the page is read is sent after it.
+        let mut changes = self.runtime.run_changes();
+        let (page, _) = self
+            .runtime
+            .list_runs(&filter, size, after.as_ref())
+            .await
+            .map_err(ApiError::from)?;
+        let (sender, receiver) = mpsc::channel(CONSOLE_BUFFER);
+        let runtime = self.runtime.clone();
+        tokio::spawn(async move {
+            for run in page {
+                if sender.send(Ok(run_info(run))).await.is_err() {
+                    return;
+                }
+            }
+            let mut changed = BTreeSet::new();
+            let mut flush = tokio::time::interval(WATCH_RUNS_INTERVAL);
+            flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    change = changes.recv() => match change {
+                        Ok(run_id) => {
+                            changed.insert(run_id);
+                        }
+                        // Fell behind: the runs of the caller's that are live now are the
+                        // ones that may have changed unseen.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            changed.extend(runtime.live_run_ids());
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = flush.tick(), if !changed.is_empty() => {
+                        for run_id in std::mem::take(&mut changed) {
+                            let Ok(run) = runtime.run(&run_id).await else {
+                                continue;
+                            };
+                            let wanted = run.tenant == tenant.name
+                                && filter
+                                    .session_id
+                                    .as_ref()
+                                    .is_none_or(|session| run.session_id == *session);
+                            if wanted && sender.send(Ok(run_info(run))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    () = sender.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
 
     async fn get_trace(
@@ -796,6 +832,43 @@ impl pb::agent_server::Agent for AgentService {
                 .collect(),
         }))
     }
+}
+
+/// What a ListRuns or WatchRuns request asks for: the filter (always the caller's tenant),
+/// the page size, and where the page starts.
+fn runs_query(
+    tenant: &Tenant,
+    request: &pb::ListRunsRequest,
+) -> Result<(RunFilter, usize, Option<RunCursor>), ApiError> {
+    let state = match pb::RunState::try_from(request.state) {
+        Ok(pb::RunState::Unspecified) => None,
+        Ok(pb::RunState::Running) => Some(RunState::Running),
+        Ok(pb::RunState::WaitingForApproval) => Some(RunState::WaitingForApproval),
+        Ok(pb::RunState::Finished) => Some(RunState::Finished),
+        Err(_) => {
+            return Err(ApiError::invalid(
+                "state",
+                format!("unknown run state {}", request.state),
+            ));
+        }
+    };
+    let session_id = wire::non_empty(&request.session_id)
+        .map(|id| parse_id(SessionId::parse, id, "session_id"))
+        .transpose()?;
+    let after = match request.page_token.as_str() {
+        "" => None,
+        token => Some(parse_page_token(token)?),
+    };
+    let filter = RunFilter {
+        session_id,
+        state,
+        tenant: Some(tenant.name.clone()),
+    };
+    let size = match request.page_size {
+        0 => DEFAULT_PAGE_SIZE,
+        size => size.min(MAX_PAGE_SIZE),
+    };
+    Ok((filter, size as usize, after))
 }
 
 fn run_info(run: RunRecord) -> pb::RunInfo {

@@ -610,3 +610,69 @@ async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions(
         .expect_err("no such run");
     assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown:?}");
 }
+
+/// WatchRuns: the page ListRuns would answer, then each run again as it changes — here one
+/// that waits for an approval, is approved with DecideApproval, and finishes.
+#[tokio::test]
+async fn a_live_list_of_runs_follows_a_run_through_its_states() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let mut agent = daemon.agent().await;
+    let mut earlier = daemon
+        .start_run(start(
+            &workspace,
+            &json!({"turns": [{"final": "done"}]}),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    earlier.finished().await;
+    let mut runs = agent
+        .watch_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(30), runs.message())
+            .await
+            .expect("a run within 30 s")
+            .unwrap()
+            .expect("the list stays open")
+    };
+    let first = next().await;
+    assert_eq!(first.run_id, earlier.run_id());
+    assert_eq!(first.state, pb::RunState::Finished as i32);
+
+    let mut run = daemon
+        .start_run(start(
+            &workspace,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let asked = run.approval_requested().await;
+    let mut states = Vec::new();
+    while states.last() != Some(&pb::RunState::WaitingForApproval) {
+        let update = next().await;
+        assert_eq!(update.run_id, run.run_id(), "only the run that changed");
+        states.push(pb::RunState::try_from(update.state).unwrap());
+    }
+    agent
+        .decide_approval(pb::ApprovalDecision {
+            approval_id: asked.approval_id.clone(),
+            decision: pb::Decision::ApproveOnce as i32,
+            reason: String::new(),
+            digest: asked.digest.clone(),
+        })
+        .await
+        .unwrap();
+    let last = loop {
+        let update = next().await;
+        assert_eq!(update.run_id, run.run_id());
+        if update.state == pb::RunState::Finished as i32 {
+            break update;
+        }
+    };
+    assert_eq!(last.final_text, "written");
+    assert_eq!(last.stop_reason, pb::StopReason::Final as i32);
+    assert_eq!(run.finished().await.final_text, "written");
+}

@@ -760,6 +760,23 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
             }
         }),
         case(
+            "WatchRuns, unknown state",
+            Code::InvalidArgument,
+            "state",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .watch_runs(pb::ListRunsRequest {
+                            state: 42,
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
             "ListRuns, malformed session id",
             Code::InvalidArgument,
             "session_id",

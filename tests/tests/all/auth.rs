@@ -323,6 +323,12 @@ async fn a_tenant_never_sees_or_answers_another_tenants_runs() {
         .await
         .unwrap()
         .into_inner();
+    // Her live list of runs starts empty (bob's run is not hers) and shows her run next.
+    let mut alices_runs = alice
+        .watch_runs(pb::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
     let mut alices_run = Run::open(
         &mut alice,
         pb::run_request::Request::Start(risky_write(&tenants.workspace("alice"))),
@@ -330,6 +336,12 @@ async fn a_tenant_never_sees_or_answers_another_tenants_runs() {
     .await
     .expect("alice starts a run");
     let alices_request = alices_run.approval().await;
+    let listed = tokio::time::timeout(Duration::from_secs(30), alices_runs.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed.run_id, alices_request.run_id);
     let first = tokio::time::timeout(Duration::from_secs(30), console.message())
         .await
         .unwrap()

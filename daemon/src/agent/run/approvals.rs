@@ -537,6 +537,7 @@ mod tests {
             harness.store.clone(),
             1,
             &crate::ids::TurnId::new(),
+            Default::default(),
         ));
         let broker = harness.runtime.approvals().clone();
         let approvals = Arc::new(Approvals::new(
@@ -606,6 +607,7 @@ mod tests {
             harness.store.clone(),
             1,
             &crate::ids::TurnId::new(),
+            Default::default(),
         ));
         let approvals = Arc::new(Approvals::new(
             harness.runtime.approvals().clone(),

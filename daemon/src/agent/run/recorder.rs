@@ -204,6 +204,7 @@ mod tests {
             harness.store.clone(),
             1,
             &crate::ids::TurnId::new(),
+            Default::default(),
         ));
         let trace = RunTrace::new(
             Arc::new(Tracer::new(None)),

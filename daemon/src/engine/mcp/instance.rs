@@ -34,6 +34,11 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The end of a server's stderr kept for its logs and for the message of a call it failed.
 const STDERR_KEPT_BYTES: usize = 16 * 1024;
 
+/// How long an ended server's stderr may take to reach its end before the server is said to
+/// have ended: what it wrote as it died (often why) must be in the message, yet a process it
+/// left behind holding the pipe must not delay the report for long.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
 /// What a server listed: its tools by name, with their digests.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
@@ -125,13 +130,15 @@ impl Instance {
             .ok_or("the server's standard streams are missing")?;
         let server = Arc::new(server);
         let kept = Arc::new(Mutex::new(VecDeque::new()));
-        tokio::spawn(keep_stderr(stderr, kept.clone()));
+        let stderr_read = tokio::spawn(keep_stderr(stderr, kept.clone()));
         let ended = CancellationToken::new();
         let exit = Arc::new(Mutex::new(None));
         {
             let (server, ended, exit) = (server.clone(), ended.clone(), exit.clone());
             tokio::spawn(async move {
                 let how = server.wait().await;
+                // The last words are read before anyone is told it ended.
+                let _ = tokio::time::timeout(STDERR_DRAIN, stderr_read).await;
                 if let Ok(mut slot) = exit.lock() {
                     *slot = Some(how);
                 }

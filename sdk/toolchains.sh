@@ -12,6 +12,18 @@
 # shellcheck disable=SC2034 # for the scripts that source this file
 readonly TOOLCHAINS="${AIRLOCK_TOOLCHAINS:-$HOME/.cache/airlock/toolchains}"
 
+# The C toolchain for wasm32-wasi (C's, and under C++'s libc++): Debian 12's versions,
+# which apt-get is asked for exactly.
+readonly LLVM_VERSION=1:14.0.6-12
+readonly WASI_LIBC_VERSION=0.0~git20220510.9886d3d-2
+# shellcheck disable=SC2034 # for the scripts that source this file
+readonly WASI_C_PACKAGES=(
+    "clang-14=$LLVM_VERSION"
+    "lld-14=$LLVM_VERSION"
+    "libclang-rt-14-dev-wasm32=$LLVM_VERSION"
+    "wasi-libc=$WASI_LIBC_VERSION"
+)
+
 # Prints a progress line.
 say() { echo "${0##*/}: $*"; }
 

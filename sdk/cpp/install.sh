@@ -14,14 +14,8 @@ set -euo pipefail
 # shellcheck source=sdk/toolchains.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../toolchains.sh"
 
-# Debian 12's versions; apt-get is asked for exactly these.
-readonly LLVM_VERSION=1:14.0.6-12
-readonly WASI_LIBC_VERSION=0.0~git20220510.9886d3d-2
 readonly PACKAGES=(
-    "clang-14=$LLVM_VERSION"
-    "lld-14=$LLVM_VERSION"
-    "libclang-rt-14-dev-wasm32=$LLVM_VERSION"
-    "wasi-libc=$WASI_LIBC_VERSION"
+    "${WASI_C_PACKAGES[@]}"
     "libc++-14-dev-wasm32=$LLVM_VERSION"
     "libc++abi-14-dev-wasm32=$LLVM_VERSION"
 )

@@ -56,6 +56,15 @@ fn start(workspace: &Path, script: &Value, policy: pb::ApprovalPolicy) -> pb::St
     start
 }
 
+/// The next message of a server stream, which must come within 30 s and before it ends.
+async fn next<T>(stream: &mut tonic::Streaming<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), stream.message())
+        .await
+        .expect("a message within 30 s")
+        .unwrap()
+        .expect("the stream stays open")
+}
+
 fn resolutions(run: &RunStream) -> Vec<pb::ApprovalResolved> {
     run.of(|event| match event {
         Event::ApprovalResolved(resolved) => Some(resolved.clone()),
@@ -520,11 +529,7 @@ async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions(
         .await
         .unwrap()
         .into_inner();
-    let pending = tokio::time::timeout(Duration::from_secs(30), approvals.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let pending = next(&mut approvals).await;
     assert_eq!(pending.run_id, run_id);
     assert_eq!(pending.state, pb::ApprovalState::Pending as i32);
     assert_eq!(pending.preview.as_ref().unwrap().kind, "diff");
@@ -551,11 +556,7 @@ async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions(
         .decide_approval(decide(pb::Decision::ApproveOnce, &pending.digest))
         .await
         .expect("the pending request is approved");
-    let resolved = tokio::time::timeout(Duration::from_secs(30), approvals.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let resolved = next(&mut approvals).await;
     assert_eq!(resolved.state, pb::ApprovalState::Resolved as i32);
     let replayed = agent
         .decide_approval(decide(pb::Decision::Deny, &pending.digest))
@@ -574,11 +575,7 @@ async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions(
         .into_inner();
     let mut seqs = Vec::new();
     let finished = loop {
-        let event = tokio::time::timeout(Duration::from_secs(30), events.message())
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("the stream lasts until the run finishes");
+        let event = next(&mut events).await;
         if !event.delta {
             seqs.push(event.seq);
         }
@@ -631,14 +628,7 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
         .await
         .unwrap()
         .into_inner();
-    let mut next = async || {
-        tokio::time::timeout(Duration::from_secs(30), runs.message())
-            .await
-            .expect("a run within 30 s")
-            .unwrap()
-            .expect("the list stays open")
-    };
-    let first = next().await;
+    let first = next(&mut runs).await;
     assert_eq!(first.run_id, earlier.run_id());
     assert_eq!(first.state, pb::RunState::Finished as i32);
 
@@ -652,7 +642,7 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
     let asked = run.approval_requested().await;
     let mut states = Vec::new();
     while states.last() != Some(&pb::RunState::WaitingForApproval) {
-        let update = next().await;
+        let update = next(&mut runs).await;
         assert_eq!(update.run_id, run.run_id(), "only the run that changed");
         states.push(pb::RunState::try_from(update.state).unwrap());
     }
@@ -666,7 +656,7 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
         .await
         .unwrap();
     let last = loop {
-        let update = next().await;
+        let update = next(&mut runs).await;
         assert_eq!(update.run_id, run.run_id());
         if update.state == pb::RunState::Finished as i32 {
             break update;

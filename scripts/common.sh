@@ -29,10 +29,15 @@ ensure_rust_targets() {
     fi
 }
 
-# Installs the Debian packages that are missing (as root, or through sudo).
+# The browser the web console's tests run in (scripts/console.sh installs it).
+readonly AIRLOCK_BROWSER_PACKAGES=(chromium chromium-driver)
+
+# Installs the Debian packages that are missing (as root, or through sudo): those named, or
+# AIRLOCK_APT_PACKAGES.
 ensure_apt_packages() {
-    local missing=()
-    for package in "${AIRLOCK_APT_PACKAGES[@]}"; do
+    local missing=() wanted=("$@")
+    ((${#wanted[@]})) || wanted=("${AIRLOCK_APT_PACKAGES[@]}")
+    for package in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
             missing+=("$package")
     done

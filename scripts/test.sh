@@ -2,7 +2,8 @@
 # Runs every test of the project on a fresh machine: installs what is missing, builds the
 # WebAssembly modules the tests run, then the Rust tests of the whole workspace, the C
 # plugin's test, the example tool built in every language with a template and run through a
-# daemon (scripts/languages.sh), a gRPC client written in Python against a real daemon, and
+# daemon (scripts/languages.sh), the web console rebuilt and checked against the committed
+# build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon, and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script).
 #
@@ -53,13 +54,14 @@ summary() {
 }
 trap summary EXIT
 
-step "downloads, in the background: Debian packages, Rust targets, Python and npm packages, each language's toolchain"
+step "downloads, in the background: Debian packages (Chromium among them), Rust targets, Python and npm packages, each language's toolchain"
 (
     ensure_apt_packages
     ensure_rust_targets
     tests/python/run.sh --install-only
     tests/mcp/install.sh
     scripts/languages.sh --install-only
+    scripts/console.sh --install-only
 ) >"$installs_log" 2>&1 &
 installs=$!
 
@@ -82,6 +84,10 @@ if ! wait "$installs"; then
     die "installing what the tests need failed"
 fi
 cat "$installs_log" >&2
+
+step "web console: console/dist rebuilt from the npm registry must be the committed one; its unit tests"
+scripts/console.sh --check
+(cd console && npm test --silent)
 
 step "WebAssembly modules"
 scripts/build-wasm.sh

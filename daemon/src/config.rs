@@ -60,6 +60,8 @@ pub struct DaemonConfig {
     pub egress: EgressSettings,
     /// Where to serve MCP over Streamable HTTP (`/mcp`); off when unset.
     pub mcp_listen: Option<std::net::SocketAddr>,
+    /// The web console on the gRPC address.
+    pub console: ConsoleSettings,
 }
 
 /// The TOML file. Relative paths in it are relative to the file.
@@ -93,6 +95,34 @@ pub struct ConfigFile {
     pub mcp_listen: Option<std::net::SocketAddr>,
     #[serde(default)]
     pub egress: EgressSettings,
+    #[serde(default)]
+    pub console: ConsoleSettings,
+}
+
+/// `[console]`: the web console served beside the gRPC services.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSettings {
+    /// Serve the console's pages at `/` of the gRPC address. gRPC-Web is served either way:
+    /// it is part of the API, for every client that cannot speak HTTP/2 trailers.
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// Serve the console's files from this directory, read on each request, instead of
+    /// those built into the daemon: for working on the console (`console/dist`).
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> ConsoleSettings {
+        ConsoleSettings {
+            enabled: true,
+            dir: None,
+        }
+    }
+}
+
+fn enabled() -> bool {
+    true
 }
 
 /// `[egress]`: how the daemon resolves the hosts tools reach.
@@ -304,6 +334,8 @@ pub struct Overrides {
     pub workspace_roots: Vec<PathBuf>,
     pub otlp_endpoint: Option<String>,
     pub mcp_listen: Option<std::net::SocketAddr>,
+    pub no_console: bool,
+    pub console_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -346,6 +378,7 @@ impl ConfigFile {
         file.profiles_dir.iter_mut().for_each(anchor);
         file.state_dir.iter_mut().for_each(anchor);
         file.module_cache_dir.iter_mut().for_each(anchor);
+        file.console.dir.iter_mut().for_each(anchor);
         if let Some(tls) = &mut file.tls {
             anchor(&mut tls.cert);
             anchor(&mut tls.key);
@@ -406,6 +439,11 @@ impl DaemonConfig {
         let mut auth = file.auth;
         auth.unix_socket_trust |= overrides.unix_socket_trust;
         file.egress.check()?;
+        let mut console = file.console;
+        console.enabled &= !overrides.no_console;
+        if let Some(dir) = overrides.console_dir {
+            console.dir = Some(cwd.join(dir));
+        }
         Ok(DaemonConfig {
             listen: overrides
                 .listen
@@ -447,6 +485,7 @@ impl DaemonConfig {
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
             mcp_listen: overrides.mcp_listen.or(file.mcp_listen),
             egress: file.egress,
+            console,
         })
     }
 }

@@ -366,6 +366,7 @@ impl Daemon {
             store: self.store.clone(),
             retention,
             state_dir: self.config.state_dir.clone(),
+            console: self.config.console.clone(),
         };
         let server = api::serve(services, listener, access, shutdown);
         tokio::pin!(server);

@@ -56,6 +56,13 @@ struct Args {
     /// the same tokens and tenants; off unless set.
     #[arg(long, value_name = "ADDR")]
     mcp_listen: Option<std::net::SocketAddr>,
+    /// Do not serve the web console's pages (gRPC-Web stays: it is part of the API).
+    #[arg(long)]
+    no_console: bool,
+    /// Serve the web console's files from this directory, read on each request, instead of
+    /// those built in: for working on the console (console/dist).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_console")]
+    console_dir: Option<PathBuf>,
     /// Log format; the filter comes from AIRLOCK_LOG (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -116,6 +123,8 @@ fn main() -> anyhow::Result<()> {
             workspace_roots: args.workspace_roots,
             otlp_endpoint: args.otlp_endpoint,
             mcp_listen: args.mcp_listen,
+            no_console: args.no_console,
+            console_dir: args.console_dir,
         },
     )?;
     if let Some(Command::CheckTool {

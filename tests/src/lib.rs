@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod cli;
 pub mod egress;
 pub mod mcp;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use airlock_daemon::Daemon;
 use airlock_daemon::config::AgentSettings;
 use airlock_daemon::config::{
-    ApprovalRights, AuthSettings, DaemonConfig, ListenAddr, TenantFile, TlsFiles,
+    ApprovalRights, AuthSettings, ConsoleSettings, DaemonConfig, ListenAddr, TenantFile, TlsFiles,
 };
 use airlock_proto::v1 as pb;
 use pb::execute_tool_event::Event;
@@ -313,6 +314,8 @@ pub struct DaemonOptions {
     pub extra_workspace_roots: Vec<PathBuf>,
     /// Serve MCP over Streamable HTTP here (port 0: any); see [`TestDaemon::mcp_addr`].
     pub mcp_listen: Option<std::net::SocketAddr>,
+    /// The web console: the built-in pages unless set otherwise.
+    pub console: ConsoleSettings,
 }
 
 impl Default for DaemonOptions {
@@ -330,6 +333,7 @@ impl Default for DaemonOptions {
             tls: None,
             extra_workspace_roots: Vec::new(),
             mcp_listen: None,
+            console: ConsoleSettings::default(),
         }
     }
 }
@@ -384,6 +388,7 @@ impl TestDaemon {
             otlp_endpoint: options.otlp_endpoint,
             egress: Default::default(),
             mcp_listen: options.mcp_listen,
+            console: options.console,
         };
         let daemon = Daemon::build(config).expect("daemon builds");
         let refused = daemon

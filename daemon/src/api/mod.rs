@@ -4,6 +4,7 @@
 
 mod agent;
 pub mod auth;
+mod console;
 mod daemon;
 pub mod direct_approval;
 mod error;
@@ -26,11 +27,13 @@ use airlock_proto::v1::daemon_server::DaemonServer;
 use airlock_proto::v1::tools_server::ToolsServer;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::RoutesBuilder;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 
 use crate::agent::AgentRuntime;
+use crate::config::ConsoleSettings;
 use crate::retention::Retention;
 use crate::store::Store;
 use crate::tools::Executor;
@@ -56,6 +59,8 @@ pub struct Services {
     pub retention: Arc<Retention>,
     /// The daemon's state dir, where hosted MCP servers' trust records are.
     pub state_dir: std::path::PathBuf,
+    /// The web console's pages, beside the services.
+    pub console: ConsoleSettings,
 }
 
 /// Serves every service on `listener` until `shutdown` resolves, then stops accepting and
@@ -72,6 +77,7 @@ pub async fn serve(
         store,
         retention,
         state_dir,
+        console,
     } = services;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -108,27 +114,32 @@ pub async fn serve(
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
 
-    let mut server = Server::builder().http2_max_header_list_size(limits::MAX_HEADER_LIST_BYTES);
+    // HTTP/1.1 as well as HTTP/2: browsers call through gRPC-Web, and the console's pages
+    // are served on the same address (see `console`).
+    let mut server = Server::builder()
+        .accept_http1(true)
+        .http2_max_header_list_size(limits::MAX_HEADER_LIST_BYTES);
     if let Some(tls) = access.tls {
         server = server.tls_config(tls)?;
     }
-    // Every service, open ones included, refuses an oversize message the same way.
-    let router = server
+    // Every service, open ones included, refuses an oversize message the same way. The
+    // services a browser calls also speak gRPC-Web.
+    let mut routes = RoutesBuilder::default();
+    routes
         .add_service(LimitMessages::new(health_service))
         .add_service(LimitMessages::new(reflection_v1))
         .add_service(LimitMessages::new(reflection_v1alpha))
-        .add_service(LimitMessages::new(InterceptedService::new(
-            info,
-            authenticate.clone(),
+        .add_service(console::browser_facing(LimitMessages::new(
+            InterceptedService::new(info, authenticate.clone()),
         )))
-        .add_service(LimitMessages::new(InterceptedService::new(
-            tools,
-            authenticate.clone(),
+        .add_service(console::browser_facing(LimitMessages::new(
+            InterceptedService::new(tools, authenticate.clone()),
         )))
-        .add_service(LimitMessages::new(InterceptedService::new(
-            agent,
-            authenticate,
+        .add_service(console::browser_facing(LimitMessages::new(
+            InterceptedService::new(agent, authenticate),
         )));
+    let routes = console::add_pages(routes.routes().into_axum_router(), &console);
+    let router = server.add_routes(routes.into());
     let stopped = async {
         shutdown.await;
         health

@@ -10,7 +10,7 @@ use airlock_tests::{Console, DaemonOptions, RunStream, TestDaemon, repo_root, sc
 use pb::run_event::Event;
 use serde_json::{Value, json};
 
-async fn daemon() -> TestDaemon {
+pub(crate) async fn daemon() -> TestDaemon {
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins")],
         ..DaemonOptions::default()
@@ -20,7 +20,7 @@ async fn daemon() -> TestDaemon {
     daemon
 }
 
-fn workspace(daemon: &TestDaemon, name: &str) -> PathBuf {
+pub(crate) fn workspace(daemon: &TestDaemon, name: &str) -> PathBuf {
     let workspace = daemon.workspace(name);
     std::fs::write(
         workspace.join("calc.py"),
@@ -30,14 +30,14 @@ fn workspace(daemon: &TestDaemon, name: &str) -> PathBuf {
     workspace
 }
 
-const FIXED: &str = "def mean(v):\n    return sum(v) / len(v)\n";
+pub(crate) const FIXED: &str = "def mean(v):\n    return sum(v) / len(v)\n";
 
 fn write_call() -> Value {
     json!({"name": "write_file", "arguments": {"path": "calc.py", "content": FIXED}})
 }
 
 /// Writes the fix, then answers depending on what the model was told.
-fn write_then_react() -> Value {
+pub(crate) fn write_then_react() -> Value {
     json!({"turns": [
         {"tool_calls": [write_call()]},
         {"alternatives": [
@@ -50,7 +50,7 @@ fn write_then_react() -> Value {
     ]})
 }
 
-fn start(workspace: &Path, script: &Value, policy: pb::ApprovalPolicy) -> pb::StartRun {
+pub(crate) fn start(workspace: &Path, script: &Value, policy: pb::ApprovalPolicy) -> pb::StartRun {
     let mut start = scripted_run(workspace, script);
     start.approval_policy = policy as i32;
     start

@@ -24,13 +24,13 @@ use tonic::Code;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-9876543210";
+pub(crate) const ALICE: &str = "alice-token-0123456789";
+pub(crate) const BOB: &str = "bob-token-9876543210";
 
 /// A daemon with tenants `alice` (every tool) and `bob` (read_file, write_file and spin, in
 /// his own root, one call and one run at a time).
-struct TwoTenants {
-    daemon: TestDaemon,
+pub(crate) struct TwoTenants {
+    pub(crate) daemon: TestDaemon,
     /// Inside the daemon's roots; bob's root is `bob/` in it.
     shared: TempDir,
     _tools: ToolsDir,
@@ -38,7 +38,7 @@ struct TwoTenants {
 }
 
 impl TwoTenants {
-    async fn start() -> TwoTenants {
+    pub(crate) async fn start() -> TwoTenants {
         let secrets = tempfile::tempdir().unwrap();
         let shared = tempfile::tempdir().unwrap();
         std::fs::create_dir(shared.path().join("bob")).unwrap();
@@ -79,7 +79,7 @@ impl TwoTenants {
         }
     }
 
-    fn workspace(&self, tenant: &str) -> PathBuf {
+    pub(crate) fn workspace(&self, tenant: &str) -> PathBuf {
         let dir = self.shared.path().join(tenant);
         std::fs::write(dir.join("notes.txt"), "hello\n").unwrap();
         dir
@@ -89,7 +89,7 @@ impl TwoTenants {
         pb::tools_client::ToolsClient::new(self.daemon.channel_with_token(token).await)
     }
 
-    async fn agent(&self, token: &str) -> pb::agent_client::AgentClient<AuthedChannel> {
+    pub(crate) async fn agent(&self, token: &str) -> pb::agent_client::AgentClient<AuthedChannel> {
         pb::agent_client::AgentClient::new(self.daemon.channel_with_token(token).await)
     }
 }

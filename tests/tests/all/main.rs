@@ -18,6 +18,8 @@ mod cassettes;
 mod changes;
 mod cli;
 mod cli_messages;
+mod console_browser;
+mod console_serving;
 mod crash_resume;
 mod crash_stages;
 mod daemon_process;

@@ -86,8 +86,9 @@ pub struct Airlockd {
     child: tokio::process::Child,
     pid: u32,
     pub endpoint: String,
-    /// The bench tenant's token.
+    /// The bench tenant's token, as the `authorization` metadata and as itself.
     token: Bearer,
+    token_text: String,
     /// When the process was spawned.
     pub spawned: Instant,
     log: Arc<Mutex<VecDeque<String>>>,
@@ -145,7 +146,7 @@ impl Airlockd {
                 keep(&collected, line);
             }
         });
-        let token = Bearer(
+        let bearer = Bearer(
             format!("Bearer {token}")
                 .parse()
                 .context("the bench token is not ASCII")?,
@@ -154,10 +155,16 @@ impl Airlockd {
             child,
             pid,
             endpoint,
-            token,
+            token: bearer,
+            token_text: token,
             spawned,
             log,
         })
+    }
+
+    /// The bench tenant's access token (what a person pastes into the console).
+    pub fn token(&self) -> &str {
+        &self.token_text
     }
 
     /// A new HTTP/2 connection to the daemon.

@@ -11,6 +11,7 @@ mod cassettes;
 mod changes;
 mod client;
 mod cold_start;
+mod console;
 mod daemon;
 mod fixtures;
 mod languages;
@@ -84,6 +85,9 @@ enum Section {
     Cassettes,
     /// 10: the example tool in each language: module size, compile, cached load, warm call.
     Languages,
+    /// 11: the web console's first screenful of a long runs list and of a long run, in
+    /// headless Chromium.
+    Console,
 }
 
 /// What every section gets.
@@ -189,6 +193,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Streaming, _) => streaming::run(bench, &mut report).await,
             (Section::Cassettes, _) => cassettes::run(bench, &mut report).await,
             (Section::Languages, _) => languages::run(bench, &mut report).await,
+            (Section::Console, _) => console::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -7,7 +7,7 @@
 #   scripts/bench.sh --smoke         every section with tiny counts, in seconds, for CI;
 #                                    judges nothing and never installs wasmtime-cli
 #   scripts/bench.sh [--smoke] ARGS  ARGS go to airlock-bench (sections: wasm process agent
-#                                    scale cold mcp changes streaming cassettes languages;
+#                                    scale cold mcp changes streaming cassettes languages console;
 #                                    --scale 10,100; --output FILE; --languages-dir DIR)
 #
 # The languages section (issue 20: module size, compile, cached load and warm call of the
@@ -72,6 +72,8 @@ ensure_apt_packages
 ensure_bubblewrap
 # The MCP section's server and its direct peer: the Python MCP SDK (skipped when present).
 tests/mcp/install.sh
+# The console section's browser: Debian's Chromium and its driver (skipped when present).
+scripts/console.sh --install-only
 
 wasmtime_args=()
 if wasmtime_current; then

@@ -592,6 +592,40 @@ mod tests {
     }
 
     #[test]
+    fn the_console_is_on_unless_the_file_or_the_flag_turns_it_off() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlockd.toml");
+        let resolve = |text: &str, overrides: Overrides| {
+            std::fs::write(&path, text).expect("write");
+            let file = ConfigFile::load(&path).expect("parses");
+            DaemonConfig::resolve(file, overrides)
+                .expect("resolves")
+                .console
+        };
+        assert_eq!(
+            resolve("", Overrides::default()),
+            ConsoleSettings::default()
+        );
+        assert!(resolve("", Overrides::default()).enabled);
+        let off = resolve("[console]\nenabled = false\n", Overrides::default());
+        assert!(!off.enabled);
+        let flagged = resolve(
+            "",
+            Overrides {
+                no_console: true,
+                ..Overrides::default()
+            },
+        );
+        assert!(!flagged.enabled);
+        // A directory named in the file is relative to the file.
+        let from_file = resolve("[console]\ndir = \"dist\"\n", Overrides::default());
+        assert_eq!(from_file.dir, Some(dir.path().join("dist")));
+        std::fs::write(&path, "[console]\nenable = true\n").expect("write");
+        let err = ConfigFile::load(&path).expect_err("an unknown key is refused");
+        assert!(err.to_string().contains("enable"), "{err}");
+    }
+
+    #[test]
     fn the_otlp_endpoint_comes_from_the_flag_else_the_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("airlockd.toml");

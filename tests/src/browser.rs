@@ -125,8 +125,8 @@ impl Browser {
                 .await
             {
                 Ok(client) => break client,
-                Err(err) if started.elapsed() < Duration::from_secs(20) => {
-                    let _ = err;
+                // chromedriver is still starting.
+                Err(_) if started.elapsed() < Duration::from_secs(20) => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(err) => panic!("chromedriver on {url} gave no session: {err}"),

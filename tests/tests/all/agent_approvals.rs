@@ -32,7 +32,7 @@ pub(crate) fn workspace(daemon: &TestDaemon, name: &str) -> PathBuf {
 
 pub(crate) const FIXED: &str = "def mean(v):\n    return sum(v) / len(v)\n";
 
-fn write_call() -> Value {
+pub(crate) fn write_call() -> Value {
     json!({"name": "write_file", "arguments": {"path": "calc.py", "content": FIXED}})
 }
 
@@ -65,7 +65,7 @@ async fn next<T>(stream: &mut tonic::Streaming<T>) -> T {
         .expect("the stream stays open")
 }
 
-fn resolutions(run: &RunStream) -> Vec<pb::ApprovalResolved> {
+pub(crate) fn resolutions(run: &RunStream) -> Vec<pb::ApprovalResolved> {
     run.of(|event| match event {
         Event::ApprovalResolved(resolved) => Some(resolved.clone()),
         _ => None,

@@ -14,7 +14,9 @@ use fantoccini::Locator;
 use fantoccini::key::Key;
 use serde_json::{Value, json};
 
-use crate::agent_approvals::{FIXED, daemon, start, workspace, write_then_react};
+use crate::agent_approvals::{
+    FIXED, daemon, resolutions, start, workspace, write_call, write_then_react,
+};
 use crate::auth::{ALICE, BOB, TwoTenants};
 
 /// A run waiting for approval of a write to `calc.py`, with its request.
@@ -157,6 +159,93 @@ async fn an_approval_is_given_in_the_inbox_with_its_diff_rendered() {
         FIXED
     );
     browser.wait_for("[data-testid=approvals-empty]").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn approve_for_the_session_covers_the_same_call_again() {
+    let daemon = daemon().await;
+    let workspace = workspace(&daemon, "w");
+    let script = json!({"turns": [
+        {"tool_calls": [write_call()]},
+        {"tool_calls": [write_call()]},
+        {"final": "written twice"}
+    ]});
+    let mut run = daemon
+        .start_run(start(&workspace, &script, pb::ApprovalPolicy::Risky))
+        .await;
+    let request = run.approval_requested().await;
+    let browser = console_at(&daemon, "#/approvals").await;
+    click(
+        &browser,
+        &format!(
+            "{} [data-testid=approve-session]",
+            approval_card(&request.approval_id)
+        ),
+    )
+    .await;
+    assert_eq!(run.finished().await.final_text, "written twice");
+    let by: Vec<String> = resolutions(&run)
+        .into_iter()
+        .map(|resolved| resolved.decided_by)
+        .collect();
+    assert_eq!(by.len(), 2, "{by:?}");
+    assert_eq!(by[1], "session grant", "the second call was not asked");
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn the_runs_list_filters_by_state_and_by_session() {
+    let daemon = daemon().await;
+    let (_waiting, _request) = waiting_write(&daemon, "w").await;
+    let script = json!({"turns": [{"final": "done"}]});
+    let mut finished = daemon
+        .start_run(scripted_run(&daemon.workspace("x"), &script))
+        .await;
+    finished.finished().await;
+    let finished_session = finished.of(|event| match event {
+        pb::run_event::Event::RunStarted(started) => Some(started.session_id.clone()),
+        _ => None,
+    })[0]
+        .clone();
+    let rows =
+        "return [...document.querySelectorAll('[data-testid=run-row]')].map(r => r.dataset.state);";
+
+    let browser = console_at(&daemon, "#/runs?state=waiting").await;
+    browser
+        .wait_for("[data-testid=run-row][data-state=WAITING_FOR_APPROVAL]")
+        .await;
+    browser.wait_for("[data-testid=runs-end]").await;
+    assert_eq!(browser.eval(rows).await, json!(["WAITING_FOR_APPROVAL"]));
+    assert_eq!(
+        browser
+            .eval("return document.querySelector('#filter-state').selectedOptions[0].textContent;")
+            .await,
+        json!("Waiting for approval")
+    );
+
+    // A session typed into its filter: only that session's run.
+    browser
+        .goto(&format!("{}/#/runs", daemon.endpoint))
+        .await
+        .unwrap();
+    browser.wait_for_count("[data-testid=run-row]", 2).await;
+    browser
+        .wait_for("#filter-session")
+        .await
+        .send_keys(&finished_session)
+        .await
+        .unwrap();
+    browser
+        .wait_until(
+            "only the session's run",
+            &format!(
+                "const rows = [...document.querySelectorAll('[data-testid=run-row]')];
+                 return rows.length === 1 && rows[0].dataset.runId === {};",
+                css_attr(finished.run_id())
+            ),
+        )
+        .await;
     browser.close().await;
 }
 

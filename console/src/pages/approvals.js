@@ -5,7 +5,7 @@
 // data-approval-id / data-digest attributes when the button is clicked.
 
 import { useRef, useState } from "preact/hooks";
-import { api, enumName, errorMessage } from "../api.js";
+import { api, enumName, enumNumber, errorMessage } from "../api.js";
 import { approvalsStore, markSent } from "../approvals-store.js";
 import { CodeBlock, RiskBadge, useNow, useTitle } from "../components.js";
 import { useStore } from "../store.js";
@@ -14,7 +14,8 @@ import { formatCountdown, localDateTime, num, prettyJson, relativeTime } from ".
 import { html } from "../html.js";
 import { runHref } from "../router.js";
 
-const DECISIONS = { once: 1, session: 2, deny: 3 };
+/** Each button's Decision, by its name in the descriptor set the daemon serves. */
+const DECISIONS = { once: "APPROVE_ONCE", session: "APPROVE_SESSION", deny: "DENY" };
 
 /** A DOM id made from an approval id (which is unguessable but may hold any character). */
 function domId(approvalId) {
@@ -89,7 +90,7 @@ function ApprovalCard({ item, now }) {
     setError("");
     setBusy(true);
     try {
-      await api.agent.decideApproval({ approvalId, decision: DECISIONS[which], reason, digest });
+      await api.agent.decideApproval({ approvalId, decision: enumNumber("airlock.v1.Decision", DECISIONS[which]), reason, digest });
       markSent(r.approvalId, true);
       // Should the stream's update never come, let the card be answered again.
       setTimeout(() => markSent(r.approvalId, false), 20_000);

@@ -4,7 +4,7 @@
 // they lead up to is committed; a cancel button while it runs; its change sets.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, enumName, enumTitle, errorCode, isAbort, isFinalError, Code } from "../api.js";
+import { api, enumName, enumNumber, enumTitle, errorCode, isAbort, isFinalError, Code } from "../api.js";
 import { ErrorAlert, Loading, StateBadge, Time, sleep, useBatchedRender, useMedia, useNow, useTitle } from "../components.js";
 import { ChangeList, describe } from "../events.js";
 import { formatDuration, formatInt, localDateTime, num } from "../format.js";
@@ -14,9 +14,8 @@ import { VirtualList, rowStyle } from "../virtual-list.js";
 
 let eventsMarked = false;
 
-const FINISHED = 3;
-const WAITING = 2;
-const RUNNING = 1;
+/** A RunState's number, from the descriptor set the daemon serves ("FINISHED" → 3). */
+const runState = (name) => enumNumber("airlock.v1.RunState", name);
 
 export function RunPage({ runId }) {
   useTitle(`Run ${runId}`);
@@ -53,7 +52,7 @@ export function RunPage({ runId }) {
       try {
         const info = await api.agent.getRun({ runId }, { signal });
         // Keep what live events already told when the answer is older than them.
-        d.info = d.finished && info.state !== FINISHED ? { ...info, state: FINISHED } : info;
+        d.info = d.finished && info.state !== runState("FINISHED") ? { ...info, state: runState("FINISHED") } : info;
         d.infoError = null;
       } catch (err) {
         if (isAbort(err, signal)) return;
@@ -117,7 +116,7 @@ export function RunPage({ runId }) {
         <h1>Run <span class="mono id">${runId}</span></h1>
         <div class="actions">
           <a class="button" href=${traceHref(runId)}>Trace</a>
-          ${info && info.state !== FINISHED && !d.finished
+          ${info && info.state !== runState("FINISHED") && !d.finished
             ? html`<button type="button" class="danger" data-testid="cancel-run" disabled=${d.cancelling} onClick=${cancel}>
                 ${d.cancelling ? "Cancelling…" : "Cancel run"}</button>`
             : null}
@@ -159,7 +158,7 @@ function Summary({ info, now }) {
         <div class="wide"><dt>Workspace</dt><dd class="mono break">${info.workspace || "—"}</dd></div>
         <div class="wide"><dt>Trace</dt><dd><a class="mono break" href=${traceHref(info.runId)}>${info.traceId || "trace"}</a></dd></div>
       </dl>
-      ${info.state === WAITING
+      ${info.state === runState("WAITING_FOR_APPROVAL")
         ? html`<p class="note waiting-note">The run waits for an approval: answer it in <a href="#/approvals">Approvals</a>.</p>`
         : null}
       <div class="texts">
@@ -171,7 +170,7 @@ function Summary({ info, now }) {
           <h2 class="h3">Final text</h2>
           ${info.finalText
             ? html`<div class="prose boxed" data-testid="final-text">${info.finalText}</div>`
-            : html`<p class="muted boxed">${info.state === FINISHED ? "No final text." : "Not yet: the run is going on."}</p>`}
+            : html`<p class="muted boxed">${info.state === runState("FINISHED") ? "No final text." : "Not yet: the run is going on."}</p>`}
         </div>
       </div>
     </section>`;
@@ -346,11 +345,11 @@ function receive(d, ev) {
       if (info && info.steps < v.index) d.info = { ...info, steps: v.index };
       return "info";
     case "approvalRequested":
-      if (info && info.state !== FINISHED) d.info = { ...info, state: WAITING };
+      if (info && info.state !== runState("FINISHED")) d.info = { ...info, state: runState("WAITING_FOR_APPROVAL") };
       return "info";
     case "approvalResolved":
     case "toolStarted":
-      if (info && info.state === WAITING) d.info = { ...info, state: RUNNING };
+      if (info && info.state === runState("WAITING_FOR_APPROVAL")) d.info = { ...info, state: runState("RUNNING") };
       return "info";
     case "changes":
       return "changes";
@@ -359,7 +358,7 @@ function receive(d, ev) {
       if (info) {
         d.info = {
           ...info,
-          state: FINISHED,
+          state: runState("FINISHED"),
           stopReason: v.reason,
           finalText: v.finalText,
           usage: v.usage ?? info.usage,

@@ -4,7 +4,7 @@
 // view are in the DOM, so ten thousand runs scroll as fast as ten.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, enumName, enumLabel, isAbort, isFinalError } from "../api.js";
+import { api, enumName, enumLabel, enumNumber, isAbort, isFinalError } from "../api.js";
 import { ErrorAlert, Loading, StateBadge, Time, sleep, useBatchedRender, useMedia, useNow, useTitle } from "../components.js";
 import { formatInt, num } from "../format.js";
 import { html } from "../html.js";
@@ -13,12 +13,12 @@ import { VirtualList, rowStyle } from "../virtual-list.js";
 
 const PAGE_SIZE = 100;
 
-/** The `state` filter of the hash, and the RunState it asks ListRuns for. */
+/** The `state` filter of the hash, and the RunState it asks ListRuns for (none for Any). */
 const STATES = [
-  { key: "", label: "Any", value: 0 },
-  { key: "running", label: "Running", value: 1 },
-  { key: "waiting", label: "Waiting for approval", value: 2 },
-  { key: "finished", label: "Finished", value: 3 },
+  { key: "", label: "Any", state: "" },
+  { key: "running", label: "Running", state: "RUNNING" },
+  { key: "waiting", label: "Waiting for approval", state: "WAITING_FOR_APPROVAL" },
+  { key: "finished", label: "Finished", state: "FINISHED" },
 ];
 
 const COLUMNS = [
@@ -76,7 +76,7 @@ export function RunsPage({ query }) {
           </div>
         </form>
       </div>
-      <${RunsTable} key=${`${session}|${stateKey}`} session=${session} state=${STATES.find((s) => s.key === stateKey).value} />
+      <${RunsTable} key=${`${session}|${stateKey}`} session=${session} state=${enumNumber("airlock.v1.RunState", STATES.find((s) => s.key === stateKey).state)} />
     </div>
   `;
 }

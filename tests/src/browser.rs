@@ -27,7 +27,7 @@ const MAX_BROWSERS: usize = 2;
 
 /// How long a page has to show what a test waits for. Generous: the suite runs browsers
 /// beside daemons and sandboxes on two cores.
-pub const PAGE_WAIT: Duration = Duration::from_secs(30);
+const PAGE_WAIT: Duration = Duration::from_secs(30);
 
 static BROWSERS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(MAX_BROWSERS));
 
@@ -265,7 +265,7 @@ impl Browser {
 }
 
 /// Where the tests leave their screenshots: `<target dir>/console-screenshots`.
-pub fn screenshots_dir() -> PathBuf {
+fn screenshots_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"))

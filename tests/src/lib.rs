@@ -659,6 +659,18 @@ impl TestDaemon {
         pb::agent_client::AgentClient::new(self.authed_channel().await)
     }
 
+    /// Run `run_id` as `GetRun` answers it to the `default` tenant.
+    pub async fn run_info(&self, run_id: &str) -> pb::RunInfo {
+        self.agent()
+            .await
+            .get_run(pb::GetRunRequest {
+                run_id: run_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
     /// Opens a `Run` stream whose first message is `first`.
     pub async fn open_run(
         &self,

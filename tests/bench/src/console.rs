@@ -57,29 +57,43 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     eprintln!("{SECTION}: seeding {many_runs} runs and a run of {many_events} events");
     let long_run = long_run(bench, &large, many_events).await?;
     seed_runs(bench, &large, many_runs - 1).await?;
-    let short_run = long_run_of_steps(bench, &small, 2).await?;
+    let short_run = run_of_steps(bench, &small, 2).await?;
     seed_runs(bench, &small, 9).await?;
 
     eprintln!("{SECTION}: {loads} loads of each page in headless Chromium");
     let browser = Browser::open(Viewport::DESKTOP).await;
     let pages = [
-        ("runs-large", &large, "#/runs".to_owned(), "airlock:rows"),
-        ("runs-small", &small, "#/runs".to_owned(), "airlock:rows"),
+        (
+            "runs-large",
+            format!("runs list, {many_runs} runs: first screenful of rows"),
+            &large,
+            "#/runs".to_owned(),
+            "airlock:rows",
+        ),
+        (
+            "runs-small",
+            "runs list, 10 runs: first screenful of rows".to_owned(),
+            &small,
+            "#/runs".to_owned(),
+            "airlock:rows",
+        ),
         (
             "run-large",
+            format!("run page, {} events: first screenful", long_run.last_seq),
             &large,
             format!("#/runs/{}", long_run.run_id),
             "airlock:events",
         ),
         (
             "run-small",
+            format!("run page, {} events: first screenful", short_run.last_seq),
             &small,
             format!("#/runs/{}", short_run.run_id),
             "airlock:events",
         ),
     ];
     let mut signed_in = Vec::new();
-    for (key, daemon, route, mark) in &pages {
+    for (key, case, daemon, route, mark) in &pages {
         if !signed_in.contains(&daemon.endpoint) {
             browser.sign_in(&daemon.endpoint, daemon.token()).await;
             browser.wait_for("[data-testid=runs]").await;
@@ -89,13 +103,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         for _ in 0..loads {
             samples.push(first_screenful(&browser, &daemon.endpoint, route, mark).await?);
         }
-        let case = match *key {
-            "runs-large" => format!("runs list, {many_runs} runs: first screenful of rows"),
-            "runs-small" => "runs list, 10 runs: first screenful of rows".to_owned(),
-            "run-large" => format!("run page, {} events: first screenful", long_run.last_seq),
-            _ => format!("run page, {} events: first screenful", short_run.last_seq),
-        };
-        report.measured(SECTION, key, &case, Samples::sequential(samples));
+        report.measured(SECTION, key, case, Samples::sequential(samples));
     }
     report.compare("runs-large", "runs-small");
     report.compare("run-large", "run-small");
@@ -164,17 +172,18 @@ async fn seed_runs(bench: &Bench, daemon: &Airlockd, count: usize) -> anyhow::Re
 }
 
 /// A finished run and its last event.
-struct LongRun {
+struct RecordedRun {
     run_id: String,
     last_seq: u64,
 }
 
 /// A run of at least `events` events: a probe run tells how many events a tool step makes.
-async fn long_run(bench: &Bench, daemon: &Airlockd, events: u64) -> anyhow::Result<LongRun> {
-    let probe = long_run_of_steps(bench, daemon, 4).await?;
+async fn long_run(bench: &Bench, daemon: &Airlockd, events: u64) -> anyhow::Result<RecordedRun> {
+    // Four tool steps and the answer: five steps.
+    let probe = run_of_steps(bench, daemon, 4).await?;
     let per_step = (probe.last_seq / 5).max(1);
     let steps = u32::try_from(events.div_ceil(per_step))?;
-    let run = long_run_of_steps(bench, daemon, steps).await?;
+    let run = run_of_steps(bench, daemon, steps).await?;
     if run.last_seq < events {
         bail!(
             "a run of {steps} tool steps made {} events, not {events}",
@@ -184,11 +193,11 @@ async fn long_run(bench: &Bench, daemon: &Airlockd, events: u64) -> anyhow::Resu
     Ok(run)
 }
 
-async fn long_run_of_steps(
+async fn run_of_steps(
     bench: &Bench,
     daemon: &Airlockd,
     tool_steps: u32,
-) -> anyhow::Result<LongRun> {
+) -> anyhow::Result<RecordedRun> {
     let channel = daemon.channel().await?;
     let start = runs::start(
         &bench.fixtures.workspace,
@@ -201,7 +210,7 @@ async fn long_run_of_steps(
         .follow(tool_steps + 1)
         .await?;
     let info = run_info(&channel, &times.run_id).await?;
-    Ok(LongRun {
+    Ok(RecordedRun {
         run_id: times.run_id,
         last_seq: info.last_seq,
     })
@@ -284,7 +293,11 @@ async fn scroll_runs_to_end(browser: &Browser, base: &str) -> anyhow::Result<Scr
 }
 
 /// Scrolls a run page to its last event; the most rows the DOM held on the way.
-async fn scroll_events_to_end(browser: &Browser, base: &str, run: &LongRun) -> anyhow::Result<u64> {
+async fn scroll_events_to_end(
+    browser: &Browser,
+    base: &str,
+    run: &RecordedRun,
+) -> anyhow::Result<u64> {
     browser.goto("about:blank").await?;
     browser
         .goto(&format!("{base}/#/runs/{}", run.run_id))

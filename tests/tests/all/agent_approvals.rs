@@ -56,6 +56,22 @@ pub(crate) fn start(workspace: &Path, script: &Value, policy: pb::ApprovalPolicy
     start
 }
 
+/// A run in `workspace` waiting for approval of the write of the fix, with its request.
+pub(crate) async fn waiting_write(
+    daemon: &TestDaemon,
+    workspace: &Path,
+) -> (RunStream, pb::ApprovalRequest) {
+    let mut run = daemon
+        .start_run(start(
+            workspace,
+            &write_then_react(),
+            pb::ApprovalPolicy::Risky,
+        ))
+        .await;
+    let request = run.approval_requested().await;
+    (run, request)
+}
+
 /// The next message of a server stream, which must come within 30 s and before it ends.
 async fn next<T>(stream: &mut tonic::Streaming<T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), stream.message())
@@ -83,14 +99,7 @@ fn rejections(run: &RunStream) -> Vec<pb::DecisionRejected> {
 async fn a_risky_write_waits_for_approval_with_its_diff_then_runs() {
     let daemon = daemon().await;
     let workspace = workspace(&daemon, "w");
-    let mut run = daemon
-        .start_run(start(
-            &workspace,
-            &write_then_react(),
-            pb::ApprovalPolicy::Risky,
-        ))
-        .await;
-    let request = run.approval_requested().await;
+    let (mut run, request) = waiting_write(&daemon, &workspace).await;
     assert_eq!(request.tool, "write_file");
     assert_eq!(request.risk, pb::Risk::Write as i32);
     assert_eq!(request.profile, "workspace-write");
@@ -114,15 +123,7 @@ async fn a_risky_write_waits_for_approval_with_its_diff_then_runs() {
             .unwrap()
             .contains("len(v) - 1")
     );
-    let info = daemon
-        .agent()
-        .await
-        .get_run(pb::GetRunRequest {
-            run_id: run.run_id().into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = daemon.run_info(run.run_id()).await;
     assert_eq!(info.state, pb::RunState::WaitingForApproval as i32);
 
     run.decide(&request.approval_id, pb::Decision::ApproveOnce, "");
@@ -142,14 +143,7 @@ async fn a_risky_write_waits_for_approval_with_its_diff_then_runs() {
 async fn a_denial_reaches_the_model_with_its_reason() {
     let daemon = daemon().await;
     let workspace = workspace(&daemon, "w");
-    let mut run = daemon
-        .start_run(start(
-            &workspace,
-            &write_then_react(),
-            pb::ApprovalPolicy::Risky,
-        ))
-        .await;
-    let request = run.approval_requested().await;
+    let (mut run, request) = waiting_write(&daemon, &workspace).await;
     run.decide(&request.approval_id, pb::Decision::Deny, "not today");
     let finished = run.finished().await;
     assert_eq!(finished.reason, pb::StopReason::Final as i32);
@@ -442,14 +436,7 @@ async fn two_consoles_see_the_request_and_only_the_first_answer_counts() {
 async fn a_console_that_drops_and_returns_gets_the_pending_request_again() {
     let daemon = daemon().await;
     let workspace = workspace(&daemon, "w");
-    let mut run = daemon
-        .start_run(start(
-            &workspace,
-            &write_then_react(),
-            pb::ApprovalPolicy::Risky,
-        ))
-        .await;
-    let asked = run.approval_requested().await;
+    let (mut run, asked) = waiting_write(&daemon, &workspace).await;
     {
         let mut console = Console::open(&daemon).await;
         let pending = console.next_in(pb::ApprovalState::Pending).await;
@@ -473,14 +460,7 @@ async fn a_run_goes_on_when_its_client_disconnects_and_can_be_approved_by_a_cons
     let workspace = workspace(&daemon, "w");
     let mut console = Console::open(&daemon).await;
     let run_id = {
-        let mut run = daemon
-            .start_run(start(
-                &workspace,
-                &write_then_react(),
-                pb::ApprovalPolicy::Risky,
-            ))
-            .await;
-        run.approval_requested().await;
+        let (run, _) = waiting_write(&daemon, &workspace).await;
         run.run_id().to_owned()
         // The run's own client leaves here.
     };
@@ -512,14 +492,7 @@ async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions(
     let workspace = workspace(&daemon, "w");
     let mut agent = daemon.agent().await;
     let run_id = {
-        let mut run = daemon
-            .start_run(start(
-                &workspace,
-                &write_then_react(),
-                pb::ApprovalPolicy::Risky,
-            ))
-            .await;
-        run.approval_requested().await;
+        let (run, _) = waiting_write(&daemon, &workspace).await;
         run.run_id().to_owned()
     };
     let mut approvals = agent
@@ -632,14 +605,7 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
     assert_eq!(first.run_id, earlier.run_id());
     assert_eq!(first.state, pb::RunState::Finished as i32);
 
-    let mut run = daemon
-        .start_run(start(
-            &workspace,
-            &write_then_react(),
-            pb::ApprovalPolicy::Risky,
-        ))
-        .await;
-    let asked = run.approval_requested().await;
+    let (mut run, asked) = waiting_write(&daemon, &workspace).await;
     let mut states = Vec::new();
     while states.last() != Some(&pb::RunState::WaitingForApproval) {
         let update = next(&mut runs).await;

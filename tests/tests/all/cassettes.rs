@@ -148,15 +148,7 @@ async fn a_recorded_run_replays_without_its_model() {
         "the replay asked the model API"
     );
     // The usage is the recording's: the replayed run costs what the recorded one did.
-    let info = daemon
-        .agent()
-        .await
-        .get_run(pb::GetRunRequest {
-            run_id: run.run_id().into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = daemon.run_info(run.run_id()).await;
     assert_eq!(info.usage.unwrap().input_tokens, 240);
     // A replayed run is recorded too: its cassette is the same exchanges.
     let again = self::cassette(&daemon, run.run_id())

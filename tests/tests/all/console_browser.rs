@@ -15,35 +15,9 @@ use fantoccini::key::Key;
 use serde_json::{Value, json};
 
 use crate::agent_approvals::{
-    FIXED, daemon, resolutions, start, workspace, write_call, write_then_react,
+    FIXED, daemon, resolutions, start, waiting_write, workspace, write_call,
 };
 use crate::auth::{ALICE, BOB, TwoTenants};
-
-/// A run waiting for approval of a write to `calc.py`, with its request.
-async fn waiting_write(daemon: &TestDaemon, name: &str) -> (RunStream, pb::ApprovalRequest) {
-    let workspace = workspace(daemon, name);
-    let mut run = daemon
-        .start_run(start(
-            &workspace,
-            &write_then_react(),
-            pb::ApprovalPolicy::Risky,
-        ))
-        .await;
-    let request = run.approval_requested().await;
-    (run, request)
-}
-
-async fn run_info(daemon: &TestDaemon, run_id: &str) -> pb::RunInfo {
-    daemon
-        .agent()
-        .await
-        .get_run(pb::GetRunRequest {
-            run_id: run_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
 
 fn css_attr(value: &str) -> String {
     serde_json::to_string(value).unwrap()
@@ -87,7 +61,7 @@ async fn click(browser: &Browser, css: &str) {
 #[tokio::test]
 async fn the_runs_list_follows_runs_as_they_progress_without_a_reload() {
     let daemon = daemon().await;
-    let (mut run, request) = waiting_write(&daemon, "w").await;
+    let (mut run, request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let browser = console_at(&daemon, "").await;
     browser
         .wait_for(&run_row(run.run_id(), "WAITING_FOR_APPROVAL"))
@@ -121,7 +95,7 @@ async fn the_runs_list_follows_runs_as_they_progress_without_a_reload() {
 #[tokio::test]
 async fn an_approval_is_given_in_the_inbox_with_its_diff_rendered() {
     let daemon = daemon().await;
-    let (mut run, request) = waiting_write(&daemon, "w").await;
+    let (mut run, request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let browser = console_at(&daemon, "#/approvals").await;
     let card = approval_card(&request.approval_id);
     browser.wait_for(&card).await;
@@ -197,7 +171,7 @@ async fn approve_for_the_session_covers_the_same_call_again() {
 #[tokio::test]
 async fn the_runs_list_filters_by_state_and_by_session() {
     let daemon = daemon().await;
-    let (_waiting, _request) = waiting_write(&daemon, "w").await;
+    let (_waiting, _request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let script = json!({"turns": [{"final": "done"}]});
     let mut finished = daemon
         .start_run(scripted_run(&daemon.workspace("x"), &script))
@@ -252,14 +226,14 @@ async fn the_runs_list_filters_by_state_and_by_session() {
 #[tokio::test]
 async fn a_denial_needs_a_reason_and_the_reason_reaches_the_model() {
     let daemon = daemon().await;
-    let (mut run, request) = waiting_write(&daemon, "w").await;
+    let (mut run, request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let browser = console_at(&daemon, "#/approvals").await;
     let card = approval_card(&request.approval_id);
     click(&browser, &format!("{card} [data-testid=deny]")).await;
     // No reason, no denial: the page asks for one and sends nothing.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        run_info(&daemon, run.run_id()).await.state,
+        daemon.run_info(run.run_id()).await.state,
         pb::RunState::WaitingForApproval as i32
     );
     browser
@@ -283,8 +257,8 @@ async fn a_denial_needs_a_reason_and_the_reason_reaches_the_model() {
 #[tokio::test]
 async fn forged_and_stale_decisions_are_refused_and_the_page_says_so() {
     let daemon = daemon().await;
-    let (_first, answered) = waiting_write(&daemon, "a").await;
-    let (mut second, pending) = waiting_write(&daemon, "b").await;
+    let (_first, answered) = waiting_write(&daemon, &workspace(&daemon, "a")).await;
+    let (mut second, pending) = waiting_write(&daemon, &workspace(&daemon, "b")).await;
     let browser = console_at(&daemon, "#/approvals").await;
     let card = approval_card(&pending.approval_id);
     browser.wait_for(&card).await;
@@ -351,7 +325,7 @@ async fn forged_and_stale_decisions_are_refused_and_the_page_says_so() {
 
     // Neither counted: the run still waits, and its own request can still be answered.
     assert_eq!(
-        run_info(&daemon, second.run_id()).await.state,
+        daemon.run_info(second.run_id()).await.state,
         pb::RunState::WaitingForApproval as i32
     );
     second.decide(&pending.approval_id, pb::Decision::ApproveOnce, "");
@@ -362,7 +336,7 @@ async fn forged_and_stale_decisions_are_refused_and_the_page_says_so() {
 #[tokio::test]
 async fn an_approval_can_be_given_with_the_keyboard_alone() {
     let daemon = daemon().await;
-    let (mut run, request) = waiting_write(&daemon, "w").await;
+    let (mut run, request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let browser = console_at(&daemon, "#/approvals").await;
     browser.wait_for(&approval_card(&request.approval_id)).await;
     let mut presses = 0;
@@ -379,7 +353,7 @@ async fn an_approval_can_be_given_with_the_keyboard_alone() {
 #[tokio::test]
 async fn a_run_is_cancelled_from_its_page() {
     let daemon = daemon().await;
-    let (mut run, _request) = waiting_write(&daemon, "w").await;
+    let (mut run, _request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let browser = console_at(&daemon, &format!("#/runs/{}", run.run_id())).await;
     // The run's events so far, the approval request among them.
     browser
@@ -571,7 +545,7 @@ async fn a_tenants_console_never_sees_another_tenants_runs_or_approvals() {
 #[tokio::test]
 async fn every_page_is_accessible_fits_a_phone_and_loads_nothing_from_elsewhere() {
     let daemon = daemon().await;
-    let (mut run, request) = waiting_write(&daemon, "w").await;
+    let (mut run, request) = waiting_write(&daemon, &workspace(&daemon, "w")).await;
     let tools = daemon
         .tools()
         .await

@@ -1957,15 +1957,7 @@ async fn run_injected(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
         untouched();
-        let info = daemon
-            .agent()
-            .await
-            .get_run(pb::GetRunRequest {
-                run_id: run.run_id().into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let info = daemon.run_info(run.run_id()).await;
         assert_eq!(info.state, pb::RunState::WaitingForApproval as i32);
         run.decide(&request.approval_id, pb::Decision::Deny, "injected");
     }
@@ -2110,16 +2102,7 @@ async fn next_rejection(run: &mut RunStream) -> pb::DecisionRejected {
 }
 
 async fn run_state(daemon: &TestDaemon, run_id: &str) -> i32 {
-    daemon
-        .agent()
-        .await
-        .get_run(pb::GetRunRequest {
-            run_id: run_id.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .state
+    daemon.run_info(run_id).await.state
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
 
-readonly TARGETS=(manifest profile arguments abi_result proto_requests)
+readonly TARGETS=(manifest profile arguments abi_result proto_requests sandbox_rules)
 
 # One input taking longer than this is a hang: every target parses a few KiB.
 readonly UNIT_TIMEOUT_SECONDS=10

@@ -43,13 +43,15 @@ pub mod testing {
     pub use crate::api::limits::{MAX_ARGUMENTS_BYTES, MAX_DECODING_MESSAGE_BYTES};
     pub use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay};
     pub use crate::engine::mcp::conformance_client as mcp_conformance_client;
-    pub use crate::engine::process::{ProcessConfig, ProcessEngine};
+    pub use crate::engine::process::{
+        ProcessConfig, ProcessEngine, SeccompFamily, build_seccomp, landlock_rights, seccomp_model,
+    };
     pub use crate::engine::wasm::{MAX_MODULE_BYTES, WasmConfig, WasmEngine};
     pub use crate::engine::{Code, Engine, Exit, Launch, LoadedTool, RunStats, ToolKind};
     pub use crate::ids::ExecutionId;
     pub use crate::output::OutputCapture;
     pub use crate::profile::{
-        GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,
+        Access, GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,
     };
     pub use crate::tools::{AbiResult, ArgumentError, ArgumentSchema, Manifest, parse_result};
 }

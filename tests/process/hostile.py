@@ -20,24 +20,35 @@ import time
 LIBC = ctypes.CDLL(None, use_errno=True)
 
 # System call numbers the libc has no wrapper for (or that Python cannot reach otherwise).
+# Numbers from 424 up are the same on every architecture.
 SYSCALLS = {
     "x86_64": {
         "ptrace": 101, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
         "unshare": 272, "setns": 308, "bpf": 321, "keyctl": 250, "add_key": 248,
-        "userfaultfd": 323, "perf_event_open": 298, "io_uring_setup": 425,
-        "init_module": 175, "kexec_load": 246, "open_by_handle_at": 304,
-        "process_vm_readv": 310, "clone3": 435, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "fsopen": 430,
-        "socket": 41, "ioctl": 16, "clone": 56, "swapon": 167, "reboot": 169,
+        "request_key": 249, "userfaultfd": 323, "perf_event_open": 298, "init_module": 175,
+        "finit_module": 313, "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320,
+        "open_by_handle_at": 304, "process_vm_readv": 310, "process_vm_writev": 311,
+        "kcmp": 312, "socket": 41, "ioctl": 16, "clone": 56, "swapon": 167, "swapoff": 168,
+        "reboot": 169, "acct": 163, "syslog": 103, "settimeofday": 164, "clock_settime": 227,
+        "getpid": 39,
     },
     "aarch64": {
         "ptrace": 117, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
         "unshare": 97, "setns": 268, "bpf": 280, "keyctl": 219, "add_key": 217,
-        "userfaultfd": 282, "perf_event_open": 241, "io_uring_setup": 425,
-        "init_module": 105, "kexec_load": 104, "open_by_handle_at": 265,
-        "process_vm_readv": 270, "clone3": 435, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "fsopen": 430,
-        "socket": 198, "ioctl": 29, "clone": 220, "swapon": 224, "reboot": 142,
+        "request_key": 218, "userfaultfd": 282, "perf_event_open": 241, "init_module": 105,
+        "finit_module": 273, "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294,
+        "open_by_handle_at": 265, "process_vm_readv": 270, "process_vm_writev": 271,
+        "kcmp": 272, "socket": 198, "ioctl": 29, "clone": 220, "swapon": 224, "swapoff": 225,
+        "reboot": 142, "acct": 89, "syslog": 116, "settimeofday": 170, "clock_settime": 112,
+        "getpid": 172,
     },
-}[platform.machine()]
+}[platform.machine()] | {
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "clone3": 435, "pidfd_getfd": 438, "mount_setattr": 442, "cachestat": 451,
+    "statmount": 457, "listmount": 458, "lsm_get_self_attr": 459, "lsm_set_self_attr": 460,
+    "lsm_list_modules": 461,
+}
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -482,6 +493,166 @@ def attack_say(args):
     return {"text": args["text"]}
 
 
+# Attacks of tests/tests/all/process_seccomp.rs.
+
+CLONE_SIGHAND = 0x00000800
+# clone's namespace flags, one corpus entry each (CLONE_NEWTIME cannot be passed to clone: its
+# bit is part of the exit signal there).
+CLONE_NAMESPACES = {
+    "newns": 0x00020000, "newcgroup": 0x02000000, "newuts": 0x04000000,
+    "newipc": 0x08000000, "newuser": 0x10000000, "newpid": 0x20000000, "newnet": 0x40000000,
+}
+UFFD_USER_MODE_ONLY = 1
+SYSLOG_ACTION_SIZE_BUFFER = 10
+CLOCK_MONOTONIC = 1
+X32_SYSCALL_BIT = 0x40000000
+I386_GETPID = 20
+
+
+def raw_syscall(number, *args):
+    """Calls system call `number`: (its result, and the errno it set or 0 on success)."""
+    ctypes.set_errno(0)
+    ret = LIBC.syscall(ctypes.c_long(number), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    return ret, ctypes.get_errno() if ret == -1 else 0
+
+
+def seccomp_corpus():
+    """(name, system call, arguments, what a success returns: None, "fd" or "child").
+
+    Where it can, a call's arguments make the kernel itself answer otherwise than the filter
+    would (a bad descriptor, a null pointer, invalid flags: EBADF, EFAULT, EINVAL, ESRCH; 0
+    for unshare(0), a no-op), so the expected errno shows that the filter answered. Where
+    the kernel checks privilege first (pivot_root, fsmount, kexec_load, init_module, ...)
+    it says EPERM too, and the arguments are only there to be harmless: no call here could
+    do harm if it went through (wrong reboot magic, invalid kexec flags, clone with
+    CLONE_SIGHAND but no CLONE_VM, which is EINVAL before any namespace is made).
+    """
+    bad_timeval = (ctypes.c_long * 2)(0, -1)  # tv_usec out of range: EINVAL, time unchanged
+    stream = socket.SOCK_STREAM
+    corpus = [
+        # Refused with EPERM: the file system view and namespaces.
+        ("mount", "mount", (None, None, None, 0, None), None),
+        ("umount2", "umount2", (None, -1), None),
+        ("pivot_root", "pivot_root", (None, None), None),
+        ("chroot", "chroot", (None,), None),
+        ("fsopen", "fsopen", (None, -1), "fd"),
+        ("fsconfig", "fsconfig", (-1, 0, None, None, 0), None),
+        ("fsmount", "fsmount", (-1, 0, 0), "fd"),
+        ("fspick", "fspick", (-1, None, 0), "fd"),
+        ("move_mount", "move_mount", (-1, None, -1, None, 0), None),
+        ("open_tree", "open_tree", (-1, None, -1), "fd"),
+        ("mount_setattr", "mount_setattr", (-1, None, -1, None, 0), None),
+        ("unshare", "unshare", (0,), None),
+        ("setns", "setns", (-1, 0), None),
+        # The kernel keyring, and large attack surfaces.
+        ("keyctl", "keyctl", (-1, 0, 0, 0, 0), None),
+        ("add_key", "add_key", (None, None, None, 0, 0), None),
+        ("request_key", "request_key", (None, None, None, 0), None),
+        ("bpf", "bpf", (-1, None, 0), "fd"),
+        ("userfaultfd", "userfaultfd", (UFFD_USER_MODE_ONLY | 2,), "fd"),
+        ("perf_event_open", "perf_event_open", (None, 0, -1, -1, -1), "fd"),
+        ("io_uring_setup", "io_uring_setup", (1, None), "fd"),
+        ("io_uring_enter", "io_uring_enter", (-1, 0, 0, 0, None, 0), None),
+        ("io_uring_register", "io_uring_register", (-1, 0, None, 0), None),
+        # Other processes (pid 0 never exists: ESRCH).
+        ("ptrace", "ptrace", (-1, 0, None, None), None),
+        ("process_vm_readv", "process_vm_readv", (0, None, 0, None, 0, 1), None),
+        ("process_vm_writev", "process_vm_writev", (0, None, 0, None, 0, 1), None),
+        ("kcmp", "kcmp", (0, 0, 0, 0, 0), None),
+        ("pidfd_getfd", "pidfd_getfd", (-1, -1, 1), "fd"),
+        # The running kernel and the machine.
+        ("kexec_load", "kexec_load", (0, 0, None, -1), None),
+        ("kexec_file_load", "kexec_file_load", (-1, -1, 0, None, -1), None),
+        ("init_module", "init_module", (None, 0, None), None),
+        ("finit_module", "finit_module", (-1, None, -1), None),
+        ("delete_module", "delete_module", (None, 0), None),
+        ("open_by_handle_at", "open_by_handle_at", (-1, None, 0), "fd"),
+        ("reboot", "reboot", (0, 0, 0, None), None),
+        ("swapon", "swapon", (None, -1), None),
+        ("swapoff", "swapoff", (None,), None),
+        # acct(NULL) would switch accounting off: an empty name is ENOENT instead.
+        ("acct", "acct", (b"",), None),
+        ("syslog", "syslog", (SYSLOG_ACTION_SIZE_BUFFER, None, 0), None),
+        ("settimeofday", "settimeofday", (bad_timeval, None), None),
+        ("clock_settime", "clock_settime", (CLOCK_MONOTONIC, None), None),
+        # Refused by argument.
+        *[
+            (f"clone_{name}", "clone", (flag | CLONE_SIGHAND | signal.SIGCHLD, 0, None, None, 0), "child")
+            for name, flag in CLONE_NAMESPACES.items()
+        ],
+        ("socket_af_vsock", "socket", (socket.AF_VSOCK, stream, 0), "fd"),
+        ("socket_af_inet", "socket", (socket.AF_INET, stream, 0), "fd"),
+        ("socket_af_inet6", "socket", (socket.AF_INET6, stream, 0), "fd"),
+        ("ioctl_tiocsti", "ioctl", (-1, TIOCSTI, ctypes.c_char_p(b"x")), None),
+        # Not on the allow-list (ENOSYS): newer calls that callers probe for and fall back from.
+        ("listmount", "listmount", (None, None, 0, -1), None),
+        ("statmount", "statmount", (None, None, 0, -1), None),
+        ("cachestat", "cachestat", (-1, None, None, 0), None),
+        ("lsm_get_self_attr", "lsm_get_self_attr", (0, None, None, -1), None),
+        ("lsm_set_self_attr", "lsm_set_self_attr", (0, None, 0, -1), None),
+        ("lsm_list_modules", "lsm_list_modules", (None, None, -1), None),
+        ("clone3", "clone3", (None, 0), "child"),
+        ("syscall_1000", 1000, (), None),
+        # Allowed.
+        ("getpid", "getpid", (), None),
+        ("socket_af_unix", "socket", (socket.AF_UNIX, stream, 0), "fd"),
+    ]
+    return corpus
+
+
+def attack_syscall_corpus(args):
+    """Each call of `seccomp_corpus()` by name: the errno it got, or 0 if it succeeded. What
+    a call that went through made is undone: a descriptor closed, a child reaped."""
+    report = {}
+    for name, call, call_args, returns in seccomp_corpus():
+        ret, err = raw_syscall(SYSCALLS[call] if isinstance(call, str) else call, *call_args)
+        if err == 0 and returns == "fd":
+            os.close(ret)
+        elif err == 0 and returns == "child":
+            if ret == 0:
+                os._exit(0)  # The child of a clone that went through: gone at once.
+            os.waitpid(ret, 0)
+        report[name] = err
+    return report
+
+
+def call_i386_getpid():
+    """getpid through `int 0x80`, the 32-bit entry point of an x86_64 kernel."""
+    import mmap
+
+    code = bytes([0xB8, I386_GETPID, 0, 0, 0, 0xCD, 0x80, 0xC3])  # mov eax, 20; int 0x80; ret
+    region = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    region.write(code)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    return ctypes.CFUNCTYPE(ctypes.c_long)(address)()
+
+
+def attack_syscall_kills(args):
+    """Calls the filter kills the process for, each in a child of its own: an x32 number and
+    a 32-bit `int 0x80`. Reports how each child ended: {"signal": N} or {"exit": errno}."""
+    if platform.machine() != "x86_64":
+        return {}
+    probes = {
+        "x32": lambda: raw_syscall(X32_SYSCALL_BIT | SYSCALLS["getpid"])[1],
+        "i386": lambda: 0 if call_i386_getpid() > 0 else 1,
+    }
+    report = {}
+    for name, probe in probes.items():
+        child = os.fork()
+        if child == 0:
+            code = 126  # The probe itself failed.
+            try:
+                code = probe()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        if os.WIFSIGNALED(status):
+            report[name] = {"signal": os.WTERMSIG(status)}
+        else:
+            report[name] = {"exit": os.WEXITSTATUS(status)}
+    return report
+
+
 ATTACKS = {
     "read": attack_read,
     "list": attack_list,
@@ -513,6 +684,8 @@ ATTACKS = {
     "abstract_listen": attack_abstract_listen,
     "vsock_io_uring": attack_vsock_io_uring,
     "say": attack_say,
+    "syscall_corpus": attack_syscall_corpus,
+    "syscall_kills": attack_syscall_kills,
 }
 
 

@@ -35,6 +35,7 @@ mod mcp_host;
 mod output_story;
 mod plugins;
 mod process_sandbox;
+mod process_seccomp;
 mod registry;
 mod retention;
 mod run_reattach;

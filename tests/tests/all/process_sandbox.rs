@@ -32,7 +32,7 @@ const LIMITS: &[(&str, &str)] = &[
 
 /// A profile granting the system plus `read_only` and `read_write`, with `LIMITS` changed
 /// by `limits`.
-fn profile(read_only: &[&str], read_write: &[&str], limits: &[(&str, &str)]) -> String {
+pub(crate) fn profile(read_only: &[&str], read_write: &[&str], limits: &[(&str, &str)]) -> String {
     let list = |items: &[&str]| {
         items
             .iter()
@@ -70,7 +70,7 @@ fn manifest(name: &str, command: &[&str], abi: &str, profile: &str, schema: &str
 }
 
 /// The hostile program as a JSON tool under `profile`.
-fn hostile(name: &str, profile: &str) -> (String, String) {
+pub(crate) fn hostile(name: &str, profile: &str) -> (String, String) {
     (
         name.to_owned(),
         manifest(
@@ -83,7 +83,7 @@ fn hostile(name: &str, profile: &str) -> (String, String) {
     )
 }
 
-struct Fixture {
+pub(crate) struct Fixture {
     daemon: TestDaemon,
     _tools: ToolsDir,
     _profiles: ProfilesDir,
@@ -100,7 +100,7 @@ impl std::ops::Deref for Fixture {
 /// A daemon serving `tools` (name, manifest; each folder also gets hostile.py) with the
 /// repository's profiles plus `profiles`. Every tool must load: a refusal fails the test with
 /// the engine's reason (for instance a layer this host lacks).
-async fn start(tools: &[(String, String)], profiles: &[(&str, String)]) -> Fixture {
+pub(crate) async fn start(tools: &[(String, String)], profiles: &[(&str, String)]) -> Fixture {
     let fixture = start_allowing_refusals(tools, profiles).await;
     assert!(
         fixture.daemon.refused().is_empty(),
@@ -190,7 +190,7 @@ async fn attack_within(
 }
 
 /// The `ok` value of a successful call.
-fn report(execution: &Execution) -> Value {
+pub(crate) fn report(execution: &Execution) -> Value {
     execution.assert_status(ToolStatus::Ok);
     execution.json()
 }

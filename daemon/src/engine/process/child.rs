@@ -33,11 +33,13 @@
 //! Landlock and seccomp need `no_new_privs`; capabilities are dropped last, after the
 //! operations that need them; nothing may be mounted after the root is pivoted and sealed.
 
-use std::ffi::{CString, c_char, c_int, c_long, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use super::limits::Rlimit;
+use super::seccomp::Filter;
 use super::sys::{self, CapData, CapHeader, KernelSigaction, LandlockPathBeneathAttr, MountAttr};
 
 /// Where the first process was when something failed.
@@ -265,7 +267,7 @@ pub struct Plan {
     pub cwd: CString,
     pub rlimits: Vec<Rlimit>,
     pub cap_last: u32,
-    pub seccomp: Vec<libc::sock_filter>,
+    pub seccomp: Arc<Filter>,
     pub program: CString,
     /// Null-terminated arrays of pointers into the two storages below.
     pub argv: Vec<*const c_char>,
@@ -361,314 +363,331 @@ fn build(plan: &Plan) -> Outcome {
     plan.report.reach(Stage::WaitForParent);
     wait_for_go(plan, Stage::WaitForParent)?;
 
-    // SAFETY: each call below passes pointers into the plan or into constants, which outlive
-    // the call; the kernel validates everything else.
-    unsafe {
-        // The cgroup namespace is rooted at the group the launcher just moved us into.
-        check(
-            Stage::CgroupNamespace,
-            raw(
-                libc::SYS_unshare,
-                [libc::CLONE_NEWCGROUP as usize, 0, 0, 0, 0, 0],
-            ),
-        )?;
-        check(Stage::Session, raw(libc::SYS_setsid, [0; 6]))?;
-        set_oom_score()?;
+    // The cgroup namespace is rooted at the group the launcher just moved us into.
+    check(
+        Stage::CgroupNamespace,
+        integer_call(libc::SYS_unshare, [libc::CLONE_NEWCGROUP as usize, 0, 0]),
+    )?;
+    check(Stage::Session, integer_call(libc::SYS_setsid, [0; 3]))?;
+    set_oom_score()?;
+    make_mounts_private()?;
+    mount_root(plan)?;
+    check(Stage::RootMount, chdir(&plan.root))?;
 
-        check(
-            Stage::PrivateMounts,
-            raw(
-                libc::SYS_mount,
-                [
-                    0,
-                    ptr(ROOT),
-                    0,
-                    (libc::MS_REC | libc::MS_PRIVATE) as usize,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-        check(
-            Stage::RootMount,
-            raw(
-                libc::SYS_mount,
-                [
-                    ptr(TMPFS),
-                    plan.root.as_ptr() as usize,
-                    ptr(TMPFS),
-                    (libc::MS_NOSUID | libc::MS_NODEV) as usize,
-                    plan.root_options.as_ptr() as usize,
-                    0,
-                ],
-            ),
-        )?;
-        check(
-            Stage::RootMount,
-            raw(
-                libc::SYS_chdir,
-                [plan.root.as_ptr() as usize, 0, 0, 0, 0, 0],
-            ),
-        )?;
+    // From here on, files are created as the sandbox's ids (which the new user namespace
+    // maps) and paths are relative to the new root, so no host directory above it is
+    // looked up again.
+    become_sandbox_ids(plan.uid as usize, plan.gid as usize)?;
+    pause(plan, PauseAt::Identity);
+    // The id change cleared the parent-death signal: arm it again, then prove the parent
+    // was still there afterwards (see the module docs).
+    arm_parent_death_signal()?;
+    plan.report.reach(Stage::Handshake);
+    handshake(plan)?;
 
-        // From here on, files are created as the sandbox's ids (which the new user namespace
-        // maps) and paths are relative to the new root, so no host directory above it is
-        // looked up again.
-        check(
-            Stage::Identity,
-            raw(libc::SYS_setgroups, [0, 0, 0, 0, 0, 0]),
-        )?;
-        let (uid, gid) = (plan.uid as usize, plan.gid as usize);
-        check(
-            Stage::Identity,
-            raw(libc::SYS_setresgid, [gid, gid, gid, 0, 0, 0]),
-        )?;
-        check(
-            Stage::Identity,
-            raw(libc::SYS_setresuid, [uid, uid, uid, 0, 0, 0]),
-        )?;
-        pause(plan, PauseAt::Identity);
-        // The id change cleared the parent-death signal: arm it again, then prove the
-        // parent was still there afterwards (see the module docs).
-        arm_parent_death_signal()?;
-        plan.report.reach(Stage::Handshake);
-        let handshake = [HANDSHAKE];
-        let wrote = raw(
-            libc::SYS_write,
+    pause(plan, PauseAt::Mounts);
+    for (index, step) in plan.steps.iter().enumerate() {
+        run_step(step).map_err(|errno| (Stage::Mount, index as u32, errno))?;
+    }
+    pause(plan, PauseAt::Pivot);
+    pivot_into_working_directory()?;
+    check(Stage::RootReadOnly, make_read_only(ROOT))?;
+    check(Stage::Hostname, set_hostname(&plan.hostname))?;
+    for (index, rule) in plan.inside_rules.iter().enumerate() {
+        add_inside_rule(plan.landlock, rule)
+            .map_err(|errno| (Stage::LandlockRule, index as u32, errno))?;
+    }
+
+    // Whatever the kept descriptors are, none survives the exec.
+    check(
+        Stage::Descriptors,
+        integer_call(
+            libc::SYS_close_range,
+            [3, u32::MAX as usize, libc::CLOSE_RANGE_CLOEXEC as usize],
+        ),
+    )?;
+    check(Stage::WorkingDirectory, chdir(&plan.cwd))?;
+    for (index, limit) in plan.rlimits.iter().enumerate() {
+        check_at(Stage::Rlimit, index as u32, set_rlimit(limit))?;
+    }
+
+    drop_capability_bounds(plan.cap_last)?;
+    check(
+        Stage::NoNewPrivs,
+        integer_call(libc::SYS_prctl, [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0]),
+    )?;
+    pause(plan, PauseAt::Landlock);
+    check(
+        Stage::Landlock,
+        integer_call(
+            libc::SYS_landlock_restrict_self,
+            [plan.landlock as usize, 0, 0],
+        ),
+    )?;
+    check(Stage::Capabilities, clear_capabilities())?;
+    pause(plan, PauseAt::Seccomp);
+    for (index, program) in plan.seccomp.programs().iter().enumerate() {
+        check_at(Stage::Seccomp, index as u32, install_filter(program))?;
+    }
+    check(Stage::Signals, unblock_signals())?;
+    if !plan.exec {
+        return Ok(());
+    }
+    pause(plan, PauseAt::Exec);
+    plan.report.reach(Stage::Exec);
+    check(Stage::Exec, execute(plan))
+}
+
+/// A system call whose arguments are all integers (descriptor numbers, flags, ids).
+fn integer_call(nr: c_long, args: [usize; 3]) -> isize {
+    // SAFETY: no argument is a pointer, so the kernel reads and writes no memory of ours;
+    // every caller passes a call whose effects on this process are the point.
+    unsafe { raw(nr, [args[0], args[1], args[2], 0, 0, 0]) }
+}
+
+fn chdir(path: &CStr) -> isize {
+    // SAFETY: a NUL-terminated string of the plan or a constant, alive for the call.
+    unsafe { raw(libc::SYS_chdir, [path.as_ptr() as usize, 0, 0, 0, 0, 0]) }
+}
+
+/// Nothing mounted in this namespace propagates back to the daemon's, or the other way.
+fn make_mounts_private() -> Outcome {
+    let flags = (libc::MS_REC | libc::MS_PRIVATE) as usize;
+    // SAFETY: the target is a constant NUL-terminated string; the other pointers are null,
+    // which a propagation change allows.
+    let ret = unsafe { raw(libc::SYS_mount, [0, ptr(ROOT), 0, flags, 0, 0]) };
+    check(Stage::PrivateMounts, ret)
+}
+
+/// The tmpfs the sandbox's root is built in, on the plan's host directory.
+fn mount_root(plan: &Plan) -> Outcome {
+    let flags = (libc::MS_NOSUID | libc::MS_NODEV) as usize;
+    // SAFETY: every pointer is a NUL-terminated string of the plan or a constant.
+    let ret = unsafe {
+        raw(
+            libc::SYS_mount,
             [
-                plan.status as usize,
-                handshake.as_ptr() as usize,
-                1,
+                ptr(TMPFS),
+                plan.root.as_ptr() as usize,
+                ptr(TMPFS),
+                flags,
+                plan.root_options.as_ptr() as usize,
+                0,
+            ],
+        )
+    };
+    check(Stage::RootMount, ret)
+}
+
+/// Switches to the sandbox's unprivileged uid and gid, with no supplementary groups.
+fn become_sandbox_ids(uid: usize, gid: usize) -> Outcome {
+    check(
+        Stage::Identity,
+        integer_call(libc::SYS_setgroups, [0, 0, 0]),
+    )?;
+    check(
+        Stage::Identity,
+        integer_call(libc::SYS_setresgid, [gid, gid, gid]),
+    )?;
+    check(
+        Stage::Identity,
+        integer_call(libc::SYS_setresuid, [uid, uid, uid]),
+    )
+}
+
+/// Writes the handshake byte and waits for the launcher's answer (see the module docs).
+fn handshake(plan: &Plan) -> Outcome {
+    let byte = [HANDSHAKE];
+    // SAFETY: writes one byte from a local array.
+    let wrote = unsafe {
+        raw(
+            libc::SYS_write,
+            [plan.status as usize, byte.as_ptr() as usize, 1, 0, 0, 0],
+        )
+    };
+    if sys::result(wrote) != Ok(1) {
+        return Err((Stage::Handshake, 0, libc::EPIPE));
+    }
+    wait_for_go(plan, Stage::Handshake)
+}
+
+/// Makes the working directory (the built root) the root, detaches the old one, and moves
+/// to the new `/`.
+fn pivot_into_working_directory() -> Outcome {
+    // SAFETY: constant NUL-terminated paths.
+    let pivoted = unsafe { raw(libc::SYS_pivot_root, [ptr(DOT), ptr(DOT), 0, 0, 0, 0]) };
+    check(Stage::PivotRoot, pivoted)?;
+    let detach = libc::MNT_DETACH as usize;
+    // SAFETY: a constant NUL-terminated path.
+    let unmounted = unsafe { raw(libc::SYS_umount2, [ptr(DOT), detach, 0, 0, 0, 0]) };
+    check(Stage::PivotRoot, unmounted)?;
+    check(Stage::PivotRoot, chdir(c"/"))
+}
+
+/// Makes the mount at `target` (a NUL-terminated path) read-only.
+fn make_read_only(target: &[u8]) -> isize {
+    let attr = MountAttr {
+        attr_set: sys::MOUNT_ATTR_RDONLY,
+        ..MountAttr::default()
+    };
+    // SAFETY: the path is NUL-terminated (a constant or the plan's) and `attr` is a local
+    // of the size passed, which the kernel only reads.
+    unsafe {
+        raw(
+            libc::SYS_mount_setattr,
+            [
+                libc::AT_FDCWD as usize,
+                ptr(target),
+                0,
+                &attr as *const MountAttr as usize,
+                std::mem::size_of::<MountAttr>(),
+                0,
+            ],
+        )
+    }
+}
+
+fn set_hostname(name: &CStr) -> isize {
+    let length = name.to_bytes().len();
+    // SAFETY: the plan's string, of the length passed.
+    unsafe {
+        raw(
+            libc::SYS_sethostname,
+            [name.as_ptr() as usize, length, 0, 0, 0, 0],
+        )
+    }
+}
+
+fn set_rlimit(limit: &Rlimit) -> isize {
+    let value = libc::rlimit64 {
+        rlim_cur: limit.soft,
+        rlim_max: limit.hard,
+    };
+    // SAFETY: `value` is a local the kernel only reads; the old value is not asked for.
+    unsafe {
+        raw(
+            libc::SYS_prlimit64,
+            [
+                0,
+                limit.resource as usize,
+                &value as *const libc::rlimit64 as usize,
                 0,
                 0,
                 0,
             ],
-        );
-        if sys::result(wrote) != Ok(1) {
-            return Err((Stage::Handshake, 0, libc::EPIPE));
-        }
-        wait_for_go(plan, Stage::Handshake)?;
+        )
+    }
+}
 
-        pause(plan, PauseAt::Mounts);
-        for (index, step) in plan.steps.iter().enumerate() {
-            run_step(step).map_err(|errno| (Stage::Mount, index as u32, errno))?;
-        }
-
-        pause(plan, PauseAt::Pivot);
-        check(
-            Stage::PivotRoot,
-            raw(libc::SYS_pivot_root, [ptr(DOT), ptr(DOT), 0, 0, 0, 0]),
-        )?;
-        check(
-            Stage::PivotRoot,
-            raw(
-                libc::SYS_umount2,
-                [ptr(DOT), libc::MNT_DETACH as usize, 0, 0, 0, 0],
-            ),
-        )?;
-        check(
-            Stage::PivotRoot,
-            raw(libc::SYS_chdir, [ptr(ROOT), 0, 0, 0, 0, 0]),
-        )?;
-        let read_only = MountAttr {
-            attr_set: sys::MOUNT_ATTR_RDONLY,
-            ..MountAttr::default()
-        };
-        check(
-            Stage::RootReadOnly,
-            raw(
-                libc::SYS_mount_setattr,
-                [
-                    libc::AT_FDCWD as usize,
-                    ptr(ROOT),
-                    0,
-                    &read_only as *const MountAttr as usize,
-                    std::mem::size_of::<MountAttr>(),
-                    0,
-                ],
-            ),
-        )?;
-        check(
-            Stage::Hostname,
-            raw(
-                libc::SYS_sethostname,
-                [
-                    plan.hostname.as_ptr() as usize,
-                    plan.hostname.as_bytes().len(),
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-
-        for (index, rule) in plan.inside_rules.iter().enumerate() {
-            add_inside_rule(plan.landlock, rule)
-                .map_err(|errno| (Stage::LandlockRule, index as u32, errno))?;
-        }
-
-        // Whatever the kept descriptors are, none survives the exec.
-        check(
-            Stage::Descriptors,
-            raw(
-                libc::SYS_close_range,
-                [
-                    3,
-                    u32::MAX as usize,
-                    libc::CLOSE_RANGE_CLOEXEC as usize,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-        check(
-            Stage::WorkingDirectory,
-            raw(libc::SYS_chdir, [plan.cwd.as_ptr() as usize, 0, 0, 0, 0, 0]),
-        )?;
-
-        for (index, limit) in plan.rlimits.iter().enumerate() {
-            let value = libc::rlimit64 {
-                rlim_cur: limit.soft,
-                rlim_max: limit.hard,
-            };
-            check_at(
-                Stage::Rlimit,
-                index as u32,
-                raw(
-                    libc::SYS_prlimit64,
-                    [
-                        0,
-                        limit.resource as usize,
-                        &value as *const libc::rlimit64 as usize,
-                        0,
-                        0,
-                        0,
-                    ],
-                ),
-            )?;
-        }
-
-        for cap in 0..=plan.cap_last as usize {
-            check(
-                Stage::Capabilities,
-                raw(
-                    libc::SYS_prctl,
-                    [libc::PR_CAPBSET_DROP as usize, cap, 0, 0, 0, 0],
-                ),
-            )?;
-        }
+/// Empties the capability bounding and ambient sets and locks the securebits, so that even
+/// a uid 0 inside could never gain a capability by exec or setuid.
+fn drop_capability_bounds(cap_last: u32) -> Outcome {
+    for cap in 0..=cap_last as usize {
         check(
             Stage::Capabilities,
-            raw(
-                libc::SYS_prctl,
-                [
-                    sys::PR_CAP_AMBIENT as usize,
-                    sys::PR_CAP_AMBIENT_CLEAR_ALL,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
+            integer_call(libc::SYS_prctl, [libc::PR_CAPBSET_DROP as usize, cap, 0]),
         )?;
-        // Even a uid 0 inside could never gain capabilities by exec or setuid.
-        let securebits = libc::SECBIT_NOROOT
-            | libc::SECBIT_NOROOT_LOCKED
-            | libc::SECBIT_NO_SETUID_FIXUP
-            | libc::SECBIT_NO_SETUID_FIXUP_LOCKED
-            | libc::SECBIT_KEEP_CAPS_LOCKED
-            | libc::SECBIT_NO_CAP_AMBIENT_RAISE
-            | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-        check(
-            Stage::Capabilities,
-            raw(
-                libc::SYS_prctl,
-                [
-                    libc::PR_SET_SECUREBITS as usize,
-                    securebits as usize,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-        check(
-            Stage::NoNewPrivs,
-            raw(
-                libc::SYS_prctl,
-                [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0],
-            ),
-        )?;
-        pause(plan, PauseAt::Landlock);
-        check(
-            Stage::Landlock,
-            raw(
-                libc::SYS_landlock_restrict_self,
-                [plan.landlock as usize, 0, 0, 0, 0, 0],
-            ),
-        )?;
-        let header = CapHeader {
-            version: sys::LINUX_CAPABILITY_VERSION_3,
-            pid: 0,
-        };
-        let data = [CapData::default(); 2];
-        check(
-            Stage::Capabilities,
-            raw(
-                libc::SYS_capset,
-                [
-                    &header as *const CapHeader as usize,
-                    data.as_ptr() as usize,
-                    0,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-        pause(plan, PauseAt::Seccomp);
-        let program = libc::sock_fprog {
-            len: plan.seccomp.len() as u16,
-            filter: plan.seccomp.as_ptr() as *mut libc::sock_filter,
-        };
-        check(
-            Stage::Seccomp,
-            raw(
-                libc::SYS_seccomp,
-                [
-                    libc::SECCOMP_SET_MODE_FILTER as usize,
-                    0,
-                    &program as *const libc::sock_fprog as usize,
-                    0,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-        let empty: u64 = 0;
-        check(
-            Stage::Signals,
-            raw(
-                libc::SYS_rt_sigprocmask,
-                [
-                    libc::SIG_SETMASK as usize,
-                    &empty as *const u64 as usize,
-                    0,
-                    sys::KERNEL_SIGSET_SIZE,
-                    0,
-                    0,
-                ],
-            ),
-        )?;
-        if !plan.exec {
-            return Ok(());
-        }
-        pause(plan, PauseAt::Exec);
-        plan.report.reach(Stage::Exec);
-        let ret = raw(
+    }
+    check(
+        Stage::Capabilities,
+        integer_call(
+            libc::SYS_prctl,
+            [
+                sys::PR_CAP_AMBIENT as usize,
+                sys::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+            ],
+        ),
+    )?;
+    let securebits = libc::SECBIT_NOROOT
+        | libc::SECBIT_NOROOT_LOCKED
+        | libc::SECBIT_NO_SETUID_FIXUP
+        | libc::SECBIT_NO_SETUID_FIXUP_LOCKED
+        | libc::SECBIT_KEEP_CAPS_LOCKED
+        | libc::SECBIT_NO_CAP_AMBIENT_RAISE
+        | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    check(
+        Stage::Capabilities,
+        integer_call(
+            libc::SYS_prctl,
+            [libc::PR_SET_SECUREBITS as usize, securebits as usize, 0],
+        ),
+    )
+}
+
+/// Empties the permitted, effective and inheritable sets.
+fn clear_capabilities() -> isize {
+    let header = CapHeader {
+        version: sys::LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: a version-3 header and the two data structures it calls for, locals the kernel
+    // only reads.
+    unsafe {
+        raw(
+            libc::SYS_capset,
+            [
+                &header as *const CapHeader as usize,
+                data.as_ptr() as usize,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )
+    }
+}
+
+/// Installs one seccomp program on top of those already installed.
+fn install_filter(program: &[seccompiler::sock_filter]) -> isize {
+    let program = libc::sock_fprog {
+        // The launcher compiled it under the kernel's limit of 4096 instructions.
+        len: program.len() as u16,
+        // seccompiler's `sock_filter` is `#[repr(C)]` with the kernel's layout.
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `program` points at the plan's instructions, which outlive the call; the
+    // kernel copies them.
+    unsafe {
+        raw(
+            libc::SYS_seccomp,
+            [
+                libc::SECCOMP_SET_MODE_FILTER as usize,
+                0,
+                &program as *const libc::sock_fprog as usize,
+                0,
+                0,
+                0,
+            ],
+        )
+    }
+}
+
+fn unblock_signals() -> isize {
+    let empty: u64 = 0;
+    // SAFETY: an empty kernel signal set of the size passed, a local the kernel only reads.
+    unsafe {
+        raw(
+            libc::SYS_rt_sigprocmask,
+            [
+                libc::SIG_SETMASK as usize,
+                &empty as *const u64 as usize,
+                0,
+                sys::KERNEL_SIGSET_SIZE,
+                0,
+                0,
+            ],
+        )
+    }
+}
+
+/// Executes the program; returns only on failure.
+fn execute(plan: &Plan) -> isize {
+    // SAFETY: the program path is NUL-terminated, and `argv` and `envp` are null-terminated
+    // arrays of pointers into strings the plan owns.
+    unsafe {
+        raw(
             libc::SYS_execve,
             [
                 plan.program.as_ptr() as usize,
@@ -678,8 +697,7 @@ fn build(plan: &Plan) -> Outcome {
                 0,
                 0,
             ],
-        );
-        check(Stage::Exec, ret)
+        )
     }
 }
 
@@ -927,23 +945,7 @@ fn run_step(step: &Step) -> Result<(), i32> {
                     0,
                 ],
             ),
-            Step::ReadOnly(target) => {
-                let attr = MountAttr {
-                    attr_set: sys::MOUNT_ATTR_RDONLY,
-                    ..MountAttr::default()
-                };
-                raw(
-                    libc::SYS_mount_setattr,
-                    [
-                        libc::AT_FDCWD as usize,
-                        target.as_ptr() as usize,
-                        0,
-                        &attr as *const MountAttr as usize,
-                        std::mem::size_of::<MountAttr>(),
-                        0,
-                    ],
-                )
-            }
+            Step::ReadOnly(target) => make_read_only(target.as_bytes_with_nul()),
         }
     };
     sys::result(ret).map(|_| ())

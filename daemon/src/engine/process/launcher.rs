@@ -17,12 +17,18 @@
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+use rustix::process::PidfdFlags;
+use rustix::thread::{LinkNameSpaceType, UnshareFlags};
 
 use super::cgroup::{Cgroups, SandboxCgroup};
 use super::child::{self, Failure, PauseAt, Stage};
@@ -119,21 +125,19 @@ impl Pool {
 
 /// A network and an IPC namespace, made by moving this thread into new ones.
 fn make_namespaces() -> io::Result<(OwnedFd, OwnedFd)> {
-    // SAFETY: unshare of these two namespaces affects only the calling thread.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWIPC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    // SAFETY: without `FILES` (the hazard `unshare_unsafe` documents), unsharing these two
+    // namespaces changes only the calling thread's, which is made for this alone.
+    unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNET | UnshareFlags::NEWIPC) }?;
     let net = std::fs::File::open("/proc/thread-self/ns/net")?;
     let ipc = std::fs::File::open("/proc/thread-self/ns/ipc")?;
     Ok((net.into(), ipc.into()))
 }
 
-fn setns(fd: RawFd, kind: i32) -> io::Result<()> {
-    // SAFETY: setns on a namespace descriptor affects only the calling thread for these kinds.
-    if unsafe { libc::setns(fd, kind) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+fn setns(fd: &OwnedFd, kind: LinkNameSpaceType) -> io::Result<()> {
+    Ok(rustix::thread::move_into_link_name_space(
+        fd.as_fd(),
+        Some(kind),
+    )?)
 }
 
 /// Where a launch's result goes.
@@ -308,30 +312,22 @@ unsafe impl Send for Stack {}
 
 impl Stack {
     fn new() -> io::Result<Stack> {
-        let page = 4096;
+        let page = rustix::param::page_size();
         let len = STACK_BYTES + page;
         // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
         let base = unsafe {
-            libc::mmap(
+            rustix::mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::STACK,
             )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the lowest page of the mapping just made.
-        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
-            let err = io::Error::last_os_error();
-            // SAFETY: unmapping what was just mapped.
-            unsafe { libc::munmap(base, len) };
-            return Err(err);
-        }
-        Ok(Stack { base, len })
+        }?;
+        let stack = Stack { base, len };
+        // SAFETY: the lowest page of the mapping just made, which nothing uses yet; on
+        // failure, dropping `stack` unmaps it.
+        unsafe { rustix::mm::mprotect(base, page, MprotectFlags::empty()) }?;
+        Ok(stack)
     }
 
     /// The initial stack pointer (the stack grows down), 16-byte aligned.
@@ -343,7 +339,7 @@ impl Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`; no clone runs on it once the launcher stopped.
-        unsafe { libc::munmap(self.base, self.len) };
+        let _ = unsafe { rustix::mm::munmap(self.base, self.len) };
     }
 }
 
@@ -459,16 +455,16 @@ fn clone_first_process(
     // Pooled namespaces are only used when the thread can return to its own afterwards.
     let pooled = namespaces.as_ref().filter(|_| home.is_some());
     let entered = pooled.is_some_and(|(net, ipc)| {
-        setns(net.as_raw_fd(), libc::CLONE_NEWNET)
-            .and_then(|()| setns(ipc.as_raw_fd(), libc::CLONE_NEWIPC))
+        setns(net, LinkNameSpaceType::Network)
+            .and_then(|()| setns(ipc, LinkNameSpaceType::InterProcessCommunication))
             .is_ok()
     });
     if !entered {
         if must_enter {
             // A namespace of the clone's own would not hold the egress proxy's listener.
             if let Some(home) = home {
-                let _ = setns(home.net.as_raw_fd(), libc::CLONE_NEWNET);
-                let _ = setns(home.ipc.as_raw_fd(), libc::CLONE_NEWIPC);
+                let _ = setns(&home.net, LinkNameSpaceType::Network);
+                let _ = setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication);
             }
             return Err("cannot enter the sandbox's network namespace".into());
         }
@@ -491,8 +487,8 @@ fn clone_first_process(
     let clone_error = io::Error::last_os_error();
     if pooled.is_some()
         && let Some(home) = home
-        && (setns(home.net.as_raw_fd(), libc::CLONE_NEWNET).is_err()
-            || setns(home.ipc.as_raw_fd(), libc::CLONE_NEWIPC).is_err())
+        && (setns(&home.net, LinkNameSpaceType::Network).is_err()
+            || setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication).is_err())
     {
         tracing::warn!("the launcher could not return to its own namespaces");
     }
@@ -563,39 +559,24 @@ fn await_exec(status: &OwnedFd, go: &mut std::fs::File, timeout: Duration) -> Re
                 timeout.as_secs()
             ));
         }
-        let mut poll = libc::pollfd {
-            fd: status.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let millis = libc::c_int::try_from(left.as_millis()).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-        if ready < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(format!("cannot wait for the sandbox: {err}"));
-        }
-        if ready == 0 {
-            continue;
+        let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+            tv_sec: i64::MAX,
+            tv_nsec: 0,
+        });
+        let mut poll = [PollFd::new(status, PollFlags::IN)];
+        match rustix::event::poll(&mut poll, Some(&timeout)) {
+            Ok(0) | Err(Errno::INTR) => continue,
+            Ok(_) => {}
+            Err(err) => return Err(format!("cannot wait for the sandbox: {err}")),
         }
         let mut bytes = [0u8; 16];
-        // SAFETY: reads into a local buffer of the size passed.
-        let read =
-            unsafe { libc::read(status.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
-        if read == 0 {
-            return Ok(());
-        }
-        if read < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(format!("cannot wait for the sandbox: {err}"));
-            }
-            continue;
-        }
-        let got = &bytes[..read as usize];
+        let read = match rustix::io::read(status, &mut bytes) {
+            Ok(0) => return Ok(()),
+            Ok(read) => read,
+            Err(Errno::INTR) => continue,
+            Err(err) => return Err(format!("cannot wait for the sandbox: {err}")),
+        };
+        let got = &bytes[..read];
         if !answered && got.contains(&child::HANDSHAKE) {
             // A failed answer leaves the process waiting on a pipe that reads end-of-file
             // once `go` is dropped: it exits, and the caller reports its stage.
@@ -622,16 +603,12 @@ fn arm_test_pause(prepared: &mut Prepared) {
     else {
         return;
     };
-    // SAFETY: F_DUPFD_CLOEXEC of standard error returns a new descriptor nothing else owns.
-    let report = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
-    // SAFETY: pidfd_open of this process; the result is a new descriptor nothing else owns.
-    let daemon = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int };
-    if report < 0 || daemon < 0 {
+    let report = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3);
+    let daemon = rustix::process::pidfd_open(rustix::process::getpid(), PidfdFlags::empty());
+    let (Ok(report), Ok(daemon)) = (report, daemon) else {
         tracing::error!("cannot set up the test pause at {point}");
         return;
-    }
-    // SAFETY: both are new descriptors owned by nothing else.
-    let (report, daemon) = unsafe { (OwnedFd::from_raw_fd(report), OwnedFd::from_raw_fd(daemon)) };
+    };
     prepared.pause_at(at, pause::reached_line(point), report, daemon);
 }
 

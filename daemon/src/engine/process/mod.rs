@@ -34,6 +34,12 @@ mod plan;
 mod program;
 mod sandbox;
 mod seccomp;
+
+/// The rule builders, for the fuzz target that builds them from profiles.
+#[cfg(feature = "testing")]
+pub use plan::rights as landlock_rights;
+#[cfg(feature = "testing")]
+pub use seccomp::{Family as SeccompFamily, build as build_seccomp, model as seccomp_model};
 mod server;
 mod sys;
 mod view;
@@ -91,7 +97,7 @@ struct Runtime {
     launcher: Launcher,
     root: CString,
     devices: Arc<Devices>,
-    seccomp: Arc<Vec<libc::sock_filter>>,
+    seccomp: seccomp::Filters,
     idmap: Option<Arc<IdMap>>,
 }
 
@@ -150,7 +156,8 @@ impl Runtime {
             launcher,
             root,
             devices,
-            seccomp: Arc::new(seccomp::build()),
+            seccomp: seccomp::Filters::build()
+                .map_err(|err| format!("cannot compile the seccomp filter: {err}"))?,
             idmap,
         };
         runtime.check_end_to_end(&probe_dir)?;
@@ -171,7 +178,7 @@ impl Runtime {
             rlimits,
             landlock_abi: self.host.landlock_abi,
             cap_last: self.host.cap_last,
-            seccomp: self.seccomp.clone(),
+            seccomp: self.seccomp.get(seccomp::Family::of(&profile.network)),
             root: self.root.clone(),
             devices: self.devices.clone(),
             egress_port: match profile.network {

@@ -15,9 +15,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ::landlock::{AccessFs, BitFlags};
+
 use super::child::{InsideRule, Pause, PauseAt, Plan, Report, Step};
 use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
+use super::seccomp;
 use super::sys::{self, MountAttr};
 use super::view::{self, GUEST_DEV, GUEST_PROC, GUEST_TMP, Kind, View, depth_order};
 use crate::changes::IdMap;
@@ -74,7 +77,7 @@ pub struct Blueprint {
     pub rlimits: Vec<Rlimit>,
     pub landlock_abi: u32,
     pub cap_last: u32,
-    pub seccomp: Arc<Vec<libc::sock_filter>>,
+    pub seccomp: Arc<seccomp::Filter>,
     /// The host directory the root tmpfs is mounted on (in the sandbox's mount namespace).
     pub root: CString,
     pub devices: Arc<Devices>,
@@ -143,7 +146,7 @@ pub struct Prepared {
     pub step_names: Vec<String>,
     pub rule_names: Vec<String>,
     _keep: Vec<OwnedFd>,
-    _ruleset: Ruleset,
+    _ruleset: OwnedFd,
 }
 
 impl Prepared {
@@ -195,10 +198,10 @@ struct Entry {
 /// Builds the plan of one sandbox.
 pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String> {
     let mut keep: Vec<OwnedFd> = Vec::new();
-    let ruleset = Ruleset::create(blueprint.landlock_abi)
+    let mut ruleset = Ruleset::create(blueprint.landlock_abi)
         .map_err(|err| format!("cannot create a Landlock ruleset: {err}"))?;
     if let Some(port) = blueprint.egress_port {
-        ruleset.allow_tcp_connect(port).map_err(|err| {
+        ruleset = ruleset.allow_tcp_connect(port).map_err(|err| {
             format!("cannot allow the egress proxy's port in the Landlock ruleset: {err}")
         })?;
     }
@@ -210,7 +213,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
             Kind::Dir(fd) | Kind::File(fd) => {
                 let is_dir = matches!(mount.kind, Kind::Dir(_));
                 let access = call.access(mount.access);
-                ruleset
+                ruleset = ruleset
                     .allow(
                         fd.as_fd(),
                         rights(access, is_dir, blueprint.executable_writes),
@@ -280,7 +283,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
                 & libc::S_IFMT
                 == libc::S_IFDIR;
             let access = call.access(grant.access);
-            ruleset
+            ruleset = ruleset
                 .allow(
                     fd.as_fd(),
                     rights(access, is_dir, blueprint.executable_writes),
@@ -338,7 +341,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         what: "/dev".into(),
     });
     for (name, fd) in &blueprint.devices.fds {
-        ruleset
+        ruleset = ruleset
             .allow(fd.as_fd(), landlock::READ_WRITE_FILE)
             .map_err(|err| format!("cannot add a Landlock rule for /dev/{name}: {err}"))?;
         let tree = clone_tree(
@@ -475,6 +478,9 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         })
         .collect::<Result<Vec<_>, String>>()?;
     let rule_names = inside.iter().map(|(path, _)| (*path).to_owned()).collect();
+    let ruleset = ruleset
+        .into_fd()
+        .ok_or("Landlock made no ruleset on this host")?;
 
     let (stdin_child, stdin_parent) = pipe()?;
     let (stdout_parent, stdout_child) = pipe()?;
@@ -497,7 +503,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
             Step::Attach { tree, .. } => Some(*tree),
             _ => None,
         })
-        .chain([go_raw, status_raw, ruleset.fd().as_raw_fd()])
+        .chain([go_raw, status_raw, ruleset.as_raw_fd()])
         .collect();
     kept_fds.sort_unstable();
     kept_fds.dedup();
@@ -525,14 +531,14 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         uid,
         gid,
         steps,
-        landlock: ruleset.fd().as_raw_fd(),
+        landlock: ruleset.as_raw_fd(),
         inside_rules,
         hostname: CString::new(HOSTNAME).map_err(|_| "hostname".to_owned())?,
         stdio,
         cwd: CString::new(cwd).map_err(|_| "cwd".to_owned())?,
         rlimits: blueprint.rlimits.clone(),
         cap_last: blueprint.cap_last,
-        seccomp: blueprint.seccomp.as_ref().clone(),
+        seccomp: blueprint.seccomp.clone(),
         program: blueprint.program.clone(),
         argv,
         envp,
@@ -580,10 +586,10 @@ fn grant_flags(access: Access, executable_writes: bool) -> u64 {
 }
 
 /// The Landlock rights of a grant: a writable one may execute only when the profile says so.
-fn rights(access: Access, is_dir: bool, executable_writes: bool) -> u64 {
+pub fn rights(access: Access, is_dir: bool, executable_writes: bool) -> BitFlags<AccessFs> {
     let granted = landlock::grant_rights(access, is_dir);
     match access {
-        Access::ReadWrite if executable_writes => granted | landlock::FS_EXECUTE,
+        Access::ReadWrite if executable_writes => granted | landlock::EXECUTE,
         _ => granted,
     }
 }
@@ -820,14 +826,8 @@ mod tests {
             grant_flags(Access::ReadWrite, true) & sys::MOUNT_ATTR_NOEXEC,
             0
         );
-        assert_eq!(
-            rights(Access::ReadWrite, true, false) & landlock::FS_EXECUTE,
-            0
-        );
-        assert_ne!(
-            rights(Access::ReadWrite, true, true) & landlock::FS_EXECUTE,
-            0
-        );
+        assert!(!rights(Access::ReadWrite, true, false).contains(AccessFs::Execute));
+        assert!(rights(Access::ReadWrite, true, true).contains(AccessFs::Execute));
         assert_eq!(
             grant_flags(Access::ReadWrite, false) & sys::MOUNT_ATTR_RDONLY,
             0

@@ -1,80 +1,429 @@
-//! The seccomp filter every sandboxed process runs under: a deny list built on what Docker's
-//! default profile refuses (kernel-wide or namespace-escaping operations a tool never needs),
-//! answered with `EPERM` so that a program sees a plain refusal it can report, not a crash.
+//! The seccomp filter every sandboxed process runs under: an allow-list, with everything else
+//! refused — the model of Docker's default profile, gVisor and Firecracker, so that a system
+//! call a new kernel adds is refused until someone decides otherwise.
 //!
-//! The filter is classic BPF, assembled here once when the engine starts and installed by the
-//! sandbox's first process just before it executes the tool. Each check is a comparison
-//! followed by its own `return`, so no jump ever spans more than a few instructions however
-//! long the list grows.
+//! The programs are compiled by `seccompiler` (Firecracker's filter compiler) once, when the
+//! engine starts, one per profile [`Family`], and installed by the sandbox's first process just
+//! before it executes the tool. A family's filter is two programs, stacked in this order:
 //!
-//! - Syscalls of another architecture (32-bit `int 0x80` on x86_64) kill the process: their
-//!   numbers mean different things, and a program cannot meaningfully carry on after `exit`
-//!   itself was refused.
-//! - `clone` with any namespace flag is refused like `unshare`; `clone3` answers `ENOSYS`
-//!   because its flags live in memory the filter cannot read, and libc then falls back to
-//!   `clone`, whose flags it can.
-//! - `socket(AF_VSOCK, …)` and the `TIOCSTI`/`TIOCLINUX` ioctls (typing into a terminal) are
-//!   refused by argument.
+//! 1. **The allow-list** ([`BASE`]: what shells, Python, Node.js, git, compilers, make and
+//!    the coding tools' test runners need, measured by running them under it). Anything not on
+//!    it answers `ENOSYS`, as if the kernel did not have it: that is what a caller probing for
+//!    a newer call (`clone3`, `listmount`, `cachestat`, …) expects, and it then falls back.
+//! 2. **The refusals** ([`REFUSED`] and the argument checks): long-known calls that reach
+//!    kernel-wide state or escape the namespaces, answered `EPERM` so a program reports a
+//!    plain refusal. The kernel runs every stacked filter and, between two `ERRNO` answers,
+//!    returns the one of the filter installed last, so these win over the allow-list's
+//!    `ENOSYS`. Argument checks live here too: `clone` with a namespace flag, `socket` outside
+//!    the family's address families, a `personality` other than the ones programs set,
+//!    `ioctl`s that type into a terminal.
+//!
+//! Foreign architectures are killed by `seccompiler`'s own architecture check. On x86_64 the
+//! x32 ABI shares the architecture value and marks its numbers with bit 30; the three
+//! instructions put in front of the allow-list kill those too (their numbers mean other
+//! calls, and a program cannot carry on meaningfully after its own `exit` was refused).
+//!
+//! With the kernel's per-filter cache of calls that every filter allows whatever their
+//! arguments (Linux 5.11), an allowed call costs no filter run at all; only the calls with
+//! argument checks run the programs.
 
-use libc::{c_long, sock_filter};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-/// `offsetof(struct seccomp_data, nr)`, `arch` and `args[i]` (low 32 bits on little-endian).
-const DATA_NR: u32 = 0;
-const DATA_ARCH: u32 = 4;
-const fn data_arg_low(index: u32) -> u32 {
-    16 + 8 * index
+use libc::c_long;
+use seccompiler::{
+    BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch, sock_filter,
+};
+
+use crate::profile::NetworkPolicy;
+
+/// Which allow-list a profile gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// `network = "none"`: Unix sockets, and the routing netlink that lists the sandbox's
+    /// own interfaces (`if_nameindex`, `getifaddrs`).
+    Local,
+    /// A network allow-list: IPv4 and IPv6 sockets too (to reach the egress proxy).
+    Network,
 }
 
-const BPF_LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
-const BPF_JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-const BPF_JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
-const BPF_JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
-const BPF_RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+impl Family {
+    pub const ALL: [Family; 2] = [Family::Local, Family::Network];
 
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH_NATIVE: u32 = 0xc000_003e;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
+    /// The family of a profile's sandboxes.
+    pub fn of(network: &NetworkPolicy) -> Family {
+        match network {
+            NetworkPolicy::None => Family::Local,
+            NetworkPolicy::AllowList { .. } => Family::Network,
+        }
+    }
 
-/// x32 system calls carry this bit in their number on x86_64.
-#[cfg(target_arch = "x86_64")]
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-
-/// Every `CLONE_NEW*` flag: creating any namespace from inside the sandbox is refused.
-const CLONE_NAMESPACE_FLAGS: u32 = (libc::CLONE_NEWNS
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUSER
-    | libc::CLONE_NEWPID
-    | libc::CLONE_NEWNET
-    | libc::CLONE_NEWCGROUP
-    | 0x80) as u32; // CLONE_NEWTIME
-
-/// What the filter answers for a system call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Allow,
-    Errno(i32),
-    KillProcess,
-}
-
-impl Verdict {
-    fn ret(self) -> u32 {
+    /// The address families `socket` may create.
+    fn socket_domains(self) -> &'static [i32] {
         match self {
-            Verdict::Allow => libc::SECCOMP_RET_ALLOW,
-            Verdict::Errno(errno) => libc::SECCOMP_RET_ERRNO | (errno as u32 & 0xffff),
-            Verdict::KillProcess => libc::SECCOMP_RET_KILL_PROCESS,
+            Family::Local => &[libc::AF_UNIX, libc::AF_NETLINK],
+            Family::Network => &[
+                libc::AF_UNIX,
+                libc::AF_NETLINK,
+                libc::AF_INET,
+                libc::AF_INET6,
+            ],
         }
     }
 }
 
-/// System calls refused outright, whatever their arguments.
-const DENIED: &[(c_long, &str)] = &[
+/// System calls any program may make. Everything not listed answers `ENOSYS`.
+pub const BASE: &[(c_long, &str)] = &[
+    // Files and directories (Landlock and the mount view decide which).
+    (libc::SYS_read, "read"),
+    (libc::SYS_write, "write"),
+    (libc::SYS_readv, "readv"),
+    (libc::SYS_writev, "writev"),
+    (libc::SYS_pread64, "pread64"),
+    (libc::SYS_pwrite64, "pwrite64"),
+    (libc::SYS_preadv, "preadv"),
+    (libc::SYS_pwritev, "pwritev"),
+    (libc::SYS_preadv2, "preadv2"),
+    (libc::SYS_pwritev2, "pwritev2"),
+    (libc::SYS_openat, "openat"),
+    (libc::SYS_openat2, "openat2"),
+    (libc::SYS_close, "close"),
+    (libc::SYS_close_range, "close_range"),
+    (libc::SYS_lseek, "lseek"),
+    (libc::SYS_fstat, "fstat"),
+    (libc::SYS_newfstatat, "newfstatat"),
+    (libc::SYS_statx, "statx"),
+    (libc::SYS_statfs, "statfs"),
+    (libc::SYS_fstatfs, "fstatfs"),
+    (libc::SYS_getdents64, "getdents64"),
+    (libc::SYS_readlinkat, "readlinkat"),
+    (libc::SYS_faccessat, "faccessat"),
+    (libc::SYS_faccessat2, "faccessat2"),
+    (libc::SYS_fchmod, "fchmod"),
+    (libc::SYS_fchmodat, "fchmodat"),
+    (libc::SYS_fchmodat2, "fchmodat2"),
+    (libc::SYS_fchown, "fchown"),
+    (libc::SYS_fchownat, "fchownat"),
+    (libc::SYS_mkdirat, "mkdirat"),
+    (libc::SYS_mknodat, "mknodat"),
+    (libc::SYS_unlinkat, "unlinkat"),
+    (libc::SYS_renameat, "renameat"),
+    (libc::SYS_renameat2, "renameat2"),
+    (libc::SYS_linkat, "linkat"),
+    (libc::SYS_symlinkat, "symlinkat"),
+    (libc::SYS_utimensat, "utimensat"),
+    (libc::SYS_truncate, "truncate"),
+    (libc::SYS_ftruncate, "ftruncate"),
+    (libc::SYS_fallocate, "fallocate"),
+    (libc::SYS_fsync, "fsync"),
+    (libc::SYS_fdatasync, "fdatasync"),
+    (libc::SYS_sync, "sync"),
+    (libc::SYS_syncfs, "syncfs"),
+    (libc::SYS_sync_file_range, "sync_file_range"),
+    (libc::SYS_fadvise64, "fadvise64"),
+    (libc::SYS_readahead, "readahead"),
+    (libc::SYS_copy_file_range, "copy_file_range"),
+    (libc::SYS_sendfile, "sendfile"),
+    (libc::SYS_splice, "splice"),
+    (libc::SYS_tee, "tee"),
+    (libc::SYS_vmsplice, "vmsplice"),
+    (libc::SYS_dup, "dup"),
+    (libc::SYS_dup3, "dup3"),
+    (libc::SYS_fcntl, "fcntl"),
+    (libc::SYS_flock, "flock"),
+    (libc::SYS_ioctl, "ioctl"),
+    (libc::SYS_getcwd, "getcwd"),
+    (libc::SYS_chdir, "chdir"),
+    (libc::SYS_fchdir, "fchdir"),
+    (libc::SYS_umask, "umask"),
+    (libc::SYS_getxattr, "getxattr"),
+    (libc::SYS_lgetxattr, "lgetxattr"),
+    (libc::SYS_fgetxattr, "fgetxattr"),
+    (libc::SYS_listxattr, "listxattr"),
+    (libc::SYS_llistxattr, "llistxattr"),
+    (libc::SYS_flistxattr, "flistxattr"),
+    (libc::SYS_setxattr, "setxattr"),
+    (libc::SYS_lsetxattr, "lsetxattr"),
+    (libc::SYS_fsetxattr, "fsetxattr"),
+    (libc::SYS_removexattr, "removexattr"),
+    (libc::SYS_lremovexattr, "lremovexattr"),
+    (libc::SYS_fremovexattr, "fremovexattr"),
+    (libc::SYS_inotify_init1, "inotify_init1"),
+    (libc::SYS_inotify_add_watch, "inotify_add_watch"),
+    (libc::SYS_inotify_rm_watch, "inotify_rm_watch"),
+    (libc::SYS_memfd_create, "memfd_create"),
+    // Waiting and events.
+    (libc::SYS_pipe2, "pipe2"),
+    (libc::SYS_eventfd2, "eventfd2"),
+    (libc::SYS_signalfd4, "signalfd4"),
+    (libc::SYS_timerfd_create, "timerfd_create"),
+    (libc::SYS_timerfd_settime, "timerfd_settime"),
+    (libc::SYS_timerfd_gettime, "timerfd_gettime"),
+    (libc::SYS_epoll_create1, "epoll_create1"),
+    (libc::SYS_epoll_ctl, "epoll_ctl"),
+    (libc::SYS_epoll_pwait, "epoll_pwait"),
+    (libc::SYS_epoll_pwait2, "epoll_pwait2"),
+    (libc::SYS_ppoll, "ppoll"),
+    (libc::SYS_pselect6, "pselect6"),
+    (libc::SYS_io_setup, "io_setup"),
+    (libc::SYS_io_destroy, "io_destroy"),
+    (libc::SYS_io_submit, "io_submit"),
+    (libc::SYS_io_cancel, "io_cancel"),
+    (libc::SYS_io_getevents, "io_getevents"),
+    // Memory.
+    (libc::SYS_brk, "brk"),
+    (libc::SYS_mmap, "mmap"),
+    (libc::SYS_munmap, "munmap"),
+    (libc::SYS_mremap, "mremap"),
+    (libc::SYS_mprotect, "mprotect"),
+    (libc::SYS_madvise, "madvise"),
+    (libc::SYS_msync, "msync"),
+    (libc::SYS_mincore, "mincore"),
+    (libc::SYS_mlock, "mlock"),
+    (libc::SYS_mlock2, "mlock2"),
+    (libc::SYS_munlock, "munlock"),
+    (libc::SYS_mlockall, "mlockall"),
+    (libc::SYS_munlockall, "munlockall"),
+    (libc::SYS_membarrier, "membarrier"),
+    (libc::SYS_get_mempolicy, "get_mempolicy"),
+    (libc::SYS_set_mempolicy, "set_mempolicy"),
+    (libc::SYS_mbind, "mbind"),
+    (libc::SYS_pkey_alloc, "pkey_alloc"),
+    (libc::SYS_pkey_free, "pkey_free"),
+    (libc::SYS_pkey_mprotect, "pkey_mprotect"),
+    (libc::SYS_mseal, "mseal"),
+    // Processes and threads (`clone`'s flags are checked by the refusals).
+    (libc::SYS_execve, "execve"),
+    (libc::SYS_execveat, "execveat"),
+    (libc::SYS_exit, "exit"),
+    (libc::SYS_exit_group, "exit_group"),
+    (libc::SYS_wait4, "wait4"),
+    (libc::SYS_waitid, "waitid"),
+    (libc::SYS_clone, "clone"),
+    (libc::SYS_kill, "kill"),
+    (libc::SYS_tkill, "tkill"),
+    (libc::SYS_tgkill, "tgkill"),
+    (libc::SYS_rt_sigqueueinfo, "rt_sigqueueinfo"),
+    (libc::SYS_rt_tgsigqueueinfo, "rt_tgsigqueueinfo"),
+    (libc::SYS_pidfd_open, "pidfd_open"),
+    (libc::SYS_pidfd_send_signal, "pidfd_send_signal"),
+    (libc::SYS_getpid, "getpid"),
+    (libc::SYS_getppid, "getppid"),
+    (libc::SYS_gettid, "gettid"),
+    (libc::SYS_getuid, "getuid"),
+    (libc::SYS_geteuid, "geteuid"),
+    (libc::SYS_getgid, "getgid"),
+    (libc::SYS_getegid, "getegid"),
+    (libc::SYS_getresuid, "getresuid"),
+    (libc::SYS_getresgid, "getresgid"),
+    (libc::SYS_getgroups, "getgroups"),
+    // Without capabilities these can only give up ids, never gain one.
+    (libc::SYS_setuid, "setuid"),
+    (libc::SYS_setgid, "setgid"),
+    (libc::SYS_setreuid, "setreuid"),
+    (libc::SYS_setregid, "setregid"),
+    (libc::SYS_setresuid, "setresuid"),
+    (libc::SYS_setresgid, "setresgid"),
+    (libc::SYS_setfsuid, "setfsuid"),
+    (libc::SYS_setfsgid, "setfsgid"),
+    (libc::SYS_setgroups, "setgroups"),
+    (libc::SYS_capget, "capget"),
+    (libc::SYS_capset, "capset"),
+    (libc::SYS_getpgid, "getpgid"),
+    (libc::SYS_setpgid, "setpgid"),
+    (libc::SYS_getsid, "getsid"),
+    (libc::SYS_setsid, "setsid"),
+    (libc::SYS_prctl, "prctl"),
+    (libc::SYS_personality, "personality"),
+    (libc::SYS_set_tid_address, "set_tid_address"),
+    (libc::SYS_set_robust_list, "set_robust_list"),
+    (libc::SYS_get_robust_list, "get_robust_list"),
+    (libc::SYS_rseq, "rseq"),
+    (libc::SYS_futex, "futex"),
+    (libc::SYS_futex_waitv, "futex_waitv"),
+    (libc::SYS_sched_yield, "sched_yield"),
+    (libc::SYS_sched_getaffinity, "sched_getaffinity"),
+    (libc::SYS_sched_setaffinity, "sched_setaffinity"),
+    (libc::SYS_sched_getparam, "sched_getparam"),
+    (libc::SYS_sched_setparam, "sched_setparam"),
+    (libc::SYS_sched_getscheduler, "sched_getscheduler"),
+    (libc::SYS_sched_setscheduler, "sched_setscheduler"),
+    (libc::SYS_sched_getattr, "sched_getattr"),
+    (libc::SYS_sched_setattr, "sched_setattr"),
+    (libc::SYS_sched_get_priority_max, "sched_get_priority_max"),
+    (libc::SYS_sched_get_priority_min, "sched_get_priority_min"),
+    (libc::SYS_sched_rr_get_interval, "sched_rr_get_interval"),
+    (libc::SYS_getpriority, "getpriority"),
+    (libc::SYS_setpriority, "setpriority"),
+    (libc::SYS_ioprio_get, "ioprio_get"),
+    (libc::SYS_ioprio_set, "ioprio_set"),
+    (libc::SYS_getrlimit, "getrlimit"),
+    (libc::SYS_setrlimit, "setrlimit"),
+    (libc::SYS_prlimit64, "prlimit64"),
+    (libc::SYS_getrusage, "getrusage"),
+    (libc::SYS_times, "times"),
+    (libc::SYS_sysinfo, "sysinfo"),
+    (libc::SYS_uname, "uname"),
+    (libc::SYS_getcpu, "getcpu"),
+    (libc::SYS_getrandom, "getrandom"),
+    // A program may confine itself further; neither can loosen what is installed.
+    (libc::SYS_seccomp, "seccomp"),
+    (libc::SYS_landlock_create_ruleset, "landlock_create_ruleset"),
+    (libc::SYS_landlock_add_rule, "landlock_add_rule"),
+    (libc::SYS_landlock_restrict_self, "landlock_restrict_self"),
+    // Signals.
+    (libc::SYS_rt_sigaction, "rt_sigaction"),
+    (libc::SYS_rt_sigprocmask, "rt_sigprocmask"),
+    (libc::SYS_rt_sigreturn, "rt_sigreturn"),
+    (libc::SYS_rt_sigpending, "rt_sigpending"),
+    (libc::SYS_rt_sigsuspend, "rt_sigsuspend"),
+    (libc::SYS_rt_sigtimedwait, "rt_sigtimedwait"),
+    (libc::SYS_sigaltstack, "sigaltstack"),
+    (libc::SYS_restart_syscall, "restart_syscall"),
+    // Time (reading it; setting the host's clock is refused).
+    (libc::SYS_nanosleep, "nanosleep"),
+    (libc::SYS_clock_nanosleep, "clock_nanosleep"),
+    (libc::SYS_clock_gettime, "clock_gettime"),
+    (libc::SYS_clock_getres, "clock_getres"),
+    (libc::SYS_gettimeofday, "gettimeofday"),
+    (libc::SYS_getitimer, "getitimer"),
+    (libc::SYS_setitimer, "setitimer"),
+    (libc::SYS_timer_create, "timer_create"),
+    (libc::SYS_timer_settime, "timer_settime"),
+    (libc::SYS_timer_gettime, "timer_gettime"),
+    (libc::SYS_timer_getoverrun, "timer_getoverrun"),
+    (libc::SYS_timer_delete, "timer_delete"),
+    // System V and POSIX IPC: the sandbox has its own IPC namespace.
+    (libc::SYS_shmget, "shmget"),
+    (libc::SYS_shmat, "shmat"),
+    (libc::SYS_shmdt, "shmdt"),
+    (libc::SYS_shmctl, "shmctl"),
+    (libc::SYS_semget, "semget"),
+    (libc::SYS_semop, "semop"),
+    (libc::SYS_semtimedop, "semtimedop"),
+    (libc::SYS_semctl, "semctl"),
+    (libc::SYS_msgget, "msgget"),
+    (libc::SYS_msgsnd, "msgsnd"),
+    (libc::SYS_msgrcv, "msgrcv"),
+    (libc::SYS_msgctl, "msgctl"),
+    (libc::SYS_mq_open, "mq_open"),
+    (libc::SYS_mq_unlink, "mq_unlink"),
+    (libc::SYS_mq_timedsend, "mq_timedsend"),
+    (libc::SYS_mq_timedreceive, "mq_timedreceive"),
+    (libc::SYS_mq_notify, "mq_notify"),
+    (libc::SYS_mq_getsetattr, "mq_getsetattr"),
+    // Sockets (`socket`'s address family is checked by the refusals; the network namespace
+    // and Landlock decide where they lead).
+    (libc::SYS_socket, "socket"),
+    (libc::SYS_socketpair, "socketpair"),
+    (libc::SYS_connect, "connect"),
+    (libc::SYS_accept, "accept"),
+    (libc::SYS_accept4, "accept4"),
+    (libc::SYS_bind, "bind"),
+    (libc::SYS_listen, "listen"),
+    (libc::SYS_getsockname, "getsockname"),
+    (libc::SYS_getpeername, "getpeername"),
+    (libc::SYS_sendto, "sendto"),
+    (libc::SYS_recvfrom, "recvfrom"),
+    (libc::SYS_sendmsg, "sendmsg"),
+    (libc::SYS_recvmsg, "recvmsg"),
+    (libc::SYS_sendmmsg, "sendmmsg"),
+    (libc::SYS_recvmmsg, "recvmmsg"),
+    (libc::SYS_shutdown, "shutdown"),
+    (libc::SYS_setsockopt, "setsockopt"),
+    (libc::SYS_getsockopt, "getsockopt"),
+    // The calls x86_64 kept from before the `*at` family, which its programs still make.
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, "open"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, "creat"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_stat, "stat"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_lstat, "lstat"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_access, "access"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_getdents, "getdents"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_readlink, "readlink"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mkdir, "mkdir"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_rmdir, "rmdir"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_unlink, "unlink"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_rename, "rename"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_link, "link"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_symlink, "symlink"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, "mknod"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, "chmod"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chown, "chown"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_lchown, "lchown"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_utime, "utime"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_utimes, "utimes"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_futimesat, "futimesat"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_pipe, "pipe"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_dup2, "dup2"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_poll, "poll"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_select, "select"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_epoll_create, "epoll_create"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_epoll_wait, "epoll_wait"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_inotify_init, "inotify_init"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_eventfd, "eventfd"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_signalfd, "signalfd"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_fork, "fork"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_vfork, "vfork"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_getpgrp, "getpgrp"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_alarm, "alarm"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_pause, "pause"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_time, "time"),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_arch_prctl, "arch_prctl"),
+    #[cfg(target_arch = "x86_64")]
+    // map_shadow_stack (Linux 6.6), which the libc crate does not name: glibc maps the
+    // shadow stacks of threads with it where the CPU has them.
+    (453, "map_shadow_stack"),
+];
+
+/// System calls refused with `EPERM` whatever their arguments (they are not on [`BASE`]
+/// either: this only chooses the answer).
+pub const REFUSED: &[(c_long, &str)] = &[
     // Inspecting or changing other processes.
     (libc::SYS_ptrace, "ptrace"),
     (libc::SYS_process_vm_readv, "process_vm_readv"),
     (libc::SYS_process_vm_writev, "process_vm_writev"),
+    (libc::SYS_process_madvise, "process_madvise"),
+    (libc::SYS_pidfd_getfd, "pidfd_getfd"),
     (libc::SYS_kcmp, "kcmp"),
+    (libc::SYS_move_pages, "move_pages"),
+    (libc::SYS_migrate_pages, "migrate_pages"),
     // The kernel keyring is not namespaced.
     (libc::SYS_keyctl, "keyctl"),
     (libc::SYS_add_key, "add_key"),
@@ -86,6 +435,8 @@ const DENIED: &[(c_long, &str)] = &[
     (libc::SYS_io_uring_setup, "io_uring_setup"),
     (libc::SYS_io_uring_enter, "io_uring_enter"),
     (libc::SYS_io_uring_register, "io_uring_register"),
+    (libc::SYS_fanotify_init, "fanotify_init"),
+    (libc::SYS_fanotify_mark, "fanotify_mark"),
     // Changing the file system view or the namespaces.
     (libc::SYS_mount, "mount"),
     (libc::SYS_umount2, "umount2"),
@@ -101,6 +452,7 @@ const DENIED: &[(c_long, &str)] = &[
     (libc::SYS_fspick, "fspick"),
     (libc::SYS_mount_setattr, "mount_setattr"),
     // Opening files by handle bypasses the path walk (the "shocker" escape).
+    (libc::SYS_name_to_handle_at, "name_to_handle_at"),
     (libc::SYS_open_by_handle_at, "open_by_handle_at"),
     // The running kernel itself.
     (libc::SYS_kexec_load, "kexec_load"),
@@ -115,121 +467,216 @@ const DENIED: &[(c_long, &str)] = &[
     (libc::SYS_syslog, "syslog"),
     (libc::SYS_quotactl, "quotactl"),
     (libc::SYS_quotactl_fd, "quotactl_fd"),
-    (libc::SYS_lookup_dcookie, "lookup_dcookie"),
-    (libc::SYS_fanotify_init, "fanotify_init"),
     (libc::SYS_vhangup, "vhangup"),
     // The clock is shared with the host.
     (libc::SYS_settimeofday, "settimeofday"),
     (libc::SYS_clock_settime, "clock_settime"),
     (libc::SYS_clock_adjtime, "clock_adjtime"),
+    (libc::SYS_adjtimex, "adjtimex"),
     #[cfg(target_arch = "x86_64")]
     (libc::SYS_iopl, "iopl"),
     #[cfg(target_arch = "x86_64")]
     (libc::SYS_ioperm, "ioperm"),
     #[cfg(target_arch = "x86_64")]
+    (libc::SYS_modify_ldt, "modify_ldt"),
+    #[cfg(target_arch = "x86_64")]
     (libc::SYS_uselib, "uselib"),
 ];
 
+/// Every `CLONE_NEW*` flag: creating any namespace from inside the sandbox is refused.
+const CLONE_NAMESPACE_FLAGS: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    // CLONE_NEWTIME, which the libc crate does not name.
+    0x80,
+];
+
+/// The personalities programs set: Linux itself, and `setarch -R` (no address
+/// randomisation), with or without `ADDR_NO_RANDOMIZE`; `0xffffffff` only queries. Others
+/// (`READ_IMPLIES_EXEC`, other ABIs) are refused, as Docker does.
+const PERSONALITIES: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
+
 /// Ioctl requests refused: pushing input into a terminal's queue, and the console's.
-const DENIED_IOCTLS: &[u32] = &[libc::TIOCSTI as u32, libc::TIOCLINUX as u32];
+const REFUSED_IOCTLS: &[u64] = &[libc::TIOCSTI, libc::TIOCLINUX];
 
-/// The filter's program.
-pub fn build() -> Vec<sock_filter> {
-    let mut program = Assembler::default();
-    program.load(DATA_ARCH);
-    program.return_unless_equal(AUDIT_ARCH_NATIVE, Verdict::KillProcess);
-    program.load(DATA_NR);
+/// x32 system calls carry this bit in their number on x86_64.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// A family's programs, in the order they are installed.
+#[derive(Debug)]
+pub struct Filter {
+    programs: [BpfProgram; 2],
+}
+
+impl Filter {
+    pub fn programs(&self) -> &[BpfProgram] {
+        &self.programs
+    }
+}
+
+/// The filter of every family, compiled once.
+#[derive(Debug)]
+pub struct Filters {
+    by_family: BTreeMap<Family, Arc<Filter>>,
+}
+
+impl Filters {
+    pub fn build() -> Result<Filters, BackendError> {
+        let by_family = Family::ALL
+            .into_iter()
+            .map(|family| Ok((family, Arc::new(build(family)?))))
+            .collect::<Result<_, BackendError>>()?;
+        Ok(Filters { by_family })
+    }
+
+    pub fn get(&self, family: Family) -> Arc<Filter> {
+        // Built for every family of `Family::ALL` above.
+        self.by_family
+            .get(&family)
+            .cloned()
+            .unwrap_or_else(|| unreachable!("a filter is built for every family"))
+    }
+}
+
+/// The filter of `family`.
+pub fn build(family: Family) -> Result<Filter, BackendError> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)?;
+    let allowed = BASE.iter().map(|(nr, _)| (*nr, Vec::new())).collect();
+    let allow_list = SeccompFilter::new(
+        allowed,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        SeccompAction::Allow,
+        arch,
+    )?;
+    let mut allow_list: BpfProgram = allow_list.try_into()?;
+    allow_list.splice(0..0, x32_prelude());
+
+    let mut refused: BTreeMap<i64, Vec<SeccompRule>> =
+        REFUSED.iter().map(|(nr, _)| (*nr, Vec::new())).collect();
+    refused.insert(
+        libc::SYS_clone,
+        CLONE_NAMESPACE_FLAGS
+            .iter()
+            .map(|flag| rule(&[(0, SeccompCmpOp::MaskedEq(*flag), *flag)]))
+            .collect::<Result<_, _>>()?,
+    );
+    let not_any = |values: &[u64]| -> Vec<(u8, SeccompCmpOp, u64)> {
+        values
+            .iter()
+            .map(|value| (0, SeccompCmpOp::Ne, *value))
+            .collect()
+    };
+    let domains: Vec<u64> = family
+        .socket_domains()
+        .iter()
+        .map(|domain| *domain as u64)
+        .collect();
+    refused.insert(
+        libc::SYS_socket,
+        vec![
+            rule(&not_any(&domains))?,
+            // Of netlink, only routing: the others reach audit, the kernel's uevents or
+            // netfilter, which nothing in a sandbox has a use for.
+            rule(&[
+                (0, SeccompCmpOp::Eq, libc::AF_NETLINK as u64),
+                (2, SeccompCmpOp::Ne, libc::NETLINK_ROUTE as u64),
+            ])?,
+        ],
+    );
+    refused.insert(
+        libc::SYS_socketpair,
+        vec![rule(&not_any(&[libc::AF_UNIX as u64]))?],
+    );
+    refused.insert(libc::SYS_personality, vec![rule(&not_any(PERSONALITIES))?]);
+    refused.insert(
+        libc::SYS_ioctl,
+        REFUSED_IOCTLS
+            .iter()
+            .map(|request| rule(&[(1, SeccompCmpOp::Eq, *request)]))
+            .collect::<Result<_, _>>()?,
+    );
+    let refusals = SeccompFilter::new(
+        refused,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )?;
+    Ok(Filter {
+        programs: [allow_list, refusals.try_into()?],
+    })
+}
+
+/// A rule whose conditions on 32-bit arguments all hold. Every argument checked here is an
+/// `int` or an `unsigned int` for the kernel (`clone`'s flags that matter fit in the low
+/// half), so garbage in an upper half cannot hide a value.
+fn rule(conditions: &[(u8, SeccompCmpOp, u64)]) -> Result<SeccompRule, BackendError> {
+    SeccompRule::new(
+        conditions
+            .iter()
+            .map(|(index, op, value)| {
+                SeccompCondition::new(*index, SeccompCmpArgLen::Dword, op.clone(), *value)
+            })
+            .collect::<Result<_, _>>()?,
+    )
+}
+
+/// Kills x32 calls: load the number, and kill when bit 30 is set.
+fn x32_prelude() -> Vec<sock_filter> {
     #[cfg(target_arch = "x86_64")]
-    program.return_if_at_least(X32_SYSCALL_BIT, Verdict::Errno(libc::EPERM));
-    for (nr, _) in DENIED {
-        program.return_if_equal(*nr as u32, Verdict::Errno(libc::EPERM));
+    {
+        let insn = |code: u32, jt: u8, jf: u8, k: u32| sock_filter {
+            code: code as u16,
+            jt,
+            jf,
+            k,
+        };
+        vec![
+            // offsetof(struct seccomp_data, nr)
+            insn(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+            insn(
+                libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K,
+                0,
+                1,
+                X32_SYSCALL_BIT,
+            ),
+            insn(
+                libc::BPF_RET | libc::BPF_K,
+                0,
+                0,
+                libc::SECCOMP_RET_KILL_PROCESS,
+            ),
+        ]
     }
-    program.return_if_equal(libc::SYS_clone3 as u32, Verdict::Errno(libc::ENOSYS));
-    program.check_argument(libc::SYS_clone as u32, 0, |program| {
-        program.return_if_any_bit(CLONE_NAMESPACE_FLAGS, Verdict::Errno(libc::EPERM));
-    });
-    program.check_argument(libc::SYS_socket as u32, 0, |program| {
-        program.return_if_equal(libc::AF_VSOCK as u32, Verdict::Errno(libc::EPERM));
-    });
-    program.check_argument(libc::SYS_ioctl as u32, 1, |program| {
-        for request in DENIED_IOCTLS {
-            program.return_if_equal(*request, Verdict::Errno(libc::EPERM));
-        }
-    });
-    program.ret(Verdict::Allow);
-    program.finish()
-}
-
-/// Emits BPF where every test is followed by its own return, so jumps are at most the
-/// length of one argument check.
-#[derive(Default)]
-struct Assembler {
-    code: Vec<sock_filter>,
-}
-
-impl Assembler {
-    fn emit(&mut self, code: u16, jt: u8, jf: u8, k: u32) {
-        self.code.push(sock_filter { code, jt, jf, k });
-    }
-
-    fn load(&mut self, offset: u32) {
-        self.emit(BPF_LD_W_ABS, 0, 0, offset);
-    }
-
-    fn ret(&mut self, verdict: Verdict) {
-        self.emit(BPF_RET_K, 0, 0, verdict.ret());
-    }
-
-    fn return_if_equal(&mut self, value: u32, verdict: Verdict) {
-        self.emit(BPF_JEQ_K, 0, 1, value);
-        self.ret(verdict);
-    }
-
-    fn return_unless_equal(&mut self, value: u32, verdict: Verdict) {
-        self.emit(BPF_JEQ_K, 1, 0, value);
-        self.ret(verdict);
-    }
-
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    fn return_if_at_least(&mut self, value: u32, verdict: Verdict) {
-        self.emit(BPF_JGE_K, 0, 1, value);
-        self.ret(verdict);
-    }
-
-    fn return_if_any_bit(&mut self, mask: u32, verdict: Verdict) {
-        self.emit(BPF_JSET_K, 0, 1, mask);
-        self.ret(verdict);
-    }
-
-    /// For system call `nr`: loads the low 32 bits of argument `index`, runs `checks` on it,
-    /// and reloads the system call number for what follows. Other calls skip the block.
-    fn check_argument(&mut self, nr: u32, index: u32, checks: impl FnOnce(&mut Assembler)) {
-        let mut block = Assembler::default();
-        block.load(data_arg_low(index));
-        checks(&mut block);
-        block.load(DATA_NR);
-        // A block is a handful of instructions (the tests run every one of them), far
-        // from the 255 a jump can span.
-        let skip = u8::try_from(block.code.len()).unwrap_or(u8::MAX);
-        self.emit(BPF_JEQ_K, 0, skip, nr);
-        self.code.extend(block.code);
-    }
-
-    fn finish(self) -> Vec<sock_filter> {
-        self.code
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Vec::new()
     }
 }
 
-#[cfg(test)]
-pub(super) mod tests {
+/// A model of how the kernel runs a family's programs, and the policy they are meant to
+/// implement stated a second way, for the unit tests and the `sandbox_rules` fuzz target to
+/// hold one against the other.
+#[cfg(any(test, feature = "testing"))]
+pub mod model {
     use super::*;
 
-    /// What the kernel hands the filter.
+    /// What the kernel hands a filter.
     pub struct Call {
         pub arch: u32,
         pub nr: u32,
         pub args: [u64; 6],
     }
+
+    #[cfg(target_arch = "x86_64")]
+    pub const AUDIT_ARCH_NATIVE: u32 = 0xc000_003e;
+    #[cfg(target_arch = "aarch64")]
+    pub const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
 
     impl Call {
         pub fn native(nr: c_long, args: &[u64]) -> Call {
@@ -242,13 +689,13 @@ pub(super) mod tests {
             }
         }
 
+        /// The 32-bit word at `offset` of `struct seccomp_data` (little-endian).
         fn word(&self, offset: u32) -> u32 {
             match offset {
-                DATA_NR => self.nr,
-                DATA_ARCH => self.arch,
+                0 => self.nr,
+                4 => self.arch,
                 offset if offset >= 16 && (offset - 16) % 4 == 0 => {
-                    let index = ((offset - 16) / 8) as usize;
-                    let arg = self.args[index];
+                    let arg = self.args[((offset - 16) / 8) as usize];
                     if (offset - 16) % 8 == 0 {
                         arg as u32
                     } else {
@@ -260,25 +707,58 @@ pub(super) mod tests {
         }
     }
 
-    /// Runs a filter the way the kernel's classic BPF interpreter would, for the subset of
-    /// instructions the assembler emits.
-    pub fn run(program: &[sock_filter], call: &Call) -> Verdict {
+    /// What a filter answers.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Verdict {
+        Allow,
+        Errno(i32),
+        KillProcess,
+    }
+
+    impl Verdict {
+        /// The kernel's order between two filters' answers: lower wins; between two
+        /// answers of the same action, the filter installed last (the first seen) wins.
+        fn precedence(self) -> u32 {
+            match self {
+                Verdict::KillProcess => 0,
+                Verdict::Errno(_) => 1,
+                Verdict::Allow => 2,
+            }
+        }
+    }
+
+    /// Runs one program the way the kernel's classic BPF interpreter would, for the
+    /// instructions seccompiler and the x32 prelude emit.
+    fn run_program(program: &[sock_filter], call: &Call) -> Verdict {
+        const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+        const ALU_AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+        const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
+        const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+        const JGT_K: u16 = (libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K) as u16;
+        const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+        const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+        const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
         let mut accumulator = 0u32;
         let mut pc = 0usize;
         loop {
-            let insn = program.get(pc).expect("the program falls off its end");
+            let Some(insn) = program.get(pc) else {
+                panic!("the program falls off its end at {pc}");
+            };
             pc += 1;
             match insn.code {
-                BPF_LD_W_ABS => accumulator = call.word(insn.k),
-                BPF_JEQ_K | BPF_JGE_K | BPF_JSET_K => {
+                LD_W_ABS => accumulator = call.word(insn.k),
+                ALU_AND_K => accumulator &= insn.k,
+                JA => pc += insn.k as usize,
+                JEQ_K | JGT_K | JGE_K | JSET_K => {
                     let taken = match insn.code {
-                        BPF_JEQ_K => accumulator == insn.k,
-                        BPF_JGE_K => accumulator >= insn.k,
+                        JEQ_K => accumulator == insn.k,
+                        JGT_K => accumulator > insn.k,
+                        JGE_K => accumulator >= insn.k,
                         _ => accumulator & insn.k != 0,
                     };
                     pc += usize::from(if taken { insn.jt } else { insn.jf });
                 }
-                BPF_RET_K => {
+                RET_K => {
                     return match insn.k {
                         libc::SECCOMP_RET_ALLOW => Verdict::Allow,
                         libc::SECCOMP_RET_KILL_PROCESS => Verdict::KillProcess,
@@ -293,107 +773,280 @@ pub(super) mod tests {
         }
     }
 
-    fn verdict(nr: c_long, args: &[u64]) -> Verdict {
-        run(&build(), &Call::native(nr, args))
+    /// Runs every program of `filter`, most recently installed first, and combines their
+    /// answers as the kernel does.
+    pub fn run(filter: &Filter, call: &Call) -> Verdict {
+        filter
+            .programs()
+            .iter()
+            .rev()
+            .map(|program| run_program(program, call))
+            .fold(Verdict::Allow, |chosen, verdict| {
+                if verdict.precedence() < chosen.precedence() {
+                    verdict
+                } else {
+                    chosen
+                }
+            })
+    }
+
+    /// What the lists of this module say `call` gets, without any BPF.
+    pub fn policy(family: Family, call: &Call) -> Verdict {
+        let nr = c_long::from(call.nr);
+        let low = |index: usize| call.args[index] as u32 as u64;
+        let listed = |list: &[(c_long, &str)]| list.iter().any(|(listed, _)| *listed == nr);
+        if call.arch != AUDIT_ARCH_NATIVE {
+            return Verdict::KillProcess;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if call.nr & X32_SYSCALL_BIT != 0 {
+            return Verdict::KillProcess;
+        }
+        let eperm = Verdict::Errno(libc::EPERM);
+        let domains = family.socket_domains();
+        let refused_by_argument = match nr {
+            libc::SYS_clone => CLONE_NAMESPACE_FLAGS.iter().any(|flag| low(0) & flag != 0),
+            libc::SYS_socket => {
+                !domains.iter().any(|domain| *domain as u64 == low(0))
+                    || (low(0) == libc::AF_NETLINK as u64 && low(2) != libc::NETLINK_ROUTE as u64)
+            }
+            libc::SYS_socketpair => low(0) != libc::AF_UNIX as u64,
+            libc::SYS_personality => !PERSONALITIES.contains(&low(0)),
+            libc::SYS_ioctl => REFUSED_IOCTLS.contains(&low(1)),
+            _ => false,
+        };
+        if listed(REFUSED) || refused_by_argument {
+            eperm
+        } else if listed(BASE) {
+            Verdict::Allow
+        } else {
+            Verdict::Errno(libc::ENOSYS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model::{AUDIT_ARCH_NATIVE, Call, Verdict, policy, run};
+    use super::*;
+
+    fn verdict(family: Family, nr: c_long, args: &[u64]) -> Verdict {
+        run(
+            &build(family).expect("the filter compiles"),
+            &Call::native(nr, args),
+        )
+    }
+
+    /// Newer calls than the libc crate names, by their numbers (shared by every
+    /// architecture since Linux 5.1).
+    const LATER: &[(c_long, &str)] = &[
+        (451, "cachestat"),
+        (457, "statmount"),
+        (458, "listmount"),
+        (459, "lsm_get_self_attr"),
+        (460, "lsm_set_self_attr"),
+        (461, "lsm_list_modules"),
+    ];
+
+    #[test]
+    fn listed_calls_pass_and_refused_ones_get_eperm() {
+        for family in Family::ALL {
+            for (nr, name) in BASE {
+                let args: &[u64] = match *nr {
+                    libc::SYS_socket | libc::SYS_socketpair => &[libc::AF_UNIX as u64],
+                    libc::SYS_clone => &[libc::SIGCHLD as u64],
+                    _ => &[],
+                };
+                assert_eq!(
+                    verdict(family, *nr, args),
+                    Verdict::Allow,
+                    "{name} ({family:?})"
+                );
+            }
+            for (nr, name) in REFUSED {
+                assert_eq!(
+                    verdict(family, *nr, &[]),
+                    Verdict::Errno(libc::EPERM),
+                    "{name} ({family:?})"
+                );
+            }
+        }
     }
 
     #[test]
-    fn denied_calls_get_eperm_and_ordinary_ones_pass() {
-        for (nr, name) in DENIED {
-            assert_eq!(verdict(*nr, &[]), Verdict::Errno(libc::EPERM), "{name}");
+    fn what_is_not_listed_answers_enosys() {
+        for family in Family::ALL {
+            for (nr, name) in LATER.iter().chain(&[(libc::SYS_clone3, "clone3")]) {
+                assert_eq!(
+                    verdict(family, *nr, &[]),
+                    Verdict::Errno(libc::ENOSYS),
+                    "{name}"
+                );
+            }
+            // Numbers no kernel has yet.
+            for nr in [462 + 1, 500, 1023] {
+                assert_eq!(verdict(family, nr, &[]), Verdict::Errno(libc::ENOSYS));
+            }
         }
-        for nr in [
-            libc::SYS_read,
-            libc::SYS_write,
-            libc::SYS_openat,
-            libc::SYS_execve,
-            libc::SYS_exit_group,
-            libc::SYS_mmap,
-            libc::SYS_wait4,
-            libc::SYS_seccomp,
-        ] {
-            assert_eq!(verdict(nr, &[]), Verdict::Allow, "syscall {nr}");
-        }
-    }
-
-    #[test]
-    fn clone_is_refused_only_with_namespace_flags_and_clone3_falls_back() {
-        let fork_like = libc::SIGCHLD as u64;
-        let thread_like = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
-        assert_eq!(verdict(libc::SYS_clone, &[fork_like]), Verdict::Allow);
-        assert_eq!(verdict(libc::SYS_clone, &[thread_like]), Verdict::Allow);
-        for flag in [
-            libc::CLONE_NEWUSER,
-            libc::CLONE_NEWNS,
-            libc::CLONE_NEWNET,
-            libc::CLONE_NEWPID,
-        ] {
-            assert_eq!(
-                verdict(libc::SYS_clone, &[fork_like | flag as u64]),
-                Verdict::Errno(libc::EPERM),
-                "flag {flag:#x}"
+        // The lists never overlap: a refusal is a refusal, not an allowed call.
+        for (nr, name) in REFUSED {
+            assert!(
+                BASE.iter().all(|(base, _)| base != nr),
+                "{name} is on both lists"
             );
         }
-        assert_eq!(verdict(libc::SYS_clone3, &[]), Verdict::Errno(libc::ENOSYS));
     }
 
     #[test]
-    fn vsock_sockets_and_terminal_injection_are_refused_by_argument() {
-        assert_eq!(
-            verdict(
-                libc::SYS_socket,
-                &[libc::AF_VSOCK as u64, libc::SOCK_STREAM as u64]
-            ),
-            Verdict::Errno(libc::EPERM)
-        );
-        assert_eq!(
-            verdict(
-                libc::SYS_socket,
-                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64]
-            ),
-            Verdict::Allow
-        );
-        assert_eq!(
-            verdict(libc::SYS_ioctl, &[0, libc::TIOCSTI]),
-            Verdict::Errno(libc::EPERM)
-        );
-        // The request is an `unsigned int`: garbage in the upper half must not hide it.
-        assert_eq!(
-            verdict(libc::SYS_ioctl, &[0, (1u64 << 32) | libc::TIOCSTI]),
-            Verdict::Errno(libc::EPERM)
-        );
-        assert_eq!(verdict(libc::SYS_ioctl, &[0, libc::TCGETS]), Verdict::Allow);
-        // The argument checks leave the number loaded for the checks after them.
-        assert_eq!(
-            verdict(libc::SYS_ioctl, &[0, libc::FIONREAD]),
-            Verdict::Allow
-        );
+    fn clone_is_refused_only_with_namespace_flags() {
+        let fork_like = libc::SIGCHLD as u64;
+        let thread_like = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
+        for family in Family::ALL {
+            assert_eq!(
+                verdict(family, libc::SYS_clone, &[fork_like]),
+                Verdict::Allow
+            );
+            assert_eq!(
+                verdict(family, libc::SYS_clone, &[thread_like]),
+                Verdict::Allow
+            );
+            for flag in CLONE_NAMESPACE_FLAGS {
+                assert_eq!(
+                    verdict(family, libc::SYS_clone, &[fork_like | flag]),
+                    Verdict::Errno(libc::EPERM),
+                    "flag {flag:#x}"
+                );
+            }
+        }
     }
 
     #[test]
-    fn foreign_architectures_are_killed() {
-        let call = Call {
-            arch: 0x4000_0003, // AUDIT_ARCH_I386
+    fn sockets_are_limited_to_the_familys_address_families() {
+        let socket = |family, domain: i32| {
+            verdict(
+                family,
+                libc::SYS_socket,
+                &[domain as u64, libc::SOCK_STREAM as u64],
+            )
+        };
+        for domain in [libc::AF_INET, libc::AF_INET6] {
+            assert_eq!(socket(Family::Local, domain), Verdict::Errno(libc::EPERM));
+            assert_eq!(socket(Family::Network, domain), Verdict::Allow);
+        }
+        for family in Family::ALL {
+            assert_eq!(socket(family, libc::AF_UNIX), Verdict::Allow);
+            for domain in [libc::AF_VSOCK, libc::AF_PACKET, libc::AF_ALG] {
+                assert_eq!(socket(family, domain), Verdict::Errno(libc::EPERM));
+            }
+            let netlink = |protocol: i32| {
+                verdict(
+                    family,
+                    libc::SYS_socket,
+                    &[
+                        libc::AF_NETLINK as u64,
+                        libc::SOCK_RAW as u64,
+                        protocol as u64,
+                    ],
+                )
+            };
+            assert_eq!(netlink(libc::NETLINK_ROUTE), Verdict::Allow);
+            for protocol in [
+                libc::NETLINK_AUDIT,
+                libc::NETLINK_KOBJECT_UEVENT,
+                libc::NETLINK_NETFILTER,
+                libc::NETLINK_SOCK_DIAG,
+            ] {
+                assert_eq!(netlink(protocol), Verdict::Errno(libc::EPERM));
+            }
+            // The domain is an `int`: garbage in the upper half must not hide it.
+            assert_eq!(
+                verdict(family, libc::SYS_socket, &[1 << 32 | libc::AF_VSOCK as u64]),
+                Verdict::Errno(libc::EPERM)
+            );
+            assert_eq!(
+                verdict(family, libc::SYS_socketpair, &[libc::AF_INET as u64]),
+                Verdict::Errno(libc::EPERM)
+            );
+        }
+    }
+
+    #[test]
+    fn terminal_injection_and_odd_personalities_are_refused_by_argument() {
+        for family in Family::ALL {
+            assert_eq!(
+                verdict(family, libc::SYS_ioctl, &[0, libc::TIOCSTI]),
+                Verdict::Errno(libc::EPERM)
+            );
+            assert_eq!(
+                verdict(family, libc::SYS_ioctl, &[0, (1u64 << 32) | libc::TIOCSTI]),
+                Verdict::Errno(libc::EPERM)
+            );
+            assert_eq!(
+                verdict(family, libc::SYS_ioctl, &[0, libc::TCGETS]),
+                Verdict::Allow
+            );
+            for persona in PERSONALITIES {
+                assert_eq!(
+                    verdict(family, libc::SYS_personality, &[*persona]),
+                    Verdict::Allow
+                );
+            }
+            // READ_IMPLIES_EXEC.
+            assert_eq!(
+                verdict(family, libc::SYS_personality, &[0x0040_0000]),
+                Verdict::Errno(libc::EPERM)
+            );
+        }
+    }
+
+    #[test]
+    fn foreign_architectures_and_x32_are_killed() {
+        let i386 = Call {
+            arch: 0x4000_0003,
             nr: 1,
             args: [0; 6],
         };
-        assert_eq!(run(&build(), &call), Verdict::KillProcess);
+        let filter = build(Family::Local).expect("the filter compiles");
+        assert_eq!(run(&filter, &i386), Verdict::KillProcess);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let x32 = Call {
+                arch: AUDIT_ARCH_NATIVE,
+                nr: X32_SYSCALL_BIT | libc::SYS_read as u32,
+                args: [0; 6],
+            };
+            assert_eq!(run(&filter, &x32), Verdict::KillProcess);
+        }
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn x32_numbers_are_refused() {
-        let call = Call {
-            arch: AUDIT_ARCH_NATIVE,
-            nr: X32_SYSCALL_BIT | libc::SYS_ptrace as u32,
-            args: [0; 6],
-        };
-        assert_eq!(run(&build(), &call), Verdict::Errno(libc::EPERM));
+    fn the_programs_do_what_the_lists_say_for_every_number() {
+        let interesting: [&[u64]; 6] = [
+            &[],
+            &[libc::AF_INET as u64, 0, 0],
+            &[libc::AF_NETLINK as u64, 0, libc::NETLINK_AUDIT as u64],
+            &[libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64],
+            &[0x0040_0000, libc::TIOCSTI],
+            &[u64::MAX, u64::MAX, u64::MAX],
+        ];
+        for family in Family::ALL {
+            let filter = build(family).expect("compiles");
+            for nr in 0..600 {
+                for args in interesting {
+                    let call = Call::native(nr, args);
+                    assert_eq!(run(&filter, &call), policy(family, &call), "{nr} {args:?}");
+                }
+            }
+        }
     }
 
     #[test]
-    fn the_program_fits_the_kernel_limit() {
-        // BPF_MAXINSNS.
-        assert!(build().len() < 4096);
+    fn the_programs_fit_the_kernel_limit() {
+        for family in Family::ALL {
+            for program in build(family).expect("compiles").programs() {
+                // BPF_MAXINSNS.
+                assert!(program.len() < 4096);
+            }
+        }
     }
 }

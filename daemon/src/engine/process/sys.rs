@@ -101,17 +101,8 @@ pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 pub const OPEN_TREE_CLONE: u32 = 0x1;
 pub const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
 
-/// `struct landlock_ruleset_attr`, at its ABI 6 size; older kernels accept it as long as the
-/// fields they do not know are zero.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct LandlockRulesetAttr {
-    pub handled_access_fs: u64,
-    pub handled_access_net: u64,
-    pub scoped: u64,
-}
-
-/// `struct landlock_path_beneath_attr` (packed in the kernel's header).
+/// `struct landlock_path_beneath_attr` (packed in the kernel's header), for the rules the
+/// sandbox's first process adds itself (the `landlock` crate builds the others).
 #[repr(C, packed)]
 #[derive(Debug, Clone, Copy)]
 pub struct LandlockPathBeneathAttr {
@@ -119,17 +110,8 @@ pub struct LandlockPathBeneathAttr {
     pub parent_fd: i32,
 }
 
-/// `struct landlock_net_port_attr` (packed in the kernel's header).
-#[repr(C, packed)]
-#[derive(Debug, Clone, Copy)]
-pub struct LandlockNetPortAttr {
-    pub allowed_access: u64,
-    pub port: u64,
-}
-
 pub const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
 pub const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
-pub const LANDLOCK_RULE_NET_PORT: u32 = 2;
 
 /// `struct __user_cap_header_struct` and `__user_cap_data_struct` for `capset(2)`, version 3.
 #[repr(C)]
@@ -193,7 +175,6 @@ mod tests {
     #[test]
     fn packed_layouts_match_the_kernel_headers() {
         assert_eq!(std::mem::size_of::<LandlockPathBeneathAttr>(), 12);
-        assert_eq!(std::mem::size_of::<LandlockRulesetAttr>(), 24);
         assert_eq!(std::mem::size_of::<MountAttr>(), 32);
         assert_eq!(std::mem::size_of::<KernelSigaction>(), 32);
     }

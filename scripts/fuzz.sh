@@ -16,6 +16,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
+# The daemon links the system's libseccomp.
+ensure_apt_packages libseccomp-dev
 
 readonly TARGETS=(manifest profile arguments abi_result proto_requests sandbox_rules)
 

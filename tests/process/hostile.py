@@ -14,6 +14,7 @@ import os
 import platform
 import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -60,10 +61,9 @@ PTRACE_ATTACH = 16
 
 def syscall(name, *args):
     """Returns 0 (or the result) on success, else the errno name."""
-    ctypes.set_errno(0)
-    ret = LIBC.syscall(ctypes.c_long(SYSCALLS[name]), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    ret, err = raw_syscall(SYSCALLS[name], *args)
     if ret == -1:
-        return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+        return errno.errorcode.get(err, str(err))
     return ret
 
 
@@ -159,6 +159,27 @@ def attack_identity(args):
         "limits": read_all("/proc/self/limits"),
         "cgroup": read_all("/proc/self/cgroup"),
         "interfaces": [name for _, name in socket.if_nameindex()],
+        "tmp": sorted(os.listdir("/tmp")),
+        "processes": sorted(int(name) for name in os.listdir("/proc") if name.isdigit()),
+        "umask": os.umask(0o022),
+    }
+
+
+def attack_leave_traces(args):
+    """Leaves whatever a call could leave for the next one: files, a fifo and a socket in
+    /tmp, a process that outlives the call's program, an environment and a umask for its
+    children, and a mount (refused)."""
+    with open("/tmp/left-behind", "w") as file:
+        file.write("from an earlier call\n")
+    os.mkfifo("/tmp/left-fifo")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("/tmp/left-socket")
+    os.environ["LEFT_BEHIND"] = "1"
+    os.umask(0o000)
+    lingering = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    return {
+        "lingering": lingering.pid,
+        "mount": syscall("mount", b"none", b"/tmp", b"tmpfs", 0, 0),
     }
 
 
@@ -685,6 +706,7 @@ ATTACKS = {
     "vsock_io_uring": attack_vsock_io_uring,
     "say": attack_say,
     "syscall_corpus": attack_syscall_corpus,
+    "leave_traces": attack_leave_traces,
     "syscall_kills": attack_syscall_kills,
 }
 

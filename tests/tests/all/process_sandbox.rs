@@ -219,7 +219,8 @@ fn assert_all_failed(report: &Value) {
     }
 }
 
-/// Host processes whose real uid is `uid`.
+/// Host processes whose real uid is `uid`, but the daemon's spare (a sandbox built ahead
+/// for the tool's next call, which never ran tool code).
 fn host_processes_of(uid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -229,6 +230,9 @@ fn host_processes_of(uid: u32) -> Vec<u32> {
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
             continue;
         };
+        if status.lines().next() == Some("Name:\tairlock-spare") {
+            continue;
+        }
         let real = status
             .lines()
             .find_map(|line| line.strip_prefix("Uid:"))
@@ -1447,4 +1451,95 @@ async fn concurrent_calls_each_get_their_own_sandbox() {
     for pids in futures::future::join_all(calls).await {
         assert_eq!(pids["pids"], json!([1]));
     }
+}
+
+/// The pid of a spare of uid `uid` (a sandbox the daemon built ahead for the next call),
+/// once one is parked.
+async fn parked_spare(uid: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let spare = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .find_map(|entry| {
+                let pid = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+                let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+                let named = status.lines().next() == Some("Name:\tairlock-spare");
+                let owned = status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Uid:"))
+                    .is_some_and(|ids| ids.split_whitespace().next() == Some(&uid.to_string()));
+                (named && owned).then_some(pid)
+            });
+        if let Some(pid) = spare {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no sandbox was built ahead for uid {uid}'s next call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A mount table without what differs between two equal views (mount ids, device numbers).
+fn mount_points(mountinfo: &str) -> Vec<String> {
+    mountinfo
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (_, after) = line.split_once(" - ").unwrap();
+            format!(
+                "{} {} {}",
+                fields[4],
+                fields[5],
+                after.split(' ').next().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_call_in_a_sandbox_built_ahead_finds_nothing_of_the_call_before() {
+    let fixture = start(
+        &[hostile("hostile", "p")],
+        &[("p", profile(&["$WORKSPACE"], &[], &[]))],
+    )
+    .await;
+    let ws = workspace(&fixture, "ws", 42020, &[("file.txt", "content\n")]);
+    let identity = json!({"attack": "identity"});
+    let fresh = report(&attack(&fixture, "hostile", identity.clone(), Some(&ws)).await);
+
+    let traces = report(
+        &attack(
+            &fixture,
+            "hostile",
+            json!({"attack": "leave_traces"}),
+            Some(&ws),
+        )
+        .await,
+    );
+    assert_eq!(traces["mount"], "EPERM", "{traces}");
+    // The next call's sandbox is built while this one runs, from nothing of it.
+    let spare = parked_spare(42020).await;
+    let after = report(&attack(&fixture, "hostile", identity, Some(&ws)).await);
+    let still_parked = std::fs::read_to_string(format!("/proc/{spare}/status"))
+        .is_ok_and(|status| status.starts_with("Name:\tairlock-spare"));
+    assert!(
+        !still_parked,
+        "the call did not run in the sandbox built ahead"
+    );
+
+    assert_eq!(after["tmp"], json!([]), "{after}");
+    assert_eq!(after["processes"], json!([1]), "{after}");
+    assert_eq!(after["env"], fresh["env"]);
+    assert_eq!(after["umask"], fresh["umask"]);
+    assert_eq!(after["hostname"], fresh["hostname"]);
+    assert_eq!(after["status"], fresh["status"]);
+    assert_eq!(after["limits"], fresh["limits"]);
+    assert_eq!(
+        mount_points(after["mounts"].as_str().unwrap()),
+        mount_points(fresh["mounts"].as_str().unwrap())
+    );
+    assert_no_processes_left(42020).await;
 }

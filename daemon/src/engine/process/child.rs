@@ -36,7 +36,7 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_void};
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 use super::limits::Rlimit;
 use super::seccomp::Filter;
@@ -69,13 +69,15 @@ pub enum Stage {
     Landlock,
     Seccomp,
     Signals,
+    /// A sandbox built ahead of its call waits for it, fully confined.
+    Parked,
     Exec,
     /// A dry run reached the point where it would execute the program.
     Ready,
 }
 
 impl Stage {
-    const ALL: [Stage; 25] = [
+    const ALL: [Stage; 26] = [
         Stage::Started,
         Stage::ParentDeathSignal,
         Stage::Descriptors,
@@ -99,6 +101,7 @@ impl Stage {
         Stage::Landlock,
         Stage::Seccomp,
         Stage::Signals,
+        Stage::Parked,
         Stage::Exec,
         Stage::Ready,
     ];
@@ -138,6 +141,7 @@ impl Stage {
             Stage::Landlock => "enforcing the Landlock ruleset",
             Stage::Seccomp => "installing the seccomp filter",
             Stage::Signals => "unblocking signals",
+            Stage::Parked => "waiting, built ahead, for its call",
             Stage::Exec => "executing the program",
             Stage::Ready => "ready to execute the program",
         }
@@ -269,20 +273,50 @@ pub struct Plan {
     pub cap_last: u32,
     pub seccomp: Arc<Filter>,
     pub program: CString,
-    /// Null-terminated arrays of pointers into the two storages below.
-    pub argv: Vec<*const c_char>,
-    pub envp: Vec<*const c_char>,
-    /// The strings `argv` and `envp` point into, owned here so they live as long.
-    pub _argv_storage: Vec<CString>,
-    pub _env_storage: Vec<CString>,
+    /// What the program is executed with: set before the clone, or, for a sandbox built
+    /// ahead of its call, just before the go-ahead that releases it. Its owner (the
+    /// launcher's `Prepared`) keeps it alive until the process has executed the program.
+    pub args: AtomicPtr<Args>,
+    /// Built ahead of its call: wait at [`Stage::Parked`] for a second go-ahead.
+    pub park: bool,
     /// False for a dry run that builds the sandbox and exits without executing anything.
     pub exec: bool,
     /// Set only by a test, in a debug build.
     pub pause: Option<Pause>,
 }
 
+/// A program's argument and environment vectors, ready for `execve`.
+#[derive(Debug)]
+pub struct Args {
+    /// Null-terminated arrays of pointers into the two storages below.
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+    _argv_storage: Vec<CString>,
+    _env_storage: Vec<CString>,
+}
+
+impl Args {
+    pub fn new(argv: Vec<CString>, env: Vec<CString>) -> Args {
+        fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
+            strings
+                .iter()
+                .map(|string| string.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        }
+        Args {
+            argv: null_terminated(&argv),
+            envp: null_terminated(&env),
+            _argv_storage: argv,
+            _env_storage: env,
+        }
+    }
+}
+
 /// The byte the process writes to `status` once its parent-death signal is armed for good.
 pub const HANDSHAKE: u8 = b'a';
+/// The byte a sandbox built ahead writes to `status` once it waits for its call.
+pub const PARKED: u8 = b'p';
 /// The byte the launcher writes to `go`, to start and to answer the handshake.
 pub const GO: u8 = b'g';
 
@@ -291,6 +325,7 @@ const PROC_OOM_SCORE: &[u8] = b"/proc/self/oom_score_adj\0";
 /// The sandbox is the first thing the kernel should kill when the host runs out of memory.
 const OOM_SCORE_MAX: &[u8] = b"1000";
 const TMPFS: &[u8] = b"tmpfs\0";
+const SPARE_NAME: &[u8] = b"airlock-spare\0";
 const ROOT: &[u8] = b"/\0";
 const DOT: &[u8] = b".\0";
 
@@ -429,13 +464,29 @@ fn build(plan: &Plan) -> Outcome {
     for (index, program) in plan.seccomp.programs().iter().enumerate() {
         check_at(Stage::Seccomp, index as u32, install_filter(program))?;
     }
+    if plan.park {
+        // Everything but the program is in place, and the filter already holds: what the
+        // process does from here until its call is what any tool may do.
+        plan.report.reach(Stage::Parked);
+        name_spare();
+        write_status(plan, PARKED, Stage::Parked)?;
+        wait_for_go(plan, Stage::Parked)?;
+    }
     check(Stage::Signals, unblock_signals())?;
     if !plan.exec {
         return Ok(());
     }
     pause(plan, PauseAt::Exec);
     plan.report.reach(Stage::Exec);
-    check(Stage::Exec, execute(plan))
+    // Set before the clone, or before the go-ahead just read.
+    let args = plan.args.load(Ordering::SeqCst);
+    if args.is_null() {
+        return Err((Stage::Exec, 0, libc::EINVAL));
+    }
+    // SAFETY: a pointer the launcher stored to an `Args` it keeps alive until this process
+    // has executed the program or exited (see `Plan::args`).
+    let args = unsafe { &*args };
+    check(Stage::Exec, execute(&plan.program, args))
 }
 
 /// A system call whose arguments are all integers (descriptor numbers, flags, ids).
@@ -497,7 +548,25 @@ fn become_sandbox_ids(uid: usize, gid: usize) -> Outcome {
 
 /// Writes the handshake byte and waits for the launcher's answer (see the module docs).
 fn handshake(plan: &Plan) -> Outcome {
-    let byte = [HANDSHAKE];
+    write_status(plan, HANDSHAKE, Stage::Handshake)?;
+    wait_for_go(plan, Stage::Handshake)
+}
+
+/// Names the waiting process `airlock-spare` (its name was the launcher thread's), so that
+/// `ps` and tests tell a spare from a sandbox that runs or is being built.
+fn name_spare() {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes, a constant.
+    unsafe {
+        raw(
+            libc::SYS_prctl,
+            [libc::PR_SET_NAME as usize, ptr(SPARE_NAME), 0, 0, 0, 0],
+        );
+    }
+}
+
+/// Writes one byte to the launcher on the status pipe.
+fn write_status(plan: &Plan, byte: u8, stage: Stage) -> Outcome {
+    let byte = [byte];
     // SAFETY: writes one byte from a local array.
     let wrote = unsafe {
         raw(
@@ -506,9 +575,9 @@ fn handshake(plan: &Plan) -> Outcome {
         )
     };
     if sys::result(wrote) != Ok(1) {
-        return Err((Stage::Handshake, 0, libc::EPIPE));
+        return Err((stage, 0, libc::EPIPE));
     }
-    wait_for_go(plan, Stage::Handshake)
+    Ok(())
 }
 
 /// Makes the working directory (the built root) the root, detaches the old one, and moves
@@ -640,12 +709,11 @@ fn clear_capabilities() -> isize {
 }
 
 /// Installs one seccomp program on top of those already installed.
-fn install_filter(program: &[seccompiler::sock_filter]) -> isize {
+fn install_filter(program: &[libc::sock_filter]) -> isize {
     let program = libc::sock_fprog {
         // The launcher compiled it under the kernel's limit of 4096 instructions.
         len: program.len() as u16,
-        // seccompiler's `sock_filter` is `#[repr(C)]` with the kernel's layout.
-        filter: program.as_ptr() as *mut libc::sock_filter,
+        filter: program.as_ptr().cast_mut(),
     };
     // SAFETY: `program` points at the plan's instructions, which outlive the call; the
     // kernel copies them.
@@ -683,16 +751,16 @@ fn unblock_signals() -> isize {
 }
 
 /// Executes the program; returns only on failure.
-fn execute(plan: &Plan) -> isize {
+fn execute(program: &CStr, args: &Args) -> isize {
     // SAFETY: the program path is NUL-terminated, and `argv` and `envp` are null-terminated
-    // arrays of pointers into strings the plan owns.
+    // arrays of pointers into strings `args` owns.
     unsafe {
         raw(
             libc::SYS_execve,
             [
-                plan.program.as_ptr() as usize,
-                plan.argv.as_ptr() as usize,
-                plan.envp.as_ptr() as usize,
+                program.as_ptr() as usize,
+                args.argv.as_ptr() as usize,
+                args.envp.as_ptr() as usize,
                 0,
                 0,
                 0,

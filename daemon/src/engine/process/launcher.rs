@@ -1,5 +1,6 @@
 //! Starting sandboxes: the launcher thread that clones each sandbox's first process, the
-//! pool that prepares namespaces and cgroups ahead of time, and the reaper.
+//! pool that prepares namespaces and cgroups ahead of time, the spare it builds for the next
+//! call, and the reaper.
 //!
 //! Sandboxes are cloned from one long-lived thread of the daemon, for three reasons. The
 //! first process shares the thread's memory (`CLONE_VM`) and runs on a stack the thread
@@ -13,20 +14,23 @@
 //! against 0.3 ms here), and an IPC namespace most of the rest; the pool makes both, and
 //! each sandbox's cgroups, on its own thread while no call waits, and every sandbox gets
 //! fresh ones. When the pool is empty the sandbox creates its own, at the old cost.
+//!
+//! Between calls the thread builds the next call's whole sandbox ahead and parks it (see
+//! `spare.rs`); a call that finds one fitting only hands it its arguments. Calls already
+//! waiting are served before a spare is built.
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 use rustix::process::PidfdFlags;
 use rustix::thread::{LinkNameSpaceType, UnshareFlags};
 
@@ -35,11 +39,10 @@ use super::child::{self, Failure, PauseAt, Stage};
 use super::egress;
 use super::plan::{self, Blueprint, CallSpec, Prepared};
 use super::sandbox::{self, Reap, Sandbox, reaper_loop};
+use super::spare::{self, Spare};
+use super::stack::Stack;
 use crate::engine::RunStats;
 use crate::pause::{self, Point};
-
-/// The first process's stack. It runs a few hundred bytes of frames; the rest is margin.
-const STACK_BYTES: usize = 256 * 1024;
 
 /// Longest a sandbox may take to be built before the launcher gives up on it. Building takes
 /// about a millisecond; only a hung mount source could take longer.
@@ -270,16 +273,69 @@ fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
     }
     let home = HomeNamespaces::open();
-    for job in jobs {
-        let result = launch(
-            shared,
-            &stack,
-            home.as_ref(),
-            &job.blueprint,
-            job.call,
-            job.stats,
-        );
+    let mut spare: Option<Spare> = None;
+    let mut waiting: Option<Job> = None;
+    loop {
+        let job = match waiting.take() {
+            Some(job) => job,
+            None => match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            },
+        };
+        // A test's pause must land in the sandbox of the call it names, not a spare.
+        let key = spare::Key::of(&job.blueprint, &job.call).filter(|_| !pause::armed());
+        let fitting = match (spare.take(), &key) {
+            (Some(candidate), Some(key)) if candidate.fits(key) => Some(candidate),
+            (Some(unfit), _) => {
+                discard(shared, unfit);
+                None
+            }
+            (None, _) => None,
+        };
+        let result = match fitting {
+            Some(fitting) => match release(shared, fitting, &job.call, job.stats.clone()) {
+                Released::Running(sandbox) => Ok(*sandbox),
+                Released::Failed(message) => Err(message),
+                // It died while it waited (the OOM killer, an operator): build one now.
+                Released::Gone => launch(
+                    shared,
+                    &stack,
+                    home.as_ref(),
+                    &job.blueprint,
+                    job.call,
+                    job.stats,
+                ),
+            },
+            None => launch(
+                shared,
+                &stack,
+                home.as_ref(),
+                &job.blueprint,
+                job.call,
+                job.stats,
+            ),
+        };
         (job.reply)(result);
+        // Calls already waiting come before the next one's spare.
+        match jobs.try_recv() {
+            Ok(next) => {
+                waiting = Some(next);
+                continue;
+            }
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {}
+        }
+        if let Some(key) = key {
+            spare = build_spare(shared, home.as_ref(), key)
+                .inspect_err(|message| {
+                    tracing::debug!(%message, "cannot build a sandbox ahead; the next call builds its own");
+                })
+                .ok();
+        }
+    }
+    if let Some(spare) = spare {
+        discard(shared, spare);
     }
 }
 
@@ -301,56 +357,9 @@ impl HomeNamespaces {
     }
 }
 
-/// The first process's stack: an anonymous mapping with a guard page below it.
-struct Stack {
-    base: *mut c_void,
-    len: usize,
-}
-
-// SAFETY: the mapping is only used by the launcher thread and, while it waits, its clone.
-unsafe impl Send for Stack {}
-
-impl Stack {
-    fn new() -> io::Result<Stack> {
-        let page = rustix::param::page_size();
-        let len = STACK_BYTES + page;
-        // SAFETY: a fresh anonymous private mapping; nothing else refers to it.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::STACK,
-            )
-        }?;
-        let stack = Stack { base, len };
-        // SAFETY: the lowest page of the mapping just made, which nothing uses yet; on
-        // failure, dropping `stack` unmaps it.
-        unsafe { rustix::mm::mprotect(base, page, MprotectFlags::empty()) }?;
-        Ok(stack)
-    }
-
-    /// The initial stack pointer (the stack grows down), 16-byte aligned.
-    fn top(&self) -> *mut c_void {
-        ((self.base as usize + self.len) & !15) as *mut c_void
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`; no clone runs on it once the launcher stopped.
-        let _ = unsafe { rustix::mm::munmap(self.base, self.len) };
-    }
-}
-
-fn launch(
-    shared: &Shared,
-    stack: &Stack,
-    home: Option<&HomeNamespaces>,
-    blueprint: &Blueprint,
-    call: CallSpec,
-    stats: Arc<RunStats>,
-) -> Result<Sandbox, String> {
+/// A sandbox's network and IPC namespaces (none when the pool is empty: the clone makes
+/// them) and its cgroup with the blueprint's limits.
+fn resources(shared: &Shared, blueprint: &Blueprint) -> Result<Resources, String> {
     let slot = shared.pool.take();
     let (namespaces, pooled_cgroup) = match slot {
         Some(slot) => (slot.namespaces, slot.cgroup),
@@ -371,6 +380,21 @@ fn launch(
             .set_limits(blueprint.limits.memory_bytes, blueprint.limits.processes)
             .map_err(|err| format!("cannot set the sandbox's cgroup limits: {err}"))?;
     }
+    Ok((namespaces, cgroup))
+}
+
+type Resources = (Option<(OwnedFd, OwnedFd)>, Option<SandboxCgroup>);
+
+/// Builds a sandbox for one call now and starts its program.
+fn launch(
+    shared: &Shared,
+    stack: &Stack,
+    home: Option<&HomeNamespaces>,
+    blueprint: &Blueprint,
+    call: CallSpec,
+    stats: Arc<RunStats>,
+) -> Result<Sandbox, String> {
+    let (namespaces, cgroup) = resources(shared, blueprint)?;
     // The egress proxy's listener must exist in the very namespace the tool gets, before the
     // tool runs: so a sandbox with egress always uses a made-ahead namespace (one made now
     // if the pool is empty), never one the clone creates.
@@ -412,8 +436,9 @@ fn launch(
     // process executes the program (close-on-exec) or dies.
     drop(prepared.status_child.take());
     let go = prepared.go.take();
-    match start(pid, &prepared, cgroup.as_ref(), go) {
-        Ok(()) => {
+    let held = sandbox::hold_namespaces(pid);
+    match start(pid, &prepared, cgroup.as_ref(), go, Until::Exec) {
+        Ok(_) => {
             let mut sandbox = Sandbox::new(
                 pid,
                 pidfd,
@@ -422,6 +447,7 @@ fn launch(
                 shared.reaper.clone(),
                 stats,
             );
+            sandbox.hold(held.unwrap_or_default());
             if let Some(listener) = egress_listener {
                 sandbox.set_egress_listener(listener);
             }
@@ -435,6 +461,91 @@ fn launch(
             Err(message)
         }
     }
+}
+
+/// Builds a sandbox for the next call with `key` and parks it (see `spare`).
+fn build_spare(
+    shared: &Shared,
+    home: Option<&HomeNamespaces>,
+    key: spare::Key,
+) -> Result<Spare, String> {
+    let workspace_identity = key.workspace_identity();
+    let blueprint = key.blueprint();
+    let (namespaces, cgroup) = resources(shared, blueprint)?;
+    let mut prepared = plan::prepare(blueprint, key.spec())?;
+    prepared.plan.park = true;
+    let stack = Stack::new().map_err(|err| format!("cannot map a stack: {err}"))?;
+    let (pid, pidfd) = clone_first_process(&stack, home, namespaces, false, &prepared)?;
+    drop(prepared.status_child.take());
+    let go = prepared.go.take();
+    let held = sandbox::hold_namespaces(pid);
+    match start(pid, &prepared, cgroup.as_ref(), go, Until::Parked) {
+        Ok(go) => Ok(Spare {
+            parked: spare::Parked {
+                pidfd: pidfd.as_raw_fd(),
+            },
+            key,
+            workspace_identity,
+            prepared,
+            pid,
+            pidfd,
+            cgroup,
+            held: held.unwrap_or_default(),
+            go,
+            stack,
+        }),
+        Err(message) => {
+            sandbox::kill(pidfd.as_raw_fd());
+            let _ = sandbox::wait(pidfd.as_raw_fd(), false);
+            Err(message)
+        }
+    }
+}
+
+/// What became of a spare a call took.
+enum Released {
+    Running(Box<Sandbox>),
+    /// It executed the call's program and failed (the program is missing, say).
+    Failed(String),
+    /// It had died while it waited.
+    Gone,
+}
+
+/// Hands `spare` the call's program and lets it execute.
+fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunStats>) -> Released {
+    spare.prepared.set_args(call.argv.clone(), call.env.clone());
+    let released = spare
+        .go
+        .write_all(&[child::GO])
+        .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
+        .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
+        .and_then(|()| check_report(&spare.prepared, Stage::Exec));
+    match released {
+        Ok(()) => {
+            let (sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), stats);
+            // It runs the program now, off this stack.
+            drop(stack);
+            Released::Running(Box::new(sandbox))
+        }
+        Err(message) => {
+            let (stage, _) = spare.prepared.plan.report.read();
+            discard(shared, spare);
+            if stage == Stage::Exec {
+                Released::Failed(message)
+            } else {
+                Released::Gone
+            }
+        }
+    }
+}
+
+/// Kills a spare no call will take, and hands it to the reaper.
+fn discard(shared: &Shared, spare: Spare) {
+    // Killed before its plan and stack are let go: a killed process never runs user code again.
+    sandbox::kill(spare.pidfd.as_raw_fd());
+    let (sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), Arc::new(RunStats::default()));
+    drop(sandbox);
+    drop(stack);
 }
 
 /// Clones the first process into its namespaces, returning its pid and pidfd.
@@ -505,13 +616,15 @@ fn clone_first_process(
 }
 
 /// Maps the ids, moves the process into its group, lets it go, answers its handshake, and
-/// waits until it has executed the program (or failed to).
+/// waits until it has executed the program (or failed to), or, for a spare, until it waits
+/// for its call. Returns the go-ahead pipe, which a spare's release writes to again.
 fn start(
     pid: i32,
     prepared: &Prepared,
     cgroup: Option<&SandboxCgroup>,
     go: Option<OwnedFd>,
-) -> Result<(), String> {
+    until: Until,
+) -> Result<std::fs::File, String> {
     write_proc(pid, "uid_map", &id_map(prepared.uid))
         .map_err(|err| format!("cannot map the sandbox's uid (user namespace): {err}"))?;
     write_proc(pid, "gid_map", &id_map(prepared.gid))
@@ -521,22 +634,28 @@ fn start(
             .join(pid)
             .map_err(|err| format!("cannot move the sandbox into its cgroup: {err}"))?;
     }
-    if prepared.plan.exec {
+    if prepared.plan.exec && until == Until::Exec {
         pause::reached(Point::ProcessUidMap);
     }
     let mut go = std::fs::File::from(go.ok_or("the sandbox's go-ahead pipe is missing")?);
     go.write_all(&[child::GO])
         .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))?;
-    await_exec(&prepared.status, &mut go, SETUP_TIMEOUT)?;
+    await_status(&prepared.status, &mut go, until)?;
+    let expected = match until {
+        Until::Parked => Stage::Parked,
+        Until::Exec if prepared.plan.exec => Stage::Exec,
+        Until::Exec => Stage::Ready,
+    };
+    check_report(prepared, expected)?;
+    Ok(go)
+}
+
+/// The first process's report: a failure it wrote, or death before `expected`.
+fn check_report(prepared: &Prepared, expected: Stage) -> Result<(), String> {
     let (stage, failure) = prepared.plan.report.read();
     if let Some(failure) = failure {
         return Err(describe_failure(failure, prepared));
     }
-    let expected = if prepared.plan.exec {
-        Stage::Exec
-    } else {
-        Stage::Ready
-    };
     if stage != expected {
         return Err(format!(
             "the sandbox's first process died while {}",
@@ -546,9 +665,19 @@ fn start(
     Ok(())
 }
 
-/// Waits until every write end of the `status` pipe is closed, answering the first
-/// process's handshake on `go` when it comes (see `child`).
-fn await_exec(status: &OwnedFd, go: &mut std::fs::File, timeout: Duration) -> Result<(), String> {
+/// What the launcher waits for on the status pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// Every write end closed: the process executed the program, or died.
+    Exec,
+    /// A spare's byte saying it waits for its call (or every end closed: it died).
+    Parked,
+}
+
+/// Waits on the `status` pipe for what `until` names, answering the first process's
+/// handshake on `go` when it comes (see `child`).
+fn await_status(status: &OwnedFd, go: &mut std::fs::File, until: Until) -> Result<(), String> {
+    let timeout = SETUP_TIMEOUT;
     let deadline = std::time::Instant::now() + timeout;
     let mut answered = false;
     loop {
@@ -577,6 +706,9 @@ fn await_exec(status: &OwnedFd, go: &mut std::fs::File, timeout: Duration) -> Re
             Err(err) => return Err(format!("cannot wait for the sandbox: {err}")),
         };
         let got = &bytes[..read];
+        if until == Until::Parked && got.contains(&child::PARKED) {
+            return Ok(());
+        }
         if !answered && got.contains(&child::HANDSHAKE) {
             // A failed answer leaves the process waiting on a pipe that reads end-of-file
             // once `go` is dropped: it exits, and the caller reports its stage.
@@ -657,14 +789,5 @@ mod tests {
     fn ids_map_to_themselves_one_at_a_time() {
         assert_eq!(id_map(1000), "1000 1000 1\n");
         assert_eq!(id_map(65534), "65534 65534 1\n");
-    }
-
-    #[test]
-    fn the_stack_top_is_aligned_inside_the_mapping() {
-        let stack = Stack::new().expect("map a stack");
-        let top = stack.top() as usize;
-        assert_eq!(top % 16, 0);
-        assert!(top <= stack.base as usize + stack.len);
-        assert!(top > stack.base as usize + STACK_BYTES / 2);
     }
 }

@@ -34,6 +34,8 @@ mod plan;
 mod program;
 mod sandbox;
 mod seccomp;
+mod spare;
+mod stack;
 
 /// The rule builders, for the fuzz target that builds them from profiles.
 #[cfg(feature = "testing")]
@@ -203,6 +205,7 @@ impl Runtime {
             env: Vec::new(),
             dry_run: true,
             read_only: false,
+            build_ahead: false,
         };
         let mut sandbox = self.launcher.launch_blocking(blueprint, call)?;
         let waited = sandbox
@@ -417,6 +420,7 @@ impl ProcessTool {
             argv,
             env,
             dry_run: false,
+            build_ahead: true,
             // The executor hands a preview call its profile with every grant read-only.
             read_only: launch
                 .profile

@@ -9,15 +9,16 @@
 //! a symlink that leads out of it: a link planted by an earlier call cannot widen a grant.
 
 use std::collections::BTreeSet;
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use ::landlock::{AccessFs, BitFlags};
 
-use super::child::{InsideRule, Pause, PauseAt, Plan, Report, Step};
+use super::child::{Args, InsideRule, Pause, PauseAt, Plan, Report, Step};
 use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
 use super::seccomp;
@@ -107,6 +108,8 @@ pub struct CallSpec {
     /// Mount every grant read-only for this call, whatever the tool's profile grants: a
     /// preview run's calls may look but not touch.
     pub read_only: bool,
+    /// Build the tool's next sandbox ahead once this one has started (see `spare`).
+    pub build_ahead: bool,
 }
 
 impl CallSpec {
@@ -145,11 +148,21 @@ pub struct Prepared {
     /// Human descriptions of the plan's mount steps, for error messages.
     pub step_names: Vec<String>,
     pub rule_names: Vec<String>,
+    /// What `plan.args` points to.
+    _args: Box<Args>,
     _keep: Vec<OwnedFd>,
     _ruleset: OwnedFd,
 }
 
 impl Prepared {
+    /// Sets the program's arguments and environment of a sandbox built ahead of its call,
+    /// while it waits at `Stage::Parked` (it reads them only after the go-ahead).
+    pub fn set_args(&mut self, argv: Vec<CString>, env: Vec<CString>) {
+        let mut args = Box::new(Args::new(argv, env));
+        self.plan.args.store(&mut *args, Ordering::SeqCst);
+        self._args = args;
+    }
+
     /// Makes the first process stop at `at` for a test (see `crate::pause`), reporting on
     /// `report` and waiting on `daemon`, a pidfd of the daemon; both are kept open here as
     /// long as the plan.
@@ -514,10 +527,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
     } else {
         "/"
     };
-    let argv_storage = call.argv;
-    let env_storage = call.env;
-    let argv = null_terminated(&argv_storage);
-    let envp = null_terminated(&env_storage);
+    let mut args = Box::new(Args::new(call.argv, call.env));
     let plan = Box::new(Plan {
         report: Report::default(),
         go: go_raw,
@@ -540,10 +550,8 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         cap_last: blueprint.cap_last,
         seccomp: blueprint.seccomp.clone(),
         program: blueprint.program.clone(),
-        argv,
-        envp,
-        _argv_storage: argv_storage,
-        _env_storage: env_storage,
+        args: AtomicPtr::new(&mut *args),
+        park: false,
         exec: !call.dry_run,
         pause: None,
     });
@@ -561,6 +569,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         gid,
         step_names,
         rule_names,
+        _args: args,
         _keep: keep,
         _ruleset: ruleset,
     })
@@ -782,14 +791,6 @@ fn ancestors(relative: &Path) -> Vec<PathBuf> {
 fn cstring(path: &Path) -> Result<CString, String> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{} contains a NUL byte", path.display()))
-}
-
-fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
-    strings
-        .iter()
-        .map(|string| string.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect()
 }
 
 #[cfg(test)]

@@ -104,6 +104,8 @@ impl ServerProgram {
             env,
             dry_run: false,
             read_only: start.read_only,
+            // A server is started once: a sandbox built ahead would wait in vain.
+            build_ahead: false,
         };
         let mut sandbox = self
             .runtime

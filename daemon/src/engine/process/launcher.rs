@@ -285,13 +285,19 @@ fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
         };
         // A test's pause must land in the sandbox of the call it names, not a spare.
         let key = spare::Key::of(&job.blueprint, &job.call).filter(|_| !pause::armed());
+        // A call that cannot use a spare leaves it be; another tool's or workspace's call
+        // replaces it.
         let fitting = match (spare.take(), &key) {
             (Some(candidate), Some(key)) if candidate.fits(key) => Some(candidate),
-            (Some(unfit), _) => {
+            (Some(unfit), Some(_)) => {
                 discard(shared, unfit);
                 None
             }
-            (None, _) => None,
+            (kept, None) => {
+                spare = kept;
+                None
+            }
+            (None, Some(_)) => None,
         };
         let result = match fitting {
             Some(fitting) => match release(shared, fitting, &job.call, job.stats.clone()) {
@@ -436,7 +442,6 @@ fn launch(
     // process executes the program (close-on-exec) or dies.
     drop(prepared.status_child.take());
     let go = prepared.go.take();
-    let held = sandbox::hold_namespaces(pid);
     match start(pid, &prepared, cgroup.as_ref(), go, Until::Exec) {
         Ok(_) => {
             let mut sandbox = Sandbox::new(
@@ -447,7 +452,6 @@ fn launch(
                 shared.reaper.clone(),
                 stats,
             );
-            sandbox.hold(held.unwrap_or_default());
             if let Some(listener) = egress_listener {
                 sandbox.set_egress_listener(listener);
             }
@@ -478,7 +482,6 @@ fn build_spare(
     let (pid, pidfd) = clone_first_process(&stack, home, namespaces, false, &prepared)?;
     drop(prepared.status_child.take());
     let go = prepared.go.take();
-    let held = sandbox::hold_namespaces(pid);
     match start(pid, &prepared, cgroup.as_ref(), go, Until::Parked) {
         Ok(go) => Ok(Spare {
             parked: spare::Parked {
@@ -490,7 +493,6 @@ fn build_spare(
             pid,
             pidfd,
             cgroup,
-            held: held.unwrap_or_default(),
             go,
             stack,
         }),

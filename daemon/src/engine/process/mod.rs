@@ -34,17 +34,17 @@ mod plan;
 mod program;
 mod sandbox;
 mod seccomp;
+mod server;
 mod spare;
 mod stack;
+mod sys;
+mod view;
 
 /// The rule builders, for the fuzz target that builds them from profiles.
 #[cfg(feature = "testing")]
 pub use plan::rights as landlock_rights;
 #[cfg(feature = "testing")]
 pub use seccomp::{Family as SeccompFamily, build as build_seccomp, model as seccomp_model};
-mod server;
-mod sys;
-mod view;
 
 pub(crate) use plan::{NOBODY, openat2};
 pub use server::{RunningServer, ServerProgram, ServerStart};

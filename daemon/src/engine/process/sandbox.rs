@@ -22,35 +22,22 @@ use super::plan::ParentEnds;
 use super::sys;
 use crate::engine::RunStats;
 
-/// What the reaper thread is handed: a process to wait for (already killed), then its
-/// namespaces to let go of and its group to remove.
+/// What the reaper thread is handed: a process to wait for (already killed), then a group
+/// to remove.
 pub struct Reap {
     pub pidfd: Option<OwnedFd>,
-    pub namespaces: Vec<OwnedFd>,
     pub cgroup: Option<SandboxCgroup>,
 }
 
-/// Waits for each handed-over sandbox, lets its namespaces go and removes its group, until
-/// the engine is dropped.
+/// Waits for each handed-over sandbox and removes its group, until the engine is dropped.
 pub fn reaper_loop(jobs: std::sync::mpsc::Receiver<Reap>) {
     for reap in jobs {
         if let Some(pidfd) = &reap.pidfd {
             // The process was killed: this returns as soon as its namespace is torn down.
             let _ = wait(pidfd.as_raw_fd(), false);
         }
-        // The last reference: the kernel unmounts the sandbox's whole view here.
-        drop(reap.namespaces);
         drop(reap.cgroup);
     }
-}
-
-/// References to a sandbox's mount namespace, so that the last one is not its first
-/// process's: a process that drops the last reference to a mount namespace unmounts every
-/// mount of it before its exit is reported — waiting out an RCU grace period on the way —
-/// and that would be on every call's path. The reaper thread drops these instead, after.
-pub fn hold_namespaces(pid: i32) -> std::io::Result<Vec<OwnedFd>> {
-    let mount = std::fs::File::open(format!("/proc/{pid}/ns/mnt"))?;
-    Ok(vec![mount.into()])
 }
 
 /// How the first process ended, with its resource use.
@@ -67,8 +54,6 @@ pub struct Sandbox {
     pidfd: Option<OwnedFd>,
     ends: Option<ParentEnds>,
     cgroup: Option<SandboxCgroup>,
-    /// See [`hold_namespaces`].
-    namespaces: Vec<OwnedFd>,
     reaper: Sender<Reap>,
     stats: Arc<RunStats>,
     reaped: AtomicBool,
@@ -90,16 +75,11 @@ impl Sandbox {
             pidfd: Some(pidfd),
             ends: Some(ends),
             cgroup,
-            namespaces: Vec::new(),
             reaper,
             stats,
             reaped: AtomicBool::new(false),
             egress_listener: None,
         }
-    }
-
-    pub fn hold(&mut self, namespaces: Vec<OwnedFd>) {
-        self.namespaces = namespaces;
     }
 
     pub fn set_egress_listener(&mut self, listener: std::net::TcpListener) {
@@ -203,10 +183,9 @@ impl Drop for Sandbox {
         self.ends = None;
         let reap = Reap {
             pidfd,
-            namespaces: std::mem::take(&mut self.namespaces),
             cgroup: self.cgroup.take(),
         };
-        if reap.pidfd.is_some() || reap.cgroup.is_some() || !reap.namespaces.is_empty() {
+        if reap.pidfd.is_some() || reap.cgroup.is_some() {
             // If the reaper is gone (the engine is shutting down), reaping here is the only
             // way left not to leak a zombie; the process is already killed.
             if let Err(unsent) = self.reaper.send(reap) {

@@ -111,8 +111,6 @@ pub struct Spare {
     pub pid: i32,
     pub pidfd: OwnedFd,
     pub cgroup: Option<SandboxCgroup>,
-    /// See `sandbox::hold_namespaces`.
-    pub held: Vec<OwnedFd>,
     /// The write end of the go-ahead pipe.
     pub go: std::fs::File,
     /// What the first process runs on until it executes the program; dropped after it has.
@@ -135,7 +133,7 @@ impl Spare {
     /// executed its program, or been killed: the caller drops the stack after that too.
     pub fn into_sandbox(self, reaper: Sender<Reap>, stats: Arc<RunStats>) -> (Sandbox, Stack) {
         std::mem::forget(self.parked);
-        let mut sandbox = Sandbox::new(
+        let sandbox = Sandbox::new(
             self.pid,
             self.pidfd,
             self.prepared.ends,
@@ -143,7 +141,6 @@ impl Spare {
             reaper,
             stats,
         );
-        sandbox.hold(self.held);
         (sandbox, self.stack)
     }
 

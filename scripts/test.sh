@@ -54,6 +54,10 @@ summary() {
 }
 trap summary EXIT
 
+step "the build's own Debian package (libseccomp-dev, which airlockd links)"
+# Before the background installs: the build below links it, and apt takes one at a time.
+ensure_apt_packages libseccomp-dev
+
 step "downloads, in the background: Debian packages (Chromium among them), Rust targets, Python and npm packages, each language's toolchain"
 (
     ensure_apt_packages

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -236,7 +237,7 @@ impl Cgroups {
         let name = format!("s{}", NEXT_GROUP.fetch_add(1, Ordering::Relaxed));
         let mut group = SandboxCgroup {
             dirs: Vec::with_capacity(self.hierarchies.len()),
-            procs: Vec::with_capacity(self.hierarchies.len()),
+            joins: Vec::with_capacity(self.hierarchies.len()),
             pids: None,
             memory: None,
             cpu: None,
@@ -245,11 +246,16 @@ impl Cgroups {
             let dir = hierarchy.parent.join(&name);
             fs::create_dir(&dir)?;
             group.dirs.push(dir.clone());
-            let procs = OpenOptions::new()
+            // v2 has no per-thread file outside threaded subtrees (see `child::Plan`).
+            let join = match hierarchy.version {
+                Version::V1 => "tasks",
+                Version::V2 => "cgroup.procs",
+            };
+            let join = OpenOptions::new()
                 .write(true)
                 .custom_flags(libc::O_CLOEXEC)
-                .open(dir.join("cgroup.procs"))?;
-            group.procs.push(procs);
+                .open(dir.join(join))?;
+            group.joins.push(join);
         }
         let at = |slot: Option<usize>| {
             slot.and_then(|index| {
@@ -276,7 +282,8 @@ struct Member {
 #[derive(Debug)]
 pub struct SandboxCgroup {
     dirs: Vec<PathBuf>,
-    procs: Vec<File>,
+    /// What the sandbox's first process writes itself into (see `child::Plan::cgroup_joins`).
+    joins: Vec<File>,
     pids: Option<Member>,
     memory: Option<Member>,
     cpu: Option<Member>,
@@ -317,13 +324,9 @@ impl SandboxCgroup {
         Ok(())
     }
 
-    /// Moves process `pid` into every group.
-    pub fn join(&self, pid: i32) -> io::Result<()> {
-        let pid = pid.to_string();
-        for mut procs in &self.procs {
-            procs.write_all(pid.as_bytes())?;
-        }
-        Ok(())
+    /// The descriptors a process writes `0` to to join every group, valid while `self` is.
+    pub fn join_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.joins.iter().map(AsRawFd::as_raw_fd)
     }
 
     /// What the group's processes have used so far.
@@ -365,7 +368,7 @@ impl SandboxCgroup {
 
 impl Drop for SandboxCgroup {
     fn drop(&mut self) {
-        self.procs.clear();
+        self.joins.clear();
         for dir in &self.dirs {
             // The group is dropped after its sandbox was reaped; in v1 the last exiting tasks
             // can still be leaving it for a moment.

@@ -28,8 +28,9 @@
 //! exits. A check of the daemon's liveness by polling alone could not prove that: a dying
 //! daemon's threads exit one by one, and the parent can be gone while the process lingers.
 //!
-//! The order matters: the launcher writes the id maps and moves the process into its cgroup
-//! while it waits on `go`; mounts need the capabilities the new user namespace grants;
+//! The order matters: the launcher writes the id maps while the process waits on `go`; the
+//! process then joins its cgroups itself, before its cgroup namespace is rooted there (see
+//! [`Plan::cgroup_joins`]); mounts need the capabilities the new user namespace grants;
 //! Landlock and seccomp need `no_new_privs`; capabilities are dropped last, after the
 //! operations that need them; nothing may be mounted after the root is pivoted and sealed.
 
@@ -50,6 +51,7 @@ pub enum Stage {
     ParentDeathSignal,
     Descriptors,
     WaitForParent,
+    Cgroup,
     CgroupNamespace,
     Session,
     OomScore,
@@ -77,11 +79,12 @@ pub enum Stage {
 }
 
 impl Stage {
-    const ALL: [Stage; 26] = [
+    const ALL: [Stage; 27] = [
         Stage::Started,
         Stage::ParentDeathSignal,
         Stage::Descriptors,
         Stage::WaitForParent,
+        Stage::Cgroup,
         Stage::CgroupNamespace,
         Stage::Session,
         Stage::OomScore,
@@ -120,6 +123,7 @@ impl Stage {
             Stage::ParentDeathSignal => "setting the parent-death signal",
             Stage::Descriptors => "closing the daemon's descriptors",
             Stage::WaitForParent => "waiting for the daemon to map the sandbox's user ids",
+            Stage::Cgroup => "joining the sandbox's cgroup",
             Stage::CgroupNamespace => "entering a new cgroup namespace",
             Stage::Session => "starting a new session (setsid)",
             Stage::OomScore => "setting the OOM score",
@@ -257,6 +261,12 @@ pub struct Plan {
     pub status: RawFd,
     /// Every descriptor above 2 the process uses, ascending; all others are closed first.
     pub keep: Vec<RawFd>,
+    /// The file of each of the sandbox's groups that moves a process in (`tasks` in a v1
+    /// hierarchy, `cgroup.procs` in v2), opened by the launcher. The process writes `0`
+    /// (itself) to each: a v1 hierarchy then moves the one thread without the global
+    /// lock that moving a whole thread group by pid takes, whose write side waits for an
+    /// RCU grace period (3 to 14 ms measured on a 2-core VM, against 15 µs this way).
+    pub cgroup_joins: Vec<RawFd>,
     /// The host directory the root tmpfs is mounted on.
     pub root: CString,
     pub root_options: CString,
@@ -321,6 +331,8 @@ pub const PARKED: u8 = b'p';
 pub const GO: u8 = b'g';
 
 const EMPTY: &[u8] = b"\0";
+/// Written to a cgroup's `tasks` or `cgroup.procs`: the writing process.
+const SELF: &[u8] = b"0";
 const PROC_OOM_SCORE: &[u8] = b"/proc/self/oom_score_adj\0";
 /// The sandbox is the first thing the kernel should kill when the host runs out of memory.
 const OOM_SCORE_MAX: &[u8] = b"1000";
@@ -398,7 +410,8 @@ fn build(plan: &Plan) -> Outcome {
     plan.report.reach(Stage::WaitForParent);
     wait_for_go(plan, Stage::WaitForParent)?;
 
-    // The cgroup namespace is rooted at the group the launcher just moved us into.
+    join_cgroups(plan)?;
+    // The cgroup namespace is rooted at the group just joined.
     check(
         Stage::CgroupNamespace,
         integer_call(libc::SYS_unshare, [libc::CLONE_NEWCGROUP as usize, 0, 0]),
@@ -528,6 +541,22 @@ fn mount_root(plan: &Plan) -> Outcome {
         )
     };
     check(Stage::RootMount, ret)
+}
+
+/// Moves this process into its groups, then closes the files that did it: the program
+/// never gets a way to move itself elsewhere.
+fn join_cgroups(plan: &Plan) -> Outcome {
+    for (index, &fd) in plan.cgroup_joins.iter().enumerate() {
+        // SAFETY: writes one byte of a constant to a descriptor of the plan.
+        let wrote = unsafe { raw(libc::SYS_write, [fd as usize, ptr(SELF), 1, 0, 0, 0]) };
+        check_at(Stage::Cgroup, index as u32, wrote)?;
+        check_at(
+            Stage::Cgroup,
+            index as u32,
+            integer_call(libc::SYS_close, [fd as usize, 0, 0]),
+        )?;
+    }
+    Ok(())
 }
 
 /// Switches to the sandbox's unprivileged uid and gid, with no supplementary groups.

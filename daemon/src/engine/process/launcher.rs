@@ -428,6 +428,9 @@ fn launch(
         }
     };
     let mut prepared = plan::prepare(blueprint, call)?;
+    if let Some(group) = &cgroup {
+        prepared.join(group);
+    }
     if prepared.plan.exec {
         arm_test_pause(&mut prepared);
     }
@@ -442,7 +445,7 @@ fn launch(
     // process executes the program (close-on-exec) or dies.
     drop(prepared.status_child.take());
     let go = prepared.go.take();
-    match start(pid, &prepared, cgroup.as_ref(), go, Until::Exec) {
+    match start(pid, &prepared, go, Until::Exec) {
         Ok(_) => {
             let mut sandbox = Sandbox::new(
                 pid,
@@ -478,11 +481,14 @@ fn build_spare(
     let (namespaces, cgroup) = resources(shared, blueprint)?;
     let mut prepared = plan::prepare(blueprint, key.spec())?;
     prepared.plan.park = true;
+    if let Some(group) = &cgroup {
+        prepared.join(group);
+    }
     let stack = Stack::new().map_err(|err| format!("cannot map a stack: {err}"))?;
     let (pid, pidfd) = clone_first_process(&stack, home, namespaces, false, &prepared)?;
     drop(prepared.status_child.take());
     let go = prepared.go.take();
-    match start(pid, &prepared, cgroup.as_ref(), go, Until::Parked) {
+    match start(pid, &prepared, go, Until::Parked) {
         Ok(go) => Ok(Spare {
             parked: spare::Parked {
                 pidfd: pidfd.as_raw_fd(),
@@ -617,13 +623,12 @@ fn clone_first_process(
     Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
 }
 
-/// Maps the ids, moves the process into its group, lets it go, answers its handshake, and
-/// waits until it has executed the program (or failed to), or, for a spare, until it waits
-/// for its call. Returns the go-ahead pipe, which a spare's release writes to again.
+/// Maps the ids, lets the process go, answers its handshake, and waits until it has
+/// executed the program (or failed to), or, for a spare, until it waits for its call.
+/// Returns the go-ahead pipe, which a spare's release writes to again.
 fn start(
     pid: i32,
     prepared: &Prepared,
-    cgroup: Option<&SandboxCgroup>,
     go: Option<OwnedFd>,
     until: Until,
 ) -> Result<std::fs::File, String> {
@@ -631,11 +636,6 @@ fn start(
         .map_err(|err| format!("cannot map the sandbox's uid (user namespace): {err}"))?;
     write_proc(pid, "gid_map", &id_map(prepared.gid))
         .map_err(|err| format!("cannot map the sandbox's gid (user namespace): {err}"))?;
-    if let Some(group) = cgroup {
-        group
-            .join(pid)
-            .map_err(|err| format!("cannot move the sandbox into its cgroup: {err}"))?;
-    }
     if prepared.plan.exec && until == Until::Exec {
         pause::reached(Point::ProcessUidMap);
     }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use ::landlock::{AccessFs, BitFlags};
 
+use super::cgroup::SandboxCgroup;
 use super::child::{Args, InsideRule, Pause, PauseAt, Plan, Report, Step};
 use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
@@ -161,6 +162,14 @@ impl Prepared {
         let mut args = Box::new(Args::new(argv, env));
         self.plan.args.store(&mut *args, Ordering::SeqCst);
         self._args = args;
+    }
+
+    /// Has the first process join `group`, which must outlive the process's build.
+    pub fn join(&mut self, group: &SandboxCgroup) {
+        let plan = &mut self.plan;
+        plan.cgroup_joins = group.join_fds().collect();
+        plan.keep.extend(&plan.cgroup_joins);
+        plan.keep.sort_unstable();
     }
 
     /// Makes the first process stop at `at` for a test (see `crate::pause`), reporting on
@@ -533,6 +542,7 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         go: go_raw,
         status: status_raw,
         keep: kept_fds,
+        cgroup_joins: Vec::new(),
         root: blueprint.root.clone(),
         root_options: CString::new(format!(
             "size={ROOT_TMPFS_BYTES},nr_inodes={ROOT_TMPFS_INODES},mode=0755,uid={uid},gid={gid}"

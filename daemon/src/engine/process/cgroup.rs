@@ -347,22 +347,25 @@ impl SandboxCgroup {
         if let Some(member) = &self.pids {
             stats.pids_limit_hits = read_key(&member.dir.join("pids.events"), "max").unwrap_or(0);
         }
-        if let Some(member) = &self.cpu {
-            stats.cpu_time = match member.version {
-                Version::V1 => {
-                    read_number(&member.dir.join("cpuacct.usage")).map(Duration::from_nanos)
-                }
-                Version::V2 => {
-                    read_key(&member.dir.join("cpu.stat"), "usage_usec").map(Duration::from_micros)
-                }
-            };
-        }
+        stats.cpu_time = self.cpu_time();
         stats
     }
 
-    /// CPU time used so far, for the watchdog of the CPU limit.
+    /// Whether the host accounts the group's CPU time (a cpu controller is in use).
+    pub fn accounts_cpu(&self) -> bool {
+        self.cpu.is_some()
+    }
+
+    /// CPU time used so far, for the watchdog of the CPU limit: one file, where `stats`
+    /// reads four.
     pub fn cpu_time(&self) -> Option<Duration> {
-        self.stats().cpu_time
+        let member = self.cpu.as_ref()?;
+        match member.version {
+            Version::V1 => read_number(&member.dir.join("cpuacct.usage")).map(Duration::from_nanos),
+            Version::V2 => {
+                read_key(&member.dir.join("cpu.stat"), "usage_usec").map(Duration::from_micros)
+            }
+        }
     }
 }
 

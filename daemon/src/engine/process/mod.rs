@@ -468,13 +468,8 @@ impl ProcessTool {
             Ok(waited) => waited,
             Err(err) => return Exit::SandboxError(format!("cannot wait for the sandbox: {err}")),
         };
-        sandbox.record_stats(Some(&waited));
-        limits::classify(
-            waited.ended,
-            &sandbox.cgroup_stats(),
-            &self.blueprint.limits,
-            cpu_exceeded,
-        )
+        let used = sandbox.record_stats(Some(&waited));
+        limits::classify(waited.ended, &used, &self.blueprint.limits, cpu_exceeded)
     }
 }
 
@@ -549,11 +544,15 @@ async fn wait_within_cpu_limit(
     sandbox: &Sandbox,
     limit: Option<Duration>,
 ) -> std::io::Result<(sandbox::Waited, bool)> {
-    let Some(limit) = limit.filter(|_| sandbox.cpu_time().is_some()) else {
+    let Some(limit) = limit.filter(|_| sandbox.accounts_cpu()) else {
         return sandbox.wait().await.map(|waited| (waited, false));
     };
     let mut exceeded = false;
-    let mut ticks = tokio::time::interval(CPU_WATCH_INTERVAL);
+    // The first look comes one interval in: a sandbox has used nothing at its start.
+    let mut ticks = tokio::time::interval_at(
+        tokio::time::Instant::now() + CPU_WATCH_INTERVAL,
+        CPU_WATCH_INTERVAL,
+    );
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let wait = sandbox.wait();
     tokio::pin!(wait);

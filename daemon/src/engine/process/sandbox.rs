@@ -114,6 +114,13 @@ impl Sandbox {
             .unwrap_or_default()
     }
 
+    /// Whether [`Sandbox::cpu_time`] can say anything on this host.
+    pub fn accounts_cpu(&self) -> bool {
+        self.cgroup
+            .as_ref()
+            .is_some_and(SandboxCgroup::accounts_cpu)
+    }
+
     /// CPU time of the whole group so far, when the host accounts it.
     pub fn cpu_time(&self) -> Option<Duration> {
         self.cgroup.as_ref().and_then(SandboxCgroup::cpu_time)
@@ -153,7 +160,8 @@ impl Sandbox {
 
     /// Records what the sandbox used into the call's stats: the group's figures when the
     /// host has them, else the first process's rusage (which includes what it reaped).
-    pub fn record_stats(&self, waited: Option<&Waited>) {
+    /// Returns the group's figures, read once (four files) for the caller to judge too.
+    pub fn record_stats(&self, waited: Option<&Waited>) -> CgroupStats {
         let group = self.cgroup_stats();
         let memory = group
             .peak_memory_bytes
@@ -167,6 +175,7 @@ impl Sandbox {
         if let Some(cpu) = cpu {
             self.stats.add_cpu_time(cpu);
         }
+        group
     }
 }
 

@@ -299,21 +299,12 @@ fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
             }
             (None, Some(_)) => None,
         };
-        let result = match fitting {
-            Some(fitting) => match release(shared, fitting, &job.call, job.stats.clone()) {
-                Released::Running(sandbox) => Ok(*sandbox),
-                Released::Failed(message) => Err(message),
-                // It died while it waited (the OOM killer, an operator): build one now.
-                Released::Gone => launch(
-                    shared,
-                    &stack,
-                    home.as_ref(),
-                    &job.blueprint,
-                    job.call,
-                    job.stats,
-                ),
-            },
-            None => launch(
+        let released = fitting.map(|spare| release(shared, spare, &job.call, job.stats.clone()));
+        let result = match released {
+            Some(Released::Running(sandbox)) => Ok(*sandbox),
+            Some(Released::Failed(message)) => Err(message),
+            // No spare, or it died while it waited (the OOM killer, an operator): build one now.
+            Some(Released::Gone) | None => launch(
                 shared,
                 &stack,
                 home.as_ref(),

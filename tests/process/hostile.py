@@ -162,7 +162,18 @@ def attack_identity(args):
         "tmp": sorted(os.listdir("/tmp")),
         "processes": sorted(int(name) for name in os.listdir("/proc") if name.isdigit()),
         "umask": os.umask(0o022),
+        "unix_sockets": read_all("/proc/net/unix").splitlines()[1:],
+        "left_socket": attempt("connect", connect_left_socket),
     }
+
+
+# The abstract name `leave_traces` binds in the sandbox's network namespace.
+LEFT_SOCKET = b"\0airlock-left-behind"
+
+
+def connect_left_socket():
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(LEFT_SOCKET)
 
 
 def attack_leave_traces(args):
@@ -177,6 +188,14 @@ def attack_leave_traces(args):
     os.environ["LEFT_BEHIND"] = "1"
     os.umask(0o000)
     lingering = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    # A listener on an abstract name, sent with its carrier through the carrier itself: a
+    # cycle of descriptors in flight, which outlives every process of the call until the
+    # kernel's garbage collector frees it.
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind(LEFT_SOCKET)
+    abstract.listen()
+    carrier, far = socket.socketpair()
+    socket.send_fds(carrier, [b"x"], [abstract.fileno(), far.fileno()])
     return {
         "lingering": lingering.pid,
         "mount": syscall("mount", b"none", b"/tmp", b"tmpfs", 0, 0),

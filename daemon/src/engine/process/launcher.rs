@@ -13,7 +13,9 @@
 //! Creating a network namespace costs more than the rest of a sandbox together (about 1.5 ms
 //! against 0.3 ms here), and an IPC namespace most of the rest; the pool makes both, and
 //! each sandbox's cgroups, on its own thread while no call waits, and every sandbox gets
-//! fresh ones. When the pool is empty the sandbox creates its own, at the old cost.
+//! fresh ones — but for the network namespace of a sandbox without a network, which may be
+//! one a finished such sandbox left quiet (see `network.rs`). When the pool is empty the
+//! sandbox creates its own, at the old cost.
 //!
 //! Between calls the thread builds the next call's whole sandbox ahead and parks it (see
 //! `spare.rs`); a call that finds one fitting only hands it its arguments. Calls already
@@ -37,8 +39,9 @@ use rustix::thread::{LinkNameSpaceType, UnshareFlags};
 use super::cgroup::{Cgroups, SandboxCgroup};
 use super::child::{self, Failure, PauseAt, Stage};
 use super::egress;
+use super::network::{self, Network, Quiet};
 use super::plan::{self, Blueprint, CallSpec, Prepared};
-use super::sandbox::{self, Reap, Sandbox, reaper_loop};
+use super::sandbox::{self, Held, Reap, Sandbox, reaper_loop};
 use super::spare::{self, Spare};
 use super::stack::Stack;
 use crate::engine::RunStats;
@@ -52,88 +55,123 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// kernel memory while it waits.
 const POOL_SIZE: usize = 4;
 
-/// One sandbox's worth of resources made ahead of time.
+/// One sandbox's worth of resources made ahead of time, but its network namespace (kept
+/// apart: a sandbox without a network may get one handed on instead).
 struct Slot {
-    /// Network and IPC namespaces, owned by the host's user namespace.
-    namespaces: Option<(OwnedFd, OwnedFd)>,
+    /// Owned by the host's user namespace.
+    ipc: Option<OwnedFd>,
     cgroup: Option<SandboxCgroup>,
 }
 
+#[derive(Default)]
+struct Stock {
+    slots: VecDeque<Slot>,
+    /// New network namespaces, owned by the host's user namespace.
+    networks: VecDeque<OwnedFd>,
+}
+
+#[derive(Default)]
 struct Pool {
-    slots: Mutex<VecDeque<Slot>>,
+    stock: Mutex<Stock>,
     changed: Condvar,
     stop: AtomicBool,
+    quiet: Arc<Quiet>,
 }
 
 impl Pool {
-    fn take(&self) -> Option<Slot> {
-        let slot = self
-            .slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front();
+    fn take_slot(&self) -> Option<Slot> {
+        let slot = self.lock().slots.pop_front();
         self.changed.notify_all();
         slot
     }
 
+    /// A network namespace: one a finished no-network sandbox left, when `handed_on` allows
+    /// it and there is one, else a new one.
+    fn take_network(&self, handed_on: bool) -> Option<Network> {
+        if let Some(network) = self.quiet.take().filter(|_| handed_on) {
+            return Some(network);
+        }
+        let fd = self.lock().networks.pop_front();
+        self.changed.notify_all();
+        fd.map(|fd| Network {
+            fd,
+            handed_on: false,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Stock> {
+        self.stock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn fill(&self, cgroups: &Cgroups) {
-        let mut namespaces_work = true;
+        let mut networks_work = true;
+        let mut ipc_works = true;
+        let mut cgroups_work = !cgroups.is_empty();
         loop {
-            {
-                let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-                while slots.len() >= POOL_SIZE && !self.stop.load(Ordering::Relaxed) {
-                    slots = self
+            let (network_wanted, slot_wanted) = {
+                let mut stock = self.lock();
+                loop {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let network_wanted = networks_work && stock.networks.len() < POOL_SIZE;
+                    let slot_wanted = (ipc_works || cgroups_work) && stock.slots.len() < POOL_SIZE;
+                    if network_wanted || slot_wanted {
+                        break (network_wanted, slot_wanted);
+                    }
+                    if !networks_work && !ipc_works && !cgroups_work {
+                        // Nothing to pool on this host.
+                        return;
+                    }
+                    stock = self
                         .changed
-                        .wait(slots)
+                        .wait(stock)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                if self.stop.load(Ordering::Relaxed) {
-                    return;
-                }
-            }
-            let namespaces = if namespaces_work {
-                match make_namespaces() {
-                    Ok(namespaces) => Some(namespaces),
+            };
+            if network_wanted {
+                match make_namespace(UnshareFlags::NEWNET, "net") {
+                    Ok(network) => self.lock().networks.push_back(network),
                     Err(err) => {
                         tracing::warn!(%err, "cannot pre-make network namespaces; each sandbox will make its own");
-                        namespaces_work = false;
-                        None
+                        networks_work = false;
                     }
                 }
-            } else {
-                None
-            };
-            let cgroup = if cgroups.is_empty() {
-                None
-            } else {
-                match cgroups.create_sandbox() {
-                    Ok(group) => Some(group),
-                    Err(err) => {
-                        tracing::warn!(%err, "cannot pre-make a sandbox cgroup");
-                        None
-                    }
-                }
-            };
-            if namespaces.is_none() && cgroup.is_none() {
-                // Nothing to pool on this host.
-                return;
             }
-            self.slots
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push_back(Slot { namespaces, cgroup });
+            if slot_wanted {
+                let ipc = ipc_works
+                    .then(|| make_namespace(UnshareFlags::NEWIPC, "ipc"))
+                    .and_then(|made| {
+                        made.inspect_err(|err| {
+                            tracing::warn!(%err, "cannot pre-make IPC namespaces; each sandbox will make its own");
+                            ipc_works = false;
+                        })
+                        .ok()
+                    });
+                let cgroup = cgroups_work
+                    .then(|| cgroups.create_sandbox())
+                    .and_then(|made| {
+                        made.inspect_err(|err| {
+                            tracing::warn!(%err, "cannot pre-make sandbox cgroups; each sandbox will make its own");
+                            cgroups_work = false;
+                        })
+                        .ok()
+                    });
+                if ipc.is_some() || cgroup.is_some() {
+                    self.lock().slots.push_back(Slot { ipc, cgroup });
+                }
+            }
         }
     }
 }
 
-/// A network and an IPC namespace, made by moving this thread into new ones.
-fn make_namespaces() -> io::Result<(OwnedFd, OwnedFd)> {
-    // SAFETY: without `FILES` (the hazard `unshare_unsafe` documents), unsharing these two
-    // namespaces changes only the calling thread's, which is made for this alone.
-    unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNET | UnshareFlags::NEWIPC) }?;
-    let net = std::fs::File::open("/proc/thread-self/ns/net")?;
-    let ipc = std::fs::File::open("/proc/thread-self/ns/ipc")?;
-    Ok((net.into(), ipc.into()))
+/// A new namespace of `kind` (`name` under /proc/thread-self/ns), made by moving this thread
+/// into it.
+fn make_namespace(kind: UnshareFlags, name: &str) -> io::Result<OwnedFd> {
+    // SAFETY: without `FILES` (the hazard `unshare_unsafe` documents), unsharing a network or
+    // IPC namespace changes only the calling thread's, which is made for this alone.
+    unsafe { rustix::thread::unshare_unsafe(kind) }?;
+    Ok(std::fs::File::open(format!("/proc/thread-self/ns/{name}"))?.into())
 }
 
 fn setns(fd: &OwnedFd, kind: LinkNameSpaceType) -> io::Result<()> {
@@ -169,16 +207,14 @@ pub struct Launcher {
 impl Launcher {
     pub fn start(cgroups: Arc<Cgroups>) -> io::Result<Launcher> {
         let (reaper, reaps) = mpsc::channel();
+        let pool = Pool::default();
+        let quiet = pool.quiet.clone();
         std::thread::Builder::new()
             .name("airlock-reaper".into())
-            .spawn(move || reaper_loop(reaps))?;
+            .spawn(move || reaper_loop(reaps, &quiet))?;
         let shared = Arc::new(Shared {
             cgroups,
-            pool: Pool {
-                slots: Mutex::new(VecDeque::new()),
-                changed: Condvar::new(),
-                stop: AtomicBool::new(false),
-            },
+            pool,
             reaper,
         });
         let (jobs, queue) = mpsc::channel();
@@ -357,9 +393,9 @@ impl HomeNamespaces {
 /// A sandbox's network and IPC namespaces (none when the pool is empty: the clone makes
 /// them) and its cgroup with the blueprint's limits.
 fn resources(shared: &Shared, blueprint: &Blueprint) -> Result<Resources, String> {
-    let slot = shared.pool.take();
-    let (namespaces, pooled_cgroup) = match slot {
-        Some(slot) => (slot.namespaces, slot.cgroup),
+    let network = shared.pool.take_network(blueprint.hands_on_network());
+    let (ipc, pooled_cgroup) = match shared.pool.take_slot() {
+        Some(slot) => (slot.ipc, slot.cgroup),
         None => (None, None),
     };
     let cgroup = match pooled_cgroup {
@@ -377,10 +413,22 @@ fn resources(shared: &Shared, blueprint: &Blueprint) -> Result<Resources, String
             .set_limits(blueprint.limits.memory_bytes, blueprint.limits.processes)
             .map_err(|err| format!("cannot set the sandbox's cgroup limits: {err}"))?;
     }
-    Ok((namespaces, cgroup))
+    Ok(Resources {
+        namespaces: Namespaces { network, ipc },
+        cgroup,
+    })
 }
 
-type Resources = (Option<(OwnedFd, OwnedFd)>, Option<SandboxCgroup>);
+struct Resources {
+    namespaces: Namespaces,
+    cgroup: Option<SandboxCgroup>,
+}
+
+/// Namespaces made ahead for one sandbox; the clone makes those missing.
+struct Namespaces {
+    network: Option<Network>,
+    ipc: Option<OwnedFd>,
+}
 
 /// Builds a sandbox for one call now and starts its program.
 fn launch(
@@ -391,31 +439,37 @@ fn launch(
     call: CallSpec,
     stats: Arc<RunStats>,
 ) -> Result<Sandbox, String> {
-    let (namespaces, cgroup) = resources(shared, blueprint)?;
+    let Resources {
+        mut namespaces,
+        cgroup,
+    } = resources(shared, blueprint)?;
     // The egress proxy's listener must exist in the very namespace the tool gets, before the
     // tool runs: so a sandbox with egress always uses a made-ahead namespace (one made now
     // if the pool is empty), never one the clone creates.
-    let (namespaces, egress_listener) = match blueprint.egress_port {
-        None => (namespaces, None),
+    let egress_listener = match blueprint.egress_port {
+        None => None,
         Some(_) => {
             if home.is_none() {
                 return Err("the launcher cannot return to its own network namespace, so it cannot give a sandbox its egress proxy".into());
             }
-            let (net, ipc) = match namespaces {
-                Some(pair) => pair,
+            let network = match namespaces.network.take() {
+                Some(network) => network.fd,
                 None => std::thread::scope(|scope| {
                     scope
-                        .spawn(make_namespaces)
+                        .spawn(|| make_namespace(UnshareFlags::NEWNET, "net"))
                         .join()
                         .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
                 })
                 .map_err(|err| format!("cannot create the sandbox's network namespace: {err}"))?,
             };
-            let listener =
-                egress::listen_inside(std::os::fd::AsFd::as_fd(&net)).map_err(|err| {
-                    format!("cannot open the egress proxy's port inside the sandbox: {err}")
-                })?;
-            (Some((net, ipc)), Some(listener))
+            let listener = egress::listen_inside(network.as_fd()).map_err(|err| {
+                format!("cannot open the egress proxy's port inside the sandbox: {err}")
+            })?;
+            namespaces.network = Some(Network {
+                fd: network,
+                handed_on: false,
+            });
+            Some(listener)
         }
     };
     let mut prepared = plan::prepare(blueprint, call)?;
@@ -425,7 +479,7 @@ fn launch(
     if prepared.plan.exec {
         arm_test_pause(&mut prepared);
     }
-    let (pid, pidfd) = clone_first_process(
+    let (pid, pidfd, network) = clone_first_process(
         stack,
         home,
         namespaces,
@@ -436,13 +490,19 @@ fn launch(
     // process executes the program (close-on-exec) or dies.
     drop(prepared.status_child.take());
     let go = prepared.go.take();
+    let mount = sandbox::hold_mount(pid);
     match start(pid, &prepared, go, Until::Exec) {
         Ok(_) => {
+            let held = Held {
+                cgroup,
+                network: network.filter(|_| blueprint.hands_on_network()),
+                mount,
+            };
             let mut sandbox = Sandbox::new(
                 pid,
                 pidfd,
                 prepared.ends,
-                cgroup,
+                held,
                 shared.reaper.clone(),
                 stats,
             );
@@ -469,16 +529,21 @@ fn build_spare(
 ) -> Result<Spare, String> {
     let workspace_identity = key.workspace_identity();
     let blueprint = key.blueprint();
-    let (namespaces, cgroup) = resources(shared, blueprint)?;
+    let Resources { namespaces, cgroup } = resources(shared, blueprint)?;
     let mut prepared = plan::prepare(blueprint, key.spec())?;
     prepared.plan.park = true;
     if let Some(group) = &cgroup {
         prepared.join(group);
     }
     let stack = Stack::new().map_err(|err| format!("cannot map a stack: {err}"))?;
-    let (pid, pidfd) = clone_first_process(&stack, home, namespaces, false, &prepared)?;
+    let (pid, pidfd, network) = clone_first_process(&stack, home, namespaces, false, &prepared)?;
     drop(prepared.status_child.take());
     let go = prepared.go.take();
+    let held = Held {
+        cgroup,
+        network: network.filter(|_| blueprint.hands_on_network()),
+        mount: sandbox::hold_mount(pid),
+    };
     match start(pid, &prepared, go, Until::Parked) {
         Ok(go) => Ok(Spare {
             parked: spare::Parked {
@@ -489,7 +554,7 @@ fn build_spare(
             prepared,
             pid,
             pidfd,
-            cgroup,
+            held,
             go,
             stack,
         }),
@@ -547,14 +612,15 @@ fn discard(shared: &Shared, spare: Spare) {
     drop(stack);
 }
 
-/// Clones the first process into its namespaces, returning its pid and pidfd.
+/// Clones the first process into its namespaces, returning its pid, its pidfd, and the
+/// network namespace it entered when that was made ahead.
 fn clone_first_process(
     stack: &Stack,
     home: Option<&HomeNamespaces>,
-    namespaces: Option<(OwnedFd, OwnedFd)>,
+    namespaces: Namespaces,
     must_enter: bool,
     prepared: &Prepared,
-) -> Result<(i32, OwnedFd), String> {
+) -> Result<(i32, OwnedFd, Option<OwnedFd>), String> {
     let mut flags = libc::CLONE_VM
         | libc::CLONE_PIDFD
         | libc::CLONE_NEWUSER
@@ -562,23 +628,28 @@ fn clone_first_process(
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWUTS
         | libc::SIGCHLD;
-    // Pooled namespaces are only used when the thread can return to its own afterwards.
-    let pooled = namespaces.as_ref().filter(|_| home.is_some());
-    let entered = pooled.is_some_and(|(net, ipc)| {
-        setns(net, LinkNameSpaceType::Network)
-            .and_then(|()| setns(ipc, LinkNameSpaceType::InterProcessCommunication))
-            .is_ok()
-    });
-    if !entered {
+    // Namespaces made ahead are only used when the thread can return to its own afterwards.
+    let (network, ipc) = match home {
+        Some(home) => (
+            enter_network(namespaces.network, home),
+            namespaces
+                .ipc
+                .filter(|ipc| setns(ipc, LinkNameSpaceType::InterProcessCommunication).is_ok()),
+        ),
+        None => (None, None),
+    };
+    if network.is_none() {
         if must_enter {
             // A namespace of the clone's own would not hold the egress proxy's listener.
-            if let Some(home) = home {
-                let _ = setns(&home.net, LinkNameSpaceType::Network);
+            if let (Some(home), Some(_)) = (home, &ipc) {
                 let _ = setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication);
             }
             return Err("cannot enter the sandbox's network namespace".into());
         }
-        flags |= libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+        flags |= libc::CLONE_NEWNET;
+    }
+    if ipc.is_none() {
+        flags |= libc::CLONE_NEWIPC;
     }
     let mut pidfd: libc::c_int = -1;
     let plan = &*prepared.plan as *const child::Plan as *mut c_void;
@@ -595,12 +666,13 @@ fn clone_first_process(
         )
     };
     let clone_error = io::Error::last_os_error();
-    if pooled.is_some()
-        && let Some(home) = home
-        && (setns(&home.net, LinkNameSpaceType::Network).is_err()
-            || setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication).is_err())
-    {
-        tracing::warn!("the launcher could not return to its own namespaces");
+    if let Some(home) = home {
+        let back = (network.is_none() || setns(&home.net, LinkNameSpaceType::Network).is_ok())
+            && (ipc.is_none()
+                || setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication).is_ok());
+        if !back {
+            tracing::warn!("the launcher could not return to its own namespaces");
+        }
     }
     if pid < 0 {
         return Err(match clone_error.raw_os_error() {
@@ -611,7 +683,23 @@ fn clone_first_process(
         });
     }
     // SAFETY: CLONE_PIDFD wrote a new descriptor nothing else owns.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }, network))
+}
+
+/// Moves this thread into `network`, unless it is a namespace handed on that still holds a
+/// socket of the sandbox before (one its garbage collector has not freed yet): that one is
+/// let go, and the clone makes a new namespace instead.
+fn enter_network(network: Option<Network>, home: &HomeNamespaces) -> Option<OwnedFd> {
+    let network = network?;
+    setns(&network.fd, LinkNameSpaceType::Network).ok()?;
+    if network.handed_on && !network::holds_no_socket().unwrap_or(false) {
+        if setns(&home.net, LinkNameSpaceType::Network).is_err() {
+            // Harmless for the sandboxes: each clone enters a namespace or makes one.
+            tracing::warn!("the launcher could not return to its own network namespace");
+        }
+        return None;
+    }
+    Some(network.fd)
 }
 
 /// Maps the ids, lets the process go, answers its handshake, and waits until it has
@@ -777,6 +865,56 @@ pub fn describe_failure(failure: Failure, prepared: &Prepared) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_handed_on_is_entered_only_while_it_holds_no_socket() {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::net::{SocketAddr, UnixListener};
+
+        // On threads of their own: entering namespaces changes the calling thread's.
+        std::thread::spawn(|| {
+            let home = HomeNamespaces::open().expect("this thread's namespaces");
+            let current = || {
+                std::fs::metadata("/proc/thread-self/ns/net")
+                    .expect("this thread's network namespace")
+                    .ino()
+            };
+            let at_home = current();
+            let (namespace, socket) = std::thread::spawn(|| {
+                let namespace = make_namespace(UnshareFlags::NEWNET, "net")
+                    .unwrap_or_else(|err| panic!("cannot make a network namespace: {err}"));
+                let name = SocketAddr::from_abstract_name(b"airlock-handed-on-test")
+                    .expect("an abstract address");
+                let socket = UnixListener::bind_addr(&name).expect("bind in the namespace");
+                (namespace, socket)
+            })
+            .join()
+            .expect("the namespace's thread");
+            let network = |handed_on| Network {
+                fd: namespace.try_clone().expect("dup"),
+                handed_on,
+            };
+
+            assert!(enter_network(Some(network(true)), &home).is_none());
+            assert_eq!(
+                current(),
+                at_home,
+                "the launcher stays in its own namespace"
+            );
+
+            // A new namespace is entered as it is (nothing ran in it); one handed on, once
+            // the socket is gone.
+            assert!(enter_network(Some(network(false)), &home).is_some());
+            assert_ne!(current(), at_home);
+            setns(&home.net, LinkNameSpaceType::Network).expect("back home");
+            drop(socket);
+            assert!(enter_network(Some(network(true)), &home).is_some());
+            assert_ne!(current(), at_home);
+        })
+        .join()
+        .expect("the test's thread");
+    }
 
     #[test]
     fn ids_map_to_themselves_one_at_a_time() {

@@ -1,6 +1,7 @@
 //! The `process` engine: existing programs as tools, each call in a fresh Linux sandbox.
 //!
-//! Every call gets new user, pid, mount, uts, network, IPC and cgroup namespaces; a root
+//! Every call gets new user, pid, mount, uts, network, IPC and cgroup namespaces (but for a
+//! network namespace handed on between calls without a network, see `network.rs`); a root
 //! built from read-only binds of the profile's grants, the workspace at `/workspace` as
 //! granted, the tool's folder at `/tool`, a fresh `/proc`, a minimal `/dev` and a
 //! size-limited `/tmp`, pivoted into with the host's root detached; a new session; an
@@ -30,6 +31,7 @@ mod host;
 mod landlock;
 mod launcher;
 mod limits;
+mod network;
 mod plan;
 mod program;
 mod sandbox;
@@ -180,6 +182,7 @@ impl Runtime {
             rlimits,
             landlock_abi: self.host.landlock_abi,
             cap_last: self.host.cap_last,
+            family: seccomp::Family::of(&profile.network),
             seccomp: self.seccomp.get(seccomp::Family::of(&profile.network)),
             root: self.root.clone(),
             devices: self.devices.clone(),

@@ -79,6 +79,8 @@ pub struct Blueprint {
     pub rlimits: Vec<Rlimit>,
     pub landlock_abi: u32,
     pub cap_last: u32,
+    /// The seccomp allow-list's family, and its compiled filter.
+    pub family: seccomp::Family,
     pub seccomp: Arc<seccomp::Filter>,
     /// The host directory the root tmpfs is mounted on (in the sandbox's mount namespace).
     pub root: CString,
@@ -92,6 +94,17 @@ pub struct Blueprint {
     /// `changes::IdMap`); none when this host could not make it, and then a call that may
     /// write a root-owned workspace is refused.
     pub idmap: Option<Arc<IdMap>>,
+}
+
+impl Blueprint {
+    /// Whether its sandboxes' network namespace may go to a later sandbox once they are gone:
+    /// only without a network, where seccomp lets them make no IP socket (see `network.rs`).
+    pub fn hands_on_network(&self) -> bool {
+        match self.family {
+            seccomp::Family::Local => self.egress_port.is_none(),
+            seccomp::Family::Network => false,
+        }
+    }
 }
 
 /// What differs per call.

@@ -18,25 +18,67 @@ use tokio::io::unix::AsyncFd;
 
 use super::cgroup::{CgroupStats, SandboxCgroup};
 use super::limits::Ended;
+use super::network::Quiet;
 use super::plan::ParentEnds;
 use super::sys;
 use crate::engine::RunStats;
 
-/// What the reaper thread is handed: a process to wait for (already killed), then a group
-/// to remove.
+/// What the reaper thread is handed: a process to wait for (already killed), then what the
+/// sandbox held.
 pub struct Reap {
     pub pidfd: Option<OwnedFd>,
-    pub cgroup: Option<SandboxCgroup>,
+    pub held: Held,
 }
 
-/// Waits for each handed-over sandbox and removes its group, until the engine is dropped.
-pub fn reaper_loop(jobs: std::sync::mpsc::Receiver<Reap>) {
+/// What a sandbox holds until it is gone, for the reaper to let go of after it.
+#[derive(Default)]
+pub struct Held {
+    pub cgroup: Option<SandboxCgroup>,
+    /// Its network namespace, to hand on (only for a sandbox without a network: see
+    /// `network.rs`).
+    pub network: Option<OwnedFd>,
+    /// A reference to its mount namespace, so that the last one is not its first process's:
+    /// a process that drops the last reference to a mount namespace unmounts every mount of
+    /// it before its exit is reported, waiting out an expedited RCU grace period on the way
+    /// (BENCHMARKS.md, finding 12) — on every call's path.
+    pub mount: Option<OwnedFd>,
+}
+
+impl Held {
+    fn is_empty(&self) -> bool {
+        self.cgroup.is_none() && self.network.is_none() && self.mount.is_none()
+    }
+}
+
+/// A reference to the mount namespace of process `pid` (none if it cannot be had: then the
+/// process unmounts its view itself as it exits).
+pub fn hold_mount(pid: i32) -> Option<OwnedFd> {
+    std::fs::File::open(format!("/proc/{pid}/ns/mnt"))
+        .ok()
+        .map(OwnedFd::from)
+}
+
+/// Waits for each handed-over sandbox and lets go of what it held — its network namespace
+/// handed on, its group removed, its mounts unmounted — until the engine is dropped.
+pub fn reaper_loop(jobs: std::sync::mpsc::Receiver<Reap>, quiet: &Quiet) {
     for reap in jobs {
         if let Some(pidfd) = &reap.pidfd {
             // The process was killed: this returns as soon as its namespace is torn down.
             let _ = wait(pidfd.as_raw_fd(), false);
         }
-        drop(reap.cgroup);
+        let Held {
+            cgroup,
+            network,
+            mount,
+        } = reap.held;
+        // Every process of the sandbox is gone now (see the module doc).
+        if let Some(network) = network {
+            quiet.hand_on(network);
+        }
+        drop(cgroup);
+        // The last reference: the kernel unmounts the sandbox's whole view here, last, as it
+        // waits for a grace period.
+        drop(mount);
     }
 }
 
@@ -53,7 +95,7 @@ pub struct Sandbox {
     pub pid: i32,
     pidfd: Option<OwnedFd>,
     ends: Option<ParentEnds>,
-    cgroup: Option<SandboxCgroup>,
+    held: Held,
     reaper: Sender<Reap>,
     stats: Arc<RunStats>,
     reaped: AtomicBool,
@@ -66,7 +108,7 @@ impl Sandbox {
         pid: i32,
         pidfd: OwnedFd,
         ends: ParentEnds,
-        cgroup: Option<SandboxCgroup>,
+        held: Held,
         reaper: Sender<Reap>,
         stats: Arc<RunStats>,
     ) -> Sandbox {
@@ -74,7 +116,7 @@ impl Sandbox {
             pid,
             pidfd: Some(pidfd),
             ends: Some(ends),
-            cgroup,
+            held,
             reaper,
             stats,
             reaped: AtomicBool::new(false),
@@ -108,7 +150,8 @@ impl Sandbox {
 
     /// What the sandbox's group has used so far.
     pub fn cgroup_stats(&self) -> CgroupStats {
-        self.cgroup
+        self.held
+            .cgroup
             .as_ref()
             .map(SandboxCgroup::stats)
             .unwrap_or_default()
@@ -116,14 +159,15 @@ impl Sandbox {
 
     /// Whether [`Sandbox::cpu_time`] can say anything on this host.
     pub fn accounts_cpu(&self) -> bool {
-        self.cgroup
+        self.held
+            .cgroup
             .as_ref()
             .is_some_and(SandboxCgroup::accounts_cpu)
     }
 
     /// CPU time of the whole group so far, when the host accounts it.
     pub fn cpu_time(&self) -> Option<Duration> {
-        self.cgroup.as_ref().and_then(SandboxCgroup::cpu_time)
+        self.held.cgroup.as_ref().and_then(SandboxCgroup::cpu_time)
     }
 
     /// Waits for the first process to exit and reaps it.
@@ -192,9 +236,9 @@ impl Drop for Sandbox {
         self.ends = None;
         let reap = Reap {
             pidfd,
-            cgroup: self.cgroup.take(),
+            held: std::mem::take(&mut self.held),
         };
-        if reap.pidfd.is_some() || reap.cgroup.is_some() {
+        if reap.pidfd.is_some() || !reap.held.is_empty() {
             // If the reaper is gone (the engine is shutting down), reaping here is the only
             // way left not to leak a zombie; the process is already killed.
             if let Err(unsent) = self.reaper.send(reap) {

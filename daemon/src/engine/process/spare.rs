@@ -10,8 +10,9 @@
 //! `execve`.
 //!
 //! A spare is used once, by one call. Each call still gets a fresh pid namespace, `/tmp`,
-//! cgroup, network and IPC namespaces, and nothing a previous call wrote: the spare was built
-//! from scratch for that call and nothing ran in it before. That is why it is a spare and not
+//! cgroup, network and IPC namespaces (a network namespace handed on only where nothing of a
+//! call can stay in it: see `network.rs`), and nothing a previous call wrote: the spare was
+//! built from scratch for that call and nothing ran in it before. That is why it is a spare and not
 //! a zygote that forks sandboxes out of one long-lived process: a zygote would save the
 //! namespace creation too, but every sandbox would inherit the zygote's state, and isolation
 //! between calls would rest on an argument about what that state holds. A spare needs none
@@ -33,9 +34,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
-use super::cgroup::SandboxCgroup;
 use super::plan::{Blueprint, CallSpec, Prepared};
-use super::sandbox::{self, Reap, Sandbox};
+use super::sandbox::{self, Held, Reap, Sandbox};
 use super::stack::Stack;
 use crate::engine::RunStats;
 
@@ -110,7 +110,7 @@ pub struct Spare {
     pub prepared: Prepared,
     pub pid: i32,
     pub pidfd: OwnedFd,
-    pub cgroup: Option<SandboxCgroup>,
+    pub held: Held,
     /// The write end of the go-ahead pipe.
     pub go: std::fs::File,
     /// What the first process runs on until it executes the program; dropped after it has.
@@ -137,7 +137,7 @@ impl Spare {
             self.pid,
             self.pidfd,
             self.prepared.ends,
-            self.cgroup,
+            self.held,
             reaper,
             stats,
         );

@@ -88,7 +88,7 @@ impl Pool {
     /// A network namespace: one a finished no-network sandbox left, when `handed_on` allows
     /// it and there is one, else a new one.
     fn take_network(&self, handed_on: bool) -> Option<Network> {
-        if let Some(network) = self.quiet.take().filter(|_| handed_on) {
+        if handed_on && let Some(network) = self.quiet.take() {
             return Some(network);
         }
         let fd = self.lock().networks.pop_front();
@@ -914,6 +914,19 @@ mod tests {
         })
         .join()
         .expect("the test's thread");
+    }
+
+    #[test]
+    fn only_a_sandbox_without_a_network_takes_a_namespace_handed_on() {
+        let pool = Pool::default();
+        let namespace = std::fs::File::open("/proc/self/ns/net").expect("a namespace");
+        pool.quiet.hand_on(namespace.into());
+        assert!(
+            pool.take_network(false).is_none(),
+            "nothing new was made, and the one handed on is not for this sandbox"
+        );
+        let network = pool.take_network(true).expect("the namespace handed on");
+        assert!(network.handed_on);
     }
 
     #[test]

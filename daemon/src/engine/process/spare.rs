@@ -12,11 +12,11 @@
 //! A spare is used once, by one call. Each call still gets a fresh pid namespace, `/tmp`,
 //! cgroup, network and IPC namespaces (a network namespace handed on only where nothing of a
 //! call can stay in it: see `network.rs`), and nothing a previous call wrote: the spare was
-//! built from scratch for that call and nothing ran in it before. That is why it is a spare and not
-//! a zygote that forks sandboxes out of one long-lived process: a zygote would save the
-//! namespace creation too, but every sandbox would inherit the zygote's state, and isolation
-//! between calls would rest on an argument about what that state holds. A spare needs none
-//! beyond the one for a sandbox built on demand. Only one spare exists at a time (for the
+//! built from scratch for that call and nothing ran in it before. That is why it is a spare
+//! and not a zygote that forks sandboxes out of one long-lived process: a zygote would save
+//! the namespace creation too, but every sandbox would inherit the zygote's state, and
+//! isolation between calls would rest on an argument about what that state holds. A spare
+//! needs none beyond the one for a sandbox built on demand. Only one spare exists at a time (for the
 //! last tool and workspace called), so an idle daemon holds one parked process at most.
 //!
 //! Not built ahead: calls through a workspace overlay (its root is the call's own), calls with

@@ -10,12 +10,12 @@
 //! belongs to the host's user namespace, so the sandbox's own capabilities do not reach it:
 //! no address, route, sysctl or firewall rule, and no netlink message to another socket);
 //! the one thing they can leave in it that a later sandbox could reach is a Unix socket
-//! bound to an abstract name. Those close with the sandbox's processes — all of them gone once its pid 1
-//! is reaped — except a socket caught in a cycle of descriptors in flight, which lives until
-//! the kernel's garbage collector runs. So a finished sandbox's namespace goes to [`Quiet`],
-//! and the launcher gives it to a later no-network sandbox only after checking, from inside
-//! it, that it holds no Unix socket at all ([`holds_no_socket`]); one that does is dropped
-//! and the sandbox gets a new one.
+//! bound to an abstract name. Those close with the sandbox's processes — all of them gone
+//! once its pid 1 is reaped — except a socket caught in a cycle of descriptors in flight,
+//! which lives until the kernel's garbage collector runs. So a finished sandbox's namespace
+//! goes to [`Quiet`], and the launcher gives it to a later no-network sandbox only after
+//! checking, from inside it, that it holds no Unix socket at all ([`holds_no_socket`]); one
+//! that does is dropped and the sandbox gets a new one.
 //!
 //! A namespace a networked sandbox used (it may hold TCP state, and its loopback carried the
 //! egress proxy) is never handed on.

@@ -16,8 +16,9 @@
 //! and not a zygote that forks sandboxes out of one long-lived process: a zygote would save
 //! the namespace creation too, but every sandbox would inherit the zygote's state, and
 //! isolation between calls would rest on an argument about what that state holds. A spare
-//! needs none beyond the one for a sandbox built on demand. Only one spare exists at a time (for the
-//! last tool and workspace called), so an idle daemon holds one parked process at most.
+//! needs none beyond the one for a sandbox built on demand. Only one spare exists at a time
+//! (for the last tool and workspace called), so an idle daemon holds one parked process at
+//! most.
 //!
 //! Not built ahead: calls through a workspace overlay (its root is the call's own), calls with
 //! network egress (the proxy's listener belongs to the call's gate), hosted servers and the

@@ -129,40 +129,38 @@ impl Pool {
                         .unwrap_or_else(PoisonError::into_inner);
                 }
             };
-            if network_wanted {
-                match make_namespace(UnshareFlags::NEWNET, "net") {
-                    Ok(network) => self.lock().networks.push_back(network),
-                    Err(err) => {
-                        tracing::warn!(%err, "cannot pre-make network namespaces; each sandbox will make its own");
-                        networks_work = false;
-                    }
-                }
+            if network_wanted
+                && let Some(network) = made_ahead(&mut networks_work, "network namespaces", || {
+                    make_namespace(UnshareFlags::NEWNET, "net")
+                })
+            {
+                self.lock().networks.push_back(network);
             }
             if slot_wanted {
-                let ipc = ipc_works
-                    .then(|| make_namespace(UnshareFlags::NEWIPC, "ipc"))
-                    .and_then(|made| {
-                        made.inspect_err(|err| {
-                            tracing::warn!(%err, "cannot pre-make IPC namespaces; each sandbox will make its own");
-                            ipc_works = false;
-                        })
-                        .ok()
-                    });
-                let cgroup = cgroups_work
-                    .then(|| cgroups.create_sandbox())
-                    .and_then(|made| {
-                        made.inspect_err(|err| {
-                            tracing::warn!(%err, "cannot pre-make sandbox cgroups; each sandbox will make its own");
-                            cgroups_work = false;
-                        })
-                        .ok()
-                    });
+                let ipc = made_ahead(&mut ipc_works, "IPC namespaces", || {
+                    make_namespace(UnshareFlags::NEWIPC, "ipc")
+                });
+                let cgroup = made_ahead(&mut cgroups_work, "cgroups", || cgroups.create_sandbox());
                 if ipc.is_some() || cgroup.is_some() {
                     self.lock().slots.push_back(Slot { ipc, cgroup });
                 }
             }
         }
     }
+}
+
+/// What `make` made, while it `works`: its first failure is logged and ends the tries (each
+/// sandbox then makes its own `what`).
+fn made_ahead<T>(works: &mut bool, what: &str, make: impl FnOnce() -> io::Result<T>) -> Option<T> {
+    if !*works {
+        return None;
+    }
+    make()
+        .inspect_err(|err| {
+            tracing::warn!(%err, what, "cannot make sandbox resources ahead; each sandbox will make its own");
+            *works = false;
+        })
+        .ok()
 }
 
 /// A new namespace of `kind` (`name` under /proc/thread-self/ns), made by moving this thread

@@ -175,6 +175,7 @@ impl Runtime {
             self.host.cgroups.has_pids(),
         );
         let rlimits = limits.rlimits(|resource| self.host.hard_limit(resource));
+        let family = seccomp::Family::of(&profile.network);
         Blueprint {
             view,
             program,
@@ -182,8 +183,8 @@ impl Runtime {
             rlimits,
             landlock_abi: self.host.landlock_abi,
             cap_last: self.host.cap_last,
-            family: seccomp::Family::of(&profile.network),
-            seccomp: self.seccomp.get(seccomp::Family::of(&profile.network)),
+            family,
+            seccomp: self.seccomp.get(family),
             root: self.root.clone(),
             devices: self.devices.clone(),
             egress_port: match profile.network {

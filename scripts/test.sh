@@ -5,7 +5,9 @@
 # daemon (scripts/languages.sh), the web console rebuilt and checked against the committed
 # build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon, and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
-# here passes CI (.ci/run calls this script).
+# here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
+# Debian's, started by scripts/postgres.sh in target/postgres-test on a free loopback port (its
+# URL in AIRLOCK_TEST_POSTGRES), as an unprivileged user, and stopped when this script exits.
 #
 # The host build happens once: clippy lints the workspace's crates while they compile for
 # the tests (it is their compiler, as `cargo clippy` makes it), so no dependency is built
@@ -24,6 +26,8 @@ readonly installs_log="$(mktemp)"
 steps=()
 step_name=""
 step_start=$SECONDS
+# Where the tests' PostgreSQL server runs once started (summary stops it).
+postgres_dir=""
 
 # Ends the step in progress (recording its time) and starts the next one.
 step() {
@@ -47,6 +51,11 @@ summary() {
     printf '%s\n' "${steps[@]}" >&2
     printf '%8s  total\n' "$(clock "$SECONDS")" >&2
     rm -f "$installs_log"
+    # The PostgreSQL server of the tests, once started, whether they passed or not. Not
+    # fatal here: the tests' own status is what this script exits with.
+    if [[ -n $postgres_dir ]]; then
+        scripts/postgres.sh stop "$postgres_dir" || echo "${0##*/}: could not stop PostgreSQL in $postgres_dir" >&2
+    fi
     if ((status == 0 && SECONDS > budget_s)); then
         echo "${0##*/}: the tests took $(clock "$SECONDS"), past the budget of $(clock "$budget_s"): make them faster" >&2
         exit 1
@@ -58,7 +67,7 @@ step "the build's own Debian package (libseccomp-dev, which airlockd links)"
 # Before the background installs: the build below links it, and apt takes one at a time.
 ensure_apt_packages libseccomp-dev
 
-step "downloads, in the background: Debian packages (Chromium among them), Rust targets, Python and npm packages, each language's toolchain"
+step "downloads, in the background: Debian packages (Chromium and PostgreSQL among them), Rust targets, Python and npm packages, each language's toolchain"
 (
     ensure_apt_packages
     ensure_rust_targets
@@ -66,6 +75,7 @@ step "downloads, in the background: Debian packages (Chromium among them), Rust 
     tests/mcp/install.sh
     scripts/languages.sh --install-only
     scripts/console.sh --install-only
+    scripts/postgres.sh --install-only
 ) >"$installs_log" 2>&1 &
 installs=$!
 
@@ -95,6 +105,14 @@ scripts/console.sh --check
 
 step "WebAssembly modules"
 scripts/build-wasm.sh
+
+step "PostgreSQL for the store's tests (Debian's server, in target/, on loopback)"
+# Set before starting, so that a server left half-started is stopped too. A free port rather
+# than a fixed one: another server on the machine may hold any given port.
+postgres_dir="$(target_dir)/postgres-test"
+postgres_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+AIRLOCK_TEST_POSTGRES="$(scripts/postgres.sh start "$postgres_dir" "$postgres_port")"
+export AIRLOCK_TEST_POSTGRES
 
 step "Rust tests"
 cargo test --workspace --quiet

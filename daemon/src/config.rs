@@ -47,8 +47,8 @@ pub struct DaemonConfig {
     pub shutdown_grace: Duration,
     /// Model providers and the defaults of runs.
     pub agent: AgentSettings,
-    /// fsync the store on every commit (see `store::StoreOptions`).
-    pub store_fsync: bool,
+    /// Where runs are kept: the state dir's SQLite file, or a database a fleet shares.
+    pub store: StoreBackend,
     /// What grows older than this is deleted (see `retention`); none keeps everything.
     pub retention: Option<Duration>,
     /// The cap of the blob store that keeps change sets' contents for undo (`[changes]
@@ -187,9 +187,59 @@ pub struct RunsFile {
     pub keep_exchanges: Option<bool>,
 }
 
+/// Where the daemon keeps sessions, runs and their logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreBackend {
+    /// `airlock.db` in the state dir: the embedded default, for one machine.
+    Sqlite {
+        /// fsync on every commit (see `store::StoreOptions`).
+        fsync_every_commit: bool,
+    },
+    /// A PostgreSQL database, which several daemons may share.
+    Postgres {
+        /// A libpq-style URL, `postgres://user@host:port/db`; it may hold a password, so it
+        /// is never logged whole.
+        url: String,
+    },
+}
+
+impl Default for StoreBackend {
+    fn default() -> StoreBackend {
+        StoreBackend::Sqlite {
+            fsync_every_commit: false,
+        }
+    }
+}
+
+impl StoreBackend {
+    /// The backend `--store` / `[store] url` names: `sqlite`, or a PostgreSQL URL.
+    fn parse(value: &str, fsync_every_commit: bool) -> Result<StoreBackend, ConfigError> {
+        if value == "sqlite" {
+            return Ok(StoreBackend::Sqlite { fsync_every_commit });
+        }
+        if !(value.starts_with("postgres://") || value.starts_with("postgresql://")) {
+            return Err(ConfigError::Store(
+                "the store is `sqlite` or a postgres:// URL".into(),
+            ));
+        }
+        if fsync_every_commit {
+            return Err(ConfigError::Store(
+                "[store] fsync_every_commit is the SQLite store's; PostgreSQL's durability is \
+                 the server's own (synchronous_commit)"
+                    .into(),
+            ));
+        }
+        Ok(StoreBackend::Postgres {
+            url: value.to_owned(),
+        })
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreFile {
+    /// `sqlite` (the default) or a PostgreSQL URL (`postgres://…`).
+    pub url: Option<String>,
     #[serde(default)]
     pub fsync_every_commit: bool,
     /// Delete finished runs, kept outputs and their blobs once this many days old; unset
@@ -336,6 +386,8 @@ pub struct Overrides {
     pub mcp_listen: Option<std::net::SocketAddr>,
     pub no_console: bool,
     pub console_dir: Option<PathBuf>,
+    /// `--store`: `sqlite`, or a PostgreSQL URL.
+    pub store: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -351,6 +403,8 @@ pub enum ConfigError {
     CurrentDir(std::io::Error),
     #[error("TLS needs both a certificate and a key (--tls-cert and --tls-key)")]
     TlsIncomplete,
+    #[error("--store / [store] url: {0}")]
+    Store(String),
     #[error(
         "[egress] hosts: `{name}` must be a DNS name (no wildcard, no address) mapped to at least one address"
     )]
@@ -439,6 +493,12 @@ impl DaemonConfig {
         let mut auth = file.auth;
         auth.unix_socket_trust |= overrides.unix_socket_trust;
         file.egress.check()?;
+        let store = match overrides.store.as_deref().or(file.store.url.as_deref()) {
+            Some(value) => StoreBackend::parse(value, file.store.fsync_every_commit)?,
+            None => StoreBackend::Sqlite {
+                fsync_every_commit: file.store.fsync_every_commit,
+            },
+        };
         let mut console = file.console;
         console.enabled &= !overrides.no_console;
         if let Some(dir) = overrides.console_dir {
@@ -473,7 +533,7 @@ impl DaemonConfig {
                 .map(Duration::from_millis)
                 .unwrap_or(DEFAULT_SHUTDOWN_GRACE),
             agent: agent_settings(&file.providers, &file.runs),
-            store_fsync: file.store.fsync_every_commit,
+            store,
             retention: file
                 .store
                 .retention_days
@@ -818,6 +878,37 @@ mod tests {
             toml::from_str::<ConfigFile>("[egress]\nhosts = { \"a.test\" = [\"nope\"] }").is_err()
         );
         assert!(toml::from_str::<ConfigFile>("[egress]\nproxy = 1").is_err());
+    }
+
+    #[test]
+    fn the_store_is_sqlite_unless_the_flag_or_the_file_names_a_postgres_url() {
+        let resolve = |file: &str, flag: Option<&str>| {
+            DaemonConfig::resolve(
+                toml::from_str::<ConfigFile>(file).expect("parses"),
+                Overrides {
+                    store: flag.map(str::to_owned),
+                    ..Overrides::default()
+                },
+            )
+            .map(|config| config.store)
+        };
+        assert_eq!(resolve("", None).expect("default"), StoreBackend::default());
+        let url = "postgres://airlock@db:5432/airlock";
+        let fleet = StoreBackend::Postgres { url: url.into() };
+        assert_eq!(
+            resolve(&format!("[store]\nurl = \"{url}\""), None).expect("file"),
+            fleet
+        );
+        assert_eq!(resolve("", Some(url)).expect("flag"), fleet);
+        // The flag wins over the file.
+        assert_eq!(
+            resolve(&format!("[store]\nurl = \"{url}\""), Some("sqlite")).expect("flag"),
+            StoreBackend::default()
+        );
+        let err = resolve("", Some("mysql://db")).expect_err("not a store");
+        assert!(err.to_string().contains("postgres://"), "{err}");
+        let err = resolve("[store]\nfsync_every_commit = true", Some(url)).expect_err("SQLite's");
+        assert!(err.to_string().contains("synchronous_commit"), "{err}");
     }
 
     #[test]

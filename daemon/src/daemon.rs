@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::AgentRuntime;
 use crate::api;
 use crate::config::DaemonConfig;
+use crate::config::StoreBackend;
 use crate::egress::Resolver;
 use crate::engine::Engines;
 use crate::engine::mcp::McpEngine;
@@ -19,7 +20,7 @@ use crate::engine::wasm::{WasmConfig, WasmEngine};
 use crate::output::{KeptLimits, KeptOutputs};
 use crate::profile::Profiles;
 use crate::retention::Retention;
-use crate::store::{SqliteStore, Store, StoreError, StoreOptions};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError, StoreOptions};
 use crate::tools::{Executor, Registry, ToolLoadError};
 use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
 use crate::trace::{SpanSink, Tracer};
@@ -89,7 +90,7 @@ pub struct Daemon {
 impl Daemon {
     /// Loads everything the configuration names. Broken profiles and tools are logged and
     /// left out; only what makes the daemon itself unusable is an error.
-    pub fn build(config: DaemonConfig) -> Result<Daemon, StartError> {
+    pub async fn build(config: DaemonConfig) -> Result<Daemon, StartError> {
         // The state dir holds the access tokens, every run's record and the kept outputs:
         // the daemon's user alone may read it, whatever the umask.
         std::fs::DirBuilder::new()
@@ -166,13 +167,16 @@ impl Daemon {
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
-            &config.state_dir.join(STORE_FILE),
-            &StoreOptions {
-                fsync_every_commit: config.store_fsync,
-                ..StoreOptions::default()
-            },
-        )?);
+        let store: Arc<dyn Store> = match &config.store {
+            StoreBackend::Sqlite { fsync_every_commit } => Arc::new(SqliteStore::open(
+                &config.state_dir.join(STORE_FILE),
+                &StoreOptions {
+                    fsync_every_commit: *fsync_every_commit,
+                    ..StoreOptions::default()
+                },
+            )?),
+            StoreBackend::Postgres { url } => Arc::new(PostgresStore::connect(url).await?),
+        };
         let kept = KeptOutputs::open(
             &config.state_dir.join(OUTPUTS_DIR),
             store.clone(),

@@ -56,6 +56,11 @@ struct Args {
     /// the same tokens and tenants; off unless set.
     #[arg(long, value_name = "ADDR")]
     mcp_listen: Option<std::net::SocketAddr>,
+    /// Where runs are kept: `sqlite` (airlock.db in the state dir, the default) or a
+    /// PostgreSQL URL that several daemons may share, postgres://user@host:port/db. Prefer
+    /// the environment variable when the URL holds a password: flags are visible in `ps`.
+    #[arg(long, value_name = "URL", env = "AIRLOCK_STORE")]
+    store: Option<String>,
     /// Do not serve the web console's pages (gRPC-Web stays: it is part of the API).
     #[arg(long)]
     no_console: bool,
@@ -125,6 +130,7 @@ fn main() -> anyhow::Result<()> {
             mcp_listen: args.mcp_listen,
             no_console: args.no_console,
             console_dir: args.console_dir,
+            store: args.store,
         },
     )?;
     if let Some(Command::CheckTool {
@@ -144,7 +150,7 @@ fn main() -> anyhow::Result<()> {
         // Installed first: a signal that arrives while the daemon starts stops it cleanly,
         // rather than killing it with the default action.
         let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
-        let daemon = Daemon::build(config)?;
+        let daemon = Daemon::build(config).await?;
         let listener = daemon.bind().await?;
         daemon.serve(listener, shutdown).await?;
         tracing::info!("airlockd stopped");

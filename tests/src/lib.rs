@@ -26,7 +26,8 @@ use std::time::Duration;
 use airlock_daemon::Daemon;
 use airlock_daemon::config::AgentSettings;
 use airlock_daemon::config::{
-    ApprovalRights, AuthSettings, ConsoleSettings, DaemonConfig, ListenAddr, TenantFile, TlsFiles,
+    ApprovalRights, AuthSettings, ConsoleSettings, DaemonConfig, ListenAddr, StoreBackend,
+    TenantFile, TlsFiles,
 };
 use airlock_proto::v1 as pb;
 use pb::execute_tool_event::Event;
@@ -316,6 +317,8 @@ pub struct DaemonOptions {
     pub mcp_listen: Option<std::net::SocketAddr>,
     /// The web console: the built-in pages unless set otherwise.
     pub console: ConsoleSettings,
+    /// The state dir's SQLite file unless set otherwise.
+    pub store: StoreBackend,
 }
 
 impl Default for DaemonOptions {
@@ -334,6 +337,7 @@ impl Default for DaemonOptions {
             extra_workspace_roots: Vec::new(),
             mcp_listen: None,
             console: ConsoleSettings::default(),
+            store: StoreBackend::default(),
         }
     }
 }
@@ -382,7 +386,7 @@ impl TestDaemon {
             wasm_max_concurrent_calls: options.max_concurrent_calls,
             shutdown_grace: Duration::from_secs(2),
             agent: options.agent,
-            store_fsync: false,
+            store: options.store,
             retention: None,
             blob_cap_bytes: airlock_daemon::config::DEFAULT_BLOB_CAP_BYTES,
             otlp_endpoint: options.otlp_endpoint,
@@ -390,7 +394,7 @@ impl TestDaemon {
             mcp_listen: options.mcp_listen,
             console: options.console,
         };
-        let daemon = Daemon::build(config).expect("daemon builds");
+        let daemon = Daemon::build(config).await.expect("daemon builds");
         let refused = daemon
             .refused_tools()
             .iter()

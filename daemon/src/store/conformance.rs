@@ -31,7 +31,7 @@ pub async fn conformance(store: &dyn Store) {
     old_finished_runs_are_deleted_and_nothing_else(store, &tenant).await;
 }
 
-fn session(tenant: &str, created_at_ms: i64) -> SessionRecord {
+pub(super) fn session(tenant: &str, created_at_ms: i64) -> SessionRecord {
     SessionRecord {
         session_id: SessionId::new(),
         workspace: Some("/srv/ws".into()),

@@ -15,6 +15,8 @@
 
 #[cfg(test)]
 mod conformance;
+mod postgres;
+mod rows;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -30,6 +32,7 @@ use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
 
 #[cfg(test)]
 pub use conformance::{conformance, recorded_run};
+pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, StoreOptions};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -263,6 +266,16 @@ impl<T> Future for Pending<T> {
                 Err(StoreError::Io("a store answer was read twice".to_owned()))
             })),
         }
+    }
+}
+
+/// What a write of a group commit answers: `failed` when its batch did not commit, else its
+/// own outcome (a write whose batch never ran it has none).
+fn batched<T>(failed: Option<StoreError>, outcome: Option<StoreResult<T>>) -> StoreResult<T> {
+    match (failed, outcome) {
+        (Some(error), _) => Err(error),
+        (None, Some(outcome)) => outcome,
+        (None, None) => Err(StoreError::Io("the write's transaction did not run".into())),
     }
 }
 

@@ -232,7 +232,7 @@ async fn the_token_file_is_private_and_a_readable_one_stops_the_daemon() {
         },
     )
     .unwrap();
-    let Err(err) = Daemon::build(config) else {
+    let Err(err) = Daemon::build(config).await else {
         panic!("a daemon started with a world-readable token file");
     };
     let message = err.to_string();

@@ -24,6 +24,7 @@ use super::{
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
 use crate::pause::{self, Point};
+use crate::store::rows::EventRow;
 use writer::Writer;
 
 /// Statements kept prepared: every distinct statement the store runs (about forty), so the
@@ -210,7 +211,7 @@ impl Store for SqliteStore {
     }
 
     fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
-        let row = queries::EventRow::new(event, spans);
+        let row = EventRow::new(event, spans);
         self.writer.write(move |c| {
             queries::append_event(c, &row)?;
             // Inside the batch's transaction: a kill here loses the whole batch, which no

@@ -6,8 +6,11 @@ use airlock_proto::v1 as pb;
 use prost::Message as _;
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
-use crate::domain::{DecidedBy, Usage};
-use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
+use crate::domain::Usage;
+use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
+use crate::store::rows::{
+    EventRow, RawRun, RawSession, decode, page, resolution, workspace_column,
+};
 use crate::store::{
     ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, RunCursor,
     RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord, SessionSummary,
@@ -22,25 +25,12 @@ fn io(err: rusqlite::Error) -> StoreError {
     StoreError::Io(err.to_string())
 }
 
-fn corrupt(err: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(err.to_string())
-}
-
 fn seq_param(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
 fn count_param(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// A workspace column: empty for none.
-fn workspace_column(workspace: &Option<String>) -> &str {
-    workspace.as_deref().unwrap_or("")
-}
-
-fn workspace_of(column: String) -> Option<String> {
-    (!column.is_empty()).then_some(column)
 }
 
 /// Runs `sql` through the connection's statement cache: parsing and planning a statement
@@ -77,30 +67,6 @@ fn query_rows<T>(
     rows.collect::<rusqlite::Result<Vec<_>>>().map_err(io)
 }
 
-fn decode<M: prost::Message + Default>(bytes: &[u8]) -> StoreResult<M> {
-    M::decode(bytes).map_err(corrupt)
-}
-
-/// A run's row, as the columns of [`RUN_COLUMNS`] hold it; decoded by [`RawRun::decode`].
-struct RawRun {
-    run_id: String,
-    session_id: String,
-    state: String,
-    start: Vec<u8>,
-    model: String,
-    workspace: String,
-    trace_id: String,
-    created_at_ms: i64,
-    finished_at_ms: Option<i64>,
-    stop_reason: Option<i32>,
-    stop_detail: String,
-    final_text: String,
-    usage: Vec<u8>,
-    steps: i64,
-    last_seq: i64,
-    tenant: String,
-}
-
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     Ok(RawRun {
         run_id: row.get(0)?,
@@ -120,39 +86,6 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         last_seq: row.get(14)?,
         tenant: row.get(15)?,
     })
-}
-
-impl RawRun {
-    fn decode(self) -> StoreResult<RunRecord> {
-        let usage: pb::Usage = decode(&self.usage)?;
-        Ok(RunRecord {
-            run_id: RunId::from_stored(self.run_id),
-            session_id: SessionId::from_stored(self.session_id),
-            state: RunState::parse(&self.state)
-                .ok_or_else(|| corrupt(format!("unknown run state `{}`", self.state)))?,
-            start: decode(&self.start)?,
-            model: self.model,
-            workspace: workspace_of(self.workspace),
-            trace_id: TraceId::from_stored(self.trace_id),
-            created_at_ms: self.created_at_ms,
-            finished_at_ms: self.finished_at_ms,
-            stop_reason: self
-                .stop_reason
-                .map(|raw| {
-                    pb::StopReason::try_from(raw)
-                        .ok()
-                        .and_then(wire::stop_reason_from)
-                        .ok_or_else(|| corrupt(format!("unknown stop reason {raw}")))
-                })
-                .transpose()?,
-            stop_detail: self.stop_detail,
-            final_text: self.final_text,
-            usage: wire::usage_from(&usage),
-            steps: u32::try_from(self.steps).map_err(corrupt)?,
-            last_seq: u64::try_from(self.last_seq).map_err(corrupt)?,
-            tenant: self.tenant,
-        })
-    }
 }
 
 pub(super) fn create_session(c: &Connection, session: &SessionRecord) -> StoreResult<()> {
@@ -185,20 +118,6 @@ const SESSION_COLUMNS: &str = "s.session_id, s.workspace, s.labels, s.created_at
      EXISTS (SELECT 1 FROM runs r WHERE r.session_id = s.session_id \
              AND r.finished_at_ms IS NULL)";
 
-/// A session's row and its runs' summary, as [`SESSION_COLUMNS`] holds them.
-struct RawSession {
-    session_id: String,
-    workspace: String,
-    labels: String,
-    created_at_ms: i64,
-    tenant: String,
-    settings: Option<Vec<u8>>,
-    runs: i64,
-    last_run_id: Option<String>,
-    last_active_ms: i64,
-    running: bool,
-}
-
 fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
     Ok(RawSession {
         session_id: row.get(0)?,
@@ -212,29 +131,6 @@ fn raw_session(row: &Row<'_>) -> rusqlite::Result<RawSession> {
         last_active_ms: row.get(8)?,
         running: row.get(9)?,
     })
-}
-
-impl RawSession {
-    fn decode(self) -> StoreResult<SessionSummary> {
-        Ok(SessionSummary {
-            session: SessionRecord {
-                session_id: SessionId::from_stored(self.session_id),
-                workspace: workspace_of(self.workspace),
-                labels: serde_json::from_str(&self.labels).map_err(corrupt)?,
-                created_at_ms: self.created_at_ms,
-                tenant: self.tenant,
-                settings: self
-                    .settings
-                    .map(|bytes| decode(&bytes))
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
-            runs: u32::try_from(self.runs).map_err(corrupt)?,
-            last_run_id: self.last_run_id.map(RunId::from_stored),
-            last_active_ms: self.last_active_ms,
-            running: self.running,
-        })
-    }
 }
 
 pub(super) fn session_summary(
@@ -282,20 +178,14 @@ pub(super) fn list_sessions(
         ],
         raw_session,
     )?;
-    let mut sessions = rows
+    let sessions = rows
         .into_iter()
         .map(RawSession::decode)
         .collect::<StoreResult<Vec<_>>>()?;
-    let next = if sessions.len() > limit {
-        sessions.truncate(limit);
-        sessions.last().map(|summary| SessionCursor {
-            last_active_ms: summary.last_active_ms,
-            session_id: summary.session.session_id.clone(),
-        })
-    } else {
-        None
-    };
-    Ok((sessions, next))
+    Ok(page(sessions, limit, |summary| SessionCursor {
+        last_active_ms: summary.last_active_ms,
+        session_id: summary.session.session_id.clone(),
+    }))
 }
 
 pub(super) fn create_run(c: &Connection, run: &RunRecord, first: &pb::RunEvent) -> StoreResult<()> {
@@ -376,20 +266,14 @@ pub(super) fn list_runs(
         ],
         raw_run,
     )?;
-    let mut runs = rows
+    let runs = rows
         .into_iter()
         .map(RawRun::decode)
         .collect::<StoreResult<Vec<_>>>()?;
-    let next = if runs.len() > limit {
-        runs.truncate(limit);
-        runs.last().map(|run| RunCursor {
-            created_at_ms: run.created_at_ms,
-            run_id: run.run_id.clone(),
-        })
-    } else {
-        None
-    };
-    Ok((runs, next))
+    Ok(page(runs, limit, |run| RunCursor {
+        created_at_ms: run.created_at_ms,
+        run_id: run.run_id.clone(),
+    }))
 }
 
 pub(super) fn set_run_state(c: &Connection, run_id: &RunId, state: RunState) -> StoreResult<()> {
@@ -435,39 +319,6 @@ pub(super) fn finish_run(c: &Connection, run_id: &RunId, end: &RunEnd) -> StoreR
         ],
     )
     .map(|_| ())
-}
-
-/// An event and the spans that ended before it, encoded for their tables. Encoded by the
-/// caller, on its own thread: the store's one thread, which every run waits on, only writes.
-pub(super) struct EventRow {
-    run_id: String,
-    seq: u64,
-    event: Vec<u8>,
-    spans: Vec<SpanRow>,
-}
-
-struct SpanRow {
-    span_id: String,
-    start_unix_nano: i64,
-    span: Vec<u8>,
-}
-
-impl EventRow {
-    pub(super) fn new(event: &pb::RunEvent, spans: &[pb::Span]) -> EventRow {
-        EventRow {
-            run_id: event.run_id.clone(),
-            seq: event.seq,
-            event: event.encode_to_vec(),
-            spans: spans
-                .iter()
-                .map(|span| SpanRow {
-                    span_id: span.span_id.clone(),
-                    start_unix_nano: span.start_unix_nano,
-                    span: span.encode_to_vec(),
-                })
-                .collect(),
-        }
-    }
 }
 
 pub(super) fn append_event(c: &Connection, row: &EventRow) -> StoreResult<()> {
@@ -725,25 +576,10 @@ pub(super) fn approval_for_call(
         },
     )?;
     row.map(|(request, decision, reason, decided_by, resolved_at_ms)| {
-        let request: pb::ApprovalRequest = decode(&request)?;
-        let resolution = match (decision, resolved_at_ms) {
-            (Some(decision), Some(resolved_at_ms)) => {
-                let decision = pb::Decision::try_from(decision)
-                    .ok()
-                    .and_then(wire::decision_from)
-                    .ok_or_else(|| corrupt(format!("unknown decision {decision}")))?;
-                let decided_by = decided_by.unwrap_or_default();
-                Some(ApprovalResolution {
-                    decision,
-                    reason: reason.unwrap_or_default(),
-                    decided_by: DecidedBy::parse(&decided_by)
-                        .ok_or_else(|| corrupt(format!("unknown approver `{decided_by}`")))?,
-                    resolved_at_ms,
-                })
-            }
-            _ => None,
-        };
-        Ok((request, resolution))
+        Ok((
+            decode(&request)?,
+            resolution(decision, reason, decided_by, resolved_at_ms)?,
+        ))
     })
     .transpose()
 }

@@ -24,7 +24,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::BeforeCommit;
-use crate::store::{Pending, StoreError, StoreResult};
+use crate::store::{Pending, StoreError, StoreResult, batched};
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the
 /// others' statements, far above what a busy daemon queues in one commit's time.
@@ -58,12 +58,7 @@ where
     }
 
     fn answer(self: Box<Self>, failed: Option<StoreError>) {
-        let outcome = match (failed, self.outcome) {
-            (Some(error), _) => Err(error),
-            (None, Some(outcome)) => outcome,
-            (None, None) => Err(StoreError::Io("the write's transaction did not run".into())),
-        };
-        let _ = self.answer.send(outcome);
+        let _ = self.answer.send(batched(failed, self.outcome));
     }
 }
 

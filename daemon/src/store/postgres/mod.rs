@@ -1,0 +1,484 @@
+//! The fleet's store: a PostgreSQL database several daemons share, migrated at start
+//! ([`schema`]), written through one connection per daemon with group commit ([`writer`])
+//! and read through a pool of connections.
+//!
+//! Durability is the server's: a write is answered after its transaction's `COMMIT`
+//! returned, which with PostgreSQL's defaults (`synchronous_commit = on`) means it reached
+//! the server's WAL on disk.
+//!
+//! The connection is plain TCP or a Unix socket: TLS to the database is not offered yet, and
+//! a URL that asks for it (`sslmode=require`) is refused rather than silently sent in clear.
+
+mod queries;
+mod schema;
+mod writer;
+
+use std::sync::Arc;
+
+use airlock_proto::v1 as pb;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures::FutureExt as _;
+use tokio_postgres::NoTls;
+use tokio_postgres::config::{Host, SslMode};
+
+use super::rows::EventRow;
+use super::{
+    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, Pending,
+    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
+    SessionSummary, Store, StoreError, StoreResult,
+};
+use crate::domain::Usage;
+use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
+use writer::Writer;
+
+/// Connections a daemon keeps to the database: one is the writer's, the others serve reads
+/// side by side (attached clients' catch-up, listings). A fleet of a few daemons stays far
+/// below PostgreSQL's default of 100 connections.
+const POOL_SIZE: usize = 16;
+
+pub struct PostgresStore {
+    writer: Writer,
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user@host:port/db`, as libpq takes
+    /// it), and migrates it. Needs a Tokio runtime: the writer and the pool's connections
+    /// run on it.
+    pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
+        let config: tokio_postgres::Config = url.parse().map_err(|err| StoreError::Open {
+            path: "the PostgreSQL URL".into(),
+            message: format!("not a PostgreSQL connection string: {err}"),
+        })?;
+        let shown = shown(&config);
+        let open_error = |message: String| StoreError::Open {
+            path: shown.clone(),
+            message,
+        };
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(open_error(
+                "sslmode=require asks for TLS, which this daemon does not speak to the database yet"
+                    .into(),
+            ));
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // A pooled connection is checked with a round trip before it is handed out,
+                // so a server restart costs one failed check, not a failed request.
+                recycling_method: RecyclingMethod::Verified,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|err| open_error(err.to_string()))?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|err| open_error(format!("cannot connect: {err}")))?;
+        schema::migrate(&mut client)
+            .await
+            .map_err(|message| StoreError::Damaged {
+                path: shown.clone(),
+                message,
+            })?;
+        drop(client);
+        Ok(PostgresStore {
+            writer: Writer::start(pool),
+        })
+    }
+}
+
+/// The database a config names, without its password, for messages and logs.
+fn shown(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        Some(Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let database = config.get_dbname().unwrap_or("");
+    format!("postgres://{host}:{port}/{database}")
+}
+
+impl Store for PostgresStore {
+    fn create_session(&self, session: &SessionRecord) -> Pending<()> {
+        let session = session.clone();
+        self.writer
+            .write(move |c| queries::create_session(c, session.clone()).boxed())
+    }
+
+    fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>> {
+        let session_id = session_id.clone();
+        self.writer
+            .read(move |c| queries::session(c, session_id).boxed())
+    }
+
+    fn session_summary(&self, session_id: &SessionId) -> Pending<Option<SessionSummary>> {
+        let session_id = session_id.clone();
+        self.writer
+            .read(move |c| queries::session_summary(c, session_id).boxed())
+    }
+
+    fn list_sessions(
+        &self,
+        tenant: &str,
+        limit: usize,
+        after: Option<&SessionCursor>,
+    ) -> Pending<(Vec<SessionSummary>, Option<SessionCursor>)> {
+        let (tenant, after) = (tenant.to_owned(), after.cloned());
+        self.writer
+            .read(move |c| queries::list_sessions(c, tenant, limit, after).boxed())
+    }
+
+    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()> {
+        let (run, first) = (run.clone(), first.clone());
+        self.writer
+            .write(move |c| queries::create_run(c, run.clone(), first.clone()).boxed())
+    }
+
+    fn run(&self, run_id: &RunId) -> Pending<Option<RunRecord>> {
+        let run_id = run_id.clone();
+        self.writer.read(move |c| queries::run(c, run_id).boxed())
+    }
+
+    fn list_runs(
+        &self,
+        filter: &RunFilter,
+        limit: usize,
+        after: Option<&RunCursor>,
+    ) -> Pending<(Vec<RunRecord>, Option<RunCursor>)> {
+        let (filter, after) = (filter.clone(), after.cloned());
+        self.writer
+            .read(move |c| queries::list_runs(c, filter, limit, after).boxed())
+    }
+
+    fn set_run_state(&self, run_id: &RunId, state: RunState) -> Pending<()> {
+        let run_id = run_id.clone();
+        self.writer
+            .write(move |c| queries::set_run_state(c, run_id.clone(), state).boxed())
+    }
+
+    fn update_progress(&self, run_id: &RunId, steps: u32, usage: &Usage) -> Pending<()> {
+        let (run_id, usage) = (run_id.clone(), *usage);
+        self.writer
+            .write(move |c| queries::update_progress(c, run_id.clone(), steps, usage).boxed())
+    }
+
+    fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()> {
+        let (run_id, end) = (run_id.clone(), end.clone());
+        self.writer
+            .write(move |c| queries::finish_run(c, run_id.clone(), end.clone()).boxed())
+    }
+
+    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
+        let row = Arc::new(EventRow::new(event, spans));
+        self.writer
+            .write(move |c| queries::append_event(c, row.clone()).boxed())
+    }
+
+    fn events_after(
+        &self,
+        run_id: &RunId,
+        after_seq: u64,
+        limit: usize,
+    ) -> Pending<Vec<pb::RunEvent>> {
+        let run_id = run_id.clone();
+        self.writer
+            .read(move |c| queries::events_after(c, run_id, after_seq, limit).boxed())
+    }
+
+    fn unfinished_runs(&self) -> Pending<Vec<RunRecord>> {
+        self.writer
+            .read(move |c| queries::unfinished_runs(c).boxed())
+    }
+
+    fn save_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint) -> Pending<()> {
+        let (run_id, checkpoint) = (run_id.clone(), checkpoint.clone());
+        self.writer
+            .write(move |c| queries::save_checkpoint(c, run_id.clone(), checkpoint.clone()).boxed())
+    }
+
+    fn latest_checkpoint(&self, run_id: &RunId) -> Pending<Option<Checkpoint>> {
+        let run_id = run_id.clone();
+        self.writer
+            .read(move |c| queries::latest_checkpoint(c, run_id).boxed())
+    }
+
+    fn record_intent(&self, effect: &Effect) -> Pending<()> {
+        let effect = effect.clone();
+        self.writer
+            .write(move |c| queries::record_intent(c, effect.clone()).boxed())
+    }
+
+    fn record_effect_result(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+        result: &pb::ToolResult,
+    ) -> Pending<()> {
+        let (run_id, call_id, result) = (run_id.clone(), call_id.clone(), result.clone());
+        self.writer.write(move |c| {
+            queries::record_effect_result(c, run_id.clone(), call_id.clone(), result.clone())
+                .boxed()
+        })
+    }
+
+    fn record_pending_changes(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+        changes: &pb::ChangeSet,
+    ) -> Pending<()> {
+        let (run_id, call_id, changes) = (run_id.clone(), call_id.clone(), changes.clone());
+        self.writer.write(move |c| {
+            queries::record_pending_changes(c, run_id.clone(), call_id.clone(), changes.clone())
+                .boxed()
+        })
+    }
+
+    fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>> {
+        let (run_id, call_id) = (run_id.clone(), call_id.clone());
+        self.writer
+            .read(move |c| queries::effect(c, run_id, call_id).boxed())
+    }
+
+    fn save_approval(&self, request: &pb::ApprovalRequest) -> Pending<()> {
+        let request = request.clone();
+        self.writer
+            .write(move |c| queries::save_approval(c, request.clone()).boxed())
+    }
+
+    fn resolve_approval(
+        &self,
+        approval_id: &ApprovalId,
+        resolution: &ApprovalResolution,
+    ) -> Pending<()> {
+        let (approval_id, resolution) = (approval_id.clone(), resolution.clone());
+        self.writer.write(move |c| {
+            queries::resolve_approval(c, approval_id.clone(), resolution.clone()).boxed()
+        })
+    }
+
+    fn approval_for_call(
+        &self,
+        run_id: &RunId,
+        call_id: &CallId,
+    ) -> Pending<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>> {
+        let (run_id, call_id) = (run_id.clone(), call_id.clone());
+        self.writer
+            .read(move |c| queries::approval_for_call(c, run_id, call_id).boxed())
+    }
+
+    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
+        let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
+        self.writer.write(move |c| {
+            queries::add_session_grant(c, session_id.clone(), grant_key.clone()).boxed()
+        })
+    }
+
+    fn session_grants(&self) -> Pending<Vec<String>> {
+        self.writer
+            .read(move |c| queries::session_grants(c).boxed())
+    }
+
+    fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>> {
+        let run_id = run_id.clone();
+        self.writer.read(move |c| queries::spans(c, run_id).boxed())
+    }
+
+    fn record_exchange(&self, run_id: &RunId, exchange: &str) -> Pending<()> {
+        let (run_id, exchange) = (run_id.clone(), exchange.to_owned());
+        self.writer
+            .write(move |c| queries::record_exchange(c, run_id.clone(), exchange.clone()).boxed())
+    }
+
+    fn exchanges(&self, run_id: &RunId) -> Pending<Vec<String>> {
+        let run_id = run_id.clone();
+        self.writer
+            .read(move |c| queries::exchanges(c, run_id).boxed())
+    }
+
+    fn record_output(&self, output: &OutputRecord) -> Pending<()> {
+        let output = output.clone();
+        self.writer
+            .write(move |c| queries::record_output(c, output.clone()).boxed())
+    }
+
+    fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>> {
+        let execution_id = execution_id.clone();
+        self.writer
+            .read(move |c| queries::output(c, execution_id).boxed())
+    }
+
+    fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>> {
+        self.writer
+            .read(move |c| queries::oldest_outputs(c, limit).boxed())
+    }
+
+    fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>> {
+        self.writer
+            .read(move |c| queries::outputs_before(c, before_ms, limit).boxed())
+    }
+
+    fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()> {
+        let execution_id = execution_id.clone();
+        self.writer
+            .write(move |c| queries::remove_output(c, execution_id.clone()).boxed())
+    }
+
+    fn output_references(&self, digest: &str) -> Pending<u64> {
+        let digest = digest.to_owned();
+        self.writer
+            .read(move |c| queries::output_references(c, digest).boxed())
+    }
+
+    fn record_execution_owner(
+        &self,
+        execution_id: &ExecutionId,
+        owner: &ExecutionOwner,
+    ) -> Pending<()> {
+        let (execution_id, owner) = (execution_id.clone(), owner.clone());
+        self.writer.write(move |c| {
+            queries::record_execution_owner(c, execution_id.clone(), owner.clone()).boxed()
+        })
+    }
+
+    fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>> {
+        let execution_id = execution_id.clone();
+        self.writer
+            .read(move |c| queries::execution_owner(c, execution_id).boxed())
+    }
+
+    fn forget_executions(&self, before_ms: i64) -> Pending<u64> {
+        self.writer
+            .write(move |c| queries::forget_executions(c, before_ms).boxed())
+    }
+
+    fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted> {
+        self.writer
+            .write(move |c| queries::delete_finished_runs(c, before_ms, limit).boxed())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A database of its own for each test, on the PostgreSQL server the test script starts.
+
+    /// Where the test script's server is (scripts/test.sh sets it; scripts/postgres.sh
+    /// starts one by hand).
+    const SERVER_VAR: &str = "AIRLOCK_TEST_POSTGRES";
+
+    /// The URL of a fresh, empty database on the test server. Fails loudly without one:
+    /// a store test that skips itself would pass on a machine that never ran it.
+    pub(crate) async fn fresh_database() -> String {
+        let Ok(server) = std::env::var(SERVER_VAR) else {
+            panic!(
+                "{SERVER_VAR} is not set: the PostgreSQL store's tests need a server \
+                 (scripts/test.sh starts one; by hand: \
+                 export {SERVER_VAR}=$(scripts/postgres.sh start target/postgres-test 54329))"
+            );
+        };
+        let name = format!("airlock_test_{}", uuid::Uuid::new_v4().simple());
+        let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|err| panic!("cannot reach the test server at {server}: {err}"));
+        let driver = tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|err| panic!("cannot create a test database: {err}"));
+        drop(client);
+        let _ = driver.await;
+        let (base, _) = server.rsplit_once('/').unwrap_or((&server, ""));
+        format!("{base}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::conformance;
+
+    #[tokio::test]
+    async fn the_postgres_store_passes_the_conformance_suite() {
+        let url = testing::fresh_database().await;
+        let store = PostgresStore::connect(&url).await.expect("connects");
+        conformance(&store).await;
+    }
+
+    #[tokio::test]
+    async fn daemons_starting_together_migrate_once() {
+        let url = testing::fresh_database().await;
+        let (a, b, c) = tokio::join!(
+            PostgresStore::connect(&url),
+            PostgresStore::connect(&url),
+            PostgresStore::connect(&url),
+        );
+        for store in [a, b, c] {
+            let store = store.expect("each daemon opens the store");
+            assert!(store.session_grants().await.expect("reads").is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_database_newer_than_the_daemon_is_refused() {
+        let url = testing::fresh_database().await;
+        drop(PostgresStore::connect(&url).await.expect("connects"));
+        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+            .await
+            .expect("connects");
+        tokio::spawn(connection);
+        client
+            .batch_execute("UPDATE airlock_schema SET version = 99")
+            .await
+            .expect("version");
+        let Err(error) = PostgresStore::connect(&url).await else {
+            panic!("a newer schema was opened");
+        };
+        assert!(
+            error.to_string().contains("newer than this daemon"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_or_a_bad_url_is_a_clear_error() {
+        let Err(error) = PostgresStore::connect("postgres://nobody@127.0.0.1:1/none").await else {
+            panic!("connected to nothing");
+        };
+        assert!(error.to_string().contains("cannot connect"), "{error}");
+        let Err(error) = PostgresStore::connect("not a url at all =").await else {
+            panic!("a bad URL was taken");
+        };
+        assert!(
+            error
+                .to_string()
+                .contains("not a PostgreSQL connection string"),
+            "{error}"
+        );
+        let Err(error) =
+            PostgresStore::connect("postgres://u:secret@127.0.0.1:1/db?sslmode=require").await
+        else {
+            panic!("TLS was asked for and not refused");
+        };
+        assert!(error.to_string().contains("sslmode=require"), "{error}");
+        assert!(!error.to_string().contains("secret"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_write_that_fails_is_undone_alone_and_the_batch_commits() {
+        let url = testing::fresh_database().await;
+        let store = PostgresStore::connect(&url).await.expect("connects");
+        let session = crate::store::conformance::session("batch", 1);
+        // Three writes handed over together: the middle one is a duplicate.
+        let first = store.create_session(&session);
+        let duplicate = store.create_session(&session);
+        let grant = store.add_session_grant(&session.session_id, "k");
+        assert!(first.await.is_ok());
+        assert!(duplicate.await.is_err());
+        assert!(grant.await.is_ok());
+        assert_eq!(store.session_grants().await.expect("read"), vec!["k"]);
+    }
+}

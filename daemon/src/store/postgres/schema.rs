@@ -1,0 +1,173 @@
+//! The schema of the PostgreSQL store, as versioned migrations: the database records its
+//! version in `airlock_schema`, and a daemon applies the migrations it has not seen at start.
+//! Several daemons of a fleet may start at once: the migration runs in one transaction under
+//! an advisory lock, so one applies it and the others find it done. A database newer than
+//! the daemon is refused, never touched.
+
+use deadpool_postgres::Object;
+
+/// Each entry moves the schema one version forward; the index is the version it leaves.
+/// Never edit a shipped entry: add one.
+///
+/// Version 1 is the SQLite store's schema at its version 7, in PostgreSQL's types: blobs are
+/// `bytea`, times and counters `bigint`. Approvals get an identity column for the order
+/// SQLite's `rowid` gives.
+pub(super) const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        labels TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        tenant TEXT NOT NULL,
+        settings BYTEA
+    );
+    CREATE INDEX sessions_by_tenant ON sessions(tenant, created_at_ms DESC);
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        state TEXT NOT NULL,
+        start BYTEA NOT NULL,
+        model TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        finished_at_ms BIGINT,
+        stop_reason INTEGER,
+        stop_detail TEXT NOT NULL DEFAULT '',
+        final_text TEXT NOT NULL DEFAULT '',
+        usage BYTEA NOT NULL,
+        steps BIGINT NOT NULL DEFAULT 0,
+        last_seq BIGINT NOT NULL DEFAULT 0,
+        tenant TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_time ON runs(created_at_ms DESC, run_id DESC);
+    CREATE INDEX runs_by_session ON runs(session_id, created_at_ms DESC);
+    CREATE INDEX runs_by_tenant ON runs(tenant, created_at_ms DESC);
+    CREATE INDEX runs_by_end ON runs(finished_at_ms) WHERE finished_at_ms IS NOT NULL;
+    CREATE INDEX runs_unfinished ON runs(created_at_ms) WHERE state <> 'finished';
+    CREATE TABLE events (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        seq BIGINT NOT NULL,
+        event BYTEA NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE checkpoints (
+        run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+        checkpoint_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        state BYTEA NOT NULL,
+        created_at_ms BIGINT NOT NULL
+    );
+    CREATE TABLE effects (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        call_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        idempotent BOOLEAN NOT NULL,
+        intent_at_ms BIGINT NOT NULL,
+        result BYTEA,
+        pending_changes BYTEA,
+        PRIMARY KEY (run_id, call_id)
+    );
+    CREATE TABLE approvals (
+        ordinal BIGINT GENERATED ALWAYS AS IDENTITY,
+        approval_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        call_id TEXT NOT NULL,
+        request BYTEA NOT NULL,
+        subject TEXT NOT NULL,
+        decision INTEGER,
+        reason TEXT,
+        decided_by TEXT,
+        resolved_at_ms BIGINT
+    );
+    CREATE INDEX approvals_by_call ON approvals(run_id, call_id, ordinal DESC);
+    CREATE TABLE session_grants (
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        grant_key TEXT NOT NULL,
+        PRIMARY KEY (session_id, grant_key)
+    );
+    CREATE TABLE spans (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        span_id TEXT NOT NULL,
+        start_unix_nano BIGINT NOT NULL,
+        span BYTEA NOT NULL,
+        PRIMARY KEY (run_id, span_id)
+    );
+    CREATE TABLE outputs (
+        execution_id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        created_at_ms BIGINT NOT NULL
+    );
+    CREATE INDEX outputs_by_age ON outputs(created_at_ms, execution_id);
+    CREATE INDEX outputs_by_digest ON outputs(digest);
+    CREATE TABLE execution_owners (
+        execution_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        run_id TEXT,
+        started_at_ms BIGINT NOT NULL
+    );
+    CREATE TABLE exchanges (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        ordinal BIGINT NOT NULL,
+        exchange TEXT NOT NULL,
+        PRIMARY KEY (run_id, ordinal)
+    );
+"#];
+
+/// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are
+/// the bytes of "airlock" and a version of the lock's meaning).
+const MIGRATION_LOCK: i64 = 0x6169_726c_6f63_6b01;
+
+/// Brings the database behind `client` to the newest schema.
+pub(super) async fn migrate(client: &mut Object) -> Result<(), String> {
+    let failed = |err: tokio_postgres::Error| super::queries::describe(&err);
+    let transaction = client.transaction().await.map_err(failed)?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(failed)?;
+    transaction
+        .batch_execute("CREATE TABLE IF NOT EXISTS airlock_schema (version INTEGER NOT NULL)")
+        .await
+        .map_err(failed)?;
+    let version: i32 = transaction
+        .query_opt("SELECT version FROM airlock_schema", &[])
+        .await
+        .map_err(failed)?
+        .map_or(0, |row| row.get(0));
+    let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+    if version > known {
+        return Err(format!(
+            "schema version {version} is newer than this daemon knows ({known}); refusing to touch it"
+        ));
+    }
+    for (index, migration) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        transaction.batch_execute(migration).await.map_err(|err| {
+            format!(
+                "migration to schema version {} failed: {}",
+                index + 1,
+                failed(err)
+            )
+        })?;
+    }
+    if version < known {
+        transaction
+            .execute("DELETE FROM airlock_schema", &[])
+            .await
+            .map_err(failed)?;
+        transaction
+            .execute(
+                "INSERT INTO airlock_schema (version) VALUES ($1)",
+                &[&known],
+            )
+            .await
+            .map_err(failed)?;
+    }
+    transaction.commit().await.map_err(failed)
+}

@@ -1,0 +1,235 @@
+//! The PostgreSQL store's writer: one task owns one connection, takes writes from a queue in
+//! the order they were handed over, and commits every write that arrived while the previous
+//! commit ran in one transaction (group commit), as the SQLite store's writer does — a round
+//! trip to the server is the commit's cost, so a busy daemon pays it per batch, not per write.
+//! A write is answered only after its transaction committed.
+//!
+//! Should one write of a batch fail, the transaction is rolled back and the batch run again
+//! with each write inside a savepoint of its own: the failing one is undone alone and
+//! answered with its error, and the others commit.
+//!
+//! Reads do not queue here: they run on the pool's connections, side by side. Each waits,
+//! first, until every write handed over before it was answered (a ticket the writer counts
+//! up), so a read never misses a write its caller handed over earlier, as with SQLite.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use deadpool_postgres::Pool;
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::queries::{Conn, io};
+use crate::store::{Pending, StoreError, StoreResult, batched};
+
+/// The most requests one batch takes: a bound on how long the first of them waits for the
+/// others' statements, far above what a busy daemon queues in one commit's time.
+const MAX_BATCH: usize = 512;
+
+/// A write's statements, as a future made afresh each time they run (they may run twice).
+pub(super) type Work<T> = Box<dyn Fn(Conn) -> BoxFuture<'static, StoreResult<T>> + Send>;
+
+/// A write of a batch: its statements and its caller's answer once the batch is done.
+trait Write: Send {
+    /// Runs the statements inside the batch's transaction; whether they succeeded.
+    fn run(&mut self, connection: Conn) -> BoxFuture<'_, bool>;
+    /// Answers the caller: the last run's outcome, or `failed` when the batch did not commit.
+    fn answer(self: Box<Self>, failed: Option<StoreError>);
+}
+
+struct Request<T> {
+    work: Work<T>,
+    outcome: Option<StoreResult<T>>,
+    answer: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T: Send + 'static> Write for Request<T> {
+    fn run(&mut self, connection: Conn) -> BoxFuture<'_, bool> {
+        let work = (self.work)(connection);
+        async move {
+            let outcome = guarded(work).await;
+            let ok = outcome.is_ok();
+            self.outcome = Some(outcome);
+            ok
+        }
+        .boxed()
+    }
+
+    fn answer(self: Box<Self>, failed: Option<StoreError>) {
+        let _ = self.answer.send(batched(failed, self.outcome));
+    }
+}
+
+/// The writes handed over (by ticket) and answered so far, for reads to wait on.
+struct Tickets {
+    handed: AtomicU64,
+    answered: watch::Sender<u64>,
+}
+
+pub(super) struct Writer {
+    jobs: mpsc::UnboundedSender<(u64, Box<dyn Write>)>,
+    tickets: Arc<Tickets>,
+    pool: Pool,
+}
+
+impl Writer {
+    /// Starts the writer's task on the current runtime; its connection comes from `pool`,
+    /// as do the reads'.
+    pub(super) fn start(pool: Pool) -> Writer {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let tickets = Arc::new(Tickets {
+            handed: AtomicU64::new(0),
+            answered: watch::Sender::new(0),
+        });
+        tokio::spawn(serve(pool.clone(), queue, tickets.clone()));
+        Writer {
+            jobs,
+            tickets,
+            pool,
+        }
+    }
+
+    /// Runs `work` in the next batch's transaction (once, or twice when another write of the
+    /// batch fails); answers after the commit.
+    pub(super) fn write<T: Send + 'static>(
+        &self,
+        work: impl Fn(Conn) -> BoxFuture<'static, StoreResult<T>> + Send + 'static,
+    ) -> Pending<T> {
+        let (answer, pending) = Pending::channel();
+        let request = Box::new(Request {
+            work: Box::new(work),
+            outcome: None,
+            answer,
+        });
+        // The ticket is taken and the write queued under one order: tickets reach the queue
+        // in the order they are counted, so "answered up to N" means every write up to N.
+        let ticket = self.tickets.handed.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.jobs.send((ticket, request)) {
+            Ok(()) => pending,
+            Err(_) => Pending::ready(Err(StoreError::Io("the store has stopped".into()))),
+        }
+    }
+
+    /// Runs `work` on a connection of the pool once every write handed over before it was
+    /// answered.
+    pub(super) fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Conn) -> BoxFuture<'static, StoreResult<T>> + Send + 'static,
+    ) -> Pending<T> {
+        let (answer, pending) = Pending::channel();
+        let ticket = self.tickets.handed.load(Ordering::SeqCst);
+        let mut answered = self.tickets.answered.subscribe();
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            if answered.wait_for(|done| *done >= ticket).await.is_err() {
+                let _ = answer.send(Err(StoreError::Io("the store has stopped".into())));
+                return;
+            }
+            let outcome = match pool.get().await {
+                Ok(connection) => guarded(work(Arc::new(connection))).await,
+                Err(err) => Err(StoreError::Io(format!(
+                    "no connection to the database: {err}"
+                ))),
+            };
+            let _ = answer.send(outcome);
+        });
+        pending
+    }
+}
+
+/// A panic inside a request's work is that request's error, not the end of the store.
+async fn guarded<T>(work: BoxFuture<'static, StoreResult<T>>) -> StoreResult<T> {
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Io(
+                "a store request panicked; the store goes on".into(),
+            ))
+        })
+}
+
+async fn serve(
+    pool: Pool,
+    mut queue: mpsc::UnboundedReceiver<(u64, Box<dyn Write>)>,
+    tickets: Arc<Tickets>,
+) {
+    let mut connection: Option<Conn> = None;
+    let mut batch = Vec::new();
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let last = batch.last().map_or(0, |(ticket, _)| *ticket);
+        let mut writes: Vec<Box<dyn Write>> = batch.drain(..).map(|(_, write)| write).collect();
+        let failed = match writer_connection(&pool, &mut connection).await {
+            Ok(client) => commit_batch(&client, &mut writes).await.err(),
+            Err(error) => Some(error),
+        };
+        for write in writes {
+            write.answer(failed.clone());
+        }
+        tickets.answered.send_replace(last);
+    }
+}
+
+/// The writer's connection: the one it has, or a new one from the pool when that one broke
+/// (a restarted server, a dropped link).
+async fn writer_connection(pool: &Pool, connection: &mut Option<Conn>) -> StoreResult<Conn> {
+    if let Some(client) = connection
+        && !client.is_closed()
+    {
+        return Ok(client.clone());
+    }
+    let client = Arc::new(
+        pool.get()
+            .await
+            .map_err(|err| StoreError::Io(format!("no connection to the database: {err}")))?,
+    );
+    *connection = Some(client.clone());
+    Ok(client)
+}
+
+/// Commits the batch: all of it at once, or — when a write failed — the others without it.
+/// An error only when nothing of the batch was committed.
+async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
+    statement(client, "BEGIN").await?;
+    let mut all = true;
+    for write in writes.iter_mut() {
+        if !write.run(client.clone()).await {
+            all = false;
+            break;
+        }
+    }
+    if !all {
+        statement(client, "ROLLBACK").await?;
+        statement(client, "BEGIN").await?;
+        if let Err(error) = run_apart(client, writes).await {
+            let _ = statement(client, "ROLLBACK").await;
+            return Err(error);
+        }
+    }
+    match statement(client, "COMMIT").await {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            let _ = statement(client, "ROLLBACK").await;
+            Err(error)
+        }
+    }
+}
+
+/// Runs each write in a savepoint of its own, undoing only those that fail.
+async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
+    for write in writes {
+        statement(client, "SAVEPOINT job").await?;
+        if !write.run(client.clone()).await {
+            statement(client, "ROLLBACK TO SAVEPOINT job").await?;
+        }
+        statement(client, "RELEASE SAVEPOINT job").await?;
+    }
+    Ok(())
+}
+
+/// One of the batch's own statements (no parameters: the simple protocol, one round trip).
+async fn statement(client: &Conn, sql: &str) -> StoreResult<()> {
+    client.batch_execute(sql).await.map_err(io)
+}

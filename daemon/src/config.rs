@@ -200,6 +200,9 @@ pub enum StoreBackend {
         /// A libpq-style URL, `postgres://user@host:port/db`; it may hold a password, so it
         /// is never logged whole.
         url: String,
+        /// How long the fleet waits for a daemon that stopped renewing its lease before
+        /// another takes its runs over.
+        lease: Duration,
     },
 }
 
@@ -211,10 +214,25 @@ impl Default for StoreBackend {
     }
 }
 
+/// The lease of a fleet's daemons unless `[store] lease_ms` says otherwise: a run waits this
+/// long for another daemon when its own died, and each daemon renews three times in it, so
+/// a pause of a few seconds (a slow disk, a garbage-collecting database) costs no run.
+const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// The shortest lease `[store] lease_ms` may set: tests take runs over in well under a
+/// second, but below this a renewal's round trip is a fair part of the lease.
+const MIN_LEASE: Duration = Duration::from_millis(100);
+
 impl StoreBackend {
     /// The backend `--store` / `[store] url` names: `sqlite`, or a PostgreSQL URL.
-    fn parse(value: &str, fsync_every_commit: bool) -> Result<StoreBackend, ConfigError> {
+    fn parse(value: &str, file: &StoreFile) -> Result<StoreBackend, ConfigError> {
+        let fsync_every_commit = file.fsync_every_commit;
         if value == "sqlite" {
+            if file.lease_ms.is_some() {
+                return Err(ConfigError::Store(
+                    "[store] lease_ms is a fleet's, on a PostgreSQL store".into(),
+                ));
+            }
             return Ok(StoreBackend::Sqlite { fsync_every_commit });
         }
         if !(value.starts_with("postgres://") || value.starts_with("postgresql://")) {
@@ -229,8 +247,16 @@ impl StoreBackend {
                     .into(),
             ));
         }
+        let lease = file.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
+        if lease < MIN_LEASE {
+            return Err(ConfigError::Store(format!(
+                "[store] lease_ms must be at least {} ms",
+                MIN_LEASE.as_millis()
+            )));
+        }
         Ok(StoreBackend::Postgres {
             url: value.to_owned(),
+            lease,
         })
     }
 }
@@ -242,6 +268,8 @@ pub struct StoreFile {
     pub url: Option<String>,
     #[serde(default)]
     pub fsync_every_commit: bool,
+    /// A fleet's lease in milliseconds (PostgreSQL only; see `DEFAULT_LEASE`).
+    pub lease_ms: Option<u64>,
     /// Delete finished runs, kept outputs and their blobs once this many days old; unset
     /// keeps everything. Zero is refused: it would delete every run as it finishes.
     pub retention_days: Option<std::num::NonZeroU32>,
@@ -493,12 +521,14 @@ impl DaemonConfig {
         let mut auth = file.auth;
         auth.unix_socket_trust |= overrides.unix_socket_trust;
         file.egress.check()?;
-        let store = match overrides.store.as_deref().or(file.store.url.as_deref()) {
-            Some(value) => StoreBackend::parse(value, file.store.fsync_every_commit)?,
-            None => StoreBackend::Sqlite {
-                fsync_every_commit: file.store.fsync_every_commit,
-            },
-        };
+        let store = StoreBackend::parse(
+            overrides
+                .store
+                .as_deref()
+                .or(file.store.url.as_deref())
+                .unwrap_or("sqlite"),
+            &file.store,
+        )?;
         let mut console = file.console;
         console.enabled &= !overrides.no_console;
         if let Some(dir) = overrides.console_dir {
@@ -894,7 +924,10 @@ mod tests {
         };
         assert_eq!(resolve("", None).expect("default"), StoreBackend::default());
         let url = "postgres://airlock@db:5432/airlock";
-        let fleet = StoreBackend::Postgres { url: url.into() };
+        let fleet = StoreBackend::Postgres {
+            url: url.into(),
+            lease: DEFAULT_LEASE,
+        };
         assert_eq!(
             resolve(&format!("[store]\nurl = \"{url}\""), None).expect("file"),
             fleet
@@ -909,6 +942,18 @@ mod tests {
         assert!(err.to_string().contains("postgres://"), "{err}");
         let err = resolve("[store]\nfsync_every_commit = true", Some(url)).expect_err("SQLite's");
         assert!(err.to_string().contains("synchronous_commit"), "{err}");
+        let short = resolve("[store]\nlease_ms = 250", Some(url)).expect("a short lease");
+        assert_eq!(
+            short,
+            StoreBackend::Postgres {
+                url: url.into(),
+                lease: Duration::from_millis(250)
+            }
+        );
+        let err = resolve("[store]\nlease_ms = 5", Some(url)).expect_err("too short");
+        assert!(err.to_string().contains("at least 100 ms"), "{err}");
+        let err = resolve("[store]\nlease_ms = 500", None).expect_err("a fleet's");
+        assert!(err.to_string().contains("fleet"), "{err}");
     }
 
     #[test]

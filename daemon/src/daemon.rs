@@ -17,10 +17,11 @@ use crate::engine::Engines;
 use crate::engine::mcp::McpEngine;
 use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
+use crate::fleet::Fleet;
 use crate::output::{KeptLimits, KeptOutputs};
 use crate::profile::Profiles;
 use crate::retention::Retention;
-use crate::store::{PostgresStore, SqliteStore, Store, StoreError, StoreOptions};
+use crate::store::{Leases, PostgresStore, SqliteStore, Store, StoreError, StoreOptions};
 use crate::tools::{Executor, Registry, ToolLoadError};
 use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
 use crate::trace::{SpanSink, Tracer};
@@ -82,6 +83,8 @@ pub struct Daemon {
     executor: Arc<Executor>,
     agents: Arc<AgentRuntime>,
     store: Arc<dyn Store>,
+    /// The fleet this daemon is a node of, when its store is shared.
+    fleet: Option<Arc<Fleet>>,
     tenants: Arc<api::Tenants>,
     refused: Vec<ToolLoadError>,
     otlp: Option<Arc<OtlpExporter>>,
@@ -167,16 +170,7 @@ impl Daemon {
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
-        let store: Arc<dyn Store> = match &config.store {
-            StoreBackend::Sqlite { fsync_every_commit } => Arc::new(SqliteStore::open(
-                &config.state_dir.join(STORE_FILE),
-                &StoreOptions {
-                    fsync_every_commit: *fsync_every_commit,
-                    ..StoreOptions::default()
-                },
-            )?),
-            StoreBackend::Postgres { url } => Arc::new(PostgresStore::connect(url).await?),
-        };
+        let (store, leases) = open_store(&config.store, &config.state_dir).await?;
         let kept = KeptOutputs::open(
             &config.state_dir.join(OUTPUTS_DIR),
             store.clone(),
@@ -212,12 +206,15 @@ impl Daemon {
             executor.clone(),
             &agents,
         )));
+        let fleet =
+            leases.map(|(leases, lease)| Arc::new(Fleet::new(leases, agents.clone(), lease)));
         Ok(Daemon {
             config,
             mcp_listener: std::sync::Mutex::new(None),
             executor,
             agents,
             store,
+            fleet,
             tenants,
             refused,
             otlp,
@@ -298,15 +295,24 @@ impl Daemon {
         listener: api::Listener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
-        // Runs a previous daemon left unfinished go on from their checkpoints.
-        let resumed = self
-            .agents
-            .resume_unfinished()
-            .await
-            .map_err(|err| match err {
-                crate::agent::AgentError::Store(store) => StartError::Store(store),
-                other => StartError::Resume(other.to_string()),
-            })?;
+        // Runs a previous daemon left unfinished go on from their checkpoints: on a store of
+        // its own, every one; in a fleet, those whose daemon's lease lapsed.
+        let resuming = async {
+            self.agents.load_session_grants().await?;
+            match &self.fleet {
+                Some(fleet) => fleet.join().await,
+                None => self.agents.resume_unfinished().await,
+            }
+        };
+        let resumed = resuming.await.map_err(|err| match err {
+            crate::agent::AgentError::Store(store) => StartError::Store(store),
+            other => StartError::Resume(other.to_string()),
+        })?;
+        let in_fleet = CancellationToken::new();
+        let leaving = self
+            .fleet
+            .clone()
+            .map(|fleet| tokio::spawn(fleet.serve(in_fleet.clone())));
         let tls = self
             .config
             .tls
@@ -373,29 +379,69 @@ impl Daemon {
             console: self.config.console.clone(),
         };
         let server = api::serve(services, listener, access, shutdown);
-        tokio::pin!(server);
-        tokio::select! {
-            result = &mut server => return Ok(result?),
-            _ = stopping_rx => {}
+        let served = drain(server, stopping_rx, grace, &executor).await;
+        // Stopped: the fleet may take this daemon's unfinished runs over at once.
+        in_fleet.cancel();
+        if let Some(leaving) = leaving {
+            let _ = leaving.await;
         }
-        // The server is draining; give running calls their grace, then cut them off so the
-        // drain completes. Runs are not cancelled: they are recorded, and the next daemon
-        // resumes them.
-        tokio::select! {
-            result = &mut server => return Ok(result?),
-            () = tokio::time::sleep(grace) => {
-                tracing::warn!(running = executor.running(), "grace period over; cancelling running calls");
-                executor.cancel_all();
-            }
+        served
+    }
+}
+
+/// A shared store's leases, and how long each lasts.
+type FleetLeases = (Arc<dyn Leases>, std::time::Duration);
+
+/// The store the configuration names, with its leases when a fleet shares it.
+async fn open_store(
+    backend: &StoreBackend,
+    state_dir: &std::path::Path,
+) -> Result<(Arc<dyn Store>, Option<FleetLeases>), StartError> {
+    Ok(match backend {
+        StoreBackend::Sqlite { fsync_every_commit } => (
+            Arc::new(SqliteStore::open(
+                &state_dir.join(STORE_FILE),
+                &StoreOptions {
+                    fsync_every_commit: *fsync_every_commit,
+                    ..StoreOptions::default()
+                },
+            )?),
+            None,
+        ),
+        StoreBackend::Postgres { url, lease } => {
+            let shared = Arc::new(PostgresStore::connect(url, *lease).await?);
+            (shared.clone(), Some((shared as Arc<dyn Leases>, *lease)))
         }
-        // Clients that keep streams open (a follower of a finished run, an idle approver
-        // console) would hold the drain forever: past a last moment, connections are dropped.
-        tokio::select! {
-            result = &mut server => Ok(result?),
-            () = tokio::time::sleep(FINAL_DRAIN) => {
-                tracing::warn!("closing the connections still open");
-                Ok(())
-            }
+    })
+}
+
+/// Serves until the shutdown signal, then drains: running calls get their grace and are cut
+/// off after it. Runs are not cancelled: they are recorded, and the next daemon resumes them.
+async fn drain(
+    server: impl Future<Output = Result<(), api::ServeError>>,
+    stopping: tokio::sync::oneshot::Receiver<()>,
+    grace: std::time::Duration,
+    executor: &Executor,
+) -> Result<(), StartError> {
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => return Ok(result?),
+        _ = stopping => {}
+    }
+    tokio::select! {
+        result = &mut server => return Ok(result?),
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!(running = executor.running(), "grace period over; cancelling running calls");
+            executor.cancel_all();
+        }
+    }
+    // Clients that keep streams open (a follower of a finished run, an idle approver
+    // console) would hold the drain forever: past a last moment, connections are dropped.
+    tokio::select! {
+        result = &mut server => Ok(result?),
+        () = tokio::time::sleep(FINAL_DRAIN) => {
+            tracing::warn!("closing the connections still open");
+            Ok(())
         }
     }
 }

@@ -127,6 +127,11 @@ id_type!(
     /// One execution of a tool (a direct call, or a run's).
     ExecutionId, "exe", "execution"
 );
+id_type!(
+    /// One daemon of a fleet, for the life of its process: the owner of the runs it
+    /// executes, by a lease in the shared store.
+    NodeId, "nod", "node"
+);
 
 /// A run's trace: 32 hex digits without a prefix, the form OpenTelemetry gives trace ids.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -16,6 +16,7 @@ mod daemon;
 mod domain;
 mod egress;
 mod engine;
+mod fleet;
 mod http_client;
 mod ids;
 mod output;

@@ -682,24 +682,38 @@ impl AgentRuntime {
         Ok(live)
     }
 
-    /// Takes up every run a previous daemon left unfinished, each from its last checkpoint.
-    /// Returns how many were resumed; a run that cannot be is finished with the reason.
-    pub async fn resume_unfinished(&self) -> Result<usize, AgentError> {
+    /// Loads the approvals granted for whole sessions, as a daemon starts.
+    pub async fn load_session_grants(&self) -> Result<(), AgentError> {
         for grant in self.shared.store.session_grants().await? {
             self.shared.approvals.add_session_grant(grant);
         }
+        Ok(())
+    }
+
+    /// Takes up every run a previous daemon left unfinished, each from its last checkpoint.
+    /// Returns how many were resumed.
+    pub async fn resume_unfinished(&self) -> Result<usize, AgentError> {
         let mut resumed = 0;
         for record in self.shared.store.unfinished_runs().await? {
-            match self.resume(&record).await {
-                Ok(true) => resumed += 1,
-                Ok(false) => {}
-                Err(err) => {
-                    tracing::error!(run = %record.run_id, error = %err, "cannot resume run; finishing it");
-                    self.give_up(&record, &err).await?;
-                }
+            if self.take_over(&record).await? {
+                resumed += 1;
             }
         }
         Ok(resumed)
+    }
+
+    /// Takes up one run another daemon (or this one's previous life) left unfinished, from
+    /// its last checkpoint; false when its log shows it had finished. A run that cannot be
+    /// resumed is finished with the reason.
+    pub async fn take_over(&self, record: &RunRecord) -> Result<bool, AgentError> {
+        match self.resume(record).await {
+            Ok(resumed) => Ok(resumed),
+            Err(err) => {
+                tracing::error!(run = %record.run_id, error = %err, "cannot resume run; finishing it");
+                self.give_up(record, &err).await?;
+                Ok(false)
+            }
+        }
     }
 
     /// Ends a run that cannot be resumed, saying why.

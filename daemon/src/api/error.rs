@@ -162,6 +162,8 @@ fn store_code(store: &StoreError) -> Code {
         StoreError::UnknownRun(_) => Code::NotFound,
         // Only a bug of the daemon writes out of order.
         StoreError::OutOfOrder { .. } => Code::Internal,
+        // Another daemon holds the run now; asking that one (or again) succeeds.
+        StoreError::Fenced { .. } => Code::Aborted,
     }
 }
 

@@ -393,6 +393,7 @@ async fn checkpoints_effects_approvals_and_grants_round_trip(store: &dyn Store, 
         arguments: "{}".into(),
         idempotent: false,
         intent_at_ms: 6,
+        timeout_ms: Some(30_000),
         result: None,
         pending_changes: None,
     };

@@ -28,7 +28,7 @@ use airlock_proto::v1 as pb;
 use tokio::sync::oneshot;
 
 use crate::domain::{DecidedBy, Decision, StopReason, Usage};
-use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId, TraceId};
+use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId, TraceId};
 
 #[cfg(test)]
 pub use conformance::{conformance, recorded_run};
@@ -139,6 +139,9 @@ pub struct Effect {
     pub arguments: String,
     pub idempotent: bool,
     pub intent_at_ms: i64,
+    /// The longest the call may run from its intent (none in entries from before it was
+    /// kept): in a fleet, no daemon takes the run over while the call might still act.
+    pub timeout_ms: Option<u64>,
     pub result: Option<pb::ToolResult>,
     /// The call's change set, as it was about to be applied: after a crash, which of its
     /// paths reached the workspace is found by comparing them with it.
@@ -220,6 +223,10 @@ pub enum StoreError {
     OutOfOrder { run_id: String, seq: u64, last: u64 },
     #[error("a stored record cannot be decoded: {0}")]
     Corrupt(String),
+    /// The run's write was refused: another daemon of the fleet took the run over (this
+    /// daemon's lease on it lapsed), so nothing more of it is this daemon's to record.
+    #[error("run {run_id} was taken over by another daemon; this one no longer writes for it")]
+    Fenced { run_id: String },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -401,4 +408,27 @@ pub trait Store: Send + Sync {
     /// everything recorded for them, and the sessions left without runs; at most `limit`
     /// runs at a time.
     fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted>;
+}
+
+/// What a store that several daemons share offers beyond [`Store`]: each daemon's lease,
+/// and the runs it owns under it. A run belongs to the daemon that created or last claimed
+/// it; a claim moves it on only once its owner's lease lapsed, and raises the run's epoch,
+/// so every later write of the previous owner for that run is refused
+/// ([`StoreError::Fenced`]) — the database's transactions, not a consensus layer of ours,
+/// decide who owns what. Times are the database server's clock, so the daemons' clocks
+/// need not agree.
+pub trait Leases: Send + Sync {
+    /// This daemon, as the store knows it.
+    fn node(&self) -> &NodeId;
+    /// Extends this daemon's lease to `lease` from now.
+    fn renew(&self, lease: std::time::Duration) -> Pending<()>;
+    /// Gives the lease up, as a daemon stops: its unfinished runs may be claimed at once.
+    fn release(&self) -> Pending<()>;
+    /// Claims for this daemon at most `limit` unfinished runs whose owner's lease lapsed and
+    /// none of whose calls in flight may still be running (their timeout since their intent
+    /// has passed), leaving out `skip`. No two daemons ever claim the same run: a claim is
+    /// one transaction that takes each run's row lock and skips rows another claim holds.
+    fn claim(&self, limit: usize, skip: &[RunId]) -> Pending<Vec<RunRecord>>;
+    /// Gives up a run this daemon claimed but cannot execute, so another may claim it.
+    fn disown(&self, run_id: &RunId) -> Pending<()>;
 }

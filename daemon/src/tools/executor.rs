@@ -210,7 +210,7 @@ impl Executor {
             }
             .into());
         }
-        let mut timeout = tool.manifest.timeout.min(tool.profile.limits.wall_time);
+        let mut timeout = tool.timeout();
         if let Some(requested) = request.timeout.filter(|t| !t.is_zero()) {
             timeout = timeout.min(requested);
         }

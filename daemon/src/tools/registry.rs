@@ -38,6 +38,11 @@ impl Tool {
     pub fn digest(&self) -> &str {
         self.loaded.digest()
     }
+
+    /// The longest a call may run: its manifest's timeout within its profile's wall time.
+    pub fn timeout(&self) -> std::time::Duration {
+        self.manifest.timeout.min(self.profile.limits.wall_time)
+    }
 }
 
 impl std::fmt::Debug for Tool {

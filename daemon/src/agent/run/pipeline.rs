@@ -381,6 +381,9 @@ impl RunLoop {
                 arguments: valid.canonical.clone(),
                 idempotent: valid.tool.manifest.idempotent,
                 intent_at_ms: ids::now_ms(),
+                timeout_ms: Some(
+                    u64::try_from(valid.tool.timeout().as_millis()).unwrap_or(u64::MAX),
+                ),
                 result: None,
                 pending_changes: None,
             });

@@ -1,6 +1,8 @@
 //! The fleet's store: a PostgreSQL database several daemons share, migrated at start
 //! ([`schema`]), written through one connection per daemon with group commit ([`writer`])
-//! and read through a pool of connections.
+//! and read through a pool of connections. Each daemon is a node of the fleet with a lease
+//! ([`leases`]); the runs it created or claimed are its own, and its writes for them are
+//! fenced by the epoch it holds each at.
 //!
 //! Durability is the server's: a write is answered after its transaction's `COMMIT`
 //! returned, which with PostgreSQL's defaults (`synchronous_commit = on`) means it reached
@@ -9,11 +11,14 @@
 //! The connection is plain TCP or a Unix socket: TLS to the database is not offered yet, and
 //! a URL that asks for it (`sslmode=require`) is refused rather than silently sent in clear.
 
+mod leases;
 mod queries;
 mod schema;
 mod writer;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use airlock_proto::v1 as pb;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -23,13 +28,14 @@ use tokio_postgres::config::{Host, SslMode};
 
 use super::rows::EventRow;
 use super::{
-    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, Pending,
+    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, Leases, OutputRecord, Pending,
     RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
     SessionSummary, Store, StoreError, StoreResult,
 };
 use crate::domain::Usage;
-use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
-use writer::Writer;
+use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId};
+use queries::Conn;
+use writer::{Fence, Writer};
 
 /// Connections a daemon keeps to the database: one is the writer's, the others serve reads
 /// side by side (attached clients' catch-up, listings). A fleet of a few daemons stays far
@@ -38,17 +44,30 @@ const POOL_SIZE: usize = 16;
 
 pub struct PostgresStore {
     writer: Writer,
+    pool: Pool,
+    node: NodeId,
+    /// The runs this node owns and the epoch it holds each at: its writes for them are
+    /// fenced by it. A run leaves when it finishes (no claim takes a finished run).
+    owned: Arc<Mutex<HashMap<RunId, i64>>>,
 }
 
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user@host:port/db`, as libpq takes
-    /// it), and migrates it. Needs a Tokio runtime: the writer and the pool's connections
-    /// run on it.
-    pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
-        let config: tokio_postgres::Config = url.parse().map_err(|err| StoreError::Open {
+    /// it) as a new node of the fleet, and migrates it. Needs a Tokio runtime: the writer
+    /// and the pool's connections run on it. `lease` is how long the fleet waits for a node
+    /// that stopped renewing: the server ends a transaction left open that long (a daemon
+    /// stopped in the middle of one), so its row locks do not hold a takeover up.
+    pub async fn connect(url: &str, lease: Duration) -> StoreResult<PostgresStore> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|err| StoreError::Open {
             path: "the PostgreSQL URL".into(),
             message: format!("not a PostgreSQL connection string: {err}"),
         })?;
+        let idle_ms = lease.as_millis().max(1);
+        let options = format!(
+            "{} -c idle_in_transaction_session_timeout={idle_ms}",
+            config.get_options().unwrap_or_default()
+        );
+        config.options(options.trim_start());
         let shown = shown(&config);
         let open_error = |message: String| StoreError::Open {
             path: shown.clone(),
@@ -85,8 +104,104 @@ impl PostgresStore {
             })?;
         drop(client);
         Ok(PostgresStore {
-            writer: Writer::start(pool),
+            writer: Writer::start(pool.clone()),
+            pool,
+            node: NodeId::new(),
+            owned: Arc::default(),
         })
+    }
+
+    /// The fence of a write for `run_id`: none for a run this node does not own (a finished
+    /// one, or one it never had).
+    fn fence(&self, run_id: &RunId) -> Option<Fence> {
+        let owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+        owned.get(run_id).map(|&epoch| Fence {
+            run_id: run_id.to_string(),
+            node: self.node.to_string(),
+            epoch,
+        })
+    }
+
+    fn fence_of(&self, run_id: &str) -> Option<Fence> {
+        self.fence(&RunId::from_stored(run_id))
+    }
+
+    fn own(&self, run_id: &RunId, epoch: i64) {
+        self.owned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(run_id.clone(), epoch);
+    }
+
+    /// Runs a lease statement on a connection of the pool.
+    fn on_pool<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Conn) -> futures::future::BoxFuture<'static, StoreResult<T>> + Send + 'static,
+    ) -> Pending<T> {
+        let (answer, pending) = Pending::channel();
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let outcome = match pool.get().await {
+                Ok(connection) => work(Arc::new(connection)).await,
+                Err(err) => Err(StoreError::Io(format!(
+                    "no connection to the database: {err}"
+                ))),
+            };
+            let _ = answer.send(outcome);
+        });
+        pending
+    }
+}
+
+impl Leases for PostgresStore {
+    fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    fn renew(&self, lease: Duration) -> Pending<()> {
+        let node = self.node.clone();
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2);
+        self.on_pool(move |c| leases::renew(c, node, lease_ms).boxed())
+    }
+
+    fn release(&self) -> Pending<()> {
+        let node = self.node.clone();
+        self.on_pool(move |c| leases::release(c, node).boxed())
+    }
+
+    fn claim(&self, limit: usize, skip: &[RunId]) -> Pending<Vec<RunRecord>> {
+        let node = self.node.clone();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let skip: Vec<String> = skip.iter().map(RunId::to_string).collect();
+        let (answer, pending) = Pending::channel();
+        let claimed = self.on_pool(move |c| leases::claim(c, node, limit, skip).boxed());
+        let owned = self.owned.clone();
+        tokio::spawn(async move {
+            let outcome = claimed.await.map(|runs| {
+                let mut owned = owned.lock().unwrap_or_else(PoisonError::into_inner);
+                runs.into_iter()
+                    .map(|(run, epoch)| {
+                        owned.insert(run.run_id.clone(), epoch);
+                        run
+                    })
+                    .collect()
+            });
+            let _ = answer.send(outcome);
+        });
+        pending
+    }
+
+    fn disown(&self, run_id: &RunId) -> Pending<()> {
+        let Some(epoch) = self
+            .owned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(run_id)
+        else {
+            return Pending::ready(Ok(()));
+        };
+        let (node, run_id) = (self.node.clone(), run_id.clone());
+        self.on_pool(move |c| leases::disown(c, node, run_id, epoch).boxed())
     }
 }
 
@@ -105,8 +220,9 @@ fn shown(config: &tokio_postgres::Config) -> String {
 impl Store for PostgresStore {
     fn create_session(&self, session: &SessionRecord) -> Pending<()> {
         let session = session.clone();
-        self.writer
-            .write(move |c| queries::create_session(c, session.clone()).boxed())
+        self.writer.write(None, move |c| {
+            queries::create_session(c, session.clone()).boxed()
+        })
     }
 
     fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>> {
@@ -133,9 +249,12 @@ impl Store for PostgresStore {
     }
 
     fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()> {
-        let (run, first) = (run.clone(), first.clone());
-        self.writer
-            .write(move |c| queries::create_run(c, run.clone(), first.clone()).boxed())
+        let (run, first, node) = (run.clone(), first.clone(), self.node.clone());
+        self.own(&run.run_id, queries::FIRST_EPOCH);
+        // Unfenced: the run is new, and its row says whose it is.
+        self.writer.write(None, move |c| {
+            queries::create_run(c, run.clone(), first.clone(), node.clone()).boxed()
+        })
     }
 
     fn run(&self, run_id: &RunId) -> Pending<Option<RunRecord>> {
@@ -156,26 +275,36 @@ impl Store for PostgresStore {
 
     fn set_run_state(&self, run_id: &RunId, state: RunState) -> Pending<()> {
         let run_id = run_id.clone();
-        self.writer
-            .write(move |c| queries::set_run_state(c, run_id.clone(), state).boxed())
+        self.writer.write(self.fence(&run_id), move |c| {
+            queries::set_run_state(c, run_id.clone(), state).boxed()
+        })
     }
 
     fn update_progress(&self, run_id: &RunId, steps: u32, usage: &Usage) -> Pending<()> {
         let (run_id, usage) = (run_id.clone(), *usage);
-        self.writer
-            .write(move |c| queries::update_progress(c, run_id.clone(), steps, usage).boxed())
+        self.writer.write(self.fence(&run_id), move |c| {
+            queries::update_progress(c, run_id.clone(), steps, usage).boxed()
+        })
     }
 
     fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()> {
         let (run_id, end) = (run_id.clone(), end.clone());
-        self.writer
-            .write(move |c| queries::finish_run(c, run_id.clone(), end.clone()).boxed())
+        let fence = self.fence(&run_id);
+        // Finished, the run is no claim's: what is written for it later needs no fence.
+        self.owned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&run_id);
+        self.writer.write(fence, move |c| {
+            queries::finish_run(c, run_id.clone(), end.clone()).boxed()
+        })
     }
 
     fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
         let row = Arc::new(EventRow::new(event, spans));
-        self.writer
-            .write(move |c| queries::append_event(c, row.clone()).boxed())
+        self.writer.write(self.fence_of(&event.run_id), move |c| {
+            queries::append_event(c, row.clone()).boxed()
+        })
     }
 
     fn events_after(
@@ -196,8 +325,9 @@ impl Store for PostgresStore {
 
     fn save_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint) -> Pending<()> {
         let (run_id, checkpoint) = (run_id.clone(), checkpoint.clone());
-        self.writer
-            .write(move |c| queries::save_checkpoint(c, run_id.clone(), checkpoint.clone()).boxed())
+        self.writer.write(self.fence(&run_id), move |c| {
+            queries::save_checkpoint(c, run_id.clone(), checkpoint.clone()).boxed()
+        })
     }
 
     fn latest_checkpoint(&self, run_id: &RunId) -> Pending<Option<Checkpoint>> {
@@ -208,8 +338,9 @@ impl Store for PostgresStore {
 
     fn record_intent(&self, effect: &Effect) -> Pending<()> {
         let effect = effect.clone();
-        self.writer
-            .write(move |c| queries::record_intent(c, effect.clone()).boxed())
+        self.writer.write(self.fence(&effect.run_id), move |c| {
+            queries::record_intent(c, effect.clone()).boxed()
+        })
     }
 
     fn record_effect_result(
@@ -219,7 +350,7 @@ impl Store for PostgresStore {
         result: &pb::ToolResult,
     ) -> Pending<()> {
         let (run_id, call_id, result) = (run_id.clone(), call_id.clone(), result.clone());
-        self.writer.write(move |c| {
+        self.writer.write(self.fence(&run_id), move |c| {
             queries::record_effect_result(c, run_id.clone(), call_id.clone(), result.clone())
                 .boxed()
         })
@@ -232,7 +363,7 @@ impl Store for PostgresStore {
         changes: &pb::ChangeSet,
     ) -> Pending<()> {
         let (run_id, call_id, changes) = (run_id.clone(), call_id.clone(), changes.clone());
-        self.writer.write(move |c| {
+        self.writer.write(self.fence(&run_id), move |c| {
             queries::record_pending_changes(c, run_id.clone(), call_id.clone(), changes.clone())
                 .boxed()
         })
@@ -246,8 +377,9 @@ impl Store for PostgresStore {
 
     fn save_approval(&self, request: &pb::ApprovalRequest) -> Pending<()> {
         let request = request.clone();
-        self.writer
-            .write(move |c| queries::save_approval(c, request.clone()).boxed())
+        self.writer.write(self.fence_of(&request.run_id), move |c| {
+            queries::save_approval(c, request.clone()).boxed()
+        })
     }
 
     fn resolve_approval(
@@ -256,7 +388,7 @@ impl Store for PostgresStore {
         resolution: &ApprovalResolution,
     ) -> Pending<()> {
         let (approval_id, resolution) = (approval_id.clone(), resolution.clone());
-        self.writer.write(move |c| {
+        self.writer.write(None, move |c| {
             queries::resolve_approval(c, approval_id.clone(), resolution.clone()).boxed()
         })
     }
@@ -273,7 +405,7 @@ impl Store for PostgresStore {
 
     fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
         let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
-        self.writer.write(move |c| {
+        self.writer.write(None, move |c| {
             queries::add_session_grant(c, session_id.clone(), grant_key.clone()).boxed()
         })
     }
@@ -290,8 +422,9 @@ impl Store for PostgresStore {
 
     fn record_exchange(&self, run_id: &RunId, exchange: &str) -> Pending<()> {
         let (run_id, exchange) = (run_id.clone(), exchange.to_owned());
-        self.writer
-            .write(move |c| queries::record_exchange(c, run_id.clone(), exchange.clone()).boxed())
+        self.writer.write(self.fence(&run_id), move |c| {
+            queries::record_exchange(c, run_id.clone(), exchange.clone()).boxed()
+        })
     }
 
     fn exchanges(&self, run_id: &RunId) -> Pending<Vec<String>> {
@@ -302,8 +435,9 @@ impl Store for PostgresStore {
 
     fn record_output(&self, output: &OutputRecord) -> Pending<()> {
         let output = output.clone();
-        self.writer
-            .write(move |c| queries::record_output(c, output.clone()).boxed())
+        self.writer.write(None, move |c| {
+            queries::record_output(c, output.clone()).boxed()
+        })
     }
 
     fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>> {
@@ -324,8 +458,9 @@ impl Store for PostgresStore {
 
     fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()> {
         let execution_id = execution_id.clone();
-        self.writer
-            .write(move |c| queries::remove_output(c, execution_id.clone()).boxed())
+        self.writer.write(None, move |c| {
+            queries::remove_output(c, execution_id.clone()).boxed()
+        })
     }
 
     fn output_references(&self, digest: &str) -> Pending<u64> {
@@ -340,7 +475,7 @@ impl Store for PostgresStore {
         owner: &ExecutionOwner,
     ) -> Pending<()> {
         let (execution_id, owner) = (execution_id.clone(), owner.clone());
-        self.writer.write(move |c| {
+        self.writer.write(None, move |c| {
             queries::record_execution_owner(c, execution_id.clone(), owner.clone()).boxed()
         })
     }
@@ -352,13 +487,15 @@ impl Store for PostgresStore {
     }
 
     fn forget_executions(&self, before_ms: i64) -> Pending<u64> {
-        self.writer
-            .write(move |c| queries::forget_executions(c, before_ms).boxed())
+        self.writer.write(None, move |c| {
+            queries::forget_executions(c, before_ms).boxed()
+        })
     }
 
     fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted> {
-        self.writer
-            .write(move |c| queries::delete_finished_runs(c, before_ms, limit).boxed())
+        self.writer.write(None, move |c| {
+            queries::delete_finished_runs(c, before_ms, limit).boxed()
+        })
     }
 }
 
@@ -401,10 +538,14 @@ mod tests {
     use super::*;
     use crate::store::conformance;
 
+    const TEST_LEASE: Duration = Duration::from_secs(5);
+
     #[tokio::test]
     async fn the_postgres_store_passes_the_conformance_suite() {
         let url = testing::fresh_database().await;
-        let store = PostgresStore::connect(&url).await.expect("connects");
+        let store = PostgresStore::connect(&url, TEST_LEASE)
+            .await
+            .expect("connects");
         conformance(&store).await;
     }
 
@@ -412,9 +553,9 @@ mod tests {
     async fn daemons_starting_together_migrate_once() {
         let url = testing::fresh_database().await;
         let (a, b, c) = tokio::join!(
-            PostgresStore::connect(&url),
-            PostgresStore::connect(&url),
-            PostgresStore::connect(&url),
+            PostgresStore::connect(&url, TEST_LEASE),
+            PostgresStore::connect(&url, TEST_LEASE),
+            PostgresStore::connect(&url, TEST_LEASE),
         );
         for store in [a, b, c] {
             let store = store.expect("each daemon opens the store");
@@ -425,7 +566,11 @@ mod tests {
     #[tokio::test]
     async fn a_database_newer_than_the_daemon_is_refused() {
         let url = testing::fresh_database().await;
-        drop(PostgresStore::connect(&url).await.expect("connects"));
+        drop(
+            PostgresStore::connect(&url, TEST_LEASE)
+                .await
+                .expect("connects"),
+        );
         let (client, connection) = tokio_postgres::connect(&url, NoTls)
             .await
             .expect("connects");
@@ -434,7 +579,7 @@ mod tests {
             .batch_execute("UPDATE airlock_schema SET version = 99")
             .await
             .expect("version");
-        let Err(error) = PostgresStore::connect(&url).await else {
+        let Err(error) = PostgresStore::connect(&url, TEST_LEASE).await else {
             panic!("a newer schema was opened");
         };
         assert!(
@@ -445,11 +590,13 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_server_or_a_bad_url_is_a_clear_error() {
-        let Err(error) = PostgresStore::connect("postgres://nobody@127.0.0.1:1/none").await else {
+        let Err(error) =
+            PostgresStore::connect("postgres://nobody@127.0.0.1:1/none", TEST_LEASE).await
+        else {
             panic!("connected to nothing");
         };
         assert!(error.to_string().contains("cannot connect"), "{error}");
-        let Err(error) = PostgresStore::connect("not a url at all =").await else {
+        let Err(error) = PostgresStore::connect("not a url at all =", TEST_LEASE).await else {
             panic!("a bad URL was taken");
         };
         assert!(
@@ -458,8 +605,11 @@ mod tests {
                 .contains("not a PostgreSQL connection string"),
             "{error}"
         );
-        let Err(error) =
-            PostgresStore::connect("postgres://u:secret@127.0.0.1:1/db?sslmode=require").await
+        let Err(error) = PostgresStore::connect(
+            "postgres://u:secret@127.0.0.1:1/db?sslmode=require",
+            TEST_LEASE,
+        )
+        .await
         else {
             panic!("TLS was asked for and not refused");
         };
@@ -470,7 +620,9 @@ mod tests {
     #[tokio::test]
     async fn a_write_that_fails_is_undone_alone_and_the_batch_commits() {
         let url = testing::fresh_database().await;
-        let store = PostgresStore::connect(&url).await.expect("connects");
+        let store = PostgresStore::connect(&url, TEST_LEASE)
+            .await
+            .expect("connects");
         let session = crate::store::conformance::session("batch", 1);
         // Three writes handed over together: the middle one is a duplicate.
         let first = store.create_session(&session);

@@ -13,7 +13,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, ToSql};
 
 use crate::domain::Usage;
-use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
+use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId};
 use crate::pause::{self, Point};
 use crate::store::rows::{
     EventRow, RawRun, RawSession, corrupt, decode, page, resolution, workspace_column,
@@ -30,7 +30,15 @@ pub(super) type Conn = Arc<Object>;
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
-const RUN_COLUMNS: &str = "run_id, session_id, state, start, model, workspace, trace_id, created_at_ms, \
+/// The epoch a run is created at; each claim raises it.
+pub(super) const FIRST_EPOCH: i64 = 1;
+
+/// How much later than its intent's time plus its timeout a call may still act: the time
+/// between the intent and the call's start (its sandbox made, its module instantiated) —
+/// milliseconds as a rule, a second on a host under load.
+const CALL_START_MARGIN_MS: i64 = 1_000;
+
+pub(super) const RUN_COLUMNS: &str = "run_id, session_id, state, start, model, workspace, trace_id, created_at_ms, \
      finished_at_ms, stop_reason, stop_detail, final_text, usage, steps, last_seq, tenant";
 
 /// The server's own words for an error (tokio-postgres's `Display` says only "db error").
@@ -79,7 +87,7 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult<T> {
     row.try_get(index).map_err(corrupt)
 }
 
-fn raw_run(row: &Row) -> StoreResult<RawRun> {
+pub(super) fn raw_run(row: &Row) -> StoreResult<RawRun> {
     Ok(RawRun {
         run_id: get(row, 0)?,
         session_id: get(row, 1)?,
@@ -203,7 +211,13 @@ pub(super) async fn list_sessions(
     }))
 }
 
-pub(super) async fn create_run(c: Conn, run: RunRecord, first: pb::RunEvent) -> StoreResult<()> {
+/// Records a run owned by `node`, at the first epoch.
+pub(super) async fn create_run(
+    c: Conn,
+    run: RunRecord,
+    first: pb::RunEvent,
+    node: NodeId,
+) -> StoreResult<()> {
     if first.run_id != run.run_id.as_str() || first.seq != 1 {
         return Err(StoreError::OutOfOrder {
             run_id: first.run_id.clone(),
@@ -214,8 +228,8 @@ pub(super) async fn create_run(c: Conn, run: RunRecord, first: pb::RunEvent) -> 
     execute(
         &c,
         &format!(
-            "INSERT INTO runs ({RUN_COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+            "INSERT INTO runs ({RUN_COLUMNS}, owner, epoch)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, {FIRST_EPOCH})"
         ),
         &[
             &run.run_id.as_str(),
@@ -234,6 +248,7 @@ pub(super) async fn create_run(c: Conn, run: RunRecord, first: pb::RunEvent) -> 
             &i64::from(run.steps),
             &seq_param(first.seq),
             &run.tenant,
+            &node.as_str(),
         ],
     )
     .await?;
@@ -465,8 +480,9 @@ pub(super) async fn latest_checkpoint(c: Conn, run_id: RunId) -> StoreResult<Opt
 pub(super) async fn record_intent(c: Conn, effect: Effect) -> StoreResult<()> {
     execute(
         &c,
-        "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms,
+                              timeout_ms, deadline_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, airlock_now_ms() + $7 + $8)",
         &[
             &effect.run_id.as_str(),
             &effect.call_id.as_str(),
@@ -474,6 +490,10 @@ pub(super) async fn record_intent(c: Conn, effect: Effect) -> StoreResult<()> {
             &effect.arguments,
             &effect.idempotent,
             &effect.intent_at_ms,
+            &effect
+                .timeout_ms
+                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX / 2)),
+            &CALL_START_MARGIN_MS,
         ],
     )
     .await
@@ -532,8 +552,8 @@ pub(super) async fn record_pending_changes(
 pub(super) async fn effect(c: Conn, run_id: RunId, call_id: CallId) -> StoreResult<Option<Effect>> {
     let Some(row) = query_opt(
         &c,
-        "SELECT tool, arguments, idempotent, intent_at_ms, result, pending_changes FROM effects
-         WHERE run_id = $1 AND call_id = $2",
+        "SELECT tool, arguments, idempotent, intent_at_ms, result, pending_changes, timeout_ms
+         FROM effects WHERE run_id = $1 AND call_id = $2",
         &[&run_id.as_str(), &call_id.as_str()],
     )
     .await?
@@ -545,6 +565,9 @@ pub(super) async fn effect(c: Conn, run_id: RunId, call_id: CallId) -> StoreResu
         arguments: get(&row, 1)?,
         idempotent: get(&row, 2)?,
         intent_at_ms: get(&row, 3)?,
+        timeout_ms: get::<Option<i64>>(&row, 6)?
+            .map(|ms| u64::try_from(ms).map_err(corrupt))
+            .transpose()?,
         result: get::<Option<&[u8]>>(&row, 4)?.map(decode).transpose()?,
         pending_changes: get::<Option<&[u8]>>(&row, 5)?.map(decode).transpose()?,
         run_id,

@@ -12,7 +12,8 @@ use deadpool_postgres::Object;
 /// Version 1 is the SQLite store's schema at its version 7, in PostgreSQL's types: blobs are
 /// `bytea`, times and counters `bigint`. Approvals get an identity column for the order
 /// SQLite's `rowid` gives.
-pub(super) const MIGRATIONS: &[&str] = &[r#"
+pub(super) const MIGRATIONS: &[&str] = &[
+    r#"
     CREATE TABLE sessions (
         session_id TEXT PRIMARY KEY,
         workspace TEXT NOT NULL,
@@ -114,7 +115,25 @@ pub(super) const MIGRATIONS: &[&str] = &[r#"
         exchange TEXT NOT NULL,
         PRIMARY KEY (run_id, ordinal)
     );
-"#];
+"#,
+    // 2: a fleet's leases. Each daemon (node) holds a lease it renews; each run has an owner
+    // and an epoch a claim raises; each call's intent says until when the call may act.
+    // Times are the server's clock (airlock_now_ms), so the daemons' clocks need not agree.
+    r#"
+    CREATE FUNCTION airlock_now_ms() RETURNS BIGINT LANGUAGE SQL VOLATILE
+        AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+    CREATE TABLE nodes (
+        node_id TEXT PRIMARY KEY,
+        started_at_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN owner TEXT;
+    ALTER TABLE runs ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE effects ADD COLUMN timeout_ms BIGINT;
+    ALTER TABLE effects ADD COLUMN deadline_at_ms BIGINT;
+    CREATE INDEX effects_in_flight ON effects(run_id) WHERE result IS NULL;
+"#,
+];
 
 /// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are
 /// the bytes of "airlock" and a version of the lock's meaning).

@@ -8,10 +8,17 @@
 //! with each write inside a savepoint of its own: the failing one is undone alone and
 //! answered with its error, and the others commit.
 //!
+//! A write for a run this daemon owns carries a [`Fence`]: before the batch's first write
+//! for that run, one statement checks that the run is still this daemon's by the epoch it
+//! claimed it at, and takes the row's share lock until the commit, so no claim can slip in
+//! between the check and the commit (a claim skips locked rows). A write whose run was taken
+//! over is answered [`StoreError::Fenced`], alone, like any failing write.
+//!
 //! Reads do not queue here: they run on the pool's connections, side by side. Each waits,
 //! first, until every write handed over before it was answered (a ticket the writer counts
 //! up), so a read never misses a write its caller handed over earlier, as with SQLite.
 
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,25 +38,57 @@ const MAX_BATCH: usize = 512;
 /// A write's statements, as a future made afresh each time they run (they may run twice).
 pub(super) type Work<T> = Box<dyn Fn(Conn) -> BoxFuture<'static, StoreResult<T>> + Send>;
 
+/// The claim a write for a run stands on: the run must still be this node's at this epoch.
+#[derive(Debug, Clone)]
+pub(super) struct Fence {
+    pub(super) run_id: String,
+    pub(super) node: String,
+    pub(super) epoch: i64,
+}
+
+/// The runs of a batch whose fence was checked (and whose row is share-locked) in its
+/// transaction so far.
+type Checked = HashSet<String>;
+
 /// A write of a batch: its statements and its caller's answer once the batch is done.
 trait Write: Send {
-    /// Runs the statements inside the batch's transaction; whether they succeeded.
-    fn run(&mut self, connection: Conn) -> BoxFuture<'_, bool>;
+    /// Runs the statements inside the batch's transaction, after its fence's check when the
+    /// batch has not made it yet; whether they succeeded.
+    fn run<'a>(&'a mut self, connection: Conn, checked: &'a mut Checked) -> BoxFuture<'a, bool>;
     /// Answers the caller: the last run's outcome, or `failed` when the batch did not commit.
     fn answer(self: Box<Self>, failed: Option<StoreError>);
 }
 
 struct Request<T> {
+    fence: Option<Fence>,
     work: Work<T>,
     outcome: Option<StoreResult<T>>,
     answer: oneshot::Sender<StoreResult<T>>,
 }
 
 impl<T: Send + 'static> Write for Request<T> {
-    fn run(&mut self, connection: Conn) -> BoxFuture<'_, bool> {
-        let work = (self.work)(connection);
+    fn run<'a>(&'a mut self, connection: Conn, checked: &'a mut Checked) -> BoxFuture<'a, bool> {
         async move {
-            let outcome = guarded(work).await;
+            if let Some(fence) = &self.fence
+                && !checked.contains(&fence.run_id)
+            {
+                match still_owned(&connection, fence).await {
+                    Ok(true) => {
+                        checked.insert(fence.run_id.clone());
+                    }
+                    Ok(false) => {
+                        self.outcome = Some(Err(StoreError::Fenced {
+                            run_id: fence.run_id.clone(),
+                        }));
+                        return false;
+                    }
+                    Err(error) => {
+                        self.outcome = Some(Err(error));
+                        return false;
+                    }
+                }
+            }
+            let outcome = guarded((self.work)(connection)).await;
             let ok = outcome.is_ok();
             self.outcome = Some(outcome);
             ok
@@ -92,13 +131,15 @@ impl Writer {
     }
 
     /// Runs `work` in the next batch's transaction (once, or twice when another write of the
-    /// batch fails); answers after the commit.
+    /// batch fails), if `fence` holds; answers after the commit.
     pub(super) fn write<T: Send + 'static>(
         &self,
+        fence: Option<Fence>,
         work: impl Fn(Conn) -> BoxFuture<'static, StoreResult<T>> + Send + 'static,
     ) -> Pending<T> {
         let (answer, pending) = Pending::channel();
         let request = Box::new(Request {
+            fence,
             work: Box::new(work),
             outcome: None,
             answer,
@@ -194,8 +235,9 @@ async fn writer_connection(pool: &Pool, connection: &mut Option<Conn>) -> StoreR
 async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
     statement(client, "BEGIN").await?;
     let mut all = true;
+    let mut checked = Checked::new();
     for write in writes.iter_mut() {
-        if !write.run(client.clone()).await {
+        if !write.run(client.clone(), &mut checked).await {
             all = false;
             break;
         }
@@ -219,10 +261,13 @@ async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResu
 
 /// Runs each write in a savepoint of its own, undoing only those that fail.
 async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
+    let mut checked = Checked::new();
     for write in writes {
         statement(client, "SAVEPOINT job").await?;
-        if !write.run(client.clone()).await {
+        if !write.run(client.clone(), &mut checked).await {
             statement(client, "ROLLBACK TO SAVEPOINT job").await?;
+            // The rollback released the row locks the undone write's checks took.
+            checked.clear();
         }
         statement(client, "RELEASE SAVEPOINT job").await?;
     }
@@ -232,4 +277,20 @@ async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<
 /// One of the batch's own statements (no parameters: the simple protocol, one round trip).
 async fn statement(client: &Conn, sql: &str) -> StoreResult<()> {
     client.batch_execute(sql).await.map_err(io)
+}
+
+/// Whether the fence's run is still its node's at its epoch; locks the run's row (shared)
+/// until the transaction ends, so no claim takes the run before the commit.
+async fn still_owned(client: &Conn, fence: &Fence) -> StoreResult<bool> {
+    let statement = client
+        .prepare_cached(
+            "SELECT 1 FROM runs WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE",
+        )
+        .await
+        .map_err(io)?;
+    let row = client
+        .query_opt(&statement, &[&fence.run_id, &fence.node, &fence.epoch])
+        .await
+        .map_err(io)?;
+    Ok(row.is_some())
 }

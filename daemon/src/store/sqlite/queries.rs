@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
 use crate::store::rows::{
-    EventRow, RawRun, RawSession, decode, page, resolution, workspace_column,
+    EventRow, RawRun, RawSession, corrupt, decode, page, resolution, workspace_column,
 };
 use crate::store::{
     ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, RunCursor,
@@ -428,14 +428,15 @@ pub(super) fn latest_checkpoint(c: &Connection, run_id: &RunId) -> StoreResult<O
 pub(super) fn record_intent(c: &Connection, effect: &Effect) -> StoreResult<()> {
     execute(
         c,
-        "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms, timeout_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             effect.run_id.as_str(),
             effect.call_id.as_str(),
             effect.tool,
             effect.arguments,
             effect.idempotent,
-            effect.intent_at_ms
+            effect.intent_at_ms,
+            effect.timeout_ms.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
         ],
     )
     .map(|_| ())
@@ -486,21 +487,24 @@ pub(super) fn effect(
 ) -> StoreResult<Option<Effect>> {
     let row = query_row(
         c,
-        "SELECT tool, arguments, idempotent, intent_at_ms, result, pending_changes FROM effects WHERE run_id = ?1 AND call_id = ?2",
+        "SELECT tool, arguments, idempotent, intent_at_ms, result, pending_changes, timeout_ms FROM effects WHERE run_id = ?1 AND call_id = ?2",
         params![run_id.as_str(), call_id.as_str()],
         |row| {
             Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, bool>(2)?,
-                row.get::<_, i64>(3)?,
+                (
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, bool>(2)?,
+                    row.get::<_, i64>(3)?,
+                ),
                 row.get::<_, Option<Vec<u8>>>(4)?,
                 row.get::<_, Option<Vec<u8>>>(5)?,
+                row.get::<_, Option<i64>>(6)?,
             ))
         },
     )?;
     row.map(
-        |(tool, arguments, idempotent, intent_at_ms, result, pending)| {
+        |((tool, arguments, idempotent, intent_at_ms), result, pending, timeout_ms)| {
             Ok(Effect {
                 run_id: run_id.clone(),
                 call_id: call_id.clone(),
@@ -508,6 +512,9 @@ pub(super) fn effect(
                 arguments,
                 idempotent,
                 intent_at_ms,
+                timeout_ms: timeout_ms
+                    .map(|ms| u64::try_from(ms).map_err(corrupt))
+                    .transpose()?,
                 result: result.map(|bytes| decode(&bytes)).transpose()?,
                 pending_changes: pending.map(|bytes| decode(&bytes)).transpose()?,
             })

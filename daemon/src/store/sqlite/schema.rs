@@ -132,6 +132,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, ordinal)
     ) WITHOUT ROWID;
     "#,
+    // 8: how long each call may run (a fleet's takeover waits that long; the column is kept
+    // here too so a store's records read the same from either backend).
+    r#"
+    ALTER TABLE effects ADD COLUMN timeout_ms INTEGER;
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

@@ -1,0 +1,128 @@
+//! The daemon as a node of a fleet that shares one PostgreSQL store: it renews its lease,
+//! and it takes over the runs of daemons whose lease lapsed (killed, stopped, cut off), each
+//! from its last checkpoint by the same code a restart resumes runs with — so a call in
+//! flight that must not run twice is OUTCOME_UNKNOWN, never repeated, and a pending approval
+//! waits again under the same id and deadline.
+//!
+//! Who owns a run is the store's to decide ([`Leases`]): a claim is one transaction, and a
+//! daemon that lost a run finds its next write for it refused. This module only keeps the
+//! lease fresh and asks for runs on a timer.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{AgentError, AgentRuntime};
+use crate::cancel::or_cancel;
+use crate::ids::RunId;
+use crate::store::{Leases, RunRecord};
+
+/// Renewals per lease: two may fail or come late and the lease still holds.
+const RENEWALS_PER_LEASE: u32 = 3;
+
+/// Runs claimed per round: a daemon that comes up beside a dead one takes its runs over in
+/// rounds of this many, so one daemon does not take all of them while the others idle.
+const CLAIMS_PER_ROUND: usize = 16;
+
+/// Runs this daemon refused to take over (their workspace is not visible here) are left out
+/// of its claims; past this many the oldest are asked about again.
+const MAX_REFUSED: usize = 1024;
+
+pub struct Fleet {
+    leases: Arc<dyn Leases>,
+    agents: Arc<AgentRuntime>,
+    lease: Duration,
+}
+
+impl Fleet {
+    pub fn new(leases: Arc<dyn Leases>, agents: Arc<AgentRuntime>, lease: Duration) -> Fleet {
+        Fleet {
+            leases,
+            agents,
+            lease,
+        }
+    }
+
+    /// Joins the fleet: takes the lease, then the runs waiting for a daemon. How many it
+    /// took over.
+    pub async fn join(&self) -> Result<usize, AgentError> {
+        self.leases.renew(self.lease).await?;
+        tracing::info!(node = %self.leases.node(), lease_ms = self.lease.as_millis(), "joined the fleet");
+        self.take_over(&mut Vec::new()).await
+    }
+
+    /// Renews the lease and takes runs over until `stop`, then gives the lease up so the
+    /// fleet takes this daemon's unfinished runs over at once.
+    pub async fn serve(self: Arc<Self>, stop: CancellationToken) {
+        let period = self.lease / RENEWALS_PER_LEASE;
+        let renewing = tokio::spawn({
+            let fleet = self.clone();
+            let stop = stop.clone();
+            async move {
+                while or_cancel(&stop, tokio::time::sleep(period)).await.is_ok() {
+                    // A renewal that fails is retried at the next tick; should the lease lapse
+                    // meanwhile, another daemon may claim this one's runs, and this one's
+                    // writes for them are refused from then on.
+                    if let Err(err) = fleet.leases.renew(fleet.lease).await {
+                        tracing::warn!(error = %err, "cannot renew this daemon's lease");
+                    }
+                }
+            }
+        });
+        let mut refused = Vec::new();
+        while or_cancel(&stop, tokio::time::sleep(period)).await.is_ok() {
+            if let Err(err) = self.take_over(&mut refused).await {
+                tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
+            }
+        }
+        let _ = renewing.await;
+        match self.leases.release().await {
+            Ok(()) => tracing::info!(node = %self.leases.node(), "left the fleet"),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot give the lease up; it lapses by itself")
+            }
+        }
+    }
+
+    /// One round of claims; how many runs it took over.
+    async fn take_over(&self, refused: &mut Vec<RunId>) -> Result<usize, AgentError> {
+        let claimed = self.leases.claim(CLAIMS_PER_ROUND, refused).await?;
+        let mut resumed = 0;
+        for record in claimed {
+            if let Some(workspace) = &record.workspace
+                && !visible(workspace).await
+            {
+                tracing::error!(
+                    run = %record.run_id,
+                    workspace = %workspace,
+                    "cannot take this run over: its workspace is not visible on this machine \
+                     (a fleet's workspace roots must be shared storage at the same path); \
+                     leaving it to another daemon"
+                );
+                self.leases.disown(&record.run_id).await?;
+                if refused.len() == MAX_REFUSED {
+                    refused.remove(0);
+                }
+                refused.push(record.run_id.clone());
+                continue;
+            }
+            if self.resume(&record).await? {
+                resumed += 1;
+            }
+        }
+        Ok(resumed)
+    }
+
+    async fn resume(&self, record: &RunRecord) -> Result<bool, AgentError> {
+        tracing::info!(run = %record.run_id, "taking the run over");
+        self.agents.take_over(record).await
+    }
+}
+
+async fn visible(workspace: &str) -> bool {
+    tokio::fs::metadata(Path::new(workspace))
+        .await
+        .is_ok_and(|metadata| metadata.is_dir())
+}

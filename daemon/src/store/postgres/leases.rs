@@ -1,0 +1,219 @@
+//! The statements of a fleet's leases: a node's lease renewed and given up, runs claimed
+//! from nodes whose lease lapsed, and a run given back. They run on a connection of the pool
+//! of their own, outside the writer's queue: a lease must be renewed on time however long
+//! the queue of writes is.
+
+use tokio_postgres::Row;
+
+use super::queries::{Conn, RUN_COLUMNS, io, raw_run};
+use crate::ids::{NodeId, RunId};
+use crate::store::{RunRecord, StoreResult};
+
+/// Extends `node`'s lease to `lease_ms` from now (the server's clock), creating its row on
+/// its first renewal.
+pub(super) async fn renew(c: Conn, node: NodeId, lease_ms: i64) -> StoreResult<()> {
+    let statement = c
+        .prepare_cached(
+            "INSERT INTO nodes (node_id, started_at_ms, expires_at_ms)
+             VALUES ($1, airlock_now_ms(), airlock_now_ms() + $2)
+             ON CONFLICT (node_id) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms",
+        )
+        .await
+        .map_err(io)?;
+    c.execute(&statement, &[&node.as_str(), &lease_ms])
+        .await
+        .map_err(io)
+        .map(|_| ())
+}
+
+/// Ends `node`'s lease now.
+pub(super) async fn release(c: Conn, node: NodeId) -> StoreResult<()> {
+    c.execute("DELETE FROM nodes WHERE node_id = $1", &[&node.as_str()])
+        .await
+        .map_err(io)
+        .map(|_| ())
+}
+
+/// Claims for `node` at most `limit` runs no live node owns, none of whose calls may still
+/// act, leaving out `skip`; each with the epoch the claim gave it.
+///
+/// One statement: the inner select locks each row it picks and skips those another
+/// transaction holds (a concurrent claim, or the owner's writer checking its fence), and the
+/// update raises the epoch, so two claims never take the same run, and the owner's later
+/// writes are refused.
+pub(super) async fn claim(
+    c: Conn,
+    node: NodeId,
+    limit: i64,
+    skip: Vec<String>,
+) -> StoreResult<Vec<(RunRecord, i64)>> {
+    let returned = RUN_COLUMNS
+        .split(',')
+        .map(|column| format!("runs.{}", column.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "WITH claimable AS (
+             SELECT r.run_id FROM runs r
+             WHERE r.state <> 'finished'
+               AND NOT (r.run_id = ANY($3))
+               AND NOT EXISTS (SELECT 1 FROM nodes n
+                               WHERE n.node_id = r.owner AND n.expires_at_ms > airlock_now_ms())
+               AND NOT EXISTS (SELECT 1 FROM effects e
+                               WHERE e.run_id = r.run_id AND e.result IS NULL
+                                 AND e.deadline_at_ms > airlock_now_ms())
+             ORDER BY r.created_at_ms
+             LIMIT $2
+             FOR UPDATE OF r SKIP LOCKED
+         )
+         UPDATE runs SET owner = $1, epoch = runs.epoch + 1
+         FROM claimable WHERE runs.run_id = claimable.run_id
+         RETURNING {returned}, runs.epoch"
+    );
+    let statement = c.prepare_cached(&sql).await.map_err(io)?;
+    let rows: Vec<Row> = c
+        .query(&statement, &[&node.as_str(), &limit, &skip])
+        .await
+        .map_err(io)?;
+    rows.iter()
+        .map(|row| {
+            let epoch: i64 = row.try_get(16).map_err(crate::store::rows::corrupt)?;
+            Ok((raw_run(row)?.decode()?, epoch))
+        })
+        .collect()
+}
+
+/// Gives a run `node` claimed at `epoch` back: no owner, so the next claim may take it.
+pub(super) async fn disown(c: Conn, node: NodeId, run_id: RunId, epoch: i64) -> StoreResult<()> {
+    c.execute(
+        "UPDATE runs SET owner = NULL WHERE run_id = $1 AND owner = $2 AND epoch = $3",
+        &[&run_id.as_str(), &node.as_str(), &epoch],
+    )
+    .await
+    .map_err(io)
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::ids::CallId;
+    use crate::store::postgres::{PostgresStore, testing};
+    use crate::store::{Effect, Leases, RunState, Store, StoreError, recorded_run};
+
+    /// A store of its own daemon (node) on the database at `url`.
+    async fn node(url: &str) -> Arc<PostgresStore> {
+        Arc::new(
+            PostgresStore::connect(url, Duration::from_secs(5))
+                .await
+                .expect("connects"),
+        )
+    }
+
+    /// A run of `store`'s node in a fresh session, as its first event records it.
+    async fn started_run(store: &PostgresStore) -> crate::store::RunRecord {
+        recorded_run(store, "fleet", 1).await
+    }
+
+    #[tokio::test]
+    async fn a_live_owner_keeps_its_runs_and_a_lapsed_one_loses_them_to_exactly_one_claimer() {
+        let url = testing::fresh_database().await;
+        let owner = node(&url).await;
+        owner.renew(Duration::from_secs(60)).await.expect("renew");
+        let run = started_run(&owner).await;
+        let claimers: Vec<_> = futures::future::join_all((0..4).map(|_| node(&url))).await;
+        for claimer in &claimers {
+            claimer.renew(Duration::from_secs(60)).await.expect("renew");
+            assert!(
+                claimer.claim(10, &[]).await.expect("claim").is_empty(),
+                "a run of a live owner was claimed"
+            );
+        }
+        // The owner's lease lapses (as a daemon killed or stopped would let it): four
+        // daemons race to claim, and exactly one gets the run.
+        owner.renew(Duration::ZERO).await.expect("lapse");
+        let claims = futures::future::join_all(claimers.iter().map(|c| c.claim(10, &[]))).await;
+        let won: Vec<_> = claims
+            .into_iter()
+            .enumerate()
+            .map(|(index, claimed)| (index, claimed.expect("claim")))
+            .filter(|(_, claimed)| !claimed.is_empty())
+            .collect();
+        assert_eq!(won.len(), 1, "{won:?}");
+        let (winner, claimed) = &won[0];
+        assert_eq!(claimed[0].run_id, run.run_id);
+        // The previous owner can no longer write for the run; the new one can.
+        let err = owner
+            .set_run_state(&run.run_id, RunState::WaitingForApproval)
+            .await
+            .expect_err("fenced");
+        assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+        claimers[*winner]
+            .set_run_state(&run.run_id, RunState::Running)
+            .await
+            .expect("the new owner writes");
+        // And once the previous owner is back, a claim finds nothing: the run is the
+        // winner's while its lease holds.
+        owner.renew(Duration::from_secs(60)).await.expect("renew");
+        assert!(owner.claim(10, &[]).await.expect("claim").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_claim_waits_until_every_call_in_flight_is_past_its_timeout() {
+        let url = testing::fresh_database().await;
+        let owner = node(&url).await;
+        owner.renew(Duration::from_secs(60)).await.expect("renew");
+        let run = started_run(&owner).await;
+        let intent = Effect {
+            run_id: run.run_id.clone(),
+            call_id: CallId::new(),
+            tool: "append".into(),
+            arguments: "{}".into(),
+            idempotent: false,
+            intent_at_ms: 3,
+            timeout_ms: Some(60_000),
+            result: None,
+            pending_changes: None,
+        };
+        owner.record_intent(&intent).await.expect("intent");
+        owner.release().await.expect("release");
+        let claimer = node(&url).await;
+        assert!(
+            claimer.claim(10, &[]).await.expect("claim").is_empty(),
+            "taken while a call might still act"
+        );
+        // Once the call has a result it no longer holds the run.
+        owner
+            .record_effect_result(
+                &run.run_id,
+                &intent.call_id,
+                &airlock_proto::v1::ToolResult::default(),
+            )
+            .await
+            .expect("result");
+        assert_eq!(claimer.claim(10, &[]).await.expect("claim").len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_run_given_back_or_skipped_is_left_to_others() {
+        let url = testing::fresh_database().await;
+        let owner = node(&url).await;
+        let run = started_run(&owner).await;
+        owner.release().await.expect("release");
+        let claimer = node(&url).await;
+        claimer.renew(Duration::from_secs(60)).await.expect("renew");
+        assert!(
+            claimer
+                .claim(10, std::slice::from_ref(&run.run_id))
+                .await
+                .expect("claim")
+                .is_empty()
+        );
+        assert_eq!(claimer.claim(10, &[]).await.expect("claim").len(), 1);
+        claimer.disown(&run.run_id).await.expect("disown");
+        let other = node(&url).await;
+        assert_eq!(other.claim(10, &[]).await.expect("claim").len(), 1);
+    }
+}

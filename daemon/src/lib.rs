@@ -54,5 +54,6 @@ pub mod testing {
     pub use crate::profile::{
         Access, GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,
     };
+    pub use crate::store::fresh_postgres_database;
     pub use crate::tools::{AbiResult, ArgumentError, ArgumentSchema, Manifest, parse_result};
 }

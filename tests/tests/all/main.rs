@@ -28,6 +28,7 @@ mod egress_process;
 mod egress_wasm;
 mod escape_corpus;
 mod evals;
+mod fleet;
 mod grpc_api;
 mod mcp_conformance;
 mod mcp_gateway;

@@ -1,0 +1,310 @@
+//! A fleet: three real `airlockd` processes over one real PostgreSQL database, each with a
+//! state dir of its own and the same workspace root. The daemon executing a run is killed
+//! with SIGKILL at points of the run, or frozen with SIGSTOP: another takes the run over from
+//! its last checkpoint, no acknowledged event is lost or changed, the non-idempotent write
+//! happens at most once (exactly once when the run saw it succeed), and a frozen owner that
+//! wakes up writes nothing more for the run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_proto::v1 as pb;
+use airlock_tests::{DaemonProcess, ToolsDir, repo_root, scripted_run, test_module};
+use pb::run_event::Event;
+use prost::Message as _;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+/// Short, so a takeover takes a second, not the production default's ten.
+const LEASE_MS: u64 = 600;
+
+/// The write's timeout: a takeover waits until a call in flight is past it.
+const WRITE_TIMEOUT_MS: u64 = 1_500;
+
+/// How long a run may take to finish once its daemon is gone: a lease, the write's timeout
+/// and its margin, and the rest of the run, with room for a loaded CI machine.
+const TAKEOVER_WITHIN: Duration = Duration::from_secs(60);
+
+struct Fleet {
+    dir: tempfile::TempDir,
+    _tools: ToolsDir,
+    config: PathBuf,
+}
+
+impl Fleet {
+    async fn new(cache: &Path) -> Fleet {
+        let database = airlock_daemon::testing::fresh_postgres_database().await;
+        let dir = tempfile::tempdir().unwrap();
+        let tools = ToolsDir::new();
+        tools.add_file(
+            "append",
+            &test_module("append_then_sleep"),
+            &format!(
+                "risk = \"write\"\nprofile = \"workspace-write\"\nidempotent = false\n\
+                 timeout_ms = {WRITE_TIMEOUT_MS}\ninput_schema = {{ type = \"object\" }}"
+            ),
+        );
+        std::fs::create_dir_all(dir.path().join("root/project")).unwrap();
+        std::fs::write(dir.path().join("root/project/notes.txt"), "alpha\n").unwrap();
+        let config = dir.path().join("airlockd.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "tools_dirs = [\"{}\", \"{}\"]\nprofiles_dir = \"{}\"\nmodule_cache_dir = \"{}\"\n\
+                 workspace_roots = [\"root\"]\n[store]\nurl = \"{database}\"\nlease_ms = {LEASE_MS}\n",
+                repo_root().join("plugins").display(),
+                tools.path().display(),
+                repo_root().join("sandbox-profiles").display(),
+                cache.display(),
+            ),
+        )
+        .unwrap();
+        Fleet {
+            dir,
+            _tools: tools,
+            config,
+        }
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.dir.path().join("root/project")
+    }
+
+    /// A daemon of the fleet, with its own state dir.
+    async fn daemon(&self, name: &str) -> DaemonProcess {
+        let state = format!("state-{name}");
+        DaemonProcess::start(
+            &[
+                "--config",
+                self.config.to_str().unwrap(),
+                "--state-dir",
+                &state,
+            ],
+            self.dir.path(),
+        )
+        .await
+    }
+
+    fn effects(&self) -> usize {
+        std::fs::read_to_string(self.workspace().join("log.txt"))
+            .map(|text| text.lines().filter(|line| *line == "effect").count())
+            .unwrap_or(0)
+    }
+}
+
+/// A run that reads, thinks for a while, writes with the non-idempotent tool, reads again
+/// and finishes.
+fn script(think_ms: u64) -> serde_json::Value {
+    json!({"turns": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"delay_ms": think_ms, "tool_calls": [{"name": "append", "arguments": {"path": "log.txt", "line": "effect", "sleep_ms": 400}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "log.txt"}}]},
+        {"final": "done"}
+    ]})
+}
+
+fn kind(event: &pb::RunEvent) -> &'static str {
+    event.event.as_ref().map_or("none", Event::kind)
+}
+
+/// Starts the run on `daemon` and reads its events until `stop_at` says so (all of them
+/// when it never does).
+async fn start_and_read(
+    daemon: &DaemonProcess,
+    workspace: &Path,
+    think_ms: u64,
+    stop_at: impl Fn(&[pb::RunEvent]) -> bool,
+) -> (String, Vec<pb::RunEvent>) {
+    let (requests, receiver) = mpsc::unbounded_channel();
+    let mut start = scripted_run(workspace, &script(think_ms));
+    start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+    requests
+        .send(pb::RunRequest {
+            request: Some(pb::run_request::Request::Start(start)),
+        })
+        .unwrap();
+    let mut events = pb::agent_client::AgentClient::new(daemon.channel().await)
+        .run(UnboundedReceiverStream::new(receiver))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Vec::new();
+    while !stop_at(&seen) {
+        match tokio::time::timeout(Duration::from_secs(60), events.message()).await {
+            Ok(Ok(Some(event))) => seen.push(event),
+            Ok(Ok(None)) => break,
+            other => panic!("the run's stream failed: {other:?}"),
+        }
+    }
+    (seen[0].run_id.clone(), seen)
+}
+
+/// Waits until the run is finished in the shared store, asking `daemon`.
+async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
+    let deadline = tokio::time::Instant::now() + TAKEOVER_WITHIN;
+    let mut agent = pb::agent_client::AgentClient::new(daemon.channel().await);
+    loop {
+        let run = agent
+            .get_run(pb::GetRunRequest {
+                run_id: run_id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if run.state == pb::RunState::Finished as i32 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run did not finish within {TAKEOVER_WITHIN:?} of its daemon's end: {run:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The run's whole log as the shared store has it, read through `daemon`.
+async fn stored_log(daemon: &DaemonProcess, run_id: &str) -> Vec<pb::RunEvent> {
+    let mut events = pb::agent_client::AgentClient::new(daemon.channel().await)
+        .watch_run(pb::AttachRun {
+            run_id: run_id.into(),
+            after_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut log = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), events.message()).await {
+            Ok(Ok(Some(event))) => log.push(event),
+            Ok(Ok(None)) => return log,
+            other => panic!("reading the run's log failed: {other:?}\nso far: {log:#?}"),
+        }
+    }
+}
+
+/// What every takeover must leave: the events a client saw, unchanged, in a log without gaps
+/// or repeats that says the run was resumed and finished; the write at most once, and
+/// exactly once when the log says it succeeded.
+fn check_taken_over(
+    context: &str,
+    received: &[pb::RunEvent],
+    log: &[pb::RunEvent],
+    effects: usize,
+) {
+    for (index, event) in log.iter().enumerate() {
+        assert_eq!(event.seq, index as u64 + 1, "{context}: seq");
+    }
+    for (before, after) in received.iter().zip(log) {
+        assert_eq!(
+            before.encode_to_vec(),
+            after.encode_to_vec(),
+            "{context}: event {} changed",
+            before.seq
+        );
+    }
+    let kinds: Vec<&str> = log.iter().map(kind).collect();
+    assert!(kinds.contains(&"run_resumed"), "{context}: {kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|kind| **kind == "run_finished").count(),
+        1,
+        "{context}: {kinds:?}"
+    );
+    let Some(Event::RunFinished(finished)) = log.last().and_then(|e| e.event.clone()) else {
+        panic!("{context}: the run did not finish: {kinds:?}");
+    };
+    assert_eq!(
+        finished.reason,
+        pb::StopReason::Final as i32,
+        "{context}: {finished:?}"
+    );
+    let appended: Vec<_> = log
+        .iter()
+        .filter_map(|e| match &e.event {
+            Some(Event::ToolFinished(f)) if f.tool == "append" => f.result.clone(),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        appended.len() <= 1,
+        "{context}: the write was recorded twice"
+    );
+    assert!(
+        effects <= 1,
+        "{context}: the write happened {effects} times"
+    );
+    if appended
+        .first()
+        .is_some_and(|r| r.status == pb::ToolStatus::Ok as i32)
+    {
+        assert_eq!(effects, 1, "{context}");
+    }
+}
+
+/// Which of `daemons` took the run over, by their logs; exactly one must have.
+fn taker<'a>(daemons: &'a [&'a DaemonProcess], context: &str) -> &'a DaemonProcess {
+    let takers: Vec<_> = daemons
+        .iter()
+        .filter(|daemon| daemon.log().contains("taking the run over"))
+        .collect();
+    assert_eq!(
+        takers.len(),
+        1,
+        "{context}: {} daemons took the run over",
+        takers.len()
+    );
+    takers[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_daemon_is_killed_is_taken_over_by_another_without_repeating_its_write() {
+    let cache = tempfile::tempdir().unwrap();
+    // Killed while the model thinks (nothing in flight), and while the write runs (a
+    // non-idempotent call in flight: the takeover waits past its timeout, and the resumed
+    // run records its outcome as unknown rather than run it again).
+    for point in ["context_built", "tool_started"] {
+        let fleet = Fleet::new(cache.path()).await;
+        let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
+        let (run_id, received) = start_and_read(&a, &fleet.workspace(), 300, |seen| {
+            // The second of its kind: the first model call and the first read come before.
+            seen.iter().filter(|e| kind(e) == point).count() == 2
+        })
+        .await;
+        a.kill().await;
+        let context = format!("killed at the second {point}");
+        await_finished(&b, &run_id).await;
+        let log = stored_log(&c, &run_id).await;
+        check_taken_over(&context, &received, &log, fleet.effects());
+        taker(&[&b, &c], &context);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owner_is_fenced_and_writes_nothing_when_it_wakes() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
+    // Frozen while the model thinks for three seconds, the owner loses its lease; another
+    // daemon takes the run over and finishes it (writing once).
+    let (run_id, received) = start_and_read(&a, &fleet.workspace(), 3_000, |seen| {
+        seen.iter().filter(|e| kind(e) == "context_built").count() == 2
+    })
+    .await;
+    a.signal(libc::SIGSTOP);
+    await_finished(&b, &run_id).await;
+    let before_waking = stored_log(&c, &run_id).await;
+    check_taken_over("frozen", &received, &before_waking, fleet.effects());
+    taker(&[&b, &c], "frozen");
+    assert_eq!(fleet.effects(), 1, "the new owner's write");
+    // Woken, the old owner's model call ends and it tries to record it: refused, it stops
+    // the run on its side without writing or running anything.
+    a.signal(libc::SIGCONT);
+    a.await_log("was taken over by another daemon").await;
+    let after_waking = stored_log(&c, &run_id).await;
+    assert_eq!(
+        after_waking.len(),
+        before_waking.len(),
+        "the woken owner added to the log"
+    );
+    assert_eq!(fleet.effects(), 1, "the woken owner wrote again");
+}

@@ -8,9 +8,10 @@
 //! daemon that lost a run finds its next write for it refused. This module only keeps the
 //! lease fresh and asks for runs on a timer.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -26,9 +27,13 @@ const RENEWALS_PER_LEASE: u32 = 3;
 /// rounds of this many, so one daemon does not take all of them while the others idle.
 const CLAIMS_PER_ROUND: usize = 16;
 
-/// Runs this daemon refused to take over (their workspace is not visible here) are left out
-/// of its claims; past this many the oldest are asked about again.
-const MAX_REFUSED: usize = 1024;
+/// How long a run this daemon refused to take over (its workspace is not visible here) is
+/// left out of its claims: long enough for another daemon that sees the workspace to take
+/// it, short enough that a mount back after a hiccup does not leave the run waiting long.
+const REFUSAL_MEMORY: Duration = Duration::from_secs(30);
+
+/// The runs this daemon refused to take over, and when.
+type Refused = HashMap<RunId, Instant>;
 
 pub struct Fleet {
     leases: Arc<dyn Leases>,
@@ -50,7 +55,7 @@ impl Fleet {
     pub async fn join(&self) -> Result<usize, AgentError> {
         self.leases.renew(self.lease).await?;
         tracing::info!(node = %self.leases.node(), lease_ms = self.lease.as_millis(), "joined the fleet");
-        self.take_over(&mut Vec::new()).await
+        self.take_over(&mut Refused::new()).await
     }
 
     /// Renews the lease and takes runs over until `stop`, then gives the lease up so the
@@ -71,7 +76,7 @@ impl Fleet {
                 }
             }
         });
-        let mut refused = Vec::new();
+        let mut refused = Refused::new();
         while or_cancel(&stop, tokio::time::sleep(period)).await.is_ok() {
             if let Err(err) = self.take_over(&mut refused).await {
                 tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
@@ -87,8 +92,10 @@ impl Fleet {
     }
 
     /// One round of claims; how many runs it took over.
-    async fn take_over(&self, refused: &mut Vec<RunId>) -> Result<usize, AgentError> {
-        let claimed = self.leases.claim(CLAIMS_PER_ROUND, refused).await?;
+    async fn take_over(&self, refused: &mut Refused) -> Result<usize, AgentError> {
+        refused.retain(|_, at| at.elapsed() < REFUSAL_MEMORY);
+        let skip: Vec<RunId> = refused.keys().cloned().collect();
+        let claimed = self.leases.claim(CLAIMS_PER_ROUND, &skip).await?;
         let mut resumed = 0;
         for record in claimed {
             if let Some(workspace) = &record.workspace
@@ -102,10 +109,7 @@ impl Fleet {
                      leaving it to another daemon"
                 );
                 self.leases.disown(&record.run_id).await?;
-                if refused.len() == MAX_REFUSED {
-                    refused.remove(0);
-                }
-                refused.push(record.run_id.clone());
+                refused.insert(record.run_id.clone(), Instant::now());
                 continue;
             }
             if self.resume(&record).await? {

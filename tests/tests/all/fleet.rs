@@ -308,3 +308,31 @@ async fn a_frozen_owner_is_fenced_and_writes_nothing_when_it_wakes() {
     );
     assert_eq!(fleet.effects(), 1, "the woken owner wrote again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_daemon_takes_over_a_run_whose_workspace_it_cannot_see() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
+    let (run_id, _) = start_and_read(&a, &fleet.workspace(), 3_000, |seen| {
+        seen.iter().filter(|e| kind(e) == "context_built").count() == 2
+    })
+    .await;
+    a.kill().await;
+    // The shared storage goes away from under the fleet (here: the workspace is moved).
+    let away = fleet.dir.path().join("root/moved");
+    std::fs::rename(fleet.workspace(), &away).unwrap();
+    b.await_log("its workspace is not visible on this machine")
+        .await;
+    assert!(b.log().contains(&run_id), "{}", b.log());
+    let mut agent = pb::agent_client::AgentClient::new(b.channel().await);
+    let run = agent
+        .get_run(pb::GetRunRequest {
+            run_id: run_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(run.state, pb::RunState::Finished as i32, "{run:?}");
+    assert!(!b.log().contains("taking the run over"), "{}", b.log());
+}

@@ -87,7 +87,11 @@ impl Fleet {
     }
 
     fn effects(&self) -> usize {
-        std::fs::read_to_string(self.workspace().join("log.txt"))
+        self.effects_in("log.txt")
+    }
+
+    fn effects_in(&self, file: &str) -> usize {
+        std::fs::read_to_string(self.workspace().join(file))
             .map(|text| text.lines().filter(|line| *line == "effect").count())
             .unwrap_or(0)
     }
@@ -95,11 +99,11 @@ impl Fleet {
 
 /// A run that reads, thinks for a while, writes with the non-idempotent tool, reads again
 /// and finishes.
-fn script(think_ms: u64) -> serde_json::Value {
+fn script(think_ms: u64, file: &str) -> serde_json::Value {
     json!({"turns": [
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
-        {"delay_ms": think_ms, "tool_calls": [{"name": "append", "arguments": {"path": "log.txt", "line": "effect", "sleep_ms": 400}}]},
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "log.txt"}}]},
+        {"delay_ms": think_ms, "tool_calls": [{"name": "append", "arguments": {"path": file, "line": "effect", "sleep_ms": 400}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": file}}]},
         {"final": "done"}
     ]})
 }
@@ -116,8 +120,19 @@ async fn start_and_read(
     think_ms: u64,
     stop_at: impl Fn(&[pb::RunEvent]) -> bool,
 ) -> (String, Vec<pb::RunEvent>) {
+    start_writing(daemon, workspace, think_ms, "log.txt", stop_at).await
+}
+
+/// As [`start_and_read`], the run's write going to `file`.
+async fn start_writing(
+    daemon: &DaemonProcess,
+    workspace: &Path,
+    think_ms: u64,
+    file: &str,
+    stop_at: impl Fn(&[pb::RunEvent]) -> bool,
+) -> (String, Vec<pb::RunEvent>) {
     let (requests, receiver) = mpsc::unbounded_channel();
-    let mut start = scripted_run(workspace, &script(think_ms));
+    let mut start = scripted_run(workspace, &script(think_ms, file));
     start.approval_policy = pb::ApprovalPolicy::Auto as i32;
     requests
         .send(pb::RunRequest {
@@ -192,6 +207,19 @@ fn check_taken_over(
     log: &[pb::RunEvent],
     effects: usize,
 ) {
+    check_finished_once(context, received, log, effects);
+    let kinds: Vec<&str> = log.iter().map(kind).collect();
+    assert!(kinds.contains(&"run_resumed"), "{context}: {kinds:?}");
+}
+
+/// The log without gaps or repeats, starting with what a client saw, finished once for the
+/// model's final answer; the write at most once, and exactly once when it succeeded.
+fn check_finished_once(
+    context: &str,
+    received: &[pb::RunEvent],
+    log: &[pb::RunEvent],
+    effects: usize,
+) {
     for (index, event) in log.iter().enumerate() {
         assert_eq!(event.seq, index as u64 + 1, "{context}: seq");
     }
@@ -204,7 +232,6 @@ fn check_taken_over(
         );
     }
     let kinds: Vec<&str> = log.iter().map(kind).collect();
-    assert!(kinds.contains(&"run_resumed"), "{context}: {kinds:?}");
     assert_eq!(
         kinds.iter().filter(|kind| **kind == "run_finished").count(),
         1,
@@ -335,4 +362,47 @@ async fn no_daemon_takes_over_a_run_whose_workspace_it_cannot_see() {
         .into_inner();
     assert_ne!(run.state, pb::RunState::Finished as i32, "{run:?}");
     assert!(!b.log().contains("taking the run over"), "{}", b.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_of_every_daemon_loses_and_repeats_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let names = ["a", "b", "c"];
+    let mut daemons = Vec::new();
+    for name in names {
+        daemons.push(fleet.daemon(name).await);
+    }
+    // A run on each daemon, each past its first step and thinking before its write.
+    let mut runs = Vec::new();
+    for (index, daemon) in daemons.iter().enumerate() {
+        let file = format!("log-{index}.txt");
+        let (run_id, received) = start_writing(daemon, &fleet.workspace(), 1_500, &file, |seen| {
+            seen.iter().filter(|e| kind(e) == "context_built").count() == 2
+        })
+        .await;
+        runs.push((run_id, received, file));
+    }
+    // Each daemon in turn stops (SIGTERM: it gives its lease up) and comes back.
+    for (index, name) in names.iter().enumerate() {
+        let mut stopping = daemons.remove(index);
+        stopping.signal(libc::SIGTERM);
+        assert!(stopping.wait().await.success(), "{}", stopping.log());
+        assert!(
+            stopping.log().contains("left the fleet"),
+            "{}",
+            stopping.log()
+        );
+        daemons.insert(index, fleet.daemon(name).await);
+    }
+    for (run_id, received, file) in &runs {
+        await_finished(&daemons[0], run_id).await;
+        let log = stored_log(&daemons[1], run_id).await;
+        check_finished_once(
+            &format!("run {run_id}"),
+            received,
+            &log,
+            fleet.effects_in(file),
+        );
+    }
 }

@@ -7,7 +7,8 @@
 #   scripts/bench.sh --smoke         every section with tiny counts, in seconds, for CI;
 #                                    judges nothing and never installs wasmtime-cli
 #   scripts/bench.sh [--smoke] ARGS  ARGS go to airlock-bench (sections: wasm process agent
-#                                    scale cold mcp changes streaming cassettes languages console;
+#                                    scale cold mcp changes streaming cassettes languages console
+#                                    fleet;
 #                                    --scale 10,100; --output FILE; --languages-dir DIR)
 #
 # The languages section (issue 20: module size, compile, cached load and warm call of the
@@ -74,6 +75,9 @@ ensure_bubblewrap
 tests/mcp/install.sh
 # The console section's browser: Debian's Chromium and its driver (skipped when present).
 scripts/console.sh --install-only
+# The fleet section's database: the PostgreSQL server AIRLOCK_TEST_POSTGRES names (as
+# scripts/test.sh sets it), else a throwaway one of Debian's, started below.
+[[ -n ${AIRLOCK_TEST_POSTGRES:-} ]] || scripts/postgres.sh --install-only
 
 wasmtime_args=()
 if wasmtime_current; then
@@ -104,5 +108,14 @@ else
     mkdir -p "$target_dir/bench"
     run_args+=(--output "$target_dir/bench/latest.md")
 fi
+if [[ -n ${AIRLOCK_TEST_POSTGRES:-} ]]; then
+    echo "${0##*/}: running airlock-bench ${run_args[*]} ${bench_args[*]}" >&2
+    exec "$bin_dir/airlock-bench" "${run_args[@]}" "${bench_args[@]}"
+fi
+postgres_dir="$target_dir/postgres-bench"
+postgres_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+trap 'scripts/postgres.sh stop "$postgres_dir"' EXIT
+AIRLOCK_TEST_POSTGRES="$(scripts/postgres.sh start "$postgres_dir" "$postgres_port")"
+export AIRLOCK_TEST_POSTGRES
 echo "${0##*/}: running airlock-bench ${run_args[*]} ${bench_args[*]}" >&2
-exec "$bin_dir/airlock-bench" "${run_args[@]}" "${bench_args[@]}"
+"$bin_dir/airlock-bench" "${run_args[@]}" "${bench_args[@]}"

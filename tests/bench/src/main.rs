@@ -14,6 +14,7 @@ mod cold_start;
 mod console;
 mod daemon;
 mod fixtures;
+mod fleet;
 mod languages;
 mod mcp_call;
 mod peers;
@@ -88,6 +89,9 @@ enum Section {
     /// 11: the web console's first screenful of a long runs list and of a long run, in
     /// headless Chromium.
     Console,
+    /// 12: a fleet on PostgreSQL: a loop step and a warm call against SQLite's, takeover
+    /// after a kill, runs spread over three daemons against one.
+    Fleet,
 }
 
 /// What every section gets.
@@ -194,6 +198,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Cassettes, _) => cassettes::run(bench, &mut report).await,
             (Section::Languages, _) => languages::run(bench, &mut report).await,
             (Section::Console, _) => console::run(bench, &mut report).await,
+            (Section::Fleet, _) => fleet::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

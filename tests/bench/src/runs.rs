@@ -119,6 +119,21 @@ impl RunStream {
         Ok(())
     }
 
+    /// Reads until the run has asked its model (its context is built), and returns the run's
+    /// id.
+    pub async fn until_model_asked(&mut self) -> anyhow::Result<String> {
+        while let Some(event) = self.next().await? {
+            match event.event {
+                Some(Event::ContextBuilt(_)) => return Ok(event.run_id),
+                Some(Event::RunFinished(finished)) => {
+                    bail!("the run finished before asking its model: {finished:?}")
+                }
+                _ => {}
+            }
+        }
+        bail!("the run's stream ended before it asked its model")
+    }
+
     /// Reads until the run asks for an approval, and returns the request.
     pub async fn until_approval(&mut self) -> anyhow::Result<pb::ApprovalRequest> {
         while let Some(event) = self.next().await? {

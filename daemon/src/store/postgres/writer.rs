@@ -20,8 +20,8 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use deadpool_postgres::Pool;
 use futures::FutureExt as _;
@@ -107,8 +107,12 @@ struct Tickets {
     answered: watch::Sender<u64>,
 }
 
+type Queue = mpsc::UnboundedSender<(u64, Box<dyn Write>)>;
+
 pub(super) struct Writer {
-    jobs: mpsc::UnboundedSender<(u64, Box<dyn Write>)>,
+    /// Held while a write takes its ticket and joins the queue, so tickets reach the queue
+    /// in the order they are counted: "answered up to N" then means every write up to N.
+    jobs: Mutex<Queue>,
     tickets: Arc<Tickets>,
     pool: Pool,
 }
@@ -124,7 +128,7 @@ impl Writer {
         });
         tokio::spawn(serve(pool.clone(), queue, tickets.clone()));
         Writer {
-            jobs,
+            jobs: Mutex::new(jobs),
             tickets,
             pool,
         }
@@ -144,10 +148,9 @@ impl Writer {
             outcome: None,
             answer,
         });
-        // The ticket is taken and the write queued under one order: tickets reach the queue
-        // in the order they are counted, so "answered up to N" means every write up to N.
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         let ticket = self.tickets.handed.fetch_add(1, Ordering::SeqCst) + 1;
-        match self.jobs.send((ticket, request)) {
+        match jobs.send((ticket, request)) {
             Ok(()) => pending,
             Err(_) => Pending::ready(Err(StoreError::Io("the store has stopped".into()))),
         }

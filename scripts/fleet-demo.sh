@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# A fleet by hand: three airlockd over one PostgreSQL database. Starts a throwaway
+# PostgreSQL server (Debian's, on loopback, in a temporary directory), three daemons that
+# share it and one workspace root, and an agent run on the first daemon (a scripted model,
+# no API key) that appends a line to a file, thinks for eight seconds, appends another and
+# finishes. While it thinks, the first daemon is killed with SIGKILL: the others see its lease
+# lapse, one of them takes the run over from its last checkpoint and finishes it. The script
+# then checks, from the workspace and the run's record as another daemon reads it, that the
+# run finished and that each line was appended exactly once; and prints which daemon took
+# the run over and how long after the kill.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+# shellcheck source=scripts/common.sh
+source scripts/common.sh
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+
+# The lease of this demo's daemons: short, so the takeover comes in seconds.
+readonly lease_ms=2000
+
+say "setting up (Rust targets, Debian packages, PostgreSQL)"
+ensure_rust_targets
+ensure_apt_packages
+scripts/postgres.sh --install-only
+
+say "building airlockd, airlock and the tools"
+cargo build --bins --quiet
+scripts/build-wasm.sh
+
+target_dir="$(target_dir)"
+airlockd="$target_dir/debug/airlockd"
+airlock="$target_dir/debug/airlock"
+
+work="$(mktemp -d)"
+# PostgreSQL runs as its own user, which must reach its data directory in here.
+chmod 711 "$work"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    scripts/postgres.sh stop "$work/postgres" || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+say "starting PostgreSQL"
+database="$(scripts/postgres.sh start "$work/postgres" "$(free_port)")"
+echo "the fleet's store: $database" >&2
+
+mkdir -p "$work/root/project"
+workspace="$work/root/project"
+cat >"$work/airlockd.toml" <<EOF
+workspace_roots = ["$work/root"]
+[store]
+url = "$database"
+lease_ms = $lease_ms
+EOF
+
+declare -A server=() token=() pid_of=()
+# Starts daemon NAME of the fleet on a free port, with its own state dir, and waits until it
+# answers.
+start_node() {
+    local name=$1 port
+    port="$(free_port)"
+    server[$name]="http://127.0.0.1:$port"
+    "$airlockd" --config "$work/airlockd.toml" --listen "127.0.0.1:$port" \
+        --state-dir "$work/state-$name" 2>"$work/$name.log" &
+    pid_of[$name]=$!
+    pids+=("$!")
+    for _ in $(seq 600); do
+        [[ -s $work/state-$name/token ]] && break
+        kill -0 "${pid_of[$name]}" 2>/dev/null || { cat "$work/$name.log" >&2; die "airlockd $name exited"; }
+        sleep 0.1
+    done
+    token[$name]="$(cat "$work/state-$name/token")"
+    for _ in $(seq 600); do
+        on "$name" tools list >/dev/null 2>&1 && {
+            echo "daemon $name serves ${server[$name]} (log: $work/$name.log)" >&2
+            return 0
+        }
+        sleep 0.1
+    done
+    die "airlockd $name did not answer within a minute"
+}
+
+# `airlock ARGS` against daemon NAME.
+on() {
+    local name=$1
+    shift
+    AIRLOCK_TOKEN="${token[$name]}" "$airlock" --server "${server[$name]}" "$@"
+}
+
+say "starting three daemons over it"
+for name in a b c; do start_node "$name"; done
+
+cat >"$work/model.yaml" <<'EOF'
+turns:
+  - text: "Noting that the task started."
+    tool_calls:
+      - name: run_command
+        arguments: {command: "echo started >> log.txt", workdir: "."}
+  - delay_ms: 8000
+    text: "Thought it over; noting the effect."
+    tool_calls:
+      - name: run_command
+        arguments: {command: "echo effect >> log.txt", workdir: "."}
+  - final: "Both lines are in log.txt."
+EOF
+
+say "a run on daemon a: it appends a line, thinks for eight seconds, appends another"
+on a run "append two lines to log.txt" --workspace "$workspace" \
+    --model "scripted:$work/model.yaml" --policy auto >"$work/run.txt" 2>&1 &
+client=$!
+pids+=("$client")
+for _ in $(seq 600); do
+    grep -qx started "$workspace/log.txt" 2>/dev/null && break
+    sleep 0.1
+done
+grep -qx started "$workspace/log.txt" || die "the run did not start: $(cat "$work/run.txt")"
+run_id="$(on a runs list --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["run_id"])')"
+sleep 1
+
+say "killing daemon a (SIGKILL) while its run $run_id thinks"
+kill -9 "${pid_of[a]}"
+killed=$SECONDS
+wait "$client" 2>/dev/null || true
+
+say "waiting for daemon b or c to take the run over (lease: $lease_ms ms)"
+state=""
+for _ in $(seq 1200); do
+    state="$(on b runs show "$run_id" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])')"
+    [[ $state == *FINISHED* || $state == finished ]] && break
+    sleep 0.1
+done
+taker=""
+for name in b c; do
+    grep -q "taking the run over" "$work/$name.log" && taker=$name
+done
+[[ -n $taker ]] || die "no daemon took the run over"
+echo "daemon $taker took run $run_id over and finished it $((SECONDS - killed)) s after the kill" >&2
+on c runs show "$run_id"
+
+say "checking the workspace: each line appended exactly once"
+cat "$workspace/log.txt" >&2
+[[ $(grep -cx started "$workspace/log.txt") == 1 ]] || die "the first line is not there exactly once"
+[[ $(grep -cx effect "$workspace/log.txt") == 1 ]] || die "the second line is not there exactly once"
+say "the fleet lost nothing and repeated nothing"

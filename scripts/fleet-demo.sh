@@ -72,6 +72,8 @@ start_node() {
         --state-dir "$work/state-$name" 2>"$work/$name.log" &
     pid_of[$name]=$!
     pids+=("$!")
+    # Not a job of this shell's: its SIGKILL, by the demo or the cleanup, is not reported.
+    disown "$!"
     for _ in $(seq 600); do
         [[ -s $work/state-$name/token ]] && break
         kill -0 "${pid_of[$name]}" 2>/dev/null || { cat "$work/$name.log" >&2; die "airlockd $name exited"; }
@@ -142,7 +144,8 @@ for name in b c; do
     grep -q "taking the run over" "$work/$name.log" && taker=$name
 done
 [[ -n $taker ]] || die "no daemon took the run over"
-echo "daemon $taker took run $run_id over and finished it $((SECONDS - killed)) s after the kill" >&2
+echo "daemon $taker took run $run_id over and finished it $((SECONDS - killed)) s after the kill" \
+    "(a lease, then the model's eight seconds again: the step it was in is asked anew)" >&2
 on c runs show "$run_id"
 
 say "checking the workspace: each line appended exactly once"

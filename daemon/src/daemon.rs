@@ -10,8 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentRuntime;
 use crate::api;
-use crate::config::DaemonConfig;
-use crate::config::StoreBackend;
+use crate::config::{DaemonConfig, StoreBackend};
 use crate::egress::Resolver;
 use crate::engine::Engines;
 use crate::engine::mcp::McpEngine;

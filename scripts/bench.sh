@@ -112,9 +112,10 @@ if [[ -n ${AIRLOCK_TEST_POSTGRES:-} ]]; then
     echo "${0##*/}: running airlock-bench ${run_args[*]} ${bench_args[*]}" >&2
     exec "$bin_dir/airlock-bench" "${run_args[@]}" "${bench_args[@]}"
 fi
-postgres_dir="$target_dir/postgres-bench"
+# Under /tmp: the server's user may not be able to enter a checkout under /root.
+postgres_dir="$(mktemp -d /tmp/airlock-postgres.XXXXXX)"
 postgres_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-trap 'scripts/postgres.sh stop "$postgres_dir"' EXIT
+trap 'scripts/postgres.sh stop "$postgres_dir"; rm -rf -- "$postgres_dir"' EXIT
 AIRLOCK_TEST_POSTGRES="$(scripts/postgres.sh start "$postgres_dir" "$postgres_port")"
 export AIRLOCK_TEST_POSTGRES
 echo "${0##*/}: running airlock-bench ${run_args[*]} ${bench_args[*]}" >&2

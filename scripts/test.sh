@@ -6,7 +6,7 @@
 # build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon, and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
-# Debian's, started by scripts/postgres.sh in target/postgres-test on a free loopback port (its
+# Debian's, started by scripts/postgres.sh in a directory under /tmp on a free loopback port (its
 # URL in AIRLOCK_TEST_POSTGRES), as an unprivileged user, and stopped when this script exits.
 #
 # The host build happens once: clippy lints the workspace's crates while they compile for
@@ -55,6 +55,7 @@ summary() {
     # fatal here: the tests' own status is what this script exits with.
     if [[ -n $postgres_dir ]]; then
         scripts/postgres.sh stop "$postgres_dir" || echo "${0##*/}: could not stop PostgreSQL in $postgres_dir" >&2
+        rm -rf -- "$postgres_dir"
     fi
     if ((status == 0 && SECONDS > budget_s)); then
         echo "${0##*/}: the tests took $(clock "$SECONDS"), past the budget of $(clock "$budget_s"): make them faster" >&2
@@ -109,7 +110,9 @@ scripts/build-wasm.sh
 step "PostgreSQL for the store's tests (Debian's server, in target/, on loopback)"
 # Set before starting, so that a server left half-started is stopped too. A free port rather
 # than a fixed one: another server on the machine may hold any given port.
-postgres_dir="$(target_dir)/postgres-test"
+# Under /tmp, not target/: the server runs as the unprivileged postgres user, which may not
+# be able to enter a checkout under /root.
+postgres_dir="$(mktemp -d /tmp/airlock-postgres.XXXXXX)"
 postgres_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 AIRLOCK_TEST_POSTGRES="$(scripts/postgres.sh start "$postgres_dir" "$postgres_port")"
 export AIRLOCK_TEST_POSTGRES

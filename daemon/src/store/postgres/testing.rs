@@ -12,7 +12,7 @@ pub async fn fresh_database() -> String {
         panic!(
             "{SERVER_VAR} is not set: the PostgreSQL store's tests need a server \
              (scripts/test.sh starts one; by hand: \
-             export {SERVER_VAR}=$(scripts/postgres.sh start target/postgres-test 54329))"
+             export {SERVER_VAR}=$(scripts/postgres.sh start /tmp/airlock-postgres 54329))"
         );
     };
     let name = format!("airlock_test_{}", uuid::Uuid::new_v4().simple());

@@ -270,5 +270,11 @@ mod tests {
             }),
             Code::Internal
         );
+        assert_eq!(
+            code(StoreError::Fenced {
+                run_id: "r".into()
+            }),
+            Code::Aborted
+        );
     }
 }

@@ -10,9 +10,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentError, AgentRuntime};
@@ -39,14 +40,20 @@ pub struct Fleet {
     leases: Arc<dyn Leases>,
     agents: Arc<AgentRuntime>,
     lease: Duration,
+    /// Runs whose loop gave up unfinished here (their log could not be written): this
+    /// daemon still owns them, and holds a lease, so no other would ever take them; they
+    /// are given back for the next claim (this daemon's included) to resume.
+    abandoned: Mutex<Option<mpsc::UnboundedReceiver<RunId>>>,
 }
 
 impl Fleet {
     pub fn new(leases: Arc<dyn Leases>, agents: Arc<AgentRuntime>, lease: Duration) -> Fleet {
+        let abandoned = Mutex::new(Some(agents.abandoned_runs()));
         Fleet {
             leases,
             agents,
             lease,
+            abandoned,
         }
     }
 
@@ -77,7 +84,19 @@ impl Fleet {
             }
         });
         let mut refused = Refused::new();
+        let mut abandoned = self
+            .abandoned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut to_give_back = Vec::new();
         while or_cancel(&stop, tokio::time::sleep(period)).await.is_ok() {
+            if let Some(abandoned) = &mut abandoned {
+                while let Ok(run_id) = abandoned.try_recv() {
+                    to_give_back.push(run_id);
+                }
+            }
+            self.give_back(&mut to_give_back).await;
             if let Err(err) = self.take_over(&mut refused).await {
                 tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
             }
@@ -89,6 +108,26 @@ impl Fleet {
                 tracing::warn!(error = %err, "cannot give the lease up; it lapses by itself")
             }
         }
+    }
+
+    /// Gives the runs back (see [`Fleet::abandoned`]); those the store could not take yet
+    /// stay for the next round.
+    async fn give_back(&self, runs: &mut Vec<RunId>) {
+        let mut kept = Vec::new();
+        for run_id in runs.drain(..) {
+            match self.leases.disown(&run_id).await {
+                Ok(true) => {
+                    tracing::info!(run = %run_id, "gave the run back to the fleet, to be resumed")
+                }
+                // Taken over by another daemon already (its log was refused for that).
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::warn!(run = %run_id, error = %err, "cannot give the run back yet");
+                    kept.push(run_id);
+                }
+            }
+        }
+        *runs = kept;
     }
 
     /// One round of claims; how many runs it took over.
@@ -112,8 +151,15 @@ impl Fleet {
                 refused.insert(record.run_id.clone(), Instant::now());
                 continue;
             }
-            if self.resume(&record).await? {
-                resumed += 1;
+            match self.resume(&record).await {
+                Ok(true) => resumed += 1,
+                Ok(false) => {}
+                // Neither resumed nor finished (the store failed on the way): given back,
+                // or it would stay this daemon's without running.
+                Err(err) => {
+                    tracing::warn!(run = %record.run_id, error = %err, "cannot take the run over; giving it back");
+                    self.leases.disown(&record.run_id).await?;
+                }
             }
         }
         Ok(resumed)

@@ -42,7 +42,7 @@ use crate::wire;
 use crate::workspace::WorkspaceError;
 use checkpoint::LoopState;
 use log::{RunChanges, RunLog};
-use run::{Approvals, Budget, CallEvent, Recorder, RunLoop};
+use run::{Approvals, Budget, CallEvent, Ending, Recorder, RunLoop};
 
 pub(crate) use preview::preview;
 pub use provider::{ModelSpec, ProviderSettings, RetryPolicy};
@@ -282,6 +282,9 @@ enum Missing {
 pub struct AgentRuntime {
     shared: Arc<Shared>,
     live: Arc<Mutex<HashMap<RunId, Arc<LiveRun>>>>,
+    /// Where runs whose loop gave up unfinished are announced (see [`Ending::Abandoned`]),
+    /// once a fleet listens; a daemon on a store of its own resumes them at its next start.
+    abandoned: Arc<Mutex<Option<mpsc::UnboundedSender<RunId>>>>,
 }
 
 impl AgentRuntime {
@@ -301,7 +304,19 @@ impl AgentRuntime {
                 run_changes: RunChanges::default(),
             }),
             live: Arc::default(),
+            abandoned: Arc::default(),
         }
+    }
+
+    /// The runs whose loop gives up unfinished from now on (their log could not be
+    /// written), for the fleet to hand on.
+    pub fn abandoned_runs(&self) -> mpsc::UnboundedReceiver<RunId> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        *self
+            .abandoned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(sender);
+        receiver
     }
 
     /// The tools runs may be given.
@@ -671,13 +686,22 @@ impl AgentRuntime {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(record.run_id.clone(), live.clone());
         let registry = self.live.clone();
+        let abandoned = self.abandoned.clone();
         let run_id = record.run_id.clone();
         tokio::spawn(async move {
-            run_loop.drive().await;
+            let ending = run_loop.drive().await;
             registry
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&run_id);
+            if ending == Ending::Abandoned
+                && let Some(listener) = abandoned
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+            {
+                let _ = listener.send(run_id);
+            }
         });
         Ok(live)
     }
@@ -704,10 +728,12 @@ impl AgentRuntime {
 
     /// Takes up one run another daemon (or this one's previous life) left unfinished, from
     /// its last checkpoint; false when its log shows it had finished. A run that cannot be
-    /// resumed is finished with the reason.
+    /// resumed is finished with the reason; a store that fails on the way (or a run another
+    /// daemon of the fleet took meanwhile) is the caller's error, and the run stays as it is.
     pub async fn take_over(&self, record: &RunRecord) -> Result<bool, AgentError> {
         match self.resume(record).await {
             Ok(resumed) => Ok(resumed),
+            Err(err @ AgentError::Store(_)) => Err(err),
             Err(err) => {
                 tracing::error!(run = %record.run_id, error = %err, "cannot resume run; finishing it");
                 self.give_up(record, &err).await?;

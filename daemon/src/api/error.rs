@@ -271,9 +271,7 @@ mod tests {
             Code::Internal
         );
         assert_eq!(
-            code(StoreError::Fenced {
-                run_id: "r".into()
-            }),
+            code(StoreError::Fenced { run_id: "r".into() }),
             Code::Aborted
         );
     }

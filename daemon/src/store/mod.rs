@@ -431,6 +431,7 @@ pub trait Leases: Send + Sync {
     /// has passed), leaving out `skip`. No two daemons ever claim the same run: a claim is
     /// one transaction that takes each run's row lock and skips rows another claim holds.
     fn claim(&self, limit: usize, skip: &[RunId]) -> Pending<Vec<RunRecord>>;
-    /// Gives up a run this daemon claimed but cannot execute, so another may claim it.
-    fn disown(&self, run_id: &RunId) -> Pending<()>;
+    /// Gives up a run this daemon owns but does not execute, so the next claim may take it;
+    /// whether it was still this daemon's to give.
+    fn disown(&self, run_id: &RunId) -> Pending<bool>;
 }

@@ -88,9 +88,20 @@ pub(super) struct RunLoop {
     pub ignores: Option<WorkspaceIgnores>,
 }
 
+/// How a run's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The run's end is recorded.
+    Recorded,
+    /// The run's log could not be written (the store failed, or another daemon of the
+    /// fleet took the run over): nothing more ran, and the store has the run unfinished
+    /// for a daemon to resume.
+    Abandoned,
+}
+
 impl RunLoop {
     /// Runs to the end and records how it ended.
-    pub async fn drive(mut self) {
+    pub async fn drive(mut self) -> Ending {
         if let Some(workspace) = self.session.workspace.clone() {
             self.ignores = tokio::task::spawn_blocking(move || {
                 WorkspaceIgnores::read(std::path::Path::new(&workspace))
@@ -114,7 +125,7 @@ impl RunLoop {
                     error = %err,
                     "the run's log cannot be written; the run stops without running anything more"
                 );
-                return;
+                return Ending::Abandoned;
             }
         };
         if let Some(mut step) = self.step_span.take() {
@@ -127,7 +138,7 @@ impl RunLoop {
         let (steps, usage) = (self.budget.steps, self.budget.usage);
         if let Err(err) = self.recorder.finish(&stop, steps, &usage).await {
             tracing::error!(run = %self.run.run_id, error = %err, "cannot record the end of the run");
-            return;
+            return Ending::Abandoned;
         }
         // The conversation as the run ended, for the next run of the session to continue.
         // Saved once the end is recorded, so that a resumed run never starts from it (a crash
@@ -136,6 +147,7 @@ impl RunLoop {
         if let Err(err) = self.checkpoint().await {
             tracing::error!(run = %self.run.run_id, error = %err, "cannot save the run's last conversation");
         }
+        Ending::Recorded
     }
 
     /// One step: a model call and the calls it proposes, or — for a run resumed in the

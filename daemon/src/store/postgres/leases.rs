@@ -83,15 +83,16 @@ pub(super) async fn claim(
         .collect()
 }
 
-/// Gives a run `node` claimed at `epoch` back: no owner, so the next claim may take it.
-pub(super) async fn disown(c: Conn, node: NodeId, run_id: RunId, epoch: i64) -> StoreResult<()> {
+/// Gives a run `node` holds at `epoch` back: no owner, so the next claim may take it.
+/// Whether it was still `node`'s at that epoch.
+pub(super) async fn disown(c: Conn, node: NodeId, run_id: RunId, epoch: i64) -> StoreResult<bool> {
     c.execute(
         "UPDATE runs SET owner = NULL WHERE run_id = $1 AND owner = $2 AND epoch = $3",
         &[&run_id.as_str(), &node.as_str(), &epoch],
     )
     .await
     .map_err(io)
-    .map(|_| ())
+    .map(|changed| changed == 1)
 }
 
 #[cfg(test)]
@@ -212,7 +213,11 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(claimer.claim(10, &[]).await.expect("claim").len(), 1);
-        claimer.disown(&run.run_id).await.expect("disown");
+        assert!(claimer.disown(&run.run_id).await.expect("disown"));
+        assert!(
+            !claimer.disown(&run.run_id).await.expect("disown"),
+            "given twice"
+        );
         let other = node(&url).await;
         assert_eq!(other.claim(10, &[]).await.expect("claim").len(), 1);
     }

@@ -39,6 +39,10 @@ use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId};
 use queries::Conn;
 use writer::{Fence, Writer};
 
+/// The epoch of a run this daemon gave up: runs are created at epoch 1 and claims only raise
+/// it, so a fence at this epoch never holds.
+const NO_EPOCH: i64 = 0;
+
 /// Connections a daemon keeps to the database: one is the writer's, the others serve reads
 /// side by side (attached clients' catch-up, listings). A fleet of a few daemons stays far
 /// below PostgreSQL's default of 100 connections.
@@ -193,17 +197,30 @@ impl Leases for PostgresStore {
         pending
     }
 
-    fn disown(&self, run_id: &RunId) -> Pending<()> {
-        let Some(epoch) = self
+    fn disown(&self, run_id: &RunId) -> Pending<bool> {
+        let epoch = self
             .owned
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(run_id)
-        else {
-            return Pending::ready(Ok(()));
+            .get(run_id)
+            .copied();
+        let Some(epoch) = epoch.filter(|&epoch| epoch != NO_EPOCH) else {
+            return Pending::ready(Ok(false));
         };
-        let (node, run_id) = (self.node.clone(), run_id.clone());
-        self.on_pool(move |c| leases::disown(c, node, run_id, epoch).boxed())
+        let (node, run_id, owned) = (self.node.clone(), run_id.clone(), self.owned.clone());
+        self.on_pool(move |c| {
+            async move {
+                let given = leases::disown(c, node, run_id.clone(), epoch).await?;
+                // Kept, at an epoch no claim gives: a late write of this daemon for the run
+                // is refused rather than let through unfenced.
+                owned
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(run_id, NO_EPOCH);
+                Ok(given)
+            }
+            .boxed()
+        })
     }
 }
 

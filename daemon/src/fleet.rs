@@ -44,6 +44,9 @@ pub struct Fleet {
     /// daemon still owns them, and holds a lease, so no other would ever take them; they
     /// are given back for the next claim (this daemon's included) to resume.
     abandoned: Mutex<Option<mpsc::UnboundedReceiver<RunId>>>,
+    /// Runs this daemon owns and does not execute (abandoned, refused, or a takeover that
+    /// failed), to give back at the next round: until then no daemon would take them.
+    to_give_back: Mutex<Vec<RunId>>,
 }
 
 impl Fleet {
@@ -54,6 +57,7 @@ impl Fleet {
             agents,
             lease,
             abandoned,
+            to_give_back: Mutex::default(),
         }
     }
 
@@ -89,14 +93,13 @@ impl Fleet {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let mut to_give_back = Vec::new();
         while or_cancel(&stop, tokio::time::sleep(period)).await.is_ok() {
             if let Some(abandoned) = &mut abandoned {
                 while let Ok(run_id) = abandoned.try_recv() {
-                    to_give_back.push(run_id);
+                    self.give_back_later(run_id);
                 }
             }
-            self.give_back(&mut to_give_back).await;
+            self.give_back().await;
             if let Err(err) = self.take_over(&mut refused).await {
                 tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
             }
@@ -110,11 +113,23 @@ impl Fleet {
         }
     }
 
-    /// Gives the runs back (see [`Fleet::abandoned`]); those the store could not take yet
+    fn give_back_later(&self, run_id: RunId) {
+        self.to_give_back
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(run_id);
+    }
+
+    /// Gives the runs of [`Fleet::to_give_back`] back; those the store could not take yet
     /// stay for the next round.
-    async fn give_back(&self, runs: &mut Vec<RunId>) {
-        let mut kept = Vec::new();
-        for run_id in runs.drain(..) {
+    async fn give_back(&self) {
+        let runs = std::mem::take(
+            &mut *self
+                .to_give_back
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for run_id in runs {
             match self.leases.disown(&run_id).await {
                 Ok(true) => {
                     tracing::info!(run = %run_id, "gave the run back to the fleet, to be resumed")
@@ -123,11 +138,10 @@ impl Fleet {
                 Ok(false) => {}
                 Err(err) => {
                     tracing::warn!(run = %run_id, error = %err, "cannot give the run back yet");
-                    kept.push(run_id);
+                    self.give_back_later(run_id);
                 }
             }
         }
-        *runs = kept;
     }
 
     /// One round of claims; how many runs it took over.
@@ -147,8 +161,8 @@ impl Fleet {
                      (a fleet's workspace roots must be shared storage at the same path); \
                      leaving it to another daemon"
                 );
-                self.leases.disown(&record.run_id).await?;
                 refused.insert(record.run_id.clone(), Instant::now());
+                self.give_back_later(record.run_id);
                 continue;
             }
             match self.resume(&record).await {
@@ -158,10 +172,11 @@ impl Fleet {
                 // or it would stay this daemon's without running.
                 Err(err) => {
                     tracing::warn!(run = %record.run_id, error = %err, "cannot take the run over; giving it back");
-                    self.leases.disown(&record.run_id).await?;
+                    self.give_back_later(record.run_id);
                 }
             }
         }
+        self.give_back().await;
         Ok(resumed)
     }
 

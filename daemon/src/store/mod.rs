@@ -33,7 +33,7 @@ use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId, Trac
 #[cfg(test)]
 pub use conformance::{conformance, recorded_run};
 pub use postgres::PostgresStore;
-#[cfg(any(test, feature = "testing"))]
+#[cfg(feature = "testing")]
 pub use postgres::testing::fresh_database as fresh_postgres_database;
 pub use sqlite::{SqliteStore, StoreOptions};
 

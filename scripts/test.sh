@@ -107,7 +107,7 @@ scripts/console.sh --check
 step "WebAssembly modules"
 scripts/build-wasm.sh
 
-step "PostgreSQL for the store's tests (Debian's server, in target/, on loopback)"
+step "PostgreSQL for the store's tests (Debian's server, under /tmp, on loopback)"
 # Set before starting, so that a server left half-started is stopped too. A free port rather
 # than a fixed one: another server on the machine may hold any given port.
 # Under /tmp, not target/: the server runs as the unprivileged postgres user, which may not

@@ -950,7 +950,9 @@ mod tests {
                 lease: Duration::from_millis(250)
             }
         );
-        let err = resolve("[store]\nlease_ms = 5", Some(url)).expect_err("too short");
+        // The shortest lease is taken; a millisecond less is not.
+        assert!(resolve("[store]\nlease_ms = 100", Some(url)).is_ok());
+        let err = resolve("[store]\nlease_ms = 99", Some(url)).expect_err("too short");
         assert!(err.to_string().contains("at least 100 ms"), "{err}");
         let err = resolve("[store]\nlease_ms = 500", None).expect_err("a fleet's");
         assert!(err.to_string().contains("fleet"), "{err}");

@@ -317,8 +317,6 @@ pub struct DaemonOptions {
     pub mcp_listen: Option<std::net::SocketAddr>,
     /// The web console: the built-in pages unless set otherwise.
     pub console: ConsoleSettings,
-    /// The state dir's SQLite file unless set otherwise.
-    pub store: StoreBackend,
 }
 
 impl Default for DaemonOptions {
@@ -337,7 +335,6 @@ impl Default for DaemonOptions {
             extra_workspace_roots: Vec::new(),
             mcp_listen: None,
             console: ConsoleSettings::default(),
-            store: StoreBackend::default(),
         }
     }
 }
@@ -386,7 +383,7 @@ impl TestDaemon {
             wasm_max_concurrent_calls: options.max_concurrent_calls,
             shutdown_grace: Duration::from_secs(2),
             agent: options.agent,
-            store: options.store,
+            store: StoreBackend::default(),
             retention: None,
             blob_cap_bytes: airlock_daemon::config::DEFAULT_BLOB_CAP_BYTES,
             otlp_endpoint: options.otlp_endpoint,

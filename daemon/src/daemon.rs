@@ -20,7 +20,7 @@ use crate::fleet::Fleet;
 use crate::output::{KeptLimits, KeptOutputs};
 use crate::profile::Profiles;
 use crate::retention::Retention;
-use crate::store::{Leases, PostgresStore, SqliteStore, Store, StoreError, StoreOptions};
+use crate::store::{Leases, PostgresStore, Relay, SqliteStore, Store, StoreError, StoreOptions};
 use crate::tools::{Executor, Registry, ToolLoadError};
 use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
 use crate::trace::{SpanSink, Tracer};
@@ -169,7 +169,7 @@ impl Daemon {
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
-        let (store, leases) = open_store(&config.store, &config.state_dir).await?;
+        let (store, fleet) = open_store(&config.store, &config.state_dir).await?;
         let kept = KeptOutputs::open(
             &config.state_dir.join(OUTPUTS_DIR),
             store.clone(),
@@ -205,8 +205,14 @@ impl Daemon {
             executor.clone(),
             &agents,
         )));
-        let fleet =
-            leases.map(|(leases, lease)| Arc::new(Fleet::new(leases, agents.clone(), lease)));
+        let fleet = fleet.map(|fleet| {
+            Arc::new(Fleet::new(
+                fleet.leases,
+                fleet.relay,
+                agents.clone(),
+                fleet.lease,
+            ))
+        });
         Ok(Daemon {
             config,
             mcp_listener: std::sync::Mutex::new(None),
@@ -388,14 +394,18 @@ impl Daemon {
     }
 }
 
-/// A shared store's leases, and how long each lasts.
-type FleetLeases = (Arc<dyn Leases>, std::time::Duration);
+/// What a shared store offers a fleet: leases (and how long each lasts), and the relay.
+struct FleetStore {
+    leases: Arc<dyn Leases>,
+    relay: Arc<dyn Relay>,
+    lease: std::time::Duration,
+}
 
 /// The store the configuration names, with its leases when a fleet shares it.
 async fn open_store(
     backend: &StoreBackend,
     state_dir: &std::path::Path,
-) -> Result<(Arc<dyn Store>, Option<FleetLeases>), StartError> {
+) -> Result<(Arc<dyn Store>, Option<FleetStore>), StartError> {
     Ok(match backend {
         StoreBackend::Sqlite { fsync_every_commit } => (
             Arc::new(SqliteStore::open(
@@ -409,7 +419,12 @@ async fn open_store(
         ),
         StoreBackend::Postgres { url, lease } => {
             let shared = Arc::new(PostgresStore::connect(url, *lease).await?);
-            (shared.clone(), Some((shared as Arc<dyn Leases>, *lease)))
+            let fleet = FleetStore {
+                leases: shared.clone(),
+                relay: shared.clone(),
+                lease: *lease,
+            };
+            (shared, Some(fleet))
         }
     })
 }

@@ -62,7 +62,8 @@ impl Usage {
 }
 
 /// An approver's answer to one approval request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// Run this call, this once.
     ApproveOnce,

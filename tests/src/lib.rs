@@ -820,6 +820,11 @@ impl RunStream {
         &self.seen.first().expect("at least one event").run_id
     }
 
+    /// Every event seen so far, streamed pieces included.
+    pub fn seen(&self) -> &[pb::RunEvent] {
+        &self.seen
+    }
+
     /// The events seen so far of one kind.
     pub fn of<T>(&self, pick: impl Fn(&pb::run_event::Event) -> Option<T>) -> Vec<T> {
         self.seen
@@ -1020,10 +1025,13 @@ pub struct Console {
 
 impl Console {
     pub async fn open(daemon: &TestDaemon) -> Console {
+        Console::on(daemon.agent().await).await
+    }
+
+    /// A console through `agent` (a client of any daemon).
+    pub async fn on(mut agent: pb::agent_client::AgentClient<AuthedChannel>) -> Console {
         let (decisions, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let requests = daemon
-            .agent()
-            .await
+        let requests = agent
             .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(
                 receiver,
             ))

@@ -21,6 +21,13 @@
 //! first, then follows the live ones, skipping what it already has, so it sees every event
 //! once and in order, whenever it joins, however slowly it reads (a subscriber that falls
 //! behind the live buffer goes back to the store).
+//!
+//! In a fleet, a run another daemon executes is followed through the store: each notice of
+//! one of its events ([`Notice::Event`]) sends the follower back to the store for what it has
+//! not seen yet, so it gets the stored events in order and without gaps, whichever daemon
+//! wrote them — streamed pieces, never stored, reach only the clients of the daemon that
+//! executes the run. A follower of a run executed here that the fleet takes over (this
+//! daemon lost it) goes on the same way, until the run's `RunFinished`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -28,7 +35,7 @@ use airlock_proto::v1 as pb;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::ids::{self, RunId, StepId, TurnId};
-use crate::store::{Pending, Store, StoreError};
+use crate::store::{Notice, Pending, Store, StoreError};
 use crate::trace::SpanSink;
 
 /// Live events buffered per run for subscribers; one that falls further behind rereads the
@@ -90,7 +97,7 @@ impl RunChanges {
         self.0.subscribe()
     }
 
-    fn changed(&self, run_id: &RunId) {
+    pub(super) fn changed(&self, run_id: &RunId) {
         // Nobody listening is fine.
         if self.0.receiver_count() > 0 {
             let _ = self.0.send(run_id.clone());
@@ -224,10 +231,12 @@ impl RunLog {
     }
 
     /// Every event after `after_seq`, then the live ones, until the log closes (the run
-    /// finished and its log was dropped).
+    /// finished and its log was dropped) — or, given the fleet's `notices`, until the run
+    /// finishes wherever it goes on.
     pub fn follow(
         self: &Arc<Self>,
         after_seq: u64,
+        notices: Option<broadcast::Receiver<Notice>>,
     ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
         let live = self.live.subscribe();
         // What was committed before the subscription is read from the store; everything after
@@ -243,6 +252,7 @@ impl RunLog {
             self.run_id.clone(),
             after_seq,
             Some((live, self.progress.clone(), committed)),
+            notices,
         )
     }
 }
@@ -316,13 +326,19 @@ async fn publish(
     }
 }
 
-/// The events of a run no longer live: what the store has after `after_seq`.
+/// The events of a run not live here: what the store has after `after_seq` — and, given the
+/// fleet's `notices`, every event the fleet commits for it until it finishes.
 pub fn replay(
     store: Arc<dyn Store>,
     run_id: RunId,
     after_seq: u64,
+    notices: Option<broadcast::Receiver<Notice>>,
 ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
-    follow(store, run_id, after_seq, None)
+    follow(store, run_id, after_seq, None, notices)
+}
+
+fn is_finish(event: &pb::RunEvent) -> bool {
+    matches!(event.event, Some(pb::run_event::Event::RunFinished(_)))
 }
 
 /// A live subscription, its log's progress, and the last event committed when it was made.
@@ -337,27 +353,30 @@ fn follow(
     run_id: RunId,
     after_seq: u64,
     mut live: Option<Live>,
+    notices: Option<broadcast::Receiver<Notice>>,
 ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
     let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
     tokio::spawn(async move {
         let mut cursor = after_seq;
+        let mut finished = false;
         // Reads stored events after the cursor (up to `until`, if given); false when the
-        // subscriber went away.
+        // subscriber went away, and whether the run's last event was among them.
         let catch_up = |start: u64, until: Option<u64>| {
             let store = store.clone();
             let run_id = run_id.clone();
             let sender = sender.clone();
             async move {
                 let mut at = start;
+                let mut finished = false;
                 loop {
                     if until.is_some_and(|until| at >= until) {
-                        return (at, true);
+                        return (at, true, finished);
                     }
                     let batch = match store.events_after(&run_id, at, CATCH_UP_BATCH).await {
                         Ok(batch) => batch,
                         Err(err) => {
                             let _ = sender.send(Err(err)).await;
-                            return (at, false);
+                            return (at, false, finished);
                         }
                     };
                     let done = batch.len() < CATCH_UP_BATCH;
@@ -366,62 +385,90 @@ fn follow(
                         .take_while(|event| until.is_none_or(|until| event.seq <= until))
                     {
                         at = event.seq;
+                        finished |= is_finish(&event);
                         if sender.send(Ok(event)).await.is_err() {
-                            return (at, false);
+                            return (at, false, finished);
                         }
                     }
                     if done {
-                        return (at, true);
+                        return (at, true, finished);
                     }
                 }
             }
         };
         let until = live.as_ref().and_then(|(_, _, committed)| *committed);
-        let (at, open) = catch_up(cursor, until).await;
-        cursor = at;
+        let (at, open, done) = catch_up(cursor, until).await;
+        (cursor, finished) = (at, finished || done);
         if !open {
             return;
         }
-        let Some((live, progress, _)) = live.as_mut() else {
+        if let Some((live, progress, _)) = live.as_mut() {
+            loop {
+                match live.recv().await {
+                    // A delta leads up to the event after the cursor: it is passed on only
+                    // while the subscriber is caught up, and moves no cursor (that event
+                    // repeats it).
+                    Ok(event) if event.delta => {
+                        if event.seq == cursor + 1
+                            && sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Ok(event) if event.seq <= cursor => {}
+                    Ok(event) if event.seq == cursor + 1 => {
+                        cursor = event.seq;
+                        finished |= is_finish(&event);
+                        if sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err() {
+                            return;
+                        }
+                    }
+                    // A gap (the subscriber lagged) or the end of the run: the store has the
+                    // rest.
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let (at, open, done) = catch_up(cursor, None).await;
+                        (cursor, finished) = (at, finished || done);
+                        if !open {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        let (at, open, done) = catch_up(cursor, None).await;
+                        (cursor, finished) = (at, finished || done);
+                        let failure = match &*progress.borrow() {
+                            Progress::Failed(reason) => Some(reason.clone()),
+                            Progress::Committed(_) => None,
+                        };
+                        match failure {
+                            _ if !open => return,
+                            // The fleet takes the run on from its last committed event.
+                            Some(_) if notices.is_some() => break,
+                            Some(reason) => {
+                                let _ = sender.send(Err(StoreError::Io(reason))).await;
+                                return;
+                            }
+                            None => break,
+                        }
+                    }
+                }
+            }
+        }
+        // Executed elsewhere (now, or from here on): the store has each event the fleet's
+        // notices tell of.
+        let Some(mut notices) = notices else {
             return;
         };
-        loop {
-            match live.recv().await {
-                // A delta leads up to the event after the cursor: it is passed on only while
-                // the subscriber is caught up, and moves no cursor (that event repeats it).
-                Ok(event) if event.delta => {
-                    if event.seq == cursor + 1
-                        && sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err()
-                    {
-                        return;
-                    }
-                }
-                Ok(event) if event.seq <= cursor => {}
-                Ok(event) if event.seq == cursor + 1 => {
-                    cursor = event.seq;
-                    if sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err() {
-                        return;
-                    }
-                }
-                // A gap (the subscriber lagged) or the end of the run: the store has the rest.
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let (at, open) = catch_up(cursor, None).await;
-                    cursor = at;
-                    if !open {
-                        return;
-                    }
-                }
-                Err(broadcast::error::RecvError::Closed) => {
-                    let _ = catch_up(cursor, None).await;
-                    let failure = match &*progress.borrow() {
-                        Progress::Failed(reason) => Some(reason.clone()),
-                        Progress::Committed(_) => None,
-                    };
-                    if let Some(reason) = failure {
-                        let _ = sender.send(Err(StoreError::Io(reason))).await;
-                    }
-                    return;
-                }
+        while !finished {
+            match notices.recv().await {
+                Ok(Notice::Event { run_id: of, seq }) if of == run_id && seq > cursor => {}
+                Ok(Notice::Missed) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(_) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+            let (at, open, done) = catch_up(cursor, None).await;
+            (cursor, finished) = (at, done);
+            if !open {
+                return;
             }
         }
     });

@@ -15,6 +15,7 @@ mod preview;
 mod prompt;
 pub mod provider;
 mod recording;
+mod remote;
 mod run;
 mod session;
 #[cfg(test)]
@@ -23,7 +24,7 @@ mod tokens;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
@@ -34,7 +35,7 @@ use crate::domain::{StopReason, Usage};
 use crate::ids::{self, RunId, SessionId, TraceId, TurnId};
 use crate::policy::{ApprovalBroker, ApprovalPolicy, Approver, DecisionError, Verdict};
 use crate::store::{
-    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
+    RunCommand, RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
 };
 use crate::tools::{Executor, Tool};
 use crate::trace::{RunTrace, Tracer};
@@ -152,6 +153,16 @@ pub enum AgentError {
     /// The change-set store failed (reading a blob, copying or reverting a workspace).
     #[error("{0}")]
     Changes(String),
+    /// An approval's answer that did not count.
+    #[error(transparent)]
+    Decision(#[from] DecisionError),
+    /// The daemon of the fleet that executes the run did not answer a command in time.
+    #[error(
+        "the daemon executing run `{run_id}` did not answer within its lease, so the request {}; \
+         try again once another daemon took the run over",
+        if *.maybe_applied { "may or may not have been applied" } else { "was not applied" }
+    )]
+    Unanswered { run_id: String, maybe_applied: bool },
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
@@ -205,6 +216,9 @@ pub(crate) struct Shared {
     pub settings: AgentSettings,
     /// Every run's committed events, by run: what live lists of runs follow.
     pub run_changes: RunChanges,
+    /// The fleet, when the store is shared: how runs other daemons execute are followed and
+    /// steered.
+    pub remote: OnceLock<remote::Remote>,
 }
 
 /// How a run is stopped from outside: a token its waits watch, and why it was pulled.
@@ -302,6 +316,7 @@ impl AgentRuntime {
                 tracer,
                 settings,
                 run_changes: RunChanges::default(),
+                remote: OnceLock::new(),
             }),
             live: Arc::default(),
             abandoned: Arc::default(),
@@ -536,7 +551,7 @@ impl AgentRuntime {
         state.project_instructions = project;
         // Subscribed before the loop runs: a streamed piece reaches only those listening as
         // it goes, and the client that starts a run must not miss its first answer's.
-        let events = log.follow(0);
+        let events = log.follow(0, self.notices());
         let live = self.launch(&record, session, resolved, state, log, HashSet::new())?;
         Ok(Started { live, events })
     }
@@ -925,8 +940,10 @@ impl AgentRuntime {
         after_seq: u64,
     ) -> Result<mpsc::Receiver<Result<pb::RunEvent, StoreError>>, AgentError> {
         if let Some(live) = self.live_run(run_id) {
-            return Ok(live.log.follow(after_seq));
+            return Ok(live.log.follow(after_seq, self.notices()));
         }
+        // Subscribed before the store is read: an event committed in between is announced.
+        let notices = self.notices();
         if self.shared.store.run(run_id).await?.is_none() {
             return Err(AgentError::UnknownRun(run_id.to_string()));
         }
@@ -934,19 +951,18 @@ impl AgentRuntime {
             self.shared.store.clone(),
             run_id.clone(),
             after_seq,
+            notices,
         ))
     }
 
     pub async fn cancel(&self, run_id: &RunId, reason: &str) -> Result<(), AgentError> {
         let Some(live) = self.live_run(run_id) else {
-            return Err(self.not_live(run_id).await?);
+            let command = RunCommand::Cancel {
+                reason: reason.to_owned(),
+            };
+            return self.command_elsewhere(run_id, &command).await;
         };
-        let reason = if reason.trim().is_empty() {
-            "cancelled by a client".to_owned()
-        } else {
-            format!("cancelled by a client: {}", reason.trim())
-        };
-        live.cancel.pull(reason);
+        live.cancel.pull(cancel_reason(reason));
         Ok(())
     }
 
@@ -954,7 +970,9 @@ impl AgentRuntime {
     pub async fn send_input(&self, run_id: &RunId, text: String) -> Result<(), AgentError> {
         check_input(&text, "input.text")?;
         let Some(live) = self.live_run(run_id) else {
-            return Err(self.not_live(run_id).await?);
+            return self
+                .command_elsewhere(run_id, &RunCommand::Input { text })
+                .await;
         };
         live.input
             .send(text)
@@ -962,8 +980,19 @@ impl AgentRuntime {
     }
 
     /// A decision from a run's own stream: it may only answer that run's approvals. A refused
-    /// decision is recorded in the run's log, which is how that client learns of it.
-    pub fn decide_for_run(&self, run_id: &RunId, verdict: &Verdict) {
+    /// decision is recorded in the run's log, which is how that client learns of it — also
+    /// when another daemon of the fleet executes the run, and applies it.
+    pub async fn decide_for_run(&self, run_id: &RunId, verdict: &Verdict) {
+        if self.live_run(run_id).is_none() && self.remote().is_some() {
+            let command = RunCommand::Decide {
+                verdict: verdict.clone(),
+                from_run_stream: true,
+            };
+            if let Err(err) = self.command_elsewhere(run_id, &command).await {
+                tracing::debug!(run = %run_id, error = %err, "a decision from a run stream was not applied");
+            }
+            return;
+        }
         let approver = Approver::RunClient {
             run_id: run_id.clone(),
         };
@@ -990,14 +1019,9 @@ impl AgentRuntime {
         );
     }
 
-    /// A decision from an approver console, for any run.
     /// The id of each run as its events are committed, from now on.
     pub fn run_changes(&self) -> tokio::sync::broadcast::Receiver<RunId> {
         self.shared.run_changes.subscribe()
-    }
-
-    pub fn decide(&self, verdict: &Verdict) -> Result<(), DecisionError> {
-        self.shared.approvals.decide(verdict, &Approver::Console)
     }
 
     pub async fn run(&self, run_id: &RunId) -> Result<RunRecord, AgentError> {
@@ -1052,14 +1076,6 @@ impl AgentRuntime {
         Ok(self.shared.store.list_runs(filter, limit, after).await?)
     }
 
-    /// The error for a run that is not live: unknown, or finished.
-    async fn not_live(&self, run_id: &RunId) -> Result<AgentError, AgentError> {
-        Ok(match self.shared.store.run(run_id).await? {
-            Some(_) => AgentError::RunFinished(run_id.to_string()),
-            None => AgentError::UnknownRun(run_id.to_string()),
-        })
-    }
-
     /// Cancels every live run (at shutdown).
     pub fn cancel_all(&self, reason: &str) {
         let runs: Vec<Arc<LiveRun>> = self
@@ -1072,6 +1088,15 @@ impl AgentRuntime {
         for live in runs {
             live.cancel.pull(reason.to_owned());
         }
+    }
+}
+
+/// Why a run was cancelled, as its end records it.
+fn cancel_reason(reason: &str) -> String {
+    if reason.trim().is_empty() {
+        "cancelled by a client".to_owned()
+    } else {
+        format!("cancelled by a client: {}", reason.trim())
     }
 }
 

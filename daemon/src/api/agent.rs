@@ -132,7 +132,8 @@ impl AgentService {
     }
 
     /// Sends on `outgoing` every pending approval request `tenant` may answer (only `run`'s,
-    /// when given), then every change to them, until the receiver goes.
+    /// when given), then every change to them, until the receiver goes — in a fleet, those
+    /// of the runs other daemons execute too.
     fn feed_approvals(
         &self,
         tenant: Arc<Tenant>,
@@ -142,11 +143,26 @@ impl AgentService {
         let (pending, mut updates) = self.runtime.approvals().subscribe();
         let broker = self.runtime.approvals().clone();
         let runtime = self.runtime.clone();
+        if let Some(mut remote) = self.runtime.watch_remote_approvals() {
+            let (tenant, run, outgoing, runtime) = (
+                tenant.clone(),
+                run.clone(),
+                outgoing.clone(),
+                runtime.clone(),
+            );
+            tokio::spawn(async move {
+                while let Some(request) = remote.recv().await {
+                    if shown(&runtime, &tenant, run.as_ref(), &request).await
+                        && outgoing.send(Ok(request)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
         tokio::spawn(async move {
             let visible = async |request: &pb::ApprovalRequest| {
-                run.as_ref()
-                    .is_none_or(|run| request.run_id == run.as_str())
-                    && may_answer(&runtime, &tenant, request).await
+                shown(&runtime, &tenant, run.as_ref(), request).await
             };
             for request in pending {
                 if visible(&request).await && outgoing.send(Ok(request)).await.is_err() {
@@ -262,16 +278,27 @@ async fn decide_as(
     runtime: &AgentRuntime,
     tenant: &Tenant,
     decision: &pb::ApprovalDecision,
-) -> Result<(), DecisionError> {
-    let allowed = match runtime.approvals().pending(&decision.approval_id) {
+) -> Result<(), ApiError> {
+    let allowed = match runtime.pending_approval(&decision.approval_id).await {
         Some(request) => may_answer(runtime, tenant, &request).await,
         None => false,
     };
     if allowed {
-        runtime.decide(&verdict(decision))
+        Ok(runtime.decide(&verdict(decision)).await?)
     } else {
-        Err(DecisionError::NotPending(decision.approval_id.clone()))
+        Err(DecisionError::NotPending(decision.approval_id.clone()).into())
     }
+}
+
+/// Whether a console of `tenant` watching `run` (every run, when none) is shown `request`.
+async fn shown(
+    runtime: &AgentRuntime,
+    tenant: &Tenant,
+    run: Option<&RunId>,
+    request: &pb::ApprovalRequest,
+) -> bool {
+    run.is_none_or(|run| request.run_id == run.as_str())
+        && may_answer(runtime, tenant, request).await
 }
 
 /// Whether a console of `tenant` may see (and answer) an approval request; the requests of
@@ -489,7 +516,12 @@ impl pb::agent_server::Agent for AgentService {
                                 &format!("tenant `{}` may not answer approvals", tenant.name),
                             );
                         } else {
-                            runtime.decide_for_run(&run_id, &verdict(&decision));
+                            // Not awaited here: in a fleet, the daemon executing the run
+                            // answers it, and the stream's next messages need not wait.
+                            let (runtime, run_id) = (runtime.clone(), run_id.clone());
+                            tokio::spawn(async move {
+                                runtime.decide_for_run(&run_id, &verdict(&decision)).await;
+                            });
                         }
                     }
                     Some(pb::run_request::Request::Cancel(cancel)) => {
@@ -579,9 +611,7 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<pb::ApprovalDecision>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
         let tenant = approver(caller(&request)?)?;
-        decide_as(&self.runtime, &tenant, request.get_ref())
-            .await
-            .map_err(ApiError::from)?;
+        decide_as(&self.runtime, &tenant, request.get_ref()).await?;
         Ok(Response::new(pb::DecideApprovalResponse {}))
     }
 

@@ -128,17 +128,25 @@ impl ApiError {
                 AgentError::TooManyRuns { .. } => Code::ResourceExhausted,
                 AgentError::Workspace(workspace) => workspace_code(workspace),
                 AgentError::Unresumable(_) => Code::Internal,
+                AgentError::Decision(decision) => decision_code(decision),
+                // The run's daemon stopped answering: the fleet takes its runs over within
+                // a lease, and the request can be sent again then.
+                AgentError::Unanswered { .. } => Code::Unavailable,
                 AgentError::Store(store) => store_code(store),
             },
-            ApiError::Decision(decision) => match decision {
-                DecisionError::NotPending(_) => Code::NotFound,
-                DecisionError::OtherRun { .. }
-                | DecisionError::DigestMismatch(_)
-                | DecisionError::PastDeadline(_) => Code::FailedPrecondition,
-                DecisionError::NoDecision(_) => Code::InvalidArgument,
-            },
+            ApiError::Decision(decision) => decision_code(decision),
             ApiError::Store(store) => store_code(store),
         }
+    }
+}
+
+fn decision_code(decision: &DecisionError) -> Code {
+    match decision {
+        DecisionError::NotPending(_) => Code::NotFound,
+        DecisionError::OtherRun { .. }
+        | DecisionError::DigestMismatch(_)
+        | DecisionError::PastDeadline(_) => Code::FailedPrecondition,
+        DecisionError::NoDecision(_) => Code::InvalidArgument,
     }
 }
 
@@ -196,7 +204,9 @@ impl From<AgentError> for ApiError {
             | AgentError::Changes(_)
             | AgentError::TooManyRuns { .. }
             | AgentError::Unresumable(_)
+            | AgentError::Unanswered { .. }
             | AgentError::Store(_) => ApiError::Agent(err),
+            AgentError::Decision(decision) => ApiError::from(decision),
         }
     }
 }

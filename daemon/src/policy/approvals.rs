@@ -40,7 +40,8 @@ impl Approver {
 }
 
 /// A decision as a client sent it, decoded once where it arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Verdict {
     pub approval_id: String,
     /// None when the client named no decision (`UNSPECIFIED`): refused.
@@ -67,7 +68,8 @@ pub enum Outcome {
     Expired,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DecisionError {
     #[error("no pending approval `{0}`: it does not exist, was already answered, or expired")]
     NotPending(String),
@@ -194,11 +196,7 @@ impl ApprovalBroker {
             (pending, decision)
         };
         let decided_by = approver.decided_by();
-        let detail = match decision {
-            Decision::ApproveOnce => format!("approved once by the {decided_by}"),
-            Decision::ApproveSession => format!("approved for the session by the {decided_by}"),
-            Decision::Deny => format!("denied by the {decided_by}"),
-        };
+        let detail = answered_detail(decision, decided_by);
         if pending.announced {
             let mut update = pending.request;
             update.state = pb::ApprovalState::Resolved as i32;
@@ -253,6 +251,15 @@ impl ApprovalBroker {
             update.detail = detail.to_owned();
             let _ = self.updates.send(update);
         }
+    }
+}
+
+/// What approvers are told of a request answered with `decision`.
+pub fn answered_detail(decision: Decision, decided_by: DecidedBy) -> String {
+    match decision {
+        Decision::ApproveOnce => format!("approved once by the {decided_by}"),
+        Decision::ApproveSession => format!("approved for the session by the {decided_by}"),
+        Decision::Deny => format!("denied by the {decided_by}"),
     }
 }
 

@@ -4,7 +4,9 @@
 mod approvals;
 mod digest;
 
-pub use approvals::{ApprovalBroker, Approver, Asked, DecisionError, Outcome, Verdict};
+pub use approvals::{
+    ApprovalBroker, Approver, Asked, DecisionError, Outcome, Verdict, answered_detail,
+};
 pub use digest::{Binding, binding_digest, connect_digest, session_grant_key, sha256_of};
 
 use airlock_proto::v1 as pb;

@@ -16,6 +16,7 @@
 #[cfg(test)]
 mod conformance;
 mod postgres;
+mod relay;
 mod rows;
 mod sqlite;
 
@@ -35,6 +36,9 @@ pub use conformance::{conformance, recorded_run};
 pub use postgres::PostgresStore;
 #[cfg(feature = "testing")]
 pub use postgres::testing::fresh_database as fresh_postgres_database;
+pub use relay::{
+    CommandId, CommandOutcome, CommandState, Notice, Relay, RunCommand, StoredApproval,
+};
 pub use sqlite::{SqliteStore, StoreOptions};
 
 #[derive(Debug, Clone, PartialEq)]

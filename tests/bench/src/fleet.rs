@@ -1,12 +1,14 @@
 //! Section 12, a fleet on PostgreSQL: the agent loop's step and a warm call with the store on
-//! PostgreSQL against the same on the embedded SQLite file, in the same run; how long a run
-//! waits for another daemon after its own is killed, against the lease (the floor a takeover
-//! cannot beat); and runs per second spread over three daemons against all on one.
+//! PostgreSQL against the same on the embedded SQLite file, in the same run; how long an
+//! event takes to reach a client of another daemon than the run's, against a client of the
+//! run's own; how long a run waits for another daemon after its own is killed, against the
+//! lease (the floor a takeover cannot beat); and runs per second spread over three daemons
+//! against all on one.
 //!
 //! The PostgreSQL server is the one `AIRLOCK_TEST_POSTGRES` names (scripts/test.sh and
 //! scripts/bench.sh start one on loopback); each case gets a fresh database.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use airlock_proto::v1 as pb;
 use anyhow::Context;
@@ -19,7 +21,7 @@ use crate::Bench;
 use crate::client;
 use crate::daemon::{Airlockd, AuthChannel};
 use crate::fixtures::ECHO;
-use crate::report::Report;
+use crate::report::{Check, Report};
 use crate::runs::{self, RunStream};
 use crate::stats::Samples;
 
@@ -54,6 +56,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         return Ok(());
     }
     store_costs(bench, report).await?;
+    views(bench, report).await?;
     takeover(bench, report).await?;
     spread(bench, report).await
 }
@@ -138,6 +141,108 @@ async fn store_costs(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     report.compare("fleet-step-postgres", "fleet-step-sqlite");
     report.compare("fleet-call-postgres", "fleet-call-sqlite");
     Ok(())
+}
+
+/// From an event's making (its `time_ms`, on the run's daemon) to its arrival at a client of
+/// that daemon, and at a client of another daemon of the fleet, which learns of it through the
+/// database's notifications and reads it from the store. Both daemons and the bench share
+/// one machine and clock; `time_ms` has a millisecond's resolution, the same for both.
+async fn views(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
+    let tool_steps = u32::try_from(bench.count(16, 2))?;
+    let runs = bench.count(10, 1);
+    eprintln!("{SECTION}: events followed on the run's daemon and on another ({runs} runs)");
+    let database = airlock_daemon::testing::fresh_postgres_database().await;
+    let owner = daemon(bench, Some(&database), LEASE).await?;
+    let other = daemon(bench, Some(&database), LEASE).await?;
+    let (mut local, mut remote) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let mut start = runs::start(
+            &bench.fixtures.workspace,
+            ECHO,
+            tool_steps,
+            pb::ApprovalPolicy::Auto,
+        );
+        // The model thinks before its first step: both clients are attached before the run's
+        // events after its start are made.
+        if let Some(model) = &mut start.model {
+            let mut script: serde_json::Value = serde_json::from_str(&model.script)?;
+            script["turns"][0]["delay_ms"] = serde_json::json!(300);
+            model.script = script.to_string();
+        }
+        let (requests, receiver) = tokio::sync::mpsc::unbounded_channel();
+        requests.send(pb::RunRequest {
+            request: Some(pb::run_request::Request::Start(start)),
+        })?;
+        let mut on_owner = AgentClient::new(owner.channel().await?)
+            .run(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await?
+            .into_inner();
+        let first = on_owner
+            .message()
+            .await?
+            .context("the run's stream ended at once")?;
+        let on_other = AgentClient::new(other.channel().await?)
+            .watch_run(pb::AttachRun {
+                run_id: first.run_id.clone(),
+                after_seq: first.seq,
+            })
+            .await?
+            .into_inner();
+        let (here, there) = tokio::try_join!(lags(on_owner), lags(on_other))?;
+        drop(requests);
+        anyhow::ensure!(
+            here.len() == there.len(),
+            "the other daemon's client got {} events, the owner's {}",
+            there.len(),
+            here.len()
+        );
+        local.extend(here);
+        remote.extend(there);
+    }
+    owner.stop().await?;
+    other.stop().await?;
+    report.measured(
+        SECTION,
+        "fleet-view-local",
+        "an event, made to read by a client of the run's daemon",
+        Samples::sequential(local),
+    );
+    let remote = Samples::sequential(remote);
+    let p99 = remote.p99();
+    report.measured(
+        SECTION,
+        "fleet-view-remote",
+        "an event, made to read by a client of another daemon",
+        remote,
+    );
+    report.compare("fleet-view-remote", "fleet-view-local");
+    report.target(
+        "events reach clients on any daemon within 100 ms p99 on loopback",
+        Check::Verdict {
+            met: p99 <= Duration::from_millis(100),
+            measured: format!("p99 {} ms", p99.as_millis()),
+        },
+    );
+    Ok(())
+}
+
+/// For each stored event a stream brings (streamed pieces left out), how long after its
+/// making it arrived.
+async fn lags(mut events: tonic::Streaming<pb::RunEvent>) -> anyhow::Result<Vec<Duration>> {
+    let mut lags = Vec::new();
+    while let Some(event) = events.message().await? {
+        if event.delta {
+            continue;
+        }
+        let now_us = SystemTime::now().duration_since(UNIX_EPOCH)?.as_micros();
+        let made_us = u128::try_from(event.time_ms)? * 1000;
+        lags.push(Duration::from_micros(
+            u64::try_from(now_us.saturating_sub(made_us)).unwrap_or(u64::MAX),
+        ));
+    }
+    Ok(lags)
 }
 
 /// A script that thinks for a minute: the run is in the middle of a step, nothing in flight,

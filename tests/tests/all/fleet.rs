@@ -26,9 +26,9 @@ const WRITE_TIMEOUT_MS: u64 = 1_500;
 
 /// How long a run may take to finish once its daemon is gone: a lease, the write's timeout
 /// and its margin, and the rest of the run, with room for a loaded CI machine.
-const TAKEOVER_WITHIN: Duration = Duration::from_secs(60);
+pub(super) const TAKEOVER_WITHIN: Duration = Duration::from_secs(60);
 
-struct Fleet {
+pub(super) struct Fleet {
     /// The fleet's database, for the tests that reach into it.
     database: String,
     dir: tempfile::TempDir,
@@ -37,7 +37,7 @@ struct Fleet {
 }
 
 impl Fleet {
-    async fn new(cache: &Path) -> Fleet {
+    pub(super) async fn new(cache: &Path) -> Fleet {
         let database = airlock_daemon::testing::fresh_postgres_database().await;
         let dir = tempfile::tempdir().unwrap();
         let tools = ToolsDir::new();
@@ -72,12 +72,12 @@ impl Fleet {
         }
     }
 
-    fn workspace(&self) -> PathBuf {
+    pub(super) fn workspace(&self) -> PathBuf {
         self.dir.path().join("root/project")
     }
 
     /// A daemon of the fleet, with its own state dir.
-    async fn daemon(&self, name: &str) -> DaemonProcess {
+    pub(super) async fn daemon(&self, name: &str) -> DaemonProcess {
         let state = format!("state-{name}");
         DaemonProcess::start(
             &[
@@ -91,7 +91,7 @@ impl Fleet {
         .await
     }
 
-    fn effects(&self) -> usize {
+    pub(super) fn effects(&self) -> usize {
         self.effects_in("log.txt")
     }
 
@@ -104,7 +104,7 @@ impl Fleet {
 
 /// A run that reads, thinks for a while, writes with the non-idempotent tool, reads again
 /// and finishes.
-fn script(think_ms: u64, file: &str) -> serde_json::Value {
+pub(super) fn script(think_ms: u64, file: &str) -> serde_json::Value {
     json!({"turns": [
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
         {"delay_ms": think_ms, "tool_calls": [{"name": "append", "arguments": {"path": file, "line": "effect", "sleep_ms": 400}}]},
@@ -113,13 +113,13 @@ fn script(think_ms: u64, file: &str) -> serde_json::Value {
     ]})
 }
 
-fn kind(event: &pb::RunEvent) -> &'static str {
+pub(super) fn kind(event: &pb::RunEvent) -> &'static str {
     event.event.as_ref().map_or("none", Event::kind)
 }
 
 /// Starts the run on `daemon` and reads its events until `stop_at` says so (all of them
 /// when it never does).
-async fn start_and_read(
+pub(super) async fn start_and_read(
     daemon: &DaemonProcess,
     workspace: &Path,
     think_ms: u64,
@@ -161,7 +161,7 @@ async fn start_writing(
 }
 
 /// Waits until the run is finished in the shared store, asking `daemon`.
-async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
+pub(super) async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
     let deadline = tokio::time::Instant::now() + TAKEOVER_WITHIN;
     let mut agent = pb::agent_client::AgentClient::new(daemon.channel().await);
     loop {
@@ -184,7 +184,7 @@ async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
 }
 
 /// The run's whole log as the shared store has it, read through `daemon`.
-async fn stored_log(daemon: &DaemonProcess, run_id: &str) -> Vec<pb::RunEvent> {
+pub(super) async fn stored_log(daemon: &DaemonProcess, run_id: &str) -> Vec<pb::RunEvent> {
     let mut events = pb::agent_client::AgentClient::new(daemon.channel().await)
         .watch_run(pb::AttachRun {
             run_id: run_id.into(),
@@ -206,7 +206,7 @@ async fn stored_log(daemon: &DaemonProcess, run_id: &str) -> Vec<pb::RunEvent> {
 /// What every takeover must leave: the events a client saw, unchanged, in a log without gaps
 /// or repeats that says the run was resumed and finished; the write at most once, and
 /// exactly once when the log says it succeeded.
-fn check_taken_over(
+pub(super) fn check_taken_over(
     context: &str,
     received: &[pb::RunEvent],
     log: &[pb::RunEvent],
@@ -219,7 +219,7 @@ fn check_taken_over(
 
 /// The log without gaps or repeats, starting with what a client saw, finished once for the
 /// model's final answer; the write at most once, and exactly once when it succeeded.
-fn check_finished_once(
+pub(super) fn check_finished_once(
     context: &str,
     received: &[pb::RunEvent],
     log: &[pb::RunEvent],

@@ -437,6 +437,7 @@ mod tests {
         harness
             .runtime
             .decide(&verdict(&request, Decision::ApproveOnce))
+            .await
             .expect("decides");
         let log = follower.rest().await;
         assert!(kinds(&log).contains(&"tool_started"));
@@ -475,7 +476,8 @@ mod tests {
             let request = requested.request.expect("the request");
             harness
                 .runtime
-                .decide_for_run(&run_id, &verdict(&request, Decision::ApproveOnce));
+                .decide_for_run(&run_id, &verdict(&request, Decision::ApproveOnce))
+                .await;
             let log = follower.rest().await;
             assert!(!kinds(&log).contains(&"decision_rejected"), "{log:#?}");
             assert_eq!(finished(&log).final_text, "done");
@@ -508,6 +510,7 @@ mod tests {
         harness
             .runtime
             .decide(&verdict(&request, Decision::ApproveSession))
+            .await
             .expect("decides");
         let log = follower.rest().await;
         let resolved = resolutions(&log);
@@ -575,7 +578,7 @@ mod tests {
         assert_eq!(broker.pending_count(), 0);
 
         log.committed().await.expect("committed");
-        let mut follower = Follower::of(log.follow(0));
+        let mut follower = Follower::of(log.follow(0, None));
         let mut events = Vec::new();
         while events.len() < 3 {
             events.push(follower.next().await.expect("an event"));

@@ -236,7 +236,7 @@ mod tests {
             HashSet::new(),
         )
         .await;
-        let mut follower = Follower::of(recorder.log().follow(1));
+        let mut follower = Follower::of(recorder.log().follow(1, None));
         disk.set_closed(true);
         recorder.emit(None, text("held"));
         disk.stalled().await;

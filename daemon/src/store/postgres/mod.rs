@@ -13,6 +13,7 @@
 
 mod leases;
 mod queries;
+mod relay;
 mod schema;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -25,9 +26,13 @@ use std::time::Duration;
 use airlock_proto::v1 as pb;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures::FutureExt as _;
+use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 use tokio_postgres::config::{Host, SslMode};
 
+use super::relay::{
+    CommandId, CommandOutcome, CommandState, Notice, Relay, RunCommand, StoredApproval,
+};
 use super::rows::EventRow;
 use super::{
     ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, Leases, OutputRecord, Pending,
@@ -55,6 +60,11 @@ pub struct PostgresStore {
     /// The runs this node owns and the epoch it holds each at: its writes for them are
     /// fenced by it. A run leaves when it finishes (no claim takes a finished run).
     owned: Arc<Mutex<HashMap<RunId, i64>>>,
+    /// The fleet's notices, heard on a connection of their own ([`relay`]).
+    notices: broadcast::Sender<Notice>,
+    lease: Duration,
+    /// Stops listening when the store goes.
+    _listening: tokio_util::sync::DropGuard,
 }
 
 impl PostgresStore {
@@ -85,6 +95,7 @@ impl PostgresStore {
                     .into(),
             ));
         }
+        let listener_config = config.clone();
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -109,11 +120,16 @@ impl PostgresStore {
                 message,
             })?;
         drop(client);
+        let listening = tokio_util::sync::CancellationToken::new();
+        let notices = relay::listen(listener_config, listening.clone()).await?;
         Ok(PostgresStore {
             writer: Writer::start(pool.clone()),
             pool,
             node: NodeId::new(),
             owned: Arc::default(),
+            notices,
+            lease,
+            _listening: listening.drop_guard(),
         })
     }
 
@@ -221,6 +237,65 @@ impl Leases for PostgresStore {
             }
             .boxed()
         })
+    }
+}
+
+impl Relay for PostgresStore {
+    fn notices(&self) -> broadcast::Receiver<Notice> {
+        self.notices.subscribe()
+    }
+
+    fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn remote_approvals(&self) -> Pending<Vec<pb::ApprovalRequest>> {
+        let node = self.node.clone();
+        self.on_pool(move |c| relay::remote_approvals(c, node).boxed())
+    }
+
+    fn approval(&self, approval_id: &str) -> Pending<Option<StoredApproval>> {
+        let (node, approval_id) = (self.node.clone(), approval_id.to_owned());
+        self.on_pool(move |c| relay::approval(c, node, approval_id).boxed())
+    }
+
+    fn send_command(&self, run_id: &RunId, command: &RunCommand) -> Pending<CommandId> {
+        let run_id = run_id.clone();
+        let command = match serde_json::to_string(command) {
+            Ok(command) => command,
+            Err(err) => return Pending::ready(Err(StoreError::Io(err.to_string()))),
+        };
+        self.on_pool(move |c| relay::send_command(c, run_id, command).boxed())
+    }
+
+    fn take_command(&self, command: CommandId) -> Pending<Option<(RunId, RunCommand)>> {
+        let node = self.node.clone();
+        self.on_pool(move |c| relay::take_command(c, node, command).boxed())
+    }
+
+    fn untaken_commands(&self) -> Pending<Vec<(CommandId, RunId)>> {
+        let node = self.node.clone();
+        self.on_pool(move |c| relay::untaken_commands(c, node).boxed())
+    }
+
+    fn answer_command(&self, command: CommandId, outcome: &CommandOutcome) -> Pending<()> {
+        let outcome = match serde_json::to_string(outcome) {
+            Ok(outcome) => outcome,
+            Err(err) => return Pending::ready(Err(StoreError::Io(err.to_string()))),
+        };
+        self.on_pool(move |c| relay::answer_command(c, command, outcome).boxed())
+    }
+
+    fn command_state(&self, command: CommandId) -> Pending<Option<CommandState>> {
+        self.on_pool(move |c| relay::command_state(c, command).boxed())
+    }
+
+    fn withdraw_command(&self, command: CommandId) -> Pending<CommandState> {
+        let withdrawn = match serde_json::to_string(&CommandOutcome::Withdrawn) {
+            Ok(withdrawn) => withdrawn,
+            Err(err) => return Pending::ready(Err(StoreError::Io(err.to_string()))),
+        };
+        self.on_pool(move |c| relay::withdraw_command(c, command, withdrawn).boxed())
     }
 }
 

@@ -67,23 +67,27 @@ fn count_param(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-async fn execute(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<u64> {
+pub(super) async fn execute(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<u64> {
     let statement = c.prepare_cached(sql).await.map_err(io)?;
     c.execute(&statement, params).await.map_err(io)
 }
 
-async fn query_opt(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<Option<Row>> {
+pub(super) async fn query_opt(
+    c: &Object,
+    sql: &str,
+    params: Params<'_>,
+) -> StoreResult<Option<Row>> {
     let statement = c.prepare_cached(sql).await.map_err(io)?;
     c.query_opt(&statement, params).await.map_err(io)
 }
 
-async fn query(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
+pub(super) async fn query(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
     let statement = c.prepare_cached(sql).await.map_err(io)?;
     c.query(&statement, params).await.map_err(io)
 }
 
 /// Column `index` of `row`; a value of another type than the schema's is a corrupt record.
-fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult<T> {
+pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult<T> {
     row.try_get(index).map_err(corrupt)
 }
 
@@ -868,6 +872,7 @@ pub(super) async fn delete_finished_runs(
         "approvals",
         "spans",
         "exchanges",
+        "run_commands",
         "runs",
     ] {
         execute(

@@ -133,6 +133,46 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE effects ADD COLUMN deadline_at_ms BIGINT;
     CREATE INDEX effects_in_flight ON effects(run_id) WHERE result IS NULL;
 "#,
+    // 3: what the fleet's daemons tell each other. Each committed event, approval change and
+    // finished run is announced on the channel `airlock` by a trigger, so no write path can
+    // forget to; a notification goes out when its transaction commits, and never for one
+    // rolled back. Commands a client sends through one daemon for a run another executes
+    // wait in `run_commands` for the run's owner to take and answer them.
+    r#"
+    CREATE TABLE run_commands (
+        command_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        command TEXT NOT NULL,
+        sent_at_ms BIGINT NOT NULL,
+        taken_by TEXT,
+        outcome TEXT
+    );
+    CREATE INDEX run_commands_untaken ON run_commands(run_id) WHERE taken_by IS NULL AND outcome IS NULL;
+    CREATE FUNCTION airlock_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_TABLE_NAME = 'events' THEN
+            PERFORM pg_notify('airlock', 'e ' || NEW.run_id || ' ' || NEW.seq);
+        ELSIF TG_TABLE_NAME = 'approvals' THEN
+            PERFORM pg_notify('airlock', 'a ' || NEW.approval_id);
+        ELSIF TG_TABLE_NAME = 'runs' THEN
+            PERFORM pg_notify('airlock', 'f ' || NEW.run_id);
+        ELSIF TG_OP = 'INSERT' THEN
+            PERFORM pg_notify('airlock', 'c ' || NEW.command_id || ' ' || NEW.run_id);
+        ELSE
+            PERFORM pg_notify('airlock', 'o ' || NEW.command_id);
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER events_notify AFTER INSERT ON events
+        FOR EACH ROW EXECUTE FUNCTION airlock_notify();
+    CREATE TRIGGER approvals_notify AFTER INSERT OR UPDATE ON approvals
+        FOR EACH ROW EXECUTE FUNCTION airlock_notify();
+    CREATE TRIGGER runs_notify AFTER UPDATE OF state ON runs
+        FOR EACH ROW WHEN (NEW.state = 'finished' AND OLD.state <> 'finished')
+        EXECUTE FUNCTION airlock_notify();
+    CREATE TRIGGER run_commands_notify AFTER INSERT OR UPDATE OF outcome ON run_commands
+        FOR EACH ROW EXECUTE FUNCTION airlock_notify();
+"#,
 ];
 
 /// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are

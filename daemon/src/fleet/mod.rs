@@ -6,7 +6,10 @@
 //!
 //! Who owns a run is the store's to decide ([`Leases`]): a claim is one transaction, and a
 //! daemon that lost a run finds its next write for it refused. This module only keeps the
-//! lease fresh and asks for runs on a timer.
+//! lease fresh and asks for runs on a timer; [`commands`] applies what clients of other
+//! daemons ask of the runs executed here.
+
+mod commands;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{AgentError, AgentRuntime};
 use crate::cancel::or_cancel;
 use crate::ids::RunId;
-use crate::store::{Leases, RunRecord};
+use crate::store::{Leases, Relay, RunRecord};
 
 /// Renewals per lease: two may fail or come late and the lease still holds.
 const RENEWALS_PER_LEASE: u32 = 3;
@@ -38,6 +41,7 @@ type Refused = HashMap<RunId, Instant>;
 
 pub struct Fleet {
     leases: Arc<dyn Leases>,
+    relay: Arc<dyn Relay>,
     agents: Arc<AgentRuntime>,
     lease: Duration,
     /// Runs whose loop gave up unfinished here (their log could not be written): this
@@ -50,10 +54,17 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(leases: Arc<dyn Leases>, agents: Arc<AgentRuntime>, lease: Duration) -> Fleet {
+    pub fn new(
+        leases: Arc<dyn Leases>,
+        relay: Arc<dyn Relay>,
+        agents: Arc<AgentRuntime>,
+        lease: Duration,
+    ) -> Fleet {
         let abandoned = Mutex::new(Some(agents.abandoned_runs()));
+        agents.join_fleet(relay.clone());
         Fleet {
             leases,
+            relay,
             agents,
             lease,
             abandoned,
@@ -87,6 +98,11 @@ impl Fleet {
                 }
             }
         });
+        let commanded = tokio::spawn(commands::serve(
+            self.relay.clone(),
+            self.agents.clone(),
+            stop.clone(),
+        ));
         let mut refused = Refused::new();
         let mut abandoned = self
             .abandoned
@@ -105,6 +121,7 @@ impl Fleet {
             }
         }
         let _ = renewing.await;
+        let _ = commanded.await;
         match self.leases.release().await {
             Ok(()) => tracing::info!(node = %self.leases.node(), "left the fleet"),
             Err(err) => {

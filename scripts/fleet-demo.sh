@@ -59,6 +59,7 @@ workspace_roots = ["$work/root"]
 [store]
 url = "$database"
 lease_ms = $lease_ms
+shared_dir = "$work/shared"
 EOF
 
 declare -A server=() token=() pid_of=()
@@ -74,12 +75,13 @@ start_node() {
     pids+=("$!")
     # Not a job of this shell's: its SIGKILL, by the demo or the cleanup, is not reported.
     disown "$!"
+    # The fleet's daemons share one token, in the shared dir.
     for _ in $(seq 600); do
-        [[ -s $work/state-$name/token ]] && break
+        [[ -s $work/shared/token ]] && break
         kill -0 "${pid_of[$name]}" 2>/dev/null || { cat "$work/$name.log" >&2; die "airlockd $name exited"; }
         sleep 0.1
     done
-    token[$name]="$(cat "$work/state-$name/token")"
+    token[$name]="$(cat "$work/shared/token")"
     for _ in $(seq 600); do
         on "$name" tools list >/dev/null 2>&1 && {
             echo "daemon $name serves ${server[$name]} (log: $work/$name.log)" >&2
@@ -125,6 +127,11 @@ for _ in $(seq 600); do
 done
 grep -qx started "$workspace/log.txt" || die "the run did not start: $(cat "$work/run.txt")"
 run_id="$(on a runs list --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["run_id"])')"
+
+say "a client of daemon c follows the run daemon a executes"
+on c attach "$run_id" --json >"$work/followed.jsonl" 2>"$work/follow-errors.txt" &
+follower=$!
+pids+=("$follower")
 sleep 1
 
 say "killing daemon a (SIGKILL) while its run $run_id thinks"
@@ -147,6 +154,19 @@ done
 echo "daemon $taker took run $run_id over and finished it $((SECONDS - killed)) s after the kill" \
     "(a lease, then the model's eight seconds again: the step it was in is asked anew)" >&2
 on c runs show "$run_id"
+
+say "checking what daemon c's client saw: every event once, in order, to the run's end"
+wait "$follower" || die "the follower on c failed: $(cat "$work/follow-errors.txt")"
+python3 - "$work/followed.jsonl" <<'PY' || die "daemon c's client saw a gap or a repeat"
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+stored = [e for e in events if not e.get("delta")]
+seqs = [int(e["seq"]) for e in stored]
+assert seqs == list(range(1, len(seqs) + 1)), seqs
+kinds = [next(k for k in e if k not in ("run_id", "seq", "step_id", "time_ms", "turn_id", "delta")) for e in stored]
+assert "run_resumed" in kinds and kinds[-1] == "run_finished", kinds
+print(f"daemon c's client saw events 1 to {seqs[-1]}, the takeover's run_resumed among them", file=sys.stderr)
+PY
 
 say "checking the workspace: each line appended exactly once"
 cat "$workspace/log.txt" >&2

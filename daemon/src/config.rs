@@ -203,6 +203,11 @@ pub enum StoreBackend {
         /// How long the fleet waits for a daemon that stopped renewing its lease before
         /// another takes its runs over.
         lease: Duration,
+        /// Storage every daemon of the fleet sees at this path (`[store] shared_dir`): the
+        /// default tenant's token, kept outputs and change sets' contents live there, so
+        /// any daemon authenticates, serves `ReadOutput` and reverts a run. None keeps them
+        /// in the state dir, for a single daemon on PostgreSQL.
+        shared_dir: Option<PathBuf>,
     },
 }
 
@@ -228,9 +233,9 @@ impl StoreBackend {
     fn parse(value: &str, file: &StoreFile) -> Result<StoreBackend, ConfigError> {
         let fsync_every_commit = file.fsync_every_commit;
         if value == "sqlite" {
-            if file.lease_ms.is_some() {
+            if file.lease_ms.is_some() || file.shared_dir.is_some() {
                 return Err(ConfigError::Store(
-                    "[store] lease_ms is a fleet's, on a PostgreSQL store".into(),
+                    "[store] lease_ms and shared_dir are a fleet's, on a PostgreSQL store".into(),
                 ));
             }
             return Ok(StoreBackend::Sqlite { fsync_every_commit });
@@ -257,6 +262,7 @@ impl StoreBackend {
         Ok(StoreBackend::Postgres {
             url: value.to_owned(),
             lease,
+            shared_dir: file.shared_dir.clone(),
         })
     }
 }
@@ -270,6 +276,8 @@ pub struct StoreFile {
     pub fsync_every_commit: bool,
     /// A fleet's lease in milliseconds (PostgreSQL only; see `DEFAULT_LEASE`).
     pub lease_ms: Option<u64>,
+    /// Storage the fleet's daemons share (PostgreSQL only; see `StoreBackend::Postgres`).
+    pub shared_dir: Option<PathBuf>,
     /// Delete finished runs, kept outputs and their blobs once this many days old; unset
     /// keeps everything. Zero is refused: it would delete every run as it finishes.
     pub retention_days: Option<std::num::NonZeroU32>,
@@ -460,6 +468,7 @@ impl ConfigFile {
         file.profiles_dir.iter_mut().for_each(anchor);
         file.state_dir.iter_mut().for_each(anchor);
         file.module_cache_dir.iter_mut().for_each(anchor);
+        file.store.shared_dir.iter_mut().for_each(anchor);
         file.console.dir.iter_mut().for_each(anchor);
         if let Some(tls) = &mut file.tls {
             anchor(&mut tls.cert);
@@ -478,6 +487,18 @@ impl ConfigFile {
 }
 
 impl DaemonConfig {
+    /// Where what every daemon of a fleet must read is kept: the default tenant's token,
+    /// kept outputs, change sets' contents. The state dir, unless the fleet shares storage.
+    pub fn shared_dir(&self) -> &Path {
+        match &self.store {
+            StoreBackend::Postgres {
+                shared_dir: Some(shared),
+                ..
+            } => shared,
+            StoreBackend::Postgres { .. } | StoreBackend::Sqlite { .. } => &self.state_dir,
+        }
+    }
+
     /// Where compiled modules are kept.
     pub fn module_cache(&self) -> PathBuf {
         self.module_cache_dir
@@ -927,6 +948,7 @@ mod tests {
         let fleet = StoreBackend::Postgres {
             url: url.into(),
             lease: DEFAULT_LEASE,
+            shared_dir: None,
         };
         assert_eq!(
             resolve(&format!("[store]\nurl = \"{url}\""), None).expect("file"),
@@ -947,9 +969,21 @@ mod tests {
             short,
             StoreBackend::Postgres {
                 url: url.into(),
-                lease: Duration::from_millis(250)
+                lease: Duration::from_millis(250),
+                shared_dir: None,
             }
         );
+        let shared = resolve("[store]\nshared_dir = \"/srv/airlock\"", Some(url)).expect("shared");
+        assert_eq!(
+            shared,
+            StoreBackend::Postgres {
+                url: url.into(),
+                lease: DEFAULT_LEASE,
+                shared_dir: Some(PathBuf::from("/srv/airlock")),
+            }
+        );
+        let err = resolve("[store]\nshared_dir = \"/srv/airlock\"", None).expect_err("a fleet's");
+        assert!(err.to_string().contains("shared_dir"), "{err}");
         // The shortest lease is taken; a millisecond less is not.
         assert!(resolve("[store]\nlease_ms = 100", Some(url)).is_ok());
         let err = resolve("[store]\nlease_ms = 99", Some(url)).expect_err("too short");

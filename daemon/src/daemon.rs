@@ -95,20 +95,17 @@ impl Daemon {
     pub async fn build(config: DaemonConfig) -> Result<Daemon, StartError> {
         // The state dir holds the access tokens, every run's record and the kept outputs:
         // the daemon's user alone may read it, whatever the umask.
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(STATE_DIR_MODE)
-            .create(&config.state_dir)
-            .and_then(|()| {
-                std::fs::set_permissions(
-                    &config.state_dir,
-                    std::fs::Permissions::from_mode(STATE_DIR_MODE),
-                )
-            })
-            .map_err(|source| StartError::StateDir {
-                path: config.state_dir.clone(),
-                source,
-            })?;
+        private_dir(&config.state_dir)?;
+        let shared_dir = config.shared_dir().to_owned();
+        if shared_dir != config.state_dir {
+            private_dir(&shared_dir)?;
+        } else if matches!(config.store, StoreBackend::Postgres { .. }) {
+            tracing::warn!(
+                "the store is PostgreSQL and [store] shared_dir is unset: the access token, kept \
+                 outputs and change sets' contents stay in this daemon's state dir, where other \
+                 daemons of a fleet cannot read them"
+            );
+        }
         let (profiles, profile_errors) = Profiles::load_dir(&config.profiles_dir);
         for error in &profile_errors {
             tracing::error!(%error, "profile refused");
@@ -128,7 +125,7 @@ impl Daemon {
                 .map(|(name, addrs)| (name.clone(), addrs.clone()))
                 .collect(),
         ));
-        let changes = Changes::open(&config.state_dir, config.blob_cap_bytes)
+        let changes = Changes::open(&config.state_dir, &shared_dir, config.blob_cap_bytes)
             .inspect_err(|err| {
                 tracing::warn!(error = %err, "tools that write the workspace will be refused");
             })
@@ -159,24 +156,20 @@ impl Daemon {
         let workspaces = WorkspaceRoots::new(&config.workspace_roots)
             .and_then(|roots| roots.reserve(&config.state_dir))
             .map_err(StartError::WorkspaceRoots)?;
-        let tenants = Arc::new(api::Tenants::load(
-            &config.state_dir,
-            &config.auth,
-            &workspaces,
-        )?);
+        let tenants = Arc::new(api::Tenants::load(&shared_dir, &config.auth, &workspaces)?);
         tracing::info!(
-            token_file = %config.state_dir.join(api::token_file::TOKEN_FILE).display(),
+            token_file = %shared_dir.join(api::token_file::TOKEN_FILE).display(),
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
         let (store, fleet) = open_store(&config.store, &config.state_dir).await?;
         let kept = KeptOutputs::open(
-            &config.state_dir.join(OUTPUTS_DIR),
+            &shared_dir.join(OUTPUTS_DIR),
             store.clone(),
             KeptLimits::default(),
         )
         .map_err(|source| StartError::StateDir {
-            path: config.state_dir.join(OUTPUTS_DIR),
+            path: shared_dir.join(OUTPUTS_DIR),
             source,
         })?;
         let executor = Arc::new(
@@ -394,6 +387,22 @@ impl Daemon {
     }
 }
 
+/// Creates `dir` if need be, private to the daemon's user whatever the umask: the state dir
+/// and the fleet's shared dir hold the access token, every run's record and kept outputs.
+fn private_dir(dir: &std::path::Path) -> Result<(), StartError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(STATE_DIR_MODE)
+        .create(dir)
+        .and_then(|()| {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(STATE_DIR_MODE))
+        })
+        .map_err(|source| StartError::StateDir {
+            path: dir.to_owned(),
+            source,
+        })
+}
+
 /// What a shared store offers a fleet: leases (and how long each lasts), and the relay.
 struct FleetStore {
     leases: Arc<dyn Leases>,
@@ -417,7 +426,7 @@ async fn open_store(
             )?),
             None,
         ),
-        StoreBackend::Postgres { url, lease } => {
+        StoreBackend::Postgres { url, lease, .. } => {
             let shared = Arc::new(PostgresStore::connect(url, *lease).await?);
             let fleet = FleetStore {
                 leases: shared.clone(),

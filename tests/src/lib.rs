@@ -500,12 +500,8 @@ impl TestDaemon {
         &self,
         request: pb::ExecuteToolRequest,
     ) -> Result<Execution, tonic::Status> {
-        let mut stream = self.tools().await.execute_tool(request).await?.into_inner();
-        let mut execution = Execution::default();
-        while let Some(event) = stream.message().await? {
-            execution.push(event.event.expect("every event carries a payload"));
-        }
-        Ok(execution)
+        let stream = self.tools().await.execute_tool(request).await?.into_inner();
+        Execution::read(stream).await
     }
 
     /// Stops the daemon and waits until it has stopped.
@@ -542,6 +538,17 @@ pub struct Execution {
 }
 
 impl Execution {
+    /// Everything an `ExecuteTool` stream brings, to its end.
+    pub async fn read(
+        mut stream: tonic::Streaming<pb::ExecuteToolEvent>,
+    ) -> Result<Execution, tonic::Status> {
+        let mut execution = Execution::default();
+        while let Some(event) = stream.message().await? {
+            execution.push(event.event.expect("every event carries a payload"));
+        }
+        Ok(execution)
+    }
+
     fn push(&mut self, event: Event) {
         match &event {
             Event::Started(started) => {

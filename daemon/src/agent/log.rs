@@ -460,7 +460,7 @@ fn follow(
         };
         while !finished {
             match notices.recv().await {
-                Ok(Notice::Event { run_id: of, seq }) if of == run_id && seq > cursor => {}
+                Ok(Notice::Event { run_id: of }) if of == run_id => {}
                 Ok(Notice::Missed) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Ok(_) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,

@@ -285,4 +285,22 @@ mod tests {
             Code::Aborted
         );
     }
+
+    #[test]
+    fn a_command_the_fleet_did_not_answer_is_unavailable_and_says_whether_it_counted() {
+        for (maybe_applied, says) in [(false, "was not applied"), (true, "may or may not")] {
+            let err = ApiError::from(AgentError::Unanswered {
+                run_id: "run_1".into(),
+                maybe_applied,
+            });
+            assert_eq!(err.code(), Code::Unavailable);
+            assert!(err.to_string().contains(says), "{err}");
+        }
+        // A decision the run's daemon refused keeps its own status and field.
+        let refused = ApiError::from(AgentError::Decision(DecisionError::DigestMismatch(
+            "apr_1".into(),
+        )));
+        assert_eq!(refused.code(), Code::FailedPrecondition);
+        assert!(refused.to_string().starts_with("digest: "), "{refused}");
+    }
 }

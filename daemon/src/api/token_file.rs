@@ -56,26 +56,38 @@ pub fn ensure_default_token(state_dir: &Path) -> Result<String, SecretFileError>
         other => return other,
     }
     let token = new_token()?;
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path);
-    let mut file = match created {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            return read_secret_file(&path);
-        }
-        Err(source) => return Err(SecretFileError::Create { path, source }),
+    // Written whole under a name of its own, then linked in place: the link fails if the
+    // token exists, so daemons of a fleet starting at once on a shared dir agree on one
+    // token, and none ever reads a half-written file.
+    let draft = state_dir.join(format!(".{TOKEN_FILE}.{}", std::process::id()));
+    let create_error = |source| SecretFileError::Create {
+        path: path.clone(),
+        source,
     };
-    file.write_all(format!("{token}\n").as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|source| SecretFileError::Create {
-            path: path.clone(),
-            source,
-        })?;
-    tracing::info!(path = %path.display(), "created the access token of the default tenant");
-    Ok(token)
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&draft)
+        .and_then(|mut file| {
+            file.write_all(format!("{token}\n").as_bytes())?;
+            file.sync_all()
+        });
+    if let Err(source) = written {
+        let _ = std::fs::remove_file(&draft);
+        return Err(create_error(source));
+    }
+    let linked = std::fs::hard_link(&draft, &path);
+    let _ = std::fs::remove_file(&draft);
+    match linked {
+        Ok(()) => {
+            tracing::info!(path = %path.display(), "created the access token of the default tenant");
+            Ok(token)
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => read_secret_file(&path),
+        Err(source) => Err(create_error(source)),
+    }
 }
 
 /// Reads a token from a file that only its owner may read.

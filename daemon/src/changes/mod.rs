@@ -145,14 +145,23 @@ pub struct Changes {
 impl Changes {
     /// Opens the service under `state_dir`, removing the upper layers of calls a previous
     /// daemon did not finish (they never reached the workspace).
-    pub fn open(state_dir: &Path, blob_cap: u64) -> Result<Changes, ChangeError> {
-        let root = state_dir.join(CHANGES_DIR);
-        let calls = root.join(CALLS_DIR);
+    /// The calls' overlays live under `state_dir` (this daemon's alone: what is left of
+    /// them at start is removed), the contents under `shared_dir` (a fleet's daemons share
+    /// them, so any of them reverts a run; the state dir again for a single daemon).
+    pub fn open(
+        state_dir: &Path,
+        shared_dir: &Path,
+        blob_cap: u64,
+    ) -> Result<Changes, ChangeError> {
+        let calls = state_dir.join(CHANGES_DIR).join(CALLS_DIR);
         if calls.exists() {
             std::fs::remove_dir_all(&calls)?;
         }
         std::fs::create_dir_all(&calls)?;
-        let blobs = Arc::new(Blobs::open(root.join(BLOBS_DIR), blob_cap)?);
+        let blobs = Arc::new(Blobs::open(
+            shared_dir.join(CHANGES_DIR).join(BLOBS_DIR),
+            blob_cap,
+        )?);
         let idmap = Arc::new(IdMap::create().map_err(|err| {
             ChangeError::Overlay(format!(
                 "cannot create the id mapping for the workspace: {err}"
@@ -268,7 +277,12 @@ mod tests {
         std::fs::write(ws.join("run.sh"), "echo hi\n").expect("write");
         std::fs::write(ws.join("src/old/a.txt"), "a\n").expect("write");
         std::fs::write(ws.join(".gitignore"), "build/\n").expect("write");
-        let changes = Changes::open(&dir.path().join("state"), 1 << 30).expect("open");
+        let changes = Changes::open(
+            &dir.path().join("state"),
+            &dir.path().join("state"),
+            1 << 30,
+        )
+        .expect("open");
         (dir, ws, changes)
     }
 

@@ -32,7 +32,7 @@ pub(super) async fn serve(
                     apply(&*relay, &agents, command).await;
                 }
             }
-            Ok(Notice::Event { run_id, .. }) => agents.changed_elsewhere(&run_id),
+            Ok(Notice::Event { run_id }) => agents.changed_elsewhere(&run_id),
             Ok(Notice::Missed) | Err(broadcast::error::RecvError::Lagged(_)) => {
                 apply_untaken(&*relay, &agents).await;
             }

@@ -22,8 +22,8 @@ use crate::policy::{DecisionError, Verdict};
 /// A change another daemon (or this one) committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
-    /// Event `seq` of the run was committed.
-    Event { run_id: RunId, seq: u64 },
+    /// Events of the run were committed (one notice for all of one transaction's).
+    Event { run_id: RunId },
     /// An approval request was kept or answered.
     Approval { approval_id: String },
     /// The run finished.

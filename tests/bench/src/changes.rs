@@ -112,7 +112,8 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         .join("tool.toml");
     let manifest = Manifest::load(&manifest_path)?;
     let tool = engine.load(&manifest.image, &profile)?;
-    let changes = Changes::open(&bench.fixtures.fresh_dir("changes-state-")?, BLOB_CAP)
+    let state = bench.fixtures.fresh_dir("changes-state-")?;
+    let changes = Changes::open(&state, &state, BLOB_CAP)
         .context("cannot open the change-set service (overlayfs and idmapped mounts needed)")?;
     let executor = Executor {
         changes,

@@ -1,5 +1,5 @@
 //! A fleet: three real `airlockd` processes over one real PostgreSQL database, each with a
-//! state dir of its own and the same workspace root. The daemon executing a run is killed
+//! state dir of its own, the same workspace root and the same shared dir. The daemon executing a run is killed
 //! with SIGKILL at points of the run, or frozen with SIGSTOP: another takes the run over from
 //! its last checkpoint, no acknowledged event is lost or changed, the non-idempotent write
 //! happens at most once (exactly once when the run saw it succeed), and a frozen owner that
@@ -49,6 +49,12 @@ impl Fleet {
                  timeout_ms = {WRITE_TIMEOUT_MS}\ninput_schema = {{ type = \"object\" }}"
             ),
         );
+        // Its output is cut to 1000 bytes and kept whole, for ReadOutput.
+        tools.add_file(
+            "big",
+            &test_module("big_result"),
+            "[output]\nmax_bytes = 1000\ntruncate = \"head\"",
+        );
         std::fs::create_dir_all(dir.path().join("root/project")).unwrap();
         std::fs::write(dir.path().join("root/project/notes.txt"), "alpha\n").unwrap();
         let config = dir.path().join("airlockd.toml");
@@ -56,7 +62,8 @@ impl Fleet {
             &config,
             format!(
                 "tools_dirs = [\"{}\", \"{}\"]\nprofiles_dir = \"{}\"\nmodule_cache_dir = \"{}\"\n\
-                 workspace_roots = [\"root\"]\n[store]\nurl = \"{database}\"\nlease_ms = {LEASE_MS}\n",
+                 workspace_roots = [\"root\"]\n[store]\nurl = \"{database}\"\nlease_ms = {LEASE_MS}\n\
+                 shared_dir = \"shared\"\n",
                 repo_root().join("plugins").display(),
                 tools.path().display(),
                 repo_root().join("sandbox-profiles").display(),
@@ -129,7 +136,7 @@ pub(super) async fn start_and_read(
 }
 
 /// As [`start_and_read`], the run's write going to `file`.
-async fn start_writing(
+pub(super) async fn start_writing(
     daemon: &DaemonProcess,
     workspace: &Path,
     think_ms: u64,

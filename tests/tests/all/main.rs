@@ -29,7 +29,7 @@ mod egress_wasm;
 mod escape_corpus;
 mod evals;
 mod fleet;
-mod fleet_views;
+mod fleet_clients;
 mod grpc_api;
 mod mcp_conformance;
 mod mcp_gateway;

@@ -136,7 +136,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 3: what the fleet's daemons tell each other. Each committed event, approval change and
     // finished run is announced on the channel `airlock` by a trigger, so no write path can
     // forget to; a notification goes out when its transaction commits, and never for one
-    // rolled back. Commands a client sends through one daemon for a run another executes
+    // rolled back. An event's notice names its run only: the server sends one notice for the
+    // same words in one transaction, so a batch of a run's events costs one. Commands a client sends through one daemon for a run another executes
     // wait in `run_commands` for the run's owner to take and answer them.
     r#"
     CREATE TABLE run_commands (
@@ -148,10 +149,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         outcome TEXT
     );
     CREATE INDEX run_commands_untaken ON run_commands(run_id) WHERE taken_by IS NULL AND outcome IS NULL;
+    CREATE INDEX approvals_unanswered ON approvals(run_id) WHERE resolved_at_ms IS NULL;
     CREATE FUNCTION airlock_notify() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF TG_TABLE_NAME = 'events' THEN
-            PERFORM pg_notify('airlock', 'e ' || NEW.run_id || ' ' || NEW.seq);
+            PERFORM pg_notify('airlock', 'e ' || NEW.run_id);
         ELSIF TG_TABLE_NAME = 'approvals' THEN
             PERFORM pg_notify('airlock', 'a ' || NEW.approval_id);
         ELSIF TG_TABLE_NAME = 'runs' THEN

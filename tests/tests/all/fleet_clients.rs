@@ -1,18 +1,19 @@
-//! A fleet's live views: a client of any daemon follows a run another daemon executes, in
-//! sequence order without gaps (also while the run moves to a third daemon after a kill),
-//! sees its approval requests on an approver console, and answers or cancels it — applied
-//! once, by the daemon executing the run.
+//! A fleet as its clients see it: a client of any daemon follows a run another daemon
+//! executes, in sequence order without gaps (also while the run moves to a third daemon
+//! after a kill), sees its approval requests on an approver console, and answers or cancels
+//! it — applied once, by the daemon executing the run; and the same token, kept outputs and
+//! change sets serve it on every daemon.
 
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{AuthedChannel, Console, DaemonProcess, RunStream, scripted_run};
+use airlock_tests::{AuthedChannel, Console, DaemonProcess, Execution, RunStream, scripted_run};
 use pb::run_event::Event;
 use prost::Message as _;
 
 use super::fleet::{
     Fleet, TAKEOVER_WITHIN, await_finished, check_finished_once, check_taken_over, kind, script,
-    start_and_read, stored_log,
+    start_and_read, start_writing, stored_log,
 };
 
 async fn agent(daemon: &DaemonProcess) -> pb::agent_client::AgentClient<AuthedChannel> {
@@ -201,4 +202,52 @@ async fn a_run_another_daemon_executes_is_cancelled_through_this_one() {
         .unwrap_err();
     assert_eq!(late.code(), tonic::Code::FailedPrecondition, "{late:?}");
     assert_eq!(fleet.effects(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_kept_outputs_and_change_sets_serve_on_every_daemon() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
+    // Both started at once on the shared dir, and agree on one token.
+    assert_eq!(a.token, b.token);
+
+    // A call on a, cut and kept whole; read on b.
+    let stream = pb::tools_client::ToolsClient::new(a.channel().await)
+        .execute_tool(pb::ExecuteToolRequest {
+            tool: "big".into(),
+            arguments_json: r#"{"bytes": 50000}"#.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let result = Execution::read(stream).await.unwrap().result().clone();
+    assert!(result.truncated, "{result:?}");
+    let page = pb::tools_client::ToolsClient::new(b.channel().await)
+        .read_output(pb::ReadOutputRequest {
+            execution_id: result.execution_id.clone(),
+            offset: 0,
+            length: 100_000,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(page.eof);
+    assert_eq!(page.total_bytes, result.original_bytes);
+
+    // A run on a changes a file; b puts it back as it was, from the contents a kept.
+    let notes = fleet.workspace().join("notes.txt");
+    let (run_id, _) = start_writing(&a, &fleet.workspace(), 0, "notes.txt", |_| false).await;
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\neffect\n");
+    agent(&b)
+        .await
+        .revert_run(pb::RevertRunRequest {
+            run_id,
+            to_step: 1,
+            force: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\n");
 }

@@ -459,7 +459,12 @@ fn follow(
             return;
         };
         while !finished {
-            match notices.recv().await {
+            // A subscriber that went away ends the follow at once, not at the run's next event.
+            let notice = tokio::select! {
+                notice = notices.recv() => notice,
+                () = sender.closed() => return,
+            };
+            match notice {
                 Ok(Notice::Event { run_id: of }) if of == run_id => {}
                 Ok(Notice::Missed) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Ok(_) => continue,

@@ -106,7 +106,11 @@ impl Remote {
                         let update = match relay.approval(&approval_id).await {
                             Ok(Some(stored)) => ended_update(stored),
                             Ok(None) => Some(withdrawn(request)),
-                            Err(_) => None,
+                            // Asked again at the next notice.
+                            Err(_) => {
+                                sent.insert(approval_id, request);
+                                None
+                            }
                         };
                         if let Some(update) = update
                             && outgoing.send(update).await.is_err()
@@ -124,7 +128,12 @@ impl Remote {
                         sent.insert(approval_id, request);
                     }
                 }
-                if !pending_changed(&mut notices).await {
+                // A console that went away ends the watch at once, not at the next change.
+                let changed = tokio::select! {
+                    changed = pending_changed(&mut notices) => changed,
+                    () = outgoing.closed() => false,
+                };
+                if !changed {
                     return;
                 }
             }

@@ -515,9 +515,11 @@ impl pb::agent_server::Agent for AgentService {
                                 &decision.approval_id,
                                 &format!("tenant `{}` may not answer approvals", tenant.name),
                             );
+                        } else if runtime.is_live(&run_id) {
+                            runtime.decide_for_run(&run_id, &verdict(&decision)).await;
                         } else {
-                            // Not awaited here: in a fleet, the daemon executing the run
-                            // answers it, and the stream's next messages need not wait.
+                            // In a fleet, the daemon executing the run answers it: the
+                            // stream's next messages need not wait for that.
                             let (runtime, run_id) = (runtime.clone(), run_id.clone());
                             tokio::spawn(async move {
                                 runtime.decide_for_run(&run_id, &verdict(&decision)).await;

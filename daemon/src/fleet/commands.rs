@@ -42,7 +42,8 @@ pub(super) async fn serve(
     }
 }
 
-async fn apply_untaken(relay: &dyn Relay, agents: &AgentRuntime) {
+/// Applies the commands no daemon took for the runs live here.
+pub(super) async fn apply_untaken(relay: &dyn Relay, agents: &AgentRuntime) {
     match relay.untaken_commands().await {
         Ok(commands) => {
             for (command, run_id) in commands {

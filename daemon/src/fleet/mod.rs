@@ -194,6 +194,11 @@ impl Fleet {
             }
         }
         self.give_back().await;
+        if resumed > 0 {
+            // A client may have sent a command for a run between its claim and its launch
+            // here, when no daemon executed it: those wait in the store.
+            commands::apply_untaken(&*self.relay, &self.agents).await;
+        }
         Ok(resumed)
     }
 

@@ -3,11 +3,13 @@
 # PostgreSQL server (Debian's, on loopback, in a temporary directory), three daemons that
 # share it and one workspace root, and an agent run on the first daemon (a scripted model,
 # no API key) that appends a line to a file, thinks for eight seconds, appends another and
-# finishes. While it thinks, the first daemon is killed with SIGKILL: the others see its lease
-# lapse, one of them takes the run over from its last checkpoint and finishes it. The script
-# then checks, from the workspace and the run's record as another daemon reads it, that the
-# run finished and that each line was appended exactly once; and prints which daemon took
-# the run over and how long after the kill.
+# finishes, followed live by a client of the third daemon. While it thinks, the first daemon
+# is killed with SIGKILL: the others see its lease lapse, one of them takes the run over from
+# its last checkpoint and finishes it. The script then checks, from the workspace, the run's
+# record as another daemon reads it and what the third daemon's client saw, that the run
+# finished, that each line was appended exactly once and that the client saw every event
+# once and in order across the takeover; and prints which daemon took the run over and how
+# long after the kill.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

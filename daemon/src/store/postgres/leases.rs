@@ -97,21 +97,12 @@ pub(super) async fn disown(c: Conn, node: NodeId, run_id: RunId, epoch: i64) -> 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use crate::ids::CallId;
-    use crate::store::postgres::{PostgresStore, testing};
+    use crate::store::postgres::PostgresStore;
+    use crate::store::postgres::testing::{self, node};
     use crate::store::{Effect, Leases, RunState, Store, StoreError, recorded_run};
-
-    /// A store of its own daemon (node) on the database at `url`.
-    async fn node(url: &str) -> Arc<PostgresStore> {
-        Arc::new(
-            PostgresStore::connect(url, Duration::from_secs(5))
-                .await
-                .expect("connects"),
-        )
-    }
 
     /// A run of `store`'s node in a fresh session, as its first event records it.
     async fn started_run(store: &PostgresStore) -> crate::store::RunRecord {

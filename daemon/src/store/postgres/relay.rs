@@ -309,20 +309,10 @@ pub(super) async fn withdraw_command(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::policy::Verdict;
-    use crate::store::postgres::{PostgresStore, testing};
+    use crate::store::postgres::testing::{self, node};
     use crate::store::{Relay, Store, recorded_run};
-
-    async fn node(url: &str) -> Arc<PostgresStore> {
-        Arc::new(
-            PostgresStore::connect(url, Duration::from_secs(5))
-                .await
-                .expect("connects"),
-        )
-    }
 
     async fn next(notices: &mut broadcast::Receiver<Notice>) -> Notice {
         tokio::time::timeout(Duration::from_secs(30), notices.recv())

@@ -29,3 +29,13 @@ pub async fn fresh_database() -> String {
     let (base, _) = server.rsplit_once('/').unwrap_or((&server, ""));
     format!("{base}/{name}")
 }
+
+/// A store of a daemon (node) of its own on the database at `url`, with a lease of 5 s.
+#[cfg(test)]
+pub(in crate::store) async fn node(url: &str) -> std::sync::Arc<super::PostgresStore> {
+    std::sync::Arc::new(
+        super::PostgresStore::connect(url, std::time::Duration::from_secs(5))
+            .await
+            .expect("connects"),
+    )
+}

@@ -155,6 +155,7 @@ impl Daemon {
         }
         let workspaces = WorkspaceRoots::new(&config.workspace_roots)
             .and_then(|roots| roots.reserve(&config.state_dir))
+            .and_then(|roots| roots.reserve(&shared_dir))
             .map_err(StartError::WorkspaceRoots)?;
         let tenants = Arc::new(api::Tenants::load(&shared_dir, &config.auth, &workspaces)?);
         tracing::info!(

@@ -59,7 +59,8 @@ pub fn ensure_default_token(state_dir: &Path) -> Result<String, SecretFileError>
     // Written whole under a name of its own, then linked in place: the link fails if the
     // token exists, so daemons of a fleet starting at once on a shared dir agree on one
     // token, and none ever reads a half-written file.
-    let draft = state_dir.join(format!(".{TOKEN_FILE}.{}", std::process::id()));
+    // Named at random: daemons on several machines may share the directory (and a pid).
+    let draft = state_dir.join(format!(".{TOKEN_FILE}.{}", uuid::Uuid::new_v4().simple()));
     let create_error = |source| SecretFileError::Create {
         path: path.clone(),
         source,

@@ -1022,6 +1022,10 @@ impl DaemonProcess {
     pub async fn channel(&self) -> AuthedChannel {
         connect_with_token(&self.endpoint, &self.token).await
     }
+
+    pub async fn agent(&self) -> pb::agent_client::AgentClient<AuthedChannel> {
+        pb::agent_client::AgentClient::new(self.channel().await)
+    }
 }
 
 /// An approver console on a daemon's `Approvals` stream, as `airlock approvals` is.

@@ -32,7 +32,6 @@ const WATCH_BUFFER: usize = 64;
 /// an answer: a safety net only, since answers are announced.
 const COMMAND_RECHECK: Duration = Duration::from_millis(500);
 
-#[derive(Clone)]
 pub struct Remote {
     relay: Arc<dyn Relay>,
 }

@@ -26,7 +26,7 @@ const WRITE_TIMEOUT_MS: u64 = 1_500;
 
 /// How long a run may take to finish once its daemon is gone: a lease, the write's timeout
 /// and its margin, and the rest of the run, with room for a loaded CI machine.
-pub(super) const TAKEOVER_WITHIN: Duration = Duration::from_secs(60);
+const TAKEOVER_WITHIN: Duration = Duration::from_secs(60);
 
 pub(super) struct Fleet {
     /// The fleet's database, for the tests that reach into it.
@@ -151,7 +151,9 @@ pub(super) async fn start_writing(
             request: Some(pb::run_request::Request::Start(start)),
         })
         .unwrap();
-    let mut events = pb::agent_client::AgentClient::new(daemon.channel().await)
+    let mut events = daemon
+        .agent()
+        .await
         .run(UnboundedReceiverStream::new(receiver))
         .await
         .unwrap()
@@ -170,7 +172,7 @@ pub(super) async fn start_writing(
 /// Waits until the run is finished in the shared store, asking `daemon`.
 pub(super) async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
     let deadline = tokio::time::Instant::now() + TAKEOVER_WITHIN;
-    let mut agent = pb::agent_client::AgentClient::new(daemon.channel().await);
+    let mut agent = daemon.agent().await;
     loop {
         let run = agent
             .get_run(pb::GetRunRequest {
@@ -192,20 +194,31 @@ pub(super) async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
 
 /// The run's whole log as the shared store has it, read through `daemon`.
 pub(super) async fn stored_log(daemon: &DaemonProcess, run_id: &str) -> Vec<pb::RunEvent> {
-    let mut events = pb::agent_client::AgentClient::new(daemon.channel().await)
+    read_to_end(follow(daemon, run_id).await).await
+}
+
+/// A run's events through `daemon` from the first.
+pub(super) async fn follow(daemon: &DaemonProcess, run_id: &str) -> tonic::Streaming<pb::RunEvent> {
+    daemon
+        .agent()
+        .await
         .watch_run(pb::AttachRun {
             run_id: run_id.into(),
             after_seq: 0,
         })
         .await
         .unwrap()
-        .into_inner();
-    let mut log = Vec::new();
+        .into_inner()
+}
+
+/// What `events` brings, to the stream's end (the run's, in a fleet).
+pub(super) async fn read_to_end(mut events: tonic::Streaming<pb::RunEvent>) -> Vec<pb::RunEvent> {
+    let mut seen = Vec::new();
     loop {
-        match tokio::time::timeout(Duration::from_secs(60), events.message()).await {
-            Ok(Ok(Some(event))) => log.push(event),
-            Ok(Ok(None)) => return log,
-            other => panic!("reading the run's log failed: {other:?}\nso far: {log:#?}"),
+        match tokio::time::timeout(TAKEOVER_WITHIN, events.message()).await {
+            Ok(Ok(Some(event))) => seen.push(event),
+            Ok(Ok(None)) => return seen,
+            other => panic!("reading the run's events failed: {other:?}\nso far: {seen:#?}"),
         }
     }
 }
@@ -366,7 +379,7 @@ async fn no_daemon_takes_over_a_run_whose_workspace_it_cannot_see() {
     b.await_log("its workspace is not visible on this machine")
         .await;
     assert!(b.log().contains(&run_id), "{}", b.log());
-    let mut agent = pb::agent_client::AgentClient::new(b.channel().await);
+    let mut agent = b.agent().await;
     let run = agent
         .get_run(pb::GetRunRequest {
             run_id: run_id.clone(),

@@ -7,42 +7,14 @@
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{AuthedChannel, Console, DaemonProcess, Execution, RunStream, scripted_run};
+use airlock_tests::{Console, Execution, RunStream, scripted_run};
 use pb::run_event::Event;
 use prost::Message as _;
 
 use super::fleet::{
-    Fleet, TAKEOVER_WITHIN, await_finished, check_finished_once, check_taken_over, kind, script,
-    start_and_read, start_writing, stored_log,
+    Fleet, await_finished, check_finished_once, check_taken_over, follow, kind, read_to_end,
+    script, start_and_read, start_writing, stored_log,
 };
-
-async fn agent(daemon: &DaemonProcess) -> pb::agent_client::AgentClient<AuthedChannel> {
-    pb::agent_client::AgentClient::new(daemon.channel().await)
-}
-
-/// A run's events through `daemon` from the first, read to the stream's end.
-async fn follow(daemon: &DaemonProcess, run_id: &str) -> tonic::Streaming<pb::RunEvent> {
-    agent(daemon)
-        .await
-        .watch_run(pb::AttachRun {
-            run_id: run_id.into(),
-            after_seq: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
-
-async fn read_to_end(mut events: tonic::Streaming<pb::RunEvent>) -> Vec<pb::RunEvent> {
-    let mut seen = Vec::new();
-    loop {
-        match tokio::time::timeout(TAKEOVER_WITHIN, events.message()).await {
-            Ok(Ok(Some(event))) => seen.push(event),
-            Ok(Ok(None)) => return seen,
-            other => panic!("following the run failed: {other:?}\nso far: {seen:#?}"),
-        }
-    }
-}
 
 /// The stored events among `events` (streamed pieces left out), encoded, for comparison.
 fn stored(events: &[pb::RunEvent]) -> Vec<Vec<u8>> {
@@ -68,10 +40,10 @@ async fn a_run_one_daemon_executes_is_followed_and_answered_through_the_others()
     let fleet = Fleet::new(cache.path()).await;
     let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
     // An approver console on c, open before the run starts.
-    let mut console = Console::on(agent(&c).await).await;
+    let mut console = Console::on(c.agent().await).await;
     let mut start = scripted_run(&fleet.workspace(), &script(0, "log.txt"));
     start.approval_policy = pb::ApprovalPolicy::Risky as i32;
-    let mut on_a = RunStream::open(agent(&a).await, pb::run_request::Request::Start(start))
+    let mut on_a = RunStream::open(a.agent().await, pb::run_request::Request::Start(start))
         .await
         .unwrap();
     let run_id = on_a.next().await.unwrap().run_id;
@@ -82,7 +54,8 @@ async fn a_run_one_daemon_executes_is_followed_and_answered_through_the_others()
     assert_eq!(request.run_id, run_id, "{request:?}");
     assert_eq!(request.tool, "append", "{request:?}");
     // Answered on b: a's broker judges it, and b's client hears why it does not count.
-    let refused = agent(&b)
+    let refused = b
+        .agent()
         .await
         .decide_approval(decision(&request, "not-the-digest"))
         .await
@@ -93,7 +66,7 @@ async fn a_run_one_daemon_executes_is_followed_and_answered_through_the_others()
         "{refused:?}"
     );
     assert!(refused.message().contains("digest"), "{refused:?}");
-    agent(&b)
+    b.agent()
         .await
         .decide_approval(decision(&request, &request.digest))
         .await
@@ -105,7 +78,8 @@ async fn a_run_one_daemon_executes_is_followed_and_answered_through_the_others()
         "{resolved:?}"
     );
     // Answered once: a second answer, on c, finds nothing pending.
-    let again = agent(&c)
+    let again = c
+        .agent()
         .await
         .decide_approval(decision(&request, &request.digest))
         .await
@@ -172,7 +146,7 @@ async fn a_run_another_daemon_executes_is_cancelled_through_this_one() {
         seen.iter().filter(|e| kind(e) == "context_built").count() == 2
     })
     .await;
-    agent(&b)
+    b.agent()
         .await
         .cancel_run(pb::CancelRunRequest {
             run_id: run_id.clone(),
@@ -192,7 +166,8 @@ async fn a_run_another_daemon_executes_is_cancelled_through_this_one() {
     );
     assert!(finished.detail.contains("asked on b"), "{finished:?}");
     // Finished, the run takes no more commands, wherever they are sent.
-    let late = agent(&b)
+    let late = b
+        .agent()
         .await
         .cancel_run(pb::CancelRunRequest {
             run_id,
@@ -240,7 +215,7 @@ async fn tokens_kept_outputs_and_change_sets_serve_on_every_daemon() {
     let notes = fleet.workspace().join("notes.txt");
     let (run_id, _) = start_writing(&a, &fleet.workspace(), 0, "notes.txt", |_| false).await;
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\neffect\n");
-    agent(&b)
+    b.agent()
         .await
         .revert_run(pb::RevertRunRequest {
             run_id,

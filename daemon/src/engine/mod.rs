@@ -131,8 +131,9 @@ pub struct Launch {
     pub tenant: Option<String>,
     /// The call's id, for a tool that logs it (a typed component's context).
     pub call_id: crate::ids::ExecutionId,
-    /// When the executor stops the call.
-    pub deadline: std::time::SystemTime,
+    /// When the executor stops the call (and, for a process tool, when the deadline keeper
+    /// kills its sandbox if the daemon cannot).
+    pub deadline: std::time::Instant,
 }
 
 impl Launch {
@@ -156,6 +157,9 @@ pub enum Exit {
     Lost(String),
     /// A resource limit stopped the tool.
     LimitExceeded(String),
+    /// The tool was killed at the call's deadline by the deadline keeper, before the
+    /// executor's own stop reached it: the same end as the executor's timeout.
+    PastDeadline,
     /// The tool ended but its result is not what the ABI says a result is.
     AbiViolation(String),
     /// The call was refused before it reached the tool (a hosted tool that changed since it

@@ -315,7 +315,7 @@ impl Executor {
             secrets: tool.manifest.image.secrets.clone(),
             tenant: call.tenant,
             call_id: execution_id.clone(),
-            deadline: std::time::SystemTime::now() + call.timeout,
+            deadline: Instant::now() + call.timeout,
         };
         let started = Instant::now();
         let workspace = launch.workspace.clone();
@@ -335,12 +335,13 @@ impl Executor {
                     overlay: overlay.as_ref().map(|(overlay, _)| overlay.clone()),
                     ..launch
                 };
+                let deadline = launch.deadline;
                 let run = tool.loaded.run(launch);
                 let outcome = tokio::select! {
                     biased;
                     () = cancel.cancelled() => Err(Stopped::Cancelled),
                     () = capture.overflowed() => Err(Stopped::OutputLimit),
-                    () = tokio::time::sleep(call.timeout) => Err(Stopped::Timeout),
+                    () = tokio::time::sleep_until(deadline.into()) => Err(Stopped::Timeout),
                     exit = run => Ok(exit),
                 };
                 (overlay, outcome)
@@ -441,6 +442,15 @@ fn shape_result(
     // Plain output as text: what is shown and what is kept are this same text (a byte that
     // is not UTF-8 becomes U+FFFD in both).
     let plain = || String::from_utf8_lossy(&summary.stdout).into_owned();
+    let timed_out = || {
+        ToolResult::refused(
+            ToolStatus::Timeout,
+            with_stderr(format!(
+                "the call ran past its deadline of {} ms and was stopped",
+                timeout.as_millis()
+            )),
+        )
+    };
     let exit = match outcome {
         Err(Stopped::Cancelled) => {
             return (
@@ -448,16 +458,7 @@ fn shape_result(
                 None,
             );
         }
-        Err(Stopped::Timeout) => {
-            let result = ToolResult::refused(
-                ToolStatus::Timeout,
-                with_stderr(format!(
-                    "the call ran past its deadline of {} ms and was stopped",
-                    timeout.as_millis()
-                )),
-            );
-            return (result, None);
-        }
+        Err(Stopped::Timeout) => return (timed_out(), None),
         Err(Stopped::OutputLimit) => {
             // What was captured up to the limit is the whole output there is.
             let whole = plain();
@@ -543,6 +544,9 @@ fn shape_result(
         }
         Exit::Refused(message) => ToolResult::refused(ToolStatus::Denied, message),
         Exit::SandboxError(message) => ToolResult::refused(ToolStatus::SandboxError, message),
+        // The keeper's kill at the deadline (a process tool whose daemon was stopped, or that
+        // the keeper reached first) ends the call as the executor's stop does.
+        Exit::PastDeadline => timed_out(),
     };
     (result, None)
 }

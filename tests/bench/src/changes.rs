@@ -372,7 +372,7 @@ impl Executor {
             secrets: Default::default(),
             tenant: None,
             call_id: airlock_daemon::testing::ExecutionId::new(),
-            deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
         };
         let exit = self.tool.run(launch).await;
         let summary = capture.finish();

@@ -327,7 +327,7 @@ impl EngineCall<'_> {
             secrets: Default::default(),
             tenant: None,
             call_id: airlock_daemon::testing::ExecutionId::new(),
-            deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
         };
         let started = Instant::now();
         let exit = self.tool.run(launch).await;

@@ -2,14 +2,15 @@
 //! state dir of its own, the same workspace root and the same shared dir. The daemon executing a run is killed
 //! with SIGKILL at points of the run, or frozen with SIGSTOP: another takes the run over from
 //! its last checkpoint, no acknowledged event is lost or changed, the non-idempotent write
-//! happens at most once (exactly once when the run saw it succeed), and a frozen owner that
-//! wakes up writes nothing more for the run.
+//! happens at most once (exactly once when the run saw it succeed), a frozen owner's process
+//! tool still ends at its deadline, and a frozen owner that wakes up writes nothing more for
+//! the run.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonProcess, ToolsDir, repo_root, scripted_run, test_module};
+use airlock_tests::{DaemonProcess, ToolsDir, procs, repo_root, scripted_run, test_module};
 use pb::run_event::Event;
 use prost::Message as _;
 use serde_json::json;
@@ -27,6 +28,24 @@ const WRITE_TIMEOUT_MS: u64 = 1_500;
 /// How long a run may take to finish once its daemon is gone: a lease, the write's timeout
 /// and its margin, and the rest of the run, with room for a loaded CI machine.
 const TAKEOVER_WITHIN: Duration = Duration::from_secs(60);
+
+/// The process tool's timeout: long enough that the test freezes its daemon well before it,
+/// short enough that the suite does not wait long for the deadline keeper.
+const SLEEPER_TIMEOUT_MS: u64 = 3_000;
+
+/// A program that would sleep for a minute, which its deadline does not allow.
+fn sleeper_manifest() -> String {
+    format!(
+        "name = \"sleeper\"\nversion = \"0.1.0\"\ndescription = \"Sleeps for a minute.\"\n\
+         risk = \"read_only\"\nengine = \"process\"\ncommand = [\"/usr/bin/sleep\", \"60\"]\n\
+         abi = \"argv\"\nprofile = \"process-readonly\"\ntimeout_ms = {SLEEPER_TIMEOUT_MS}\n\
+         idempotent = false\ninput_schema = {{ type = \"object\" }}\n"
+    )
+}
+
+/// How long after its deadline a process tool of a frozen daemon may still be seen running:
+/// the keeper kills it at the deadline; this is margin for a loaded machine.
+const GONE_AFTER_DEADLINE: Duration = Duration::from_secs(10);
 
 pub(super) struct Fleet {
     /// The fleet's database, for the tests that reach into it.
@@ -49,6 +68,7 @@ impl Fleet {
                  timeout_ms = {WRITE_TIMEOUT_MS}\ninput_schema = {{ type = \"object\" }}"
             ),
         );
+        tools.write_manifest("sleeper", &sleeper_manifest());
         // Its output is cut to 1000 bytes and kept whole, for ReadOutput.
         tools.add_file(
             "big",
@@ -143,9 +163,29 @@ pub(super) async fn start_writing(
     file: &str,
     stop_at: impl Fn(&[pb::RunEvent]) -> bool,
 ) -> (String, Vec<pb::RunEvent>) {
-    let (requests, receiver) = mpsc::unbounded_channel();
-    let mut start = scripted_run(workspace, &script(think_ms, file));
+    start_script(daemon, workspace, &script(think_ms, file), stop_at).await
+}
+
+/// As [`start_and_read`], for the run `script` scripts, which asks for no approval.
+async fn start_script(
+    daemon: &DaemonProcess,
+    workspace: &Path,
+    script: &serde_json::Value,
+    stop_at: impl Fn(&[pb::RunEvent]) -> bool,
+) -> (String, Vec<pb::RunEvent>) {
+    let mut start = scripted_run(workspace, script);
     start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+    start_run(daemon, start, stop_at).await
+}
+
+/// Starts `start` on `daemon` and reads its events until `stop_at` says so (all of them
+/// when it never does).
+async fn start_run(
+    daemon: &DaemonProcess,
+    start: pb::StartRun,
+    stop_at: impl Fn(&[pb::RunEvent]) -> bool,
+) -> (String, Vec<pb::RunEvent>) {
+    let (requests, receiver) = mpsc::unbounded_channel();
     requests
         .send(pb::RunRequest {
             request: Some(pb::run_request::Request::Start(start)),
@@ -361,6 +401,86 @@ async fn a_frozen_owner_is_fenced_and_writes_nothing_when_it_wakes() {
         "the woken owner added to the log"
     );
     assert_eq!(fleet.effects(), written, "the woken owner wrote");
+}
+
+/// The running program `name` among `daemon`'s sandboxes, once there is one.
+async fn sandboxed(daemon: &DaemonProcess, name: &str) -> procs::Proc {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = procs::descendants(daemon.pid())
+            .into_iter()
+            .find(|proc| proc.comm == name)
+        {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "`{name}` never ran in a sandbox of the daemon"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owners_process_tool_ends_at_its_deadline_while_the_owner_stays_frozen() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "sleeper", "arguments": {}}]},
+        {"final": "done"}
+    ]});
+    let (run_id, received) = start_script(&a, &fleet.workspace(), &script, |seen| {
+        seen.iter().any(|event| kind(event) == "tool_started")
+    })
+    .await;
+    let sleeper = sandboxed(&a, "sleep").await;
+    // Frozen, the owner cannot stop its call at the deadline: the deadline keeper does, and
+    // the program is gone while the owner is still frozen (a zombie its parent will reap).
+    a.signal(libc::SIGSTOP);
+    let left = procs::await_gone(
+        std::slice::from_ref(&sleeper),
+        Duration::from_millis(SLEEPER_TIMEOUT_MS) + GONE_AFTER_DEADLINE,
+    )
+    .await;
+    assert!(
+        left.is_empty(),
+        "the frozen daemon's tool ran on past its deadline: {left:?}"
+    );
+    assert_eq!(
+        procs::stat(a.pid()).map(|proc| proc.state),
+        Some('T'),
+        "the daemon is no longer stopped: the test proves nothing"
+    );
+    // Another daemon takes the run over once the lease and the call's deadline have passed,
+    // and records the call's outcome as unknown: it was not idempotent.
+    await_finished(&b, &run_id).await;
+    let log = stored_log(&b, &run_id).await;
+    check_taken_over(
+        "frozen with a process tool",
+        &received,
+        &log,
+        fleet.effects(),
+    );
+    let results: Vec<_> = log
+        .iter()
+        .filter_map(|event| match &event.event {
+            Some(Event::ToolFinished(finished)) if finished.tool == "sleeper" => {
+                finished.result.clone()
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        results[0].status,
+        pb::ToolStatus::OutcomeUnknown as i32,
+        "{results:?}"
+    );
+    // Woken, the old owner's executor ends the call and tries to record it: refused.
+    a.signal(libc::SIGCONT);
+    a.await_log("was taken over by another daemon").await;
+    assert_eq!(stored_log(&b, &run_id).await.len(), log.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -851,6 +851,71 @@ async fn a_daemon_killed_with_sigkill_leaves_no_server_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_daemons_call_ends_with_its_server_soon_after_the_deadline() {
+    let fixture = fixture("keeper-test", "");
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("w");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let args = [
+        "--tools-dir",
+        fixture.tools.path().to_str().unwrap(),
+        "--profiles-dir",
+        fixture.profiles.path().to_str().unwrap(),
+        "--state-dir",
+        state.path().to_str().unwrap(),
+        "--workspace-root",
+        root.path().to_str().unwrap(),
+    ];
+    let daemon = airlock_tests::DaemonProcess::start(&args, root.path()).await;
+    let mut console = airlock_tests::Console::on(daemon.agent().await).await;
+    let mut tools =
+        pb::tools_client::ToolsClient::new(airlock_tests::connect(&daemon.endpoint).await.unwrap());
+    let timeout = Duration::from_secs(3);
+    let call = tokio::spawn(async move {
+        let stream = tools
+            .execute_tool(pb::ExecuteToolRequest {
+                tool: "hostile__ask".into(),
+                arguments_json: json!({"question": "anyone there?"}).to_string(),
+                workspace: workspace.display().to_string(),
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap(),
+                require_approval: false,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        Execution::read(stream).await.unwrap()
+    });
+    // The server's question reached the console: the call is in the server, which now waits
+    // for an answer that a frozen daemon cannot carry.
+    let asked = console.next_in(pb::ApprovalState::Pending).await;
+    assert!(asked.reason.contains("anyone there?"), "{asked:?}");
+    let servers: Vec<_> = servers_running("keeper-test")
+        .into_iter()
+        .filter_map(airlock_tests::procs::stat)
+        .collect();
+    assert!(!servers.is_empty(), "no server runs");
+    daemon.signal(libc::SIGSTOP);
+    let left = airlock_tests::procs::await_gone(&servers, timeout + Duration::from_secs(10)).await;
+    assert!(
+        left.is_empty(),
+        "the frozen daemon's server ran on past the call's deadline: {left:?}"
+    );
+    assert_eq!(
+        airlock_tests::procs::stat(daemon.pid()).map(|proc| proc.state),
+        Some('T'),
+        "the daemon is no longer stopped: the test proves nothing"
+    );
+    // Woken, the daemon reports the call as past its deadline.
+    daemon.signal(libc::SIGCONT);
+    tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the call ends once the daemon wakes")
+        .unwrap()
+        .assert_status(ToolStatus::Timeout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_breaks_the_protocol_is_bounded_and_the_daemon_unharmed() {
     let tools = ToolsDir::new();
     tools.write_manifest(

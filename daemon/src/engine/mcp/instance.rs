@@ -18,7 +18,7 @@ use super::client::{AskerSlot, Client};
 use super::trust::tool_digest;
 use crate::egress::Gate;
 use crate::engine::Exit;
-use crate::engine::process::{RunningServer, ServerProgram, ServerStart};
+use crate::engine::process::{Armed, RunningServer, ServerProgram, ServerStart};
 
 /// The largest JSON-RPC message accepted from a server; a longer line is dropped (and the
 /// call it answered runs into its deadline). Well above any output limit a profile sets.
@@ -363,6 +363,15 @@ impl Instance {
             "MCP server `{name}` {how} while the call was in flight{}",
             tail_note(&self.stderr)
         )
+    }
+
+    /// Has the deadline keeper kill the server at `deadline` unless the returned guard is
+    /// dropped first. A remote server runs nothing here: nothing to keep.
+    pub fn keep_until(&self, deadline: Instant) -> Result<Option<Armed>, String> {
+        match &self.link {
+            Link::Process(server) => server.keep_until(deadline).map(Some),
+            Link::Remote(_) => Ok(None),
+        }
     }
 
     /// Stops the server and everything it started (a remote one: its connection).

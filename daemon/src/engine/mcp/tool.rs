@@ -11,7 +11,7 @@
 //! process tree: a call that was given up on must not go on acting.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
@@ -28,6 +28,13 @@ const DEATH_NOTICE: Duration = Duration::from_secs(2);
 
 /// How long a server gets, after a call is abandoned, to show it still answers.
 const ABANDON_GRACE: Duration = Duration::from_millis(500);
+
+/// How long after a call's deadline the deadline keeper kills the server of a call the
+/// daemon has not ended. A daemon that runs ends it at the deadline (which tells the keeper)
+/// within milliseconds, and the server may be serving other calls, so the keeper waits a
+/// little; it must still act well within the second a fleet's takeover waits past a call's
+/// timeout (`CALL_START_MARGIN_MS` of the PostgreSQL store).
+const KEEPER_GRACE: Duration = Duration::from_millis(250);
 
 pub struct McpTool {
     pub host: Arc<Host>,
@@ -79,6 +86,14 @@ impl McpTool {
         if let Err(reason) = self.host.distrust(&instance, &self.tool).await {
             return Exit::Refused(reason);
         }
+        // Should the daemon freeze or hang past the deadline, the server ends by the deadline
+        // keeper's hand: nothing of the call acts on while a fleet hands its run on.
+        let _kept = match instance.keep_until(launch.deadline + KEEPER_GRACE) {
+            Ok(kept) => kept,
+            Err(message) => {
+                return Exit::SandboxError(format!("{message}; the call was not sent"));
+            }
+        };
         let mut params = CallToolRequestParams::new(self.tool.clone());
         params.arguments = Some(arguments);
         let mut watch = Abandoned {
@@ -89,7 +104,7 @@ impl McpTool {
             answer = instance.peer().call_tool(params) => answer,
             () = instance.ended() => {
                 watch.lease = None;
-                return Exit::Lost(instance.died(&self.host.name));
+                return self.gone(&instance, launch.deadline);
             }
         };
         watch.lease = None;
@@ -114,12 +129,23 @@ impl McpTool {
                     .await
                     .is_ok() =>
             {
-                Exit::Lost(instance.died(&self.host.name))
+                self.gone(&instance, launch.deadline)
             }
             Err(err) => Exit::Trap(format!(
                 "MCP server `{}` answered the call with an error: {err}",
                 self.host.name
             )),
+        }
+    }
+
+    /// How a call whose server went away ended: lost, or, past the call's deadline (when the
+    /// deadline keeper kills the server of a daemon that did not end the call), out of time
+    /// as if the executor had stopped it.
+    fn gone(&self, instance: &Instance, deadline: Instant) -> Exit {
+        if Instant::now() >= deadline {
+            Exit::PastDeadline
+        } else {
+            Exit::Lost(instance.died(&self.host.name))
         }
     }
 }

@@ -24,12 +24,12 @@
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
@@ -39,6 +39,7 @@ use rustix::thread::{LinkNameSpaceType, UnshareFlags};
 use super::cgroup::{Cgroups, SandboxCgroup};
 use super::child::{self, Failure, PauseAt, Stage};
 use super::egress;
+use super::keeper::{Armed, Keeper};
 use super::network::{self, Network, Quiet};
 use super::plan::{self, Blueprint, CallSpec, Prepared};
 use super::sandbox::{self, Held, Reap, Sandbox, reaper_loop};
@@ -194,6 +195,7 @@ struct Shared {
     cgroups: Arc<Cgroups>,
     pool: Pool,
     reaper: Sender<Reap>,
+    keeper: Arc<Keeper>,
 }
 
 pub struct Launcher {
@@ -203,7 +205,7 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    pub fn start(cgroups: Arc<Cgroups>) -> io::Result<Launcher> {
+    pub fn start(cgroups: Arc<Cgroups>, keeper: Arc<Keeper>) -> io::Result<Launcher> {
         let (reaper, reaps) = mpsc::channel();
         let pool = Pool::default();
         let quiet = pool.quiet.clone();
@@ -214,6 +216,7 @@ impl Launcher {
             cgroups,
             pool,
             reaper,
+            keeper,
         });
         let (jobs, queue) = mpsc::channel();
         let mut threads = Vec::new();
@@ -437,6 +440,7 @@ fn launch(
     call: CallSpec,
     stats: Arc<RunStats>,
 ) -> Result<Sandbox, String> {
+    let deadline = call.deadline;
     let Resources {
         mut namespaces,
         cgroup,
@@ -489,8 +493,13 @@ fn launch(
     drop(prepared.status_child.take());
     let go = prepared.go.take();
     let mount = sandbox::hold_mount(pid);
-    match start(pid, &prepared, go, Until::Exec) {
-        Ok(_) => {
+    // Before the program can start: a call's sandbox never runs unwatched.
+    let armed = match deadline.filter(|_| prepared.plan.exec) {
+        None => Ok(None),
+        Some(deadline) => arm(&shared.keeper, pidfd.as_fd(), deadline).map(Some),
+    };
+    match armed.and_then(|armed| start(pid, &prepared, go, Until::Exec).map(|_| armed)) {
+        Ok(armed) => {
             let held = Held {
                 cgroup,
                 network: network.filter(|_| blueprint.hands_on_network()),
@@ -506,6 +515,9 @@ fn launch(
             );
             if let Some(listener) = egress_listener {
                 sandbox.set_egress_listener(listener);
+            }
+            if let Some(armed) = armed {
+                sandbox.set_deadline(armed);
             }
             Ok(sandbox)
         }
@@ -576,15 +588,25 @@ enum Released {
 /// Hands `spare` the call's program and lets it execute.
 fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunStats>) -> Released {
     spare.prepared.set_args(call.argv.clone(), call.env.clone());
-    let released = spare
-        .go
-        .write_all(&[child::GO])
-        .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
-        .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
-        .and_then(|()| check_report(&spare.prepared, Stage::Exec));
+    let armed = match call.deadline {
+        None => Ok(None),
+        Some(deadline) => arm(&shared.keeper, spare.pidfd.as_fd(), deadline).map(Some),
+    };
+    let released = armed.and_then(|armed| {
+        spare
+            .go
+            .write_all(&[child::GO])
+            .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
+            .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
+            .and_then(|()| check_report(&spare.prepared, Stage::Exec))
+            .map(|()| armed)
+    });
     match released {
-        Ok(()) => {
-            let (sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), stats);
+        Ok(armed) => {
+            let (mut sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), stats);
+            if let Some(armed) = armed {
+                sandbox.set_deadline(armed);
+            }
             // It runs the program now, off this stack.
             drop(stack);
             Released::Running(Box::new(sandbox))
@@ -599,6 +621,14 @@ fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunSta
             }
         }
     }
+}
+
+/// Hands a sandbox whose program is about to start to the deadline keeper, to be killed at
+/// `deadline`; the call fails, its program never started, if it cannot be.
+fn arm(keeper: &Keeper, process: BorrowedFd<'_>, deadline: Instant) -> Result<Armed, String> {
+    keeper
+        .arm(process, deadline)
+        .map_err(|err| format!("{err}; the tool did not run"))
 }
 
 /// Kills a spare no call will take, and hands it to the reaper.

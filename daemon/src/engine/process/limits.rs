@@ -141,11 +141,14 @@ pub enum Ended {
 }
 
 /// Turns how the first process ended, and what the group used, into the call's exit.
+/// `past_deadline`: it ended at or after the call's deadline, when the deadline keeper kills
+/// it with SIGKILL.
 pub fn classify(
     ended: Ended,
     stats: &CgroupStats,
     limits: &SandboxLimits,
     cpu_exceeded: bool,
+    past_deadline: bool,
 ) -> Exit {
     if stats.oom_kills > 0 {
         return Exit::LimitExceeded(format!(
@@ -170,6 +173,7 @@ pub fn classify(
             Exit::Code(code)
         }
         Ended::Killed(signal) => match signal {
+            libc::SIGKILL if past_deadline => Exit::PastDeadline,
             libc::SIGXCPU => cpu_message(),
             libc::SIGKILL if limits.cpu_time.is_some() && stats.cpu_time.is_none() => {
                 // Without a CPU accounting group, a SIGKILL with a CPU limit set is the
@@ -281,19 +285,20 @@ mod tests {
                 },
                 &sandbox,
                 false,
+                false,
             ),
             "limits.memory",
         );
         exceeded(
-            classify(Ended::Killed(libc::SIGXCPU), &quiet, &sandbox, false),
+            classify(Ended::Killed(libc::SIGXCPU), &quiet, &sandbox, false, false),
             "limits.cpu_time_ms",
         );
         exceeded(
-            classify(Ended::Killed(libc::SIGKILL), &quiet, &sandbox, true),
+            classify(Ended::Killed(libc::SIGKILL), &quiet, &sandbox, true, false),
             "limits.cpu_time_ms",
         );
         exceeded(
-            classify(Ended::Killed(libc::SIGXFSZ), &quiet, &sandbox, false),
+            classify(Ended::Killed(libc::SIGXFSZ), &quiet, &sandbox, false, false),
             "limits.file_size",
         );
         exceeded(
@@ -304,6 +309,7 @@ mod tests {
                     ..quiet
                 },
                 &sandbox,
+                false,
                 false,
             ),
             "limits.processes",
@@ -316,12 +322,13 @@ mod tests {
                     ..quiet
                 },
                 &sandbox,
+                false,
                 false
             ),
             Exit::Code(0)
         );
         assert_eq!(
-            classify(Ended::Exited(3), &quiet, &sandbox, false),
+            classify(Ended::Exited(3), &quiet, &sandbox, false, false),
             Exit::Code(3)
         );
         let with_cpu_accounting = CgroupStats {
@@ -333,13 +340,45 @@ mod tests {
                 Ended::Killed(libc::SIGKILL),
                 &with_cpu_accounting,
                 &sandbox,
+                false,
                 false
             ),
             Exit::Signal(libc::SIGKILL)
         );
         assert_eq!(
-            classify(Ended::Killed(libc::SIGSEGV), &quiet, &sandbox, false),
+            classify(Ended::Killed(libc::SIGSEGV), &quiet, &sandbox, false, false),
             Exit::Signal(libc::SIGSEGV)
+        );
+    }
+
+    #[test]
+    fn a_sigkill_at_the_deadline_is_the_deadline_unless_a_limit_explains_it() {
+        let sandbox = SandboxLimits::new(&limits(), true, true);
+        let quiet = CgroupStats {
+            cpu_time: Some(Duration::from_millis(5)),
+            ..CgroupStats::default()
+        };
+        assert_eq!(
+            classify(Ended::Killed(libc::SIGKILL), &quiet, &sandbox, false, true),
+            Exit::PastDeadline
+        );
+        // The memory limit killed it, whenever that was.
+        let oom = CgroupStats {
+            oom_kills: 1,
+            ..quiet
+        };
+        assert!(matches!(
+            classify(Ended::Killed(libc::SIGKILL), &oom, &sandbox, false, true),
+            Exit::LimitExceeded(_)
+        ));
+        // Another signal, or an exit, past the deadline is the tool's own.
+        assert_eq!(
+            classify(Ended::Killed(libc::SIGSEGV), &quiet, &sandbox, false, true),
+            Exit::Signal(libc::SIGSEGV)
+        );
+        assert_eq!(
+            classify(Ended::Exited(0), &quiet, &sandbox, false, true),
+            Exit::Code(0)
         );
     }
 }

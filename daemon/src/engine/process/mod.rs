@@ -17,7 +17,10 @@
 //!
 //! Lifecycle: the program is pid 1 of its namespace, so when it exits, or when the executor
 //! drops the call (deadline, cancel, output limit) and the sandbox is killed, the kernel
-//! kills every process of the sandbox; reaping pid 1 means all of them are gone.
+//! kills every process of the sandbox; reaping pid 1 means all of them are gone. A call's
+//! deadline holds without the daemon too: the deadline keeper (`keeper.rs`), a process
+//! outside the daemon's thread group, kills the sandbox then if a stopped or hung daemon
+//! has not.
 //!
 //! Fail closed: the host is probed once when the engine starts, by building a complete
 //! sandbox; if that fails, or if a profile asks for something the host lacks, tools are
@@ -28,6 +31,7 @@ mod cgroup;
 mod child;
 mod egress;
 mod host;
+mod keeper;
 mod landlock;
 mod launcher;
 mod limits;
@@ -48,6 +52,7 @@ pub use plan::rights as landlock_rights;
 #[cfg(feature = "testing")]
 pub use seccomp::{Family as SeccompFamily, build as build_seccomp, model as seccomp_model};
 
+pub(crate) use keeper::Armed;
 pub(crate) use plan::{NOBODY, openat2};
 pub use server::{RunningServer, ServerProgram, ServerStart};
 
@@ -70,6 +75,7 @@ use crate::profile::{Access, NetworkPolicy, Profile};
 
 use argv::CommandLine;
 use host::Host;
+use keeper::Keeper;
 use launcher::Launcher;
 use limits::SandboxLimits;
 use plan::{Blueprint, CallSpec, Devices};
@@ -99,6 +105,8 @@ pub struct ProcessConfig {
 struct Runtime {
     host: Host,
     launcher: Launcher,
+    /// Kills a call's sandbox at its deadline when the daemon cannot (see `keeper`).
+    keeper: Arc<Keeper>,
     root: CString,
     devices: Arc<Devices>,
     seccomp: seccomp::Filters,
@@ -118,6 +126,7 @@ impl ProcessEngine {
             Ok(runtime) => tracing::info!(
                 landlock_abi = runtime.host.landlock_abi,
                 cgroups = %runtime.host.cgroups.describe(),
+                deadline_keeper = runtime.keeper.pid(),
                 "process engine ready"
             ),
             Err(reason) => tracing::warn!(%reason, "process tools are unavailable on this host"),
@@ -147,7 +156,10 @@ impl Runtime {
         let devices = Arc::new(
             Devices::open().map_err(|err| format!("cannot open the host's /dev devices: {err}"))?,
         );
-        let launcher = Launcher::start(host.cgroups.clone())
+        let keeper = Arc::new(
+            Keeper::start().map_err(|err| format!("cannot start the deadline keeper: {err}"))?,
+        );
+        let launcher = Launcher::start(host.cgroups.clone(), keeper.clone())
             .map_err(|err| format!("cannot start the sandbox launcher: {err}"))?;
         let idmap = IdMap::create()
             .inspect_err(|err| {
@@ -158,6 +170,7 @@ impl Runtime {
         let runtime = Runtime {
             host,
             launcher,
+            keeper,
             root,
             devices,
             seccomp: seccomp::Filters::build()
@@ -210,6 +223,7 @@ impl Runtime {
             dry_run: true,
             read_only: false,
             build_ahead: false,
+            deadline: None,
         };
         let mut sandbox = self.launcher.launch_blocking(blueprint, call)?;
         let waited = sandbox
@@ -425,6 +439,7 @@ impl ProcessTool {
             env,
             dry_run: false,
             build_ahead: true,
+            deadline: Some(launch.deadline),
             // The executor hands a preview call its profile with every grant read-only.
             read_only: launch
                 .profile
@@ -473,7 +488,16 @@ impl ProcessTool {
             Err(err) => return Exit::SandboxError(format!("cannot wait for the sandbox: {err}")),
         };
         let used = sandbox.record_stats(Some(&waited));
-        limits::classify(waited.ended, &used, &self.blueprint.limits, cpu_exceeded)
+        // Killed at or after the deadline, by the keeper (the executor's own stop drops this
+        // future instead): the call ran out of time, as if the executor had stopped it.
+        let past_deadline = std::time::Instant::now() >= launch.deadline;
+        limits::classify(
+            waited.ended,
+            &used,
+            &self.blueprint.limits,
+            cpu_exceeded,
+            past_deadline,
+        )
     }
 }
 

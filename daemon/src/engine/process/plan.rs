@@ -124,6 +124,10 @@ pub struct CallSpec {
     pub read_only: bool,
     /// Build the tool's next sandbox ahead once this one has started (see `spare`).
     pub build_ahead: bool,
+    /// When the call must be over: the deadline keeper kills the sandbox then if the daemon
+    /// has not (see `keeper`). `None` for what no call's deadline bounds: the start-up probe
+    /// and hosted servers.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl CallSpec {

@@ -7,7 +7,7 @@
 //! a moment for a large tree, to the reaper thread, so no runtime thread ever blocks on it.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -17,6 +17,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
 use super::cgroup::{CgroupStats, SandboxCgroup};
+use super::keeper::Armed;
 use super::limits::Ended;
 use super::network::Quiet;
 use super::plan::ParentEnds;
@@ -101,6 +102,9 @@ pub struct Sandbox {
     reaped: AtomicBool,
     /// The egress proxy's listener inside the sandbox's network namespace, until taken.
     egress_listener: Option<std::net::TcpListener>,
+    /// The deadline keeper's watch over a call's sandbox; dropped with it (after the kill
+    /// in `drop`), which tells the keeper the call ended.
+    deadline: Option<Armed>,
 }
 
 impl Sandbox {
@@ -121,7 +125,13 @@ impl Sandbox {
             stats,
             reaped: AtomicBool::new(false),
             egress_listener: None,
+            deadline: None,
         }
+    }
+
+    /// Keeps the keeper's watch over this sandbox for as long as the sandbox.
+    pub fn set_deadline(&mut self, armed: Armed) {
+        self.deadline = Some(armed);
     }
 
     pub fn set_egress_listener(&mut self, listener: std::net::TcpListener) {
@@ -137,6 +147,14 @@ impl Sandbox {
     /// The daemon's ends of stdin, stdout and stderr; `None` after the first call.
     pub fn take_ends(&mut self) -> Option<ParentEnds> {
         self.ends.take()
+    }
+
+    /// The first process's pidfd, until it is reaped.
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd
+            .as_ref()
+            .filter(|_| !self.reaped.load(Ordering::SeqCst))
+            .map(AsFd::as_fd)
     }
 
     /// Sends SIGKILL to the first process, and so to the whole sandbox.

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tokio::net::unix::pipe;
 
 use super::argv::CommandLine;
+use super::keeper::{Armed, Keeper};
 use super::plan::{Blueprint, CallSpec};
 use super::sandbox::Sandbox;
 use super::{ProcessEngine, ProxyTask, Runtime, limits, sandbox_env, serve_egress};
@@ -51,6 +52,7 @@ pub struct ServerStart {
 /// A server running in its sandbox.
 pub struct RunningServer {
     sandbox: Sandbox,
+    keeper: Arc<Keeper>,
     blueprint: Arc<Blueprint>,
     /// The daemon's ends of the server's stdin, stdout and stderr, until taken.
     pub streams: Option<(pipe::Sender, pipe::Receiver, pipe::Receiver)>,
@@ -106,6 +108,8 @@ impl ServerProgram {
             read_only: start.read_only,
             // A server is started once: a sandbox built ahead would wait in vain.
             build_ahead: false,
+            // It outlives every call; its calls' deadlines are the MCP client's.
+            deadline: None,
         };
         let mut sandbox = self
             .runtime
@@ -130,6 +134,7 @@ impl ServerProgram {
         };
         Ok(RunningServer {
             sandbox,
+            keeper: self.runtime.keeper.clone(),
             blueprint: self.blueprint.clone(),
             streams: Some(streams),
             _proxy: proxy,
@@ -146,6 +151,7 @@ impl RunningServer {
                 &self.sandbox.cgroup_stats(),
                 &self.blueprint.limits,
                 false,
+                false,
             ),
             Err(err) => Exit::SandboxError(format!("cannot wait for the server: {err}")),
         }
@@ -154,6 +160,18 @@ impl RunningServer {
     /// Kills the server and every process it started.
     pub fn kill(&self) {
         self.sandbox.kill();
+    }
+
+    /// Has the deadline keeper kill the server at `deadline` unless the returned guard is
+    /// dropped first: a call's deadline, kept when the daemon cannot keep it.
+    pub fn keep_until(&self, deadline: std::time::Instant) -> Result<Armed, String> {
+        let pidfd = self
+            .sandbox
+            .pidfd()
+            .ok_or("the server's sandbox was already reaped")?;
+        self.keeper
+            .arm(pidfd, deadline)
+            .map_err(|err| err.to_string())
     }
 
     /// The server's pid, as the host sees it.

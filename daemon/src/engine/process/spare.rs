@@ -82,6 +82,8 @@ impl Key {
             dry_run: false,
             read_only: self.read_only,
             build_ahead: false,
+            // Armed when a call takes it, before its program starts.
+            deadline: None,
         }
     }
 

@@ -18,6 +18,9 @@ pub struct Stack {
 
 // SAFETY: the mapping is only used by its owner's thread and, while it waits, its clone.
 unsafe impl Send for Stack {}
+// SAFETY: a shared reference can only read the mapping's address (`top`); the mapping is
+// unmapped by the owner's drop alone.
+unsafe impl Sync for Stack {}
 
 impl Stack {
     pub fn new() -> io::Result<Stack> {

@@ -744,7 +744,7 @@ mod tests {
             secrets: Default::default(),
             tenant: None,
             call_id: crate::ids::ExecutionId::new(),
-            deadline: std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
         }
     }
 

@@ -7,7 +7,7 @@
 //! limit, truncation, kept outputs): one path for all three kinds. The component's own
 //! stdout and stderr are both logs.
 
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::value::RawValue;
 use wasmtime::Store;
@@ -37,12 +37,14 @@ fn context(launch: &Launch) -> Context {
             .profile
             .grants_workspace()
             .then(|| GUEST_WORKSPACE.to_owned()),
-        deadline_unix_ms: launch
-            .deadline
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            }),
+        deadline_unix_ms: (SystemTime::now()
+            + launch
+                .deadline
+                .saturating_duration_since(std::time::Instant::now()))
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        }),
         call_id: launch.call_id.to_string(),
     }
 }

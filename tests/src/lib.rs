@@ -1028,6 +1028,60 @@ impl DaemonProcess {
     }
 }
 
+/// Approves every request pending on `daemon`'s console after `delay` each, until aborted or
+/// until the daemon's stream ends (it died). An answer the daemon rejects is sent again
+/// after `delay`, a few times at most: in a fleet, the daemon executing the run may have
+/// died before applying it, and its successor waits for one.
+pub fn approver(daemon: &DaemonProcess, delay: Duration) -> JoinHandle<()> {
+    /// How many times one request is answered again.
+    const RETRIES: u32 = 20;
+    let endpoint = daemon.endpoint.clone();
+    tokio::spawn(async move {
+        let Ok(channel) = connect(&endpoint).await else {
+            return;
+        };
+        let (decisions, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let Ok(response) = pb::agent_client::AgentClient::new(channel)
+            .approvals(tokio_stream::wrappers::UnboundedReceiverStream::new(
+                receiver,
+            ))
+            .await
+        else {
+            return;
+        };
+        let mut requests = response.into_inner();
+        // Each request's digest, and how many times it was answered again.
+        let mut answered: HashMap<String, (String, u32)> = HashMap::new();
+        while let Ok(Some(request)) = requests.message().await {
+            let digest = match pb::ApprovalState::try_from(request.state) {
+                Ok(pb::ApprovalState::Pending) => {
+                    answered
+                        .entry(request.approval_id.clone())
+                        .or_insert((request.digest.clone(), 0));
+                    request.digest
+                }
+                Ok(pb::ApprovalState::DecisionRejected) => {
+                    match answered.get_mut(&request.approval_id) {
+                        Some((digest, again)) if *again < RETRIES => {
+                            *again += 1;
+                            digest.clone()
+                        }
+                        _ => continue,
+                    }
+                }
+                _ => continue,
+            };
+            tokio::time::sleep(delay).await;
+            let _ = decisions.send(pb::ApprovalDecision {
+                approval_id: request.approval_id,
+                decision: pb::Decision::ApproveOnce as i32,
+                reason: String::new(),
+                digest,
+            });
+        }
+    })
+}
+
 /// An approver console on a daemon's `Approvals` stream, as `airlock approvals` is.
 pub struct Console {
     decisions: tokio::sync::mpsc::UnboundedSender<pb::ApprovalDecision>,

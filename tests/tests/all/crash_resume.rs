@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use airlock_tests::{DaemonProcess, ToolsDir, repo_root, scripted_run, test_module};
+use airlock_tests::{DaemonProcess, ToolsDir, approver, repo_root, scripted_run, test_module};
 use pb::run_event::Event;
 use prost::Message as _;
 use serde_json::json;
@@ -79,35 +79,6 @@ impl Scenario {
             .map(|text| text.lines().filter(|line| *line == "effect").count())
             .unwrap_or(0)
     }
-}
-
-/// Approves every pending request after `delay`, until dropped.
-fn approver(daemon: &DaemonProcess, delay: Duration) -> tokio::task::JoinHandle<()> {
-    let endpoint = daemon.endpoint.clone();
-    tokio::spawn(async move {
-        let Ok(channel) = airlock_tests::connect(&endpoint).await else {
-            return;
-        };
-        let (decisions, receiver) = mpsc::unbounded_channel();
-        let Ok(response) = pb::agent_client::AgentClient::new(channel)
-            .approvals(UnboundedReceiverStream::new(receiver))
-            .await
-        else {
-            return;
-        };
-        let mut requests = response.into_inner();
-        while let Ok(Some(request)) = requests.message().await {
-            if request.state == pb::ApprovalState::Pending as i32 {
-                tokio::time::sleep(delay).await;
-                let _ = decisions.send(pb::ApprovalDecision {
-                    approval_id: request.approval_id,
-                    decision: pb::Decision::ApproveOnce as i32,
-                    reason: String::new(),
-                    digest: request.digest,
-                });
-            }
-        }
-    })
 }
 
 /// Starts the run and reads `kill_after` events (all of them when `None`).

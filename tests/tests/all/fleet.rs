@@ -1,10 +1,11 @@
 //! A fleet: three real `airlockd` processes over one real PostgreSQL database, each with a
-//! state dir of its own, the same workspace root and the same shared dir. The daemon executing a run is killed
-//! with SIGKILL at points of the run, or frozen with SIGSTOP: another takes the run over from
-//! its last checkpoint, no acknowledged event is lost or changed, the non-idempotent write
-//! happens at most once (exactly once when the run saw it succeed), a frozen owner's process
-//! tool still ends at its deadline, and a frozen owner that wakes up writes nothing more for
-//! the run.
+//! state dir of its own, the same workspace root and the same shared dir. The daemon
+//! executing a run is killed with SIGKILL after each of the run's events in turn (the
+//! durable-runs crash matrix, across nodes), or frozen with SIGSTOP: another takes the run
+//! over from its last checkpoint, no acknowledged event is lost or changed, the
+//! non-idempotent write happens at most once (exactly once when the run saw it succeed), a
+//! frozen owner's process tool still ends at its deadline, and a frozen owner that wakes up
+//! writes nothing more for the run.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -351,29 +352,6 @@ fn taken_over_by_one_of(daemons: &[&DaemonProcess], context: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_daemon_is_killed_is_taken_over_by_another_without_repeating_its_write() {
-    let cache = tempfile::tempdir().unwrap();
-    // Killed while the model thinks (nothing in flight), and while the write runs (a
-    // non-idempotent call in flight: the takeover waits past its timeout, and the resumed
-    // run records its outcome as unknown rather than run it again).
-    for point in ["context_built", "tool_started"] {
-        let fleet = Fleet::new(cache.path()).await;
-        let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
-        let (run_id, received) = start_and_read(&a, &fleet.workspace(), 300, |seen| {
-            // The second of its kind: the first model call and the first read come before.
-            seen.iter().filter(|e| kind(e) == point).count() == 2
-        })
-        .await;
-        a.kill().await;
-        let context = format!("killed at the second {point}");
-        await_finished(&b, &run_id).await;
-        let log = stored_log(&c, &run_id).await;
-        check_taken_over(&context, &received, &log, fleet.effects());
-        taken_over_by_one_of(&[&b, &c], &context);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_owner_is_fenced_and_writes_nothing_when_it_wakes() {
     let cache = tempfile::tempdir().unwrap();
     let fleet = Fleet::new(cache.path()).await;
@@ -401,6 +379,106 @@ async fn a_frozen_owner_is_fenced_and_writes_nothing_when_it_wakes() {
         "the woken owner added to the log"
     );
     assert_eq!(fleet.effects(), written, "the woken owner wrote");
+}
+
+/// The run of the crash matrix: reads, writes with the non-idempotent tool once approved,
+/// thinks, reads again and finishes — the durable-runs matrix's run (see `crash_resume`).
+fn approved_write(file: &str) -> serde_json::Value {
+    json!({"turns": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"tool_calls": [{"name": "append", "arguments": {"path": file, "line": "effect", "sleep_ms": 400}}]},
+        {"delay_ms": 400, "tool_calls": [{"name": "read_file", "arguments": {"path": file}}]},
+        {"delay_ms": 400, "final": "done"}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_daemon_is_killed_after_any_of_its_events_is_finished_by_another() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let names = ["a", "b", "c"];
+    let mut daemons = Vec::new();
+    for name in names {
+        daemons.push(fleet.daemon(name).await);
+    }
+    let approved = |file: &str| {
+        let mut start = scripted_run(&fleet.workspace(), &approved_write(file));
+        start.approval_policy = pb::ApprovalPolicy::Risky as i32;
+        start
+    };
+    // A run that is never killed gives the points to kill the others at. Its approval is
+    // answered through another daemon than the run's.
+    let answering = airlock_tests::approver(&daemons[1], Duration::from_millis(300));
+    let (_, clean) = start_run(&daemons[0], approved("clean.txt"), |_| false).await;
+    answering.abort();
+    let kinds: Vec<&str> = clean.iter().map(kind).collect();
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert_eq!(fleet.effects_in("clean.txt"), 1);
+
+    let mut outcomes = Vec::new();
+    for kill_after in 1..clean.len() {
+        // Each daemon executes runs in turn; the next one answers approvals.
+        let owner = kill_after % names.len();
+        let answerer = (owner + 1) % names.len();
+        let file = format!("log-{kill_after}.txt");
+        let answering = airlock_tests::approver(&daemons[answerer], Duration::from_millis(300));
+        let (run_id, received) = start_run(&daemons[owner], approved(&file), |seen| {
+            seen.len() == kill_after
+        })
+        .await;
+        let last_kind = kind(received.last().unwrap());
+        let killed = daemons.remove(owner);
+        killed.kill().await;
+        // Back at once, as a new member of the fleet: it may be the one to take the run.
+        daemons.insert(owner, fleet.daemon(names[owner]).await);
+        let context = format!("killed after event {kill_after} ({last_kind})");
+        await_finished(&daemons[answerer], &run_id).await;
+        answering.abort();
+        let log = stored_log(&daemons[answerer], &run_id).await;
+        let effects = fleet.effects_in(&file);
+        check_finished_once(&context, &received, &log, effects);
+        let appended = log.iter().find_map(|event| match &event.event {
+            Some(Event::ToolFinished(finished)) if finished.tool == "append" => finished
+                .result
+                .as_ref()
+                .and_then(|result| pb::ToolStatus::try_from(result.status).ok()),
+            _ => None,
+        });
+        let resumed = log.iter().any(|event| kind(event) == "run_resumed");
+        outcomes.push((
+            last_kind,
+            format!(
+                "{kill_after:>2} {last_kind:<20} resumed={resumed} append={appended:?} effects={effects}"
+            ),
+        ));
+    }
+    let report = outcomes
+        .iter()
+        .map(|(_, line)| line.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    // Killed at each of the durable-runs matrix's points, the run moved to another daemon
+    // (a kill after a run's last events may come when it has already finished).
+    for point in [
+        "approval_requested",
+        "tool_started",
+        "context_built",
+        "tool_finished",
+    ] {
+        let at_point: Vec<_> = outcomes.iter().filter(|(kind, _)| *kind == point).collect();
+        assert!(!at_point.is_empty(), "no kill at {point}:\n{report}");
+        assert!(
+            at_point
+                .iter()
+                .all(|(_, line)| line.contains("resumed=true")),
+            "a kill at {point} was not taken over:\n{report}"
+        );
+    }
+    assert!(
+        report.contains("OutcomeUnknown"),
+        "no kill caught the write in flight:\n{report}"
+    );
+    println!("{report}");
 }
 
 /// The running program `name` among `daemon`'s sandboxes, once there is one.

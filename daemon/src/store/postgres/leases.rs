@@ -34,8 +34,15 @@ pub(super) async fn release(c: Conn, node: NodeId) -> StoreResult<()> {
         .map(|_| ())
 }
 
+/// How long a node's row stays once its lease has lapsed. A lapsed row counts for nothing (to
+/// a claim it is as good as none), but an operator reading the table after an incident sees
+/// which daemons were there in the last hour; past that, the rows of daemons that died
+/// without giving their lease up — one per start — would pile up for ever.
+const LAPSED_NODE_KEPT_MS: i64 = 60 * 60 * 1000;
+
 /// Claims for `node` at most `limit` runs no live node owns, none of whose calls may still
-/// act, leaving out `skip`; each with the epoch the claim gave it.
+/// act, leaving out `skip`; each with the epoch the claim gave it. Rows of nodes lapsed
+/// longer than [`LAPSED_NODE_KEPT_MS`] go on the way.
 ///
 /// One statement: the inner select locks each row it picks and skips those another
 /// transaction holds (a concurrent claim, or the owner's writer checking its fence), and the
@@ -53,7 +60,10 @@ pub(super) async fn claim(
         .collect::<Vec<_>>()
         .join(", ");
     let sql = format!(
-        "WITH claimable AS (
+        "WITH pruned AS (
+             DELETE FROM nodes WHERE expires_at_ms < airlock_now_ms() - $4
+         ),
+         claimable AS (
              SELECT r.run_id FROM runs r
              WHERE r.state <> 'finished'
                AND NOT (r.run_id = ANY($3))
@@ -72,7 +82,10 @@ pub(super) async fn claim(
     );
     let statement = c.prepare_cached(&sql).await.map_err(io)?;
     let rows: Vec<Row> = c
-        .query(&statement, &[&node.as_str(), &limit, &skip])
+        .query(
+            &statement,
+            &[&node.as_str(), &limit, &skip, &LAPSED_NODE_KEPT_MS],
+        )
         .await
         .map_err(io)?;
     rows.iter()
@@ -150,6 +163,45 @@ mod tests {
         // winner's while its lease holds.
         owner.renew(Duration::from_secs(60)).await.expect("renew");
         assert!(owner.claim(10, &[]).await.expect("claim").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_claim_forgets_nodes_lapsed_long_ago_and_keeps_the_others() {
+        let url = testing::fresh_database().await;
+        let live = node(&url).await;
+        live.renew(Duration::from_secs(60)).await.expect("renew");
+        let lapsed = node(&url).await;
+        lapsed.renew(Duration::ZERO).await.expect("lapse");
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        let driver = tokio::spawn(connection);
+        // A daemon killed a day ago, which never gave its lease up.
+        client
+            .execute(
+                "INSERT INTO nodes (node_id, started_at_ms, expires_at_ms)
+                 VALUES ('gone', 0, airlock_now_ms() - 86400000)",
+                &[],
+            )
+            .await
+            .expect("insert");
+        live.claim(10, &[]).await.expect("claim");
+        let mut left: Vec<String> = client
+            .query("SELECT node_id FROM nodes", &[])
+            .await
+            .expect("select")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        left.sort();
+        let mut expected = vec![
+            live.node.as_str().to_owned(),
+            lapsed.node.as_str().to_owned(),
+        ];
+        expected.sort();
+        assert_eq!(left, expected);
+        drop(client);
+        let _ = driver.await;
     }
 
     #[tokio::test]

@@ -481,6 +481,82 @@ async fn a_run_whose_daemon_is_killed_after_any_of_its_events_is_finished_by_ano
     println!("{report}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_through_another_daemon_for_a_frozen_owners_run_is_said_not_applied() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
+    let mut start = scripted_run(&fleet.workspace(), &approved_write("log.txt"));
+    start.approval_policy = pb::ApprovalPolicy::Risky as i32;
+    let (run_id, received) = start_run(&a, start, |seen| {
+        seen.iter().any(|event| kind(event) == "approval_requested")
+    })
+    .await;
+    let Some(Event::ApprovalRequested(pb::ApprovalRequested {
+        request: Some(request),
+    })) = received.last().and_then(|event| event.event.clone())
+    else {
+        panic!("no approval request: {received:?}");
+    };
+    let answer = pb::ApprovalDecision {
+        approval_id: request.approval_id.clone(),
+        decision: pb::Decision::ApproveOnce as i32,
+        reason: String::new(),
+        digest: request.digest.clone(),
+    };
+    // The owner freezes, and no other daemon can take the run over meanwhile (none sees its
+    // workspace): an answer sent through b waits a lease for the owner, in vain.
+    let away = fleet.dir.path().join("root/moved");
+    std::fs::rename(fleet.workspace(), &away).unwrap();
+    a.signal(libc::SIGSTOP);
+    let status = b
+        .agent()
+        .await
+        .decide_approval(answer.clone())
+        .await
+        .expect_err("an answer nobody took was accepted");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("was not applied"), "{status:?}");
+    // It was not: once the workspace is back, a new daemon takes the run over, the request
+    // waits again under the same id, and an answer is applied — the first and only one.
+    std::fs::rename(&away, fleet.workspace()).unwrap();
+    let c = fleet.daemon("c").await;
+    c.await_log("taking the run over").await;
+    let mut agent = c.agent().await;
+    let deadline = tokio::time::Instant::now() + TAKEOVER_WITHIN;
+    loop {
+        match agent.decide_approval(answer.clone()).await {
+            Ok(_) => break,
+            // Not yet waiting again on c.
+            Err(status) if tokio::time::Instant::now() < deadline => {
+                retry_after(&status).await;
+            }
+            Err(status) => panic!("the request never waited again: {status:?}"),
+        }
+    }
+    let log = stored_log(&c, &run_id).await;
+    check_taken_over("answered while frozen", &received, &log, fleet.effects());
+    assert_eq!(fleet.effects(), 1, "the approved write did not happen once");
+    let resolved: Vec<_> = log
+        .iter()
+        .filter(|event| kind(event) == "approval_resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    a.signal(libc::SIGCONT);
+}
+
+/// A pause before trying an answer again that `status` refused.
+async fn retry_after(status: &tonic::Status) {
+    assert!(
+        matches!(
+            status.code(),
+            tonic::Code::NotFound | tonic::Code::Unavailable
+        ),
+        "{status:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
 /// The running program `name` among `daemon`'s sandboxes, once there is one.
 async fn sandboxed(daemon: &DaemonProcess, name: &str) -> procs::Proc {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

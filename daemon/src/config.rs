@@ -204,9 +204,10 @@ pub enum StoreBackend {
         /// another takes its runs over.
         lease: Duration,
         /// Storage every daemon of the fleet sees at this path (`[store] shared_dir`): the
-        /// default tenant's token, kept outputs and change sets' contents live there, so
-        /// any daemon authenticates, serves `ReadOutput` and reverts a run. None keeps them
-        /// in the state dir, for a single daemon on PostgreSQL.
+        /// default tenant's token, kept outputs, change sets' contents and MCP servers' trust
+        /// records live there, so any daemon authenticates, serves `ReadOutput`, reverts a
+        /// run and trusts alike. None keeps them in the state dir, for a single daemon on
+        /// PostgreSQL.
         shared_dir: Option<PathBuf>,
     },
 }
@@ -488,7 +489,8 @@ impl ConfigFile {
 
 impl DaemonConfig {
     /// Where what every daemon of a fleet must read is kept: the default tenant's token,
-    /// kept outputs, change sets' contents. The state dir, unless the fleet shares storage.
+    /// kept outputs, change sets' contents, hosted MCP servers' trust records. The state
+    /// dir, unless the fleet shares storage.
     pub fn shared_dir(&self) -> &Path {
         match &self.store {
             StoreBackend::Postgres {

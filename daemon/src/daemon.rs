@@ -133,6 +133,7 @@ impl Daemon {
         let mcp = Arc::new(McpEngine::new(
             process.clone(),
             config.state_dir.clone(),
+            shared_dir.clone(),
             resolver.clone(),
             changes.as_ref().ok().cloned(),
         ));
@@ -374,7 +375,7 @@ impl Daemon {
             agents: self.agents.clone(),
             store: self.store.clone(),
             retention,
-            state_dir: self.config.state_dir.clone(),
+            trust_dir: self.config.shared_dir().to_owned(),
             console: self.config.console.clone(),
         };
         let server = api::serve(services, listener, access, shutdown);

@@ -21,19 +21,20 @@ use crate::tools::Executor;
 pub struct DaemonService {
     executor: Arc<Executor>,
     retention: Arc<Retention>,
-    state_dir: PathBuf,
+    /// Where hosted MCP servers' trust records are.
+    trust_dir: PathBuf,
 }
 
 impl DaemonService {
     pub fn new(
         executor: Arc<Executor>,
         retention: Arc<Retention>,
-        state_dir: PathBuf,
+        trust_dir: PathBuf,
     ) -> DaemonService {
         DaemonService {
             executor,
             retention,
-            state_dir,
+            trust_dir,
         }
     }
 }
@@ -123,7 +124,7 @@ impl pb::daemon_server::Daemon for DaemonService {
                 .as_ref()
                 .is_some_and(|origin| origin.server == server)
         });
-        let recorded = crate::engine::mcp::trust::is_recorded(&self.state_dir, &server);
+        let recorded = crate::engine::mcp::trust::is_recorded(&self.trust_dir, &server);
         if !hosted && !recorded {
             return Err(ApiError::NotFound {
                 kind: "MCP server",
@@ -131,7 +132,7 @@ impl pb::daemon_server::Daemon for DaemonService {
             }
             .into());
         }
-        let accepted = crate::engine::mcp::trust::accept_seen(&self.state_dir, &server)
+        let accepted = crate::engine::mcp::trust::accept_seen(&self.trust_dir, &server)
             .map_err(|message| ApiError::invalid("server", message))?;
         tracing::warn!(%server, ?accepted, tenant = %tenant.name, "MCP server's tools trusted as last listed");
         Ok(Response::new(pb::TrustMcpServerResponse { accepted }))

@@ -57,8 +57,8 @@ pub struct Services {
     pub agents: Arc<AgentRuntime>,
     pub store: Arc<dyn Store>,
     pub retention: Arc<Retention>,
-    /// The daemon's state dir, where hosted MCP servers' trust records are.
-    pub state_dir: std::path::PathBuf,
+    /// Where hosted MCP servers' trust records are: the shared dir (see `DaemonConfig`).
+    pub trust_dir: std::path::PathBuf,
     /// The web console's pages, beside the services.
     pub console: ConsoleSettings,
 }
@@ -76,7 +76,7 @@ pub async fn serve(
         agents,
         store,
         retention,
-        state_dir,
+        trust_dir,
         console,
     } = services;
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -101,7 +101,7 @@ pub async fn serve(
     let info = DaemonServer::new(daemon::DaemonService::new(
         executor.clone(),
         retention,
-        state_dir,
+        trust_dir,
     ));
     let approvals = Arc::new(direct_approval::DirectApprovals::new(
         executor.clone(),

@@ -69,6 +69,9 @@ pub struct Imports {
 pub struct McpEngine {
     process: Arc<ProcessEngine>,
     state_dir: PathBuf,
+    /// Where servers' trust records are: the shared dir, so that a fleet's daemons trust
+    /// alike (see `trust`).
+    trust_dir: PathBuf,
     /// Resolves remote servers' names, with the operator's overrides.
     resolver: Arc<Resolver>,
     /// Who answers servers' questions, once the daemon has an approval broker.
@@ -81,12 +84,14 @@ impl McpEngine {
     pub fn new(
         process: Arc<ProcessEngine>,
         state_dir: PathBuf,
+        trust_dir: PathBuf,
         resolver: Arc<Resolver>,
         changes: Option<Changes>,
     ) -> McpEngine {
         McpEngine {
             process,
             state_dir,
+            trust_dir,
             resolver,
             asker: Arc::default(),
             changes,
@@ -132,7 +137,7 @@ impl McpEngine {
                 listing_workspace.display()
             ))
         })?;
-        let trust = TrustStore::new(&self.state_dir, &image.name, spec.pins.clone());
+        let trust = TrustStore::new(&self.trust_dir, &image.name, spec.pins.clone());
         let host = Arc::new(
             Host::new(
                 image.name.clone(),

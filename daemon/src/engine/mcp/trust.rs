@@ -10,27 +10,27 @@
 //! accepts the listing with `airlock tools trust SERVER`, which marks what the daemon last
 //! saw as trusted.
 //!
-//! The record is a small JSON file per server in the state dir, written whole by rename:
-//! `trusted` (tool → digest) and `seen` (the latest listing). Each store keeps the record it
-//! last read: a call whose listing is the one already seen costs no file access; the file is
-//! read again only after `airlock tools trust` changed some record (a process-wide
-//! generation, bumped by [`accept_seen`]).
+//! The record is a small JSON file per server in the shared dir (the state dir, unless a
+//! fleet's daemons share storage: then trust accepted through any daemon holds on every
+//! one), written whole by rename: `trusted` (tool → digest) and `seen` (the latest
+//! listing). Each change is a read-modify-write under the server's lock file, so daemons
+//! sharing the dir never lose each other's update. Each store keeps the record it last read
+//! with the file's identity: a call whose listing is the one already seen costs a `stat`;
+//! the file is read again once it was replaced (an operator's `airlock tools trust`, on any
+//! daemon).
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-/// Where trust records live, in the state dir.
+/// Where trust records live, in the shared dir.
 pub const TRUST_DIR: &str = "mcp-trust";
 
 /// A record is a digest per tool; a server with thousands of tools is not one to trust.
 const MAX_RECORD_BYTES: u64 = 1 << 20;
-
-/// Bumped whenever an operator accepts a listing: stores then read their record again.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The digest airlock trusts a listed tool by.
 pub fn tool_digest(tool: &rmcp::model::Tool) -> String {
@@ -81,14 +81,35 @@ impl Distrust {
 pub struct TrustStore {
     path: PathBuf,
     pins: BTreeMap<String, String>,
-    /// The record as last read or written, and the generation it was read at.
-    cached: Mutex<Option<(u64, Record)>>,
+    /// The record as last read or written, and the identity of the file it was read from.
+    cached: Mutex<Option<(FileIdentity, Record)>>,
+}
+
+/// What tells one version of a record's file from another: each write is a new file
+/// renamed in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    inode: u64,
+    modified_ns: i128,
+    len: u64,
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> Option<FileIdentity> {
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(FileIdentity {
+            inode: metadata.ino(),
+            modified_ns: i128::from(metadata.mtime()) * 1_000_000_000
+                + i128::from(metadata.mtime_nsec()),
+            len: metadata.len(),
+        })
+    }
 }
 
 impl TrustStore {
-    pub fn new(state_dir: &Path, server: &str, pins: BTreeMap<String, String>) -> TrustStore {
+    pub fn new(shared_dir: &Path, server: &str, pins: BTreeMap<String, String>) -> TrustStore {
         TrustStore {
-            path: record_path(state_dir, server),
+            path: record_path(shared_dir, server),
             pins,
             cached: Mutex::new(None),
         }
@@ -101,27 +122,32 @@ impl TrustStore {
         &self,
         listing: &BTreeMap<String, String>,
     ) -> Result<BTreeMap<String, Distrust>, String> {
-        let generation = GENERATION.load(Ordering::SeqCst);
         let mut cached = self
             .cached
             .lock()
             .map_err(|_| "the trust record's cache is poisoned".to_owned())?;
-        let fresh = cached
-            .as_ref()
-            .is_some_and(|(read_at, record)| *read_at == generation && record.seen == *listing);
+        let current = FileIdentity::of(&self.path);
+        let fresh = cached.as_ref().is_some_and(|(identity, record)| {
+            Some(*identity) == current && record.seen == *listing
+        });
         if !fresh {
-            let mut record = match read(&self.path)? {
-                Some(record) => record,
-                None => Record {
-                    trusted: listing.clone(),
-                    seen: BTreeMap::new(),
-                },
+            // The identity is taken before the read: a file replaced in between is read
+            // again next time, never missed.
+            *cached = match (current, read(&self.path)?) {
+                (Some(identity), Some(record)) if record.seen == *listing => {
+                    Some((identity, record))
+                }
+                // First listed (this listing is the trusted one), or listed otherwise than
+                // last seen: recorded, under the lock.
+                _ => Some(update(&self.path, |record| {
+                    let mut record = record.unwrap_or_else(|| Record {
+                        trusted: listing.clone(),
+                        seen: BTreeMap::new(),
+                    });
+                    record.seen = listing.clone();
+                    Ok(record)
+                })?),
             };
-            if record.seen != *listing || !self.path.exists() {
-                record.seen = listing.clone();
-                write(&self.path, &record)?;
-            }
-            *cached = Some((generation, record));
         }
         let Some((_, record)) = cached.as_ref() else {
             return Err("the trust record was not read".into());
@@ -151,8 +177,34 @@ impl TrustStore {
     }
 }
 
-fn record_path(state_dir: &Path, server: &str) -> PathBuf {
-    state_dir.join(TRUST_DIR).join(format!("{server}.json"))
+fn record_path(shared_dir: &Path, server: &str) -> PathBuf {
+    shared_dir.join(TRUST_DIR).join(format!("{server}.json"))
+}
+
+/// Reads the record at `path` (`None` when there is none), changes it with `change` and
+/// writes it back, holding the record's lock file all along. Returns the record written,
+/// with the identity of its file.
+fn update(
+    path: &Path,
+    change: impl FnOnce(Option<Record>) -> Result<Record, String>,
+) -> Result<(FileIdentity, Record), String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let lock_path = path.with_extension("lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|err| format!("cannot open {}: {err}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|err| format!("cannot lock {}: {err}", lock_path.display()))?;
+    let record = change(read(path)?)?;
+    write(path, &record)?;
+    let identity = FileIdentity::of(path).ok_or_else(|| format!("{} is gone", path.display()))?;
+    // Unlocked when `lock` closes.
+    Ok((identity, record))
 }
 
 fn read(path: &Path) -> Result<Option<Record>, String> {
@@ -174,45 +226,52 @@ fn read(path: &Path) -> Result<Option<Record>, String> {
 }
 
 fn write(path: &Path, record: &Record) -> Result<(), String> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let text = serde_json::to_string_pretty(record)
         .map_err(|err| format!("cannot encode the trust record: {err}"))?;
-    let temp = path.with_extension("json.tmp");
+    // Named at random: daemons on several hosts may write the same record.
+    let temp = path.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
     std::fs::write(&temp, text)
         .and_then(|()| std::fs::rename(&temp, path))
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+        .map_err(|err| {
+            let _ = std::fs::remove_file(&temp);
+            format!("cannot write {}: {err}", path.display())
+        })
 }
 
-/// Whether the daemon has a trust record for `server`, a manifest name (anything else, a
-/// path included, has none).
-pub fn is_recorded(state_dir: &Path, server: &str) -> bool {
+/// Whether there is a trust record for `server`, a manifest name (anything else, a path
+/// included, has none).
+pub fn is_recorded(shared_dir: &Path, server: &str) -> bool {
     let manifest_name = server
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    !server.is_empty() && manifest_name && record_path(state_dir, server).is_file()
+    !server.is_empty() && manifest_name && record_path(shared_dir, server).is_file()
 }
 
-/// What `airlock tools trust SERVER` does: marks the listing the daemon last saw as trusted.
-/// Returns the tools whose trust changed.
-pub fn accept_seen(state_dir: &Path, server: &str) -> Result<Vec<String>, String> {
-    let path = record_path(state_dir, server);
-    let mut record = read(&path)?.ok_or_else(|| {
+/// What `airlock tools trust SERVER` does: marks the listing last seen (by any daemon
+/// sharing the dir) as trusted. Returns the tools whose trust changed.
+pub fn accept_seen(shared_dir: &Path, server: &str) -> Result<Vec<String>, String> {
+    let path = record_path(shared_dir, server);
+    let unknown = || {
         format!(
-            "no MCP server `{server}` has been listed by the daemon with state dir {}",
-            state_dir.display()
+            "no MCP server `{server}` has been listed by a daemon with shared dir {}",
+            shared_dir.display()
         )
+    };
+    if !path.is_file() {
+        return Err(unknown());
+    }
+    let mut changed = Vec::new();
+    update(&path, |record| {
+        let mut record = record.ok_or_else(unknown)?;
+        changed = record
+            .seen
+            .iter()
+            .filter(|(tool, digest)| record.trusted.get(*tool) != Some(*digest))
+            .map(|(tool, _)| tool.clone())
+            .collect();
+        record.trusted = record.seen.clone();
+        Ok(record)
     })?;
-    let changed: Vec<String> = record
-        .seen
-        .iter()
-        .filter(|(tool, digest)| record.trusted.get(*tool) != Some(*digest))
-        .map(|(tool, _)| tool.clone())
-        .collect();
-    record.trusted = record.seen.clone();
-    write(&path, &record)?;
-    GENERATION.fetch_add(1, Ordering::SeqCst);
     Ok(changed)
 }
 
@@ -259,6 +318,52 @@ mod tests {
         assert!(is_recorded(state.path(), "srv"));
         assert!(!is_recorded(state.path(), "../srv"));
         assert!(!is_recorded(state.path(), "other"));
+    }
+
+    #[test]
+    fn trust_accepted_through_one_daemon_holds_on_another_sharing_the_dir() {
+        let shared = tempfile::tempdir().expect("tempdir");
+        let here = TrustStore::new(shared.path(), "srv", BTreeMap::new());
+        let there = TrustStore::new(shared.path(), "srv", BTreeMap::new());
+        let first = listing(&[("a", "1")]);
+        assert!(here.check(&first).expect("check").is_empty());
+        assert!(there.check(&first).expect("check").is_empty());
+        // The server changes; the daemon over there lists it, an operator accepts it
+        // through that daemon, and the one here, whose record was cached, trusts it too.
+        let pulled = listing(&[("a", "2")]);
+        assert!(!there.check(&pulled).expect("check").is_empty());
+        assert_eq!(accept_seen(shared.path(), "srv").expect("accept"), ["a"]);
+        assert!(here.check(&pulled).expect("check").is_empty());
+        assert!(there.check(&pulled).expect("check").is_empty());
+        // A record written by two daemons at once loses neither write: every update holds
+        // the lock, and what one saw is never overwritten by the other's older read.
+        let threads: Vec<_> = (0..8)
+            .map(|index| {
+                let dir = shared.path().to_owned();
+                std::thread::spawn(move || {
+                    update(&record_path(&dir, "srv"), |record| {
+                        let mut record = record.expect("recorded");
+                        record.trusted.insert(format!("t{index}"), "x".into());
+                        Ok(record)
+                    })
+                    .expect("update");
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("join");
+        }
+        let record = read(&record_path(shared.path(), "srv"))
+            .expect("read")
+            .expect("recorded");
+        assert_eq!(record.trusted.len(), 9, "{record:?}");
+        let left: Vec<_> = std::fs::read_dir(shared.path().join(TRUST_DIR))
+            .expect("dir")
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]

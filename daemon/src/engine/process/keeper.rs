@@ -53,8 +53,8 @@ use super::sys;
 
 /// The most sandboxes one keeper watches at once: below the 1024 descriptors a process may
 /// hold by default (less its socket and a margin), so a pidfd the daemon sends always fits
-/// in the keeper's table. A daemon with more process calls in flight refuses the next until
-/// one ends, rather than run one without a keeper.
+/// in the keeper's table. A daemon with more calls in flight (process tools' and hosted
+/// servers') refuses the next until one ends, rather than run one without a keeper.
 const MAX_WATCHED: usize = 1000;
 
 /// How long the keeper may take to say it is ready: it has nothing to build, so only a host
@@ -67,7 +67,7 @@ const NAME: &[u8] = b"airlock-keeper\0";
 /// What a message asks for.
 const ARM: u64 = 1;
 const DISARM: u64 = 2;
-/// The keeper's one message to the daemon: it is up, its parent-death signal armed.
+/// The keeper's one message to the daemon: it is up, holding nothing of the daemon's.
 const READY: u64 = 3;
 
 /// One message on the socket, either way.

@@ -119,6 +119,15 @@ impl Fleet {
         .await
     }
 
+    /// A daemon of the fleet for each of `names`, started one after the other.
+    async fn daemons(&self, names: &[&str]) -> Vec<DaemonProcess> {
+        let mut daemons = Vec::new();
+        for name in names {
+            daemons.push(self.daemon(name).await);
+        }
+        daemons
+    }
+
     pub(super) fn effects(&self) -> usize {
         self.effects_in("log.txt")
     }
@@ -397,10 +406,7 @@ async fn a_run_whose_daemon_is_killed_after_any_of_its_events_is_finished_by_ano
     let cache = tempfile::tempdir().unwrap();
     let fleet = Fleet::new(cache.path()).await;
     let names = ["a", "b", "c"];
-    let mut daemons = Vec::new();
-    for name in names {
-        daemons.push(fleet.daemon(name).await);
-    }
+    let mut daemons = fleet.daemons(&names).await;
     let approved = |file: &str| {
         let mut start = scripted_run(&fleet.workspace(), &approved_write(file));
         start.approval_policy = pb::ApprovalPolicy::Risky as i32;
@@ -670,10 +676,7 @@ async fn a_rolling_restart_of_every_daemon_loses_and_repeats_nothing() {
     let cache = tempfile::tempdir().unwrap();
     let fleet = Fleet::new(cache.path()).await;
     let names = ["a", "b", "c"];
-    let mut daemons = Vec::new();
-    for name in names {
-        daemons.push(fleet.daemon(name).await);
-    }
+    let mut daemons = fleet.daemons(&names).await;
     // A run on each daemon, each past its first step and thinking before its write.
     let mut runs = Vec::new();
     for (index, daemon) in daemons.iter().enumerate() {

@@ -804,24 +804,48 @@ async fn a_remote_server_is_reached_through_the_egress_gate_or_not_at_all() {
     assert!(echo.result().content.contains("over the gate"), "{echo:?}");
 }
 
+/// A real `airlockd` process hosting the servers of a [`fixture`] marked `marker`, with a
+/// workspace under its one workspace root.
+struct HostingProcess {
+    daemon: airlock_tests::DaemonProcess,
+    workspace: PathBuf,
+    _fixture: Fixture,
+    _root: tempfile::TempDir,
+    _state: tempfile::TempDir,
+}
+
+impl HostingProcess {
+    async fn start(marker: &str) -> HostingProcess {
+        let fixture = fixture(marker, "");
+        let root = tempfile::tempdir().unwrap();
+        let workspace = root.path().join("w");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let args = [
+            "--tools-dir",
+            fixture.tools.path().to_str().unwrap(),
+            "--profiles-dir",
+            fixture.profiles.path().to_str().unwrap(),
+            "--state-dir",
+            state.path().to_str().unwrap(),
+            "--workspace-root",
+            root.path().to_str().unwrap(),
+        ];
+        let daemon = airlock_tests::DaemonProcess::start(&args, root.path()).await;
+        HostingProcess {
+            daemon,
+            workspace,
+            _fixture: fixture,
+            _root: root,
+            _state: state,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_with_sigkill_leaves_no_server_behind() {
-    let fixture = fixture("sigkill-test", "");
-    let root = tempfile::tempdir().unwrap();
-    let workspace = root.path().join("w");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let args = [
-        "--tools-dir",
-        fixture.tools.path().to_str().unwrap(),
-        "--profiles-dir",
-        fixture.profiles.path().to_str().unwrap(),
-        "--state-dir",
-        state.path().to_str().unwrap(),
-        "--workspace-root",
-        root.path().to_str().unwrap(),
-    ];
-    let daemon = airlock_tests::DaemonProcess::start(&args, root.path()).await;
+    let hosting = HostingProcess::start("sigkill-test").await;
+    let (daemon, workspace) = (hosting.daemon, hosting.workspace.clone());
     let mut tools =
         pb::tools_client::ToolsClient::new(airlock_tests::connect(&daemon.endpoint).await.unwrap());
     let mut stream = tools
@@ -852,22 +876,8 @@ async fn a_daemon_killed_with_sigkill_leaves_no_server_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_daemons_call_ends_with_its_server_soon_after_the_deadline() {
-    let fixture = fixture("keeper-test", "");
-    let root = tempfile::tempdir().unwrap();
-    let workspace = root.path().join("w");
-    std::fs::create_dir_all(&workspace).unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let args = [
-        "--tools-dir",
-        fixture.tools.path().to_str().unwrap(),
-        "--profiles-dir",
-        fixture.profiles.path().to_str().unwrap(),
-        "--state-dir",
-        state.path().to_str().unwrap(),
-        "--workspace-root",
-        root.path().to_str().unwrap(),
-    ];
-    let daemon = airlock_tests::DaemonProcess::start(&args, root.path()).await;
+    let hosting = HostingProcess::start("keeper-test").await;
+    let (daemon, workspace) = (&hosting.daemon, hosting.workspace.clone());
     let mut console = airlock_tests::Console::on(daemon.agent().await).await;
     let mut tools =
         pb::tools_client::ToolsClient::new(airlock_tests::connect(&daemon.endpoint).await.unwrap());

@@ -667,6 +667,7 @@ fn monotonic_ns() -> u64 {
 mod tests {
     use std::os::fd::AsFd;
 
+    use super::super::limits::Ended;
     use super::*;
 
     /// A child process that would sleep for a minute, with its pidfd.
@@ -774,10 +775,7 @@ mod tests {
         let waited = sandbox::wait(link.process.as_raw_fd(), false)
             .expect("wait")
             .expect("exited");
-        assert!(
-            matches!(waited.ended, super::super::limits::Ended::Exited(0)),
-            "{waited:?}"
-        );
+        assert!(matches!(waited.ended, Ended::Exited(0)), "{waited:?}");
     }
 
     #[test]

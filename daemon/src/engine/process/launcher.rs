@@ -579,7 +579,8 @@ fn build_spare(
 /// What became of a spare a call took.
 enum Released {
     Running(Box<Sandbox>),
-    /// It executed the call's program and failed (the program is missing, say).
+    /// It executed the call's program and failed (the program is missing, say), or the
+    /// deadline keeper refused the call.
     Failed(String),
     /// It had died while it waited.
     Gone,
@@ -588,21 +589,26 @@ enum Released {
 /// Hands `spare` the call's program and lets it execute.
 fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunStats>) -> Released {
     spare.prepared.set_args(call.argv.clone(), call.env.clone());
-    let armed = match call.deadline {
-        None => Ok(None),
-        Some(deadline) => arm(&shared.keeper, spare.pidfd.as_fd(), deadline).map(Some),
+    // A call the keeper refuses fails here: a sandbox built anew would be refused alike.
+    let armed = match call
+        .deadline
+        .map(|deadline| arm(&shared.keeper, spare.pidfd.as_fd(), deadline))
+    {
+        None => None,
+        Some(Ok(armed)) => Some(armed),
+        Some(Err(message)) => {
+            discard(shared, spare);
+            return Released::Failed(message);
+        }
     };
-    let released = armed.and_then(|armed| {
-        spare
-            .go
-            .write_all(&[child::GO])
-            .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
-            .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
-            .and_then(|()| check_report(&spare.prepared, Stage::Exec))
-            .map(|()| armed)
-    });
+    let released = spare
+        .go
+        .write_all(&[child::GO])
+        .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
+        .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
+        .and_then(|()| check_report(&spare.prepared, Stage::Exec));
     match released {
-        Ok(armed) => {
+        Ok(()) => {
             let (mut sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), stats);
             if let Some(armed) = armed {
                 sandbox.set_deadline(armed);

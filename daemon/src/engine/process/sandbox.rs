@@ -159,9 +159,7 @@ impl Sandbox {
 
     /// Sends SIGKILL to the first process, and so to the whole sandbox.
     pub fn kill(&self) {
-        if let Some(pidfd) = &self.pidfd
-            && !self.reaped.load(Ordering::SeqCst)
-        {
+        if let Some(pidfd) = self.pidfd() {
             kill(pidfd.as_raw_fd());
         }
     }

@@ -10,6 +10,8 @@
 #                                    scale cold mcp changes streaming cassettes languages console
 #                                    fleet;
 #                                    --scale 10,100; --output FILE; --languages-dir DIR)
+#   scripts/bench.sh wasm            the warm call's figures and targets alone, in under a
+#                                    minute once built (issue 24)
 #
 # The languages section (issue 20: module size, compile, cached load and warm call of the
 # example tool in each SDK language) needs the tools built first — scripts/languages.sh puts
@@ -33,12 +35,28 @@ source scripts/common.sh
 
 smoke=0
 bench_args=()
+sections=()
 for arg in "$@"; do
     case $arg in
     --smoke) smoke=1 ;;
+    wasm | process | agent | scale | cold | mcp | changes | streaming | cassettes | languages | console | fleet)
+        sections+=("$arg")
+        bench_args+=("$arg")
+        ;;
     *) bench_args+=("$arg") ;;
     esac
 done
+
+# True when section $1 runs: every section runs when none is named. What only some sections
+# need is installed only for them, so that `scripts/bench.sh wasm` starts measuring at once.
+runs() {
+    ((${#sections[@]} == 0)) && return 0
+    local section
+    for section in "${sections[@]}"; do
+        [[ $section == "$1" ]] && return 0
+    done
+    return 1
+}
 
 # The wasmtime version the daemon is built with: the CLI peer must be the same, or the
 # comparison measures two wasmtimes rather than airlock against the CLI.
@@ -70,17 +88,23 @@ wasmtime_current() {
 
 ensure_rust_targets
 ensure_apt_packages
-ensure_bubblewrap
+if runs process; then ensure_bubblewrap; fi
 # The MCP section's server and its direct peer: the Python MCP SDK (skipped when present).
-tests/mcp/install.sh
+if runs mcp; then tests/mcp/install.sh; fi
 # The console section's browser: Debian's Chromium and its driver (skipped when present).
-scripts/console.sh --install-only
+if runs console; then scripts/console.sh --install-only; fi
 # The fleet section's database: the PostgreSQL server AIRLOCK_TEST_POSTGRES names (as
 # scripts/test.sh sets it), else a throwaway one of Debian's, started below.
-[[ -n ${AIRLOCK_TEST_POSTGRES:-} ]] || scripts/postgres.sh --install-only
+needs_postgres=0
+if runs fleet && [[ -z ${AIRLOCK_TEST_POSTGRES:-} ]]; then
+    needs_postgres=1
+    scripts/postgres.sh --install-only
+fi
 
 wasmtime_args=()
-if wasmtime_current; then
+if ! runs wasm; then
+    : # only the wasm section compares with the CLI
+elif wasmtime_current; then
     wasmtime_args=(--wasmtime "$wasmtime")
 elif ((smoke)); then
     echo "skipped: wasmtime-cli not installed (a full run of scripts/bench.sh installs wasmtime-cli $wasmtime_version)"
@@ -108,7 +132,7 @@ else
     mkdir -p "$target_dir/bench"
     run_args+=(--output "$target_dir/bench/latest.md")
 fi
-if [[ -n ${AIRLOCK_TEST_POSTGRES:-} ]]; then
+if ((!needs_postgres)); then
     echo "${0##*/}: running airlock-bench ${run_args[*]} ${bench_args[*]}" >&2
     exec "$bin_dir/airlock-bench" "${run_args[@]}" "${bench_args[@]}"
 fi

@@ -189,8 +189,15 @@ async fn check_tool_report(options: &CheckOptions) -> anyhow::Result<bool> {
     Ok(airlock_daemon::check_tool(options, &mut out).await?)
 }
 
+/// What the daemon logs unless `AIRLOCK_LOG` says otherwise. wasmtime-wasi opens an
+/// info-level span for every WASI call a guest makes (several per tool call), and the text
+/// formatter renders each span's fields as it opens: a tenth of a warm call's time, for spans
+/// nothing prints unless an event is logged inside one, which none is.
+const DEFAULT_LOG_FILTER: &str = "info,wasmtime_wasi=warn";
+
 fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_env("AIRLOCK_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_env("AIRLOCK_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour_on_stderr(

@@ -8,9 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use futures::Stream;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use futures::{Future, Stream};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
@@ -21,8 +20,8 @@ use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
 use super::tenants::{DEFAULT_TENANT, Tenant};
-use crate::ids::{self, ExecutionId};
-use crate::store::{ExecutionOwner, Store};
+use crate::ids::ExecutionId;
+use crate::store::Store;
 use crate::tools::{CallRequest, ExecutionEvent, Executor};
 use crate::wire as convert;
 use crate::workspace::WorkspaceError;
@@ -49,14 +48,20 @@ impl ToolsService {
     }
 
     /// Fails with NOT_FOUND unless `tenant` owns execution `execution_id` (request field
-    /// `execution_id`). Executions recorded before tenants existed belong to `default`.
+    /// `execution_id`). Executions with no recorded owner (from before tenants existed, or
+    /// whose output was not kept) belong to `default`.
     async fn owned_execution(
         &self,
         tenant: &Tenant,
         execution_id: &str,
     ) -> Result<ExecutionId, ApiError> {
         let execution_id = parse_id(ExecutionId::parse, execution_id, "execution_id")?;
-        let owner = self.store.execution_owner(&execution_id).await?;
+        // A running call's owner is known here; the store has the owners of calls that kept
+        // their output (and of runs' calls), recorded with it.
+        let owner = match self.executor.running_tenant(&execution_id) {
+            Some(tenant) => Some(tenant),
+            None => self.store.execution_owner(&execution_id).await?,
+        };
         if tenant.owns(owner.as_deref().unwrap_or(DEFAULT_TENANT)) {
             Ok(execution_id)
         } else {
@@ -110,7 +115,7 @@ impl pb::tools_server::Tools for ToolsService {
         Ok(Response::new(pb::ListToolsResponse { tools }))
     }
 
-    type ExecuteToolStream = CancelOnDrop<UnboundedReceiverStream<pb::ExecuteToolEvent>>;
+    type ExecuteToolStream = CallStream;
 
     async fn execute_tool(
         &self,
@@ -145,23 +150,27 @@ impl pb::tools_server::Tools for ToolsService {
                 ignores: None,
             })
             .map_err(ApiError::from)?;
-        let (events, mut from_executor) = mpsc::unbounded_channel();
-        let (to_client, receiver) = mpsc::unbounded_channel();
+        let (events, receiver) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let executor = self.executor.clone();
         let call_cancel = cancel.clone();
-        let approvals = (request.require_approval && DirectApprovals::needed(&call))
-            .then(|| self.approvals.clone());
-        let asking = to_client.clone();
+        // The question, when the call waits for one, reaches the client before anything the
+        // executor reports: the stream reads it first.
+        let (asking, question) = (request.require_approval && DirectApprovals::needed(&call))
+            .then(|| {
+                let (ask, question) = oneshot::channel();
+                ((self.approvals.clone(), ask), question)
+            })
+            .unzip();
         let asker = tenant.name.clone();
-        tokio::spawn(async move {
-            if let Some(approvals) = approvals
+        let call = Box::pin(async move {
+            // The slot is the tenant's until the call has ended.
+            let _slot: Slot = slot;
+            if let Some((approvals, ask)) = asking
                 && let Some((question, asked)) =
                     approvals.register(&asker, &call, &call_cancel).await
             {
-                let _ = asking.send(pb::ExecuteToolEvent {
-                    event: Some(pb::execute_tool_event::Event::Approval(question)),
-                });
+                let _ = ask.send(question);
                 let outcome = tokio::select! {
                     outcome = asked.outcome() => outcome,
                     // Dropping the question withdraws it from the consoles.
@@ -174,35 +183,11 @@ impl pb::tools_server::Tools for ToolsService {
             }
             executor.run(call, events, call_cancel).await;
         });
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            // The slot is the tenant's until the call has reported its end.
-            let _slot: Slot = slot;
-            while let Some(event) = from_executor.recv().await {
-                // Recorded before the client learns the id, so that its first
-                // `CancelExecution` or `ReadOutput` already finds the execution its own.
-                if let ExecutionEvent::Started { execution_id, .. } = &event
-                    && let Err(err) = store
-                        .record_execution_owner(
-                            execution_id,
-                            &ExecutionOwner {
-                                tenant: tenant.name.clone(),
-                                run_id: None,
-                                started_at_ms: ids::now_ms(),
-                            },
-                        )
-                        .await
-                {
-                    tracing::warn!(execution = %execution_id, error = %err, "cannot record the owner of an execution");
-                }
-                if to_client.send(convert::execution_event(event)).is_err() {
-                    // The client went; draining lets the cancelled call finish.
-                    continue;
-                }
-            }
-        });
-        Ok(Response::new(CancelOnDrop {
-            events: UnboundedReceiverStream::new(receiver),
+        Ok(Response::new(CallStream {
+            call: Some(call),
+            runtime: tokio::runtime::Handle::current(),
+            question,
+            events: receiver,
             _cancel: cancel.drop_guard(),
         }))
     }
@@ -253,22 +238,47 @@ impl pb::tools_server::Tools for ToolsService {
     }
 }
 
-/// The event stream of one call. When the client goes away tonic drops the stream, and the
-/// guard cancels the call.
-pub struct CancelOnDrop<S> {
-    events: S,
+/// The event stream of one call: the approval question, when the call waits for one, then
+/// what the executor reports, each turned into its wire form as the client reads it. When
+/// the client goes away tonic drops the stream, and the guard cancels the call.
+///
+/// The call itself starts on the stream's first poll, in the task that serves the response:
+/// a call that ends within that poll (a warm WebAssembly call does) has all its events ready
+/// at once, so the response's headers, events and trailers leave in one write, with no other
+/// task woken and no other thread involved. A call still running after that poll moves to a
+/// task of its own, so that it keeps running (and meets its deadline) whether or not the
+/// client is reading, exactly as if it had been spawned at once.
+pub struct CallStream {
+    /// The call, until its first poll.
+    call: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    runtime: tokio::runtime::Handle,
+    /// Answered (or dropped, when no question is asked) before the executor starts.
+    question: Option<oneshot::Receiver<pb::ApprovalRequest>>,
+    events: mpsc::UnboundedReceiver<ExecutionEvent>,
     _cancel: DropGuard,
 }
 
-impl<S> Stream for CancelOnDrop<S>
-where
-    S: Stream<Item = pb::ExecuteToolEvent> + Unpin,
-{
+impl Stream for CallStream {
     type Item = Result<pb::ExecuteToolEvent, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        Pin::new(&mut self.events)
-            .poll_next(cx)
-            .map(|event| event.map(Ok))
+        if let Some(mut call) = self.call.take()
+            && call.as_mut().poll(cx).is_pending()
+        {
+            // Its next poll, in its own task, registers that task's wakers in place of ours.
+            drop(self.runtime.spawn(call));
+        }
+        if let Some(question) = &mut self.question {
+            let asked = std::task::ready!(Pin::new(question).poll(cx));
+            self.question = None;
+            if let Ok(question) = asked {
+                return Poll::Ready(Some(Ok(pb::ExecuteToolEvent {
+                    event: Some(pb::execute_tool_event::Event::Approval(question)),
+                })));
+            }
+        }
+        self.events
+            .poll_recv(cx)
+            .map(|event| event.map(|event| Ok(convert::execution_event(event))))
     }
 }

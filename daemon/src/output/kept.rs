@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 use crate::ids::{self, ExecutionId};
-use crate::store::{OutputRecord, Store, StoreError};
+use crate::store::{ExecutionOwner, OutputRecord, Store, StoreError};
 
 /// What one page of `ReadOutput` returns at most: large enough to page through a flood
 /// quickly, small enough for one gRPC message.
@@ -103,8 +103,19 @@ impl KeptOutputs {
     }
 
     /// Keeps `output` (up to the per-call cap) for `execution_id`, then evicts the oldest
-    /// outputs while the total is over its cap.
-    pub async fn keep(&self, execution_id: &ExecutionId, output: Vec<u8>) -> Result<(), KeptError> {
+    /// outputs while the total is over its cap. `owner`, when the call has one, is recorded
+    /// first: an output without its owner would read as the default tenant's.
+    pub async fn keep(
+        &self,
+        execution_id: &ExecutionId,
+        owner: Option<&ExecutionOwner>,
+        output: Vec<u8>,
+    ) -> Result<(), KeptError> {
+        if let Some(owner) = owner {
+            self.store
+                .record_execution_owner(execution_id, owner)
+                .await?;
+        }
         let mut output = output;
         output.truncate(usize::try_from(self.limits.per_call).unwrap_or(usize::MAX));
         let size = output.len() as u64;
@@ -252,12 +263,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_output_is_kept_with_its_owner() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&dir.path().join("db"), &StoreOptions::default()).expect("store"),
+        );
+        let kept = KeptOutputs::open(
+            &dir.path().join("outputs"),
+            store.clone(),
+            KeptLimits::default(),
+        )
+        .expect("open");
+        let owned = ExecutionId::new();
+        let owner = ExecutionOwner {
+            tenant: "bob".into(),
+            run_id: None,
+            started_at_ms: 1,
+        };
+        kept.keep(&owned, Some(&owner), b"bob's".to_vec())
+            .await
+            .expect("keep");
+        assert_eq!(
+            store.execution_owner(&owned).await.expect("read").as_deref(),
+            Some("bob")
+        );
+        let unowned = ExecutionId::new();
+        kept.keep(&unowned, None, b"nobody's".to_vec())
+            .await
+            .expect("keep");
+        assert_eq!(store.execution_owner(&unowned).await.expect("read"), None);
+    }
+
+    #[tokio::test]
     async fn pages_through_a_kept_output() {
         let dir = tempfile::tempdir().expect("tempdir");
         let kept = kept(dir.path(), KeptLimits::default());
         let output: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
         let one = ExecutionId::new();
-        kept.keep(&one, output.clone()).await.expect("keep");
+        kept.keep(&one, None, output.clone()).await.expect("keep");
         let first = kept.read(&one, 0, 600).await.expect("read");
         assert_eq!(first.data, output[..600]);
         assert!(!first.eof);
@@ -288,15 +331,15 @@ mod tests {
             },
         );
         let ids: Vec<ExecutionId> = (0..4).map(|_| ExecutionId::new()).collect();
-        kept.keep(&ids[0], vec![b'a'; 500]).await.expect("keep");
+        kept.keep(&ids[0], None, vec![b'a'; 500]).await.expect("keep");
         assert_eq!(
             kept.read(&ids[0], 0, 0).await.expect("read").total_bytes,
             100
         );
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        kept.keep(&ids[1], vec![b'b'; 100]).await.expect("keep");
+        kept.keep(&ids[1], None, vec![b'b'; 100]).await.expect("keep");
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        kept.keep(&ids[2], vec![b'c'; 100]).await.expect("keep");
+        kept.keep(&ids[2], None, vec![b'c'; 100]).await.expect("keep");
         assert!(
             matches!(kept.read(&ids[0], 0, 0).await, Err(KeptError::NotFound(_))),
             "the oldest went"
@@ -304,7 +347,7 @@ mod tests {
         assert!(kept.read(&ids[1], 0, 0).await.is_ok());
         assert!(kept.read(&ids[2], 0, 0).await.is_ok());
         // Identical outputs share a blob.
-        kept.keep(&ids[3], vec![b'c'; 100]).await.expect("keep");
+        kept.keep(&ids[3], None, vec![b'c'; 100]).await.expect("keep");
         assert_eq!(blobs(dir.path()), 2);
     }
 
@@ -314,14 +357,14 @@ mod tests {
         let kept = kept(dir.path(), KeptLimits::default());
         let (old, shared_old, shared_new) =
             (ExecutionId::new(), ExecutionId::new(), ExecutionId::new());
-        kept.keep(&old, b"old".to_vec()).await.expect("keep");
-        kept.keep(&shared_old, b"shared".to_vec())
+        kept.keep(&old, None, b"old".to_vec()).await.expect("keep");
+        kept.keep(&shared_old, None, b"shared".to_vec())
             .await
             .expect("keep");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let cutoff = ids::now_ms();
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        kept.keep(&shared_new, b"shared".to_vec())
+        kept.keep(&shared_new, None, b"shared".to_vec())
             .await
             .expect("keep");
         assert_eq!(kept.sweep(cutoff).await.expect("sweep"), 2);

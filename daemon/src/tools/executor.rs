@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 use crate::changes::{Changes, WorkspaceIgnores};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
-use crate::ids::ExecutionId;
+use crate::ids::{self, ExecutionId};
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
 use crate::profile::{GrantError, NetworkPolicy, Profile};
 use crate::secrets::{Redactor, StreamRedactor};
+use crate::store::ExecutionOwner;
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};
@@ -243,6 +244,11 @@ impl Executor {
         self.executions.cancel_all();
     }
 
+    /// The tenant a running call was started for (see [`Executions::tenant`]).
+    pub fn running_tenant(&self, execution_id: &ExecutionId) -> Option<String> {
+        self.executions.tenant(execution_id)
+    }
+
     /// How many calls are running.
     pub fn running(&self) -> usize {
         self.executions.len()
@@ -265,9 +271,10 @@ impl Executor {
             }
         };
         let execution_id = ExecutionId::new();
-        let _registration = self
-            .executions
-            .register(execution_id.clone(), cancel.clone());
+        let started_at_ms = ids::now_ms();
+        let _registration =
+            self.executions
+                .register(execution_id.clone(), cancel.clone(), call.tenant.clone());
         let _ = events.send(ExecutionEvent::Started {
             execution_id: execution_id.clone(),
             tool: tool.name().to_owned(),
@@ -313,10 +320,11 @@ impl Executor {
             stats: stats.clone(),
             egress: egress.clone(),
             secrets: tool.manifest.image.secrets.clone(),
-            tenant: call.tenant,
+            tenant: call.tenant.clone(),
             call_id: execution_id.clone(),
             deadline: Instant::now() + call.timeout,
         };
+        let tenant = call.tenant;
         let started = Instant::now();
         let workspace = launch.workspace.clone();
         let (overlay, outcome) = match writes::overlay(
@@ -390,11 +398,20 @@ impl Executor {
             result.error_message = self.redactor.redact(&result.error_message);
         }
         // The whole output, exactly what the shown part was cut from, so that reading it from
-        // where the shown part ends continues it.
+        // where the shown part ends continues it. Its owner is recorded with it: the one
+        // thing in the store a direct call needs, and only when it kept something.
+        let owner = tenant.map(|tenant| ExecutionOwner {
+            tenant,
+            // A run records its own calls' owners, naming the run, when they start.
+            run_id: None,
+            started_at_ms,
+        });
         if let Some(whole) = whole
             && result.truncated
             && let Some(kept) = &self.kept
-            && let Err(err) = kept.keep(&execution_id, whole.into_bytes()).await
+            && let Err(err) = kept
+                .keep(&execution_id, owner.as_ref(), whole.into_bytes())
+                .await
         {
             tracing::warn!(execution = %execution_id, error = %err, "cannot keep the full output");
         }

@@ -107,7 +107,8 @@ impl Airlockd {
             .arg("--config")
             .arg(&config)
             .current_dir(&spec.state_dir)
-            .env("AIRLOCK_LOG", "info")
+            // Logging as a user's daemon logs: its own default filter.
+            .env_remove("AIRLOCK_LOG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -15,6 +15,7 @@ mod console;
 mod daemon;
 mod fixtures;
 mod fleet;
+mod idle;
 mod languages;
 mod mcp_call;
 mod peers;
@@ -183,6 +184,13 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
         false => None,
     };
     for section in sections {
+        let name = format!("{section:?}").to_lowercase();
+        // A smoke run judges nothing, so it need not wait for a quiet machine.
+        let watch = match bench.smoke {
+            true => None,
+            false => Some(idle::Watch::start(&name).await?),
+        };
+        let first_target = report.targets_set();
         let outcome = match (section, &shared) {
             (Section::Wasm, Some(daemon)) => wasm_call::run(bench, daemon, &mut report).await,
             (Section::Process, Some(daemon)) => subprocess::run(bench, daemon, &mut report).await,
@@ -203,6 +211,9 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();
             return Err(err.context(format!("section {section:?} failed; daemon log:\n{log}")));
+        }
+        if let Some(watch) = watch {
+            report.machine(&name, first_target, watch.finish()?);
         }
     }
     if let Some(daemon) = shared {

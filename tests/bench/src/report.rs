@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::idle::Quiet;
 use crate::stats::{Samples, format_duration};
 
 /// One measured (or skipped) case.
@@ -54,6 +55,8 @@ pub enum Check {
 struct Target {
     goal: String,
     check: Check,
+    /// Why the machine could not be trusted while its section ran; then it is not judged.
+    disturbed: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +66,8 @@ pub struct Report {
     targets: Vec<Target>,
     /// A section's own summary tables (Markdown), printed after the others.
     tables: Vec<String>,
+    /// What the machine was doing around each section, in order.
+    machine: Vec<(String, Quiet)>,
 }
 
 impl Report {
@@ -116,7 +121,25 @@ impl Report {
         self.targets.push(Target {
             goal: goal.to_owned(),
             check,
+            disturbed: None,
         });
+    }
+
+    /// How many targets are set so far: a section's are those set after it started.
+    pub fn targets_set(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// Records what the machine did while `section` ran, whose targets are those set since
+    /// `first_target`; when it was busy they are not judged.
+    pub fn machine(&mut self, section: &str, first_target: usize, quiet: Quiet) {
+        if let Some(why) = quiet.disturbed() {
+            eprintln!("{section}: its targets are not judged: {why}");
+            for target in self.targets.iter_mut().skip(first_target) {
+                target.disturbed = Some(why.clone());
+            }
+        }
+        self.machine.push((section.to_owned(), quiet));
     }
 
     /// Adds a section's own summary (a Markdown table), printed after the three tables.
@@ -195,11 +218,28 @@ impl Report {
 
         out.push_str("\n| target | measured | verdict |\n| --- | --- | --- |\n");
         for target in &self.targets {
-            let (measured, verdict) = match judge {
-                true => self.judge(&target.check),
-                false => ("–".into(), "not judged (smoke)"),
+            let (measured, verdict) = match (judge, &target.disturbed) {
+                (false, _) => ("–".into(), "not judged (smoke)".into()),
+                (true, Some(why)) => (
+                    self.judge(&target.check).0,
+                    format!("not judged ({why})"),
+                ),
+                (true, None) => {
+                    let (measured, verdict) = self.judge(&target.check);
+                    (measured, verdict.to_owned())
+                }
             };
             let _ = writeln!(out, "| {} | {measured} | {verdict} |", target.goal);
+        }
+        if !self.machine.is_empty() {
+            out.push_str("\n| section | the machine around it | judged |\n| --- | --- | --- |\n");
+            for (section, quiet) in &self.machine {
+                let judged = match quiet.disturbed() {
+                    None => "yes".to_owned(),
+                    Some(why) => format!("no: {why}"),
+                };
+                let _ = writeln!(out, "| {section} | {} | {judged} |", quiet.describe());
+            }
         }
         for table in &self.tables {
             out.push('\n');

@@ -43,7 +43,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
 use wasmtime::{
-    Config, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    Config, Enabled, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
     PoolingAllocationConfig, Store,
 };
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -82,9 +82,17 @@ const MAX_MEMORY_BYTES: u64 = 4 << 30;
 /// the few kilobytes a tool's function table uses. Larger tables are reset by the kernel.
 const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
-/// The same for linear memory: the first pages a call dirties (its stack and data) are
-/// zeroed in place and stay resident, so the next call takes no page faults there.
+/// The same for linear memory where the kernel cannot say which pages a call wrote: the
+/// first pages are zeroed in place and stay resident, the rest is given back.
 const MEMORY_KEEP_RESIDENT: usize = 64 << 10;
+
+/// Where it can (Linux 6.7's `PAGEMAP_SCAN`), the pool asks the kernel which pages a call
+/// wrote and restores only those, in place, from the module's image, up to this many bytes;
+/// a call that wrote more has the rest given back. A small tool's call writes a few pages
+/// spread over its stack, data and heap — not the low addresses the plain reset keeps — so
+/// with the scan the next call in the slot takes no page faults and no `madvise` at all.
+/// At most this much stays resident per slot: 128 slots × 1 MiB.
+const MEMORY_KEEP_RESIDENT_SCANNED: usize = 1 << 20;
 
 /// Calls that may run at once. Each needs a slot in the pooling allocator (reserved virtual
 /// memory, not resident memory); further calls wait for a slot, under their own deadline.
@@ -132,6 +140,7 @@ impl WasmEngine {
     pub fn new(config: &WasmConfig) -> Result<WasmEngine, SetupError> {
         let setup = |err: wasmtime::Error| SetupError::Wasmtime(format!("{err:#}"));
         let slots = config.max_concurrent_calls.max(1);
+        let scan = PoolingAllocationConfig::is_pagemap_scan_available();
         let mut pool = PoolingAllocationConfig::new();
         // A command component instantiates a few core modules (program, adapter, shims).
         pool.total_component_instances(slots)
@@ -144,7 +153,12 @@ impl WasmEngine {
             .max_memory_size(MAX_MEMORY_BYTES as usize)
             .table_elements(limits::MAX_TABLE_ELEMENTS)
             .table_keep_resident(TABLE_KEEP_RESIDENT)
-            .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT);
+            .pagemap_scan(if scan { Enabled::Yes } else { Enabled::No })
+            .linear_memory_keep_resident(if scan {
+                MEMORY_KEEP_RESIDENT_SCANNED
+            } else {
+                MEMORY_KEEP_RESIDENT
+            });
         let mut wasm = Config::new();
         wasm.epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -771,19 +785,28 @@ mod tests {
     }
 
     /// A call starts from the module's own memory and tables, whatever the call before it
-    /// left in its pool slot: inside the bytes zeroed in place (`MEMORY_KEEP_RESIDENT`,
-    /// `TABLE_KEEP_RESIDENT`) and beyond them. The module traps if it finds what it writes.
+    /// left in its pool slot: inside the bytes reset in place (`MEMORY_KEEP_RESIDENT`, or the
+    /// pages the kernel reports written up to `MEMORY_KEEP_RESIDENT_SCANNED`;
+    /// `TABLE_KEEP_RESIDENT`) and beyond them, where a call that writes more than the budget
+    /// has the rest given back; a byte of its data segment is back as the image has it. The
+    /// module traps if it finds what it wrote.
     #[tokio::test]
     async fn a_call_sees_nothing_the_call_before_it_left() {
         const INSIDE: usize = 1024;
+        // A byte of the module's data segment: put back from the module's image.
+        const IMAGED: usize = 2048;
         const BEYOND: usize = MEMORY_KEEP_RESIDENT + 1024;
+        // Past every budget: the call fills this much memory above FILLED with nonzero bytes.
+        const FILLED: usize = MEMORY_KEEP_RESIDENT + (64 << 10);
+        const FILL_BYTES: usize = MEMORY_KEEP_RESIDENT_SCANNED + (128 << 10);
+        const LAST: usize = FILLED + FILL_BYTES - 4;
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = WasmEngine::new(&WasmConfig {
             cache_dir: dir.path().join("cache"),
             max_concurrent_calls: 1,
         })
         .expect("engine");
-        let pages = BEYOND / 65536 + 1;
+        let pages = (FILLED + FILL_BYTES) / 65536 + 1;
         let slot = TABLE_KEEP_RESIDENT / 8 + 16;
         let wat = format!(
             r#"(module
@@ -791,13 +814,19 @@ mod tests {
               (table {tables} funcref)
               (func $marker)
               (elem declare func $marker)
+              (data (i32.const {IMAGED}) "\01")
               (func (export "_start")
+                (if (i32.ne (i32.load8_u (i32.const {IMAGED})) (i32.const 1)) (then unreachable))
                 (if (i32.load (i32.const {INSIDE})) (then unreachable))
                 (if (i32.load (i32.const {BEYOND})) (then unreachable))
+                (if (i32.load (i32.const {FILLED})) (then unreachable))
+                (if (i32.load (i32.const {LAST})) (then unreachable))
                 (if (i32.eqz (ref.is_null (table.get (i32.const 0)))) (then unreachable))
                 (if (i32.eqz (ref.is_null (table.get (i32.const {slot})))) (then unreachable))
+                (i32.store8 (i32.const {IMAGED}) (i32.const 0))
                 (i32.store (i32.const {INSIDE}) (i32.const 7))
                 (i32.store (i32.const {BEYOND}) (i32.const 7))
+                (memory.fill (i32.const {FILLED}) (i32.const 7) (i32.const {FILL_BYTES}))
                 (table.set (i32.const 0) (ref.func $marker))
                 (table.set (i32.const {slot}) (ref.func $marker))))"#,
             tables = slot + 1,

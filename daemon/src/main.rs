@@ -191,8 +191,8 @@ async fn check_tool_report(options: &CheckOptions) -> anyhow::Result<bool> {
 
 /// What the daemon logs unless `AIRLOCK_LOG` says otherwise. wasmtime-wasi opens an
 /// info-level span for every WASI call a guest makes (several per tool call), and the text
-/// formatter renders each span's fields as it opens: a tenth of a warm call's time, for spans
-/// nothing prints unless an event is logged inside one, which none is.
+/// formatter renders each span's fields as it opens (it showed in the warm call's profile):
+/// work for spans nothing prints, since no event is logged inside one.
 const DEFAULT_LOG_FILTER: &str = "info,wasmtime_wasi=warn";
 
 fn init_logging(format: LogFormat) {

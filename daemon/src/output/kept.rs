@@ -284,7 +284,11 @@ mod tests {
             .await
             .expect("keep");
         assert_eq!(
-            store.execution_owner(&owned).await.expect("read").as_deref(),
+            store
+                .execution_owner(&owned)
+                .await
+                .expect("read")
+                .as_deref(),
             Some("bob")
         );
         let unowned = ExecutionId::new();
@@ -331,15 +335,21 @@ mod tests {
             },
         );
         let ids: Vec<ExecutionId> = (0..4).map(|_| ExecutionId::new()).collect();
-        kept.keep(&ids[0], None, vec![b'a'; 500]).await.expect("keep");
+        kept.keep(&ids[0], None, vec![b'a'; 500])
+            .await
+            .expect("keep");
         assert_eq!(
             kept.read(&ids[0], 0, 0).await.expect("read").total_bytes,
             100
         );
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        kept.keep(&ids[1], None, vec![b'b'; 100]).await.expect("keep");
+        kept.keep(&ids[1], None, vec![b'b'; 100])
+            .await
+            .expect("keep");
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        kept.keep(&ids[2], None, vec![b'c'; 100]).await.expect("keep");
+        kept.keep(&ids[2], None, vec![b'c'; 100])
+            .await
+            .expect("keep");
         assert!(
             matches!(kept.read(&ids[0], 0, 0).await, Err(KeptError::NotFound(_))),
             "the oldest went"
@@ -347,7 +357,9 @@ mod tests {
         assert!(kept.read(&ids[1], 0, 0).await.is_ok());
         assert!(kept.read(&ids[2], 0, 0).await.is_ok());
         // Identical outputs share a blob.
-        kept.keep(&ids[3], None, vec![b'c'; 100]).await.expect("keep");
+        kept.keep(&ids[3], None, vec![b'c'; 100])
+            .await
+            .expect("keep");
         assert_eq!(blobs(dir.path()), 2);
     }
 

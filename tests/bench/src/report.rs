@@ -220,10 +220,7 @@ impl Report {
         for target in &self.targets {
             let (measured, verdict) = match (judge, &target.disturbed) {
                 (false, _) => ("–".into(), "not judged (smoke)".into()),
-                (true, Some(why)) => (
-                    self.judge(&target.check).0,
-                    format!("not judged ({why})"),
-                ),
+                (true, Some(why)) => (self.judge(&target.check).0, format!("not judged ({why})")),
                 (true, None) => {
                     let (measured, verdict) = self.judge(&target.check);
                     (measured, verdict.to_owned())

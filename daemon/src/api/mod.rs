@@ -4,6 +4,7 @@
 
 mod agent;
 pub mod auth;
+mod batched_writes;
 mod console;
 mod daemon;
 pub mod direct_approval;
@@ -37,6 +38,7 @@ use crate::config::ConsoleSettings;
 use crate::retention::Retention;
 use crate::store::Store;
 use crate::tools::Executor;
+use batched_writes::BatchedWrites;
 use message_size::LimitMessages;
 
 pub use listen::{ListenError, Listener};
@@ -157,7 +159,9 @@ pub async fn serve(
         Listener::Tcp(tcp) => {
             // tonic sets TCP_NODELAY only on sockets it accepts itself. Without it a streamed
             // call's small frames wait for the client's delayed ACK: ~40 ms per call.
-            let incoming = TcpIncoming::from(tcp).with_nodelay(Some(true));
+            let incoming = TcpIncoming::from(tcp)
+                .with_nodelay(Some(true))
+                .map(|stream| stream.map(BatchedWrites::new));
             router
                 .serve_with_incoming_shutdown(incoming, stopped)
                 .await?;
@@ -165,8 +169,9 @@ pub async fn serve(
         Listener::Unix { listener, path } => {
             let _remove = listen::RemoveOnDrop(path);
             // Every client's authority is accepted there (see `unix_authority`).
-            let incoming = UnixListenerStream::new(listener)
-                .map(|stream| stream.map(unix_authority::AnyAuthority::new));
+            let incoming = UnixListenerStream::new(listener).map(|stream| {
+                stream.map(|stream| BatchedWrites::new(unix_authority::AnyAuthority::new(stream)))
+            });
             router
                 .serve_with_incoming_shutdown(incoming, stopped)
                 .await?;

@@ -188,6 +188,7 @@ impl pb::tools_server::Tools for ToolsService {
             runtime: tokio::runtime::Handle::current(),
             question,
             events: receiver,
+            finished: false,
             _cancel: cancel.drop_guard(),
         }))
     }
@@ -255,6 +256,10 @@ pub struct CallStream {
     /// Answered (or dropped, when no question is asked) before the executor starts.
     question: Option<oneshot::Receiver<pb::ApprovalRequest>>,
     events: mpsc::UnboundedReceiver<ExecutionEvent>,
+    /// `Finished` was the last event: the stream ends there rather than when the last sender
+    /// goes (a clone can outlive the call's future by a task switch), so the response's
+    /// trailers leave in the same write as its events.
+    finished: bool,
     _cancel: DropGuard,
 }
 
@@ -277,8 +282,11 @@ impl Stream for CallStream {
                 })));
             }
         }
-        self.events
-            .poll_recv(cx)
-            .map(|event| event.map(|event| Ok(convert::execution_event(event))))
+        if self.finished {
+            return Poll::Ready(None);
+        }
+        let event = std::task::ready!(self.events.poll_recv(cx));
+        self.finished = matches!(event, None | Some(ExecutionEvent::Finished(_)));
+        Poll::Ready(event.map(|event| Ok(convert::execution_event(event))))
     }
 }

@@ -345,12 +345,16 @@ impl Executor {
                 };
                 let deadline = launch.deadline;
                 let run = tool.loaded.run(launch);
+                // The deadline's timer is polled last: a call that ends in its first poll (a
+                // warm WebAssembly call does) then never registers one, and registering one
+                // costs a wake of the thread that waits on the timer wheel. A call that ends
+                // in the same poll as its deadline passes has ended on its own.
                 let outcome = tokio::select! {
                     biased;
                     () = cancel.cancelled() => Err(Stopped::Cancelled),
                     () = capture.overflowed() => Err(Stopped::OutputLimit),
-                    () = tokio::time::sleep_until(deadline.into()) => Err(Stopped::Timeout),
                     exit = run => Ok(exit),
+                    () = tokio::time::sleep_until(deadline.into()) => Err(Stopped::Timeout),
                 };
                 (overlay, outcome)
             }

@@ -6,8 +6,11 @@
 //! that other processes used during the section. "Other" is the whole machine's busy time
 //! (/proc/stat) less what this benchmark's own processes used: itself, its children (the
 //! daemons and peers it starts, living or reaped) and the database server a section is given
-//! (its processes are named `postgres`). The load average is reported, not judged: it trails
-//! the last minutes (a build that just finished), while the CPU counts say what happened.
+//! (its processes are named `postgres`). On a virtual machine the hypervisor's steal time
+//! (CPU the host gave to someone else) counts as busy too, and is named apart: a VM whose host
+//! is loaded is no quieter than one running a compiler. The load average is reported, not
+//! judged: it trails the last minutes (a build that just finished), while the CPU counts say
+//! what happened.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -36,8 +39,10 @@ const PEER_SERVERS: [&str; 1] = ["postgres"];
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     at: Instant,
-    /// The whole machine's busy ticks.
+    /// The whole machine's busy ticks, steal not included.
     busy: u64,
+    /// Ticks the hypervisor took.
+    steal: u64,
     /// This benchmark's processes' ticks (see the module's doc).
     ours: u64,
 }
@@ -49,26 +54,55 @@ impl Sample {
             + total.nice
             + total.system
             + total.irq.unwrap_or(0)
-            + total.softirq.unwrap_or(0)
-            + total.steal.unwrap_or(0);
+            + total.softirq.unwrap_or(0);
         Ok(Sample {
             at: Instant::now(),
             busy,
+            steal: total.steal.unwrap_or(0),
             ours: ours()?,
         })
     }
 
-    /// Cores' worth of CPU others used since `earlier`.
-    fn others_since(&self, earlier: &Sample) -> f64 {
-        let ticks = self
-            .busy
-            .saturating_sub(earlier.busy)
-            .saturating_sub(self.ours.saturating_sub(earlier.ours));
+    /// What others used since `earlier`.
+    fn others_since(&self, earlier: &Sample) -> Others {
         let seconds = self.at.duration_since(earlier.at).as_secs_f64();
-        if seconds <= 0.0 {
-            return 0.0;
+        let cores = |ticks: u64| {
+            if seconds <= 0.0 {
+                return 0.0;
+            }
+            ticks as f64 / procfs::ticks_per_second() as f64 / seconds
+        };
+        Others {
+            processes: cores(
+                self.busy
+                    .saturating_sub(earlier.busy)
+                    .saturating_sub(self.ours.saturating_sub(earlier.ours)),
+            ),
+            steal: cores(self.steal.saturating_sub(earlier.steal)),
         }
-        ticks as f64 / procfs::ticks_per_second() as f64 / seconds
+    }
+}
+
+/// Cores' worth of CPU that went to others over a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Others {
+    /// Other processes on this machine.
+    pub processes: f64,
+    /// The hypervisor (steal time).
+    pub steal: f64,
+}
+
+impl Others {
+    fn cores(&self) -> f64 {
+        self.processes + self.steal
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "other processes used {:.0}% of a core, the hypervisor took {:.0}% (steal)",
+            self.processes * 100.0,
+            self.steal * 100.0
+        )
     }
 }
 
@@ -114,27 +148,23 @@ fn ours() -> anyhow::Result<u64> {
 pub struct Quiet {
     /// The 1-, 5- and 15-minute load averages when the section started.
     pub load: [f32; 3],
-    /// Cores' worth of CPU other processes used in the last look before the section.
-    pub before: f64,
+    /// What others used in the last look before the section.
+    pub before: Others,
     /// The same over the whole section.
-    pub during: f64,
+    pub during: Others,
 }
 
 impl Quiet {
     /// Why the section's targets cannot be judged; none when the machine was quiet.
     pub fn disturbed(&self) -> Option<String> {
-        let share = |cores: f64| format!("{:.0}% of a core", cores * 100.0);
-        if self.before > QUIET_SHARE_OF_A_CORE {
+        if self.before.cores() > QUIET_SHARE_OF_A_CORE {
             return Some(format!(
-                "the machine was busy before it started: other processes used {}",
-                share(self.before)
+                "the machine was busy before it started: {}",
+                self.before.describe()
             ));
         }
-        if self.during > QUIET_SHARE_OF_A_CORE {
-            return Some(format!(
-                "other processes used {} while it ran",
-                share(self.during)
-            ));
+        if self.during.cores() > QUIET_SHARE_OF_A_CORE {
+            return Some(format!("while it ran, {}", self.during.describe()));
         }
         None
     }
@@ -142,13 +172,15 @@ impl Quiet {
     /// One line for the report.
     pub fn describe(&self) -> String {
         format!(
-            "load average {:.2} {:.2} {:.2}; other processes' CPU: {:.1}% of a core in the \
-             second before, {:.1}% during",
+            "load average {:.2} {:.2} {:.2}; CPU others used (other processes + steal), in \
+             % of a core: {:.1} + {:.1} in the second before, {:.1} + {:.1} during",
             self.load[0],
             self.load[1],
             self.load[2],
-            self.before * 100.0,
-            self.during * 100.0
+            self.before.processes * 100.0,
+            self.before.steal * 100.0,
+            self.during.processes * 100.0,
+            self.during.steal * 100.0
         )
     }
 }
@@ -156,7 +188,7 @@ impl Quiet {
 /// A section being watched: made when it starts, finished when it ends.
 pub struct Watch {
     load: [f32; 3],
-    before: f64,
+    before: Others,
     start: Sample,
 }
 
@@ -172,7 +204,7 @@ impl Watch {
             tokio::time::sleep(LOOK).await;
             let second = Sample::take()?;
             let before = second.others_since(&first);
-            if before <= QUIET_SHARE_OF_A_CORE || waited.elapsed() >= MAX_WAIT {
+            if before.cores() <= QUIET_SHARE_OF_A_CORE || waited.elapsed() >= MAX_WAIT {
                 return Ok(Watch {
                     load: [load.one, load.five, load.fifteen],
                     before,
@@ -181,10 +213,9 @@ impl Watch {
             }
             if !said {
                 eprintln!(
-                    "{section}: waiting up to {} s for the machine to go quiet \
-                     (other processes use {:.0}% of a core)",
+                    "{section}: waiting up to {} s for the machine to go quiet ({})",
                     MAX_WAIT.as_secs(),
-                    before * 100.0
+                    before.describe()
                 );
                 said = true;
             }
@@ -207,14 +238,15 @@ mod tests {
 
     #[test]
     fn a_busy_machine_is_named_as_such() {
+        let little = |processes, steal| Others { processes, steal };
         let quiet = Quiet {
             load: [0.1, 0.2, 0.3],
-            before: 0.02,
-            during: 0.01,
+            before: little(0.02, 0.0),
+            during: little(0.01, 0.01),
         };
         assert_eq!(quiet.disturbed(), None);
         let busy_before = Quiet {
-            before: 0.85,
+            before: little(0.85, 0.0),
             ..quiet.clone()
         };
         assert!(
@@ -225,8 +257,8 @@ mod tests {
             busy_before.disturbed()
         );
         let busy_during = Quiet {
-            during: 0.5,
-            ..quiet
+            during: little(0.5, 0.0),
+            ..quiet.clone()
         };
         assert!(
             busy_during
@@ -234,6 +266,18 @@ mod tests {
                 .is_some_and(|why| why.contains("while it ran")),
             "{:?}",
             busy_during.disturbed()
+        );
+        // A host that takes the VM's CPU disturbs the figures as much as a process does.
+        let stolen = Quiet {
+            during: little(0.0, 0.28),
+            ..quiet
+        };
+        assert!(
+            stolen
+                .disturbed()
+                .is_some_and(|why| why.contains("hypervisor took 28% (steal)")),
+            "{:?}",
+            stolen.disturbed()
         );
     }
 

@@ -129,8 +129,13 @@ impl Bench {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Peers run in directories of their own: a relative path given here must not change
+    // meaning there.
+    let absolute = |path: PathBuf| {
+        std::path::absolute(&path).with_context(|| format!("cannot resolve {}", path.display()))
+    };
     let airlockd = match args.airlockd {
-        Some(path) => path,
+        Some(path) => absolute(path)?,
         None => std::env::current_exe()?
             .parent()
             .context("the benchmark binary has no directory")?
@@ -149,7 +154,7 @@ fn main() -> anyhow::Result<()> {
     let bench = Bench {
         fixtures: Fixtures::create()?,
         airlockd,
-        wasmtime: args.wasmtime,
+        wasmtime: args.wasmtime.map(absolute).transpose()?,
         smoke: args.smoke,
         scale_levels: args.scale,
         languages_dir: args.languages_dir,

@@ -13,7 +13,10 @@
 //! copied and batched, and a large payload costs two writes (the buffer, then the payload)
 //! instead of one, which is small beside the size of what it writes.
 //!
-//! h2 offers no setting for the threshold; this is the one knob it reads.
+//! h2 offers no setting for the threshold; this is the one knob it reads. Under TLS, h2
+//! writes to tonic's TLS stream, which sits above this wrapper and says it does vectored
+//! writes, so a TLS connection keeps the 256-byte threshold: batching there needs the TLS
+//! handshake done before tonic sees the connection.
 
 use std::io;
 use std::pin::Pin;

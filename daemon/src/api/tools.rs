@@ -290,3 +290,43 @@ impl Stream for CallStream {
         Poll::Ready(event.map(|event| Ok(convert::execution_event(event))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::tools::{ToolResult, ToolStatus};
+
+    /// The stream ends with `Finished` even while a sender of its channel is still alive, so
+    /// the response's trailers go out with its events.
+    #[tokio::test]
+    async fn the_stream_ends_at_finished_not_when_its_senders_go() {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let mut stream = CallStream {
+            call: None,
+            runtime: tokio::runtime::Handle::current(),
+            question: None,
+            events: receiver,
+            finished: false,
+            _cancel: CancellationToken::new().drop_guard(),
+        };
+        let finished = ToolResult::refused(ToolStatus::Ok, "");
+        events
+            .send(ExecutionEvent::Finished(finished))
+            .expect("the stream listens");
+        let first = stream
+            .next()
+            .await
+            .expect("an event")
+            .expect("not an error");
+        assert!(matches!(
+            first.event,
+            Some(pb::execute_tool_event::Event::Finished(_))
+        ));
+        let waker = futures::task::noop_waker();
+        let next = Pin::new(&mut stream).poll_next(&mut Context::from_waker(&waker));
+        assert!(matches!(next, Poll::Ready(None)), "{next:?}");
+        drop(events);
+    }
+}

@@ -84,7 +84,7 @@ impl Sample {
 }
 
 /// Cores' worth of CPU that went to others over a window.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Others {
     /// Other processes on this machine.
     pub processes: f64,

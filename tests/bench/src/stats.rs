@@ -24,6 +24,14 @@ impl Samples {
         Samples::new(latencies, wall)
     }
 
+    /// Adds the samples of another round of the same case: its latencies, and its wall time
+    /// to this one's (the rounds did not overlap).
+    pub fn append(&mut self, round: Samples) {
+        self.latencies.extend(round.latencies);
+        self.latencies.sort_unstable();
+        self.wall += round.wall;
+    }
+
     pub fn len(&self) -> usize {
         self.latencies.len()
     }
@@ -93,6 +101,19 @@ mod tests {
         assert!((samples.per_second() - 2000.0).abs() < 1e-6);
         let sequential = Samples::sequential(micros(&[1000, 1000]));
         assert!((sequential.per_second() - 1000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rounds_pool_their_latencies_and_add_their_wall_times() {
+        let mut samples = Samples::new(micros(&[300, 100]), Duration::from_micros(200));
+        samples.append(Samples::new(
+            micros(&[200, 400]),
+            Duration::from_micros(300),
+        ));
+        assert_eq!(samples.len(), 4);
+        assert_eq!(samples.p50(), Duration::from_micros(200));
+        assert_eq!(samples.percentile(100.0), Duration::from_micros(400));
+        assert!((samples.per_second() - 8000.0).abs() < 1e-6);
     }
 
     #[test]

@@ -935,7 +935,9 @@ pub fn airlockd_command(
         .args(["--listen", &options.listen])
         .args(args)
         .current_dir(cwd)
-        .env("AIRLOCK_LOG", "info")
+        // The daemon's own default filter, as its users run it (a test that wants more sets
+        // AIRLOCK_LOG in its options).
+        .env_remove("AIRLOCK_LOG")
         .env("NO_COLOR", "1")
         .envs(options.env.iter().map(|(k, v)| (k, v)))
         .stderr(std::process::Stdio::piped())

@@ -47,11 +47,11 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
     let rounds = bench.count(ROUNDS, 1);
     let calls = bench.count(3000, 20).div_ceil(rounds);
     let warmup = bench.count(20, 2);
+    let how = match rounds {
+        1 => "in one round".to_owned(),
+        n => format!("in {n} alternating rounds"),
+    };
     for concurrency in CONCURRENCIES {
-        let how = match rounds {
-            1 => "in one round".to_owned(),
-            n => format!("in {n} alternating rounds"),
-        };
         eprintln!("{SECTION}: ExecuteTool and health at concurrency {concurrency}, {how}");
         let mut execute = Samples::default();
         let mut health = Samples::default();

@@ -33,6 +33,7 @@ mod workspace;
 
 pub use check::{CheckError, CheckOptions, check_tool};
 pub use daemon::{Daemon, StartError};
+pub use engine::wasm::on_worker_park;
 
 /// Where the access token of the `default` tenant is kept, in the state dir.
 pub use api::token_file::TOKEN_FILE;

@@ -144,6 +144,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("airlockd")
+        .on_thread_park(airlock_daemon::on_worker_park)
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {

@@ -29,6 +29,7 @@ mod features;
 mod http;
 mod limits;
 mod preopen;
+mod retire;
 mod stdio;
 mod typed;
 
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
 use wasmtime::{
     Config, Enabled, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
@@ -62,8 +63,11 @@ use cache::{ModuleCache, Source};
 use cpu::CpuMetered;
 use http::Egress;
 use limits::{LimitHit, Limiter};
+use retire::Retirement;
 use stdio::CaptureStream;
 use typed::TypedPre;
+
+pub use retire::on_worker_park;
 
 /// How often the epoch advances. A running guest yields at every tick, which is when a
 /// cancelled or timed-out call is dropped: 5 ms keeps the time to stop a spinning tool far
@@ -91,7 +95,7 @@ const MEMORY_KEEP_RESIDENT: usize = 64 << 10;
 /// a call that wrote more has the rest given back. A small tool's call writes a few pages
 /// spread over its stack, data and heap — not the low addresses the plain reset keeps — so
 /// with the scan the next call in the slot takes no page faults and no `madvise` at all.
-/// At most this much stays resident per slot: 128 slots × 1 MiB.
+/// At most this much stays resident per slot: by default (128 + 8 spare) slots × 1 MiB.
 const MEMORY_KEEP_RESIDENT_SCANNED: usize = 1 << 20;
 
 /// Calls that may run at once. Each needs a slot in the pooling allocator (reserved virtual
@@ -131,6 +135,8 @@ pub struct WasmEngine {
     tls: Arc<tokio_rustls::rustls::ClientConfig>,
     cache: ModuleCache,
     calls: Arc<Semaphore>,
+    /// The stores of finished calls not yet torn down, counted against the pool's spare slots.
+    retirement: Retirement,
     /// Shared with every loaded tool: calls must keep yielding after the engine that loaded
     /// them is gone.
     ticker: Arc<EpochTicker>,
@@ -139,7 +145,9 @@ pub struct WasmEngine {
 impl WasmEngine {
     pub fn new(config: &WasmConfig) -> Result<WasmEngine, SetupError> {
         let setup = |err: wasmtime::Error| SetupError::Wasmtime(format!("{err:#}"));
-        let slots = config.max_concurrent_calls.max(1);
+        let calls = config.max_concurrent_calls.max(1);
+        // Retired stores keep their pool slots until torn down, beside the running calls.
+        let slots = calls + retire::MAX_RETIRED;
         let scan = PoolingAllocationConfig::is_pagemap_scan_available();
         let mut pool = PoolingAllocationConfig::new();
         // A command component instantiates a few core modules (program, adapter, shims).
@@ -187,7 +195,8 @@ impl WasmEngine {
             networked,
             tls: http::tls_config().map_err(SetupError::Tls)?,
             cache,
-            calls: Arc::new(Semaphore::new(slots as usize)),
+            calls: Arc::new(Semaphore::new(calls as usize)),
+            retirement: Retirement::default(),
         })
     }
 
@@ -371,6 +380,7 @@ impl Engine for WasmEngine {
             compiled,
             tls: networked.then(|| self.tls.clone()),
             calls: self.calls.clone(),
+            retirement: self.retirement.clone(),
             _ticker: self.ticker.clone(),
         }))
     }
@@ -451,6 +461,7 @@ struct WasmTool {
     /// Set exactly for a component linked with wasi-http.
     tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
     calls: Arc<Semaphore>,
+    retirement: Retirement,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -474,8 +485,12 @@ impl LoadedTool for WasmTool {
 
 impl WasmTool {
     async fn call(&self, launch: Launch) -> Exit {
-        let Ok(_slot) = self.calls.acquire().await else {
+        let Ok(permit) = self.calls.clone().acquire_owned().await else {
             return Exit::SandboxError("the wasm engine is shutting down".into());
+        };
+        let slot = Slot {
+            permit,
+            retirement: self.retirement.clone(),
         };
         // A typed component returns its result: what it prints is a log, like stderr.
         let stdout = match self.compiled {
@@ -494,15 +509,19 @@ impl WasmTool {
                         wasi: wasi.build_p1(),
                         limiter,
                     };
-                    run_module(&self.engine, pre, state).await.map(|()| None)
+                    run_module(&self.engine, pre, state, slot)
+                        .await
+                        .map(|()| None)
                 }
                 Compiled::Command(pre) => {
                     let state = self.component_state(&launch, wasi.build(), limiter);
-                    run_command(&self.engine, pre, state).await.map(|()| None)
+                    run_command(&self.engine, pre, state, slot)
+                        .await
+                        .map(|()| None)
                 }
                 Compiled::Typed(pre) => {
                     let state = self.component_state(&launch, wasi.build(), limiter);
-                    typed::run(&self.engine, pre, state, &launch)
+                    typed::run(&self.engine, pre, state, &launch, slot)
                         .await
                         .map(Some)
                 }
@@ -638,29 +657,57 @@ fn configure<T: 'static>(store: &mut Store<T>, limiter: fn(&mut T) -> &mut Limit
     store.epoch_deadline_async_yield_and_update(1);
 }
 
+/// A call's place among the running calls, and where its store goes when the call ends.
+struct Slot {
+    permit: OwnedSemaphorePermit,
+    retirement: Retirement,
+}
+
+impl Slot {
+    /// Retires the finished call's store, then gives up the call's place: the next call may
+    /// start at once, in one of the pool's spare slots if this store is still retired. A
+    /// store not retired is torn down first, so a running call's store never needs a spare.
+    fn release<T: 'static>(self, store: Store<T>) {
+        self.retirement.retire(store);
+        drop(self.permit);
+    }
+}
+
 async fn run_module(
     engine: &Wasmtime,
     pre: &InstancePre<ModuleState>,
     state: ModuleState,
+    slot: Slot,
 ) -> wasmtime::Result<()> {
     let mut store = Store::new(engine, state);
     configure(&mut store, |state| &mut state.limiter);
     pause::reached(Point::WasmInstantiate);
-    let instance = pre.instantiate_async(&mut store).await?;
-    let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-    start.call_async(&mut store, ()).await
+    let result = async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+        start.call_async(&mut store, ()).await
+    }
+    .await;
+    slot.release(store);
+    result
 }
 
 async fn run_command(
     engine: &Wasmtime,
     pre: &CommandPre<ComponentState>,
     state: ComponentState,
+    slot: Slot,
 ) -> wasmtime::Result<()> {
     let mut store = Store::new(engine, state);
     configure(&mut store, |state| &mut state.limiter);
     pause::reached(Point::WasmInstantiate);
-    let command = pre.instantiate_async(&mut store).await?;
-    match command.wasi_cli_run().call_run(&mut store).await? {
+    let result = async {
+        let command = pre.instantiate_async(&mut store).await?;
+        command.wasi_cli_run().call_run(&mut store).await
+    }
+    .await;
+    slot.release(store);
+    match result? {
         Ok(()) => Ok(()),
         Err(()) => Err(I32Exit(1).into()),
     }
@@ -842,6 +889,52 @@ mod tests {
                 "call {call}"
             );
         }
+    }
+
+    /// As in the daemon, the worker tears down the stores it retired when it parks. With one
+    /// call allowed at a time, calls made back to back (each ends in its first poll, so the
+    /// worker does not park between them) start while the stores of the calls before are
+    /// still retired: each gets a pool slot of its own (the spare slots) and fresh memory.
+    #[test]
+    fn a_retired_store_keeps_no_call_from_starting_or_from_fresh_memory() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .on_thread_park(on_worker_park)
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = WasmEngine::new(&WasmConfig {
+            cache_dir: dir.path().join("cache"),
+            max_concurrent_calls: 1,
+        })
+        .expect("engine");
+        let tool = load(
+            &engine,
+            dir.path(),
+            r#"(module
+              (memory (export "memory") 1)
+              (func (export "_start")
+                (if (i32.load (i32.const 64)) (then unreachable))
+                (i32.store (i32.const 64) (i32.const 7))))"#,
+        );
+        let (profiles, _) =
+            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+        let profile = profiles.get("strict").expect("strict profile");
+        let calls = runtime.spawn(async move {
+            for round in 0..10 {
+                // Parks the worker, which tears down the last round's stores.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                for call in 0..2 * retire::PER_THREAD {
+                    assert_eq!(
+                        tool.run(launch(profile.clone())).await,
+                        Exit::Code(0),
+                        "round {round}, call {call}"
+                    );
+                }
+            }
+        });
+        runtime.block_on(calls).expect("every call ran");
     }
 
     /// Loads `wasm` as tool `t` under a profile with `network`, from a fresh directory.

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::value::RawValue;
 use wasmtime::Store;
 
-use super::ComponentState;
+use super::{ComponentState, Slot};
 use crate::engine::{Exit, Launch};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
@@ -56,15 +56,20 @@ pub(super) async fn run(
     pre: &TypedPre<ComponentState>,
     state: ComponentState,
     launch: &Launch,
+    slot: Slot,
 ) -> wasmtime::Result<Exit> {
     let arguments = std::str::from_utf8(&launch.stdin)?;
     let mut store = Store::new(engine, state);
     super::configure(&mut store, |state| &mut state.limiter);
     pause::reached(Point::WasmInstantiate);
-    let tool = pre.instantiate_async(&mut store).await?;
-    let returned = tool
-        .call_call(&mut store, arguments, &context(launch))
-        .await?;
+    let returned = async {
+        let tool = pre.instantiate_async(&mut store).await?;
+        tool.call_call(&mut store, arguments, &context(launch))
+            .await
+    }
+    .await;
+    slot.release(store);
+    let returned = returned?;
     let envelope = match returned {
         // Checked to be one JSON value, so it cannot close the envelope early.
         Ok(text) => match RawValue::from_string(text) {

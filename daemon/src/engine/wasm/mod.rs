@@ -488,9 +488,13 @@ impl WasmTool {
         let Ok(permit) = self.calls.clone().acquire_owned().await else {
             return Exit::SandboxError("the wasm engine is shutting down".into());
         };
+        // A store that holds more than its own memory is torn down with the call: an
+        // overlay's preopens keep the detached mount alive, and it must be gone before the
+        // call's changes are read; an egress gate's connections close with the store.
+        let holds_only_itself = launch.overlay.is_none() && launch.egress.is_none();
         let slot = Slot {
             permit,
-            retirement: self.retirement.clone(),
+            retirement: holds_only_itself.then(|| self.retirement.clone()),
         };
         // A typed component returns its result: what it prints is a log, like stderr.
         let stdout = match self.compiled {
@@ -660,7 +664,8 @@ fn configure<T: 'static>(store: &mut Store<T>, limiter: fn(&mut T) -> &mut Limit
 /// A call's place among the running calls, and where its store goes when the call ends.
 struct Slot {
     permit: OwnedSemaphorePermit,
-    retirement: Retirement,
+    /// `None`: the store is torn down as the call ends.
+    retirement: Option<Retirement>,
 }
 
 impl Slot {
@@ -668,7 +673,10 @@ impl Slot {
     /// start at once, in one of the pool's spare slots if this store is still retired. A
     /// store not retired is torn down first, so a running call's store never needs a spare.
     fn release<T: 'static>(self, store: Store<T>) {
-        self.retirement.retire(store);
+        match &self.retirement {
+            Some(retirement) => retirement.retire(store),
+            None => drop(store),
+        }
         drop(self.permit);
     }
 }

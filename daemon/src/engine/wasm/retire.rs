@@ -11,6 +11,10 @@
 //! thread woken. (A task spawned to drop it was measured first: waking a worker cost what
 //! the drop saved.)
 //!
+//! Only a store that holds nothing of the call's but its own memory, pipes and WASI state
+//! is retired. A call with an overlay or an egress gate has its store torn down as it ends
+//! (`WasmTool::call` says why).
+//!
 //! Bounded, so that nothing waits on a retired store:
 //! - a thread keeps retired stores only once it is known to park through the hook (its first
 //!   park says so); any other thread — a test's runtime, a blocking thread — drops at once;

@@ -254,8 +254,13 @@ impl ServerHandler for ToolServer {
         let logs = self.logs_info();
         let mut written = 0u64;
         while let Some(event) = reports.recv().await {
-            let ExecutionEvent::Output(chunk) = &event else {
-                continue;
+            let chunk = match &event {
+                ExecutionEvent::Output(chunk) => chunk,
+                ExecutionEvent::Started { .. } => continue,
+                // The call's last event. The channel may stay open a little longer: a
+                // finished WebAssembly call's store, which still holds the capture and so a
+                // sender, is torn down when its worker thread next parks.
+                ExecutionEvent::Finished(_) => break,
             };
             if let Some(token) = &progress {
                 written += chunk.data.len() as u64;

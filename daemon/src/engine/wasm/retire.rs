@@ -13,7 +13,9 @@
 //!
 //! Only a store that holds nothing of the call's but its own memory, pipes and WASI state
 //! is retired. A call with an overlay or an egress gate has its store torn down as it ends
-//! (`WasmTool::call` says why).
+//! (`WasmTool::call` says why). The pipes write to the call's capture, which holds a sender
+//! of the call's events: the channel stays open until the park, so every reader of a call's
+//! events stops at `Finished` (the gRPC stream and the MCP handler do), not at its close.
 //!
 //! Bounded, so that nothing waits on a retired store:
 //! - a thread keeps retired stores only once it is known to park through the hook (its first
@@ -116,7 +118,7 @@ mod tests {
 
     #[test]
     fn retired_stores_wait_for_their_threads_park_within_both_bounds() {
-        // One thread more than the process's share can keep.
+        // One thread more than the engine's share can keep.
         let threads = MAX_RETIRED as usize / PER_THREAD + 1;
         let each = PER_THREAD + 1;
         let retirement = Retirement::default();

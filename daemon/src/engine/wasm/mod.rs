@@ -945,6 +945,60 @@ mod tests {
         runtime.block_on(calls).expect("every call ran");
     }
 
+    /// A store is retired only when it holds nothing of the call's but itself. The capture
+    /// shows which: a retired store's WASI context still holds it after the call returns,
+    /// until the worker's next park; a store torn down as the call ends does not.
+    #[test]
+    fn a_call_with_an_egress_gate_has_its_store_torn_down_as_it_ends() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .on_thread_park(on_worker_park)
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = WasmEngine::new(&WasmConfig {
+            cache_dir: dir.path().join("cache"),
+            max_concurrent_calls: 1,
+        })
+        .expect("engine");
+        let tool = load(
+            &engine,
+            dir.path(),
+            r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
+        );
+        let (profiles, _) =
+            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+        let profile = profiles.get("strict").expect("strict profile");
+        let gate = Arc::new(crate::egress::Gate::new(
+            crate::egress::Rules::new(&NetworkPolicy::AllowList {
+                allow: vec!["127.0.0.1:1".parse().expect("pattern")],
+                deny: Vec::new(),
+                ask_for_unlisted: false,
+            }),
+            Arc::new(crate::egress::Resolver::new(Default::default())),
+            None,
+        ));
+        let calls = runtime.spawn(async move {
+            // Parks the worker once: from then on it retires stores.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let plain = launch(profile.clone());
+            let retired = plain.capture.clone();
+            assert_eq!(tool.run(plain).await, Exit::Code(0));
+            assert!(Arc::strong_count(&retired) > 1, "the store was retired");
+
+            let mut gated = launch(profile.clone());
+            gated.egress = Some(gate);
+            let capture = gated.capture.clone();
+            assert_eq!(tool.run(gated).await, Exit::Code(0));
+            assert_eq!(Arc::strong_count(&capture), 1, "torn down with the call");
+
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            assert_eq!(Arc::strong_count(&retired), 1, "torn down at the park");
+        });
+        runtime.block_on(calls).expect("the calls ran as expected");
+    }
+
     /// Loads `wasm` as tool `t` under a profile with `network`, from a fresh directory.
     fn load_under(network: &str, wasm: &[u8]) -> Result<Arc<dyn LoadedTool>, LoadError> {
         let dir = tempfile::tempdir().expect("tempdir");

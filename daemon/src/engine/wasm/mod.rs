@@ -899,26 +899,39 @@ mod tests {
         }
     }
 
-    /// As in the daemon, the worker tears down the stores it retired when it parks. With one
-    /// call allowed at a time, calls made back to back (each ends in its first poll, so the
-    /// worker does not park between them) start while the stores of the calls before are
-    /// still retired: each gets a pool slot of its own (the spare slots) and fresh memory.
-    #[test]
-    fn a_retired_store_keeps_no_call_from_starting_or_from_fresh_memory() {
+    /// A runtime of one worker thread that tears down retired stores when it parks, as the
+    /// daemon's do, and `wat` loaded under `strict` by an engine that allows one call at a
+    /// time.
+    fn parking_worker(
+        dir: &Path,
+        wat: &str,
+    ) -> (tokio::runtime::Runtime, Arc<dyn LoadedTool>, Arc<Profile>) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .on_thread_park(on_worker_park)
             .build()
             .expect("runtime");
-        let dir = tempfile::tempdir().expect("tempdir");
         let engine = WasmEngine::new(&WasmConfig {
-            cache_dir: dir.path().join("cache"),
+            cache_dir: dir.join("cache"),
             max_concurrent_calls: 1,
         })
         .expect("engine");
-        let tool = load(
-            &engine,
+        let tool = load(&engine, dir, wat);
+        let (profiles, _) =
+            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+        let profile = profiles.get("strict").expect("strict profile");
+        (runtime, tool, profile)
+    }
+
+    /// As in the daemon, the worker tears down the stores it retired when it parks. With one
+    /// call allowed at a time, calls made back to back (each ends in its first poll, so the
+    /// worker does not park between them) start while the stores of the calls before are
+    /// still retired: each gets a pool slot of its own (the spare slots) and fresh memory.
+    #[test]
+    fn a_retired_store_keeps_no_call_from_starting_or_from_fresh_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (runtime, tool, profile) = parking_worker(
             dir.path(),
             r#"(module
               (memory (export "memory") 1)
@@ -926,9 +939,6 @@ mod tests {
                 (if (i32.load (i32.const 64)) (then unreachable))
                 (i32.store (i32.const 64) (i32.const 7))))"#,
         );
-        let (profiles, _) =
-            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
-        let profile = profiles.get("strict").expect("strict profile");
         let calls = runtime.spawn(async move {
             for round in 0..10 {
                 // Parks the worker, which tears down the last round's stores.
@@ -950,26 +960,11 @@ mod tests {
     /// until the worker's next park; a store torn down as the call ends does not.
     #[test]
     fn a_call_with_an_egress_gate_has_its_store_torn_down_as_it_ends() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .on_thread_park(on_worker_park)
-            .build()
-            .expect("runtime");
         let dir = tempfile::tempdir().expect("tempdir");
-        let engine = WasmEngine::new(&WasmConfig {
-            cache_dir: dir.path().join("cache"),
-            max_concurrent_calls: 1,
-        })
-        .expect("engine");
-        let tool = load(
-            &engine,
+        let (runtime, tool, profile) = parking_worker(
             dir.path(),
             r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
         );
-        let (profiles, _) =
-            Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
-        let profile = profiles.get("strict").expect("strict profile");
         let gate = Arc::new(crate::egress::Gate::new(
             crate::egress::Rules::new(&NetworkPolicy::AllowList {
                 allow: vec!["127.0.0.1:1".parse().expect("pattern")],

@@ -110,7 +110,7 @@ elif ((smoke)); then
     echo "skipped: wasmtime-cli not installed (a full run of scripts/bench.sh installs wasmtime-cli $wasmtime_version)"
 else
     echo "${0##*/}: installing wasmtime-cli $wasmtime_version into $tools_root (once; several minutes)" >&2
-    cargo install --quiet --locked "wasmtime-cli@$wasmtime_version" --root "$tools_root"
+    cargo install --locked "wasmtime-cli@$wasmtime_version" --root "$tools_root"
     wasmtime_current || die "$wasmtime is not wasmtime $wasmtime_version after installing it"
     wasmtime_args=(--wasmtime "$wasmtime")
 fi
@@ -120,10 +120,11 @@ fi
 profile=release
 ((smoke)) && profile=dev
 bin_dir="$target_dir/$([[ $profile == dev ]] && echo debug || echo release)"
+echo "${0##*/}: building the WebAssembly tools and the workspace's binaries ($profile)" >&2
 scripts/build-wasm.sh >/dev/null
 # The whole workspace's binaries, as scripts/test.sh builds them: building only some
 # packages resolves their dependencies' features differently and rebuilds them all.
-cargo build --quiet --profile "$profile" --workspace --bins
+cargo build --profile "$profile" --workspace --bins
 
 run_args=(--airlockd "$bin_dir/airlockd" "${wasmtime_args[@]}")
 if ((smoke)); then

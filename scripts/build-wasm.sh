@@ -113,8 +113,8 @@ if ((${#wasip2_hostile[@]})); then
     for bin in "${wasip2_hostile[@]}"; do p2_args+=(--bin "$bin"); done
 fi
 
-cargo build -q --target wasm32-wasip1 --profile "$PROFILE" "${p1_args[@]}"
-cargo build -q --target wasm32-wasip2 --profile "$PROFILE" "${p2_args[@]}"
+cargo build --target wasm32-wasip1 --profile "$PROFILE" "${p1_args[@]}"
+cargo build --target wasm32-wasip2 --profile "$PROFILE" "${p2_args[@]}"
 
 p1_out="$target_dir/wasm32-wasip1/$PROFILE"
 p2_out="$target_dir/wasm32-wasip2/$PROFILE"

@@ -22,7 +22,7 @@ ensure_rust_targets
 ensure_apt_packages
 
 say "building airlockd, airlock and the tools"
-cargo build --bins --quiet
+cargo build --bins
 scripts/build-wasm.sh
 
 target_dir="$(target_dir)"

@@ -28,7 +28,7 @@ ensure_apt_packages
 scripts/postgres.sh --install-only
 
 say "building airlockd, airlock and the tools"
-cargo build --bins --quiet
+cargo build --bins
 scripts/build-wasm.sh
 
 target_dir="$(target_dir)"

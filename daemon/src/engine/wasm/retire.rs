@@ -84,9 +84,11 @@ impl Drop for Place {
 /// The runtime's park hook: tears down what this thread retired.
 pub fn on_worker_park() {
     PARKS.set(true);
-    let kept = KEPT.with_borrow_mut(std::mem::take);
-    // Dropped outside the borrow: a store's teardown cannot reach back into the list.
-    drop(kept);
+    // One at a time, each dropped outside the borrow (a store's teardown cannot reach back
+    // into the list), so that the list keeps its allocation for the next call's store.
+    while let Some(kept) = KEPT.with_borrow_mut(Vec::pop) {
+        drop(kept);
+    }
 }
 
 #[cfg(test)]

@@ -959,12 +959,17 @@ mod tests {
     /// shows which: a retired store's WASI context still holds it after the call returns,
     /// until the worker's next park; a store torn down as the call ends does not.
     #[test]
-    fn a_call_with_an_egress_gate_has_its_store_torn_down_as_it_ends() {
+    fn a_call_with_an_overlay_or_an_egress_gate_has_its_store_torn_down_as_it_ends() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (runtime, tool, profile) = parking_worker(
             dir.path(),
             r#"(module (memory (export "memory") 1) (func (export "_start")))"#,
         );
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let state = dir.path().join("state");
+        let changes = crate::changes::Changes::open(&state, &state, 1 << 20).expect("changes");
+        let overlay = Arc::new(changes.overlay(&workspace, "call").expect("overlay"));
         let gate = Arc::new(crate::egress::Gate::new(
             crate::egress::Rules::new(&NetworkPolicy::AllowList {
                 allow: vec!["127.0.0.1:1".parse().expect("pattern")],
@@ -982,11 +987,26 @@ mod tests {
             assert_eq!(tool.run(plain).await, Exit::Code(0));
             assert!(Arc::strong_count(&retired) > 1, "the store was retired");
 
+            let mut overlaid = launch(profile.clone());
+            overlaid.workspace = Some(workspace);
+            overlaid.overlay = Some(overlay);
+            let capture = overlaid.capture.clone();
+            assert_eq!(tool.run(overlaid).await, Exit::Code(0));
+            assert_eq!(
+                Arc::strong_count(&capture),
+                1,
+                "overlay: torn down with the call"
+            );
+
             let mut gated = launch(profile.clone());
             gated.egress = Some(gate);
             let capture = gated.capture.clone();
             assert_eq!(tool.run(gated).await, Exit::Code(0));
-            assert_eq!(Arc::strong_count(&capture), 1, "torn down with the call");
+            assert_eq!(
+                Arc::strong_count(&capture),
+                1,
+                "gate: torn down with the call"
+            );
 
             tokio::time::sleep(Duration::from_millis(1)).await;
             assert_eq!(Arc::strong_count(&retired), 1, "torn down at the park");

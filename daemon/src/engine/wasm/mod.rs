@@ -990,23 +990,17 @@ mod tests {
             let mut overlaid = launch(profile.clone());
             overlaid.workspace = Some(workspace);
             overlaid.overlay = Some(overlay);
-            let capture = overlaid.capture.clone();
-            assert_eq!(tool.run(overlaid).await, Exit::Code(0));
-            assert_eq!(
-                Arc::strong_count(&capture),
-                1,
-                "overlay: torn down with the call"
-            );
-
             let mut gated = launch(profile.clone());
             gated.egress = Some(gate);
-            let capture = gated.capture.clone();
-            assert_eq!(tool.run(gated).await, Exit::Code(0));
-            assert_eq!(
-                Arc::strong_count(&capture),
-                1,
-                "gate: torn down with the call"
-            );
+            for (what, call) in [("overlay", overlaid), ("gate", gated)] {
+                let capture = call.capture.clone();
+                assert_eq!(tool.run(call).await, Exit::Code(0));
+                assert_eq!(
+                    Arc::strong_count(&capture),
+                    1,
+                    "{what}: torn down with the call"
+                );
+            }
 
             tokio::time::sleep(Duration::from_millis(1)).await;
             assert_eq!(Arc::strong_count(&retired), 1, "torn down at the park");

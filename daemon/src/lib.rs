@@ -43,7 +43,9 @@ pub use api::token_file::TOKEN_FILE;
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use crate::api::limits::{MAX_ARGUMENTS_BYTES, MAX_DECODING_MESSAGE_BYTES};
-    pub use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay};
+    pub use crate::changes::{
+        CallRules, ChangeRules, ChangeSet, Changes, Deadline, Exclusions, Modes, Overlay,
+    };
     pub use crate::engine::mcp::conformance_client as mcp_conformance_client;
     pub use crate::engine::process::{
         ProcessConfig, ProcessEngine, SeccompFamily, build_seccomp, landlock_rights, seccomp_model,

@@ -3,7 +3,7 @@
 
 use airlock_proto::v1 as pb;
 
-use crate::changes::{self, ChangeSet, Kind, Node};
+use crate::changes::{self, ChangeSet, Kind, Node, RelPath};
 use crate::domain::{Decision, StopReason, Usage};
 use crate::egress::Contact;
 use crate::engine::{EngineKind, ToolKind};
@@ -177,14 +177,20 @@ pub fn change_set(set: &ChangeSet) -> pb::ChangeSet {
             .changes
             .iter()
             .map(|change| pb::FileChange {
-                path: change.path.clone(),
+                path: change.path.to_string(),
+                path_bytes: raw_bytes(&change.path),
+                from_bytes: change.from.as_ref().map(raw_bytes).unwrap_or_default(),
                 kind: match change.kind {
                     Kind::Added => pb::ChangeKind::Added,
                     Kind::Modified => pb::ChangeKind::Modified,
                     Kind::Deleted => pb::ChangeKind::Deleted,
                     Kind::Renamed => pb::ChangeKind::Renamed,
                 } as i32,
-                from: change.from.clone().unwrap_or_default(),
+                from: change
+                    .from
+                    .as_ref()
+                    .map(RelPath::to_string)
+                    .unwrap_or_default(),
                 before: change.before.as_ref().map(state),
                 after: change.after.as_ref().map(state),
                 digest_only: change.digest_only.clone().unwrap_or_default(),
@@ -224,19 +230,48 @@ pub fn change_set_from(set: &pb::ChangeSet) -> ChangeSet {
                     Ok(pb::ChangeKind::Renamed) => Some(Kind::Renamed),
                     Ok(pb::ChangeKind::Unspecified) | Err(_) => None,
                 };
+                // A path that is not one (a record written by hand, or by a daemon with a
+                // bug) reads as not applied, under an empty path: a revert leaves it alone.
+                let path = rel_path(&change.path, &change.path_bytes);
+                let from = non_empty(&change.from)
+                    .map(|from| rel_path(from, &change.from_bytes))
+                    .transpose();
+                let (valid, path, from) = match (path, from) {
+                    (Ok(path), Ok(from)) => (true, path, from),
+                    _ => (false, RelPath::root(), None),
+                };
                 changes::Change {
-                    path: change.path.clone(),
+                    path,
                     kind: kind.unwrap_or(Kind::Modified),
-                    from: non_empty(&change.from).map(str::to_owned),
+                    from,
                     before: change.before.as_ref().map(state),
                     after: change.after.as_ref().map(state),
                     digest_only: non_empty(&change.digest_only).map(str::to_owned),
-                    applied: change.applied && kind.is_some(),
+                    applied: change.applied && kind.is_some() && valid,
                 }
             })
             .collect(),
         not_applied: non_empty(&set.not_applied).map(str::to_owned),
+        refusal: None,
         skipped: set.skipped.clone(),
+    }
+}
+
+/// A path's bytes for the wire's `*_bytes` fields: empty when the path is UTF-8 (its text
+/// says it all).
+fn raw_bytes(path: &RelPath) -> Vec<u8> {
+    match path.to_str() {
+        Some(_) => Vec::new(),
+        None => path.as_bytes().to_vec(),
+    }
+}
+
+/// A recorded path: its bytes when the record has them, else its text.
+fn rel_path(text: &str, bytes: &[u8]) -> Result<RelPath, changes::NotRelative> {
+    if bytes.is_empty() {
+        RelPath::entry(text)
+    } else {
+        RelPath::entry(bytes)
     }
 }
 

@@ -13,6 +13,10 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use super::ChangeError;
+use super::bounds::Deadline;
+use super::sparse;
+
 /// Read size when hashing and copying.
 const CHUNK: usize = 64 * 1024;
 
@@ -43,38 +47,64 @@ impl Blobs {
         Some(self.dir.join(&digest[..2]).join(&digest[2..]))
     }
 
-    /// Stores what `reader` yields; returns its digest and size.
+    /// Stores what `reader` yields (a symlink's target: small); returns its digest and size.
     pub fn put(&self, mut reader: impl Read) -> std::io::Result<(String, u64)> {
+        let mut content = Vec::new();
+        reader.read_to_end(&mut content)?;
+        let (digest, size) = digest(&content[..])?;
+        self.store(&digest, size, |mut file| {
+            file.write_all(&content).map_err(ChangeError::Io)
+        })
+        .map_err(into_io)?;
+        Ok((digest, size))
+    }
+
+    /// Stores the content of `file`, hashed first so that content the store already has is
+    /// never copied again, holes kept as holes; returns its digest and size. Stops at
+    /// `deadline`.
+    pub fn put_file(
+        &self,
+        file: &std::fs::File,
+        deadline: Deadline,
+    ) -> Result<(String, u64), ChangeError> {
+        let (digest, size) = sparse::digest(file, deadline)?;
+        self.store(&digest, size, |temp| {
+            let (copied, _) = sparse::copy(file, temp, deadline)?;
+            if copied != digest {
+                return Err(ChangeError::Io(std::io::Error::other(
+                    "the file changed while it was recorded",
+                )));
+            }
+            Ok(())
+        })?;
+        Ok((digest, size))
+    }
+
+    /// Makes the blob `digest` of `size` bytes, written by `write` into a temporary file,
+    /// unless the store has it already.
+    fn store(
+        &self,
+        digest: &str,
+        size: u64,
+        write: impl FnOnce(&std::fs::File) -> Result<(), ChangeError>,
+    ) -> Result<(), ChangeError> {
+        let Some(path) = self.path(digest) else {
+            return Err(ChangeError::Io(std::io::Error::other(
+                "a digest is not 64 hex digits",
+            )));
+        };
+        if path.exists() {
+            touch(&path);
+            return Ok(());
+        }
         let temp = self.dir.join(format!("tmp-{:016x}", fastrand::u64(..)));
-        let mut file = std::fs::File::create(&temp)?;
-        let mut hasher = Sha256::new();
-        let mut size = 0u64;
-        let mut buf = vec![0u8; CHUNK];
-        let copied = (|| loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => return Ok(()),
-                Ok(n) => n,
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(err) => return Err(err),
-            };
-            hasher.update(&buf[..n]);
-            file.write_all(&buf[..n])?;
-            size += n as u64;
-        })();
-        drop(file);
-        if let Err(err) = copied {
+        let file = std::fs::File::create_new(&temp)?;
+        if let Err(err) = write(&file) {
+            drop(file);
             let _ = std::fs::remove_file(&temp);
             return Err(err);
         }
-        let digest = hex::encode(hasher.finalize());
-        let Some(path) = self.path(&digest) else {
-            return Err(std::io::Error::other("a digest is not 64 hex digits"));
-        };
-        if path.exists() {
-            std::fs::remove_file(&temp)?;
-            touch(&path);
-            return Ok((digest, size));
-        }
+        drop(file);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -88,9 +118,9 @@ impl Blobs {
             *used > self.cap
         };
         if over {
-            self.evict(&digest);
+            self.evict(digest);
         }
-        Ok((digest, size))
+        Ok(())
     }
 
     /// The content of a blob, if the store still has it.
@@ -160,6 +190,13 @@ pub fn digest(mut reader: impl Read) -> std::io::Result<(String, u64)> {
         size += n as u64;
     }
     Ok((hex::encode(hasher.finalize()), size))
+}
+
+fn into_io(err: ChangeError) -> std::io::Error {
+    match err {
+        ChangeError::Io(err) => err,
+        other => std::io::Error::other(other.to_string()),
+    }
 }
 
 /// Marks a blob used now, for eviction order.

@@ -11,34 +11,44 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 
 use super::blobs::{self, Blobs};
+use super::bounds::{self, ChangeRules, Deadline, Tally};
 use super::exclude::Exclusions;
 use super::overlay::Upper;
+use super::rel::RelPath;
+use super::sparse;
 use super::{Change, ChangeError, ChangeSet, Kind, Node, State};
 
 /// The xattr overlayfs sets on a directory that hides the lower directory's entries.
 const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
 
-pub fn capture(
-    upper: &Upper,
-    exclusions: &Exclusions,
-    blobs: &Blobs,
-    modes: Modes,
-) -> Result<ChangeSet, ChangeError> {
+/// What a capture reads a call's changes with.
+pub struct Capture<'a> {
+    pub exclusions: &'a Exclusions,
+    pub blobs: &'a Blobs,
+    pub modes: Modes,
+    pub rules: &'a ChangeRules,
+    pub deadline: Deadline,
+}
+
+/// Reads the change set off `upper` (blocking): first a survey of its size against the
+/// rules (nothing is read or kept from a call over its bounds), then every entry.
+pub fn capture(upper: &Upper, how: &Capture<'_>) -> Result<ChangeSet, ChangeError> {
+    let root = upper
+        .open()
+        .map_err(|err| ChangeError::Capture(format!("cannot open the upper layer: {err}")))?;
+    bounds::survey(&root, how.rules, how.deadline)?;
     let mut walk = Walk {
-        upper: &upper.path,
+        upper: root.as_fd(),
         lower: upper.workspace.as_fd(),
-        exclusions,
-        blobs,
-        modes,
+        how,
+        kept: Tally::default(),
         set: ChangeSet::default(),
     };
-    walk.dir("")?;
+    walk.dir(&RelPath::root())?;
     let mut set = walk.set;
     pair_renames(&mut set.changes);
     set.changes.sort_by(|a, b| a.path.cmp(&b.path));
@@ -56,129 +66,150 @@ pub enum Modes {
 }
 
 struct Walk<'a> {
-    modes: Modes,
-    upper: &'a Path,
+    /// The upper directory, opened.
+    upper: BorrowedFd<'a>,
     lower: BorrowedFd<'a>,
-    exclusions: &'a Exclusions,
-    blobs: &'a Blobs,
+    how: &'a Capture<'a>,
+    /// What the blob store was given, counted against the byte bound.
+    kept: Tally,
     set: ChangeSet,
 }
 
-fn join(parent: &str, name: &str) -> String {
-    if parent.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{parent}/{name}")
-    }
-}
-
-fn capture_error(path: &str, err: impl std::fmt::Display) -> ChangeError {
+fn capture_error(path: &RelPath, err: impl std::fmt::Display) -> ChangeError {
     ChangeError::Capture(format!("{path}: {err}"))
 }
 
+/// An I/O error placed at `path`; a deadline or a bound stays what it is.
+fn at(path: &RelPath, err: ChangeError) -> ChangeError {
+    match err {
+        ChangeError::Io(err) => capture_error(path, err),
+        other => other,
+    }
+}
+
 impl Walk<'_> {
-    fn dir(&mut self, rel: &str) -> Result<(), ChangeError> {
-        let mut names: Vec<String> = Vec::new();
-        for entry in
-            std::fs::read_dir(self.upper.join(rel)).map_err(|err| capture_error(rel, err))?
-        {
-            let entry = entry.map_err(|err| capture_error(rel, err))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
-        }
+    fn dir(&mut self, rel: &RelPath) -> Result<(), ChangeError> {
+        let dir =
+            open_dir(self.upper, rel).ok_or_else(|| capture_error(rel, "cannot be opened"))?;
+        let mut names = read_names(&dir).map_err(|err| capture_error(rel, err))?;
         names.sort();
         for name in names {
-            self.entry(&join(rel, &name))?;
+            self.how.deadline.check()?;
+            self.entry(&rel.join(&name))?;
         }
         Ok(())
     }
 
-    fn entry(&mut self, path: &str) -> Result<(), ChangeError> {
-        let host = self.upper.join(path);
-        let meta = host
-            .symlink_metadata()
-            .map_err(|err| capture_error(path, err))?;
-        let kind = meta.file_type();
+    fn entry(&mut self, path: &RelPath) -> Result<(), ChangeError> {
+        let stat = stat_at(self.upper, path)
+            .ok_or_else(|| capture_error(path, "vanished from the upper layer"))?;
+        let kind = FileType::from_raw_mode(stat.st_mode);
         let lower = lower_stat(self.lower, path);
-        if kind.is_char_device() && meta.rdev() == 0 {
+        if kind == FileType::CharacterDevice && stat.st_rdev == 0 {
             if let Some(lower) = lower {
                 self.deleted(path, &lower)?;
             }
             return Ok(());
         }
-        if kind.is_dir() {
-            let mode = meta.mode() & 0o7777;
+        if kind == FileType::Directory {
+            let before = lower
+                .as_ref()
+                .filter(|before| FileType::from_raw_mode(before.st_mode) == FileType::Directory)
+                .map(|before| before.st_mode);
+            let mode = self.landed_mode(path, stat.st_mode, before, true);
             match &lower {
-                Some(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {
-                    if stat.st_mode & 0o7777 != mode {
-                        self.push_excluded(
+                Some(before) if FileType::from_raw_mode(before.st_mode) == FileType::Directory => {
+                    if before.st_mode & 0o7777 != mode {
+                        self.push(
                             path,
                             Kind::Modified,
-                            Some(dir_state(stat.st_mode)),
-                            Some(dir_state(meta.mode())),
+                            Some(dir_state(before.st_mode)),
+                            Some(dir_state(mode)),
                             None,
                         );
                     }
-                    if is_opaque(&host) {
+                    if self.is_opaque(path) {
                         self.hidden_children(path)?;
                     }
                 }
                 other => {
-                    if let Some(stat) = other {
+                    if let Some(before) = other {
                         // A directory the call made over something it removed is opaque; one
                         // that is not was there when the call started, and the workspace's
                         // entry has been replaced since, by something else. What the call
                         // wrote beneath it is not applied over that.
-                        if !is_opaque(&host) {
+                        if !self.is_opaque(path) {
                             self.set.skipped.push(format!(
                                 "{path}/ (replaced in the workspace during the call; nothing the call wrote beneath it was applied)"
                             ));
                             return Ok(());
                         }
-                        self.deleted(path, stat)?;
+                        self.deleted(path, before)?;
                     }
-                    self.push_excluded(path, Kind::Added, None, Some(dir_state(meta.mode())), None);
+                    self.push(path, Kind::Added, None, Some(dir_state(mode)), None);
                 }
             }
             return self.dir(path);
         }
-        if !(kind.is_file() || kind.is_symlink()) {
-            self.set
-                .skipped
-                .push(format!("{path} (not a file, symlink or directory)"));
+        if !matches!(kind, FileType::RegularFile | FileType::Symlink) {
+            // Devices, fifos and sockets never land: the daemon writes plain data only.
+            self.set.skipped.push(format!(
+                "{path} (refused: a {}, not a file, symlink or directory)",
+                type_name(kind)
+            ));
             return Ok(());
         }
-        let excluded = self.exclusions.why(path, false);
-        let after = self.upper_state(path, &host, &meta, excluded.is_none())?;
+        let excluded = self.how.exclusions.why(path.as_path(), false);
+        let before_mode = lower
+            .as_ref()
+            .filter(|before| FileType::from_raw_mode(before.st_mode) == kind)
+            .map(|before| before.st_mode);
+        let mut after = self.upper_state(path, &stat, before_mode, excluded.is_none())?;
         match lower {
-            Some(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {
-                self.deleted(path, &stat)?;
-                self.push_excluded(path, Kind::Added, None, Some(after), excluded);
+            Some(before) if FileType::from_raw_mode(before.st_mode) == FileType::Directory => {
+                self.deleted(path, &before)?;
+                self.push(path, Kind::Added, None, Some(after), excluded);
             }
             Some(stat) => {
                 let before = self.lower_state(path, &stat, excluded.is_none())?;
-                let mut after = after;
-                if self.modes == Modes::Kept && before.node == after.node {
-                    after.mode = before.mode;
+                if self.how.modes == Modes::Kept && before.node == after.node {
+                    after.mode = self.how.rules.landed(before.mode, Some(before.mode), false);
                 }
                 if before != after {
-                    self.push_excluded(path, Kind::Modified, Some(before), Some(after), excluded);
+                    self.push(path, Kind::Modified, Some(before), Some(after), excluded);
                 }
             }
-            None => self.push_excluded(path, Kind::Added, None, Some(after), excluded),
+            None => self.push(path, Kind::Added, None, Some(after), excluded),
         }
         Ok(())
     }
 
+    /// The mode `path` lands with; what the rules took away is recorded.
+    fn landed_mode(&mut self, path: &RelPath, mode: u32, before: Option<u32>, dir: bool) -> u32 {
+        if let Some(dropped) = self.how.rules.dropped(mode, before, dir) {
+            self.set.skipped.push(format!("{path} ({dropped})"));
+        }
+        self.how.rules.landed(mode, before, dir)
+    }
+
+    fn is_opaque(&self, path: &RelPath) -> bool {
+        let Some(dir) = open_dir(self.upper, path) else {
+            return false;
+        };
+        let mut value = [0u8; 4];
+        rustix::fs::fgetxattr(&dir, OPAQUE_XATTR, &mut value).is_ok_and(|n| value[..n] == *b"y")
+    }
+
     /// Records `path` of the workspace, and everything beneath it, as deleted.
-    fn deleted(&mut self, path: &str, stat: &rustix::fs::Stat) -> Result<(), ChangeError> {
+    fn deleted(&mut self, path: &RelPath, stat: &rustix::fs::Stat) -> Result<(), ChangeError> {
         let is_dir = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
-        let excluded = self.exclusions.why(path, is_dir);
+        let excluded = self.how.exclusions.why(path.as_path(), is_dir);
         if is_dir {
             // An excluded tree goes as one entry: its contents are not kept anyway.
             if excluded.is_none() {
                 self.hidden_children(path)?;
             }
-            self.push_excluded(
+            self.push(
                 path,
                 Kind::Deleted,
                 Some(dir_state(stat.st_mode)),
@@ -188,30 +219,26 @@ impl Walk<'_> {
             return Ok(());
         }
         let before = self.lower_state(path, stat, excluded.is_none())?;
-        self.push_excluded(path, Kind::Deleted, Some(before), None, excluded);
+        self.push(path, Kind::Deleted, Some(before), None, excluded);
         Ok(())
     }
 
     /// Records as deleted every entry of the workspace's directory `path` that the upper
     /// layer's (opaque or whited-out) directory does not have.
-    fn hidden_children(&mut self, path: &str) -> Result<(), ChangeError> {
-        let Some(dir) = open_lower(self.lower, path, OFlags::DIRECTORY | OFlags::RDONLY) else {
+    fn hidden_children(&mut self, path: &RelPath) -> Result<(), ChangeError> {
+        let Some(dir) = open_lower(
+            self.lower,
+            path.as_bytes(),
+            OFlags::DIRECTORY | OFlags::RDONLY,
+        ) else {
             return Ok(());
         };
-        let mut names = Vec::new();
-        let entries = rustix::fs::Dir::read_from(&dir)
-            .map_err(|err| capture_error(path, std::io::Error::from(err)))?;
-        for entry in entries {
-            let entry = entry.map_err(|err| capture_error(path, std::io::Error::from(err)))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name != "." && name != ".." {
-                names.push(name);
-            }
-        }
+        let mut names = read_names(&dir).map_err(|err| capture_error(path, err))?;
         names.sort();
         for name in names {
-            let child = join(path, &name);
-            if self.upper.join(&child).symlink_metadata().is_ok() {
+            self.how.deadline.check()?;
+            let child = path.join(&name);
+            if stat_at(self.upper, &child).is_some() {
                 // The upper layer has its own entry there, walked on its own.
                 continue;
             }
@@ -223,43 +250,40 @@ impl Walk<'_> {
     }
 
     fn upper_state(
-        &self,
-        path: &str,
-        host: &Path,
-        meta: &std::fs::Metadata,
+        &mut self,
+        path: &RelPath,
+        stat: &rustix::fs::Stat,
+        before_mode: Option<u32>,
         keep: bool,
     ) -> Result<State, ChangeError> {
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(host).map_err(|err| capture_error(path, err))?;
-            return self.link_state(path, target.as_os_str().as_encoded_bytes(), keep);
+        if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+            let target = read_link(self.upper, path)?;
+            return self.link_state(path, &target, keep);
         }
-        let file = File::open(host).map_err(|err| capture_error(path, err))?;
-        let (digest, size) = self.content(path, file, keep)?;
+        let file = open_file(self.upper, path)
+            .ok_or_else(|| capture_error(path, "cannot be read in the upper layer"))?;
+        let (digest, size) = self.content(path, &file, keep)?;
         Ok(State {
             node: Node::File,
             digest: Some(digest),
-            mode: meta.mode() & 0o7777,
+            mode: self.landed_mode(path, stat.st_mode, before_mode, false),
             size,
         })
     }
 
     fn lower_state(
-        &self,
-        path: &str,
+        &mut self,
+        path: &RelPath,
         stat: &rustix::fs::Stat,
         keep: bool,
     ) -> Result<State, ChangeError> {
         if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
-            let (parent, name) = split(path);
-            let dir = open_lower(self.lower, parent, OFlags::DIRECTORY | OFlags::PATH)
-                .ok_or_else(|| capture_error(path, "vanished from the workspace"))?;
-            let target = rustix::fs::readlinkat(&dir, name, Vec::new())
-                .map_err(|err| capture_error(path, std::io::Error::from(err)))?;
-            return self.link_state(path, target.as_bytes(), keep);
+            let target = read_link(self.lower, path)?;
+            return self.link_state(path, &target, keep);
         }
-        let file = open_lower(self.lower, path, OFlags::RDONLY | OFlags::NOFOLLOW)
+        let file = open_file(self.lower, path)
             .ok_or_else(|| capture_error(path, "cannot be read in the workspace"))?;
-        let (digest, size) = self.content(path, File::from(file), keep)?;
+        let (digest, size) = self.content(path, &file, keep)?;
         Ok(State {
             node: Node::File,
             digest: Some(digest),
@@ -268,8 +292,19 @@ impl Walk<'_> {
         })
     }
 
-    fn link_state(&self, path: &str, target: &[u8], keep: bool) -> Result<State, ChangeError> {
-        let (digest, size) = self.content(path, target, keep)?;
+    fn link_state(
+        &mut self,
+        path: &RelPath,
+        target: &[u8],
+        keep: bool,
+    ) -> Result<State, ChangeError> {
+        let (digest, size) = if keep {
+            self.count_kept(path, target.len() as u64)?;
+            self.how.blobs.put(target)
+        } else {
+            blobs::digest(target)
+        }
+        .map_err(|err| capture_error(path, err))?;
         Ok(State {
             node: Node::Symlink,
             digest: Some(digest),
@@ -278,30 +313,50 @@ impl Walk<'_> {
         })
     }
 
+    /// The digest and size of a file's content, kept in the blob store when `keep`.
     fn content(
-        &self,
-        path: &str,
-        reader: impl std::io::Read,
+        &mut self,
+        path: &RelPath,
+        file: &File,
         keep: bool,
     ) -> Result<(String, u64), ChangeError> {
         if keep {
-            self.blobs.put(reader)
+            let size = file
+                .metadata()
+                .map_err(|err| capture_error(path, err))?
+                .len();
+            self.count_kept(path, size)?;
+            self.how.blobs.put_file(file, self.how.deadline)
         } else {
-            blobs::digest(reader)
+            sparse::digest(file, self.how.deadline)
         }
-        .map_err(|err| capture_error(path, err))
+        .map_err(|err| at(path, err))
     }
 
-    fn push_excluded(
+    /// Counts `size` more bytes into the blob store against the call's byte bound.
+    fn count_kept(&mut self, path: &RelPath, size: u64) -> Result<(), ChangeError> {
+        let rules = ChangeRules {
+            max_file_bytes: u64::MAX,
+            ..*self.how.rules
+        };
+        bounds::check_size(&rules, &mut self.kept, size, || path.to_string()).map_err(|_| {
+            ChangeError::Exceeded(format!(
+                "keeping the call's changes (contents before and after, to undo them) would take more than {} bytes (changes.max_bytes)",
+                self.how.rules.max_bytes
+            ))
+        })
+    }
+
+    fn push(
         &mut self,
-        path: &str,
+        path: &RelPath,
         kind: Kind,
         before: Option<State>,
         after: Option<State>,
         digest_only: Option<String>,
     ) {
         self.set.changes.push(Change {
-            path: path.to_owned(),
+            path: path.clone(),
             kind,
             from: None,
             before,
@@ -310,6 +365,53 @@ impl Walk<'_> {
             applied: false,
         });
     }
+}
+
+fn type_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::Fifo => "fifo",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::RegularFile => "file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        FileType::Unknown => "file of unknown type",
+    }
+}
+
+/// The names in `dir`, as bytes, but `.` and `..`.
+pub(super) fn read_names(dir: &OwnedFd) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    Ok(names)
+}
+
+fn read_link(root: BorrowedFd<'_>, path: &RelPath) -> Result<Vec<u8>, ChangeError> {
+    let (parent, name) = path.split();
+    let dir = open_lower(root, parent, OFlags::DIRECTORY | OFlags::PATH)
+        .ok_or_else(|| capture_error(path, "vanished"))?;
+    rustix::fs::readlinkat(&dir, name, Vec::new())
+        .map(|target| target.into_bytes())
+        .map_err(|err| capture_error(path, std::io::Error::from(err)))
+}
+
+fn open_file(root: BorrowedFd<'_>, path: &RelPath) -> Option<File> {
+    open_lower(root, path.as_bytes(), OFlags::RDONLY | OFlags::NOFOLLOW).map(File::from)
+}
+
+fn open_dir(root: BorrowedFd<'_>, path: &RelPath) -> Option<OwnedFd> {
+    open_lower(root, path.as_bytes(), OFlags::DIRECTORY | OFlags::RDONLY)
+}
+
+fn stat_at(root: BorrowedFd<'_>, path: &RelPath) -> Option<rustix::fs::Stat> {
+    lower_stat(root, path)
 }
 
 fn dir_state(mode: u32) -> State {
@@ -321,19 +423,9 @@ fn dir_state(mode: u32) -> State {
     }
 }
 
-fn is_opaque(dir: &Path) -> bool {
-    let mut value = [0u8; 4];
-    rustix::fs::lgetxattr(dir, OPAQUE_XATTR, &mut value).is_ok_and(|n| value[..n] == *b"y")
-}
-
-/// `path` split into its parent (possibly empty) and its last component.
-pub(super) fn split(path: &str) -> (&str, &str) {
-    path.rsplit_once('/').unwrap_or(("", path))
-}
-
 /// Opens `path` beneath the workspace `root`, never through a symlink.
-pub(super) fn open_lower(root: BorrowedFd<'_>, path: &str, flags: OFlags) -> Option<OwnedFd> {
-    let path = if path.is_empty() { "." } else { path };
+pub(super) fn open_lower(root: BorrowedFd<'_>, path: &[u8], flags: OFlags) -> Option<OwnedFd> {
+    let path = if path.is_empty() { b"." } else { path };
     rustix::fs::openat2(
         root,
         path,
@@ -345,8 +437,8 @@ pub(super) fn open_lower(root: BorrowedFd<'_>, path: &str, flags: OFlags) -> Opt
 }
 
 /// The workspace's `path`, not following a symlink at its end; none if it does not exist.
-pub(super) fn lower_stat(root: BorrowedFd<'_>, path: &str) -> Option<rustix::fs::Stat> {
-    let (parent, name) = split(path);
+pub(super) fn lower_stat(root: BorrowedFd<'_>, path: &RelPath) -> Option<rustix::fs::Stat> {
+    let (parent, name) = path.split();
     let dir = open_lower(root, parent, OFlags::DIRECTORY | OFlags::PATH)?;
     rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
 }

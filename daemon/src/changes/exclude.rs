@@ -79,8 +79,8 @@ impl Exclusions {
     }
 
     /// Why `path` (relative) is recorded by digest only, if it is.
-    pub fn why(&self, path: &str, is_dir: bool) -> Option<String> {
-        let relative = Path::new(path);
+    pub fn why(&self, path: impl AsRef<Path>, is_dir: bool) -> Option<String> {
+        let relative = path.as_ref();
         if self
             .profile
             .matched_path_or_any_parents(relative, is_dir)

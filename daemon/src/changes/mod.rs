@@ -17,13 +17,18 @@
 
 mod apply;
 mod blobs;
+#[cfg(any(test, feature = "testing"))]
+pub mod boundary;
+mod bounds;
 mod capture;
 mod copy;
 mod exclude;
 mod idmap;
 mod overlay;
 mod paths;
+mod rel;
 mod revert;
+mod sparse;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,11 +37,13 @@ use serde::{Deserialize, Serialize};
 
 use apply::Transfer;
 pub use blobs::Blobs;
+pub use bounds::{ChangeRules, Deadline, SURVEY_INTERVAL_MIN, survey};
 pub use capture::Modes;
 pub use copy::copy_tree;
 pub use exclude::{Exclusions, WorkspaceIgnores};
 pub use idmap::IdMap;
 pub use overlay::{Overlay, Upper};
+pub use rel::{NotRelative, RelPath};
 pub use revert::{RevertError, RevertPlan, RevertReport, reconcile};
 
 /// Subdirectory of the daemon's state directory the change sets own.
@@ -79,48 +86,84 @@ pub struct State {
 }
 
 /// One path a call changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    /// Relative to the workspace, `/`-separated.
-    pub path: String,
+    /// Relative to the workspace, as the filesystem's bytes.
+    pub path: RelPath,
     pub kind: Kind,
     /// For a rename: where the content was before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<RelPath>,
     pub before: Option<State>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<State>,
     /// Why the contents were not kept (the path is excluded): it is recorded by digest only
     /// and cannot be restored byte for byte.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest_only: Option<String>,
     /// The change reached the workspace.
     pub applied: bool,
 }
 
 /// What one call changed in its workspace.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChangeSet {
     pub changes: Vec<Change>,
-    /// Set when the call's changes did not reach the workspace, or only some did: why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Set when the call's changes did not reach the workspace: why. Nothing was applied
+    /// (a set lands whole or not at all), unless a crash stopped the apply halfway, which
+    /// this then says, with which paths landed.
     pub not_applied: Option<String>,
-    /// Entries of the upper layer that are never applied: fifos, sockets and devices, and
-    /// what the call wrote beneath a directory something else replaced during the call.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// What the call's status must say when its changes did not land (not on the wire: the
+    /// call's status carries it).
+    pub refusal: Option<Refusal>,
+    /// What of the upper layer did not land as the tool left it: fifos, sockets and devices
+    /// (refused), setuid, setgid and sticky bits (dropped), and what the call wrote beneath a
+    /// directory something else replaced during the call.
     pub skipped: Vec<String>,
+}
+
+/// Why a call's changes did not land, for its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Past a bound of the profile's `[changes]`: `LIMIT_EXCEEDED`.
+    Limit,
+    /// Past the call's deadline: `TIMEOUT`.
+    Deadline,
+    /// Anything else (a conflict with a person's edit, a full disk): `SANDBOX_ERROR`.
+    Failed,
 }
 
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
         self.changes.is_empty() && self.not_applied.is_none() && self.skipped.is_empty()
     }
+
+    /// The set of a call whose changes did not land, for `err`.
+    pub fn refused(err: &ChangeError) -> ChangeSet {
+        ChangeSet {
+            not_applied: Some(err.to_string()),
+            refusal: Some(err.refusal()),
+            ..ChangeSet::default()
+        }
+    }
+}
+
+/// How one call's changes are recorded and applied: the paths kept by digest only, whether
+/// the tool could set modes, the profile's bounds, and the call's deadline.
+#[derive(Debug, Clone)]
+pub struct CallRules {
+    pub exclusions: Exclusions,
+    pub modes: Modes,
+    pub rules: ChangeRules,
+    pub deadline: Deadline,
 }
 
 /// Why a call's changes could not be captured or applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ChangeError {
+    #[error("the call's changes were not applied: {0}")]
+    Exceeded(String),
+    #[error(
+        "the call's changes were not applied: recording and applying them ran past the call's deadline"
+    )]
+    Deadline,
     #[error(
         "the workspace overlay (overlayfs, needed to record what a call writes) cannot be mounted: {0}"
     )]
@@ -131,6 +174,25 @@ pub enum ChangeError {
     Apply(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl From<rustix::io::Errno> for ChangeError {
+    fn from(err: rustix::io::Errno) -> ChangeError {
+        ChangeError::Io(err.into())
+    }
+}
+
+impl ChangeError {
+    pub fn refusal(&self) -> Refusal {
+        match self {
+            ChangeError::Exceeded(_) => Refusal::Limit,
+            ChangeError::Deadline => Refusal::Deadline,
+            ChangeError::Overlay(_)
+            | ChangeError::Capture(_)
+            | ChangeError::Apply(_)
+            | ChangeError::Io(_) => Refusal::Failed,
+        }
+    }
 }
 
 /// The daemon's change-set service: where upper layers and blobs live, and the id mapping
@@ -185,9 +247,9 @@ impl Changes {
 
     /// Records what the call behind `overlay` changed and applies it to the workspace
     /// (blocking). The overlay must no longer be in use.
-    pub fn commit(&self, overlay: Overlay, exclusions: &Exclusions, modes: Modes) -> ChangeSet {
-        match self.capture(overlay, exclusions, modes) {
-            Ok((upper, set)) => self.apply(&upper, set),
+    pub fn commit(&self, overlay: Overlay, call: &CallRules) -> ChangeSet {
+        match self.capture(overlay, call) {
+            Ok((upper, set)) => self.apply(&upper, set, call.deadline),
             Err(set) => set,
         }
     }
@@ -198,25 +260,32 @@ impl Changes {
     pub fn capture(
         &self,
         overlay: Overlay,
-        exclusions: &Exclusions,
-        modes: Modes,
+        call: &CallRules,
     ) -> Result<(Upper, ChangeSet), ChangeSet> {
         let upper = overlay.finish();
-        match capture::capture(&upper, exclusions, &self.blobs, modes) {
-            Ok(set) => Ok((upper, set)),
-            Err(err) => Err(ChangeSet {
-                not_applied: Some(err.to_string()),
-                ..ChangeSet::default()
-            }),
+        let set = self.capture_upper(&upper, call)?;
+        Ok((upper, set))
+    }
+
+    /// What the upper layer `upper` holds, as a change set (blocking).
+    fn capture_upper(&self, upper: &Upper, call: &CallRules) -> Result<ChangeSet, ChangeSet> {
+        capture::capture(upper, &self.reading(call)).map_err(|err| ChangeSet::refused(&err))
+    }
+
+    fn reading<'a>(&'a self, call: &'a CallRules) -> capture::Capture<'a> {
+        capture::Capture {
+            exclusions: &call.exclusions,
+            blobs: &self.blobs,
+            modes: call.modes,
+            rules: &call.rules,
+            deadline: call.deadline,
         }
     }
 
-    /// Applies a captured change set (blocking); each change says whether it landed.
-    pub fn apply(&self, upper: &Upper, mut set: ChangeSet) -> ChangeSet {
-        if let Err(err) = apply::apply(upper, &mut set, Transfer::Move) {
-            set.not_applied = Some(err.to_string());
-        }
-        set
+    /// Applies a captured change set (blocking): all of it, each change then marked applied,
+    /// or none of it, the set then saying why.
+    pub fn apply(&self, upper: &Upper, set: ChangeSet, deadline: Deadline) -> ChangeSet {
+        settle(apply::apply(upper, &set, Transfer::Move, deadline), set)
     }
 
     /// Records what was written through `overlay` since the last sync and applies it to the
@@ -226,23 +295,37 @@ impl Changes {
     /// Overlayfs leaves changes to a lower layer under a mounted overlay undefined; these are
     /// only ever to paths the upper layer already shadows (a copied file, a whiteout), which
     /// the overlay never reads from the lower layer again.
-    pub fn sync(&self, overlay: &Overlay, exclusions: &Exclusions, modes: Modes) -> ChangeSet {
+    pub fn sync(&self, overlay: &Overlay, call: &CallRules) -> ChangeSet {
         let upper = overlay.upper();
-        let mut set = match capture::capture(upper, exclusions, &self.blobs, modes) {
-            Ok(set) => set,
-            Err(err) => {
-                return ChangeSet {
-                    not_applied: Some(err.to_string()),
-                    ..ChangeSet::default()
-                };
-            }
-        };
-        if let Err(err) = apply::apply(upper, &mut set, Transfer::Copy) {
-            set.not_applied = Some(err.to_string());
+        match capture::capture(upper, &self.reading(call)) {
+            Ok(set) => settle(
+                apply::apply(upper, &set, Transfer::Copy, call.deadline),
+                set,
+            ),
+            Err(err) => ChangeSet::refused(&err),
         }
-        set
     }
 }
+
+/// The set after an apply: every change applied, or none and why.
+fn settle(applied: Result<(), ChangeError>, mut set: ChangeSet) -> ChangeSet {
+    match applied {
+        Ok(()) => {
+            for change in &mut set.changes {
+                change.applied = true;
+            }
+        }
+        Err(err) => {
+            set.not_applied = Some(err.to_string());
+            set.refusal = Some(err.refusal());
+        }
+    }
+    set
+}
+
+#[cfg(test)]
+#[path = "boundary_tests.rs"]
+mod boundary_tests;
 
 #[cfg(test)]
 mod tests {
@@ -261,8 +344,18 @@ mod tests {
     fn kinds(set: &ChangeSet) -> Vec<(String, Kind)> {
         set.changes
             .iter()
-            .map(|change| (change.path.clone(), change.kind))
+            .map(|change| (change.path.to_string(), change.kind))
             .collect()
+    }
+
+    /// A process tool's call with the default rules and no deadline.
+    fn call(exclusions: Exclusions) -> CallRules {
+        CallRules {
+            exclusions,
+            modes: Modes::Tool,
+            rules: ChangeRules::default(),
+            deadline: Deadline::none(),
+        }
     }
 
     /// A workspace with a file to modify, one to delete, one to rename and one to chmod.
@@ -314,7 +407,7 @@ mod tests {
             "def add(a, b):\n    return a - b\n",
             "nothing reaches the workspace before the commit"
         );
-        let set = changes.commit(overlay, &Exclusions::for_workspace(&ws, &[]), Modes::Tool);
+        let set = changes.commit(overlay, &call(Exclusions::for_workspace(&ws, &[])));
         assert_eq!(set.not_applied, None);
         assert_eq!(
             kinds(&set),
@@ -339,7 +432,10 @@ mod tests {
                 .find(|change| change.path == path)
                 .expect("recorded")
         };
-        assert_eq!(by_path("src/moved.txt").from.as_deref(), Some("moved.txt"));
+        assert_eq!(
+            by_path("src/moved.txt").from,
+            Some(RelPath::from("moved.txt"))
+        );
         let chmod = by_path("run.sh");
         assert_eq!(
             (
@@ -451,7 +547,7 @@ mod tests {
         let overlay = changes.overlay(&ws, "call-3").expect("overlay");
         let merged = merged(&overlay);
         std::fs::write(merged.join("src/calc.py"), "by the run\n").expect("write");
-        let set = changes.commit(overlay, &Exclusions::none(), Modes::Tool);
+        let set = changes.commit(overlay, &call(Exclusions::none()));
         std::fs::write(ws.join("src/calc.py"), "by someone else\n").expect("outside edit");
         let plan = RevertPlan::new([&set]);
         match plan.execute_at(&ws, changes.blobs(), false) {
@@ -483,7 +579,7 @@ mod tests {
         // Meanwhile, someone swaps the workspace's `src` for a symlink out.
         std::fs::rename(ws.join("src"), ws.join("src.moved")).expect("move");
         std::os::unix::fs::symlink(&outside, ws.join("src")).expect("symlink");
-        let set = changes.commit(overlay, &Exclusions::none(), Modes::Tool);
+        let set = changes.commit(overlay, &call(Exclusions::none()));
         assert!(
             set.skipped
                 .iter()
@@ -493,7 +589,7 @@ mod tests {
         assert!(
             set.changes
                 .iter()
-                .all(|change| !change.path.starts_with("src"))
+                .all(|change| !change.path.starts_with(&RelPath::from("src")))
         );
         assert_eq!(
             std::fs::read_dir(&outside).expect("read").count(),

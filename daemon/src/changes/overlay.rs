@@ -55,6 +55,40 @@ pub struct Upper {
     pub owner: (u32, u32),
 }
 
+impl Upper {
+    /// An upper layer in `dir` over `workspace` with no overlay on it: what a test fills by
+    /// hand, as a tool never could (`boundary.rs`).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn detached(dir: PathBuf, workspace: &Path) -> std::io::Result<Upper> {
+        let root = rustix::fs::openat2(
+            rustix::fs::CWD,
+            workspace,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )?;
+        let meta = rustix::fs::fstat(&root)?;
+        let path = dir.join("upper");
+        std::fs::create_dir_all(&path)?;
+        Ok(Upper {
+            dir,
+            path,
+            workspace: root,
+            workspace_path: workspace.to_owned(),
+            owner: (meta.st_uid, meta.st_gid),
+        })
+    }
+
+    /// The upper directory, opened.
+    pub fn open(&self) -> std::io::Result<OwnedFd> {
+        Ok(rustix::fs::open(
+            &self.path,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
+    }
+}
+
 impl Drop for Upper {
     fn drop(&mut self) {
         if let Err(err) = std::fs::remove_dir_all(&self.dir)

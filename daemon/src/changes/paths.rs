@@ -7,56 +7,60 @@
 //! reader — or a crash — sees the path whole, before or after; a directory gets its owner and
 //! mode through a descriptor of itself, never through a name that may have become a symlink.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 
-use super::capture::{open_lower, split};
+use super::capture::open_lower;
+use super::rel::RelPath;
 
 /// Who a written path belongs to: `(uid, gid)`.
 pub type Owner = (u32, u32);
 
 /// The directory of `path` in the workspace, opened, and the path's last component.
-pub fn parent(workspace: BorrowedFd<'_>, path: &str) -> std::io::Result<(OwnedFd, String)> {
-    let (parent, name) = split(path);
+pub fn parent(workspace: BorrowedFd<'_>, path: &RelPath) -> std::io::Result<(OwnedFd, Vec<u8>)> {
+    let (parent, name) = path.split();
     let dir = open_lower(workspace, parent, OFlags::DIRECTORY | OFlags::PATH).ok_or_else(|| {
         std::io::Error::other(format!(
-            "its directory `{parent}` is missing or is a symlink in the workspace"
+            "its directory `{}` is missing or is a symlink in the workspace",
+            String::from_utf8_lossy(parent)
         ))
     })?;
-    Ok((dir, name.to_owned()))
+    Ok((dir, name.to_vec()))
 }
 
 /// Removes whatever is at `path`: a directory with everything beneath it (never following a
 /// symlink inside it: std's `remove_dir_all` does not). A path already gone is no error.
-pub fn remove(workspace: BorrowedFd<'_>, path: &str) -> std::io::Result<()> {
+pub fn remove(workspace: BorrowedFd<'_>, path: &RelPath) -> std::io::Result<()> {
     let (dir, name) = parent(workspace, path)?;
-    let is_dir = match rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+    let name = name.as_slice();
+    let is_dir = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => FileType::from_raw_mode(stat.st_mode) == FileType::Directory,
         Err(rustix::io::Errno::NOENT) => return Ok(()),
         Err(err) => return Err(err.into()),
     };
     if !is_dir {
-        return match rustix::fs::unlinkat(&dir, name.as_str(), AtFlags::empty()) {
+        return match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
             Err(err) => Err(err.into()),
         };
     }
-    match rustix::fs::unlinkat(&dir, name.as_str(), AtFlags::REMOVEDIR) {
+    match rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
         // The path to the tree is the directory opened above, whatever happens to its name.
         Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => {
-            std::fs::remove_dir_all(fd_path(&dir).join(&name))
+            std::fs::remove_dir_all(fd_path(&dir).join(OsStr::from_bytes(name)))
         }
         Err(err) => Err(err.into()),
     }
 }
 
 /// Makes (or keeps) the directory `name` in `dir`, with `mode` and `owner`.
-pub fn make_dir(dir: &OwnedFd, name: &str, mode: u32, owner: Owner) -> std::io::Result<()> {
+pub fn make_dir(dir: &OwnedFd, name: &[u8], mode: u32, owner: Owner) -> std::io::Result<()> {
     let mode = Mode::from_raw_mode(mode);
     match rustix::fs::mkdirat(dir, name, mode) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
@@ -78,7 +82,7 @@ pub fn make_dir(dir: &OwnedFd, name: &str, mode: u32, owner: Owner) -> std::io::
 /// Writes `content` to `name` in `dir` as a whole file with `mode` and `owner`.
 pub fn write_file(
     dir: &OwnedFd,
-    name: &str,
+    name: &[u8],
     mut content: impl Read,
     mode: u32,
     owner: Owner,
@@ -97,25 +101,13 @@ pub fn write_file(
     finish(dir, &temp, name, owner, Some(mode))
 }
 
-/// Moves the file at `source` (a call's upper layer) to `name` in `dir`, with `mode` and
-/// `owner`: by rename when both are on one filesystem, else by copy.
-pub fn move_file(
-    source: &Path,
+/// Makes `name` in `dir` a symlink to `target`, owned by `owner`; it is never followed.
+pub fn make_symlink(
     dir: &OwnedFd,
-    name: &str,
-    mode: u32,
+    name: &[u8],
+    target: &[u8],
     owner: Owner,
 ) -> std::io::Result<()> {
-    let temp = temp_name();
-    match rustix::fs::renameat(rustix::fs::CWD, source, dir, temp.as_str()) {
-        Ok(()) => finish(dir, &temp, name, owner, Some(mode)),
-        Err(rustix::io::Errno::XDEV) => write_file(dir, name, File::open(source)?, mode, owner),
-        Err(err) => Err(err.into()),
-    }
-}
-
-/// Makes `name` in `dir` a symlink to `target`, owned by `owner`; it is never followed.
-pub fn make_symlink(dir: &OwnedFd, name: &str, target: &[u8], owner: Owner) -> std::io::Result<()> {
     let temp = temp_name();
     rustix::fs::symlinkat(target, dir, temp.as_str())?;
     finish(dir, &temp, name, owner, None)
@@ -125,7 +117,7 @@ pub fn make_symlink(dir: &OwnedFd, name: &str, target: &[u8], owner: Owner) -> s
 fn finish(
     dir: &OwnedFd,
     temp: &str,
-    name: &str,
+    name: &[u8],
     owner: Owner,
     mode: Option<u32>,
 ) -> std::io::Result<()> {
@@ -161,10 +153,10 @@ fn fd_path(fd: &OwnedFd) -> std::path::PathBuf {
     ))
 }
 
-fn uid(id: u32) -> rustix::fs::Uid {
+pub(super) fn uid(id: u32) -> rustix::fs::Uid {
     rustix::fs::Uid::from_raw(id)
 }
 
-fn gid(id: u32) -> rustix::fs::Gid {
+pub(super) fn gid(id: u32) -> rustix::fs::Gid {
     rustix::fs::Gid::from_raw(id)
 }

@@ -14,9 +14,13 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::fs::{FileType, Mode, OFlags};
 
+use super::apply::STAGING_PREFIX;
 use super::blobs::{self, Blobs};
-use super::capture::{lower_stat, open_lower, split};
+use super::bounds::Deadline;
+use super::capture::{lower_stat, open_lower, read_names};
 use super::paths;
+use super::rel::RelPath;
+use super::sparse;
 use super::{ChangeSet, Kind, Node, State};
 
 /// What to put back at one path.
@@ -68,18 +72,18 @@ pub struct RevertReport {
 /// The change sets to undo, folded per path.
 #[derive(Debug, Clone, Default)]
 pub struct RevertPlan {
-    targets: BTreeMap<String, Target>,
+    targets: BTreeMap<RelPath, Target>,
 }
 
 impl RevertPlan {
     /// Folds `sets`, oldest first. Changes that never reached the workspace are skipped.
     pub fn new<'a>(sets: impl IntoIterator<Item = &'a ChangeSet>) -> RevertPlan {
-        let mut targets: BTreeMap<String, Target> = BTreeMap::new();
-        let mut note = |path: &str,
+        let mut targets: BTreeMap<RelPath, Target> = BTreeMap::new();
+        let mut note = |path: &RelPath,
                         before: &Option<State>,
                         after: &Option<State>,
                         digest_only: &Option<String>| {
-            let target = targets.entry(path.to_owned()).or_insert_with(|| Target {
+            let target = targets.entry(path.clone()).or_insert_with(|| Target {
                 restore: before.clone(),
                 expect: None,
                 digest_only: None,
@@ -122,7 +126,7 @@ impl RevertPlan {
             let differs = !is(&target.expect) && !is(&target.restore);
             if differs {
                 conflicts.push(Conflict {
-                    path: path.clone(),
+                    path: path.to_string(),
                     reason: match (&target.expect, &now) {
                         (None, Some(_)) => "the run removed it, and it exists again".into(),
                         (Some(_), None) => "the run left it, and it is gone".into(),
@@ -154,27 +158,22 @@ impl RevertPlan {
                 source: err.into(),
             })?;
         let mut report = RevertReport::default();
-        let io = |path: &str| {
-            let path = path.to_owned();
+        let io = |path: &RelPath| {
+            let path = path.to_string();
             move |source: std::io::Error| RevertError::Io { path, source }
         };
         // Removals first, deepest first, then what to restore, parents first.
-        let mut removals: Vec<&String> = self
+        let mut removals: Vec<&RelPath> = self
             .targets
             .iter()
             .filter(|(_, target)| target.restore.is_none())
             .map(|(path, _)| path)
             .collect();
-        removals.sort_by(|a, b| {
-            b.matches('/')
-                .count()
-                .cmp(&a.matches('/').count())
-                .then_with(|| b.cmp(a))
-        });
+        removals.sort_by(|a, b| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
         for path in removals {
             if current(workspace, path).is_some() {
                 paths::remove(workspace, path).map_err(io(path))?;
-                report.removed.push(path.clone());
+                report.removed.push(path.to_string());
             }
         }
         for (path, target) in &self.targets {
@@ -192,7 +191,7 @@ impl RevertPlan {
                     Some(bytes) => Some(bytes),
                     None => {
                         report.unrestorable.push(Conflict {
-                            path: path.clone(),
+                            path: path.to_string(),
                             reason: match &target.digest_only {
                                 Some(why) => format!("recorded by digest only ({why})"),
                                 None => "its content is no longer in the blob store".into(),
@@ -204,7 +203,7 @@ impl RevertPlan {
                 (_, None) => None,
             };
             restore_path(workspace, path, restore, content.as_deref(), owner).map_err(io(path))?;
-            report.restored.push(path.clone());
+            report.restored.push(path.to_string());
         }
         Ok(report)
     }
@@ -217,7 +216,7 @@ fn same(a: &State, b: &State) -> bool {
 }
 
 /// The state of `path` in the workspace now.
-fn current(workspace: BorrowedFd<'_>, path: &str) -> Option<State> {
+fn current(workspace: BorrowedFd<'_>, path: &RelPath) -> Option<State> {
     let stat = lower_stat(workspace, path)?;
     let mode = stat.st_mode & 0o7777;
     match FileType::from_raw_mode(stat.st_mode) {
@@ -228,7 +227,7 @@ fn current(workspace: BorrowedFd<'_>, path: &str) -> Option<State> {
             size: 0,
         }),
         FileType::Symlink => {
-            let (parent, name) = split(path);
+            let (parent, name) = path.split();
             let dir = open_lower(workspace, parent, OFlags::DIRECTORY | OFlags::PATH)?;
             let target = rustix::fs::readlinkat(&dir, name, Vec::new()).ok()?;
             let (digest, size) = blobs::digest(target.as_bytes()).ok()?;
@@ -240,8 +239,12 @@ fn current(workspace: BorrowedFd<'_>, path: &str) -> Option<State> {
             })
         }
         FileType::RegularFile => {
-            let file = open_lower(workspace, path, OFlags::RDONLY | OFlags::NOFOLLOW)?;
-            let (digest, size) = blobs::digest(File::from(file)).ok()?;
+            let file = open_lower(
+                workspace,
+                path.as_bytes(),
+                OFlags::RDONLY | OFlags::NOFOLLOW,
+            )?;
+            let (digest, size) = sparse::digest(&File::from(file), Deadline::none()).ok()?;
             Some(State {
                 node: Node::File,
                 digest: Some(digest),
@@ -260,7 +263,7 @@ fn current(workspace: BorrowedFd<'_>, path: &str) -> Option<State> {
 
 fn restore_path(
     workspace: BorrowedFd<'_>,
-    path: &str,
+    path: &RelPath,
     state: &State,
     content: Option<&[u8]>,
     owner: paths::Owner,
@@ -287,6 +290,22 @@ fn restore_path(
 pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::Result<()> {
     let root = open_workspace(workspace)?;
     let root = root.as_fd();
+    // What the interrupted apply staged, and the versions it had replaced: the set's own
+    // record (and its blobs) says what they were.
+    if let Ok(dir) = rustix::fs::openat(
+        root,
+        ".",
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        for name in read_names(&dir)? {
+            if name.starts_with(STAGING_PREFIX.as_bytes())
+                && let Ok(path) = RelPath::new(name)
+            {
+                paths::remove(root, &path)?;
+            }
+        }
+    }
     let matches = |state: &Option<State>, now: &Option<State>| match (state, now) {
         (None, None) => true,
         (Some(state), Some(now)) => same(state, now),
@@ -298,13 +317,13 @@ pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::R
         let now = current(root, &change.path);
         let from_gone = change
             .from
-            .as_deref()
+            .as_ref()
             .is_none_or(|from| current(root, from).is_none());
         change.applied = matches(&change.after, &now) && from_gone;
         if change.applied {
             landed += 1;
         } else if !matches(&change.before, &now) && change.kind != Kind::Renamed {
-            neither.push(change.path.clone());
+            neither.push(change.path.to_string());
         }
     }
     let mut note = format!(

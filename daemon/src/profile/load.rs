@@ -12,6 +12,7 @@ use super::size::ByteSize;
 use super::{
     Access, EnvPolicy, FileGrant, GrantPath, Limits, NetworkPolicy, Profile, WORKSPACE_VAR,
 };
+use crate::changes::ChangeRules;
 
 /// Profiles are a page of TOML; anything larger is not a profile.
 const MAX_PROFILE_BYTES: u64 = 64 * 1024;
@@ -130,6 +131,17 @@ struct ProfileFile {
 struct ChangesFile {
     #[serde(default)]
     exclude: Vec<String>,
+    /// Paths one call may add, change or remove.
+    max_files: Option<u64>,
+    /// Apparent bytes one call may write (and keep, to undo).
+    max_bytes: Option<ByteSize>,
+    /// Apparent bytes of one file.
+    max_file_size: Option<ByteSize>,
+    /// Mode bits that never land, as an octal string (`"022"`).
+    umask: Option<String>,
+    /// Whether a directory may keep a sticky bit the tool set.
+    #[serde(default)]
+    sticky_dirs: bool,
 }
 
 #[derive(Default, Deserialize)]
@@ -216,10 +228,7 @@ pub(super) fn parse(name: &str, text: &str, source: &Path) -> Result<Profile, St
         }
     }
     let limits = &file.limits;
-    let positive = |key: &str, value: Option<u64>| match value {
-        Some(0) => Err(format!("limits.{key} must be greater than 0")),
-        other => Ok(other),
-    };
+    let positive = |key: &str, value: Option<u64>| positive("limits", key, value);
     let limits = Limits {
         memory_bytes: positive("memory", limits.memory.map(|s| s.0))?
             .unwrap_or(DEFAULT_MEMORY_BYTES),
@@ -234,6 +243,7 @@ pub(super) fn parse(name: &str, text: &str, source: &Path) -> Result<Profile, St
         file_size_bytes: positive("file_size", limits.file_size.map(|s| s.0))?,
         tmp_bytes: positive("tmp", limits.tmp.map(|s| s.0))?,
     };
+    let change_rules = change_rules(&file.changes)?;
     Ok(Profile {
         name: name.to_owned(),
         description: file.description,
@@ -246,7 +256,44 @@ pub(super) fn parse(name: &str, text: &str, source: &Path) -> Result<Profile, St
         limits,
         executable_writes: file.files.executable_writes,
         change_exclusions: file.changes.exclude,
+        change_rules,
         source: source.to_owned(),
+    })
+}
+
+/// `value` of `table.key`, refused when it is 0.
+fn positive(table: &str, key: &str, value: Option<u64>) -> Result<Option<u64>, String> {
+    match value {
+        Some(0) => Err(format!("{table}.{key} must be greater than 0")),
+        other => Ok(other),
+    }
+}
+
+/// The `[changes]` bounds and metadata rules, defaults for what is not set.
+fn change_rules(file: &ChangesFile) -> Result<ChangeRules, String> {
+    let defaults = ChangeRules::default();
+    let positive = |key: &str, value: Option<u64>| positive("changes", key, value);
+    let max_bytes =
+        positive("max_bytes", file.max_bytes.map(|s| s.0))?.unwrap_or(defaults.max_bytes);
+    let max_file_bytes =
+        positive("max_file_size", file.max_file_size.map(|s| s.0))?.unwrap_or(max_bytes);
+    let umask = match &file.umask {
+        None => defaults.umask,
+        Some(text) => u32::from_str_radix(text, 8)
+            .ok()
+            .filter(|mask| *mask <= 0o777)
+            .ok_or_else(|| {
+                format!(
+                    "changes.umask `{text}` is not an octal mask of permission bits (like \"022\")"
+                )
+            })?,
+    };
+    Ok(ChangeRules {
+        max_files: positive("max_files", file.max_files)?.unwrap_or(defaults.max_files),
+        max_bytes,
+        max_file_bytes: max_file_bytes.min(max_bytes),
+        umask,
+        sticky_dirs: file.sticky_dirs,
     })
 }
 

@@ -36,6 +36,9 @@ pub struct Profile {
     /// Paths (gitignore syntax) whose changes are applied but recorded by digest only:
     /// generated trees nobody wants back byte for byte (see `changes::exclude`).
     pub change_exclusions: Vec<String>,
+    /// What a call's change set may hold and how it lands (`[changes]`: bounds, umask,
+    /// sticky directories; see `changes::bounds`).
+    pub change_rules: crate::changes::ChangeRules,
     /// The file the profile was read from.
     pub source: PathBuf,
 }

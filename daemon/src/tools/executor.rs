@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::changes::{Changes, WorkspaceIgnores};
+use crate::changes::{Changes, Refusal, WorkspaceIgnores};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::{self, ExecutionId};
@@ -146,6 +146,8 @@ enum Stopped {
     Cancelled,
     Timeout,
     OutputLimit,
+    /// The call wrote past its profile's `[changes]` bounds: why.
+    ChangesLimit(String),
 }
 
 impl Executor {
@@ -334,6 +336,7 @@ impl Executor {
             workspace.as_deref(),
             call.ignores.clone(),
             &execution_id,
+            launch.deadline,
         )
         .await
         {
@@ -345,6 +348,14 @@ impl Executor {
                 };
                 let deadline = launch.deadline;
                 let run = tool.loaded.run(launch);
+                // Only a call with an overlay is watched, and only once its first poll did
+                // not end it: the survey's timer is polled after the call.
+                let exceeded = async {
+                    match &overlay {
+                        Some((overlay, rules)) => writes::exceeded(overlay, rules).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 // The deadline's timer is polled last: a call that ends in its first poll (a
                 // warm WebAssembly call does) then never registers one, and registering one
                 // costs a wake of the thread that waits on the timer wheel. A call that ends
@@ -354,6 +365,7 @@ impl Executor {
                     () = cancel.cancelled() => Err(Stopped::Cancelled),
                     () = capture.overflowed() => Err(Stopped::OutputLimit),
                     exit = run => Ok(exit),
+                    why = exceeded => Err(Stopped::ChangesLimit(why)),
                     () = tokio::time::sleep_until(deadline.into()) => Err(Stopped::Timeout),
                 };
                 (overlay, outcome)
@@ -363,13 +375,10 @@ impl Executor {
         // call that was stopped (or crashed out of its sandbox) leaves it untouched.
         let changes = match overlay {
             None => Arc::into_inner(changed).and_then(std::sync::OnceLock::into_inner),
-            Some((overlay, exclusions)) => {
+            Some((overlay, rules)) => {
                 let finished = matches!(outcome, Ok(Exit::Code(_))) && !capture.has_overflowed();
                 let journal = call.change_journal.clone();
-                Some(
-                    writes::settle(&self.changes, &tool, overlay, exclusions, finished, journal)
-                        .await,
-                )
+                Some(writes::settle(&self.changes, overlay, rules, finished, journal).await)
             }
         };
         let duration = started.elapsed();
@@ -421,6 +430,18 @@ impl Executor {
         }
         result.duration = duration;
         result.execution_id = Some(execution_id);
+        // A call whose writes did not land did not succeed, whatever the tool said.
+        if let Some(set) = &changes
+            && let (Some(refusal), Some(why)) = (set.refusal, &set.not_applied)
+            && result.status == ToolStatus::Ok
+        {
+            result.status = match refusal {
+                Refusal::Limit => ToolStatus::LimitExceeded,
+                Refusal::Deadline => ToolStatus::Timeout,
+                Refusal::Failed => ToolStatus::SandboxError,
+            };
+            result.error_message = why.clone();
+        }
         result.changes = changes.filter(|set| !set.is_empty()).map(Box::new);
         result.metadata = ResultMetadata {
             peak_memory_bytes: stats.peak_memory_bytes(),
@@ -480,6 +501,18 @@ fn shape_result(
             );
         }
         Err(Stopped::Timeout) => return (timed_out(), None),
+        Err(Stopped::ChangesLimit(why)) => {
+            return (
+                ToolResult::refused(
+                    ToolStatus::LimitExceeded,
+                    format!(
+                        "{why}, in profile `{}`: the call was stopped and nothing it wrote was applied",
+                        profile.name
+                    ),
+                ),
+                None,
+            );
+        }
         Err(Stopped::OutputLimit) => {
             // What was captured up to the limit is the whole output there is.
             let whole = plain();

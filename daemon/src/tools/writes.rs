@@ -5,7 +5,13 @@
 
 use std::sync::Arc;
 
-use crate::changes::{ChangeSet, Changes, Exclusions, Modes, Overlay, WorkspaceIgnores};
+use std::os::fd::OwnedFd;
+use std::time::Instant;
+
+use crate::changes::{
+    CallRules, ChangeError, ChangeSet, Changes, Deadline, Exclusions, Modes, Overlay, Refusal,
+    SURVEY_INTERVAL_MIN, WorkspaceIgnores,
+};
 use crate::engine::EngineKind;
 use crate::ids::ExecutionId;
 use crate::profile::{Access, GrantPath, Profile};
@@ -21,9 +27,9 @@ pub trait ChangeJournal: Send + Sync {
 }
 
 /// The overlay a call writes through, when its profile lets it write the workspace (a
-/// preview's profile is read-only, so a preview gets none). A hosted MCP server is long-lived
-/// and keeps an overlay of its own, recorded after each call (`engine::mcp`); its calls get
-/// none here.
+/// preview's profile is read-only, so a preview gets none), with the rules its changes are
+/// recorded and applied by. A hosted MCP server is long-lived and keeps an overlay of its
+/// own, recorded after each call (`engine::mcp`); its calls get none here.
 pub(super) async fn overlay(
     changes: &Result<Changes, Arc<str>>,
     tool: &Tool,
@@ -31,7 +37,8 @@ pub(super) async fn overlay(
     workspace: Option<&std::path::Path>,
     ignores: Option<WorkspaceIgnores>,
     execution_id: &ExecutionId,
-) -> Result<Option<(Arc<Overlay>, Exclusions)>, String> {
+    deadline: Instant,
+) -> Result<Option<(Arc<Overlay>, CallRules)>, String> {
     let writes = profile.files.iter().any(|grant| {
         grant.access == Access::ReadWrite && matches!(grant.path, GrantPath::Workspace(_))
     });
@@ -52,12 +59,23 @@ pub(super) async fn overlay(
     let workspace = workspace.to_owned();
     let patterns = profile.change_exclusions.clone();
     let name = execution_id.to_string();
+    // WASI cannot set a file's mode: a rewritten file keeps its own.
+    let modes = match tool.manifest.engine() {
+        EngineKind::Wasm => Modes::Kept,
+        EngineKind::Process | EngineKind::Mcp => Modes::Tool,
+    };
+    let rules = profile.change_rules;
     tokio::task::spawn_blocking(move || {
         let ignores = ignores.unwrap_or_else(|| WorkspaceIgnores::read(&workspace));
-        let exclusions = Exclusions::new(&patterns, ignores);
+        let call = CallRules {
+            exclusions: Exclusions::new(&patterns, ignores),
+            modes,
+            rules,
+            deadline: Deadline(Some(deadline)),
+        };
         changes
             .overlay(&workspace, &name)
-            .map(|overlay| Some((Arc::new(overlay), exclusions)))
+            .map(|overlay| Some((Arc::new(overlay), call)))
     })
     .await
     .map_err(|err| format!("the overlay's set-up panicked: {err}"))?
@@ -68,30 +86,26 @@ pub(super) async fn overlay(
 /// throws it away.
 pub(super) async fn settle(
     changes: &Result<Changes, Arc<str>>,
-    tool: &Tool,
     overlay: Arc<Overlay>,
-    exclusions: Exclusions,
+    call: CallRules,
     finished: bool,
     journal: Option<Arc<dyn ChangeJournal>>,
 ) -> ChangeSet {
     let Ok(changes) = changes.clone() else {
         return ChangeSet::default();
     };
-    // WASI cannot set a file's mode: a rewritten file keeps its own.
-    let modes = match tool.manifest.engine() {
-        EngineKind::Wasm => Modes::Kept,
-        EngineKind::Process | EngineKind::Mcp => Modes::Tool,
-    };
     let Ok(overlay) = Arc::try_unwrap(overlay) else {
         return ChangeSet {
             not_applied: Some(
                 "the engine still held the workspace overlay; nothing was applied".into(),
             ),
+            refusal: Some(Refusal::Failed),
             ..ChangeSet::default()
         };
     };
     let panicked = |err: tokio::task::JoinError| ChangeSet {
         not_applied: Some(format!("recording the call's changes panicked: {err}")),
+        refusal: Some(Refusal::Failed),
         ..ChangeSet::default()
     };
     if !finished {
@@ -99,8 +113,8 @@ pub(super) async fn settle(
         return ChangeSet::default();
     }
     let capturing = changes.clone();
-    let captured =
-        tokio::task::spawn_blocking(move || capturing.capture(overlay, &exclusions, modes)).await;
+    let deadline = call.deadline;
+    let captured = tokio::task::spawn_blocking(move || capturing.capture(overlay, &call)).await;
     let (upper, set) = match captured {
         Ok(Ok(captured)) => captured,
         Ok(Err(set)) => return set,
@@ -117,10 +131,39 @@ pub(super) async fn settle(
             not_applied: Some(format!(
                 "the change set could not be journaled, so nothing was applied: {err}"
             )),
+            refusal: Some(Refusal::Failed),
             ..set
         };
     }
-    tokio::task::spawn_blocking(move || changes.apply(&upper, set))
+    tokio::task::spawn_blocking(move || changes.apply(&upper, set, deadline))
         .await
         .unwrap_or_else(panicked)
+}
+
+/// Resolves, saying why, once the call behind `overlay` has written past its profile's
+/// bounds; never otherwise. The upper layer is surveyed every [`SURVEY_INTERVAL_MIN`], or ten
+/// times as long as the last survey took, so that watching costs a tenth of a core at most.
+pub(super) async fn exceeded(overlay: &Overlay, call: &CallRules) -> String {
+    let rules = call.rules;
+    let root: Option<Arc<OwnedFd>> = std::fs::File::open(&overlay.upper().path)
+        .ok()
+        .map(|dir| Arc::new(dir.into()));
+    let Some(root) = root else {
+        // Capture surveys it again and says what is wrong.
+        return std::future::pending().await;
+    };
+    let mut wait = SURVEY_INTERVAL_MIN;
+    loop {
+        tokio::time::sleep(wait).await;
+        let started = Instant::now();
+        let root = root.clone();
+        let surveyed = tokio::task::spawn_blocking(move || {
+            crate::changes::survey(&root, &rules, Deadline::none())
+        })
+        .await;
+        if let Ok(Err(ChangeError::Exceeded(why))) = surveyed {
+            return why;
+        }
+        wait = SURVEY_INTERVAL_MIN.max(started.elapsed() * 10);
+    }
 }

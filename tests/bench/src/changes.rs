@@ -27,8 +27,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_daemon::testing::{
-    ChangeSet, Changes, Engine, Exclusions, Exit, Launch, LoadedTool, Manifest, Modes,
-    OutputCapture, Overlay, ProcessConfig, ProcessEngine, Profile, RunStats,
+    CallRules, ChangeRules, ChangeSet, Changes, Deadline, Engine, Exclusions, Exit, Launch,
+    LoadedTool, Manifest, Modes, OutputCapture, Overlay, ProcessConfig, ProcessEngine, Profile,
+    RunStats,
 };
 use anyhow::{Context, bail};
 use bytes::Bytes;
@@ -282,11 +283,12 @@ impl Executor {
         let (changes, workspace) = (self.changes.clone(), case.workspace.clone());
         let patterns = self.profile.change_exclusions.clone();
         let name = format!("{}-{round}", case.key);
-        let (overlay, exclusions) = tokio::task::spawn_blocking(move || {
-            let exclusions = Exclusions::for_workspace(&workspace, &patterns);
+        let rules = self.profile.change_rules;
+        let (overlay, call) = tokio::task::spawn_blocking(move || {
+            let call = call_rules(Exclusions::for_workspace(&workspace, &patterns), rules);
             changes
                 .overlay(&workspace, &name)
-                .map(|overlay| (Arc::new(overlay), exclusions))
+                .map(|overlay| (Arc::new(overlay), call))
         })
         .await
         .context("the overlay's set-up panicked")??;
@@ -299,17 +301,16 @@ impl Executor {
         // store: not here) applied, each off the async threads. A process tool sets its
         // files' modes itself.
         let changes = self.changes.clone();
-        let captured =
-            tokio::task::spawn_blocking(move || changes.capture(overlay, &exclusions, Modes::Tool))
-                .await
-                .context("the capture panicked")?;
+        let captured = tokio::task::spawn_blocking(move || changes.capture(overlay, &call))
+            .await
+            .context("the capture panicked")?;
         let (upper, set) = match captured {
             Ok(captured) => captured,
             Err(set) => bail!("{}: the change set was not captured: {set:?}", case.label),
         };
         let captured = Instant::now();
         let changes = self.changes.clone();
-        let set = tokio::task::spawn_blocking(move || changes.apply(&upper, set))
+        let set = tokio::task::spawn_blocking(move || changes.apply(&upper, set, Deadline::none()))
             .await
             .context("the apply panicked")?;
         let applied = Instant::now();
@@ -327,11 +328,12 @@ impl Executor {
         let started = Instant::now();
         let (changes, workspace) = (self.changes.clone(), workspace.to_owned());
         let patterns = self.profile.change_exclusions.clone();
+        let rules = self.profile.change_rules;
         let set = tokio::task::spawn_blocking(move || {
-            let exclusions = Exclusions::for_workspace(&workspace, &patterns);
+            let call = call_rules(Exclusions::for_workspace(&workspace, &patterns), rules);
             changes
                 .overlay(&workspace, &format!("empty-{round}"))
-                .map(|overlay| changes.commit(overlay, &exclusions, Modes::Tool))
+                .map(|overlay| changes.commit(overlay, &call))
         })
         .await
         .context("the overlay panicked")??;
@@ -389,13 +391,24 @@ impl Executor {
     }
 }
 
+/// As `tools::writes::overlay` makes them for a process tool (which sets its files' modes
+/// itself), without a deadline: the bench measures, the executor bounds.
+fn call_rules(exclusions: Exclusions, rules: ChangeRules) -> CallRules {
+    CallRules {
+        exclusions,
+        modes: Modes::Tool,
+        rules,
+        deadline: Deadline::none(),
+    }
+}
+
 /// The change set is exactly the expected paths, each applied and kept in full, and the
 /// workspace has what the call wrote.
 fn check(case: &Case, set: &ChangeSet) -> anyhow::Result<()> {
     let got: Vec<(String, String)> = set
         .changes
         .iter()
-        .map(|change| (change.path.clone(), format!("{:?}", change.kind)))
+        .map(|change| (change.path.to_string(), format!("{:?}", change.kind)))
         .collect();
     let want: Vec<(String, String)> = case
         .expected

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::client::AskerSlot;
 use super::instance::{Instance, Listing, Recording};
 use super::trust::{Distrust, TrustStore};
-use crate::changes::{Changes, Exclusions};
+use crate::changes::{CallRules, Changes, Deadline, Exclusions, Modes};
 use crate::egress::{Gate, Resolver, Rules};
 use crate::engine::McpServer;
 use crate::engine::process::{ServerProgram, ServerStart};
@@ -169,6 +169,7 @@ impl Host {
         })?;
         let workspace = workspace.to_owned();
         let patterns = self.profile.change_exclusions.clone();
+        let rules = self.profile.change_rules;
         let call = format!("mcp-{}-{:016x}", self.name, fastrand::u64(..));
         tokio::task::spawn_blocking(move || {
             let exclusions = Exclusions::for_workspace(&workspace, &patterns);
@@ -178,7 +179,14 @@ impl Host {
             Ok(Recording {
                 changes,
                 overlay,
-                exclusions,
+                call: CallRules {
+                    exclusions,
+                    modes: Modes::Tool,
+                    rules,
+                    // A hosted server's writes are recorded after its call returned; its
+                    // bounds, not a deadline, limit what that costs.
+                    deadline: Deadline::none(),
+                },
             })
         })
         .await

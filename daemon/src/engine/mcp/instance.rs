@@ -89,8 +89,9 @@ pub struct Instance {
 pub struct Recording {
     pub changes: crate::changes::Changes,
     pub overlay: crate::changes::Overlay,
-    /// The workspace's exclusions as they were when the instance started.
-    pub exclusions: crate::changes::Exclusions,
+    /// The workspace's exclusions as they were when the instance started, and the
+    /// profile's bounds.
+    pub call: crate::changes::CallRules,
 }
 
 impl Recording {
@@ -98,15 +99,12 @@ impl Recording {
     pub async fn sync(self: &Arc<Self>) -> crate::changes::ChangeSet {
         let recording = self.clone();
         tokio::task::spawn_blocking(move || {
-            recording.changes.sync(
-                &recording.overlay,
-                &recording.exclusions,
-                crate::changes::Modes::Tool,
-            )
+            recording.changes.sync(&recording.overlay, &recording.call)
         })
         .await
         .unwrap_or_else(|err| crate::changes::ChangeSet {
             not_applied: Some(format!("recording the call's changes panicked: {err}")),
+            refusal: Some(crate::changes::Refusal::Failed),
             ..Default::default()
         })
     }

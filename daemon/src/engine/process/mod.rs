@@ -284,6 +284,7 @@ fn probe_profile() -> Profile {
         },
         executable_writes: false,
         change_exclusions: Vec::new(),
+        change_rules: crate::changes::ChangeRules::default(),
         source: PathBuf::from("<built in>"),
     }
 }

@@ -275,6 +275,7 @@ mod tests {
             },
             executable_writes: false,
             change_exclusions: Vec::new(),
+            change_rules: crate::changes::ChangeRules::default(),
             source: PathBuf::from("test.toml"),
         };
         View::new(&profile, tool_dir).expect("view")

@@ -326,6 +326,7 @@ mod tests {
             },
             executable_writes: false,
             change_exclusions: Vec::new(),
+            change_rules: crate::changes::ChangeRules::default(),
             source: PathBuf::from("test.toml"),
         }
     }

@@ -1,0 +1,375 @@
+//! The change-set boundary under attack: the attacks issue 45 found, each as an example
+//! through a real overlay, and the search of `boundary.rs` over random and corpus cases.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+/// How many random cases the search runs (`AIRLOCK_BOUNDARY_CASES`; `.ci/run` sets it).
+const DEFAULT_CASES: u64 = 200;
+
+fn merged(overlay: &Overlay) -> PathBuf {
+    PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
+    ))
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf, Changes) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).expect("mkdir");
+    std::fs::write(ws.join("src/lib.rs"), "fn main() {}\n").expect("write");
+    let state = dir.path().join("state");
+    let changes = Changes::open(&state, &state, 1 << 30).expect("open");
+    (dir, ws, changes)
+}
+
+fn rules(rules: ChangeRules) -> CallRules {
+    CallRules {
+        exclusions: Exclusions::none(),
+        modes: Modes::Tool,
+        rules,
+        deadline: Deadline::none(),
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    path.symlink_metadata().expect("meta").mode() & 0o7777
+}
+
+#[test]
+fn setuid_and_setgid_never_land_and_the_record_says_so() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "suid").expect("overlay");
+    let m = merged(&overlay);
+    std::fs::copy("/bin/sh", m.join("suid_sh")).expect("copy");
+    std::fs::set_permissions(m.join("suid_sh"), PermissionsExt::from_mode(0o4755)).expect("chmod");
+    std::fs::write(m.join("sgid"), "x").expect("write");
+    std::fs::set_permissions(m.join("sgid"), PermissionsExt::from_mode(0o2777)).expect("chmod");
+    std::fs::create_dir(m.join("shared")).expect("mkdir");
+    std::fs::set_permissions(m.join("shared"), PermissionsExt::from_mode(0o3777)).expect("chmod");
+    let set = changes.commit(overlay, &rules(ChangeRules::default()));
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert_eq!(mode(&ws.join("suid_sh")), 0o755);
+    assert_eq!(mode(&ws.join("sgid")), 0o755);
+    assert_eq!(mode(&ws.join("shared")), 0o755);
+    for path in ["suid_sh", "sgid", "shared"] {
+        assert!(
+            set.skipped
+                .iter()
+                .any(|note| note.starts_with(path) && note.contains("bit dropped")),
+            "{path}: {:?}",
+            set.skipped
+        );
+    }
+}
+
+#[test]
+fn fifos_and_sockets_are_refused_and_recorded() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "fifo").expect("overlay");
+    let m = merged(&overlay);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        m.join("pipe"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    let _socket = std::os::unix::net::UnixListener::bind(m.join("sock")).expect("bind");
+    std::fs::write(m.join("plain"), "ok").expect("write");
+    let set = changes.commit(overlay, &rules(ChangeRules::default()));
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert!(ws.join("plain").is_file());
+    assert!(ws.join("pipe").symlink_metadata().is_err());
+    assert!(ws.join("sock").symlink_metadata().is_err());
+    assert!(
+        set.skipped
+            .iter()
+            .any(|note| note == "pipe (refused: a fifo, not a file, symlink or directory)"),
+        "{:?}",
+        set.skipped
+    );
+    assert!(
+        set.skipped
+            .iter()
+            .any(|note| note.starts_with("sock (refused: a socket"))
+    );
+}
+
+#[test]
+fn names_are_bytes_end_to_end_and_lookalikes_stay_apart() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "names").expect("overlay");
+    let m = merged(&overlay);
+    let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(m.join(latin1), "latin-1").expect("write");
+    std::fs::write(m.join("caf\u{fffd}.txt"), "replacement").expect("write");
+    std::fs::write(m.join("caf\u{e9}.txt"), "nfc").expect("write");
+    std::fs::write(m.join("cafe\u{301}.txt"), "nfd").expect("write");
+    let set = changes.commit(overlay, &rules(ChangeRules::default()));
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert_eq!(set.changes.len(), 4, "{set:?}");
+    assert_eq!(std::fs::read(ws.join(latin1)).expect("read"), b"latin-1");
+    assert_eq!(
+        std::fs::read(ws.join("caf\u{fffd}.txt")).expect("read"),
+        b"replacement"
+    );
+    assert_eq!(
+        std::fs::read(ws.join("caf\u{e9}.txt")).expect("read"),
+        b"nfc"
+    );
+    assert_eq!(
+        std::fs::read(ws.join("cafe\u{301}.txt")).expect("read"),
+        b"nfd"
+    );
+
+    // Through the wire and back, as the store keeps it: the same bytes.
+    let wire = crate::wire::change_set(&set);
+    let latin = wire
+        .changes
+        .iter()
+        .find(|change| change.path_bytes == b"caf\xe9.txt")
+        .expect("the raw name travels as bytes");
+    assert_eq!(latin.path, "caf\u{fffd}.txt");
+    let utf8 = wire
+        .changes
+        .iter()
+        .find(|change| change.path == "caf\u{fffd}.txt" && change.path_bytes.is_empty())
+        .expect("a UTF-8 name travels as text");
+    assert!(utf8.path_bytes.is_empty());
+    let back = crate::wire::change_set_from(&wire);
+    assert_eq!(back.changes, set.changes);
+
+    // And undone by those bytes.
+    RevertPlan::new([&set])
+        .execute_at(&ws, changes.blobs(), false)
+        .expect("revert");
+    assert!(ws.join(latin1).symlink_metadata().is_err());
+    assert!(ws.join("caf\u{fffd}.txt").symlink_metadata().is_err());
+}
+
+#[test]
+fn a_stored_path_that_climbs_out_reads_as_not_applied() {
+    let mut wire = crate::wire::change_set(&ChangeSet {
+        changes: vec![Change {
+            path: RelPath::from("ok"),
+            kind: Kind::Added,
+            from: None,
+            before: None,
+            after: None,
+            digest_only: None,
+            applied: true,
+        }],
+        ..ChangeSet::default()
+    });
+    for bad in ["../etc/passwd", "/etc/passwd", "a/../../b", ""] {
+        wire.changes[0].path = bad.into();
+        let back = crate::wire::change_set_from(&wire);
+        assert!(!back.changes[0].applied, "{bad}");
+    }
+}
+
+#[test]
+fn a_call_over_its_bounds_lands_nothing_and_keeps_nothing() {
+    let (dir, ws, changes) = setup();
+    let tight = ChangeRules {
+        max_bytes: 1 << 20,
+        max_file_bytes: 1 << 20,
+        max_files: 10,
+        ..ChangeRules::default()
+    };
+    // A sparse gigabyte costs the tool nothing: counted by its apparent size.
+    let overlay = changes.overlay(&ws, "sparse").expect("overlay");
+    let m = merged(&overlay);
+    std::fs::write(m.join("small"), "x").expect("write");
+    let file = std::fs::File::create(m.join("huge")).expect("create");
+    file.set_len(1 << 30).expect("sparse");
+    drop(file);
+    let set = changes.commit(overlay, &rules(tight));
+    assert_eq!(set.refusal, Some(Refusal::Limit), "{set:?}");
+    assert!(
+        set.not_applied
+            .as_deref()
+            .is_some_and(|why| why.contains("huge is 1073741824 bytes (apparent size)")),
+        "{set:?}"
+    );
+    assert!(set.changes.is_empty());
+    assert!(!ws.join("small").exists() && !ws.join("huge").exists());
+    let blobs = dir.path().join("state/changes/blobs");
+    assert_eq!(
+        std::fs::read_dir(&blobs).expect("blobs").count(),
+        0,
+        "nothing was copied into the blob store"
+    );
+
+    // Too many paths.
+    let overlay = changes.overlay(&ws, "many").expect("overlay");
+    let m = merged(&overlay);
+    for n in 0..11 {
+        std::fs::write(m.join(format!("f{n}")), "x").expect("write");
+    }
+    let set = changes.commit(overlay, &rules(tight));
+    assert_eq!(set.refusal, Some(Refusal::Limit), "{set:?}");
+    assert!(!ws.join("f0").exists());
+
+    // Deleting content that must be kept to undo it counts too.
+    std::fs::write(ws.join("big"), vec![7u8; 2 << 20]).expect("write");
+    let overlay = changes.overlay(&ws, "delete").expect("overlay");
+    std::fs::remove_file(merged(&overlay).join("big")).expect("rm");
+    let set = changes.commit(overlay, &rules(tight));
+    assert_eq!(set.refusal, Some(Refusal::Limit), "{set:?}");
+    assert!(ws.join("big").exists());
+}
+
+#[test]
+fn a_sparse_file_lands_sparse_and_its_blob_is_written_once() {
+    let (dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "sparse").expect("overlay");
+    let m = merged(&overlay);
+    for name in ["one", "two"] {
+        let file = std::fs::File::create(m.join(name)).expect("create");
+        file.set_len(256 << 20).expect("sparse");
+    }
+    let set = changes.commit(overlay, &rules(ChangeRules::default()));
+    assert_eq!(set.not_applied, None, "{set:?}");
+    for name in ["one", "two"] {
+        let meta = ws.join(name).metadata().expect("meta");
+        assert_eq!(meta.len(), 256 << 20);
+        assert!(
+            meta.blocks() < 1024,
+            "{name} landed sparse: {} blocks",
+            meta.blocks()
+        );
+    }
+    let mut blobs = 0;
+    let mut allocated = 0;
+    for shard in std::fs::read_dir(dir.path().join("state/changes/blobs")).expect("blobs") {
+        for blob in std::fs::read_dir(shard.expect("shard").path()).expect("shard") {
+            blobs += 1;
+            allocated += blob.expect("blob").metadata().expect("meta").blocks();
+        }
+    }
+    assert_eq!(blobs, 1, "the same content is kept once");
+    assert!(
+        allocated < 1024,
+        "the blob is sparse too: {allocated} blocks"
+    );
+}
+
+#[test]
+fn hard_links_land_as_separate_files() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "links").expect("overlay");
+    let m = merged(&overlay);
+    std::fs::write(m.join("a"), "shared").expect("write");
+    std::fs::hard_link(m.join("a"), m.join("b")).expect("link");
+    std::fs::hard_link(m.join("src/lib.rs"), m.join("lib-link")).expect("link a workspace file");
+    let set = changes.commit(overlay, &rules(ChangeRules::default()));
+    assert_eq!(set.not_applied, None, "{set:?}");
+    for name in ["a", "b", "lib-link", "src/lib.rs"] {
+        assert_eq!(ws.join(name).metadata().expect("meta").nlink(), 1, "{name}");
+    }
+    assert_eq!(std::fs::read(ws.join("b")).expect("read"), b"shared");
+}
+
+#[test]
+fn a_person_s_edit_during_the_call_stops_the_whole_set_and_is_kept() {
+    let (_dir, ws, changes) = setup();
+    std::fs::write(ws.join("notes.txt"), "before\n").expect("write");
+    let overlay = changes.overlay(&ws, "race").expect("overlay");
+    let m = merged(&overlay);
+    std::fs::write(m.join("new.txt"), "the call's\n").expect("write");
+    std::fs::write(m.join("notes.txt"), "the call's notes\n").expect("write");
+    std::fs::remove_file(m.join("src/lib.rs")).expect("rm");
+    let call = rules(ChangeRules::default());
+    let (upper, set) = changes.capture(overlay, &call).expect("captured");
+    // The person saves while the call's changes wait to be applied.
+    std::fs::write(ws.join("notes.txt"), "the person's\n").expect("edit");
+    let set = changes.apply(&upper, set, Deadline::none());
+    assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
+    assert!(
+        set.not_applied
+            .as_deref()
+            .is_some_and(|why| why.starts_with("cannot apply the call's changes to the workspace: notes.txt was changed in the workspace during the call")),
+        "{set:?}"
+    );
+    assert!(set.changes.iter().all(|change| !change.applied));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "the person's\n"
+    );
+    assert!(!ws.join("new.txt").exists(), "all or nothing");
+    assert!(ws.join("src/lib.rs").exists(), "the removal was undone");
+    let left: Vec<_> = std::fs::read_dir(&ws)
+        .expect("ws")
+        .map(|entry| entry.expect("entry").file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|name| !name.as_bytes().starts_with(b".airlock")),
+        "{left:?}"
+    );
+}
+
+#[test]
+fn capture_stops_at_the_deadline_and_lands_nothing() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "late").expect("overlay");
+    std::fs::write(merged(&overlay).join("late.txt"), "x").expect("write");
+    let call = CallRules {
+        deadline: Deadline(Some(std::time::Instant::now())),
+        ..rules(ChangeRules::default())
+    };
+    let set = changes.commit(overlay, &call);
+    assert_eq!(set.refusal, Some(Refusal::Deadline), "{set:?}");
+    assert!(!ws.join("late.txt").exists());
+}
+
+/// The boundary search over seeded random cases. Its seed is random unless
+/// `AIRLOCK_BOUNDARY_SEED` is set; a failing case prints its seed and its input, which
+/// `fuzz/corpus/change_sets` then keeps.
+#[test]
+fn the_search_finds_no_break_in_random_cases() {
+    let cases = std::env::var("AIRLOCK_BOUNDARY_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_CASES);
+    let seed = std::env::var("AIRLOCK_BOUNDARY_SEED")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for case in 0..cases {
+        let len = rng.usize(0..1024);
+        let data: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(len).collect();
+        if let Err(panic) = std::panic::catch_unwind(|| boundary::check(&data)) {
+            eprintln!(
+                "case {case} of seed {seed} (AIRLOCK_BOUNDARY_SEED={seed}) broke the boundary; its input, hex: {}",
+                hex::encode(&data)
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// The fuzz target's committed corpus, replayed: what fuzzing found stays found.
+#[test]
+fn the_fuzz_corpus_finds_no_break() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/change_sets");
+    let mut replayed = 0;
+    for entry in std::fs::read_dir(&corpus).expect("the change_sets corpus") {
+        let path = entry.expect("entry").path();
+        let data = std::fs::read(&path).expect("read");
+        if let Err(panic) = std::panic::catch_unwind(|| boundary::check(&data)) {
+            eprintln!("{} broke the boundary", path.display());
+            std::panic::resume_unwind(panic);
+        }
+        replayed += 1;
+    }
+    assert!(replayed >= 8, "the corpus has {replayed} inputs");
+}

@@ -16,6 +16,7 @@ mod api_errors;
 mod auth;
 mod cassettes;
 mod changes;
+mod changes_boundary;
 mod cli;
 mod cli_messages;
 mod console_browser;

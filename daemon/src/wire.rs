@@ -113,7 +113,7 @@ pub fn tool_result(result: ToolResult) -> pb::ToolResult {
             .execution_id
             .map(ExecutionId::into_string)
             .unwrap_or_default(),
-        changes: result.changes.as_deref().map(change_set),
+        changes: result.changes.as_deref().map(change_set_summary),
     }
 }
 
@@ -161,6 +161,39 @@ pub fn tool_result_from(result: &pb::ToolResult) -> ToolResult {
     }
 }
 
+/// How much of a change set's file changes a record that clients read carries (a run's
+/// `changes` event, a call's result): a quarter of a MiB holds a thousand changes of long
+/// paths, and keeps every event far under the 16 MiB message limit.
+pub const CHANGE_SUMMARY_BYTES: usize = 256 * 1024;
+/// How many `skipped` notes a record carries; a last one counts the rest.
+pub const MAX_SKIPPED_NOTES: usize = 100;
+
+/// A change set as clients read it in events and results: its first changes, up to
+/// [`CHANGE_SUMMARY_BYTES`], with `total_changes` set when the rest is left to ListChanges.
+pub fn change_set_summary(set: &ChangeSet) -> pb::ChangeSet {
+    let mut whole = change_set(set);
+    let mut used = 0;
+    let fits = whole
+        .changes
+        .iter()
+        .take_while(|change| {
+            used += prost::Message::encoded_len(*change) + 4;
+            used <= CHANGE_SUMMARY_BYTES
+        })
+        .count();
+    if fits < whole.changes.len() {
+        whole.total_changes = whole.total_changes.max(whole.changes.len() as u64);
+        whole.changes.truncate(fits);
+    }
+    if whole.skipped.len() > MAX_SKIPPED_NOTES {
+        let more = whole.skipped.len() - (MAX_SKIPPED_NOTES - 1);
+        whole.skipped.truncate(MAX_SKIPPED_NOTES - 1);
+        whole.skipped.push(format!("… and {more} more"));
+    }
+    whole
+}
+
+/// A change set whole, as the run's journal keeps it.
 pub fn change_set(set: &ChangeSet) -> pb::ChangeSet {
     let state = |state: &changes::State| pb::FileState {
         node: match state.node {
@@ -199,6 +232,7 @@ pub fn change_set(set: &ChangeSet) -> pb::ChangeSet {
             .collect(),
         not_applied: set.not_applied.clone().unwrap_or_default(),
         skipped: set.skipped.clone(),
+        total_changes: set.total_changes,
     }
 }
 
@@ -254,6 +288,7 @@ pub fn change_set_from(set: &pb::ChangeSet) -> ChangeSet {
         not_applied: non_empty(&set.not_applied).map(str::to_owned),
         refusal: None,
         skipped: set.skipped.clone(),
+        total_changes: set.total_changes,
     }
 }
 

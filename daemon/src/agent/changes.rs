@@ -17,12 +17,56 @@ use super::checkpoint::LoopState;
 use super::context::Entry;
 use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
 use crate::changes::{ChangeSet, RevertError, RevertPlan, RevertReport, copy_tree};
-use crate::ids::RunId;
+use crate::ids::{CallId, RunId};
 use crate::store::RunRecord;
 use crate::wire;
 
 /// Events read from the store per query while collecting a run's change sets.
 const EVENT_PAGE: usize = 1000;
+
+/// The most file changes one ListChanges page holds: 10,000 changes of 255-byte paths encode
+/// to about 4.5 MiB, well within the 16 MiB a reply may be.
+pub const MAX_CHANGES_PAGE: u32 = 10_000;
+
+/// One page of `steps`' file changes, counted in order across the steps: the steps with
+/// changes in it (each holding only those), the offset of the next page (0 at the end), and
+/// how many there are in all.
+pub fn changes_page(
+    steps: Vec<pb::StepChanges>,
+    offset: u64,
+    limit: u32,
+) -> (Vec<pb::StepChanges>, u64, u64) {
+    let limit = u64::from(if limit == 0 {
+        MAX_CHANGES_PAGE
+    } else {
+        limit.min(MAX_CHANGES_PAGE)
+    });
+    let count = |step: &pb::StepChanges| {
+        step.change_set
+            .as_ref()
+            .map_or(0, |set| set.changes.len() as u64)
+    };
+    let total: u64 = steps.iter().map(count).sum();
+    let end = offset.saturating_add(limit).min(total);
+    let mut page = Vec::new();
+    let mut at = 0u64;
+    for mut step in steps {
+        let len = count(&step);
+        let (from, to) = (offset.max(at), end.min(at + len));
+        // A step with no file changes (only notes) goes on the page its place falls in, the
+        // last page holding what comes at its end.
+        let shown = from < to || (len == 0 && at >= offset && (at < end || end == total));
+        if shown && let Some(set) = step.change_set.as_mut() {
+            let keep = usize::try_from(from - at).unwrap_or(usize::MAX)
+                ..usize::try_from(to.max(from) - at).unwrap_or(usize::MAX);
+            set.changes = set.changes.drain(keep).collect();
+            page.push(step);
+        }
+        at += len;
+    }
+    let next = if end < total { end } else { 0 };
+    (page, next, total)
+}
 
 impl AgentRuntime {
     /// The run and its change sets, in order, each with its step's 1-based index.
@@ -51,7 +95,50 @@ impl AgentRuntime {
             _ => {}
         })
         .await?;
+        for step in &mut steps {
+            self.whole_set(run_id, step).await?;
+        }
         Ok((run, steps))
+    }
+
+    /// Makes `step`'s change set whole when its event holds only the first of its changes:
+    /// the rest is in the run's journal, kept before the set was applied (and again, with
+    /// which paths landed, after a crash stopped the apply).
+    async fn whole_set(
+        &self,
+        run_id: &RunId,
+        step: &mut pb::StepChanges,
+    ) -> Result<(), AgentError> {
+        let Some(set) = step.change_set.as_mut() else {
+            return Ok(());
+        };
+        if set.total_changes == 0 {
+            return Ok(());
+        }
+        let call_id = CallId::from_stored(step.call_id.clone());
+        let journaled = self
+            .shared
+            .store
+            .effect(run_id, &call_id)
+            .await?
+            .and_then(|effect| effect.pending_changes);
+        let Some(journaled) = journaled else {
+            tracing::warn!(run = %run_id, call = %step.call_id, "a large change set's journal is missing: only its first changes are known");
+            return Ok(());
+        };
+        // Applied whole or not at all: the event says which. A crash's reconciled journal says
+        // path by path.
+        let landed = set.not_applied.is_empty();
+        set.changes = journaled
+            .changes
+            .into_iter()
+            .map(|change| pb::FileChange {
+                applied: change.applied || landed,
+                ..change
+            })
+            .collect();
+        set.total_changes = 0;
+        Ok(())
     }
 
     /// A content one of the run's change sets names, while the blob store keeps it.
@@ -303,5 +390,65 @@ impl AgentRuntime {
         })
         .await?;
         Ok((step_ids, calls))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(call: &str, changes: usize) -> pb::StepChanges {
+        pb::StepChanges {
+            call_id: call.into(),
+            change_set: Some(pb::ChangeSet {
+                changes: (0..changes)
+                    .map(|n| pb::FileChange {
+                        path: format!("{call}/{n}"),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn shown(page: &[pb::StepChanges]) -> Vec<(String, usize)> {
+        page.iter()
+            .map(|step| {
+                let set = step.change_set.as_ref().expect("a set");
+                (step.call_id.clone(), set.changes.len())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pages_cover_every_change_once_in_order() {
+        let steps = vec![step("a", 3), step("notes", 0), step("b", 5), step("c", 0)];
+        let (page, next, total) = changes_page(steps.clone(), 0, 4);
+        assert_eq!(
+            (shown(&page), next, total),
+            (
+                vec![("a".into(), 3), ("notes".into(), 0), ("b".into(), 1)],
+                4,
+                8
+            )
+        );
+        let (page, next, _) = changes_page(steps.clone(), 4, 4);
+        assert_eq!(
+            (shown(&page), next),
+            (vec![("b".into(), 4), ("c".into(), 0)], 0)
+        );
+        let first = &page[0].change_set.as_ref().expect("set").changes[0];
+        assert_eq!(
+            first.path, "b/1",
+            "the page starts where the last one ended"
+        );
+        let (page, next, total) = changes_page(steps.clone(), 0, 0);
+        assert_eq!((page.len(), next, total), (4, 0, 8));
+        let (page, next, _) = changes_page(steps, 100, 4);
+        assert_eq!((page.len(), next), (0, 0));
+        let (page, _, total) = changes_page(vec![step("only-notes", 0)], 0, 0);
+        assert_eq!((page.len(), total), (1, 0));
     }
 }

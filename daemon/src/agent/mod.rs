@@ -7,6 +7,8 @@
 //! only in where their state comes from.
 
 mod changes;
+
+pub use changes::changes_page;
 mod checkpoint;
 mod context;
 mod log;

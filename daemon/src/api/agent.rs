@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::quota::Turns;
 use super::tenants::Tenant;
 use super::tools::{check_tool, forbidden_workspace};
-use crate::agent::{AgentError, AgentRuntime, RunOwner};
+use crate::agent::{AgentError, AgentRuntime, RunOwner, changes_page};
 use crate::config::ApprovalRights;
 use crate::ids::{RunId, SessionId};
 use crate::policy::{DecisionError, Verdict};
@@ -784,9 +784,13 @@ impl pb::agent_server::Agent for AgentService {
         if request.step != 0 {
             steps.retain(|step| step.step == request.step);
         }
+        let (steps, next_offset, total_changes) =
+            changes_page(steps, request.offset, request.limit);
         Ok(Response::new(pb::ListChangesResponse {
             workspace: run.workspace.unwrap_or_default(),
             steps,
+            next_offset,
+            total_changes,
         }))
     }
 

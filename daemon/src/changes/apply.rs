@@ -50,30 +50,19 @@ pub enum Transfer {
     Copy,
 }
 
-/// What was done in the workspace, to undo on a failure.
+/// What was done in the workspace, to undo on a failure. Steps name paths, not descriptors:
+/// a set of 100,000 paths would hold as many open directories.
 enum Step {
-    /// `name` in `dir` was swapped with the staged entry `staged` (both exist).
-    Exchanged {
-        dir: OwnedFd,
-        name: Vec<u8>,
-        staged: Vec<u8>,
-    },
-    /// `name` in `dir` was moved to `staged` (it was removed, or renamed away).
-    Moved {
-        dir: OwnedFd,
-        name: Vec<u8>,
-        staged: Vec<u8>,
-    },
-    /// `name` in `dir` was made from `staged` (nothing was there).
-    Placed {
-        dir: OwnedFd,
-        name: Vec<u8>,
-        staged: Vec<u8>,
-    },
-    /// The directory `name` in `dir` was made.
-    Made { dir: OwnedFd, name: Vec<u8> },
-    /// The directory `made` had mode `mode`.
-    Chmod { made: OwnedFd, mode: u32 },
+    /// `path` was swapped with the staged entry `staged` (both exist).
+    Exchanged { path: RelPath, staged: Vec<u8> },
+    /// `path` was moved to `staged` (it was removed, or renamed away).
+    Moved { path: RelPath, staged: Vec<u8> },
+    /// `path` was made from `staged` (nothing was there).
+    Placed { path: RelPath, staged: Vec<u8> },
+    /// The directory `path` was made.
+    Made { path: RelPath },
+    /// The directory `path` had mode `mode`.
+    Chmod { path: RelPath, mode: u32 },
 }
 
 /// Applies `set` from `upper` (blocking): every change lands, or none does and the error says
@@ -102,7 +91,7 @@ pub fn apply(
             &mut steps,
         );
         if committed.is_err() {
-            undo(&stage.dir, steps);
+            undo(workspace, &stage.dir, steps);
         }
         committed
     })();
@@ -314,8 +303,7 @@ fn commit(
             Err(err) => return Err(apply_error(path, err.into())),
         }
         steps.push(Step::Moved {
-            dir,
-            name,
+            path: path.clone(),
             staged: kept.clone(),
         });
         check_unchanged(&stage.dir, &kept, before.as_ref(), path, !whole(index))?;
@@ -369,8 +357,7 @@ fn place(
         )
         .map_err(|err| apply_error(path, err.into()))?;
         steps.push(Step::Exchanged {
-            dir,
-            name,
+            path: path.clone(),
             staged: from.to_vec(),
         });
         // What was there is now in the staging directory: it must be what capture saw.
@@ -396,8 +383,7 @@ fn place(
     )
     .map_err(|err| apply_error(path, err.into()))?;
     steps.push(Step::Placed {
-        dir,
-        name,
+        path: path.clone(),
         staged: from.to_vec(),
     });
     Ok(())
@@ -417,10 +403,7 @@ fn make_dir(
         Err(err) => return Err(apply_error(path, err.into())),
     };
     if made {
-        steps.push(Step::Made {
-            dir: dir.try_clone().map_err(|err| apply_error(path, err))?,
-            name: name.to_vec(),
-        });
+        steps.push(Step::Made { path: path.clone() });
     }
     // A name that is something else now (changed since) is refused, never chmod-ed through.
     let opened = open_lower(dir.as_fd(), name, OFlags::DIRECTORY | OFlags::RDONLY)
@@ -437,7 +420,7 @@ fn make_dir(
     rustix::fs::fchmod(&opened, Mode::from_raw_mode(mode))?;
     if !made && old != mode {
         steps.push(Step::Chmod {
-            made: opened,
+            path: path.clone(),
             mode: old,
         });
     }
@@ -497,40 +480,63 @@ fn check_unchanged(
 }
 
 /// Puts back what `steps` did, last first: each is a rename or a chmod of something this
-/// apply made or moved, undone the same way.
-fn undo(stage: &OwnedFd, steps: Vec<Step>) {
+/// apply made or moved, undone the same way, its directory opened again as it was found.
+fn undo(workspace: BorrowedFd<'_>, stage: &OwnedFd, steps: Vec<Step>) {
     for step in steps.into_iter().rev() {
         let undone = match &step {
-            Step::Exchanged { dir, name, staged } => rustix::fs::renameat_with(
-                stage,
-                staged.as_slice(),
-                dir,
-                name.as_slice(),
-                RenameFlags::EXCHANGE,
-            ),
-            Step::Moved { dir, name, staged } => rustix::fs::renameat_with(
-                stage,
-                staged.as_slice(),
-                dir,
-                name.as_slice(),
-                RenameFlags::NOREPLACE,
-            ),
-            Step::Placed { dir, name, staged } => rustix::fs::renameat_with(
-                dir,
-                name.as_slice(),
-                stage,
-                staged.as_slice(),
-                RenameFlags::NOREPLACE,
-            ),
-            Step::Made { dir, name } => {
-                rustix::fs::unlinkat(dir, name.as_slice(), AtFlags::REMOVEDIR)
+            Step::Exchanged { path, staged } => rename(workspace, stage, path, staged, true),
+            Step::Moved { path, staged } => rename(workspace, stage, path, staged, false),
+            Step::Placed { path, staged } => {
+                paths::parent(workspace, path).and_then(|(dir, name)| {
+                    rustix::fs::renameat_with(
+                        &dir,
+                        name.as_slice(),
+                        stage,
+                        staged.as_slice(),
+                        RenameFlags::NOREPLACE,
+                    )
+                    .map_err(Into::into)
+                })
             }
-            Step::Chmod { made, mode } => rustix::fs::fchmod(made, Mode::from_raw_mode(*mode)),
+            Step::Made { path } => paths::parent(workspace, path).and_then(|(dir, name)| {
+                rustix::fs::unlinkat(&dir, name.as_slice(), AtFlags::REMOVEDIR).map_err(Into::into)
+            }),
+            Step::Chmod { path, mode } => {
+                match open_lower(
+                    workspace,
+                    path.as_bytes(),
+                    OFlags::DIRECTORY | OFlags::RDONLY,
+                ) {
+                    Some(dir) => {
+                        rustix::fs::fchmod(&dir, Mode::from_raw_mode(*mode)).map_err(Into::into)
+                    }
+                    None => Err(std::io::Error::other("no longer a directory")),
+                }
+            }
         };
         if let Err(err) = undone {
-            tracing::warn!(error = %std::io::Error::from(err), "cannot undo a step of a failed apply");
+            tracing::warn!(error = %err, "cannot undo a step of a failed apply");
         }
     }
+}
+
+/// Moves the staged entry `staged` back to `path`, swapping it with what is there when
+/// `exchange`.
+fn rename(
+    workspace: BorrowedFd<'_>,
+    stage: &OwnedFd,
+    path: &RelPath,
+    staged: &[u8],
+    exchange: bool,
+) -> std::io::Result<()> {
+    let (dir, name) = paths::parent(workspace, path)?;
+    let flags = if exchange {
+        RenameFlags::EXCHANGE
+    } else {
+        RenameFlags::NOREPLACE
+    };
+    rustix::fs::renameat_with(stage, staged, &dir, name.as_slice(), flags)?;
+    Ok(())
 }
 
 fn staging_error(err: std::io::Error) -> ChangeError {

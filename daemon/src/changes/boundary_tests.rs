@@ -373,3 +373,51 @@ fn the_fuzz_corpus_finds_no_break() {
     }
     assert!(replayed >= 8, "the corpus has {replayed} inputs");
 }
+
+/// A set of 100,000 changes, or of 10,000 with 255-byte names, is recorded in events and
+/// results by its first changes within the summary's budget, and says how many there are.
+#[test]
+fn a_huge_set_s_record_fits_every_message() {
+    for (count, name_len) in [(100_000usize, 12usize), (10_000, 255)] {
+        let set = ChangeSet {
+            changes: (0..count)
+                .map(|n| Change {
+                    path: RelPath::from(format!("{n:0>width$}", width = name_len).as_str()),
+                    kind: Kind::Added,
+                    from: None,
+                    before: None,
+                    after: Some(State {
+                        node: Node::File,
+                        digest: Some("0".repeat(64)),
+                        mode: 0o644,
+                        size: 1,
+                    }),
+                    digest_only: None,
+                    applied: true,
+                })
+                .collect(),
+            skipped: (0..count)
+                .map(|n| format!("f{n} (refused: a fifo)"))
+                .collect(),
+            ..ChangeSet::default()
+        };
+        let summary = crate::wire::change_set_summary(&set);
+        let encoded = prost::Message::encoded_len(&summary);
+        assert!(
+            encoded <= crate::wire::CHANGE_SUMMARY_BYTES + 16 * 1024,
+            "{count} changes of {name_len}-byte names: {encoded} bytes"
+        );
+        assert_eq!(summary.total_changes, count as u64);
+        assert!(!summary.changes.is_empty() && summary.changes.len() < count);
+        assert_eq!(summary.skipped.len(), crate::wire::MAX_SKIPPED_NOTES);
+        assert!(
+            summary
+                .skipped
+                .last()
+                .is_some_and(|note| note.contains("more"))
+        );
+        // Read back (a resumed run's result) and summarised again, it still says so.
+        let again = crate::wire::change_set_summary(&crate::wire::change_set_from(&summary));
+        assert_eq!(again.total_changes, count as u64);
+    }
+}

@@ -117,6 +117,10 @@ pub struct ChangeSet {
     /// (refused), setuid, setgid and sticky bits (dropped), and what the call wrote beneath a
     /// directory something else replaced during the call.
     pub skipped: Vec<String>,
+    /// Non-zero when `changes` holds only the first of the set's changes (a record read back
+    /// from a run's events or results): how many the whole set has; the run's journal keeps
+    /// them all.
+    pub total_changes: u64,
 }
 
 /// Why a call's changes did not land, for its status.

@@ -266,6 +266,7 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
         .list_changes(pb::ListChangesRequest {
             run_id: run_id.clone(),
             step: 0,
+            ..Default::default()
         })
         .await
         .unwrap()

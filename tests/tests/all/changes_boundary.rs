@@ -5,8 +5,9 @@
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 
+use airlock_proto::v1 as pb;
 use airlock_proto::v1::ToolStatus;
-use airlock_tests::{DaemonOptions, TestDaemon, repo_root};
+use airlock_tests::{DaemonOptions, TestDaemon, repo_root, scripted_run};
 use serde_json::json;
 
 async fn first_party() -> TestDaemon {
@@ -120,4 +121,105 @@ async fn a_command_writing_past_its_bound_is_stopped_and_lands_nothing() {
         0,
         "nothing landed"
     );
+}
+
+/// A call that makes 100,000 files, and one that makes 10,000 with 255-byte names: the run's
+/// stream reaches its end, attaching from the start reads every event, the `changes` events
+/// carry the first changes and the count, ListChanges pages through all of them, and a revert
+/// takes them all back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_makes_a_hundred_thousand_files_stays_readable_and_revertible() {
+    let daemon = first_party().await;
+    let workspace = daemon.workspace("many");
+    let call = |command: &str| json!({"name": "run_command", "arguments": {"command": command, "workdir": "."}});
+    let script = json!({"turns": [
+        {"tool_calls": [call("mkdir many && cd many && seq 100000 | xargs touch")]},
+        {"tool_calls": [call("mkdir long && cd long && python3 -c \"[open('%0255d' % i, 'w').close() for i in range(10000)]\"")]},
+        {"final": "made them"}
+    ]});
+    let mut start = scripted_run(&workspace, &script);
+    start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+    let mut run = daemon.start_run(start).await;
+    let finished = run.finished().await;
+    assert_eq!(
+        finished.reason,
+        pb::StopReason::Final as i32,
+        "{finished:?}"
+    );
+    let totals: Vec<(u64, usize)> = run.of(|event| match event {
+        pb::run_event::Event::Changes(changes) => {
+            let set = changes.change_set.as_ref()?;
+            Some((set.total_changes, set.changes.len()))
+        }
+        _ => None,
+    });
+    assert_eq!(totals.len(), 2, "{totals:?}");
+    assert_eq!(totals[0].0, 100_001);
+    assert_eq!(totals[1].0, 10_001);
+    assert!(
+        totals
+            .iter()
+            .all(|(total, shown)| *shown > 0 && (*shown as u64) < *total)
+    );
+    let run_id = run.run_id().to_owned();
+
+    let mut attached = daemon
+        .open_run(pb::run_request::Request::Attach(pb::AttachRun {
+            run_id: run_id.clone(),
+            after_seq: 0,
+        }))
+        .await
+        .unwrap();
+    assert_eq!(
+        attached.finished().await.reason,
+        pb::StopReason::Final as i32
+    );
+
+    let mut agent = daemon.agent().await;
+    let (mut offset, mut listed, mut pages) = (0, 0u64, 0);
+    loop {
+        let page = agent
+            .list_changes(pb::ListChangesRequest {
+                run_id: run_id.clone(),
+                offset,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.total_changes, 110_002);
+        for step in &page.steps {
+            let set = step.change_set.as_ref().unwrap();
+            let unapplied = set.changes.iter().find(|change| !change.applied);
+            assert!(
+                unapplied.is_none(),
+                "{unapplied:?} in {} of {:?}",
+                step.step,
+                set.not_applied
+            );
+            listed += set.changes.len() as u64;
+        }
+        pages += 1;
+        if page.next_offset == 0 {
+            break;
+        }
+        offset = page.next_offset;
+    }
+    assert_eq!((listed, pages), (110_002, 12));
+    assert_eq!(
+        std::fs::read_dir(workspace.join("many")).unwrap().count(),
+        100_000
+    );
+
+    let reverted = agent
+        .revert_run(pb::RevertRunRequest {
+            run_id,
+            to_step: 1,
+            force: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reverted.removed.len(), 110_002);
+    assert_eq!(std::fs::read_dir(&workspace).unwrap().count(), 0);
 }

@@ -347,7 +347,23 @@ impl RunLoop {
             })
             .await;
             match reconciled {
-                Ok(Ok(set)) => result.changes = Some(Box::new(set)),
+                Ok(Ok(set)) => {
+                    // The journal holds the whole set, which path by path now: what ListChanges
+                    // and a revert read when the event holds only the first changes.
+                    if let Err(err) = self
+                        .shared
+                        .store
+                        .record_pending_changes(
+                            self.recorder.log().run_id(),
+                            proposed.call_id,
+                            &wire::change_set(&set),
+                        )
+                        .await
+                    {
+                        tracing::warn!(error = %err, "cannot journal which of a call's changes landed");
+                    }
+                    result.changes = Some(Box::new(set));
+                }
                 Ok(Err(err)) => {
                     tracing::warn!(error = %err, "cannot check which of a call's changes landed")
                 }
@@ -539,7 +555,7 @@ impl RunLoop {
                 Event::Changes(pb::ChangesRecorded {
                     call_id: proposed.call_id.to_string(),
                     tool: valid.tool.name().to_owned(),
-                    change_set: Some(wire::change_set(changes)),
+                    change_set: Some(wire::change_set_summary(changes)),
                 }),
             );
         }

@@ -169,22 +169,45 @@ impl AirlockClient {
         Ok(response.into_inner())
     }
 
-    /// The change sets of a run's tool calls, step by step (`step` 0 for all).
+    /// The change sets of a run's tool calls, step by step (`step` 0 for all), whole: the
+    /// daemon's pages read one after another, a set that spans pages joined again.
     pub async fn list_changes(
         &self,
         run_id: &str,
         step: u32,
     ) -> Result<ListChangesResponse, ClientError> {
-        let response = self
-            .agent
-            .clone()
-            .list_changes(ListChangesRequest {
-                run_id: run_id.to_owned(),
-                step,
-            })
-            .await
-            .map_err(|status| ClientError::rpc(&self.peer, status))?;
-        Ok(response.into_inner())
+        let mut whole = ListChangesResponse::default();
+        let mut offset = 0;
+        loop {
+            let page = self
+                .agent
+                .clone()
+                .list_changes(ListChangesRequest {
+                    run_id: run_id.to_owned(),
+                    step,
+                    offset,
+                    limit: 0,
+                })
+                .await
+                .map_err(|status| ClientError::rpc(&self.peer, status))?
+                .into_inner();
+            whole.workspace = page.workspace;
+            whole.total_changes = page.total_changes;
+            for part in page.steps {
+                match whole.steps.last_mut() {
+                    Some(last) if offset != 0 && last.call_id == part.call_id => {
+                        if let (Some(set), Some(more)) = (&mut last.change_set, part.change_set) {
+                            set.changes.extend(more.changes);
+                        }
+                    }
+                    _ => whole.steps.push(part),
+                }
+            }
+            if page.next_offset == 0 || page.next_offset <= offset {
+                return Ok(whole);
+            }
+            offset = page.next_offset;
+        }
     }
 
     /// A content one of the run's change sets names (by digest).

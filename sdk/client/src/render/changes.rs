@@ -46,6 +46,13 @@ pub fn change_set_lines(set: &ChangeSet, indent: &str) -> Vec<String> {
         .iter()
         .map(|change| format!("{indent}{}", change_line(change)))
         .collect();
+    let shown = set.changes.len() as u64;
+    if set.total_changes > shown {
+        lines.push(format!(
+            "{indent}… and {} more (`airlock changes RUN_ID` lists a run's sets whole)",
+            set.total_changes - shown
+        ));
+    }
     for skipped in &set.skipped {
         lines.push(format!("{indent}! not applied: {skipped}"));
     }
@@ -170,6 +177,7 @@ mod tests {
             ],
             not_applied: "disk full".into(),
             skipped: vec!["fifo".into()],
+            ..Default::default()
         };
         let listed = ListChangesResponse {
             workspace: "/ws".into(),
@@ -180,6 +188,7 @@ mod tests {
                 change_set: Some(set),
                 ..Default::default()
             }],
+            ..Default::default()
         };
         assert_eq!(
             changes_lines("run_1", None, &listed),

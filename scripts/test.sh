@@ -118,6 +118,9 @@ AIRLOCK_TEST_POSTGRES="$(scripts/postgres.sh start "$postgres_dir" "$postgres_po
 export AIRLOCK_TEST_POSTGRES
 
 step "Rust tests"
+# The change-set boundary's search (daemon/src/changes/boundary.rs): random hostile upper
+# layers and workspaces per run, a new seed each time (a failure prints it).
+export AIRLOCK_BOUNDARY_CASES=500
 cargo test --workspace --quiet
 
 step "C plugin"

@@ -417,6 +417,52 @@ mod tests {
     }
 
     #[test]
+    fn change_rules_parse_with_defaults_and_refuse_nonsense() {
+        let profile = parse_ok("description = \"d\"");
+        assert_eq!(profile.change_rules, ChangeRules::default());
+        let profile = parse_ok(
+            r#"
+description = "d"
+[changes]
+max_files = 10
+max_bytes = "2 MiB"
+umask = "077"
+sticky_dirs = true
+"#,
+        );
+        assert_eq!(
+            profile.change_rules,
+            ChangeRules {
+                max_files: 10,
+                max_bytes: 2 << 20,
+                max_file_bytes: 2 << 20,
+                umask: 0o077,
+                sticky_dirs: true,
+            }
+        );
+        let capped = parse_ok(
+            "description = \"d\"\n[changes]\nmax_bytes = \"1 MiB\"\nmax_file_size = \"1 GiB\"",
+        );
+        assert_eq!(
+            capped.change_rules.max_file_bytes,
+            1 << 20,
+            "never above max_bytes"
+        );
+        for (bad, says) in [
+            ("max_files = 0", "changes.max_files must be greater than 0"),
+            (
+                "umask = \"999\"",
+                "changes.umask `999` is not an octal mask",
+            ),
+            ("umask = \"7777\"", "is not an octal mask"),
+            ("max_size = 1", "unknown field"),
+        ] {
+            let err = parse_err(&format!("description = \"d\"\n[changes]\n{bad}"));
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn limits_parse_units_and_refuse_zero() {
         let profile = parse_ok(
             r#"

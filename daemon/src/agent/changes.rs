@@ -8,7 +8,7 @@
 //! under itself.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
@@ -16,7 +16,7 @@ use airlock_proto::v1 as pb;
 use super::checkpoint::LoopState;
 use super::context::Entry;
 use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
-use crate::changes::{ChangeSet, RevertError, RevertPlan, RevertReport, copy_tree};
+use crate::changes::{ChangeSet, RevertError, RevertPlan, RevertReport, copy_contents};
 use crate::ids::{CallId, RunId};
 use crate::store::RunRecord;
 use crate::wire;
@@ -224,10 +224,29 @@ impl AgentRuntime {
 
 /// A fork of a run, planned: what the new run starts with, and the workspace copy to make.
 pub struct Fork {
-    /// The new run's request: the old run's, in the same session or in the copy.
+    /// The new run's request: the old run's, in the same session or (once it is made) in the
+    /// copy.
     pub start: pb::StartRun,
     earlier: Vec<Entry>,
     copy: Option<WorkspaceCopy>,
+}
+
+impl Fork {
+    /// The directory the copy is to be made in, when the fork has one.
+    pub fn copy_parent(&self) -> Option<&Path> {
+        self.copy.as_ref().and_then(|copy| copy.to.parent())
+    }
+}
+
+/// Removes a fork's copy, never following a symlink out of it (blocking). A copy that was
+/// never made is no error.
+fn remove_copy(copy: &Path) -> std::io::Result<()> {
+    match copy.symlink_metadata() {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(copy),
+        Ok(_) => std::fs::remove_file(copy),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
 struct WorkspaceCopy {
@@ -241,13 +260,16 @@ impl AgentRuntime {
     /// Plans a new run whose conversation is `run_id`'s up to the start of step `at_step`
     /// (1-based; 0 for all of it), then `input` (the old run's input when empty); in the same
     /// session, or — with `copy_workspace` — in a copy of the workspace as it was before that
-    /// step, made next to it (a workspace is its session's, so the copy gets a new session).
+    /// step, made in `copy_into` or next to it (a workspace is its session's, so the copy gets
+    /// a new session). The plan's start names the original workspace until the copy is made:
+    /// [`Fork::copy_parent`] is where the caller's roots must allow it.
     pub async fn plan_fork(
         &self,
         run_id: &RunId,
         at_step: u32,
         copy_workspace: bool,
         input: String,
+        copy_into: Option<PathBuf>,
     ) -> Result<Fork, AgentError> {
         let (run, steps) = self.changes(run_id).await?;
         let (step_ids, call_steps) = self.step_map(run_id).await?;
@@ -301,10 +323,21 @@ impl AgentRuntime {
                     .file_name()
                     .map(|name| name.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "workspace".into());
-                let to = from
-                    .with_file_name(format!("{name}-fork-{}", &RunId::new().into_string()[..12]));
+                let parent = match copy_into {
+                    Some(dir) => dir,
+                    None => from.parent().map(PathBuf::from).unwrap_or_default(),
+                };
+                if parent.starts_with(&from) {
+                    return Err(AgentError::Invalid {
+                        field: "copy_into",
+                        reason: format!(
+                            "{} is inside the workspace the fork copies",
+                            parent.display()
+                        ),
+                    });
+                }
+                let to = parent.join(format!("{name}-fork-{}", &RunId::new().into_string()[..12]));
                 start.session_id = String::new();
-                start.workspace = to.to_string_lossy().into_owned();
                 let undo = steps
                     .iter()
                     .filter(|step| at_step != 0 && step.step >= at_step)
@@ -321,11 +354,14 @@ impl AgentRuntime {
         })
     }
 
-    /// Makes the fork's workspace copy, if it has one, and starts it.
+    /// Makes the fork's workspace copy, if it has one, checks it with `allowed` (the caller's
+    /// roots) now that it exists, and starts the fork in it. A copy that fails, or is refused,
+    /// is removed: nothing of it is left behind.
     pub async fn start_fork(
         &self,
-        fork: Fork,
+        mut fork: Fork,
         owner: &RunOwner,
+        allowed: impl FnOnce(&Path) -> Result<(), String> + Send + 'static,
     ) -> Result<Arc<LiveRun>, AgentError> {
         if let Some(copy) = fork.copy {
             let blobs = self
@@ -333,22 +369,37 @@ impl AgentRuntime {
                 .executor
                 .changes()
                 .map(|changes| changes.blobs().clone());
+            let to = copy.to.clone();
             tokio::task::spawn_blocking(move || -> Result<(), String> {
-                copy_tree(&copy.from, &copy.to).map_err(|err| {
+                let cannot = |err: std::io::Error| {
                     format!("cannot copy the workspace to {}: {err}", copy.to.display())
-                })?;
-                if copy.undo.is_empty() {
-                    return Ok(());
+                };
+                // Made here, or it is not this fork's to remove.
+                std::fs::create_dir(&copy.to).map_err(cannot)?;
+                let made = (|| {
+                    // Checked as soon as it exists, before anything is copied into it.
+                    allowed(&copy.to)?;
+                    copy_contents(&copy.from, &copy.to).map_err(cannot)?;
+                    if copy.undo.is_empty() {
+                        return Ok(());
+                    }
+                    let blobs = blobs.ok_or("this daemon keeps no change sets to undo")?;
+                    RevertPlan::new(&copy.undo)
+                        .execute_at(&copy.to, &blobs, true)
+                        .map(|_| ())
+                        .map_err(|err| err.to_string())
+                })();
+                if made.is_err()
+                    && let Err(err) = remove_copy(&copy.to)
+                {
+                    tracing::warn!(copy = %copy.to.display(), error = %err, "cannot remove a refused workspace copy");
                 }
-                let blobs = blobs.ok_or("this daemon keeps no change sets to undo")?;
-                RevertPlan::new(&copy.undo)
-                    .execute_at(&copy.to, &blobs, true)
-                    .map(|_| ())
-                    .map_err(|err| err.to_string())
+                made
             })
             .await
             .map_err(|err| AgentError::Changes(format!("the workspace copy panicked: {err}")))?
             .map_err(AgentError::Changes)?;
+            fork.start.workspace = to.to_string_lossy().into_owned();
         }
         Ok(self.start_from(fork.start, owner, fork.earlier).await?.live)
     }

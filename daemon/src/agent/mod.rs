@@ -341,6 +341,11 @@ impl AgentRuntime {
         self.shared.executor.registry()
     }
 
+    /// The daemon's workspace roots.
+    pub fn workspaces(&self) -> &crate::workspace::WorkspaceRoots {
+        self.shared.executor.workspaces()
+    }
+
     pub fn approvals(&self) -> &Arc<ApprovalBroker> {
         &self.shared.approvals
     }

@@ -28,6 +28,7 @@ use crate::store::{
     RunCursor, RunFilter, RunRecord, RunState, SessionCursor, SessionSummary, StoreError,
 };
 use crate::wire;
+use crate::workspace::WorkspaceError;
 
 /// Runs listed per page unless the client asks for fewer; and the most it may ask for.
 const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -65,6 +66,18 @@ fn check_labels(labels: &std::collections::HashMap<String, String>) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Whether `tenant` may use `path` as a workspace: inside the daemon's roots and its own,
+/// never the daemon's own directories.
+fn allowed_workspace(
+    runtime: &AgentRuntime,
+    tenant: &Tenant,
+    path: &std::path::Path,
+) -> Result<(), WorkspaceError> {
+    let path = path.to_string_lossy();
+    runtime.workspaces().resolve(Some(&path))?;
+    tenant.may_use_workspace(Some(&path))
 }
 
 pub struct AgentService {
@@ -816,6 +829,7 @@ impl pb::agent_server::Agent for AgentService {
         let tenant = caller(&request)?;
         let request = request.into_inner();
         let run_id = self.owned_run(&tenant, &request.run_id, "run_id").await?;
+        let copy_into = wire::non_empty(&request.copy_into).map(std::path::PathBuf::from);
         let mut fork = self
             .runtime
             .plan_fork(
@@ -823,15 +837,36 @@ impl pb::agent_server::Agent for AgentService {
                 request.at_step,
                 request.copy_workspace,
                 request.input,
+                copy_into,
             )
             .await
             .map_err(ApiError::from)?;
+        // The copy goes where the caller may work: its directory is checked now, the copy
+        // itself once it exists (before anything is copied into it).
+        if let Some(parent) = fork.copy_parent() {
+            allowed_workspace(&self.runtime, &tenant, parent).map_err(|err| {
+                ApiError::invalid(
+                    "copy_into",
+                    format!(
+                        "the copy would be made in {}, and {err}; name a directory inside your workspace roots in copy_into",
+                        parent.display()
+                    ),
+                )
+            })?;
+        }
         self.check_start(&tenant, &mut fork.start)?;
         let owner = run_owner(&tenant);
+        let check = {
+            let (runtime, tenant) = (self.runtime.clone(), tenant.clone());
+            move |copy: &std::path::Path| {
+                allowed_workspace(&runtime, &tenant, copy)
+                    .map_err(|err| format!("the copy {} is refused: {err}", copy.display()))
+            }
+        };
         let live = {
             let _turn = self.starts.take(&tenant.name).await;
             self.runtime
-                .start_fork(fork, &owner)
+                .start_fork(fork, &owner, check)
                 .await
                 .map_err(ApiError::from)?
         };

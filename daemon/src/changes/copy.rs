@@ -6,7 +6,15 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 /// Copies the tree at `from` to `to`, which must not exist yet (blocking).
-pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+#[cfg(test)]
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    copy_contents(from, to)
+}
+
+/// Copies what the directory `from` holds into the empty directory `to`, and gives `to` its
+/// owner and mode (blocking).
+pub fn copy_contents(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = from.symlink_metadata()?;
     if !meta.is_dir() {
         return Err(std::io::Error::other(format!(
@@ -14,7 +22,6 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
             from.display()
         )));
     }
-    std::fs::create_dir(to)?;
     copy_dir(from, to)?;
     finish(to, &meta)
 }

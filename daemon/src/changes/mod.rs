@@ -39,7 +39,7 @@ use apply::Transfer;
 pub use blobs::Blobs;
 pub use bounds::{ChangeRules, Deadline, SURVEY_INTERVAL_MIN, survey};
 pub use capture::Modes;
-pub use copy::copy_tree;
+pub use copy::copy_contents;
 pub use exclude::{Exclusions, WorkspaceIgnores};
 pub use idmap::IdMap;
 pub use overlay::{Overlay, Upper};

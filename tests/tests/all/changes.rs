@@ -309,6 +309,7 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
             at_step: 2,
             copy_workspace: true,
             input: "once more".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 
 use airlock_proto::v1 as pb;
 use airlock_proto::v1::ToolStatus;
-use airlock_tests::{DaemonOptions, TestDaemon, repo_root, scripted_run};
+use airlock_tests::{DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
 use serde_json::json;
 
 async fn first_party() -> TestDaemon {
@@ -222,4 +222,131 @@ async fn a_run_that_makes_a_hundred_thousand_files_stays_readable_and_revertible
         .into_inner();
     assert_eq!(reverted.removed.len(), 110_002);
     assert_eq!(std::fs::read_dir(&workspace).unwrap().count(), 0);
+}
+
+/// A run whose workspace is a root itself forks with a copy only where its caller may work:
+/// beside it is outside every root, so that is refused before anything is made, and
+/// `copy_into` names a place inside one.
+#[tokio::test]
+async fn a_fork_copy_of_a_root_goes_where_the_caller_may_work_or_nowhere() {
+    let other_root = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins")],
+        extra_workspace_roots: vec![other_root.path().to_owned()],
+        ..DaemonOptions::default()
+    })
+    .await;
+    let root = daemon.workspace_root.path().to_owned();
+    let run_id = write_a_file(&daemon.agent().await, &root).await;
+    let beside = root.parent().unwrap().to_owned();
+    let forks_beside = || {
+        std::fs::read_dir(&beside)
+            .unwrap()
+            .filter(|entry| {
+                let name = entry.as_ref().unwrap().file_name();
+                name.to_string_lossy().contains("-fork-")
+            })
+            .count()
+    };
+    let before = forks_beside();
+    let mut agent = daemon.agent().await;
+    let refused = agent
+        .fork_run(pb::ForkRunRequest {
+            run_id: run_id.clone(),
+            copy_workspace: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(refused.message().contains("copy_into"), "{refused:?}");
+    assert_eq!(forks_beside(), before, "nothing was made beside the root");
+
+    let inside = agent
+        .fork_run(pb::ForkRunRequest {
+            run_id: run_id.clone(),
+            copy_workspace: true,
+            copy_into: root.join("sub").to_str().unwrap().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        inside.code(),
+        tonic::Code::InvalidArgument,
+        "inside the workspace it copies"
+    );
+
+    let forked = agent
+        .fork_run(pb::ForkRunRequest {
+            run_id,
+            copy_workspace: true,
+            copy_into: other_root.path().to_str().unwrap().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let copy = std::path::PathBuf::from(&forked.workspace);
+    assert_eq!(copy.parent(), Some(other_root.path()));
+    assert_eq!(std::fs::read(copy.join("out.txt")).unwrap(), b"x\n");
+}
+
+/// A tenant with its own roots forks with a copy (its copy was once checked before it
+/// existed, and always refused), and never into another tenant's.
+#[tokio::test]
+async fn a_tenant_with_its_own_roots_forks_with_a_copy_inside_them() {
+    use super::auth::{BOB, TwoTenants};
+    let tenants = TwoTenants::start().await;
+    let bobs = tenants.workspace("bob").join("project");
+    std::fs::create_dir(&bobs).unwrap();
+    let mut agent = tenants.agent(BOB).await;
+    let run_id = write_a_file(&agent, &bobs).await;
+    let alices = tenants.workspace("alice");
+    let refused = agent
+        .fork_run(pb::ForkRunRequest {
+            run_id: run_id.clone(),
+            copy_workspace: true,
+            copy_into: alices.to_str().unwrap().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert_eq!(
+        std::fs::read_dir(&alices).unwrap().count(),
+        1,
+        "only alice's notes"
+    );
+
+    let forked = agent
+        .fork_run(pb::ForkRunRequest {
+            run_id,
+            copy_workspace: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let copy = std::path::PathBuf::from(&forked.workspace);
+    assert_eq!(copy.parent(), bobs.parent());
+    assert_eq!(std::fs::read(copy.join("out.txt")).unwrap(), b"x\n");
+}
+
+/// Runs `write_file` once in `workspace` (no approval asked) and returns the run's id.
+async fn write_a_file(
+    agent: &pb::agent_client::AgentClient<airlock_tests::AuthedChannel>,
+    workspace: &std::path::Path,
+) -> String {
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "x\n"}}]},
+        {"final": "done"}
+    ]});
+    let mut start = scripted_run(workspace, &script);
+    start.approval_policy = pb::ApprovalPolicy::Auto as i32;
+    let mut run = RunStream::open(agent.clone(), pb::run_request::Request::Start(start))
+        .await
+        .unwrap();
+    assert_eq!(run.finished().await.reason, pb::StopReason::Final as i32);
+    run.run_id().to_owned()
 }

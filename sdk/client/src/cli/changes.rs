@@ -53,9 +53,15 @@ pub struct ForkArgs {
     #[arg(long, default_value_t = 0)]
     at_step: u32,
 
-    /// Run in a copy of the workspace as it was before that step, made next to it.
+    /// Run in a copy of the workspace as it was before that step, made next to it (or in
+    /// `--copy-into`).
     #[arg(long)]
     copy_workspace: bool,
+
+    /// The directory to make the copy in, inside your workspace roots (needed when the
+    /// workspace is a root itself: next to it is outside every root).
+    #[arg(long, value_name = "DIR", requires = "copy_workspace")]
+    copy_into: Option<String>,
 
     /// What to tell the agent next; by default the old run's input again.
     #[arg(long, default_value = "")]
@@ -82,6 +88,7 @@ pub async fn fork<O: Write, E: Write>(
             at_step: args.at_step,
             copy_workspace: args.copy_workspace,
             input: args.input,
+            copy_into: args.copy_into.unwrap_or_default(),
         })
         .await?;
     out.line(&format!(

@@ -421,3 +421,71 @@ fn a_huge_set_s_record_fits_every_message() {
         assert_eq!(again.total_changes, count as u64);
     }
 }
+
+/// A hosted server writes through one overlay call after call while a person edits the
+/// workspace: each sync holds only what that call wrote, and the person's work is never
+/// overwritten — a path both changed is a conflict, the person's version kept.
+#[test]
+fn a_writing_server_never_undoes_a_person() {
+    let (_dir, ws, changes) = setup();
+    std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
+    std::fs::write(ws.join("gone.txt"), "bye\n").expect("write");
+    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let m = merged(&overlay);
+    let call = rules(ChangeRules::default());
+    let writes = ServerWrites::default();
+    let paths = |set: &ChangeSet| -> Vec<String> {
+        set.changes
+            .iter()
+            .map(|change| change.path.to_string())
+            .collect()
+    };
+
+    // Call 1: the server writes notes.txt and removes gone.txt.
+    std::fs::write(m.join("notes.txt"), "server 1\n").expect("server write");
+    std::fs::remove_file(m.join("gone.txt")).expect("server rm");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(
+        (paths(&set), set.not_applied.clone()),
+        (vec!["gone.txt".into(), "notes.txt".into()], None)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "server 1\n"
+    );
+
+    // The person edits notes.txt and brings gone.txt back.
+    std::fs::write(ws.join("notes.txt"), "the person's\n").expect("edit");
+    std::fs::write(ws.join("gone.txt"), "back\n").expect("recreate");
+
+    // Call 2 writes something else: its set is that alone, and the person's work stays.
+    std::fs::write(m.join("other.txt"), "server 2\n").expect("server write");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(
+        (paths(&set), set.not_applied.clone()),
+        (vec!["other.txt".into()], None)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "the person's\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("gone.txt")).expect("read"),
+        "back\n"
+    );
+
+    // Call 3 writes notes.txt again, over a version it never saw: a conflict.
+    std::fs::write(m.join("notes.txt"), "server 3\n").expect("server write");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
+    assert!(
+        set.not_applied
+            .as_deref()
+            .is_some_and(|why| why.contains("notes.txt which changed on the host")),
+        "{set:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "the person's\n"
+    );
+}

@@ -29,6 +29,7 @@ mod paths;
 mod rel;
 mod revert;
 mod sparse;
+mod sync;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,6 +46,7 @@ pub use idmap::IdMap;
 pub use overlay::{Overlay, Upper};
 pub use rel::{NotRelative, RelPath};
 pub use revert::{RevertError, RevertPlan, RevertReport, reconcile};
+pub use sync::ServerWrites;
 
 /// Subdirectory of the daemon's state directory the change sets own.
 const CHANGES_DIR: &str = "changes";
@@ -292,22 +294,29 @@ impl Changes {
         settle(apply::apply(upper, &set, Transfer::Move, deadline), set)
     }
 
-    /// Records what was written through `overlay` since the last sync and applies it to the
-    /// workspace, leaving the overlay in use (blocking): a hosted server's overlay, after each
-    /// of its calls. What was applied before is in both layers alike, so it is no change now.
+    /// Records what was written through `overlay` by the server's last call and applies it to
+    /// the workspace, leaving the overlay in use (blocking): a hosted server's overlay, after
+    /// each of its calls. `writes` tells what the server wrote in earlier calls from what it
+    /// wrote in this one (see `sync.rs`).
     ///
     /// Overlayfs leaves changes to a lower layer under a mounted overlay undefined; these are
     /// only ever to paths the upper layer already shadows (a copied file, a whiteout), which
     /// the overlay never reads from the lower layer again.
-    pub fn sync(&self, overlay: &Overlay, call: &CallRules) -> ChangeSet {
+    pub fn sync(&self, overlay: &Overlay, call: &CallRules, writes: &ServerWrites) -> ChangeSet {
         let upper = overlay.upper();
-        match capture::capture(upper, &self.reading(call)) {
-            Ok(set) => settle(
-                apply::apply(upper, &set, Transfer::Copy, call.deadline),
-                set,
-            ),
-            Err(err) => ChangeSet::refused(&err),
+        let set = match capture::capture(upper, &self.reading(call)) {
+            Ok(set) => writes.this_call(set),
+            Err(err) => return ChangeSet::refused(&err),
+        };
+        if set.not_applied.is_some() {
+            return set;
         }
+        let set = settle(
+            apply::apply(upper, &set, Transfer::Copy, call.deadline),
+            set,
+        );
+        writes.landed(&set);
+        set
     }
 }
 

@@ -187,6 +187,7 @@ impl Host {
                     // bounds, not a deadline, limit what that costs.
                     deadline: Deadline::none(),
                 },
+                writes: Default::default(),
             })
         })
         .await

@@ -92,6 +92,8 @@ pub struct Recording {
     /// The workspace's exclusions as they were when the instance started, and the
     /// profile's bounds.
     pub call: crate::changes::CallRules,
+    /// What the server wrote in earlier calls, so that a call's set is its own.
+    pub writes: crate::changes::ServerWrites,
 }
 
 impl Recording {
@@ -99,7 +101,9 @@ impl Recording {
     pub async fn sync(self: &Arc<Self>) -> crate::changes::ChangeSet {
         let recording = self.clone();
         tokio::task::spawn_blocking(move || {
-            recording.changes.sync(&recording.overlay, &recording.call)
+            recording
+                .changes
+                .sync(&recording.overlay, &recording.call, &recording.writes)
         })
         .await
         .unwrap_or_else(|err| crate::changes::ChangeSet {

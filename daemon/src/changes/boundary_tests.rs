@@ -227,6 +227,21 @@ fn a_call_over_its_bounds_lands_nothing_and_keeps_nothing() {
 }
 
 #[test]
+fn a_tree_deeper_than_the_bound_is_refused_whole() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "deep").expect("overlay");
+    let mut path = merged(&overlay);
+    for _ in 0..=bounds::MAX_DEPTH {
+        path.push("d");
+        std::fs::create_dir(&path).expect("mkdir");
+    }
+    std::fs::write(path.join("f"), "x").expect("write");
+    let set = changes.commit(overlay, &rules(ChangeRules::default()));
+    assert_eq!(set.refusal, Some(Refusal::Limit), "{set:?}");
+    assert!(!ws.join("d").exists());
+}
+
+#[test]
 fn a_sparse_file_lands_sparse_and_its_blob_is_written_once() {
     let (dir, ws, changes) = setup();
     let overlay = changes.overlay(&ws, "sparse").expect("overlay");

@@ -24,9 +24,11 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
 
 use super::ChangeError;
+use super::capture::open_lower;
+use super::rel::RelPath;
 
 /// Entries one call may change, by default: an `npm install` of a large project writes about
 /// 100,000 files; past 200,000 a call is more likely a fork bomb of files than a build.
@@ -37,6 +39,10 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 /// The mask applied to every mode that lands, by default: nothing a tool writes is writable
 /// by anyone but the workspace's owner.
 pub const DEFAULT_UMASK: u32 = 0o022;
+/// How deep a change set's paths may go: capture walks the upper layer recursively, and a
+/// tool can nest directories as deep as it likes; real trees (`node_modules` included) stay
+/// far shallower.
+pub const MAX_DEPTH: usize = 256;
 /// The shortest wait between two surveys of a running call's upper layer. Longer when a
 /// survey itself takes long: ten times its time, so surveying costs a tenth of a core at most.
 pub const SURVEY_INTERVAL_MIN: Duration = Duration::from_millis(100);
@@ -147,9 +153,17 @@ pub fn survey(
     deadline: Deadline,
 ) -> Result<Tally, ChangeError> {
     let mut tally = Tally::default();
-    let mut stack = vec![reopen(upper)?];
-    while let Some(dir) = stack.pop() {
+    // Directories to read, by path: a wide tree must not hold a descriptor per directory.
+    let mut stack = vec![RelPath::root()];
+    while let Some(path) = stack.pop() {
         deadline.check()?;
+        let Some(dir) = open_lower(
+            upper.as_fd(),
+            path.as_bytes(),
+            OFlags::DIRECTORY | OFlags::RDONLY,
+        ) else {
+            continue;
+        };
         let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
             continue;
         };
@@ -170,21 +184,10 @@ pub fn survey(
                 continue;
             };
             match FileType::from_raw_mode(stat.st_mode) {
-                FileType::Directory => {
-                    if let Ok(child) = rustix::fs::openat(
-                        &dir,
-                        name,
-                        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::empty(),
-                    ) {
-                        stack.push(child);
-                    }
-                }
+                FileType::Directory => stack.push(path.join(name)),
                 FileType::RegularFile | FileType::Symlink => {
                     let size = u64::try_from(stat.st_size).unwrap_or(0);
-                    check_size(rules, &mut tally, size, || {
-                        String::from_utf8_lossy(name).into_owned()
-                    })?;
+                    check_size(rules, &mut tally, size, || path.join(name).to_string())?;
                 }
                 _ => {}
             }
@@ -215,21 +218,6 @@ pub fn check_size(
         )));
     }
     Ok(())
-}
-
-fn reopen(dir: &OwnedFd) -> Result<OwnedFd, ChangeError> {
-    rustix::fs::openat(
-        dir.as_fd(),
-        ".",
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|err| {
-        ChangeError::Capture(format!(
-            "cannot read the upper layer: {}",
-            std::io::Error::from(err)
-        ))
-    })
 }
 
 #[cfg(test)]

@@ -89,6 +89,12 @@ fn at(path: &RelPath, err: ChangeError) -> ChangeError {
 
 impl Walk<'_> {
     fn dir(&mut self, rel: &RelPath) -> Result<(), ChangeError> {
+        if rel.depth() >= bounds::MAX_DEPTH {
+            return Err(ChangeError::Exceeded(format!(
+                "the call wrote paths more than {} directories deep",
+                bounds::MAX_DEPTH
+            )));
+        }
         let dir =
             open_dir(self.upper, rel).ok_or_else(|| capture_error(rel, "cannot be opened"))?;
         let mut names = read_names(&dir).map_err(|err| capture_error(rel, err))?;
@@ -226,6 +232,12 @@ impl Walk<'_> {
     /// Records as deleted every entry of the workspace's directory `path` that the upper
     /// layer's (opaque or whited-out) directory does not have.
     fn hidden_children(&mut self, path: &RelPath) -> Result<(), ChangeError> {
+        if path.depth() >= bounds::MAX_DEPTH {
+            return Err(ChangeError::Exceeded(format!(
+                "the call removed paths more than {} directories deep",
+                bounds::MAX_DEPTH
+            )));
+        }
         let Some(dir) = open_lower(
             self.lower,
             path.as_bytes(),

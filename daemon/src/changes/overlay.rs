@@ -60,13 +60,7 @@ impl Upper {
     /// hand, as a tool never could (`boundary.rs`).
     #[cfg(any(test, feature = "testing"))]
     pub fn detached(dir: PathBuf, workspace: &Path) -> std::io::Result<Upper> {
-        let root = rustix::fs::openat2(
-            rustix::fs::CWD,
-            workspace,
-            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-        )?;
+        let root = super::revert::open_workspace(workspace)?;
         let meta = rustix::fs::fstat(&root)?;
         let path = dir.join("upper");
         std::fs::create_dir_all(&path)?;

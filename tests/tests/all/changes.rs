@@ -10,7 +10,7 @@ use airlock_proto::v1::ToolStatus;
 use airlock_tests::{DaemonOptions, TestDaemon, repo_root, scripted_run};
 use serde_json::{Value, json};
 
-async fn first_party() -> TestDaemon {
+pub(crate) async fn first_party() -> TestDaemon {
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins")],
         ..DaemonOptions::default()

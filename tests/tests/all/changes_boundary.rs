@@ -10,16 +10,7 @@ use airlock_proto::v1::ToolStatus;
 use airlock_tests::{DaemonOptions, RunStream, TestDaemon, repo_root, scripted_run};
 use serde_json::json;
 
-async fn first_party() -> TestDaemon {
-    let daemon = TestDaemon::start(DaemonOptions {
-        tools_dirs: vec![repo_root().join("plugins")],
-        ..DaemonOptions::default()
-    })
-    .await;
-    assert!(daemon.refused().is_empty(), "{:?}", daemon.refused());
-    daemon
-}
-
+use super::changes::first_party;
 /// A setuid copy of a shell, a setgid directory, a fifo and a hard link: the call succeeds,
 /// and what lands in the (root-owned) workspace is plain data.
 #[tokio::test]

@@ -676,6 +676,48 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
         "# notes\n\nmore\n"
     );
 
+    // A person edits notes.md on the host. The server's next call writes another file: its
+    // set is that file alone, and the server's older copy of notes.md (still in its overlay)
+    // never lands over the person's version.
+    std::fs::write(workspace.join("notes.md"), "# notes\n\nthe person's line\n").unwrap();
+    let other = daemon
+        .exec(
+            "fs__write_file",
+            json!({"path": "/workspace/todo.md", "content": "- ship it\n- then rest\n"}),
+            ws,
+        )
+        .await;
+    other.assert_status(ToolStatus::Ok);
+    assert_eq!(
+        changed(&other),
+        [("todo.md".into(), pb::ChangeKind::Modified as i32)]
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("notes.md")).unwrap(),
+        "# notes\n\nthe person's line\n"
+    );
+    // Writing notes.md again, over a version it never saw, is a conflict: nothing of the call
+    // lands and the person's version stays.
+    let clash = daemon
+        .exec(
+            "fs__write_file",
+            json!({"path": "/workspace/notes.md", "content": "# notes by the server\n"}),
+            ws,
+        )
+        .await;
+    clash.assert_status(ToolStatus::SandboxError);
+    assert!(
+        clash
+            .result()
+            .error_message
+            .contains("notes.md which changed on the host"),
+        "{clash:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("notes.md")).unwrap(),
+        "# notes\n\nthe person's line\n"
+    );
+
     // A root-owned workspace is writable too, through the idmapped mount; files stay root's.
     let rooted = daemon.workspace("rooted");
     let wrote = daemon

@@ -348,40 +348,46 @@ fn place(
 ) -> Result<(), ChangeError> {
     let exists = rustix::fs::statat(&dir, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW).is_ok();
     if exists {
-        rustix::fs::renameat_with(
+        if kind != Kind::Modified {
+            return Err(conflict(path, "appeared in the workspace during the call"));
+        }
+        let exchanged = rustix::fs::renameat_with(
             &stage.dir,
             from,
             &dir,
             name.as_slice(),
             RenameFlags::EXCHANGE,
-        )
-        .map_err(|err| apply_error(path, err.into()))?;
-        steps.push(Step::Exchanged {
-            path: path.clone(),
-            staged: from.to_vec(),
-        });
-        // What was there is now in the staging directory: it must be what capture saw.
-        return match kind {
-            Kind::Modified => check_unchanged(&stage.dir, from, before, path, false),
-            Kind::Added | Kind::Renamed | Kind::Deleted => {
-                Err(conflict(path, "appeared in the workspace during the call"))
+        );
+        match exchanged {
+            Ok(()) => {
+                steps.push(Step::Exchanged {
+                    path: path.clone(),
+                    staged: from.to_vec(),
+                });
+                // What was there is now in the staging directory: it must be what capture saw.
+                return check_unchanged(&stage.dir, from, before, path, false);
             }
-        };
-    }
-    if kind == Kind::Modified {
+            // A filesystem without RENAME_EXCHANGE (NFS, some FUSE): the old entry is moved
+            // away first, then the new one moved in; the path is missing in between.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                let kept = [b"o", from].concat();
+                rename_noreplace(&dir, &name, &stage.dir, &kept)
+                    .map_err(|err| apply_error(path, err.into()))?;
+                steps.push(Step::Moved {
+                    path: path.clone(),
+                    staged: kept.clone(),
+                });
+                check_unchanged(&stage.dir, &kept, before, path, false)?;
+            }
+            Err(err) => return Err(apply_error(path, err.into())),
+        }
+    } else if kind == Kind::Modified {
         return Err(conflict(
             path,
             "was removed from the workspace during the call",
         ));
     }
-    rustix::fs::renameat_with(
-        &stage.dir,
-        from,
-        &dir,
-        name.as_slice(),
-        RenameFlags::NOREPLACE,
-    )
-    .map_err(|err| apply_error(path, err.into()))?;
+    rename_noreplace(&stage.dir, from, &dir, &name).map_err(|err| apply_error(path, err.into()))?;
     steps.push(Step::Placed {
         path: path.clone(),
         staged: from.to_vec(),
@@ -488,14 +494,7 @@ fn undo(workspace: BorrowedFd<'_>, stage: &OwnedFd, steps: Vec<Step>) {
             Step::Moved { path, staged } => rename(workspace, stage, path, staged, false),
             Step::Placed { path, staged } => {
                 paths::parent(workspace, path).and_then(|(dir, name)| {
-                    rustix::fs::renameat_with(
-                        &dir,
-                        name.as_slice(),
-                        stage,
-                        staged.as_slice(),
-                        RenameFlags::NOREPLACE,
-                    )
-                    .map_err(Into::into)
+                    rename_noreplace(&dir, &name, stage, staged).map_err(Into::into)
                 })
             }
             Step::Made { path } => paths::parent(workspace, path).and_then(|(dir, name)| {
@@ -530,13 +529,31 @@ fn rename(
     exchange: bool,
 ) -> std::io::Result<()> {
     let (dir, name) = paths::parent(workspace, path)?;
-    let flags = if exchange {
-        RenameFlags::EXCHANGE
+    if exchange {
+        rustix::fs::renameat_with(stage, staged, &dir, name.as_slice(), RenameFlags::EXCHANGE)?;
     } else {
-        RenameFlags::NOREPLACE
-    };
-    rustix::fs::renameat_with(stage, staged, &dir, name.as_slice(), flags)?;
+        rename_noreplace(stage, staged, &dir, &name)?;
+    }
     Ok(())
+}
+
+/// Renames `from` in `from_dir` to `to` in `to_dir`, never over something: by
+/// `RENAME_NOREPLACE`, or where the filesystem lacks it, by a check and a plain rename.
+fn rename_noreplace(
+    from_dir: &OwnedFd,
+    from: &[u8],
+    to_dir: &OwnedFd,
+    to: &[u8],
+) -> rustix::io::Result<()> {
+    match rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            if rustix::fs::statat(to_dir, to, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                return Err(rustix::io::Errno::EXIST);
+            }
+            rustix::fs::renameat(from_dir, from, to_dir, to)
+        }
+        other => other,
+    }
 }
 
 fn staging_error(err: std::io::Error) -> ChangeError {

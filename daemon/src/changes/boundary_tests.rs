@@ -217,6 +217,21 @@ fn a_call_over_its_bounds_lands_nothing_and_keeps_nothing() {
     assert_eq!(set.refusal, Some(Refusal::Limit), "{set:?}");
     assert!(!ws.join("f0").exists());
 
+    // One whiteout stands for a whole tree of the workspace: its paths count.
+    std::fs::create_dir(ws.join("tree")).expect("mkdir");
+    for n in 0..20 {
+        std::fs::write(ws.join(format!("tree/{n}")), "x").expect("write");
+    }
+    let overlay = changes.overlay(&ws, "rm-tree").expect("overlay");
+    std::fs::remove_dir_all(merged(&overlay).join("tree")).expect("rm -rf");
+    let set = changes.commit(overlay, &rules(tight));
+    assert_eq!(set.refusal, Some(Refusal::Limit), "{set:?}");
+    assert_eq!(
+        std::fs::read_dir(ws.join("tree")).expect("kept").count(),
+        20
+    );
+    std::fs::remove_dir_all(ws.join("tree")).expect("clean up");
+
     // Deleting content that must be kept to undo it counts too.
     std::fs::write(ws.join("big"), vec![7u8; 2 << 20]).expect("write");
     let overlay = changes.overlay(&ws, "delete").expect("overlay");

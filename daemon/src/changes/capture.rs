@@ -132,7 +132,7 @@ impl Walk<'_> {
                             Some(dir_state(before.st_mode)),
                             Some(dir_state(mode)),
                             None,
-                        );
+                        )?;
                     }
                     if self.is_opaque(path) {
                         self.hidden_children(path)?;
@@ -152,7 +152,7 @@ impl Walk<'_> {
                         }
                         self.deleted(path, before)?;
                     }
-                    self.push(path, Kind::Added, None, Some(dir_state(mode)), None);
+                    self.push(path, Kind::Added, None, Some(dir_state(mode)), None)?;
                 }
             }
             return self.dir(path);
@@ -174,7 +174,7 @@ impl Walk<'_> {
         match lower {
             Some(before) if FileType::from_raw_mode(before.st_mode) == FileType::Directory => {
                 self.deleted(path, &before)?;
-                self.push(path, Kind::Added, None, Some(after), excluded);
+                self.push(path, Kind::Added, None, Some(after), excluded)?;
             }
             Some(stat) => {
                 let before = self.lower_state(path, &stat, excluded.is_none())?;
@@ -182,10 +182,10 @@ impl Walk<'_> {
                     after.mode = self.how.rules.landed(before.mode, Some(before.mode), false);
                 }
                 if before != after {
-                    self.push(path, Kind::Modified, Some(before), Some(after), excluded);
+                    self.push(path, Kind::Modified, Some(before), Some(after), excluded)?;
                 }
             }
-            None => self.push(path, Kind::Added, None, Some(after), excluded),
+            None => self.push(path, Kind::Added, None, Some(after), excluded)?,
         }
         Ok(())
     }
@@ -221,11 +221,11 @@ impl Walk<'_> {
                 Some(dir_state(stat.st_mode)),
                 None,
                 excluded,
-            );
+            )?;
             return Ok(());
         }
         let before = self.lower_state(path, stat, excluded.is_none())?;
-        self.push(path, Kind::Deleted, Some(before), None, excluded);
+        self.push(path, Kind::Deleted, Some(before), None, excluded)?;
         Ok(())
     }
 
@@ -359,6 +359,8 @@ impl Walk<'_> {
         })
     }
 
+    /// Records a change; past the bound on paths, refuses the set (one whiteout can stand
+    /// for a whole tree of the workspace, each of its paths a change).
     fn push(
         &mut self,
         path: &RelPath,
@@ -366,7 +368,13 @@ impl Walk<'_> {
         before: Option<State>,
         after: Option<State>,
         digest_only: Option<String>,
-    ) {
+    ) -> Result<(), ChangeError> {
+        if self.set.changes.len() as u64 >= self.how.rules.max_files {
+            return Err(ChangeError::Exceeded(format!(
+                "the call changed more than {} paths (changes.max_files)",
+                self.how.rules.max_files
+            )));
+        }
         self.set.changes.push(Change {
             path: path.clone(),
             kind,
@@ -376,6 +384,7 @@ impl Walk<'_> {
             digest_only,
             applied: false,
         });
+        Ok(())
     }
 }
 

@@ -300,8 +300,9 @@ impl Changes {
     /// wrote in this one (see `sync.rs`).
     ///
     /// Overlayfs leaves changes to a lower layer under a mounted overlay undefined; these are
-    /// only ever to paths the upper layer already shadows (a copied file, a whiteout), which
-    /// the overlay never reads from the lower layer again.
+    /// to paths the upper layer already shadows (a copied file, a whiteout), which the
+    /// overlay never reads from the lower layer again — and, for the moment an apply lasts,
+    /// its staging directory at the workspace's root, which the server may glimpse.
     pub fn sync(&self, overlay: &Overlay, call: &CallRules, writes: &ServerWrites) -> ChangeSet {
         let upper = overlay.upper();
         let set = match capture::capture(upper, &self.reading(call)) {

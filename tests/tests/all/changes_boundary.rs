@@ -115,7 +115,8 @@ async fn a_command_writing_past_its_bound_is_stopped_and_lands_nothing() {
 }
 
 /// A call that makes 100,000 files, and one that makes 10,000 with 255-byte names: the run's
-/// stream reaches its end, attaching from the start reads every event, the `changes` events
+/// stream reaches its end, attaching and watching from the start read every event, the
+/// `changes` events
 /// carry the first changes and the count, ListChanges pages through all of them, and a revert
 /// takes them all back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,8 +166,31 @@ async fn a_run_that_makes_a_hundred_thousand_files_stays_readable_and_revertible
         attached.finished().await.reason,
         pb::StopReason::Final as i32
     );
-
+    // A watcher (the console's way in) reads every event too.
     let mut agent = daemon.agent().await;
+    let mut watched = agent
+        .watch_run(pb::AttachRun {
+            run_id: run_id.clone(),
+            after_seq: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut changes_events = 0;
+    loop {
+        let event = watched
+            .message()
+            .await
+            .unwrap()
+            .expect("the watch reaches the end");
+        match event.event {
+            Some(pb::run_event::Event::Changes(_)) => changes_events += 1,
+            Some(pb::run_event::Event::RunFinished(_)) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(changes_events, 2);
+
     let (mut offset, mut listed, mut pages) = (0, 0u64, 0);
     loop {
         let page = agent

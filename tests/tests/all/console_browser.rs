@@ -41,11 +41,20 @@ fn approval_card(approval_id: &str) -> String {
 async fn console_at(daemon: &TestDaemon, route: &str) -> Browser {
     let browser = Browser::open(Viewport::DESKTOP).await;
     browser.sign_in(&daemon.endpoint, &daemon.token).await;
+    // Signed in (the nav is up) before going anywhere: a route taken while the sign-in is
+    // still being checked could be lost to it.
+    browser.wait_for("[data-testid=approvals-count]").await;
     if !route.is_empty() {
         browser
             .goto(&format!("{}/{route}", daemon.endpoint))
             .await
             .unwrap();
+        browser
+            .wait_until(
+                &format!("the route {route}"),
+                &format!("return location.hash === {route:?};"),
+            )
+            .await;
     }
     browser
 }

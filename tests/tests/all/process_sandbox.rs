@@ -784,15 +784,24 @@ async fn secrets_of_the_host_and_the_daemon_cannot_be_read() {
             assert!(!leaked, "{tool}: {path} was read: {attempt}");
         }
         assert!(!execution.result().content.contains(secret));
-        // Without /etc granted, even /etc/passwd is absent.
+        // Granted or not, /etc/passwd is the sandbox's own: its user, named, and none of
+        // the host's.
+        let passwd = attempts["/etc/passwd"]["value"].as_str().unwrap_or("");
+        assert_eq!(
+            attempts["/etc/passwd"]["succeeded"], true,
+            "{tool}: {passwd}"
+        );
+        assert!(
+            passwd.contains("\nairlock:x:42003:42003:"),
+            "{tool}: {passwd}"
+        );
+        assert!(
+            !passwd.contains("daemon:x:"),
+            "{tool}: the host's users: {passwd}"
+        );
         if tool == "plain" {
-            assert_eq!(attempts["/etc/passwd"]["succeeded"], false);
             assert_eq!(attempts["/etc/shadow"]["error"], "ENOENT");
         } else {
-            assert_eq!(
-                attempts["/etc/passwd"]["succeeded"], true,
-                "{tool}: the grant of /etc works"
-            );
             assert_eq!(
                 attempts["/etc/shadow"]["error"], "EACCES",
                 "{tool}: only DAC stands before shadow here"

@@ -45,6 +45,8 @@ pub const READ_WRITE_DIR: BitFlags<AccessFs> = make_bitflags!(AccessFs::{
 });
 pub const READ_WRITE_FILE: BitFlags<AccessFs> =
     make_bitflags!(AccessFs::{ReadFile | WriteFile | Truncate});
+/// A file the engine provides to be read alone (the synthesized `/etc/passwd`).
+pub const READ_FILE: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile});
 /// `/proc` of the sandbox's own processes: readable, nothing more.
 pub const PROC: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir});
 /// `/` and `/dev` themselves: listable.

@@ -3,8 +3,8 @@
 //! Every call gets new user, pid, mount, uts, network, IPC and cgroup namespaces (but for a
 //! network namespace handed on between calls without a network, see `network.rs`); a root
 //! built from read-only binds of the profile's grants, the workspace at `/workspace` as
-//! granted, the tool's folder at `/tool`, a fresh `/proc`, a minimal `/dev` and a
-//! size-limited `/tmp`, pivoted into with the host's root detached; a new session; an
+//! granted, the tool's folder at `/tool`, a fresh `/proc`, a minimal `/dev`, a
+//! size-limited `/tmp` and an `/etc/passwd` and `/etc/group` naming the sandbox's user, pivoted into with the host's root detached; a new session; an
 //! unprivileged uid and gid (the workspace owner's, never root) mapped to the same host ids;
 //! no capabilities, bounding set included; `no_new_privs`; a Landlock ruleset mirroring the
 //! grants and denying TCP; a seccomp filter; rlimits; a cgroup for processes and memory; and
@@ -31,6 +31,7 @@ mod cgroup;
 mod child;
 mod egress;
 mod host;
+mod identity;
 mod keeper;
 mod landlock;
 mod launcher;
@@ -75,6 +76,7 @@ use crate::profile::{Access, NetworkPolicy, Profile};
 
 use argv::CommandLine;
 use host::Host;
+use identity::Identities;
 use keeper::Keeper;
 use launcher::Launcher;
 use limits::SandboxLimits;
@@ -88,6 +90,8 @@ use view::View;
 const ENGINE_DIR: &str = "process";
 const ROOT_DIR: &str = "root";
 const PROBE_DIR: &str = "probe";
+/// The synthesized `/etc/passwd` and `/etc/group` files (see `identity`).
+const IDENTITY_DIR: &str = "identity";
 
 /// How often the CPU time of a sandbox's whole group is checked against its limit.
 const CPU_WATCH_INTERVAL: Duration = Duration::from_millis(20);
@@ -109,6 +113,7 @@ struct Runtime {
     keeper: Arc<Keeper>,
     root: CString,
     devices: Arc<Devices>,
+    identities: Arc<Identities>,
     seccomp: seccomp::Filters,
     idmap: Option<Arc<IdMap>>,
 }
@@ -156,6 +161,11 @@ impl Runtime {
         let devices = Arc::new(
             Devices::open().map_err(|err| format!("cannot open the host's /dev devices: {err}"))?,
         );
+        let identity_dir = dir.join(IDENTITY_DIR);
+        let identities = Arc::new(
+            Identities::new(identity_dir.clone())
+                .map_err(|err| format!("cannot create {}: {err}", identity_dir.display()))?,
+        );
         let keeper = Arc::new(
             Keeper::start().map_err(|err| format!("cannot start the deadline keeper: {err}"))?,
         );
@@ -173,6 +183,7 @@ impl Runtime {
             keeper,
             root,
             devices,
+            identities,
             seccomp: seccomp::Filters::build()
                 .map_err(|err| format!("cannot compile the seccomp filter: {err}"))?,
             idmap,
@@ -200,6 +211,7 @@ impl Runtime {
             seccomp: self.seccomp.get(family),
             root: self.root.clone(),
             devices: self.devices.clone(),
+            identities: self.identities.clone(),
             egress_port: match profile.network {
                 NetworkPolicy::None => None,
                 NetworkPolicy::AllowList { .. } => Some(egress::PROXY_PORT),

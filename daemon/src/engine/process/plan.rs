@@ -20,6 +20,7 @@ use ::landlock::{AccessFs, BitFlags};
 
 use super::cgroup::SandboxCgroup;
 use super::child::{Args, InsideRule, Pause, PauseAt, Plan, Report, Step};
+use super::identity::{self, Identities};
 use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
 use super::seccomp;
@@ -85,6 +86,8 @@ pub struct Blueprint {
     /// The host directory the root tmpfs is mounted on (in the sandbox's mount namespace).
     pub root: CString,
     pub devices: Arc<Devices>,
+    /// The synthesized `/etc/passwd` and `/etc/group` (see `identity`).
+    pub identities: Arc<Identities>,
     /// The egress proxy's port inside the sandbox, when the profile has a network
     /// allow-list: the launcher binds it and Landlock lets the tool connect to it alone.
     pub egress_port: Option<u16>,
@@ -359,6 +362,36 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
     let (uid, gid) = identity;
 
     // The engine's own mounts.
+    let names = blueprint
+        .identities
+        .files(uid, gid)
+        .map_err(|err| format!("cannot write the sandbox's /etc/passwd and /etc/group: {err}"))?;
+    for (guest, fd) in [
+        (identity::PASSWD, &names.passwd),
+        (identity::GROUP, &names.group),
+    ] {
+        ruleset = ruleset
+            .allow(fd.as_fd(), landlock::READ_FILE)
+            .map_err(|err| format!("cannot add a Landlock rule for {guest}: {err}"))?;
+        let tree = clone_tree(
+            fd.as_fd(),
+            false,
+            sys::MOUNT_ATTR_RDONLY
+                | sys::MOUNT_ATTR_NOSUID
+                | sys::MOUNT_ATTR_NODEV
+                | sys::MOUNT_ATTR_NOEXEC,
+            None,
+        )
+        .map_err(|err| format!("cannot prepare {guest}: {err}"))?;
+        entries.push(Entry {
+            guest: PathBuf::from(guest),
+            source: Source::Tree {
+                fd: tree,
+                is_dir: false,
+            },
+            what: format!("{guest} (the sandbox's user, named)"),
+        });
+    }
     entries.push(Entry {
         guest: PathBuf::from(GUEST_PROC),
         source: Source::Fs {

@@ -519,3 +519,201 @@ fn a_writing_server_never_undoes_a_person() {
         "the person's\n"
     );
 }
+
+/// Before each call the server is shown the workspace as it is: a person's edits to what the
+/// server wrote, files a person brought back or removed, a directory the server replaced and
+/// a person added to, a file a person turned into a directory. Then its next writes build on
+/// the person's versions and land without a conflict.
+#[test]
+fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
+    let (_dir, ws, changes) = setup();
+    std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
+    std::fs::write(ws.join("gone.txt"), "bye\n").expect("write");
+    std::fs::write(ws.join("kept.txt"), "kept\n").expect("write");
+    std::fs::create_dir_all(ws.join("cache/old")).expect("mkdir");
+    std::fs::write(ws.join("cache/old/a"), "a\n").expect("write");
+    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let m = merged(&overlay);
+    let call = rules(ChangeRules::default());
+    let writes = ServerWrites::default();
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    // What the workspace held before is not a change made during the first call.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+
+    // Call 1: the server appends to notes.txt, removes gone.txt, replaces cache/ with a new
+    // directory (opaque in its upper layer), makes log/ and opens kept.txt for writing only.
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    std::fs::write(m.join("notes.txt"), "v0\nserver 1\n").expect("server write");
+    std::fs::remove_file(m.join("gone.txt")).expect("server rm");
+    std::fs::remove_dir_all(m.join("cache")).expect("server rm -r");
+    std::fs::create_dir(m.join("cache")).expect("server mkdir");
+    std::fs::write(m.join("cache/new"), "n\n").expect("server write");
+    std::fs::create_dir(m.join("log")).expect("server mkdir");
+    std::fs::write(m.join("log/1"), "1\n").expect("server write");
+    drop(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(m.join("kept.txt"))
+            .expect("copy-up"),
+    );
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert_eq!(read(&ws.join("cache/new")).as_deref(), Some("n\n"));
+
+    // The person edits notes.txt, brings gone.txt back, adds to cache/, turns log/ into a
+    // file and edits kept.txt, which the server holds an untouched copy of.
+    std::fs::write(ws.join("notes.txt"), "v0\nserver 1\nthe person's\n").expect("edit");
+    std::fs::write(ws.join("gone.txt"), "back\n").expect("recreate");
+    std::fs::write(ws.join("cache/theirs"), "t\n").expect("add");
+    std::fs::remove_dir_all(ws.join("log")).expect("rm");
+    std::fs::write(ws.join("log"), "a file now\n").expect("replace");
+    std::fs::write(ws.join("kept.txt"), "kept, edited\n").expect("edit");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+
+    // Call 2 sees every one of them.
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    assert_eq!(
+        read(&m.join("notes.txt")).as_deref(),
+        Some("v0\nserver 1\nthe person's\n")
+    );
+    assert_eq!(read(&m.join("gone.txt")).as_deref(), Some("back\n"));
+    assert_eq!(read(&m.join("cache/theirs")).as_deref(), Some("t\n"));
+    assert_eq!(read(&m.join("log")).as_deref(), Some("a file now\n"));
+    assert_eq!(read(&m.join("kept.txt")).as_deref(), Some("kept, edited\n"));
+    // Being shown them is no change of the server's.
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(
+        (set.changes.len(), set.not_applied.clone()),
+        (0, None),
+        "{set:?}"
+    );
+
+    // Its next write builds on the person's version and lands, no conflict.
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    let mut notes = read(&m.join("notes.txt")).expect("read");
+    notes.push_str("server 3\n");
+    std::fs::write(m.join("notes.txt"), &notes).expect("server write");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert_eq!(
+        set.changes
+            .iter()
+            .map(|change| change.path.to_string())
+            .collect::<Vec<_>>(),
+        ["notes.txt"]
+    );
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("v0\nserver 1\nthe person's\nserver 3\n")
+    );
+    for (path, content) in [
+        ("gone.txt", "back\n"),
+        ("cache/theirs", "t\n"),
+        ("log", "a file now\n"),
+        ("kept.txt", "kept, edited\n"),
+    ] {
+        assert_eq!(read(&ws.join(path)).as_deref(), Some(content), "{path}");
+    }
+
+    // A person's edit made while a call runs, to a path the server writes too, is a
+    // conflict: the person's version stays, and the server is shown it next.
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    std::fs::write(m.join("notes.txt"), "server 4\n").expect("server write");
+    std::fs::write(ws.join("notes.txt"), "the person's, during\n").expect("edit");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("the person's, during\n")
+    );
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    assert_eq!(
+        read(&m.join("notes.txt")).as_deref(),
+        Some("the person's, during\n")
+    );
+}
+
+/// Showing the server the workspace copies into its upper layer, and so counts against the
+/// profile's bounds: a person's huge addition refuses the call rather than filling the disk.
+#[test]
+fn showing_a_server_the_workspace_is_bounded() {
+    let (_dir, ws, changes) = setup();
+    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let m = merged(&overlay);
+    let call = rules(ChangeRules {
+        max_files: 5,
+        ..ChangeRules::default()
+    });
+    let writes = ServerWrites::default();
+    std::fs::remove_dir_all(m.join("src")).ok();
+    std::fs::create_dir(m.join("src")).expect("server mkdir");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.not_applied, None, "{set:?}");
+    for n in 0..10 {
+        std::fs::write(ws.join(format!("src/{n}")), "x").expect("person write");
+    }
+    let err = writes
+        .refresh(&overlay, &call.rules)
+        .expect_err("over the bound");
+    assert!(err.to_string().contains("restart the server"), "{err}");
+}
+
+/// A file the server read, then a person replaced by renaming over it while the call ran:
+/// the overlay keeps its first lookup, so the server changes the replaced version. That
+/// change is a conflict (the workspace's file changed during the call), never applied over
+/// the person's; and the server is shown the person's version at its next call.
+#[test]
+fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
+    let (_dir, ws, changes) = setup();
+    std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
+    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let m = merged(&overlay);
+    let call = rules(ChangeRules::default());
+    let writes = ServerWrites::default();
+    let append = |path: &Path| {
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .expect("open");
+        std::io::Write::write_all(&mut file, b"server\n").expect("append");
+    };
+
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    assert_eq!(
+        std::fs::read_to_string(m.join("notes.txt")).expect("read"),
+        "v0\n"
+    );
+    // The person saves as editors do: a new file renamed over the old.
+    std::fs::write(ws.join(".notes.txt.swp"), "the person's\n").expect("write");
+    std::fs::rename(ws.join(".notes.txt.swp"), ws.join("notes.txt")).expect("rename");
+    append(&m.join("notes.txt"));
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
+    assert!(
+        set.not_applied
+            .as_deref()
+            .is_some_and(|why| why.contains("notes.txt which changed on the host")),
+        "{set:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "the person's\n"
+    );
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    assert_eq!(
+        std::fs::read_to_string(m.join("notes.txt")).expect("read"),
+        "the person's\n"
+    );
+
+    // A file the host left alone during the call lands as ever.
+    std::fs::write(ws.join("other.txt"), "o\n").expect("write");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    append(&m.join("other.txt"));
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("other.txt")).expect("read"),
+        "o\nserver\n"
+    );
+}

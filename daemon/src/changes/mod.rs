@@ -306,7 +306,7 @@ impl Changes {
     pub fn sync(&self, overlay: &Overlay, call: &CallRules, writes: &ServerWrites) -> ChangeSet {
         let upper = overlay.upper();
         let set = match capture::capture(upper, &self.reading(call)) {
-            Ok(set) => writes.this_call(set),
+            Ok(set) => writes.this_call(set, upper),
             Err(err) => return ChangeSet::refused(&err),
         };
         if set.not_applied.is_some() {

@@ -211,12 +211,12 @@ impl RevertPlan {
 
 /// Whether two states are the same for a revert: same kind and content, same mode for files
 /// and directories.
-fn same(a: &State, b: &State) -> bool {
+pub(super) fn same(a: &State, b: &State) -> bool {
     a.node == b.node && a.digest == b.digest && (a.node == Node::Symlink || a.mode == b.mode)
 }
 
 /// The state of `path` in the workspace now.
-fn current(workspace: BorrowedFd<'_>, path: &RelPath) -> Option<State> {
+pub(super) fn current(workspace: BorrowedFd<'_>, path: &RelPath) -> Option<State> {
     let stat = lower_stat(workspace, path)?;
     let mode = stat.st_mode & 0o7777;
     match FileType::from_raw_mode(stat.st_mode) {

@@ -1,61 +1,201 @@
 //! A hosted server's writes, call after call, through one overlay that lives as long as the
-//! server: each call's change set is exactly what that call wrote, and never undoes a
-//! person's work.
+//! server: before each call the server is shown the workspace as it is, and each call's change
+//! set is exactly what that call wrote, never undoing a person's work.
 //!
-//! The overlay's upper layer keeps everything the server ever wrote, and capture compares it
-//! with the workspace as it is now. Without memory, a path the server wrote in an earlier call
-//! and a person edited since would read as the server's change again, and its stale copy
-//! would be applied over the person's version. So [`ServerWrites`] remembers, per path, what
-//! the server had left there when its last call's changes landed; at each sync:
+//! The overlay's upper layer keeps a copy of every path the server ever wrote (or opened for
+//! writing), and that copy shadows the workspace: left alone, the server would read its own
+//! stale version of a file a person has edited since, and write it back. So, with the server
+//! between calls, [`ServerWrites::refresh`] walks the upper layer and, wherever the server's
+//! copy is no longer what the workspace holds, writes the workspace's version *through the
+//! merged view* — the one way to change an overlay in use that overlayfs defines — so the
+//! server sees it, and remembers what the server now sees at each of these paths. At the sync
+//! after the call:
 //!
-//! - a path whose upper entry is still what it was (the server did not write it in this call)
-//!   is no change of this call, whatever the workspace holds now: it is left out;
-//! - a path the server wrote again, where the workspace no longer holds what the server left
-//!   there, changed on the host since the server last saw it: a conflict, reported (the set is
-//!   not applied, the person's version kept), never resolved by overwriting.
+//! - a path whose upper entry is still what the server was shown is no change of this call,
+//!   whatever the workspace holds now (a person's edit during the call): it is left out;
+//! - a path the server wrote, where the workspace no longer holds what the server was shown,
+//!   changed on the host during the call: a conflict, reported (the set is not applied, the
+//!   person's version kept), never resolved by overwriting;
+//! - a path the server first wrote in this call whose workspace file changed during the call
+//!   (its change time is the call's or later) is a conflict too: the server's copy was made
+//!   from a version the workspace no longer has.
 //!
-//! The cost of a sync is that of capture: it grows with what the server has written, not with
-//! the workspace. What the server *reads* of a path it wrote before is still its own copy
-//! (the upper layer shadows the workspace); an overlay per call would show it the person's
-//! version, which needs the server's mount changed under it (issue 45, item 5, left open).
+//! Why this rather than an overlay per call: a fresh overlay is a new filesystem whose inodes
+//! the server's Landlock domain, fixed when the server started, has no rule for, and the
+//! server's working directory would stay on the old one; a snapshot per call costs the
+//! workspace's size. A refresh costs what the server has written: a `stat` of each of its
+//! upper entries and their workspace paths (a path whose two stamps are as they were is not
+//! read again), content read only where something changed, and a listing of a directory only
+//! when the workspace's changed. What it does not reach is a path the server only *read*
+//! whose workspace file was then replaced by a rename over it (editors, git and airlock's own
+//! applies do) before the call: overlayfs keeps the lower dentry it looked up, so the server
+//! reads the replaced file until the kernel drops that dentry, and a change it then makes is
+//! taken as made to the workspace's version (SECURITY.md, "Hosted MCP servers' overlays").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rustix::fs::{FileType, OFlags};
+
+use super::bounds::{ChangeRules, Deadline, Tally, survey};
+use super::capture::{lower_stat, open_lower, read_names};
+use super::overlay::{NOBODY, Overlay, Upper};
+use super::paths::{self, Owner};
 use super::rel::RelPath;
-use super::{ChangeSet, Refusal, State};
+use super::revert::{self, current};
+use super::{ChangeError, ChangeSet, Node, Refusal, State};
 
-/// What a hosted server left at each path it wrote, as of its last call whose changes landed.
+/// What the server was shown at each path of its upper layer, and when.
 #[derive(Debug, Default)]
 pub struct ServerWrites {
-    left: Mutex<HashMap<RelPath, Option<State>>>,
+    seen: Mutex<HashMap<RelPath, Seen>>,
+    /// When the last refresh began: the start of the call it came before.
+    shown_at: Mutex<Option<SystemTime>>,
+}
+
+/// One path of the server's upper layer, as of the last refresh or landed set.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// What the server was shown there (none: nothing).
+    state: Option<State>,
+    /// The upper entry's and the workspace path's stamps when that was settled; none when
+    /// they must be looked at again.
+    stamps: Option<(Option<Stamp>, Option<Stamp>)>,
+}
+
+/// Enough of a `stat` to tell that an entry has not changed: a write moves `ctime`, a
+/// replacement changes the inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    size: i64,
+    mtime: (i64, u64),
+    ctime: (i64, u64),
+}
+
+fn stamp(root: BorrowedFd<'_>, path: &RelPath) -> Option<Stamp> {
+    lower_stat(root, path).map(|stat| Stamp {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        mode: stat.st_mode,
+        size: stat.st_size,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec),
+    })
 }
 
 impl ServerWrites {
+    /// Before a call, with the server between calls: wherever the server's copy of a path
+    /// (its upper layer) is not what the workspace holds now, shows it the workspace's
+    /// version, through the merged view. Fails, and the call is not made, when the overlay
+    /// holds more than `rules` allow or a path cannot be shown as it is.
+    pub fn refresh(&self, overlay: &Overlay, rules: &ChangeRules) -> Result<(), ChangeError> {
+        *self
+            .shown_at
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(SystemTime::now());
+        let upper = overlay.upper();
+        let upper_root = upper.open().map_err(|err| {
+            ChangeError::Capture(format!("cannot open the server's upper layer: {err}"))
+        })?;
+        survey(&upper_root, rules, Deadline::none())?;
+        let mut entries = Vec::new();
+        list(&upper_root, &RelPath::root(), &mut entries)?;
+        let mut view = View {
+            merged: overlay.root(),
+            upper: upper_root.as_fd(),
+            workspace: upper.workspace.as_fd(),
+            owner: upper.owner,
+            rules,
+            copied: Tally::default(),
+        };
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let mut present = HashSet::with_capacity(entries.len());
+        for path in entries {
+            let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
+            if seen
+                .get(&path)
+                .is_some_and(|seen| seen.stamps == Some(stamps))
+            {
+                present.insert(path);
+                continue;
+            }
+            let host = current(view.workspace, &path);
+            if !same(&upper_state(view.upper, &path), &host) {
+                view.show(&path).map_err(|err| {
+                    ChangeError::Apply(format!(
+                        "cannot show the server the workspace's {path} as it is now: {err}"
+                    ))
+                })?;
+            } else if host.as_ref().is_some_and(|host| host.node == Node::Dir) {
+                view.fill(&path).map_err(|err| {
+                    ChangeError::Apply(format!(
+                        "cannot show the server the workspace's {path}/ as it is now: {err}"
+                    ))
+                })?;
+            }
+            // Settled: what is there now, stamped after any write above.
+            let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
+            seen.insert(
+                path.clone(),
+                Seen {
+                    state: host,
+                    stamps: Some(stamps),
+                },
+            );
+            present.insert(path);
+        }
+        // Entries written while being shown (a directory filled) are settled at the next
+        // refresh; paths no longer in the upper layer are the workspace's again.
+        seen.retain(|path, _| present.contains(path));
+        Ok(())
+    }
+
     /// Keeps in `set` only what the last call wrote; refuses it whole, naming the paths, when
-    /// one of them changed on the host since the server last saw it.
-    pub fn this_call(&self, mut set: ChangeSet) -> ChangeSet {
-        let left = self
-            .left
+    /// one of them changed on the host since the server was last shown it.
+    pub fn this_call(&self, mut set: ChangeSet, upper: &Upper) -> ChangeSet {
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let started = *self
+            .shown_at
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         let mut conflicts = Vec::new();
         set.changes.retain(|change| {
-            let Some(before) = left.get(&change.path) else {
+            let Some(Seen { state: shown, .. }) = seen.get(&change.path) else {
+                // Not in the upper layer when the call started: the server's copy was made
+                // during the call, perhaps from a lookup the overlay kept from before a
+                // person replaced the file. A file the host changed during the call, the
+                // server changed too.
+                if started.is_some_and(|started| {
+                    changed_since(upper.workspace.as_fd(), &change.path, started)
+                }) {
+                    conflicts.push(change.path.to_string());
+                }
                 return true;
             };
-            if *before == change.after {
+            if *shown == change.after {
                 // Not written in this call: what differs is the host's doing.
                 return false;
             }
-            if *before != change.before {
+            if *shown != change.before {
                 conflicts.push(change.path.to_string());
             }
             true
         });
         if !conflicts.is_empty() {
             set.not_applied = Some(format!(
-                "the server wrote {} which changed on the host since it last saw them: the host's versions are kept and nothing was applied (restart the server to give it the workspace as it is)",
+                "the server wrote {} which changed on the host since it was last shown them: the host's versions are kept and nothing was applied",
                 conflicts.join(", ")
             ));
             set.refusal = Some(Refusal::Failed);
@@ -68,15 +208,189 @@ impl ServerWrites {
         if set.not_applied.is_some() {
             return;
         }
-        let mut left = self
-            .left
+        let mut seen = self
+            .seen
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         for change in &set.changes {
-            left.insert(change.path.clone(), change.after.clone());
+            let landed = |state: Option<State>| Seen {
+                state,
+                stamps: None,
+            };
+            seen.insert(change.path.clone(), landed(change.after.clone()));
             if let Some(from) = &change.from {
-                left.insert(from.clone(), None);
+                seen.insert(from.clone(), landed(None));
             }
         }
+    }
+}
+
+/// How far a file's change time may lag the clock: the kernel stamps it with a coarse clock
+/// (a scheduler tick, 1–10 ms). A change this close before a call counts as during it: the
+/// doubt goes to the person's side.
+const CTIME_SLACK: Duration = Duration::from_millis(20);
+
+/// Whether the workspace's `path` (not a directory: its time moves with its entries) changed
+/// at or after `since`.
+fn changed_since(workspace: BorrowedFd<'_>, path: &RelPath, since: SystemTime) -> bool {
+    let Some(stat) = lower_stat(workspace, path) else {
+        return false;
+    };
+    if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+        return false;
+    }
+    let ctime = u64::try_from(stat.st_ctime).map_or(UNIX_EPOCH, |secs| {
+        UNIX_EPOCH + Duration::new(secs, u32::try_from(stat.st_ctime_nsec).unwrap_or(0))
+    });
+    ctime + CTIME_SLACK >= since
+}
+
+/// Whether the server's copy and the workspace hold the same thing.
+fn same(upper: &Option<State>, host: &Option<State>) -> bool {
+    match (upper, host) {
+        (None, None) => true,
+        (Some(a), Some(b)) => revert::same(a, b),
+        _ => false,
+    }
+}
+
+/// What the server sees at `path` through its upper entry: a whiteout is nothing.
+fn upper_state(upper: BorrowedFd<'_>, path: &RelPath) -> Option<State> {
+    let stat = lower_stat(upper, path)?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::CharacterDevice && stat.st_rdev == 0 {
+        return None;
+    }
+    current(upper, path)
+}
+
+/// Every entry of the upper layer below `dir`, parents before children.
+fn list(
+    upper: &std::os::fd::OwnedFd,
+    dir: &RelPath,
+    into: &mut Vec<RelPath>,
+) -> Result<(), ChangeError> {
+    let Some(fd) = open_lower(
+        upper.as_fd(),
+        dir.as_bytes(),
+        OFlags::DIRECTORY | OFlags::RDONLY,
+    ) else {
+        return Ok(());
+    };
+    let mut names = read_names(&fd)
+        .map_err(|err| ChangeError::Capture(format!("cannot list the server's {dir}/: {err}")))?;
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        let is_dir =
+            rustix::fs::statat(&fd, name.as_slice(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory);
+        into.push(path.clone());
+        if is_dir {
+            list(upper, &path, into)?;
+        }
+    }
+    Ok(())
+}
+
+/// The server's merged view and the workspace, for making one show the other.
+struct View<'a> {
+    merged: BorrowedFd<'a>,
+    upper: BorrowedFd<'a>,
+    workspace: BorrowedFd<'a>,
+    /// The workspace root's owner: root's ids are `nobody`'s in the overlay (`idmap.rs`).
+    owner: Owner,
+    rules: &'a ChangeRules,
+    /// What showing has copied into the upper layer, against the rules' bounds.
+    copied: Tally,
+}
+
+impl View<'_> {
+    /// Makes the merged view's `path` what the workspace holds there.
+    fn show(&mut self, path: &RelPath) -> std::io::Result<()> {
+        let Some(host) = lower_stat(self.workspace, path) else {
+            return paths::remove(self.merged, path);
+        };
+        let kind = FileType::from_raw_mode(host.st_mode);
+        let mode = host.st_mode & 0o7777;
+        let owner = self.seen_as(host.st_uid, host.st_gid);
+        let there = lower_stat(self.merged, path).map(|stat| FileType::from_raw_mode(stat.st_mode));
+        if there.is_some() && (there == Some(FileType::Directory)) != (kind == FileType::Directory)
+        {
+            paths::remove(self.merged, path)?;
+        }
+        let (dir, name) = paths::parent(self.merged, path)?;
+        match kind {
+            FileType::Directory => {
+                paths::make_dir(&dir, &name, mode, owner)?;
+                self.fill(path)
+            }
+            FileType::RegularFile => {
+                self.count(u64::try_from(host.st_size).unwrap_or(u64::MAX))?;
+                let file = open_lower(
+                    self.workspace,
+                    path.as_bytes(),
+                    OFlags::RDONLY | OFlags::NOFOLLOW,
+                )
+                .ok_or_else(|| std::io::Error::other("it vanished while being read"))?;
+                paths::write_file(&dir, &name, File::from(file), mode, owner)
+            }
+            FileType::Symlink => {
+                self.count(0)?;
+                let (parent, name_in) = path.split();
+                let from = open_lower(self.workspace, parent, OFlags::DIRECTORY | OFlags::PATH)
+                    .ok_or_else(|| std::io::Error::other("its directory vanished"))?;
+                let target = rustix::fs::readlinkat(&from, name_in, Vec::new())?;
+                paths::make_symlink(&dir, &name, target.as_bytes(), owner)
+            }
+            // A fifo, socket or device a person made: the server is not shown one.
+            _ => paths::remove(self.merged, path),
+        }
+    }
+
+    /// Shows the server, in the directory `path`, every entry the workspace has there that
+    /// its view lacks: the upper directory hides them when the server replaced it (opaque).
+    fn fill(&mut self, path: &RelPath) -> std::io::Result<()> {
+        let Some(host) = open_lower(
+            self.workspace,
+            path.as_bytes(),
+            OFlags::DIRECTORY | OFlags::RDONLY,
+        ) else {
+            return Ok(());
+        };
+        let merged = open_lower(
+            self.merged,
+            path.as_bytes(),
+            OFlags::DIRECTORY | OFlags::RDONLY,
+        )
+        .ok_or_else(|| std::io::Error::other("it is not a directory in the server's view"))?;
+        let shown: HashSet<Vec<u8>> = read_names(&merged)?.into_iter().collect();
+        let mut missing: Vec<Vec<u8>> = read_names(&host)?
+            .into_iter()
+            .filter(|name| !shown.contains(name))
+            .collect();
+        missing.sort();
+        for name in missing {
+            self.show(&path.join(&name))?;
+        }
+        Ok(())
+    }
+
+    fn seen_as(&self, uid: u32, gid: u32) -> Owner {
+        let idmapped = self.owner.0 == 0 || self.owner.1 == 0;
+        let seen = |id: u32| if idmapped && id == 0 { NOBODY } else { id };
+        (seen(uid), seen(gid))
+    }
+
+    /// Counts one entry of `bytes` copied, refusing past the rules' bounds.
+    fn count(&mut self, bytes: u64) -> std::io::Result<()> {
+        self.copied.entries += 1;
+        self.copied.bytes = self.copied.bytes.saturating_add(bytes);
+        if self.copied.entries > self.rules.max_files || self.copied.bytes > self.rules.max_bytes {
+            return Err(std::io::Error::other(format!(
+                "the workspace changed by more than the profile's [changes] bounds ({} files, {} bytes) since the server's last call; restart the server",
+                self.rules.max_files, self.rules.max_bytes
+            )));
+        }
+        Ok(())
     }
 }

@@ -35,6 +35,7 @@ mod grpc_api;
 mod mcp_conformance;
 mod mcp_gateway;
 mod mcp_host;
+mod mcp_writers;
 mod output_story;
 mod plugins;
 mod process_sandbox;

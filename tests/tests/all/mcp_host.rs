@@ -677,8 +677,8 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
     );
 
     // A person edits notes.md on the host. The server's next call writes another file: its
-    // set is that file alone, and the server's older copy of notes.md (still in its overlay)
-    // never lands over the person's version.
+    // set is that file alone, and the server's older copy of notes.md (in its overlay) never
+    // lands over the person's version.
     std::fs::write(workspace.join("notes.md"), "# notes\n\nthe person's line\n").unwrap();
     let other = daemon
         .exec(
@@ -696,26 +696,31 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
         std::fs::read_to_string(workspace.join("notes.md")).unwrap(),
         "# notes\n\nthe person's line\n"
     );
-    // Writing notes.md again, over a version it never saw, is a conflict: nothing of the call
-    // lands and the person's version stays.
-    let clash = daemon
+    // Each call is shown the workspace as it is: the server reads the person's version, and
+    // an edit of it builds on that version and lands.
+    let read = daemon
         .exec(
-            "fs__write_file",
-            json!({"path": "/workspace/notes.md", "content": "# notes by the server\n"}),
+            "fs__read_text_file",
+            json!({"path": "/workspace/notes.md"}),
             ws,
         )
         .await;
-    clash.assert_status(ToolStatus::SandboxError);
+    read.assert_status(ToolStatus::Ok);
     assert!(
-        clash
-            .result()
-            .error_message
-            .contains("notes.md which changed on the host"),
-        "{clash:?}"
+        read.result().content.contains("the person's line"),
+        "{read:?}"
     );
+    let edited = daemon
+        .exec(
+            "fs__edit_file",
+            json!({"path": "/workspace/notes.md", "edits": [{"oldText": "the person's line", "newText": "the person's line, and the server's"}]}),
+            ws,
+        )
+        .await;
+    edited.assert_status(ToolStatus::Ok);
     assert_eq!(
         std::fs::read_to_string(workspace.join("notes.md")).unwrap(),
-        "# notes\n\nthe person's line\n"
+        "# notes\n\nthe person's line, and the server's\n"
     );
 
     // A root-owned workspace is writable too, through the idmapped mount; files stay root's.

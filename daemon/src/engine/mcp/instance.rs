@@ -97,6 +97,19 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// Before a call: shows the server the workspace as it is now (see `changes::sync`).
+    pub async fn refresh(self: &Arc<Self>) -> Result<(), String> {
+        let recording = self.clone();
+        tokio::task::spawn_blocking(move || {
+            recording
+                .writes
+                .refresh(&recording.overlay, &recording.call.rules)
+                .map_err(|err| err.to_string())
+        })
+        .await
+        .unwrap_or_else(|err| Err(format!("showing the server the workspace panicked: {err}")))
+    }
+
     /// What the server changed since the last call, applied to the workspace.
     pub async fn sync(self: &Arc<Self>) -> crate::changes::ChangeSet {
         let recording = self.clone();

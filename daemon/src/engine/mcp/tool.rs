@@ -86,6 +86,13 @@ impl McpTool {
         if let Err(reason) = self.host.distrust(&instance, &self.tool).await {
             return Exit::Refused(reason);
         }
+        // What the server holds a copy of is shown as the workspace has it now: a person may
+        // have edited it since the server's last call.
+        if let Some(recording) = &instance.recording
+            && let Err(message) = recording.refresh().await
+        {
+            return Exit::SandboxError(format!("{message}; the call was not sent"));
+        }
         // Should the daemon freeze or hang past the deadline, the server ends by the deadline
         // keeper's hand: nothing of the call acts on while a fleet hands its run on.
         let _kept = match instance.keep_until(launch.deadline + KEEPER_GRACE) {

@@ -4,6 +4,7 @@
 
 import { enumLabel, enumName, enumTitle } from "./api.js";
 import { CodeBlock, RiskBadge, StatusBadge } from "./components.js";
+import { MAX_LISTED, setCounts } from "./change-pages.js";
 import { DiffView } from "./diff-view.js";
 import { compactJson, formatBytes, formatDuration, formatInt, num, prettyJson } from "./format.js";
 import { html } from "./html.js";
@@ -58,17 +59,23 @@ function changeLines(changeSet) {
   });
 }
 
-export function ChangeList({ changeSet }) {
+/** A set's changes, at most `limit` of them drawn (the rest counted). */
+export function ChangeList({ changeSet, limit = MAX_LISTED }) {
   const lines = changeLines(changeSet);
+  const { total } = setCounts(changeSet);
+  const listed = lines.slice(0, limit);
   return html`
     <ul class="changes">
-      ${lines.map((c) => html`<li>
+      ${listed.map((c) => html`<li>
         <span class=${`badge change-${c.kind.replace(/ /g, "-")}`}>${c.kind || "changed"}</span>
         <code>${c.path}</code>${c.from ? html` <span class="muted">from</span> <code>${c.from}</code>` : null}
         ${c.digestOnly ? html` <span class="muted">(contents not kept: ${c.digestOnly})</span>` : null}
         ${!c.applied ? html` <span class="badge status-error">not applied</span>` : null}
       </li>`)}
     </ul>
+    ${total > listed.length
+      ? html`<p class="muted" data-testid="changes-more" data-total=${String(total)}>${formatInt(total)} changes in all; the first ${formatInt(listed.length)} shown.</p>`
+      : null}
     ${changeSet?.notApplied ? html`<p class="warn-text">Not applied: ${changeSet.notApplied}</p>` : null}
     ${changeSet?.skipped?.length ? html`<p class="muted">Skipped: ${changeSet.skipped.join(", ")}</p>` : null}`;
 }
@@ -280,10 +287,13 @@ export function describe(ev, pending) {
       };
     case "changes": {
       const lines = changeLines(v.changeSet);
+      const { total } = setCounts(v.changeSet);
+      const named = lines.slice(0, 5).map((c) => `${c.path} (${c.kind})`).join(", ");
+      const more = total > Math.min(lines.length, 5) ? ` and ${formatInt(total - Math.min(lines.length, 5))} more` : "";
       return {
         label: "Changes",
         tone: "change",
-        summary: `${v.tool}: ${lines.map((c) => `${c.path} (${c.kind})`).join(", ") || "nothing"}`,
+        summary: `${v.tool}: ${named ? named + more : "nothing"}`,
         detail: () => html`<${ChangeList} changeSet=${v.changeSet} />`,
       };
     }

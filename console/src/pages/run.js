@@ -6,6 +6,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enumName, enumNumber, enumTitle, errorCode, isAbort, isFinalError, Code } from "../api.js";
 import { ErrorAlert, Loading, StateBadge, Time, sleep, useBatchedRender, useMedia, useNow, useTitle } from "../components.js";
+import { CHANGES_PAGE, MAX_CHANGES_PAGE, changesRead, mergeChangePages } from "../change-pages.js";
 import { ChangeList, describe } from "../events.js";
 import { formatDuration, formatInt, localDateTime, num } from "../format.js";
 import { html } from "../html.js";
@@ -69,7 +70,9 @@ export function RunPage({ runId }) {
     };
     const loadChanges = async () => {
       try {
-        d.changes = await api.agent.listChanges({ runId }, { signal });
+        // As many as have been read: a refresh (a new step's changes) keeps what was shown.
+        const limit = Math.min(MAX_CHANGES_PAGE, Math.max(CHANGES_PAGE, changesRead(d.changes)));
+        d.changes = await api.agent.listChanges({ runId, limit }, { signal });
         d.changesError = null;
       } catch (err) {
         if (isAbort(err, signal)) return;
@@ -105,6 +108,20 @@ export function RunPage({ runId }) {
     render();
   };
 
+  const moreChanges = async () => {
+    d.loadingChanges = true;
+    render();
+    try {
+      const next = await api.agent.listChanges({ runId, offset: d.changes.nextOffset, limit: CHANGES_PAGE });
+      d.changes = mergeChangePages(d.changes, next);
+      d.changesError = null;
+    } catch (err) {
+      d.changesError = err;
+    }
+    d.loadingChanges = false;
+    render();
+  };
+
   const info = d.info;
   // No such run (or no run of the caller's, or no run id at all): say so once.
   const notFound = !info && d.infoError && [Code.NotFound, Code.InvalidArgument, Code.PermissionDenied].includes(errorCode(d.infoError));
@@ -128,7 +145,7 @@ export function RunPage({ runId }) {
       ${info && html`<${Summary} info=${info} now=${now} />`}
       ${!notFound && html`<${Events} d=${d} render=${render} />`}
       ${d.changesError && !notFound && html`<${ErrorAlert} error=${d.changesError} />`}
-      ${d.changes?.steps?.length ? html`<${Changes} changes=${d.changes} />` : null}
+      ${d.changes?.steps?.length ? html`<${Changes} changes=${d.changes} loading=${d.loadingChanges} more=${moreChanges} />` : null}
     </div>
   `;
 }
@@ -176,17 +193,23 @@ function Summary({ info, now }) {
     </section>`;
 }
 
-function Changes({ changes }) {
+function Changes({ changes, loading, more }) {
+  const total = num(changes.totalChanges);
+  const read = changesRead(changes);
   return html`
-    <section class="card" aria-labelledby="changes-title">
+    <section class="card" aria-labelledby="changes-title" data-testid="changes" data-read=${String(read)} data-total=${String(total)}>
       <h2 id="changes-title">Changes</h2>
-      ${changes.workspace ? html`<p class="muted">In <code>${changes.workspace}</code></p>` : null}
+      <p class="muted">${formatInt(total)} ${total === 1 ? "file change" : "file changes"}${changes.workspace ? html` in <code>${changes.workspace}</code>` : null}</p>
       <ol class="step-changes">
         ${changes.steps.map((s) => html`<li>
           <h3 class="h4">Step ${s.step} · ${s.tool} <span class="muted mono">${s.callId}</span></h3>
-          <${ChangeList} changeSet=${s.changeSet} />
+          <${ChangeList} changeSet=${s.changeSet} limit=${Infinity} />
         </li>`)}
       </ol>
+      ${num(changes.nextOffset) > 0
+        ? html`<p><button type="button" data-testid="more-changes" disabled=${loading} onClick=${more}>
+            ${loading ? "Loading…" : `Show more changes (${formatInt(read)} of ${formatInt(total)} read)`}</button></p>`
+        : null}
     </section>`;
 }
 

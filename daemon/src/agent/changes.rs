@@ -60,6 +60,10 @@ pub fn changes_page(
             let keep = usize::try_from(from - at).unwrap_or(usize::MAX)
                 ..usize::try_from(to.max(from) - at).unwrap_or(usize::MAX);
             set.changes = set.changes.drain(keep).collect();
+            // A page holding a slice of the step's set says how many the set has.
+            if to.max(from) - from < len {
+                set.total_changes = len;
+            }
             page.push(step);
         }
         at += len;
@@ -485,6 +489,12 @@ mod tests {
                 8
             )
         );
+        // A step cut by the page says how many its set has; a whole one needs not.
+        let totals: Vec<u64> = page
+            .iter()
+            .map(|step| step.change_set.as_ref().expect("set").total_changes)
+            .collect();
+        assert_eq!(totals, [0, 0, 5]);
         let (page, next, _) = changes_page(steps.clone(), 4, 4);
         assert_eq!(
             (shown(&page), next),

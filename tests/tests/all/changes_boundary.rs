@@ -226,6 +226,43 @@ async fn a_run_that_makes_a_hundred_thousand_files_stays_readable_and_revertible
         100_000
     );
 
+    // The console opens the run: the count of all of them, the first page of changes, each
+    // `changes` event naming its first paths and how many more, and more pages on request.
+    let browser = crate::console_browser::console_at(&daemon, &format!("#/runs/{run_id}")).await;
+    browser
+        .wait_for("[data-testid=changes][data-total=\"110002\"][data-read=\"1000\"]")
+        .await;
+    let summaries = browser
+        .eval(
+            "return [...document.querySelectorAll('[data-testid=event][data-kind=changes] .event-summary')].map((e) => e.textContent);",
+        )
+        .await;
+    let summaries: Vec<String> = serde_json::from_value(summaries).unwrap();
+    assert_eq!(summaries.len(), 2, "{summaries:?}");
+    assert!(
+        summaries[0].contains("and 99,996 more") && summaries[1].contains("and 9,996 more"),
+        "{summaries:?}"
+    );
+    browser
+        .wait_for("[data-testid=changes-more][data-total=\"100001\"]")
+        .await;
+    browser
+        .wait_for("[data-testid=more-changes]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("[data-testid=changes][data-read=\"2000\"]")
+        .await;
+    // What was read is drawn, and no more.
+    let drawn = browser
+        .eval("return document.querySelectorAll('[data-testid=changes] ul.changes > li').length;")
+        .await;
+    assert_eq!(drawn.as_u64(), Some(2000), "{drawn}");
+    browser.save_screenshot("run-110k-changes").await;
+    browser.close().await;
+
     let reverted = agent
         .revert_run(pb::RevertRunRequest {
             run_id,

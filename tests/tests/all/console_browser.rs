@@ -38,7 +38,7 @@ fn approval_card(approval_id: &str) -> String {
 }
 
 /// A desktop browser signed in to `daemon`'s console, at `route` (`#/approvals`, ...).
-async fn console_at(daemon: &TestDaemon, route: &str) -> Browser {
+pub(crate) async fn console_at(daemon: &TestDaemon, route: &str) -> Browser {
     let browser = Browser::open(Viewport::DESKTOP).await;
     browser.sign_in(&daemon.endpoint, &daemon.token).await;
     // Signed in (the nav is up) before going anywhere: a route taken while the sign-in is

@@ -16,7 +16,7 @@ use airlock_proto::v1 as pb;
 use super::checkpoint::LoopState;
 use super::context::Entry;
 use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
-use crate::changes::{ChangeSet, RevertError, RevertPlan, RevertReport, copy_contents};
+use crate::changes::{ChangeSet, RelPath, RevertError, RevertPlan, RevertReport, copy_contents};
 use crate::ids::{CallId, RunId};
 use crate::store::RunRecord;
 use crate::wire;
@@ -216,13 +216,28 @@ impl AgentRuntime {
                 "this daemon keeps no change sets (its change-set store is unavailable)".into(),
             ));
         };
-        tokio::task::spawn_blocking(move || plan.execute_at(&workspace, changes.blobs(), force))
-            .await
-            .map_err(|err| AgentError::Changes(format!("the revert panicked: {err}")))?
-            .map_err(|err| match err {
-                RevertError::Conflicts(_) => AgentError::RevertConflicts(err.to_string()),
-                RevertError::Io { .. } => AgentError::Changes(err.to_string()),
-            })
+        tokio::task::spawn_blocking(move || {
+            let report = plan.execute_at(&workspace, changes.blobs(), force)?;
+            // Hosted servers over the workspace are shown what the revert put back.
+            if let Ok(root) = crate::changes::open_workspace(&workspace) {
+                let paths: Vec<RelPath> = report
+                    .restored
+                    .iter()
+                    .chain(&report.removed)
+                    .filter_map(|path| RelPath::new(path.as_bytes()).ok())
+                    .collect();
+                changes
+                    .views()
+                    .landed(std::os::fd::AsFd::as_fd(&root), paths.iter());
+            }
+            Ok(report)
+        })
+        .await
+        .map_err(|err| AgentError::Changes(format!("the revert panicked: {err}")))?
+        .map_err(|err| match err {
+            RevertError::Conflicts(_) => AgentError::RevertConflicts(err.to_string()),
+            RevertError::Io { .. } => AgentError::Changes(err.to_string()),
+        })
     }
 }
 

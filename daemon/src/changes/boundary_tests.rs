@@ -717,3 +717,66 @@ fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
         "o\nserver\n"
     );
 }
+
+/// Another call's set lands by renames, which a server's overlay would not see for a file it
+/// had looked up: the daemon tells the server's record, and its next call is shown the file
+/// as the set left it. So is a revert's work.
+#[test]
+fn a_server_is_shown_what_another_call_landed_in_its_workspace() {
+    let (_dir, ws, changes) = setup();
+    std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
+    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let m = merged(&overlay);
+    let call = rules(ChangeRules::default());
+    let writes = std::sync::Arc::new(ServerWrites::default());
+    changes.views().watch(
+        std::os::fd::AsFd::as_fd(&overlay.upper().workspace),
+        &writes,
+    );
+
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    assert_eq!(
+        std::fs::read_to_string(m.join("notes.txt")).expect("read"),
+        "v0\n"
+    );
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!((set.changes.len(), set.not_applied.clone()), (0, None));
+
+    // A process tool's call rewrites notes.txt and adds a file; its set lands by renames.
+    let tool = changes.overlay(&ws, "tool").expect("overlay");
+    std::fs::write(merged(&tool).join("notes.txt"), "by the tool\n").expect("write");
+    std::fs::write(merged(&tool).join("new.txt"), "new\n").expect("write");
+    let landed = changes.commit(tool, &call);
+    assert_eq!(landed.not_applied, None, "{landed:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "by the tool\n"
+    );
+
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    assert_eq!(
+        std::fs::read_to_string(m.join("notes.txt")).expect("read"),
+        "by the tool\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.join("new.txt")).expect("read"),
+        "new\n"
+    );
+    // Being shown it is no change of the server's; its edit of it builds on it and lands.
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(
+        (set.changes.len(), set.not_applied.clone()),
+        (0, None),
+        "{set:?}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    writes.refresh(&overlay, &call.rules).expect("refresh");
+    std::fs::write(m.join("notes.txt"), "by the tool\nand the server\n").expect("write");
+    let set = changes.sync(&overlay, &call, &writes);
+    assert_eq!(set.not_applied, None, "{set:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "by the tool\nand the server\n"
+    );
+}

@@ -31,6 +31,7 @@ mod revert;
 mod sparse;
 mod sync;
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,8 +46,8 @@ pub use exclude::{Exclusions, WorkspaceIgnores};
 pub use idmap::IdMap;
 pub use overlay::{Overlay, Upper};
 pub use rel::{NotRelative, RelPath};
-pub use revert::{RevertError, RevertPlan, RevertReport, reconcile};
-pub use sync::ServerWrites;
+pub use revert::{RevertError, RevertPlan, RevertReport, open_workspace, reconcile};
+pub use sync::{ServerWrites, Views};
 
 /// Subdirectory of the daemon's state directory the change sets own.
 const CHANGES_DIR: &str = "changes";
@@ -208,6 +209,8 @@ pub struct Changes {
     calls: PathBuf,
     blobs: Arc<Blobs>,
     idmap: Arc<IdMap>,
+    /// Hosted servers' views of workspaces, told what lands in them (see `sync.rs`).
+    views: Arc<Views>,
 }
 
 impl Changes {
@@ -239,11 +242,17 @@ impl Changes {
             calls,
             blobs,
             idmap,
+            views: Arc::default(),
         })
     }
 
     pub fn blobs(&self) -> &Arc<Blobs> {
         &self.blobs
+    }
+
+    /// Hosted servers' views of workspaces, told what the daemon lands in them.
+    pub fn views(&self) -> &Views {
+        &self.views
     }
 
     /// Mounts a fresh overlay over `workspace` for one call (blocking).
@@ -291,7 +300,21 @@ impl Changes {
     /// Applies a captured change set (blocking): all of it, each change then marked applied,
     /// or none of it, the set then saying why.
     pub fn apply(&self, upper: &Upper, set: ChangeSet, deadline: Deadline) -> ChangeSet {
-        settle(apply::apply(upper, &set, Transfer::Move, deadline), set)
+        let set = settle(apply::apply(upper, &set, Transfer::Move, deadline), set);
+        self.landed(upper, &set);
+        set
+    }
+
+    /// Tells the hosted servers over `upper`'s workspace what `set` changed there.
+    fn landed(&self, upper: &Upper, set: &ChangeSet) {
+        if set.not_applied.is_none() {
+            self.views.landed(
+                upper.workspace.as_fd(),
+                set.changes
+                    .iter()
+                    .flat_map(|change| std::iter::once(&change.path).chain(&change.from)),
+            );
+        }
     }
 
     /// Records what was written through `overlay` by the server's last call and applies it to
@@ -317,6 +340,7 @@ impl Changes {
             set,
         );
         writes.landed(&set);
+        self.landed(upper, &set);
         set
     }
 }

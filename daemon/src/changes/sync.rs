@@ -26,16 +26,22 @@
 //! workspace's size. A refresh costs what the server has written: a `stat` of each of its
 //! upper entries and their workspace paths (a path whose two stamps are as they were is not
 //! read again), content read only where something changed, and a listing of a directory only
-//! when the workspace's changed. What it does not reach is a path the server only *read*
-//! whose workspace file was then replaced by a rename over it (editors, git and airlock's own
-//! applies do) before the call: overlayfs keeps the lower dentry it looked up, so the server
-//! reads the replaced file until the kernel drops that dentry, and a change it then makes is
-//! taken as made to the workspace's version (SECURITY.md, "Hosted MCP servers' overlays").
+//! when the workspace's changed.
+//!
+//! Overlayfs keeps the lower dentries it looked up and, on a local filesystem, never checks
+//! them again: a file the server only *read*, then replaced in the workspace by a rename over
+//! it (editors, git and airlock's own applies save that way) or created after the server
+//! looked for it, stays as the server first saw it. What the daemon itself lands there — any
+//! call's applied set, a revert — it reports to every server over that workspace ([`Views`]),
+//! and the next refresh shows those paths too. A person's replacement it cannot see without
+//! watching the whole filesystem: the server reads the old file until the kernel drops that
+//! dentry, and a change it then makes is taken as made to the workspace's version, unless
+//! the person's came during the call (SECURITY.md, "Hosted MCP servers' overlays").
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{FileType, OFlags};
@@ -54,6 +60,86 @@ pub struct ServerWrites {
     seen: Mutex<HashMap<RelPath, Seen>>,
     /// When the last refresh began: the start of the call it came before.
     shown_at: Mutex<Option<SystemTime>>,
+    /// Paths the daemon itself has replaced in the workspace since the last refresh (another
+    /// call's applied set, a revert): the server may hold a lookup of the file they replaced.
+    replaced: Mutex<Replaced>,
+}
+
+/// The paths [`Views`] reported, up to [`MAX_REPLACED`].
+#[derive(Debug, Default)]
+struct Replaced {
+    paths: HashSet<RelPath>,
+    /// More were reported than are kept: the server's view cannot be made current path by
+    /// path, and its next call is refused (the instance is then restarted).
+    overflowed: bool,
+}
+
+/// The most replaced paths a server's view remembers between calls: the default bound on one
+/// call's change set, so one large set is remembered whole.
+const MAX_REPLACED: usize = 200_000;
+
+/// The workspaces hosted servers have overlays over, and each server's record: what the
+/// daemon lands in a workspace (an applied set, a revert) is reported to every server over
+/// it, whose next refresh shows it those paths (see the module doc on cached lookups).
+#[derive(Debug, Default)]
+pub struct Views {
+    servers: Mutex<Vec<(WorkspaceKey, Weak<ServerWrites>)>>,
+}
+
+impl Views {
+    /// Reports what lands in `workspace` to `writes` from now on, while it lives.
+    pub fn watch(&self, workspace: BorrowedFd<'_>, writes: &Arc<ServerWrites>) {
+        let Some(key) = workspace_key(workspace) else {
+            return;
+        };
+        let mut servers = self
+            .servers
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        servers.retain(|(_, server)| server.strong_count() > 0);
+        servers.push((key, Arc::downgrade(writes)));
+    }
+
+    /// Reports `paths`, just written in `workspace` by the daemon, to the servers over it.
+    pub fn landed<'a>(&self, workspace: BorrowedFd<'_>, paths: impl Iterator<Item = &'a RelPath>) {
+        let Some(key) = workspace_key(workspace) else {
+            return;
+        };
+        let servers: Vec<Arc<ServerWrites>> = self
+            .servers
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .iter()
+            .filter(|(of, _)| *of == key)
+            .filter_map(|(_, server)| server.upgrade())
+            .collect();
+        if servers.is_empty() {
+            return;
+        }
+        let paths: Vec<&RelPath> = paths.collect();
+        for server in servers {
+            let mut replaced = server
+                .replaced
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            for path in &paths {
+                if replaced.paths.len() >= MAX_REPLACED {
+                    replaced.overflowed = true;
+                    break;
+                }
+                replaced.paths.insert((*path).clone());
+            }
+        }
+    }
+}
+
+/// A workspace's identity: its root's device and inode, whatever path named it.
+type WorkspaceKey = (u64, u64);
+
+fn workspace_key(workspace: BorrowedFd<'_>) -> Option<WorkspaceKey> {
+    rustix::fs::fstat(workspace)
+        .ok()
+        .map(|stat| (stat.st_dev, stat.st_ino))
 }
 
 /// One path of the server's upper layer, as of the last refresh or landed set.
@@ -143,6 +229,45 @@ impl ServerWrites {
                 })?;
             }
             // Settled: what is there now, stamped after any write above.
+            let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
+            seen.insert(
+                path.clone(),
+                Seen {
+                    state: host,
+                    stamps: Some(stamps),
+                },
+            );
+            present.insert(path);
+        }
+        // Paths the daemon replaced in the workspace, which the server may still see as they
+        // were: shown as they are now, and settled as shown.
+        let replaced = std::mem::take(
+            &mut *self
+                .replaced
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner()),
+        );
+        if replaced.overflowed {
+            return Err(ChangeError::Exceeded(format!(
+                "the daemon changed more than {MAX_REPLACED} paths of the workspace since the server's last call, too many to show it one by one; restart the server"
+            )));
+        }
+        let mut replaced: Vec<RelPath> = replaced
+            .paths
+            .into_iter()
+            .filter(|path| !present.contains(path))
+            .collect();
+        replaced.sort();
+        for path in replaced {
+            let host = current(view.workspace, &path);
+            if same(&current(view.merged, &path), &host) {
+                continue;
+            }
+            view.show(&path).map_err(|err| {
+                ChangeError::Apply(format!(
+                    "cannot show the server the workspace's {path} as it is now: {err}"
+                ))
+            })?;
             let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
             seen.insert(
                 path.clone(),

@@ -176,6 +176,12 @@ impl Host {
             let overlay = changes
                 .overlay(&workspace, &call)
                 .map_err(|err| err.to_string())?;
+            // What the daemon lands in the workspace is shown to the server at its next call.
+            let writes = std::sync::Arc::default();
+            changes.views().watch(
+                std::os::fd::AsFd::as_fd(&overlay.upper().workspace),
+                &writes,
+            );
             Ok(Recording {
                 changes,
                 overlay,
@@ -187,7 +193,7 @@ impl Host {
                     // bounds, not a deadline, limit what that costs.
                     deadline: Deadline::none(),
                 },
-                writes: Default::default(),
+                writes,
             })
         })
         .await

@@ -93,7 +93,7 @@ pub struct Recording {
     /// profile's bounds.
     pub call: crate::changes::CallRules,
     /// What the server wrote in earlier calls, so that a call's set is its own.
-    pub writes: crate::changes::ServerWrites,
+    pub writes: Arc<crate::changes::ServerWrites>,
 }
 
 impl Recording {

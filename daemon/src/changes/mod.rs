@@ -202,6 +202,41 @@ impl ChangeError {
     }
 }
 
+/// The most a message about a set's paths spends naming them (bytes). Such messages become a
+/// set's `not_applied`, a call's error, a span attribute and a gRPC status (a trailer, where
+/// peers refuse headers past 8–16 KiB): their size must not grow with the set.
+const MAX_NAMING_BYTES: usize = 2000;
+
+/// `names` joined with ", " up to [`MAX_NAMING_BYTES`], then how many more there are.
+pub fn name_paths<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
+    let mut out = String::new();
+    let mut more = 0usize;
+    for name in names {
+        let name = name.as_ref();
+        if more > 0 || (!out.is_empty() && out.len() + 2 + name.len() > MAX_NAMING_BYTES) {
+            more += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        if name.len() > MAX_NAMING_BYTES {
+            let mut end = MAX_NAMING_BYTES;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push_str(&name[..end]);
+            out.push('…');
+        } else {
+            out.push_str(name);
+        }
+    }
+    if more > 0 {
+        out.push_str(&format!(" and {more} more"));
+    }
+    out
+}
+
 /// The daemon's change-set service: where upper layers and blobs live, and the id mapping
 /// that lets a sandbox write a workspace owned by root.
 #[derive(Debug, Clone)]
@@ -370,6 +405,24 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn a_message_names_paths_up_to_its_bound_and_counts_the_rest() {
+        assert_eq!(name_paths(["a", "b"]), "a, b");
+        let many: Vec<String> = (0..100_000).map(|n| format!("dir/{n:08}")).collect();
+        let named = name_paths(&many);
+        assert!(named.len() < MAX_NAMING_BYTES + 32, "{}", named.len());
+        assert!(named.starts_with("dir/00000000, dir/00000001"));
+        let shown = named.matches(", ").count() + 1;
+        assert!(
+            named.ends_with(&format!(" and {} more", 100_000 - shown)),
+            "{named}"
+        );
+        // One name longer than the bound is cut, on a character boundary.
+        let long = "é".repeat(MAX_NAMING_BYTES);
+        let named = name_paths([long.as_str(), "next"]);
+        assert!(named.ends_with("… and 1 more"), "{named}");
+    }
 
     /// The overlay's merged view, as a path this process can open.
     fn merged(overlay: &Overlay) -> PathBuf {

@@ -53,11 +53,11 @@ pub enum RevertError {
 }
 
 fn describe(conflicts: &[Conflict]) -> String {
-    conflicts
-        .iter()
-        .map(|conflict| format!("{} ({})", conflict.path, conflict.reason))
-        .collect::<Vec<_>>()
-        .join(", ")
+    super::name_paths(
+        conflicts
+            .iter()
+            .map(|conflict| format!("{} ({})", conflict.path, conflict.reason)),
+    )
 }
 
 /// What a revert did.
@@ -333,7 +333,7 @@ pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::R
     if !neither.is_empty() {
         note.push_str(&format!(
             "; changed since by something else: {}",
-            neither.join(", ")
+            super::name_paths(&neither)
         ));
     }
     set.not_applied = Some(note);

@@ -321,7 +321,7 @@ impl ServerWrites {
         if !conflicts.is_empty() {
             set.not_applied = Some(format!(
                 "the server wrote {} which changed on the host since it was last shown them: the host's versions are kept and nothing was applied",
-                conflicts.join(", ")
+                super::name_paths(&conflicts)
             ));
             set.refusal = Some(Refusal::Failed);
         }

@@ -51,6 +51,27 @@ pub struct Span {
     error: Option<String>,
 }
 
+/// The longest attribute key, value or error message a span keeps (bytes), as OpenTelemetry
+/// SDKs' attribute value length limit does: what a span carries comes in part from tools (a
+/// hosted server's error text, a refused host's name), and a span is stored with its run and
+/// exported in batches, so its size must not follow theirs.
+const MAX_ATTRIBUTE_BYTES: usize = 4096;
+/// The most attributes a span keeps: a tool span has a dozen and one per host contacted.
+const MAX_ATTRIBUTES: usize = 128;
+
+/// `text` cut to [`MAX_ATTRIBUTE_BYTES`] on a character boundary, marked when cut.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_ATTRIBUTE_BYTES {
+        let mut end = MAX_ATTRIBUTE_BYTES - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 pub fn now_unix_nano() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -128,14 +149,17 @@ impl Span {
     }
 
     pub fn set(&mut self, key: &str, value: impl ToString) {
+        if self.attributes.len() >= MAX_ATTRIBUTES {
+            return;
+        }
         self.attributes.push(pb::SpanAttribute {
-            key: key.to_owned(),
-            value: value.to_string(),
+            key: bounded(key.to_owned()),
+            value: bounded(value.to_string()),
         });
     }
 
     pub fn fail(&mut self, message: impl Into<String>) {
-        self.error = Some(message.into());
+        self.error = Some(bounded(message.into()));
     }
 }
 
@@ -163,4 +187,18 @@ impl Drop for Span {
 /// sha256 of a call's canonical arguments: what a trace records instead of the arguments.
 pub fn arguments_digest(canonical: &str) -> String {
     hex::encode(Sha256::digest(canonical.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_keeps_bounded_values_whatever_a_tool_said() {
+        assert_eq!(bounded("short".into()), "short");
+        let long = bounded("é".repeat(10_000));
+        assert!(long.len() <= MAX_ATTRIBUTE_BYTES && long.ends_with('…'), "{}", long.len());
+        let exact = "x".repeat(MAX_ATTRIBUTE_BYTES);
+        assert_eq!(bounded(exact.clone()), exact);
+    }
 }

@@ -7,6 +7,11 @@
 //! once copied, where a chain of links is resolved) are refused with the entry named. The
 //! copy's symlinks are read by graders on this host: one leading out would make a grader read
 //! (or a later copy write) outside the workspace.
+//!
+//! Sizes are bounded too, before anything is written: a fixture of more than
+//! [`MAX_ENTRIES`] entries or [`MAX_BYTES`] bytes is refused (a small `.tar.gz` can declare
+//! gigabytes, and every attempt copies the fixture again). Sparse archive entries are
+//! refused: their apparent size is not what the archive holds.
 
 use std::fs::File;
 use std::io::Read;
@@ -16,6 +21,33 @@ use flate2::read::GzDecoder;
 use tar::EntryType;
 
 use super::tree::{link_stays_inside, links_leaving, normalized};
+
+/// The most entries a fixture may hold: a large repository's checkout has tens of thousands.
+pub const MAX_ENTRIES: u64 = 200_000;
+/// The most bytes a fixture's files may hold, counted as their sizes (what unpacking writes).
+pub const MAX_BYTES: u64 = 1 << 30;
+
+/// What a fixture has used of its bounds so far.
+#[derive(Default)]
+struct Budget {
+    entries: u64,
+    bytes: u64,
+}
+
+impl Budget {
+    /// Counts one entry of `bytes`, refusing past a bound.
+    fn take(&mut self, fixture: &Path, bytes: u64) -> Result<(), FixtureError> {
+        self.entries += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.entries > MAX_ENTRIES || self.bytes > MAX_BYTES {
+            return Err(FixtureError::Refused(format!(
+                "{}: more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes, the most a fixture may hold",
+                fixture.display()
+            )));
+        }
+        Ok(())
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fixture {
@@ -70,7 +102,10 @@ impl Fixture {
 
     fn check(&self) -> Result<(), FixtureError> {
         match self {
-            Self::Dir(dir) => check_links(dir, self.path()),
+            Self::Dir(dir) => {
+                count_dir(dir, self.path(), &mut Budget::default())?;
+                check_links(dir, self.path())
+            }
             Self::Archive { .. } => self.walk_archive(None),
         }
     }
@@ -108,8 +143,10 @@ impl Fixture {
         };
         let mut archive = tar::Archive::new(reader);
         archive.set_overwrite(true);
+        let mut budget = Budget::default();
         for entry in archive.entries().map_err(unreadable)? {
             let mut entry = entry.map_err(unreadable)?;
+            budget.take(path, entry.header().size().map_err(unreadable)?)?;
             let entry_path = entry.path().map_err(unreadable)?.into_owned();
             let link = entry
                 .link_name()
@@ -155,9 +192,11 @@ fn check_entry(path: &Path, kind: EntryType, link: Option<&Path>) -> Result<bool
         | EntryType::XGlobalHeader
         | EntryType::GNULongName
         | EntryType::GNULongLink => return Ok(false),
+        EntryType::GNUSparse => {
+            return Err("a sparse file (its size is not what the archive holds)".to_owned());
+        }
         EntryType::Regular
         | EntryType::Continuous
-        | EntryType::GNUSparse
         | EntryType::Directory
         | EntryType::Symlink
         | EntryType::Link => {}
@@ -201,6 +240,24 @@ fn check_links(root: &Path, fixture: &Path) -> Result<(), FixtureError> {
         fixture.display(),
         leaving.join(", ")
     )))
+}
+
+/// Counts the tree under `dir` against `budget` (symlinks are not followed).
+fn count_dir(dir: &Path, fixture: &Path, budget: &mut Budget) -> Result<(), FixtureError> {
+    let unreadable = |path: &Path, error: std::io::Error| {
+        FixtureError::Unreadable(format!("{}: {error}", path.display()))
+    };
+    for entry in std::fs::read_dir(dir).map_err(|error| unreadable(dir, error))? {
+        let entry = entry.map_err(|error| unreadable(dir, error))?;
+        let meta = entry
+            .metadata()
+            .map_err(|error| unreadable(&entry.path(), error))?;
+        budget.take(fixture, if meta.is_file() { meta.len() } else { 0 })?;
+        if meta.is_dir() {
+            count_dir(&entry.path(), fixture, budget)?;
+        }
+    }
+    Ok(())
 }
 
 /// Copies the tree under `source` into the existing directory `dest`: files with their
@@ -418,6 +475,34 @@ mod tests {
             std::fs::read_to_string(dest.join("ok/file.txt"))?,
             "hello\n"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_fixture_past_its_bounds_is_refused_before_anything_is_written() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        // A .tar.gz whose one header declares more than MAX_BYTES: refused on the header,
+        // before its content (absent here) would be read or written.
+        let path = dir.path().join("bomb.tar.gz");
+        let mut header = tar::Header::new_gnu();
+        header.set_path("big")?;
+        header.set_size(MAX_BYTES + 1);
+        header.set_mode(0o644);
+        header.set_cksum();
+        let mut gz =
+            flate2::write::GzEncoder::new(File::create(&path)?, flate2::Compression::fast());
+        gz.write_all(header.as_bytes())?;
+        gz.finish()?;
+        let err = Fixture::open(&path).expect_err("refused");
+        assert!(
+            err.to_string().contains("the most a fixture may hold"),
+            "{err}"
+        );
+
+        // A sparse entry is refused for what it would become.
+        let sparse = archive_with(dir.path(), "sparse.tar", "hole", EntryType::GNUSparse, "")?;
+        let err = Fixture::open(&sparse).expect_err("refused");
+        assert!(err.to_string().contains("sparse"), "{err}");
         Ok(())
     }
 

@@ -474,7 +474,7 @@ fn a_writing_server_never_undoes_a_person() {
     // Call 1: the server writes notes.txt and removes gone.txt.
     std::fs::write(m.join("notes.txt"), "server 1\n").expect("server write");
     std::fs::remove_file(m.join("gone.txt")).expect("server rm");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(
         (paths(&set), set.not_applied.clone()),
         (vec!["gone.txt".into(), "notes.txt".into()], None)
@@ -490,7 +490,7 @@ fn a_writing_server_never_undoes_a_person() {
 
     // Call 2 writes something else: its set is that alone, and the person's work stays.
     std::fs::write(m.join("other.txt"), "server 2\n").expect("server write");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(
         (paths(&set), set.not_applied.clone()),
         (vec!["other.txt".into()], None)
@@ -506,7 +506,7 @@ fn a_writing_server_never_undoes_a_person() {
 
     // Call 3 writes notes.txt again, over a version it never saw: a conflict.
     std::fs::write(m.join("notes.txt"), "server 3\n").expect("server write");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
     assert!(
         set.not_applied
@@ -542,7 +542,9 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
 
     // Call 1: the server appends to notes.txt, removes gone.txt, replaces cache/ with a new
     // directory (opaque in its upper layer), makes log/ and opens kept.txt for writing only.
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     std::fs::write(m.join("notes.txt"), "v0\nserver 1\n").expect("server write");
     std::fs::remove_file(m.join("gone.txt")).expect("server rm");
     std::fs::remove_dir_all(m.join("cache")).expect("server rm -r");
@@ -556,7 +558,7 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
             .open(m.join("kept.txt"))
             .expect("copy-up"),
     );
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.not_applied, None, "{set:?}");
     assert_eq!(read(&ws.join("cache/new")).as_deref(), Some("n\n"));
 
@@ -571,7 +573,9 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
     std::thread::sleep(std::time::Duration::from_millis(50));
 
     // Call 2 sees every one of them.
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     assert_eq!(
         read(&m.join("notes.txt")).as_deref(),
         Some("v0\nserver 1\nthe person's\n")
@@ -581,7 +585,7 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
     assert_eq!(read(&m.join("log")).as_deref(), Some("a file now\n"));
     assert_eq!(read(&m.join("kept.txt")).as_deref(), Some("kept, edited\n"));
     // Being shown them is no change of the server's.
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(
         (set.changes.len(), set.not_applied.clone()),
         (0, None),
@@ -589,11 +593,13 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
     );
 
     // Its next write builds on the person's version and lands, no conflict.
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     let mut notes = read(&m.join("notes.txt")).expect("read");
     notes.push_str("server 3\n");
     std::fs::write(m.join("notes.txt"), &notes).expect("server write");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.not_applied, None, "{set:?}");
     assert_eq!(
         set.changes
@@ -617,16 +623,20 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
 
     // A person's edit made while a call runs, to a path the server writes too, is a
     // conflict: the person's version stays, and the server is shown it next.
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     std::fs::write(m.join("notes.txt"), "server 4\n").expect("server write");
     std::fs::write(ws.join("notes.txt"), "the person's, during\n").expect("edit");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
     assert_eq!(
         read(&ws.join("notes.txt")).as_deref(),
         Some("the person's, during\n")
     );
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     assert_eq!(
         read(&m.join("notes.txt")).as_deref(),
         Some("the person's, during\n")
@@ -647,13 +657,13 @@ fn showing_a_server_the_workspace_is_bounded() {
     let writes = ServerWrites::default();
     std::fs::remove_dir_all(m.join("src")).ok();
     std::fs::create_dir(m.join("src")).expect("server mkdir");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.not_applied, None, "{set:?}");
     for n in 0..10 {
         std::fs::write(ws.join(format!("src/{n}")), "x").expect("person write");
     }
     let err = writes
-        .refresh(&overlay, &call.rules)
+        .refresh(&overlay, &call.rules, Deadline::none())
         .expect_err("over the bound");
     assert!(err.to_string().contains("restart the server"), "{err}");
 }
@@ -678,7 +688,9 @@ fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
         std::io::Write::write_all(&mut file, b"server\n").expect("append");
     };
 
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     assert_eq!(
         std::fs::read_to_string(m.join("notes.txt")).expect("read"),
         "v0\n"
@@ -687,7 +699,7 @@ fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
     std::fs::write(ws.join(".notes.txt.swp"), "the person's\n").expect("write");
     std::fs::rename(ws.join(".notes.txt.swp"), ws.join("notes.txt")).expect("rename");
     append(&m.join("notes.txt"));
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
     assert!(
         set.not_applied
@@ -699,18 +711,40 @@ fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
         std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
         "the person's\n"
     );
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     assert_eq!(
         std::fs::read_to_string(m.join("notes.txt")).expect("read"),
         "the person's\n"
     );
 
+    // A file the person removes while the server changes it: no re-creation behind their
+    // back, a conflict.
+    std::fs::write(ws.join("doomed.txt"), "d\n").expect("write");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
+    append(&m.join("doomed.txt"));
+    std::fs::remove_file(ws.join("doomed.txt")).expect("person rm");
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
+    assert!(
+        set.not_applied
+            .as_deref()
+            .is_some_and(|why| why.contains("doomed.txt which changed on the host")),
+        "{set:?}"
+    );
+    assert!(!ws.join("doomed.txt").exists());
+
     // A file the host left alone during the call lands as ever.
     std::fs::write(ws.join("other.txt"), "o\n").expect("write");
     std::thread::sleep(std::time::Duration::from_millis(50));
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     append(&m.join("other.txt"));
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.not_applied, None, "{set:?}");
     assert_eq!(
         std::fs::read_to_string(ws.join("other.txt")).expect("read"),
@@ -734,12 +768,14 @@ fn a_server_is_shown_what_another_call_landed_in_its_workspace() {
         &writes,
     );
 
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     assert_eq!(
         std::fs::read_to_string(m.join("notes.txt")).expect("read"),
         "v0\n"
     );
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!((set.changes.len(), set.not_applied.clone()), (0, None));
 
     // A process tool's call rewrites notes.txt and adds a file; its set lands by renames.
@@ -754,7 +790,9 @@ fn a_server_is_shown_what_another_call_landed_in_its_workspace() {
     );
 
     std::thread::sleep(std::time::Duration::from_millis(50));
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     assert_eq!(
         std::fs::read_to_string(m.join("notes.txt")).expect("read"),
         "by the tool\n"
@@ -764,16 +802,18 @@ fn a_server_is_shown_what_another_call_landed_in_its_workspace() {
         "new\n"
     );
     // Being shown it is no change of the server's; its edit of it builds on it and lands.
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(
         (set.changes.len(), set.not_applied.clone()),
         (0, None),
         "{set:?}"
     );
     std::thread::sleep(std::time::Duration::from_millis(50));
-    writes.refresh(&overlay, &call.rules).expect("refresh");
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
     std::fs::write(m.join("notes.txt"), "by the tool\nand the server\n").expect("write");
-    let set = changes.sync(&overlay, &call, &writes);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
     assert_eq!(set.not_applied, None, "{set:?}");
     assert_eq!(
         std::fs::read_to_string(ws.join("notes.txt")).expect("read"),

@@ -361,19 +361,26 @@ impl Changes {
     /// to paths the upper layer already shadows (a copied file, a whiteout), which the
     /// overlay never reads from the lower layer again — and, for the moment an apply lasts,
     /// its staging directory at the workspace's root, which the server may glimpse.
-    pub fn sync(&self, overlay: &Overlay, call: &CallRules, writes: &ServerWrites) -> ChangeSet {
+    pub fn sync(
+        &self,
+        overlay: &Overlay,
+        call: &CallRules,
+        writes: &ServerWrites,
+        deadline: Deadline,
+    ) -> ChangeSet {
         let upper = overlay.upper();
-        let set = match capture::capture(upper, &self.reading(call)) {
+        let reading = capture::Capture {
+            deadline,
+            ..self.reading(call)
+        };
+        let set = match capture::capture(upper, &reading) {
             Ok(set) => writes.this_call(set, upper),
             Err(err) => return ChangeSet::refused(&err),
         };
         if set.not_applied.is_some() {
             return set;
         }
-        let set = settle(
-            apply::apply(upper, &set, Transfer::Copy, call.deadline),
-            set,
-        );
+        let set = settle(apply::apply(upper, &set, Transfer::Copy, deadline), set);
         writes.landed(&set);
         self.landed(upper, &set);
         set

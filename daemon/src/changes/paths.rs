@@ -94,11 +94,21 @@ pub fn write_file(
         OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
     )?;
-    if let Err(err) = std::io::copy(&mut content, &mut File::from(file)) {
+    let mut file = File::from(file);
+    // Owner and mode through the descriptor, never the name: in a directory someone else
+    // writes (a hosted server's view, while it is shown the workspace) the name may be a
+    // symlink to anywhere by the time it is used again.
+    let written = std::io::copy(&mut content, &mut file)
+        .and_then(|_| {
+            rustix::fs::fchown(&file, Some(uid(owner.0)), Some(gid(owner.1))).map_err(Into::into)
+        })
+        .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into));
+    drop(file);
+    if let Err(err) = written {
         let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
         return Err(err);
     }
-    finish(dir, &temp, name, owner, Some(mode))
+    rename_into_place(dir, &temp, name)
 }
 
 /// Makes `name` in `dir` a symlink to `target`, owned by `owner`; it is never followed.
@@ -110,32 +120,23 @@ pub fn make_symlink(
 ) -> std::io::Result<()> {
     let temp = temp_name();
     rustix::fs::symlinkat(target, dir, temp.as_str())?;
-    finish(dir, &temp, name, owner, None)
+    // Never followed: it changes the link itself, whatever `temp` is by now.
+    if let Err(err) = rustix::fs::chownat(
+        dir,
+        temp.as_str(),
+        Some(uid(owner.0)),
+        Some(gid(owner.1)),
+        AtFlags::SYMLINK_NOFOLLOW,
+    ) {
+        let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+        return Err(err.into());
+    }
+    rename_into_place(dir, &temp, name)
 }
 
-/// Gives the temporary `temp` its owner and mode and renames it over `name`.
-fn finish(
-    dir: &OwnedFd,
-    temp: &str,
-    name: &[u8],
-    owner: Owner,
-    mode: Option<u32>,
-) -> std::io::Result<()> {
-    let done = (|| -> rustix::io::Result<()> {
-        rustix::fs::chownat(
-            dir,
-            temp,
-            Some(uid(owner.0)),
-            Some(gid(owner.1)),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )?;
-        if let Some(mode) = mode {
-            // `temp` is the regular file made above, under a name nobody else knows.
-            rustix::fs::chmodat(dir, temp, Mode::from_raw_mode(mode), AtFlags::empty())?;
-        }
-        rustix::fs::renameat(dir, temp, dir, name)
-    })();
-    if let Err(err) = done {
+/// Renames the temporary `temp` over `name`, removing it on failure.
+fn rename_into_place(dir: &OwnedFd, temp: &str, name: &[u8]) -> std::io::Result<()> {
+    if let Err(err) = rustix::fs::renameat(dir, temp, dir, name) {
         let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
         return Err(err.into());
     }

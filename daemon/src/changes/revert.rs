@@ -217,6 +217,17 @@ pub(super) fn same(a: &State, b: &State) -> bool {
 
 /// The state of `path` in the workspace now.
 pub(super) fn current(workspace: BorrowedFd<'_>, path: &RelPath) -> Option<State> {
+    current_within(workspace, path, Deadline::none())
+}
+
+/// The state of `path` under `workspace` now, its content hashed by `deadline`; none if it
+/// cannot be read by then. Opened without blocking: a name that turns into a fifo between
+/// the `stat` and the `open` (a hostile tree) reads as nothing, never as a wait.
+pub(super) fn current_within(
+    workspace: BorrowedFd<'_>,
+    path: &RelPath,
+    deadline: Deadline,
+) -> Option<State> {
     let stat = lower_stat(workspace, path)?;
     let mode = stat.st_mode & 0o7777;
     match FileType::from_raw_mode(stat.st_mode) {
@@ -242,9 +253,13 @@ pub(super) fn current(workspace: BorrowedFd<'_>, path: &RelPath) -> Option<State
             let file = open_lower(
                 workspace,
                 path.as_bytes(),
-                OFlags::RDONLY | OFlags::NOFOLLOW,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
             )?;
-            let (digest, size) = sparse::digest(&File::from(file), Deadline::none()).ok()?;
+            let opened = rustix::fs::fstat(&file).ok()?;
+            if FileType::from_raw_mode(opened.st_mode) != FileType::RegularFile {
+                return None;
+            }
+            let (digest, size) = sparse::digest(&File::from(file), deadline).ok()?;
             Some(State {
                 node: Node::File,
                 digest: Some(digest),

@@ -20,6 +20,13 @@
 //!   (its change time is the call's or later) is a conflict too: the server's copy was made
 //!   from a version the workspace no longer has.
 //!
+//! The server is hostile and may still be running processes while it is shown the workspace:
+//! every write into its view goes through descriptors opened beneath the merged root with no
+//! symlink followed (`paths.rs`: owner and mode set on the open file, never through a name),
+//! every read of it opens without blocking, all of it stops at the call's deadline, and a
+//! refresh or sync never runs beside another of the same server (`Recording::busy`). A
+//! refresh that fails stops the server: its view is not what it should be.
+//!
 //! Why this rather than an overlay per call: a fresh overlay is a new filesystem whose inodes
 //! the server's Landlock domain, fixed when the server started, has no rule for, and the
 //! server's working directory would stay on the old one; a snapshot per call costs the
@@ -51,7 +58,7 @@ use super::capture::{lower_stat, open_lower, read_names};
 use super::overlay::{NOBODY, Overlay, Upper};
 use super::paths::{self, Owner};
 use super::rel::RelPath;
-use super::revert::{self, current};
+use super::revert::{self, current_within};
 use super::{ChangeError, ChangeSet, Node, Refusal, State};
 
 /// What the server was shown at each path of its upper layer, and when.
@@ -178,20 +185,39 @@ fn stamp(root: BorrowedFd<'_>, path: &RelPath) -> Option<Stamp> {
 impl ServerWrites {
     /// Before a call, with the server between calls: wherever the server's copy of a path
     /// (its upper layer) is not what the workspace holds now, shows it the workspace's
-    /// version, through the merged view. Fails, and the call is not made, when the overlay
-    /// holds more than `rules` allow or a path cannot be shown as it is.
-    pub fn refresh(&self, overlay: &Overlay, rules: &ChangeRules) -> Result<(), ChangeError> {
+    /// version, through the merged view. Fails, and the call is not made (the server is then
+    /// stopped: its view is not what it should be), when the overlay holds more than `rules`
+    /// allow, `deadline` passes, or a path cannot be shown as it is.
+    pub fn refresh(
+        &self,
+        overlay: &Overlay,
+        rules: &ChangeRules,
+        deadline: Deadline,
+    ) -> Result<(), ChangeError> {
         *self
             .shown_at
             .lock()
             .unwrap_or_else(|poison| poison.into_inner()) = Some(SystemTime::now());
+        let replaced = {
+            let mut replaced = self
+                .replaced
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            if replaced.overflowed {
+                // Kept until the server is restarted: its view cannot be made current.
+                return Err(ChangeError::Exceeded(format!(
+                    "the daemon changed more than {MAX_REPLACED} paths of the workspace since the server's last call, too many to show it one by one"
+                )));
+            }
+            std::mem::take(&mut replaced.paths)
+        };
         let upper = overlay.upper();
         let upper_root = upper.open().map_err(|err| {
             ChangeError::Capture(format!("cannot open the server's upper layer: {err}"))
         })?;
-        survey(&upper_root, rules, Deadline::none())?;
+        survey(&upper_root, rules, deadline)?;
         let mut entries = Vec::new();
-        list(&upper_root, &RelPath::root(), &mut entries)?;
+        list(&upper_root, &RelPath::root(), rules.max_files, &mut entries)?;
         let mut view = View {
             merged: overlay.root(),
             upper: upper_root.as_fd(),
@@ -206,6 +232,7 @@ impl ServerWrites {
             .unwrap_or_else(|poison| poison.into_inner());
         let mut present = HashSet::with_capacity(entries.len());
         for path in entries {
+            deadline.check()?;
             let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
             if seen
                 .get(&path)
@@ -214,68 +241,35 @@ impl ServerWrites {
                 present.insert(path);
                 continue;
             }
-            let host = current(view.workspace, &path);
-            if !same(&upper_state(view.upper, &path), &host) {
-                view.show(&path).map_err(|err| {
-                    ChangeError::Apply(format!(
-                        "cannot show the server the workspace's {path} as it is now: {err}"
-                    ))
-                })?;
+            let host = current_within(view.workspace, &path, deadline);
+            let copy = upper_state(view.upper, &path, deadline);
+            deadline.check()?;
+            if !same(&copy, &host) {
+                view.show(&path).map_err(|err| shown(&path, err))?;
             } else if host.as_ref().is_some_and(|host| host.node == Node::Dir) {
-                view.fill(&path).map_err(|err| {
-                    ChangeError::Apply(format!(
-                        "cannot show the server the workspace's {path}/ as it is now: {err}"
-                    ))
-                })?;
+                view.fill(&path).map_err(|err| shown(&path, err))?;
             }
-            // Settled: what is there now, stamped after any write above.
-            let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
-            seen.insert(
-                path.clone(),
-                Seen {
-                    state: host,
-                    stamps: Some(stamps),
-                },
-            );
+            seen.insert(path.clone(), settled(&view, &path, host, stamps.1));
             present.insert(path);
         }
         // Paths the daemon replaced in the workspace, which the server may still see as they
         // were: shown as they are now, and settled as shown.
-        let replaced = std::mem::take(
-            &mut *self
-                .replaced
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner()),
-        );
-        if replaced.overflowed {
-            return Err(ChangeError::Exceeded(format!(
-                "the daemon changed more than {MAX_REPLACED} paths of the workspace since the server's last call, too many to show it one by one; restart the server"
-            )));
-        }
         let mut replaced: Vec<RelPath> = replaced
-            .paths
             .into_iter()
             .filter(|path| !present.contains(path))
             .collect();
         replaced.sort();
         for path in replaced {
-            let host = current(view.workspace, &path);
-            if same(&current(view.merged, &path), &host) {
+            deadline.check()?;
+            let before = stamp(view.workspace, &path);
+            let host = current_within(view.workspace, &path, deadline);
+            let copy = current_within(view.merged, &path, deadline);
+            deadline.check()?;
+            if same(&copy, &host) {
                 continue;
             }
-            view.show(&path).map_err(|err| {
-                ChangeError::Apply(format!(
-                    "cannot show the server the workspace's {path} as it is now: {err}"
-                ))
-            })?;
-            let stamps = (stamp(view.upper, &path), stamp(view.workspace, &path));
-            seen.insert(
-                path.clone(),
-                Seen {
-                    state: host,
-                    stamps: Some(stamps),
-                },
-            );
+            view.show(&path).map_err(|err| shown(&path, err))?;
+            seen.insert(path.clone(), settled(&view, &path, host, before));
             present.insert(path);
         }
         // Entries written while being shown (a directory filled) are settled at the next
@@ -295,6 +289,7 @@ impl ServerWrites {
             .shown_at
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
+        let upper_root = upper.open().ok();
         let mut conflicts = Vec::new();
         set.changes.retain(|change| {
             let Some(Seen { state: shown, .. }) = seen.get(&change.path) else {
@@ -302,9 +297,22 @@ impl ServerWrites {
                 // during the call, perhaps from a lookup the overlay kept from before a
                 // person replaced the file. A file the host changed during the call, the
                 // server changed too.
-                if started.is_some_and(|started| {
-                    changed_since(upper.workspace.as_fd(), &change.path, started)
-                }) {
+                // A file copied from the workspace during the call (overlayfs records the
+                // origin of a copy of a file that was still linked) that the workspace no
+                // longer has was removed during the call.
+                let removed_during = change.before.is_none()
+                    && change
+                        .after
+                        .as_ref()
+                        .is_some_and(|after| after.node == Node::File)
+                    && upper_root
+                        .as_ref()
+                        .is_some_and(|root| has_origin(root.as_fd(), &change.path));
+                if removed_during
+                    || started.is_some_and(|started| {
+                        changed_since(upper.workspace.as_fd(), &change.path, started)
+                    })
+                {
                     conflicts.push(change.path.to_string());
                 }
                 return true;
@@ -370,6 +378,19 @@ fn changed_since(workspace: BorrowedFd<'_>, path: &RelPath, since: SystemTime) -
     ctime + CTIME_SLACK >= since
 }
 
+/// The xattr overlayfs sets on a file it copied up from a lower file that was still linked.
+const ORIGIN_XATTR: &str = "trusted.overlay.origin";
+
+/// Whether the upper layer's file at `path` is a copy of a workspace file.
+fn has_origin(upper: BorrowedFd<'_>, path: &RelPath) -> bool {
+    open_lower(
+        upper,
+        path.as_bytes(),
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+    )
+    .is_some_and(|file| rustix::fs::fgetxattr(&file, ORIGIN_XATTR, &mut [0u8; 256][..]).is_ok())
+}
+
 /// Whether the server's copy and the workspace hold the same thing.
 fn same(upper: &Option<State>, host: &Option<State>) -> bool {
     match (upper, host) {
@@ -380,18 +401,37 @@ fn same(upper: &Option<State>, host: &Option<State>) -> bool {
 }
 
 /// What the server sees at `path` through its upper entry: a whiteout is nothing.
-fn upper_state(upper: BorrowedFd<'_>, path: &RelPath) -> Option<State> {
+fn upper_state(upper: BorrowedFd<'_>, path: &RelPath, deadline: Deadline) -> Option<State> {
     let stat = lower_stat(upper, path)?;
     if FileType::from_raw_mode(stat.st_mode) == FileType::CharacterDevice && stat.st_rdev == 0 {
         return None;
     }
-    current(upper, path)
+    current_within(upper, path, deadline)
 }
 
-/// Every entry of the upper layer below `dir`, parents before children.
+/// The record of `path` once shown: `host`, what the workspace held, read after the workspace
+/// stamp `before`. A workspace that changed meanwhile (a person's edit during the refresh)
+/// leaves the stamps out, so the next refresh looks again rather than trusting them.
+fn settled(view: &View<'_>, path: &RelPath, host: Option<State>, before: Option<Stamp>) -> Seen {
+    let after = stamp(view.workspace, path);
+    Seen {
+        state: host,
+        stamps: (after == before).then(|| (stamp(view.upper, path), after)),
+    }
+}
+
+fn shown(path: &RelPath, err: std::io::Error) -> ChangeError {
+    ChangeError::Apply(format!(
+        "cannot show the server the workspace's {path} as it is now: {err}"
+    ))
+}
+
+/// Every entry of the upper layer below `dir`, parents before children; more than `most`
+/// (the server wrote on after the survey) is refused.
 fn list(
     upper: &std::os::fd::OwnedFd,
     dir: &RelPath,
+    most: u64,
     into: &mut Vec<RelPath>,
 ) -> Result<(), ChangeError> {
     let Some(fd) = open_lower(
@@ -410,8 +450,13 @@ fn list(
             rustix::fs::statat(&fd, name.as_slice(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                 .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory);
         into.push(path.clone());
+        if into.len() as u64 > most {
+            return Err(ChangeError::Exceeded(format!(
+                "the server's overlay holds more than {most} entries (changes.max_files)"
+            )));
+        }
         if is_dir {
-            list(upper, &path, into)?;
+            list(upper, &path, most, into)?;
         }
     }
     Ok(())

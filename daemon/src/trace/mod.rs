@@ -197,7 +197,11 @@ mod tests {
     fn a_span_keeps_bounded_values_whatever_a_tool_said() {
         assert_eq!(bounded("short".into()), "short");
         let long = bounded("é".repeat(10_000));
-        assert!(long.len() <= MAX_ATTRIBUTE_BYTES && long.ends_with('…'), "{}", long.len());
+        assert!(
+            long.len() <= MAX_ATTRIBUTE_BYTES && long.ends_with('…'),
+            "{}",
+            long.len()
+        );
         let exact = "x".repeat(MAX_ATTRIBUTE_BYTES);
         assert_eq!(bounded(exact.clone()), exact);
     }

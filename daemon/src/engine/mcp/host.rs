@@ -189,11 +189,11 @@ impl Host {
                     exclusions,
                     modes: Modes::Tool,
                     rules,
-                    // A hosted server's writes are recorded after its call returned; its
-                    // bounds, not a deadline, limit what that costs.
+                    // Each sync and refresh runs by its call's deadline, given then.
                     deadline: Deadline::none(),
                 },
                 writes,
+                busy: Default::default(),
             })
         })
         .await

@@ -94,29 +94,51 @@ pub struct Recording {
     pub call: crate::changes::CallRules,
     /// What the server wrote in earlier calls, so that a call's set is its own.
     pub writes: Arc<crate::changes::ServerWrites>,
+    /// Held by a refresh or a sync for as long as it runs. A call dropped at its deadline
+    /// lets its turn go while its blocking work goes on; the next call's refresh waits for
+    /// that work here rather than running beside it.
+    pub busy: Mutex<()>,
 }
 
 impl Recording {
-    /// Before a call: shows the server the workspace as it is now (see `changes::sync`).
-    pub async fn refresh(self: &Arc<Self>) -> Result<(), String> {
+    /// Before a call: shows the server the workspace as it is now (see `changes::sync`), by
+    /// the call's `deadline`.
+    pub async fn refresh(self: &Arc<Self>, deadline: Instant) -> Result<(), String> {
         let recording = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _busy = recording
+                .busy
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
             recording
                 .writes
-                .refresh(&recording.overlay, &recording.call.rules)
+                .refresh(
+                    &recording.overlay,
+                    &recording.call.rules,
+                    crate::changes::Deadline(Some(deadline)),
+                )
                 .map_err(|err| err.to_string())
         })
         .await
         .unwrap_or_else(|err| Err(format!("showing the server the workspace panicked: {err}")))
     }
 
-    /// What the server changed since the last call, applied to the workspace.
-    pub async fn sync(self: &Arc<Self>) -> crate::changes::ChangeSet {
+    /// What the server changed in the call, applied to the workspace, by the call's
+    /// `deadline`: a sync still running when the call is given up stops there, nothing of it
+    /// applied (nothing would record it).
+    pub async fn sync(self: &Arc<Self>, deadline: Instant) -> crate::changes::ChangeSet {
         let recording = self.clone();
         tokio::task::spawn_blocking(move || {
-            recording
-                .changes
-                .sync(&recording.overlay, &recording.call, &recording.writes)
+            let _busy = recording
+                .busy
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            recording.changes.sync(
+                &recording.overlay,
+                &recording.call,
+                &recording.writes,
+                crate::changes::Deadline(Some(deadline)),
+            )
         })
         .await
         .unwrap_or_else(|err| crate::changes::ChangeSet {

@@ -86,13 +86,6 @@ impl McpTool {
         if let Err(reason) = self.host.distrust(&instance, &self.tool).await {
             return Exit::Refused(reason);
         }
-        // What the server holds a copy of is shown as the workspace has it now: a person may
-        // have edited it since the server's last call.
-        if let Some(recording) = &instance.recording
-            && let Err(message) = recording.refresh().await
-        {
-            return Exit::SandboxError(format!("{message}; the call was not sent"));
-        }
         // Should the daemon freeze or hang past the deadline, the server ends by the deadline
         // keeper's hand: nothing of the call acts on while a fleet hands its run on.
         let _kept = match instance.keep_until(launch.deadline + KEEPER_GRACE) {
@@ -101,6 +94,17 @@ impl McpTool {
                 return Exit::SandboxError(format!("{message}; the call was not sent"));
             }
         };
+        // What the server holds a copy of is shown as the workspace has it now: a person may
+        // have edited it since the server's last call. A server whose view could not be made
+        // current is stopped, and the next call starts it afresh, over the workspace as it is.
+        if let Some(recording) = &instance.recording
+            && let Err(message) = recording.refresh(launch.deadline).await
+        {
+            instance.kill();
+            return Exit::SandboxError(format!(
+                "{message}; the call was not sent, and the server was stopped (the next call starts it again)"
+            ));
+        }
         let mut params = CallToolRequestParams::new(self.tool.clone());
         params.arguments = Some(arguments);
         let mut watch = Abandoned {
@@ -120,7 +124,7 @@ impl McpTool {
                 // Still this call's turn: what the server wrote since the last call is this
                 // call's doing.
                 if let Some(recording) = &instance.recording {
-                    let _ = launch.changed.set(recording.sync().await);
+                    let _ = launch.changed.set(recording.sync(launch.deadline).await);
                 }
                 let document = abi_document(result);
                 // Over the limit, the executor reports it; nothing else to do here.

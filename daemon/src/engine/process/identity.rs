@@ -9,18 +9,24 @@
 //! So every sandbox gets the same two small files, mounted read-only over `/etc/passwd` and
 //! `/etc/group` whatever the profile grants: `root`, the sandbox's user as `airlock` (home
 //! `/tmp`, the one place it may always write) and `nobody`/`nogroup`. They are written once
-//! per pair of ids into the engine's state directory, owned by root and not writable by the
-//! sandbox, and opened once; each sandbox mounts a clone of them.
+//! per pair of ids into a tmpfs of the engine's own — mounted nowhere, held by its
+//! descriptor, so a sandbox's `/proc/self/mountinfo` names no path of the host's (the state
+//! directory's would tell where the daemon keeps its secrets) — owned by root and not
+//! writable by the sandbox, and opened once; each sandbox mounts a clone of them.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use rustix::fs::{Mode, OFlags};
+use rustix::mount::{
+    FsMountFlags, FsOpenFlags, MountAttrFlags, fsconfig_create, fsconfig_set_string, fsmount,
+    fsopen,
+};
+
 use super::plan::NOBODY;
-use super::view;
 
 /// The sandbox's user and group name.
 pub const NAME: &str = "airlock";
@@ -28,6 +34,11 @@ pub const NAME: &str = "airlock";
 /// The files' guest paths.
 pub const PASSWD: &str = "/etc/passwd";
 pub const GROUP: &str = "/etc/group";
+
+/// The tmpfs's bounds: two files of under 200 bytes per pair of ids, so thousands of
+/// workspace owners fit; past them a sandbox is refused, naming the cause.
+const TMPFS_BYTES: &str = "4m";
+const TMPFS_INODES: &str = "16384";
 
 /// The two files of one pair of ids, opened (`O_PATH`).
 #[derive(Debug)]
@@ -39,17 +50,28 @@ pub struct Files {
 /// Every pair of ids' files, made when first needed.
 #[derive(Debug)]
 pub struct Identities {
-    dir: PathBuf,
+    /// The root of the engine's detached tmpfs.
+    root: OwnedFd,
     made: Mutex<HashMap<(u32, u32), Arc<Files>>>,
 }
 
 impl Identities {
-    /// Files kept in `dir`, which is created if missing.
-    pub fn new(dir: PathBuf) -> std::io::Result<Identities> {
-        std::fs::create_dir_all(&dir)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    /// Makes the tmpfs the files are kept in.
+    pub fn new() -> std::io::Result<Identities> {
+        let fs = fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
+        fsconfig_set_string(&fs, "size", TMPFS_BYTES)?;
+        fsconfig_set_string(&fs, "nr_inodes", TMPFS_INODES)?;
+        fsconfig_set_string(&fs, "mode", "0755")?;
+        fsconfig_create(&fs)?;
+        let root = fsmount(
+            &fs,
+            FsMountFlags::FSMOUNT_CLOEXEC,
+            MountAttrFlags::MOUNT_ATTR_NOSUID
+                | MountAttrFlags::MOUNT_ATTR_NODEV
+                | MountAttrFlags::MOUNT_ATTR_NOEXEC,
+        )?;
         Ok(Identities {
-            dir,
+            root,
             made: Mutex::default(),
         })
     }
@@ -63,8 +85,17 @@ impl Identities {
         if let Some(files) = made.get(&(uid, gid)) {
             return Ok(files.clone());
         }
-        let dir = self.dir.join(format!("{uid}-{gid}"));
-        std::fs::create_dir_all(&dir)?;
+        let name = format!("{uid}-{gid}");
+        match rustix::fs::mkdirat(&self.root, name.as_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(err) => return Err(err.into()),
+        }
+        let dir = rustix::fs::openat(
+            &self.root,
+            name.as_str(),
+            OFlags::DIRECTORY | OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         let files = Arc::new(Files {
             passwd: write(&dir, "passwd", &passwd(uid, gid))?,
             group: write(&dir, "group", &group(gid))?,
@@ -97,25 +128,26 @@ pub fn group(gid: u32) -> String {
     lines.join("\n") + "\n"
 }
 
-/// Writes `content` to `dir/name` whole (a temporary file renamed over it) and opens it.
-fn write(dir: &Path, name: &str, content: &str) -> std::io::Result<OwnedFd> {
-    let path = dir.join(name);
-    let temp = dir.join(format!(".{name}.{:016x}", fastrand::u64(..)));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&temp)?;
-        file.write_all(content.as_bytes())?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        std::fs::rename(&temp, &path)
-    })();
-    if let Err(err) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(err);
+/// Writes `content` to `dir/name` (made afresh) and opens it.
+fn write(dir: &OwnedFd, name: &str, content: &str) -> std::io::Result<OwnedFd> {
+    // A file left by a call that failed halfway is written again.
+    match rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+        Err(err) => return Err(err.into()),
     }
-    view::open_path(&path)
+    let file = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )?;
+    File::from(file).write_all(content.as_bytes())?;
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 #[cfg(test)]
@@ -138,18 +170,20 @@ mod tests {
 
     #[test]
     fn files_are_written_once_per_pair_of_ids_and_read_only_to_others() {
-        let dir = tempfile::tempdir().unwrap();
-        let identities = Identities::new(dir.path().join("identity")).unwrap();
+        let identities = Identities::new().unwrap();
         let first = identities.files(1000, 100).unwrap();
         let again = identities.files(1000, 100).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
-        let path = dir.path().join("identity/1000-100/passwd");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), passwd(1000, 100));
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o644);
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("identity/1000-100/group")).unwrap(),
-            group(100)
-        );
+        let read = |fd: &OwnedFd| {
+            std::fs::read_to_string(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(fd)
+            ))
+            .unwrap()
+        };
+        assert_eq!(read(&first.passwd), passwd(1000, 100));
+        assert_eq!(read(&first.group), group(100));
+        let stat = rustix::fs::fstat(&first.passwd).unwrap();
+        assert_eq!((stat.st_mode & 0o777, stat.st_uid), (0o644, 0));
     }
 }

@@ -90,8 +90,6 @@ use view::View;
 const ENGINE_DIR: &str = "process";
 const ROOT_DIR: &str = "root";
 const PROBE_DIR: &str = "probe";
-/// The synthesized `/etc/passwd` and `/etc/group` files (see `identity`).
-const IDENTITY_DIR: &str = "identity";
 
 /// How often the CPU time of a sandbox's whole group is checked against its limit.
 const CPU_WATCH_INTERVAL: Duration = Duration::from_millis(20);
@@ -161,11 +159,9 @@ impl Runtime {
         let devices = Arc::new(
             Devices::open().map_err(|err| format!("cannot open the host's /dev devices: {err}"))?,
         );
-        let identity_dir = dir.join(IDENTITY_DIR);
-        let identities = Arc::new(
-            Identities::new(identity_dir.clone())
-                .map_err(|err| format!("cannot create {}: {err}", identity_dir.display()))?,
-        );
+        let identities = Arc::new(Identities::new().map_err(|err| {
+            format!("cannot make the tmpfs of the sandboxes' /etc/passwd: {err}")
+        })?);
         let keeper = Arc::new(
             Keeper::start().map_err(|err| format!("cannot start the deadline keeper: {err}"))?,
         );

@@ -370,6 +370,24 @@ pub fn prepare(blueprint: &Blueprint, call: CallSpec) -> Result<Prepared, String
         (identity::PASSWD, &names.passwd),
         (identity::GROUP, &names.group),
     ] {
+        // Mounted by path before the pivot: a symlink there in a granted tree would take the
+        // mount elsewhere and leave the grant's file in view.
+        for mount in &blueprint.view.host {
+            if let Ok(rest) = Path::new(guest).strip_prefix(&mount.guest) {
+                let there = if rest.as_os_str().is_empty() {
+                    mount.host.clone()
+                } else {
+                    mount.host.join(rest)
+                };
+                if there.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) {
+                    return Err(format!(
+                        "{} is a symlink in the profile's grant of {}: the sandbox's own {guest} cannot be mounted over it",
+                        there.display(),
+                        mount.host.display()
+                    ));
+                }
+            }
+        }
         ruleset = ruleset
             .allow(fd.as_fd(), landlock::READ_FILE)
             .map_err(|err| format!("cannot add a Landlock rule for {guest}: {err}"))?;

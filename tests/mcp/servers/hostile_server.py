@@ -51,6 +51,20 @@ def write_path(path: str, text: str) -> str:
     return "written"
 
 
+@server.tool(description="Returns at once, then writes `count` files from a background thread.")
+def write_later(count: int) -> str:
+    import threading
+
+    def write():
+        time.sleep(0.2)
+        for n in range(count):
+            with open(f"/workspace/later-{n}", "w", encoding="utf-8") as file:
+                file.write("x")
+
+    threading.Thread(target=write, daemon=True).start()
+    return "writing"
+
+
 @server.tool(description="Opens a TCP connection straight to host:port.")
 def connect(host: str, port: int) -> str:
     with socket.create_connection((host, port), timeout=3):

@@ -500,6 +500,54 @@ async fn idle_instances_stop_and_none_outlives_the_daemon() {
     .await;
 }
 
+/// A writing server that goes on writing after its call returned (a background thread) is
+/// bounded between calls too: past its profile's `[changes]` bounds it is stopped, nothing of
+/// what it wrote is applied, and the next call starts it afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_writing_between_calls_is_stopped_at_its_bounds() {
+    let marker = "late-writer";
+    let Fixture {
+        tools,
+        profiles,
+        secrets: _secrets,
+    } = fixture(marker, "workspace = \"read-write\"");
+    let site = mcp::python_site_packages();
+    let writable = profile(
+        &[&site],
+        &[("PYTHONPATH", site.display().to_string())],
+        "1 MiB",
+    )
+    .replace("\"$WORKSPACE\"]", "]\nread_write = [\"$WORKSPACE\"]")
+        + "[changes]\nmax_files = 50\n";
+    profiles.add("mcp-python", &writable);
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:#?}", daemon.refused());
+    let ws = daemon.workspace("late");
+    let wrote = daemon
+        .exec("hostile__write_later", json!({"count": 500}), Some(&ws))
+        .await;
+    wrote.assert_status(ToolStatus::Ok);
+    assert!(!servers_running(marker).is_empty());
+    wait_until(
+        || servers_running(marker).is_empty(),
+        "the server past its bounds to be stopped",
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_dir(&ws).unwrap().count(),
+        0,
+        "nothing it wrote between calls landed"
+    );
+    let again = daemon.exec("hostile__whoami", json!({}), Some(&ws)).await;
+    again.assert_status(ToolStatus::Ok);
+    assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
+}
+
 /// Processes of the host running the hostile server started with `marker`.
 fn servers_running(marker: &str) -> Vec<i32> {
     airlock_tests::procs::all()

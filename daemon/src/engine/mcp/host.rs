@@ -194,6 +194,7 @@ impl Host {
                 },
                 writes,
                 busy: Default::default(),
+                surveyed: Default::default(),
             })
         })
         .await
@@ -379,6 +380,29 @@ async fn reap_idle(host: Weak<Host>, idle: Duration, interval: Duration) {
             if idle_now {
                 tracing::info!(server = %host.name, "stopping an idle MCP server instance");
                 entry.instance = None;
+                continue;
+            }
+            // A writing server between calls: still within its bounds? (No call can start
+            // while the entry is held.)
+            let between_calls = entry.instance.as_ref().and_then(|instance| {
+                (instance.in_flight.load(Ordering::SeqCst) == 0)
+                    .then(|| instance.recording.clone())
+                    .flatten()
+            });
+            if let Some(recording) = between_calls {
+                let verdict = tokio::task::spawn_blocking(move || recording.within_bounds())
+                    .await
+                    .unwrap_or(Ok(()));
+                if let Err(reason) = verdict {
+                    tracing::warn!(
+                        server = %host.name,
+                        %reason,
+                        "stopping an MCP server instance that wrote past its bounds between calls; nothing of it is applied"
+                    );
+                    if let Some(instance) = entry.instance.take() {
+                        instance.kill();
+                    }
+                }
             }
         }
     }

@@ -98,6 +98,8 @@ pub struct Recording {
     /// lets its turn go while its blocking work goes on; the next call's refresh waits for
     /// that work here rather than running beside it.
     pub busy: Mutex<()>,
+    /// When the last survey between calls ended, and how long it took.
+    pub surveyed: Mutex<Option<(Instant, Duration)>>,
 }
 
 impl Recording {
@@ -121,6 +123,36 @@ impl Recording {
         })
         .await
         .unwrap_or_else(|err| Err(format!("showing the server the workspace panicked: {err}")))
+    }
+
+    /// Between calls (blocking): whether what the server has written is still within its
+    /// profile's `[changes]` bounds. A server writes from background tasks too, and nothing
+    /// else looks at its upper layer until its next call. Surveys at most once a second, and
+    /// no more often than ten times its own last duration; skipped while a refresh or sync
+    /// runs (they survey it themselves).
+    pub fn within_bounds(&self) -> Result<(), String> {
+        let Ok(_busy) = self.busy.try_lock() else {
+            return Ok(());
+        };
+        let mut surveyed = self
+            .surveyed
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some((ended, took)) = *surveyed
+            && ended.elapsed() < (took * 10).max(Duration::from_secs(1))
+        {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let upper = self
+            .overlay
+            .upper()
+            .open()
+            .map_err(|err| format!("cannot open the server's upper layer: {err}"))?;
+        let verdict =
+            crate::changes::survey(&upper, &self.call.rules, crate::changes::Deadline::none());
+        *surveyed = Some((Instant::now(), started.elapsed()));
+        verdict.map(|_| ()).map_err(|err| err.to_string())
     }
 
     /// What the server changed in the call, applied to the workspace, by the call's

@@ -28,8 +28,10 @@ mod overlay;
 mod paths;
 mod rel;
 mod revert;
+mod show;
 mod sparse;
 mod sync;
+mod views;
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -47,7 +49,8 @@ pub use idmap::IdMap;
 pub use overlay::{Overlay, Upper};
 pub use rel::{NotRelative, RelPath};
 pub use revert::{RevertError, RevertPlan, RevertReport, open_workspace, reconcile};
-pub use sync::{ServerWrites, Views};
+pub use sync::ServerWrites;
+pub use views::Views;
 
 /// Subdirectory of the daemon's state directory the change sets own.
 const CHANGES_DIR: &str = "changes";

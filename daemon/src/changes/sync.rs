@@ -39,26 +39,26 @@
 //! them again: a file the server only *read*, then replaced in the workspace by a rename over
 //! it (editors, git and airlock's own applies save that way) or created after the server
 //! looked for it, stays as the server first saw it. What the daemon itself lands there — any
-//! call's applied set, a revert — it reports to every server over that workspace ([`Views`]),
-//! and the next refresh shows those paths too. A person's replacement it cannot see without
-//! watching the whole filesystem: the server reads the old file until the kernel drops that
-//! dentry, and a change it then makes is taken as made to the workspace's version, unless
-//! the person's came during the call (SECURITY.md, "Hosted MCP servers' overlays").
+//! call's applied set, a revert — it reports to every server over that workspace
+//! ([`super::Views`]), and the next refresh shows those paths too. A person's replacement it
+//! cannot see without watching the whole filesystem: the server reads the old file until the
+//! kernel drops that dentry, and a change it then makes is taken as made to the workspace's
+//! version, unless the person's came during the call (SECURITY.md, "Hosted MCP servers'
+//! overlays").
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{FileType, OFlags};
 
 use super::bounds::{ChangeRules, Deadline, Tally, survey};
 use super::capture::{lower_stat, open_lower, read_names};
-use super::overlay::{NOBODY, Overlay, Upper};
-use super::paths::{self, Owner};
+use super::overlay::{Overlay, Upper};
 use super::rel::RelPath;
 use super::revert::{self, current_within};
+use super::show::View;
 use super::{ChangeError, ChangeSet, Node, Refusal, State};
 
 /// What the server was shown at each path of its upper layer, and when.
@@ -72,7 +72,7 @@ pub struct ServerWrites {
     replaced: Mutex<Replaced>,
 }
 
-/// The paths [`Views`] reported, up to [`MAX_REPLACED`].
+/// The paths [`super::Views`] reported, up to [`MAX_REPLACED`].
 #[derive(Debug, Default)]
 struct Replaced {
     paths: HashSet<RelPath>,
@@ -84,70 +84,6 @@ struct Replaced {
 /// The most replaced paths a server's view remembers between calls: the default bound on one
 /// call's change set, so one large set is remembered whole.
 const MAX_REPLACED: usize = 200_000;
-
-/// The workspaces hosted servers have overlays over, and each server's record: what the
-/// daemon lands in a workspace (an applied set, a revert) is reported to every server over
-/// it, whose next refresh shows it those paths (see the module doc on cached lookups).
-#[derive(Debug, Default)]
-pub struct Views {
-    servers: Mutex<Vec<(WorkspaceKey, Weak<ServerWrites>)>>,
-}
-
-impl Views {
-    /// Reports what lands in `workspace` to `writes` from now on, while it lives.
-    pub fn watch(&self, workspace: BorrowedFd<'_>, writes: &Arc<ServerWrites>) {
-        let Some(key) = workspace_key(workspace) else {
-            return;
-        };
-        let mut servers = self
-            .servers
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        servers.retain(|(_, server)| server.strong_count() > 0);
-        servers.push((key, Arc::downgrade(writes)));
-    }
-
-    /// Reports `paths`, just written in `workspace` by the daemon, to the servers over it.
-    pub fn landed<'a>(&self, workspace: BorrowedFd<'_>, paths: impl Iterator<Item = &'a RelPath>) {
-        let Some(key) = workspace_key(workspace) else {
-            return;
-        };
-        let servers: Vec<Arc<ServerWrites>> = self
-            .servers
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .iter()
-            .filter(|(of, _)| *of == key)
-            .filter_map(|(_, server)| server.upgrade())
-            .collect();
-        if servers.is_empty() {
-            return;
-        }
-        let paths: Vec<&RelPath> = paths.collect();
-        for server in servers {
-            let mut replaced = server
-                .replaced
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner());
-            for path in &paths {
-                if replaced.paths.len() >= MAX_REPLACED {
-                    replaced.overflowed = true;
-                    break;
-                }
-                replaced.paths.insert((*path).clone());
-            }
-        }
-    }
-}
-
-/// A workspace's identity: its root's device and inode, whatever path named it.
-type WorkspaceKey = (u64, u64);
-
-fn workspace_key(workspace: BorrowedFd<'_>) -> Option<WorkspaceKey> {
-    rustix::fs::fstat(workspace)
-        .ok()
-        .map(|stat| (stat.st_dev, stat.st_ino))
-}
 
 /// One path of the server's upper layer, as of the last refresh or landed set.
 #[derive(Debug, Clone)]
@@ -276,6 +212,21 @@ impl ServerWrites {
         // refresh; paths no longer in the upper layer are the workspace's again.
         seen.retain(|path, _| present.contains(path));
         Ok(())
+    }
+
+    /// Records `paths` as replaced in the workspace by the daemon (see [`super::Views`]).
+    pub(super) fn replaced(&self, paths: &[&RelPath]) {
+        let mut replaced = self
+            .replaced
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        for path in paths {
+            if replaced.paths.len() >= MAX_REPLACED {
+                replaced.overflowed = true;
+                break;
+            }
+            replaced.paths.insert((*path).clone());
+        }
     }
 
     /// Keeps in `set` only what the last call wrote; refuses it whole, naming the paths, when
@@ -460,107 +411,4 @@ fn list(
         }
     }
     Ok(())
-}
-
-/// The server's merged view and the workspace, for making one show the other.
-struct View<'a> {
-    merged: BorrowedFd<'a>,
-    upper: BorrowedFd<'a>,
-    workspace: BorrowedFd<'a>,
-    /// The workspace root's owner: root's ids are `nobody`'s in the overlay (`idmap.rs`).
-    owner: Owner,
-    rules: &'a ChangeRules,
-    /// What showing has copied into the upper layer, against the rules' bounds.
-    copied: Tally,
-}
-
-impl View<'_> {
-    /// Makes the merged view's `path` what the workspace holds there.
-    fn show(&mut self, path: &RelPath) -> std::io::Result<()> {
-        let Some(host) = lower_stat(self.workspace, path) else {
-            return paths::remove(self.merged, path);
-        };
-        let kind = FileType::from_raw_mode(host.st_mode);
-        let mode = host.st_mode & 0o7777;
-        let owner = self.seen_as(host.st_uid, host.st_gid);
-        let there = lower_stat(self.merged, path).map(|stat| FileType::from_raw_mode(stat.st_mode));
-        if there.is_some() && (there == Some(FileType::Directory)) != (kind == FileType::Directory)
-        {
-            paths::remove(self.merged, path)?;
-        }
-        let (dir, name) = paths::parent(self.merged, path)?;
-        match kind {
-            FileType::Directory => {
-                paths::make_dir(&dir, &name, mode, owner)?;
-                self.fill(path)
-            }
-            FileType::RegularFile => {
-                self.count(u64::try_from(host.st_size).unwrap_or(u64::MAX))?;
-                let file = open_lower(
-                    self.workspace,
-                    path.as_bytes(),
-                    OFlags::RDONLY | OFlags::NOFOLLOW,
-                )
-                .ok_or_else(|| std::io::Error::other("it vanished while being read"))?;
-                paths::write_file(&dir, &name, File::from(file), mode, owner)
-            }
-            FileType::Symlink => {
-                self.count(0)?;
-                let (parent, name_in) = path.split();
-                let from = open_lower(self.workspace, parent, OFlags::DIRECTORY | OFlags::PATH)
-                    .ok_or_else(|| std::io::Error::other("its directory vanished"))?;
-                let target = rustix::fs::readlinkat(&from, name_in, Vec::new())?;
-                paths::make_symlink(&dir, &name, target.as_bytes(), owner)
-            }
-            // A fifo, socket or device a person made: the server is not shown one.
-            _ => paths::remove(self.merged, path),
-        }
-    }
-
-    /// Shows the server, in the directory `path`, every entry the workspace has there that
-    /// its view lacks: the upper directory hides them when the server replaced it (opaque).
-    fn fill(&mut self, path: &RelPath) -> std::io::Result<()> {
-        let Some(host) = open_lower(
-            self.workspace,
-            path.as_bytes(),
-            OFlags::DIRECTORY | OFlags::RDONLY,
-        ) else {
-            return Ok(());
-        };
-        let merged = open_lower(
-            self.merged,
-            path.as_bytes(),
-            OFlags::DIRECTORY | OFlags::RDONLY,
-        )
-        .ok_or_else(|| std::io::Error::other("it is not a directory in the server's view"))?;
-        let shown: HashSet<Vec<u8>> = read_names(&merged)?.into_iter().collect();
-        let mut missing: Vec<Vec<u8>> = read_names(&host)?
-            .into_iter()
-            .filter(|name| !shown.contains(name))
-            .collect();
-        missing.sort();
-        for name in missing {
-            self.show(&path.join(&name))?;
-        }
-        Ok(())
-    }
-
-    fn seen_as(&self, uid: u32, gid: u32) -> Owner {
-        let idmapped = self.owner.0 == 0 || self.owner.1 == 0;
-        let seen = |id: u32| if idmapped && id == 0 { NOBODY } else { id };
-        (seen(uid), seen(gid))
-    }
-
-    /// Counts one entry of `bytes` copied, refusing past the rules' bounds.
-    fn count(&mut self, bytes: u64) -> std::io::Result<()> {
-        self.copied.entries += 1;
-        self.copied.bytes = self.copied.bytes.saturating_add(bytes);
-        if self.copied.entries > self.rules.max_files || self.copied.bytes > self.rules.max_bytes {
-            return Err(std::io::Error::other(format!(
-                "the workspace changed by more than the profile's [changes] bounds ({} files, {} bytes) since the server's last call; restart the server",
-                self.rules.max_files, self.rules.max_bytes
-            )));
-        }
-        Ok(())
-    }
 }

@@ -27,6 +27,13 @@ fn setup() -> (tempfile::TempDir, PathBuf, Changes) {
     (dir, ws, changes)
 }
 
+/// A hosted server's overlay over `ws`, made a tick after whatever the test wrote there: a
+/// file changed at the overlay's own tick counts as changed under its lookups (`sync.rs`).
+fn server_overlay(changes: &Changes, ws: &Path) -> Overlay {
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    changes.overlay(ws, "server").expect("overlay")
+}
+
 fn rules(rules: ChangeRules) -> CallRules {
     CallRules {
         exclusions: Exclusions::none(),
@@ -460,7 +467,7 @@ fn a_writing_server_never_undoes_a_person() {
     let (_dir, ws, changes) = setup();
     std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
     std::fs::write(ws.join("gone.txt"), "bye\n").expect("write");
-    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let overlay = server_overlay(&changes, &ws);
     let m = merged(&overlay);
     let call = rules(ChangeRules::default());
     let writes = ServerWrites::default();
@@ -532,7 +539,7 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
     std::fs::write(ws.join("kept.txt"), "kept\n").expect("write");
     std::fs::create_dir_all(ws.join("cache/old")).expect("mkdir");
     std::fs::write(ws.join("cache/old/a"), "a\n").expect("write");
-    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let overlay = server_overlay(&changes, &ws);
     let m = merged(&overlay);
     let call = rules(ChangeRules::default());
     let writes = ServerWrites::default();
@@ -648,7 +655,7 @@ fn a_writing_server_is_shown_the_workspace_as_it_is_before_each_call() {
 #[test]
 fn showing_a_server_the_workspace_is_bounded() {
     let (_dir, ws, changes) = setup();
-    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let overlay = server_overlay(&changes, &ws);
     let m = merged(&overlay);
     let call = rules(ChangeRules {
         max_files: 5,
@@ -676,7 +683,7 @@ fn showing_a_server_the_workspace_is_bounded() {
 fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
     let (_dir, ws, changes) = setup();
     std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
-    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let overlay = server_overlay(&changes, &ws);
     let m = merged(&overlay);
     let call = rules(ChangeRules::default());
     let writes = ServerWrites::default();
@@ -759,7 +766,7 @@ fn a_server_s_change_to_a_file_replaced_during_its_call_is_a_conflict() {
 fn a_server_is_shown_what_another_call_landed_in_its_workspace() {
     let (_dir, ws, changes) = setup();
     std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
-    let overlay = changes.overlay(&ws, "server").expect("overlay");
+    let overlay = server_overlay(&changes, &ws);
     let m = merged(&overlay);
     let call = rules(ChangeRules::default());
     let writes = std::sync::Arc::new(ServerWrites::default());
@@ -818,5 +825,59 @@ fn a_server_is_shown_what_another_call_landed_in_its_workspace() {
     assert_eq!(
         std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
         "by the tool\nand the server\n"
+    );
+}
+
+/// A file the server read, then a person replaced by renaming over it *between* calls: the
+/// overlay keeps its first lookup and the server changes the replaced version. Its copy
+/// records no origin (the file it copied was no longer linked) and the workspace's file
+/// changed since the overlay was made: a conflict, never applied over the person's version.
+#[test]
+fn a_server_s_change_to_a_file_replaced_under_its_kept_lookup_is_a_conflict() {
+    let (_dir, ws, changes) = setup();
+    std::fs::write(ws.join("notes.txt"), "v0\n").expect("write");
+    let overlay = server_overlay(&changes, &ws);
+    let m = merged(&overlay);
+    let call = rules(ChangeRules::default());
+    let writes = ServerWrites::default();
+    // A server looks its workspace up no sooner than a tick after its overlay is made.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
+    assert_eq!(
+        std::fs::read_to_string(m.join("notes.txt")).expect("read"),
+        "v0\n"
+    );
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
+    assert_eq!((set.changes.len(), set.not_applied.clone()), (0, None));
+
+    std::fs::write(ws.join(".notes.txt.swp"), "the person's\n").expect("write");
+    std::fs::rename(ws.join(".notes.txt.swp"), ws.join("notes.txt")).expect("rename");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(m.join("notes.txt"))
+        .expect("open");
+    std::io::Write::write_all(&mut file, b"server\n").expect("append");
+    drop(file);
+    let set = changes.sync(&overlay, &call, &writes, Deadline::none());
+    assert_eq!(set.refusal, Some(Refusal::Failed), "{set:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).expect("read"),
+        "the person's\n"
+    );
+    // Now a copy in its upper layer, the file is shown as the person left it.
+    writes
+        .refresh(&overlay, &call.rules, Deadline::none())
+        .expect("refresh");
+    assert_eq!(
+        std::fs::read_to_string(m.join("notes.txt")).expect("read"),
+        "the person's\n"
     );
 }

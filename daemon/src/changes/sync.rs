@@ -41,10 +41,10 @@
 //! looked for it, stays as the server first saw it. What the daemon itself lands there — any
 //! call's applied set, a revert — it reports to every server over that workspace
 //! ([`super::Views`]), and the next refresh shows those paths too. A person's replacement it
-//! cannot see without watching the whole filesystem: the server reads the old file until the
-//! kernel drops that dentry, and a change it then makes is taken as made to the workspace's
-//! version, unless the person's came during the call (SECURITY.md, "Hosted MCP servers'
-//! overlays").
+//! cannot see without watching the whole filesystem, so the server may *read* the old file
+//! until the kernel drops that dentry; but a change it makes to one is a conflict: its copy
+//! records no origin (the file it copied was no longer linked) and the workspace's file
+//! changed after the overlay was made (SECURITY.md, "Hosted MCP servers' overlays").
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -62,14 +62,28 @@ use super::show::View;
 use super::{ChangeError, ChangeSet, Node, Refusal, State};
 
 /// What the server was shown at each path of its upper layer, and when.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ServerWrites {
+    /// When the record was made, just after its overlay: every lookup the overlay keeps was
+    /// made since.
+    since: SystemTime,
     seen: Mutex<HashMap<RelPath, Seen>>,
     /// When the last refresh began: the start of the call it came before.
     shown_at: Mutex<Option<SystemTime>>,
     /// Paths the daemon itself has replaced in the workspace since the last refresh (another
     /// call's applied set, a revert): the server may hold a lookup of the file they replaced.
     replaced: Mutex<Replaced>,
+}
+
+impl Default for ServerWrites {
+    fn default() -> ServerWrites {
+        ServerWrites {
+            since: coarse_now(),
+            seen: Mutex::default(),
+            shown_at: Mutex::default(),
+            replaced: Mutex::default(),
+        }
+    }
 }
 
 /// The paths [`super::Views`] reported, up to [`MAX_REPLACED`].
@@ -133,7 +147,7 @@ impl ServerWrites {
         *self
             .shown_at
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(SystemTime::now());
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(coarse_now());
         let replaced = {
             let mut replaced = self
                 .replaced
@@ -245,25 +259,31 @@ impl ServerWrites {
         set.changes.retain(|change| {
             let Some(Seen { state: shown, .. }) = seen.get(&change.path) else {
                 // Not in the upper layer when the call started: the server's copy was made
-                // during the call, perhaps from a lookup the overlay kept from before a
-                // person replaced the file. A file the host changed during the call, the
-                // server changed too.
-                // A file copied from the workspace during the call (overlayfs records the
-                // origin of a copy of a file that was still linked) that the workspace no
-                // longer has was removed during the call.
+                // during the call. Overlayfs records the origin of a copy made from a file
+                // that was still linked — the workspace's then. A copy with an origin, of a
+                // file the workspace no longer has, was removed during the call. Without one
+                // (a file the server wrote whole, or a copy of a file already replaced under
+                // a lookup the overlay kept) it may rest on a version the workspace no longer
+                // has: if the workspace's file changed since the overlay was made, the doubt
+                // goes to the person. And any file the host changed during the call.
+                let workspace = upper.workspace.as_fd();
+                let origin = upper_root
+                    .as_ref()
+                    .is_some_and(|root| has_origin(root.as_fd(), &change.path));
                 let removed_during = change.before.is_none()
                     && change
                         .after
                         .as_ref()
                         .is_some_and(|after| after.node == Node::File)
-                    && upper_root
-                        .as_ref()
-                        .is_some_and(|root| has_origin(root.as_fd(), &change.path));
-                if removed_during
-                    || started.is_some_and(|started| {
-                        changed_since(upper.workspace.as_fd(), &change.path, started)
-                    })
-                {
+                    && origin;
+                // The server looks nothing up within a tick of its overlay (it has not even
+                // started): a change at that tick came before. A change at the call's tick
+                // may have come during it: the doubt goes to the person.
+                let since_view =
+                    !origin && changed_since(workspace, &change.path, self.since, false);
+                let during = started
+                    .is_some_and(|started| changed_since(workspace, &change.path, started, true));
+                if removed_during || since_view || during {
                     conflicts.push(change.path.to_string());
                 }
                 return true;
@@ -309,14 +329,32 @@ impl ServerWrites {
     }
 }
 
-/// How far a file's change time may lag the clock: the kernel stamps it with a coarse clock
-/// (a scheduler tick, 1–10 ms). A change this close before a call counts as during it: the
-/// doubt goes to the person's side.
-const CTIME_SLACK: Duration = Duration::from_millis(20);
+/// Now, by the clock the kernel stamps change times with (`CLOCK_REALTIME_COARSE`, updated
+/// once a tick): a change made after this reads as made at or after it, which the precise
+/// clock, up to a tick ahead, would not promise.
+fn coarse_now() -> SystemTime {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a timespec the call may write; the clock exists since Linux 2.6.32.
+    let ret = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &raw mut now) };
+    match (u64::try_from(now.tv_sec), u32::try_from(now.tv_nsec)) {
+        (Ok(secs), Ok(nanos)) if ret == 0 => UNIX_EPOCH + Duration::new(secs, nanos),
+        // Never seen; a tick's worth before now keeps the comparison on the person's side.
+        _ => SystemTime::now() - Duration::from_millis(10),
+    }
+}
 
 /// Whether the workspace's `path` (not a directory: its time moves with its entries) changed
-/// at or after `since`.
-fn changed_since(workspace: BorrowedFd<'_>, path: &RelPath, since: SystemTime) -> bool {
+/// after `since` (a [`coarse_now`]), or at its tick too when `at_too`: a change in the tick
+/// of `since` may have come just before it or just after.
+fn changed_since(
+    workspace: BorrowedFd<'_>,
+    path: &RelPath,
+    since: SystemTime,
+    at_too: bool,
+) -> bool {
     let Some(stat) = lower_stat(workspace, path) else {
         return false;
     };
@@ -326,7 +364,7 @@ fn changed_since(workspace: BorrowedFd<'_>, path: &RelPath, since: SystemTime) -
     let ctime = u64::try_from(stat.st_ctime).map_or(UNIX_EPOCH, |secs| {
         UNIX_EPOCH + Duration::new(secs, u32::try_from(stat.st_ctime_nsec).unwrap_or(0))
     });
-    ctime + CTIME_SLACK >= since
+    ctime > since || (at_too && ctime == since)
 }
 
 /// The xattr overlayfs sets on a file it copied up from a lower file that was still linked.

@@ -672,7 +672,10 @@ fn showing_a_server_the_workspace_is_bounded() {
     let err = writes
         .refresh(&overlay, &call.rules, Deadline::none())
         .expect_err("over the bound");
-    assert!(err.to_string().contains("restart the server"), "{err}");
+    assert!(
+        err.to_string().contains("since the server's last call"),
+        "{err}"
+    );
 }
 
 /// A file the server read, then a person replaced by renaming over it while the call ran:

@@ -111,7 +111,7 @@ impl View<'_> {
         self.copied.bytes = self.copied.bytes.saturating_add(bytes);
         if self.copied.entries > self.rules.max_files || self.copied.bytes > self.rules.max_bytes {
             return Err(std::io::Error::other(format!(
-                "the workspace changed by more than the profile's [changes] bounds ({} files, {} bytes) since the server's last call; restart the server",
+                "the workspace changed by more than the profile's [changes] bounds ({} files, {} bytes) since the server's last call",
                 self.rules.max_files, self.rules.max_bytes
             )));
         }

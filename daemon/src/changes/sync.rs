@@ -65,7 +65,9 @@ use super::{ChangeError, ChangeSet, Node, Refusal, State};
 #[derive(Debug)]
 pub struct ServerWrites {
     /// When the record was made, just after its overlay: every lookup the overlay keeps was
-    /// made since.
+    /// made since. By the precise clock: a change made before it has a change time before
+    /// it, whichever clock stamped the change (a file whose time was read since its last
+    /// change is stamped precisely, others by the coarse clock, up to a tick behind).
     since: SystemTime,
     seen: Mutex<HashMap<RelPath, Seen>>,
     /// When the last refresh began: the start of the call it came before.
@@ -78,7 +80,7 @@ pub struct ServerWrites {
 impl Default for ServerWrites {
     fn default() -> ServerWrites {
         ServerWrites {
-            since: coarse_now(),
+            since: SystemTime::now(),
             seen: Mutex::default(),
             shown_at: Mutex::default(),
             replaced: Mutex::default(),
@@ -277,8 +279,8 @@ impl ServerWrites {
                         .is_some_and(|after| after.node == Node::File)
                     && origin;
                 // The server looks nothing up within a tick of its overlay (it has not even
-                // started): a change at that tick came before. A change at the call's tick
-                // may have come during it: the doubt goes to the person.
+                // started): a change stamped then may be missed, harmlessly. A change at the
+                // call's tick may have come during it: the doubt goes to the person.
                 let since_view =
                     !origin && changed_since(workspace, &change.path, self.since, false);
                 let during = started

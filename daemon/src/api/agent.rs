@@ -16,10 +16,10 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::caller;
+use super::direct_call::{check_tool, forbidden_workspace};
 use super::error::ApiError;
 use super::quota::Turns;
 use super::tenants::Tenant;
-use super::tools::{check_tool, forbidden_workspace};
 use crate::agent::{AgentError, AgentRuntime, RunOwner, changes_page};
 use crate::config::ApprovalRights;
 use crate::ids::{RunId, SessionId};

@@ -117,7 +117,8 @@ impl pb::daemon_server::Daemon for DaemonService {
         let tenant = caller(&request)?;
         // Trust decides what every tenant's runs may call.
         operator_only(&tenant, "change what is trusted")?;
-        let server = request.into_inner().server;
+        let request = request.into_inner();
+        let server = request.server;
         let hosted = self.executor.registry().tools().any(|tool| {
             tool.manifest
                 .origin
@@ -132,9 +133,32 @@ impl pb::daemon_server::Daemon for DaemonService {
             }
             .into());
         }
+        if request.show {
+            let differences = crate::engine::mcp::trust::differences(&self.trust_dir, &server)
+                .map_err(|message| ApiError::invalid("server", message))?;
+            let json = |definition: Option<serde_json::Value>| {
+                definition
+                    .map(|value| value.to_string())
+                    .unwrap_or_default()
+            };
+            return Ok(Response::new(pb::TrustMcpServerResponse {
+                accepted: Vec::new(),
+                differences: differences
+                    .into_iter()
+                    .map(|difference| pb::McpToolDifference {
+                        tool: difference.tool,
+                        trusted_json: json(difference.trusted),
+                        seen_json: json(difference.seen),
+                    })
+                    .collect(),
+            }));
+        }
         let accepted = crate::engine::mcp::trust::accept_seen(&self.trust_dir, &server)
             .map_err(|message| ApiError::invalid("server", message))?;
         tracing::warn!(%server, ?accepted, tenant = %tenant.name, "MCP server's tools trusted as last listed");
-        Ok(Response::new(pb::TrustMcpServerResponse { accepted }))
+        Ok(Response::new(pb::TrustMcpServerResponse {
+            accepted,
+            differences: Vec::new(),
+        }))
     }
 }

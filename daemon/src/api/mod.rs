@@ -8,6 +8,7 @@ mod batched_writes;
 mod console;
 mod daemon;
 pub mod direct_approval;
+pub mod direct_call;
 mod error;
 pub mod limits;
 pub mod listen;
@@ -56,6 +57,9 @@ pub struct Access {
 /// What the services serve.
 pub struct Services {
     pub executor: Arc<Executor>,
+    /// Admission of direct calls: the one the MCP endpoint shares, so that a tenant's cap
+    /// counts its calls on both edges.
+    pub calls: Arc<direct_call::DirectCalls>,
     pub agents: Arc<AgentRuntime>,
     pub store: Arc<dyn Store>,
     pub retention: Arc<Retention>,
@@ -75,6 +79,7 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let Services {
         executor,
+        calls,
         agents,
         store,
         retention,
@@ -105,11 +110,7 @@ pub async fn serve(
         retention,
         trust_dir,
     ));
-    let approvals = Arc::new(direct_approval::DirectApprovals::new(
-        executor.clone(),
-        &agents,
-    ));
-    let tools = ToolsServer::new(tools::ToolsService::new(executor, store, approvals))
+    let tools = ToolsServer::new(tools::ToolsService::new(calls, store))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
     let agent = AgentServer::new(agent::AgentService::new(agents))

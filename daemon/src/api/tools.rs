@@ -16,34 +16,28 @@ use tonic::{Request, Response, Status};
 use super::agent::parse_id;
 use super::auth::caller;
 use super::direct_approval::{self, DirectApprovals};
+use super::direct_call::{Admitted, DirectCall, DirectCalls};
 use super::error::ApiError;
-use super::limits;
-use super::quota::{Quota, Slot};
+use super::quota::Slot;
 use super::tenants::{DEFAULT_TENANT, Tenant};
 use crate::ids::ExecutionId;
 use crate::store::Store;
-use crate::tools::{CallRequest, ExecutionEvent, Executor};
+use crate::tools::{ExecutionEvent, Executor};
 use crate::wire as convert;
-use crate::workspace::WorkspaceError;
 
 pub struct ToolsService {
     executor: Arc<Executor>,
     store: Arc<dyn Store>,
-    executions: Quota,
-    approvals: Arc<DirectApprovals>,
+    /// Admission of direct calls, shared with the MCP endpoint.
+    calls: Arc<DirectCalls>,
 }
 
 impl ToolsService {
-    pub fn new(
-        executor: Arc<Executor>,
-        store: Arc<dyn Store>,
-        approvals: Arc<DirectApprovals>,
-    ) -> ToolsService {
+    pub fn new(calls: Arc<DirectCalls>, store: Arc<dyn Store>) -> ToolsService {
         ToolsService {
-            executor,
+            executor: calls.executor.clone(),
             store,
-            approvals,
-            executions: Quota::default(),
+            calls,
         }
     }
 
@@ -78,26 +72,6 @@ fn not_found_execution(execution_id: &str) -> ApiError {
     .at("execution_id")
 }
 
-/// Checks that `tenant` may use `tool`; the caller names the field.
-pub(super) fn check_tool(tenant: &Tenant, tool: &str) -> Result<(), ApiError> {
-    if tenant.may_use_tool(tool) {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden {
-            tenant: tenant.name.clone(),
-            what: format!("may not use tool `{tool}`"),
-        })
-    }
-}
-
-/// A workspace outside the tenant's own roots.
-pub(super) fn forbidden_workspace(tenant: &Tenant, err: WorkspaceError) -> ApiError {
-    ApiError::Forbidden {
-        tenant: tenant.name.clone(),
-        what: format!("may not use this workspace: {err}"),
-    }
-}
-
 #[tonic::async_trait]
 impl pb::tools_server::Tools for ToolsService {
     async fn list_tools(
@@ -106,10 +80,8 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let tenant = caller(&request)?;
         let tools = self
-            .executor
-            .registry()
-            .tools()
-            .filter(|tool| tenant.may_use_tool(tool.name()))
+            .calls
+            .visible(&tenant)
             .map(|tool| convert::tool_info(tool))
             .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))
@@ -123,33 +95,16 @@ impl pb::tools_server::Tools for ToolsService {
     ) -> Result<Response<Self::ExecuteToolStream>, Status> {
         let tenant = caller(&request)?;
         let request = request.into_inner();
-        if request.tool.is_empty() {
-            return Err(ApiError::invalid("tool", "required: the name of a tool").into());
-        }
-        limits::check_arguments(&request.arguments_json)?;
-        check_tool(&tenant, &request.tool).map_err(|err| err.at("tool"))?;
-        tenant
-            .may_use_workspace(convert::non_empty(&request.workspace))
-            .map_err(|err| forbidden_workspace(&tenant, err).at("workspace"))?;
-        let slot = self.executions.acquire(
-            &tenant.name,
-            tenant.max_concurrent_executions,
-            "tool executions",
-        )?;
-        let call = self
-            .executor
-            .prepare(CallRequest {
+        let Admitted { call, slot } = self.calls.admit(
+            &tenant,
+            DirectCall {
                 tool: request.tool,
                 arguments_json: request.arguments_json,
                 workspace: convert::non_empty(&request.workspace).map(str::to_owned),
                 timeout: (request.timeout_ms > 0)
                     .then(|| Duration::from_millis(request.timeout_ms)),
-                read_only: false,
-                tenant: Some(tenant.name.clone()),
-                in_run: false,
-                ignores: None,
-            })
-            .map_err(ApiError::from)?;
+            },
+        )?;
         let (events, receiver) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let executor = self.executor.clone();
@@ -159,7 +114,7 @@ impl pb::tools_server::Tools for ToolsService {
         let (asking, question) = (request.require_approval && DirectApprovals::needed(&call))
             .then(|| {
                 let (ask, question) = oneshot::channel();
-                ((self.approvals.clone(), ask), question)
+                ((self.calls.approvals.clone(), ask), question)
             })
             .unzip();
         let asker = tenant.name.clone();

@@ -67,6 +67,8 @@ impl TwoTenants {
                 tenants: vec![alice, bob],
             },
             extra_workspace_roots: vec![shared.path().to_owned()],
+            // The MCP edge holds the same walls (mcp_edge.rs).
+            mcp_listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
             ..DaemonOptions::default()
         })
         .await;
@@ -85,7 +87,7 @@ impl TwoTenants {
         dir
     }
 
-    async fn tools(&self, token: &str) -> pb::tools_client::ToolsClient<AuthedChannel> {
+    pub(crate) async fn tools(&self, token: &str) -> pb::tools_client::ToolsClient<AuthedChannel> {
         pb::tools_client::ToolsClient::new(self.daemon.channel_with_token(token).await)
     }
 

@@ -1,8 +1,13 @@
 //! MCP requests as the executor's calls: `tools/list` is the caller's tools with their
-//! schemas and annotations derived from their manifests, `tools/call` one execution — asked
-//! about first when its risk is above read-only, reported as progress while it writes
-//! output, its stderr lines sent as log messages (a tool's logs, by the ABI), cancelled when
-//! the client cancels.
+//! schemas and annotations derived from their manifests, `tools/call` one execution admitted
+//! as gRPC's are (`direct_call`) — asked about first when its risk is above read-only,
+//! reported as progress while it writes output, its stderr lines sent as log messages (a
+//! tool's logs, by the ABI), cancelled when the client cancels.
+//!
+//! The approval question is put to the person at the client from the request's own task:
+//! rmcp routes a request made there onto the POST stream that carries the call (SEP-2260),
+//! so a client that reads only that stream sees it, and no other stream of the session ever
+//! does. The tenant's approver consoles see the same question; the first answer wins.
 //!
 //! Logging is deprecated by the newest MCP revision (SEP-2577) and still what clients of
 //! every earlier one use to see a tool's logs.
@@ -23,26 +28,26 @@ use tokio::sync::mpsc;
 
 use super::McpCaller;
 use crate::api::direct_approval::{self, DirectApprovals};
+use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
+use crate::api::error::ApiError;
 use crate::api::tenants::Tenant;
 use crate::domain::Decision;
 use crate::output::StreamKind;
 use crate::policy::{Approver, Verdict};
 use crate::profile::NetworkPolicy;
-use crate::tools::{CallRequest, ExecutionEvent, Executor, Risk, Tool, ToolStatus};
+use crate::tools::{ExecutionEvent, Risk, Tool, ToolStatus};
 
 #[derive(Clone)]
 pub struct ToolServer {
-    executor: Arc<Executor>,
-    approvals: Arc<DirectApprovals>,
+    calls: Arc<DirectCalls>,
     /// The least severe level the session's client wants log messages at; all when unset.
     log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
 }
 
 impl ToolServer {
-    pub fn new(executor: Arc<Executor>, approvals: Arc<DirectApprovals>) -> ToolServer {
+    pub fn new(calls: Arc<DirectCalls>) -> ToolServer {
         ToolServer {
-            executor,
-            approvals,
+            calls,
             log_level: Arc::default(),
         }
     }
@@ -75,43 +80,41 @@ fn caller(
         .get::<McpCaller>()
         .cloned()
         .ok_or_else(|| ErrorData::internal_error("the request was not authenticated", None))?;
-    let workspace = parts.uri.query().and_then(|query| {
-        query.split('&').find_map(|pair| {
-            let (key, value) = pair.split_once('=')?;
-            (key == "workspace").then(|| percent_decode(value))
-        })
-    });
+    let workspace = parts.uri.query().and_then(workspace_of);
     Ok((tenant, workspace))
 }
 
-/// `%XX` escapes and `+` of a query value.
-fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'%' if at + 2 < bytes.len() => match u8::from_str_radix(&value[at + 1..at + 3], 16) {
-                Ok(byte) => {
-                    out.push(byte);
-                    at += 3;
-                }
-                Err(_) => {
-                    out.push(b'%');
-                    at += 1;
-                }
-            },
-            b'+' => {
-                out.push(b' ');
-                at += 1;
-            }
-            byte => {
-                out.push(byte);
-                at += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The `workspace` parameter of a query string, decoded (`%XX` escapes and `+`); bytes that
+/// are not UTF-8 read as U+FFFD, which no workspace root holds.
+fn workspace_of(query: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "workspace")
+        .map(|(_, value)| value.into_owned())
+}
+
+/// A refusal of the admission, as a failed call's result: the status's name and the reason
+/// (`DENIED: tenant `a` may not use this workspace: …`).
+fn refusal(err: ApiError) -> CallToolResult {
+    let status = tonic::Status::from(err);
+    let word = match status.code() {
+        tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => "DENIED",
+        tonic::Code::InvalidArgument | tonic::Code::OutOfRange => "INVALID_ARGUMENTS",
+        tonic::Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        tonic::Code::NotFound => "NOT_FOUND",
+        tonic::Code::FailedPrecondition | tonic::Code::Aborted => "FAILED_PRECONDITION",
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE",
+        tonic::Code::Cancelled => "CANCELLED",
+        tonic::Code::AlreadyExists => "ALREADY_EXISTS",
+        tonic::Code::Ok
+        | tonic::Code::Unknown
+        | tonic::Code::Unimplemented
+        | tonic::Code::Internal
+        | tonic::Code::DataLoss => "INTERNAL",
+    };
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{word}: {}",
+        status.message()
+    ))])
 }
 
 /// A tool as MCP describes it, its annotations derived from its manifest: what airlock
@@ -172,10 +175,8 @@ impl ServerHandler for ToolServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let (tenant, _) = caller(&context)?;
         Ok(ListToolsResult::with_all_items(
-            self.executor
-                .registry()
-                .tools()
-                .filter(|tool| tenant.may_use_tool(tool.name()))
+            self.calls
+                .visible(&tenant)
                 .filter_map(|tool| mcp_tool(tool))
                 .collect(),
         ))
@@ -189,63 +190,64 @@ impl ServerHandler for ToolServer {
         let (tenant, workspace) = caller(&context)?;
         let refused =
             |message: String| Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
-        if !tenant.may_use_tool(&request.name)
-            || self.executor.registry().get(&request.name).is_none()
-        {
+        // A tool the tenant may not use is, to it, no tool: the protocol's error for a name
+        // it does not know.
+        if !self.calls.sees(&tenant, &request.name) {
             return Err(ErrorData::invalid_params(
                 format!("no tool named `{}`", request.name),
                 None,
             ));
         }
-        if let Err(err) = tenant.may_use_workspace(workspace.as_deref()) {
-            return refused(format!("DENIED: {err}"));
-        }
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let call = match self.executor.prepare(CallRequest {
-            tool: request.name.to_string(),
-            arguments_json: arguments.to_string(),
-            workspace,
-            timeout: None,
-            read_only: false,
-            tenant: Some(tenant.name.clone()),
-            in_run: false,
-            ignores: None,
-        }) {
-            Ok(call) => call,
-            Err(err) => return refused(format!("INVALID_ARGUMENTS: {err}")),
+        let admitted = self.calls.admit(
+            &tenant,
+            DirectCall {
+                tool: request.name.to_string(),
+                arguments_json: arguments.to_string(),
+                workspace,
+                timeout: None,
+            },
+        );
+        let Admitted { call, slot: _slot } = match admitted {
+            Ok(admitted) => admitted,
+            Err(err) => return Ok(refusal(err).into()),
         };
         let cancel = context.ct.child_token();
         let _stop = cancel.clone().drop_guard();
         if DirectApprovals::needed(&call)
-            && let Some((question, asked)) =
-                self.approvals.register(&tenant.name, &call, &cancel).await
+            && let Some((question, asked)) = self
+                .calls
+                .approvals
+                .register(&tenant.name, &call, &cancel)
+                .await
         {
-            let elicit = can_ask(&context).then(|| {
-                let broker = self.approvals.broker.clone();
-                let context = context.clone();
-                let question = question.clone();
-                tokio::spawn(async move {
-                    let verdict = ask(&context, &question).await;
-                    // Too late when a console answered first: the broker says so, and the
-                    // console's answer stands.
-                    let _ = broker.decide(&verdict, &Approver::Console);
-                })
-            });
-            let outcome = tokio::select! {
-                outcome = asked.outcome() => outcome,
-                () = cancel.cancelled() => {
-                    return Err(ErrorData::internal_error("cancelled by the client", None));
+            // Asked here, in the request's task, so that the question rides this request's
+            // stream; the consoles are asked as `outcome` is awaited.
+            let mut elicit = std::pin::pin!(futures::future::OptionFuture::from(
+                can_ask(&context).then(|| ask(&context, &question))
+            ));
+            let mut elicited = false;
+            let mut outcome = std::pin::pin!(asked.outcome());
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut outcome => break outcome,
+                    Some(verdict) = &mut elicit, if !elicited => {
+                        elicited = true;
+                        // Too late when a console answered first: the broker says so, and
+                        // the console's answer stands.
+                        let _ = self.calls.approvals.broker.decide(&verdict, &Approver::Console);
+                    }
+                    () = cancel.cancelled() => {
+                        return Err(ErrorData::internal_error("cancelled by the client", None));
+                    }
                 }
             };
-            if let Some(task) = elicit {
-                task.abort();
-            }
             if let Some(result) = direct_approval::refusal(outcome) {
                 return refused(format!("DENIED: {}", result.error_message));
             }
         }
         let (events, mut reports) = mpsc::unbounded_channel();
-        let executor = self.executor.clone();
+        let executor = self.calls.executor.clone();
         let running = tokio::spawn({
             let cancel = cancel.clone();
             async move { executor.run(call, events, cancel).await }
@@ -343,10 +345,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn query_values_are_decoded() {
-        assert_eq!(percent_decode("/srv/my%20project"), "/srv/my project");
-        assert_eq!(percent_decode("a+b"), "a b");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
+    fn the_workspace_is_decoded_from_any_query() {
+        assert_eq!(
+            workspace_of("workspace=/srv/my%20project").as_deref(),
+            Some("/srv/my project")
+        );
+        assert_eq!(workspace_of("x=1&workspace=a+b").as_deref(), Some("a b"));
+        assert_eq!(workspace_of("workspace=100%").as_deref(), Some("100%"));
+        assert_eq!(workspace_of("workspace=%zz").as_deref(), Some("%zz"));
+        // Found by a reviewer: an escape cut by a multi-byte character panicked.
+        assert_eq!(workspace_of("workspace=%a€").as_deref(), Some("%a€"));
+        assert_eq!(workspace_of("workspace=%a").as_deref(), Some("%a"));
+        assert_eq!(workspace_of("workspace=%ff").as_deref(), Some("\u{fffd}"));
+        assert_eq!(workspace_of("other=1"), None);
     }
 }

@@ -9,8 +9,23 @@
 //!
 //! A call's workspace is the `workspace` query parameter of the endpoint's URL
 //! (`http://127.0.0.1:7412/mcp?workspace=/srv/project`): MCP itself has no notion of one.
+//!
+//! The walls are the gRPC edge's, through the same code: calls are admitted by
+//! `direct_call` (tools, roots, argument size, the tenant's cap counted across both
+//! edges), and a session is its opener's alone (`sessions.rs`). An approval question goes to
+//! the call that raised it, on that request's own stream, and to the tenant's approvers.
+//!
+//! Every byte of a request is a stranger's: no code of this edge indexes or slices (the
+//! lints below), and the fuzz target `mcp_edge` drives [`route`] with arbitrary methods,
+//! paths, queries, headers and bodies, its corpus replayed by the tests.
+#![deny(clippy::indexing_slicing, clippy::string_slice)]
 
 mod handler;
+#[cfg(any(test, feature = "testing"))]
+pub mod probe;
+#[cfg(test)]
+mod probe_tests;
+mod sessions;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,14 +39,17 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::direct_approval::DirectApprovals;
+use super::direct_call::DirectCalls;
 use super::tenants::Tenants;
-use crate::tools::Executor;
+use sessions::Sessions;
 
 pub use handler::ToolServer;
 
 /// The one path the endpoint serves.
 const PATH: &str = "/mcp";
+
+/// The header that names a request's session.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The tenant a request was authenticated as, for the handler.
 #[derive(Clone)]
@@ -39,35 +57,23 @@ pub struct McpCaller(pub Arc<super::tenants::Tenant>);
 
 type Service = StreamableHttpService<ToolServer, LocalSessionManager>;
 
+/// The endpoint: rmcp's service, who opened each of its sessions, and who may call.
+#[derive(Clone)]
+pub struct Endpoint {
+    service: Service,
+    sessions: Arc<Sessions>,
+    tenants: Arc<Tenants>,
+}
+
 /// Serves MCP on `listener` until `stop` is cancelled.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     tenants: Arc<Tenants>,
-    executor: Arc<Executor>,
-    approvals: Arc<DirectApprovals>,
+    calls: Arc<DirectCalls>,
     stop: CancellationToken,
 ) {
     let local = listener.local_addr().ok();
-    let mut config = StreamableHttpServerConfig::default();
-    config.cancellation_token = stop.child_token();
-    if let Some(local) = local {
-        // The address the endpoint was asked to serve is a valid Host too (a name that
-        // resolves to it is not: that is what a DNS-rebinding attack looks like).
-        config
-            .allowed_hosts
-            .extend([local.ip().to_string(), local.to_string()]);
-    }
-    // Browsers send an Origin: only pages served from loopback may call; a page elsewhere
-    // that reached this port (DNS rebinding, a malicious site) is refused.
-    config.allowed_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
-        .map(str::to_owned)
-        .to_vec();
-    let server = ToolServer::new(executor, approvals);
-    let service: Service = StreamableHttpService::new(
-        move || Ok(server.for_session()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let endpoint = Endpoint::new(local, tenants, calls, &stop);
     tracing::info!(listen = ?local, path = PATH, "serving MCP over Streamable HTTP");
     loop {
         let accepted = tokio::select! {
@@ -81,14 +87,12 @@ pub async fn serve(
                 continue;
             }
         };
-        let service = service.clone();
-        let tenants = tenants.clone();
+        let endpoint = endpoint.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
             let handle = hyper::service::service_fn(move |request| {
-                let service = service.clone();
-                let tenants = tenants.clone();
-                async move { Ok::<_, Infallible>(route(&service, &tenants, request, peer).await) }
+                let endpoint = endpoint.clone();
+                async move { Ok::<_, Infallible>(endpoint.route(request, peer).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), handle);
@@ -101,39 +105,124 @@ pub async fn serve(
     }
 }
 
-/// Authenticates a request and hands it to rmcp.
-async fn route(
-    service: &Service,
-    tenants: &Tenants,
-    mut request: Request<hyper::body::Incoming>,
-    peer: SocketAddr,
-) -> Response<BoxBody<Bytes, Infallible>> {
-    if request.uri().path() != PATH {
-        return plain(StatusCode::NOT_FOUND, "airlock serves MCP at /mcp");
+impl Endpoint {
+    /// The endpoint of a listener at `local` (whose address is a valid `Host`).
+    pub fn new(
+        local: Option<SocketAddr>,
+        tenants: Arc<Tenants>,
+        calls: Arc<DirectCalls>,
+        stop: &CancellationToken,
+    ) -> Endpoint {
+        let mut config = StreamableHttpServerConfig::default();
+        config.cancellation_token = stop.child_token();
+        if let Some(local) = local {
+            // The address the endpoint was asked to serve is a valid Host too (a name that
+            // resolves to it is not: that is what a DNS-rebinding attack looks like).
+            config
+                .allowed_hosts
+                .extend([local.ip().to_string(), local.to_string()]);
+        }
+        // Browsers send an Origin: only pages served from loopback may call; a page elsewhere
+        // that reached this port (DNS rebinding, a malicious site) is refused.
+        config.allowed_origins = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+            .map(str::to_owned)
+            .to_vec();
+        let server = ToolServer::new(calls);
+        let manager = Arc::new(LocalSessionManager::default());
+        let service: Service =
+            StreamableHttpService::new(move || Ok(server.for_session()), manager.clone(), config);
+        Endpoint {
+            service,
+            sessions: Arc::new(Sessions::new(manager)),
+            tenants,
+        }
     }
-    let token = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| {
-            value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-        });
-    let Some(tenant) = token.and_then(|token| tenants.identify(token.trim())) else {
-        tracing::debug!(%peer, "MCP request without a valid token");
-        let mut response = plain(
-            StatusCode::UNAUTHORIZED,
-            "send the daemon's access token: Authorization: Bearer <token>",
-        );
-        response.headers_mut().insert(
-            http::header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer"),
-        );
-        return response;
-    };
-    request.extensions_mut().insert(McpCaller(tenant));
-    service.handle(request).await.map(|body| body.boxed())
+
+    /// Authenticates a request, holds it to its tenant's sessions, and hands it to rmcp.
+    pub async fn route<B>(
+        &self,
+        mut request: Request<B>,
+        peer: SocketAddr,
+    ) -> Response<BoxBody<Bytes, Infallible>>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        if request.uri().path() != PATH {
+            return plain(StatusCode::NOT_FOUND, "airlock serves MCP at /mcp");
+        }
+        let token = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                value
+                    .strip_prefix("Bearer ")
+                    .or_else(|| value.strip_prefix("bearer "))
+            });
+        let Some(tenant) = token.and_then(|token| self.tenants.identify(token.trim())) else {
+            tracing::debug!(%peer, "MCP request without a valid token");
+            let mut response = plain(
+                StatusCode::UNAUTHORIZED,
+                "send the daemon's access token: Authorization: Bearer <token>",
+            );
+            response.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        };
+        let session = match request.headers().get(SESSION_HEADER).map(|id| id.to_str()) {
+            Some(Ok(id)) => Some(id.to_owned()),
+            Some(Err(_)) => return plain(StatusCode::BAD_REQUEST, "the session id is not text"),
+            None => None,
+        };
+        let method = request.method().clone();
+        let refusal = match &session {
+            Some(id) => self.sessions.check(&tenant.name, id).err().map(|_| {
+                tracing::debug!(%peer, tenant = %tenant.name, "MCP request for a session the tenant did not open");
+                plain(StatusCode::NOT_FOUND, "no such MCP session")
+            }),
+            None if method == http::Method::POST => {
+                self.sessions.may_open(&tenant.name).await.err().map(|_| {
+                    plain(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "this tenant holds the most MCP sessions it may; close one (DELETE) first",
+                    )
+                })
+            }
+            None => None,
+        };
+        if let Some(refusal) = refusal {
+            return refusal;
+        }
+        let tenant_name = tenant.name.clone();
+        request.extensions_mut().insert(McpCaller(tenant));
+        let mut response = self.service.handle(request).await.map(|body| body.boxed());
+        match session {
+            // A new session: its opener's alone from now on.
+            None => {
+                let opened = response
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|id| id.to_str().ok())
+                    .map(str::to_owned);
+                if let Some(id) = opened
+                    && response.status().is_success()
+                {
+                    self.sessions.opened(&tenant_name, id).await;
+                }
+            }
+            // Closed: the MCP SDKs read 200 as success (rmcp answers 202, which the Python
+            // SDK logs as a failed termination).
+            Some(id) if method == http::Method::DELETE && response.status().is_success() => {
+                self.sessions.closed(&id);
+                *response.status_mut() = StatusCode::OK;
+            }
+            Some(_) => {}
+        }
+        response
+    }
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<BoxBody<Bytes, Infallible>> {

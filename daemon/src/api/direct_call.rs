@@ -1,0 +1,115 @@
+//! Calls made outside any run, whichever edge they arrive at: gRPC's `ExecuteTool` (and its
+//! gRPC-Web form) and the MCP endpoint's `tools/call` go through this one admission, so that a
+//! tenant meets the same walls on both — the tools it may see and call, the workspace roots
+//! it may use, the size of its arguments and its cap on calls in flight, counted together
+//! across the edges.
+//!
+//! An edge authenticates, asks [`DirectCalls::admit`], and holds the returned [`Admitted`]
+//! slot until the call has ended; it decides only how to speak: a gRPC status, or an MCP
+//! result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::direct_approval::DirectApprovals;
+use super::error::ApiError;
+use super::limits;
+use super::quota::{Quota, Slot};
+use super::tenants::Tenant;
+use crate::tools::{Call, CallRequest, Executor, Tool};
+use crate::workspace::WorkspaceError;
+
+/// What every edge shares for direct calls: one executor, one approval bridge, one count of
+/// each tenant's calls in flight.
+pub struct DirectCalls {
+    pub executor: Arc<Executor>,
+    pub approvals: Arc<DirectApprovals>,
+    executions: Quota,
+}
+
+/// A call a client asked for, as it arrived.
+pub struct DirectCall {
+    pub tool: String,
+    pub arguments_json: String,
+    /// Absolute host path; none for a call without a workspace.
+    pub workspace: Option<String>,
+    /// Shortens the tool's timeout; never extends it.
+    pub timeout: Option<Duration>,
+}
+
+/// A call let in: prepared, with the tenant's slot held until it is dropped.
+pub struct Admitted {
+    pub call: Call,
+    pub slot: Slot,
+}
+
+impl DirectCalls {
+    pub fn new(executor: Arc<Executor>, approvals: Arc<DirectApprovals>) -> DirectCalls {
+        DirectCalls {
+            executor,
+            approvals,
+            executions: Quota::default(),
+        }
+    }
+
+    /// The tools `tenant` sees, in the registry's order.
+    pub fn visible<'a>(&'a self, tenant: &'a Tenant) -> impl Iterator<Item = &'a Arc<Tool>> {
+        self.executor
+            .registry()
+            .tools()
+            .filter(|tool| tenant.may_use_tool(tool.name()))
+    }
+
+    /// Whether `tenant` sees a tool named `tool`: one it may not use is, to it, no tool.
+    pub fn sees(&self, tenant: &Tenant, tool: &str) -> bool {
+        tenant.may_use_tool(tool) && self.executor.registry().get(tool).is_some()
+    }
+
+    /// Lets `request` of `tenant` in, or says why not (each refusal names its field).
+    pub fn admit(&self, tenant: &Tenant, request: DirectCall) -> Result<Admitted, ApiError> {
+        if request.tool.is_empty() {
+            return Err(ApiError::invalid("tool", "required: the name of a tool"));
+        }
+        limits::check_arguments(&request.arguments_json)?;
+        check_tool(tenant, &request.tool).map_err(|err| err.at("tool"))?;
+        tenant
+            .may_use_workspace(request.workspace.as_deref())
+            .map_err(|err| forbidden_workspace(tenant, err).at("workspace"))?;
+        let slot = self.executions.acquire(
+            &tenant.name,
+            tenant.max_concurrent_executions,
+            "tool executions",
+        )?;
+        let call = self.executor.prepare(CallRequest {
+            tool: request.tool,
+            arguments_json: request.arguments_json,
+            workspace: request.workspace,
+            timeout: request.timeout,
+            read_only: false,
+            tenant: Some(tenant.name.clone()),
+            in_run: false,
+            ignores: None,
+        })?;
+        Ok(Admitted { call, slot })
+    }
+}
+
+/// Checks that `tenant` may use `tool`; the caller names the field.
+pub(super) fn check_tool(tenant: &Tenant, tool: &str) -> Result<(), ApiError> {
+    if tenant.may_use_tool(tool) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden {
+            tenant: tenant.name.clone(),
+            what: format!("may not use tool `{tool}`"),
+        })
+    }
+}
+
+/// A workspace outside the tenant's own roots.
+pub(super) fn forbidden_workspace(tenant: &Tenant, err: WorkspaceError) -> ApiError {
+    ApiError::Forbidden {
+        tenant: tenant.name.clone(),
+        what: format!("may not use this workspace: {err}"),
+    }
+}

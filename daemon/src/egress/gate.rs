@@ -118,7 +118,8 @@ impl std::fmt::Debug for Gate {
 impl Gate {
     /// A gate with this one's rules and resolver, no approver and a ledger of its own: for
     /// the connections of a long-lived hosted server, which no single call's approvers can
-    /// answer for.
+    /// answer for. Each of the server's calls takes into its own ledger what this one gained
+    /// while the call was in flight (see `engine::mcp`'s `tool`).
     pub fn detached(&self) -> Gate {
         Gate::new(self.rules.clone(), self.resolver.clone(), None)
     }

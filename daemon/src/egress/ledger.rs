@@ -1,7 +1,12 @@
 //! The account of one call's egress: every host contacted, with connections and bytes each
 //! way, and every refused attempt with its reason. It goes into the call's result metadata
 //! and trace.
+//!
+//! A hosted MCP server outlives its calls, so its gate's ledger is the instance's, not a
+//! call's: a call takes what that ledger gained while the call was in flight
+//! ([`Ledger::since`]) into its own ([`Ledger::add`]).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -86,6 +91,60 @@ impl Ledger {
             entry.refused += 1;
             reason.clone_into(&mut entry.refusal);
         });
+    }
+
+    /// Adds `contact`'s figures to this ledger's entry for its host and port, unless the
+    /// ledger is full: contacts another gate made on this call's behalf.
+    pub fn add(&self, contact: &Contact) {
+        self.with_entry(&contact.host, contact.port, |entry| {
+            entry.connections += contact.connections;
+            entry.refused += contact.refused;
+            if !contact.refusal.is_empty() {
+                entry.refusal.clone_from(&contact.refusal);
+            }
+            let counters = &entry.counters;
+            counters
+                .sent
+                .fetch_add(contact.bytes_sent, Ordering::Relaxed);
+            counters
+                .received
+                .fetch_add(contact.bytes_received, Ordering::Relaxed);
+        });
+    }
+
+    /// What this ledger gained since it read `before` (an earlier [`Ledger::snapshot`] of
+    /// it): each host with connections, bytes or refusals since, with those alone. A host
+    /// refused since keeps its last refusal's reason.
+    pub fn since(&self, before: &[Contact]) -> Vec<Contact> {
+        let before: HashMap<(&str, u16), &Contact> = before
+            .iter()
+            .map(|contact| ((contact.host.as_str(), contact.port), contact))
+            .collect();
+        self.snapshot()
+            .into_iter()
+            .filter_map(|now| {
+                let Some(then) = before.get(&(now.host.as_str(), now.port)) else {
+                    return Some(now);
+                };
+                let refused = now.refused.saturating_sub(then.refused);
+                let gained = Contact {
+                    connections: now.connections.saturating_sub(then.connections),
+                    bytes_sent: now.bytes_sent.saturating_sub(then.bytes_sent),
+                    bytes_received: now.bytes_received.saturating_sub(then.bytes_received),
+                    refused,
+                    refusal: if refused > 0 {
+                        now.refusal.clone()
+                    } else {
+                        String::new()
+                    },
+                    host: now.host,
+                    port: now.port,
+                };
+                let moved =
+                    gained.connections | gained.bytes_sent | gained.bytes_received | gained.refused;
+                (moved != 0).then_some(gained)
+            })
+            .collect()
     }
 
     /// Every contact so far, in the order they were first tried.
@@ -182,6 +241,71 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn what_a_ledger_gained_moves_to_another() {
+        let instance = Ledger::default();
+        let early = instance.connected("a.test", 443);
+        early.add_sent(10);
+        instance.refused("b.test", 80, "not listed");
+        let before = instance.snapshot();
+        // While the call is in flight: more bytes on the old connection, a new one, a new
+        // refusal of a known host and a new host.
+        early.add_received(7);
+        instance.connected("a.test", 443).add_sent(3);
+        instance.refused("b.test", 80, "still not listed");
+        instance.refused("c.test", 80, "denied");
+        instance.connected("d.test", 443);
+        let gained = instance.since(&before);
+        assert_eq!(
+            gained,
+            vec![
+                Contact {
+                    host: "a.test".into(),
+                    port: 443,
+                    connections: 1,
+                    bytes_sent: 3,
+                    bytes_received: 7,
+                    ..Contact::default()
+                },
+                Contact {
+                    host: "b.test".into(),
+                    port: 80,
+                    refused: 1,
+                    refusal: "still not listed".into(),
+                    ..Contact::default()
+                },
+                Contact {
+                    host: "c.test".into(),
+                    port: 80,
+                    refused: 1,
+                    refusal: "denied".into(),
+                    ..Contact::default()
+                },
+                Contact {
+                    host: "d.test".into(),
+                    port: 443,
+                    connections: 1,
+                    ..Contact::default()
+                },
+            ]
+        );
+        // Nothing happened since: nothing gained.
+        assert!(instance.since(&instance.snapshot()).is_empty());
+        let call = Ledger::default();
+        call.refused("b.test", 80, "its own");
+        for contact in &gained {
+            call.add(contact);
+        }
+        let accounted = call.snapshot();
+        assert_eq!(accounted.len(), 4);
+        assert_eq!(
+            (accounted[0].host.as_str(), accounted[0].refused),
+            ("b.test", 2)
+        );
+        assert_eq!(accounted[0].refusal, "still not listed");
+        assert_eq!(accounted[1], gained[0]);
     }
 
     #[test]

@@ -333,22 +333,51 @@ impl SandboxCgroup {
     pub fn stats(&self) -> CgroupStats {
         let mut stats = CgroupStats::default();
         if let Some(member) = &self.memory {
-            let (peak, events, key) = match member.version {
-                Version::V1 => (
-                    "memory.max_usage_in_bytes",
-                    "memory.oom_control",
-                    "oom_kill",
-                ),
-                Version::V2 => ("memory.peak", "memory.events", "oom_kill"),
+            let events = match member.version {
+                Version::V1 => "memory.oom_control",
+                Version::V2 => "memory.events",
             };
-            stats.peak_memory_bytes = read_number(&member.dir.join(peak));
-            stats.oom_kills = read_key(&member.dir.join(events), key).unwrap_or(0);
+            stats.peak_memory_bytes = self.peak_memory_bytes();
+            stats.oom_kills = read_key(&member.dir.join(events), "oom_kill").unwrap_or(0);
         }
         if let Some(member) = &self.pids {
             stats.pids_limit_hits = read_key(&member.dir.join("pids.events"), "max").unwrap_or(0);
         }
         stats.cpu_time = self.cpu_time();
         stats
+    }
+
+    /// The group's `memory.peak` when the memory controller is cgroup v2's: a file that a
+    /// window of measurement can reset for itself (see `usage`). None in v1, whose peak
+    /// resets for every reader at once.
+    pub fn memory_peak_file(&self) -> Option<PathBuf> {
+        self.memory
+            .as_ref()
+            .filter(|member| member.version == Version::V2)
+            .map(|member| member.dir.join("memory.peak"))
+    }
+
+    /// Resets the group's cgroup v1 peak (`memory.max_usage_in_bytes`) to its usage now,
+    /// for every reader at once (see `usage` for how windows share it). Fails in v2 and
+    /// without the memory controller.
+    pub fn reset_v1_peak(&self) -> io::Result<()> {
+        match &self.memory {
+            Some(member) if member.version == Version::V1 => {
+                write_file(&member.dir.join("memory.max_usage_in_bytes"), "0")
+            }
+            _ => Err(io::Error::other("no cgroup v1 memory controller")),
+        }
+    }
+
+    /// The most memory the group has used since it was made (in v1, since its peak was last
+    /// reset), when the host accounts it.
+    pub fn peak_memory_bytes(&self) -> Option<u64> {
+        let member = self.memory.as_ref()?;
+        let peak = match member.version {
+            Version::V1 => "memory.max_usage_in_bytes",
+            Version::V2 => "memory.peak",
+        };
+        read_number(&member.dir.join(peak))
     }
 
     /// Whether the host accounts the group's CPU time (a cpu controller is in use).

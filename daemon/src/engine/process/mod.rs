@@ -45,6 +45,7 @@ mod server;
 mod spare;
 mod stack;
 mod sys;
+mod usage;
 mod view;
 
 /// The rule builders, for the fuzz target that builds them from profiles.
@@ -56,6 +57,7 @@ pub use seccomp::{Family as SeccompFamily, build as build_seccomp, model as secc
 pub(crate) use keeper::Armed;
 pub(crate) use plan::{NOBODY, openat2};
 pub use server::{RunningServer, ServerProgram, ServerStart};
+pub use usage::{Usage, UsageWindow};
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

@@ -173,6 +173,11 @@ impl Sandbox {
             .unwrap_or_default()
     }
 
+    /// The sandbox's group, when the host has cgroups.
+    pub fn cgroup(&self) -> Option<&SandboxCgroup> {
+        self.held.cgroup.as_ref()
+    }
+
     /// Whether [`Sandbox::cpu_time`] can say anything on this host.
     pub fn accounts_cpu(&self) -> bool {
         self.held

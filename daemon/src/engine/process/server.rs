@@ -10,7 +10,8 @@
 //!
 //! The profile's `wall_time` bounds each call, not the server's life, so it is not applied
 //! here; `cpu_time` is a per-process rlimit and so bounds the CPU a server uses over its
-//! whole life.
+//! whole life. What the server uses is measured per call, over windows of its cgroup
+//! (`usage.rs`).
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use super::argv::CommandLine;
 use super::keeper::{Armed, Keeper};
 use super::plan::{Blueprint, CallSpec};
 use super::sandbox::Sandbox;
+use super::usage::{SharedPeak, Usage, UsageWindow};
 use super::{ProcessEngine, ProxyTask, Runtime, limits, sandbox_env, serve_egress};
 use crate::engine::{Abi, EngineKind, Exit, LoadError, RunStats};
 use crate::profile::Profile;
@@ -57,6 +59,8 @@ pub struct RunningServer {
     /// The daemon's ends of the server's stdin, stdout and stderr, until taken.
     pub streams: Option<(pipe::Sender, pipe::Receiver, pipe::Receiver)>,
     _proxy: Option<ProxyTask>,
+    /// The calls' windows over the group's peak, where it is one for all (cgroup v1).
+    peaks: SharedPeak,
 }
 
 impl ProcessEngine {
@@ -138,6 +142,7 @@ impl ServerProgram {
             blueprint: self.blueprint.clone(),
             streams: Some(streams),
             _proxy: proxy,
+            peaks: SharedPeak::default(),
         })
     }
 }
@@ -172,6 +177,22 @@ impl RunningServer {
         self.keeper
             .arm(pidfd, deadline)
             .map_err(|err| err.to_string())
+    }
+
+    /// Opens a window over what the server uses, for one call (see `usage`): from now, or
+    /// `from_start`, since the server started. None without a cgroup.
+    pub fn usage_window(&self, from_start: bool) -> Option<UsageWindow> {
+        self.sandbox
+            .cgroup()
+            .map(|group| UsageWindow::open(group, &self.peaks, from_start))
+    }
+
+    /// What the server used since `window` opened.
+    pub fn usage(&self, window: &UsageWindow) -> Usage {
+        self.sandbox
+            .cgroup()
+            .map(|group| window.close(group, &self.peaks))
+            .unwrap_or_default()
     }
 
     /// The server's pid, as the host sees it.

@@ -7,7 +7,10 @@
 //! the pin); each import and whether the profile grants it; whether the tool loads under its
 //! profile (compiling it into the module cache a daemon with the same state dir reuses); and
 //! the result of each example call against a workspace, compared with what the example
-//! expects. Every failure names the file and the fix.
+//! expects. A hosted MCP server's manifest is started in its sandbox and its tools listed
+//! instead (`check/mcp.rs`). Every failure names the file and the fix.
+
+mod mcp;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
-use crate::engine::{Code, Engines, ToolKind};
+use crate::engine::{Code, EngineKind, Engines, ToolKind};
 use crate::profile::{NetworkPolicy, Profile, Profiles};
 use crate::tools::{Call, Executor, Manifest, Registry, Tool, ToolResult, ToolStatus};
 use crate::workspace::WorkspaceRoots;
@@ -123,12 +126,14 @@ pub async fn check_tool(options: &CheckOptions, out: &mut impl Write) -> Result<
         cache_dir: options.cache_dir.clone(),
         max_concurrent_calls: 4,
     })?;
-    let process = ProcessEngine::new(&ProcessConfig {
+    let process = Arc::new(ProcessEngine::new(&ProcessConfig {
         state_dir: options.state_dir.clone(),
-    });
+    }));
+    let scratch = mcp::Scratch::new(&options.state_dir);
     let engines = Engines::default()
         .with(Arc::new(wasm))
-        .with(Arc::new(process));
+        .with(process.clone())
+        .with(Arc::new(scratch.engine(process)));
     let (registry, refused) = Registry::load(std::slice::from_ref(&dir), &profiles, &engines);
     for error in &refused {
         writeln!(
@@ -137,6 +142,9 @@ pub async fn check_tool(options: &CheckOptions, out: &mut impl Write) -> Result<
             error.path.display(),
             error.message
         )?;
+    }
+    if manifest.engine() == EngineKind::Mcp {
+        return Ok(mcp::report(&registry, manifest.name(), out)? && refused.is_empty());
     }
     let Some(tool) = registry.get(manifest.name()) else {
         return Ok(false);

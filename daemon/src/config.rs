@@ -60,6 +60,9 @@ pub struct DaemonConfig {
     pub egress: EgressSettings,
     /// Where to serve MCP over Streamable HTTP (`/mcp`); off when unset.
     pub mcp_listen: Option<std::net::SocketAddr>,
+    /// How hosted servers whose manifests do not say are trusted: on first use (the
+    /// default), or explicitly, nothing served until an operator accepts a listing.
+    pub mcp_trust: crate::engine::mcp::trust::TrustMode,
     /// The web console on the gRPC address.
     pub console: ConsoleSettings,
 }
@@ -93,6 +96,8 @@ pub struct ConfigFile {
     /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317`.
     pub otlp_endpoint: Option<String>,
     pub mcp_listen: Option<std::net::SocketAddr>,
+    /// `"first-use"` (the default) or `"explicit"`.
+    pub mcp_trust: Option<crate::engine::mcp::trust::TrustMode>,
     #[serde(default)]
     pub egress: EgressSettings,
     #[serde(default)]
@@ -597,6 +602,7 @@ impl DaemonConfig {
                 .map_or(DEFAULT_BLOB_CAP_BYTES, |cap| cap.0),
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
             mcp_listen: overrides.mcp_listen.or(file.mcp_listen),
+            mcp_trust: file.mcp_trust.unwrap_or_default(),
             egress: file.egress,
             console,
         })

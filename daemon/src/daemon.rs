@@ -130,13 +130,16 @@ impl Daemon {
                 tracing::warn!(error = %err, "tools that write the workspace will be refused");
             })
             .map_err(|err| err.to_string());
-        let mcp = Arc::new(McpEngine::new(
-            process.clone(),
-            config.state_dir.clone(),
-            shared_dir.clone(),
-            resolver.clone(),
-            changes.as_ref().ok().cloned(),
-        ));
+        let mcp = Arc::new(
+            McpEngine::new(
+                process.clone(),
+                config.state_dir.clone(),
+                shared_dir.clone(),
+                resolver.clone(),
+                changes.as_ref().ok().cloned(),
+            )
+            .with_default_trust(config.mcp_trust),
+        );
         let engines = Engines::default()
             .with(Arc::new(wasm))
             .with(process)
@@ -357,21 +360,27 @@ impl Daemon {
             .ok()
             .and_then(|mut slot| slot.take());
         let serving_mcp = CancellationToken::new();
+        // One admission for direct calls on every edge: a tenant's cap counts its calls over
+        // gRPC and MCP together.
+        let calls = Arc::new(api::direct_call::DirectCalls::new(
+            self.executor.clone(),
+            Arc::new(api::direct_approval::DirectApprovals::new(
+                self.executor.clone(),
+                &self.agents,
+            )),
+        ));
         if let Some(listener) = mcp_listener {
             tokio::spawn(api::mcp::serve(
                 listener,
                 self.tenants.clone(),
-                self.executor.clone(),
-                Arc::new(api::direct_approval::DirectApprovals::new(
-                    self.executor.clone(),
-                    &self.agents,
-                )),
+                calls.clone(),
                 serving_mcp.clone(),
             ));
         }
         let _stop_mcp = serving_mcp.drop_guard();
         let services = api::Services {
             executor: self.executor.clone(),
+            calls,
             agents: self.agents.clone(),
             store: self.store.clone(),
             retention,

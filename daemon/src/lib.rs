@@ -43,6 +43,7 @@ pub use api::token_file::TOKEN_FILE;
 #[cfg(feature = "testing")]
 pub mod testing {
     pub use crate::api::limits::{MAX_ARGUMENTS_BYTES, MAX_DECODING_MESSAGE_BYTES};
+    pub use crate::api::mcp::probe::Probe as McpEdgeProbe;
     pub use crate::changes::boundary::check as change_boundary;
     pub use crate::changes::{
         CallRules, ChangeRules, ChangeSet, Changes, Deadline, Exclusions, Modes, Overlay,

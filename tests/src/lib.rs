@@ -389,6 +389,7 @@ impl TestDaemon {
             otlp_endpoint: options.otlp_endpoint,
             egress: Default::default(),
             mcp_listen: options.mcp_listen,
+            mcp_trust: Default::default(),
             console: options.console,
         };
         let daemon = Daemon::build(config).await.expect("daemon builds");

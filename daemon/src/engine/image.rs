@@ -43,6 +43,25 @@ pub struct McpServer {
     pub idle_timeout: Duration,
     /// Tool name (as the server names it) to the digest its listing must have.
     pub pins: BTreeMap<String, String>,
+    /// The workspace its tools are listed in when it loads.
+    pub listing_workspace: ListingWorkspace,
+    /// How its first listing is taken; the daemon's default when unset.
+    pub trust: Option<crate::engine::mcp::trust::TrustMode>,
+}
+
+/// The workspace a stdio server is started in to list its tools when it loads (the
+/// manifest's `mcp.listing_workspace`), made by the daemon in its state dir. A server that
+/// checks its workspace at start (`mcp-server-git --repository /workspace` exits unless it is
+/// a git repository) is listed in one it accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ListingWorkspace {
+    /// An empty folder.
+    #[default]
+    Empty,
+    /// An empty git repository: the layout `git init` makes, no commits, made fresh at
+    /// each load.
+    Git,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use crate::output::OutputCapture;
 use crate::profile::Profile;
 use crate::secrets::Secrets;
 
-pub use image::{Abi, Code, McpServer, McpTransport, ToolImage};
+pub use image::{Abi, Code, ListingWorkspace, McpServer, McpTransport, ToolImage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,6 +103,12 @@ pub trait LoadedTool: Send + Sync {
 
     /// Runs one call to its end. Dropping the future stops the call.
     fn run(&self, launch: Launch) -> BoxFuture<'_, Exit>;
+
+    /// Why the tool is withheld now — neither listed nor callable — if it is: a hosted
+    /// server's tool whose listing no operator has trusted yet.
+    fn withheld(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Everything one call needs.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::engine::{Abi, Code, EngineKind, McpServer, McpTransport, ToolImage};
+use crate::engine::{Abi, Code, EngineKind, ListingWorkspace, McpServer, McpTransport, ToolImage};
 use crate::output::OutputPolicy;
 use crate::secrets::{SecretSource, Secrets};
 
@@ -176,6 +176,12 @@ struct McpSection {
     #[serde(default)]
     workspace: WorkspaceAccess,
     idle_timeout_ms: Option<u64>,
+    /// What the server is listed in at load: `"empty"` (the default) or `"git"`.
+    #[serde(default)]
+    listing_workspace: ListingWorkspace,
+    /// `"first-use"` or `"explicit"` (nothing served until an operator accepts a listing);
+    /// the daemon's `mcp_trust` when unset.
+    trust: Option<crate::engine::mcp::trust::TrustMode>,
     allow: Option<Vec<String>>,
     #[serde(default)]
     deny: Vec<String>,
@@ -375,6 +381,9 @@ impl Manifest {
                 return Err("`transport = \"stdio\"` needs `command` (and no `url`)".into());
             }
             (TransportKind::Http, None, Some(url)) => {
+                if section.listing_workspace != ListingWorkspace::Empty {
+                    return Err("`listing_workspace` is for stdio servers; a remote server is listed without a workspace".into());
+                }
                 let parsed = reqwest::Url::parse(&url)
                     .map_err(|err| format!("`mcp.url` is not a URL: {err}"))?;
                 if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
@@ -420,6 +429,8 @@ impl Manifest {
                     writes_workspace: section.workspace == WorkspaceAccess::ReadWrite,
                     idle_timeout: Duration::from_millis(idle_timeout_ms),
                     pins,
+                    listing_workspace: section.listing_workspace,
+                    trust: section.trust,
                 })),
                 sha256,
                 input_schema: serde_json::json!({"type": "object"}),
@@ -698,11 +709,39 @@ mod tests {
                 with("transport = \"http\"", "transport = \"smoke\""),
                 "unknown variant",
             ),
+            (
+                with("[mcp.tools", "listing_workspace = \"git\"\n[mcp.tools"),
+                "for stdio servers",
+            ),
         ];
         for (text, expected) in cases {
             let err = load(&text).expect_err("invalid").to_string();
             assert!(err.contains(expected), "expected {expected:?} in {err}");
         }
+    }
+
+    #[test]
+    fn a_stdio_server_may_be_listed_in_an_empty_git_repository() {
+        const SERVER: &str = r#"
+            name = "repo"
+            version = "1"
+            description = "a git server"
+            risk = "read_only"
+            engine = "mcp"
+            [mcp]
+            transport = "stdio"
+            command = ["/usr/bin/python3", "-m", "mcp_server_git", "--repository", "/workspace"]
+        "#;
+        let listed_in = |text: &str| match load(text).expect("valid").image.code {
+            Code::Mcp(server) => server.listing_workspace,
+            _ => panic!("a server"),
+        };
+        assert_eq!(listed_in(SERVER), ListingWorkspace::Empty);
+        let git = format!("{SERVER}\nlisting_workspace = \"git\"");
+        assert_eq!(listed_in(&git), ListingWorkspace::Git);
+        let other = format!("{SERVER}\nlisting_workspace = \"fixtures\"");
+        let err = load(&other).expect_err("invalid").to_string();
+        assert!(err.contains("unknown variant `fixtures`"), "{err}");
     }
 
     #[test]

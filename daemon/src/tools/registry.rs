@@ -121,13 +121,22 @@ impl Registry {
         (registry, errors)
     }
 
+    /// The tool named `name`, unless it is withheld (see [`Registry::tools`]).
     pub fn get(&self, name: &str) -> Option<Arc<Tool>> {
-        self.tools.get(name).cloned()
+        self.tools
+            .get(name)
+            .filter(|tool| tool.loaded.withheld().is_none())
+            .cloned()
     }
 
     /// Tools in name order.
+    /// The tools served now, in name order. A hosted server's tool whose listing is not
+    /// trusted is withheld: loaded, and neither listed nor callable until an operator
+    /// accepts it, from then on at once (every edge and every run asks here).
     pub fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
-        self.tools.values()
+        self.tools
+            .values()
+            .filter(|tool| tool.loaded.withheld().is_none())
     }
 
     pub fn len(&self) -> usize {

@@ -272,10 +272,29 @@ impl AirlockClient {
             .clone()
             .trust_mcp_server(crate::proto::TrustMcpServerRequest {
                 server: server.to_owned(),
+                show: false,
             })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner().accepted)
+    }
+
+    /// What `airlock tools trust SERVER` would accept: each tool whose trusted and last seen
+    /// definitions differ. Trusts nothing.
+    pub async fn review_mcp_server(
+        &self,
+        server: &str,
+    ) -> Result<Vec<crate::proto::McpToolDifference>, ClientError> {
+        let response = self
+            .daemon
+            .clone()
+            .trust_mcp_server(crate::proto::TrustMcpServerRequest {
+                server: server.to_owned(),
+                show: true,
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner().differences)
     }
 
     /// Every tool the daemon serves, in the daemon's order.

@@ -22,7 +22,7 @@ const TOKEN: &str = "hostile-secret-4f1c9a77d2";
 
 /// A process profile for a server: the system, `extra` read-only, the workspace read-only,
 /// `env` set.
-fn profile(extra: &[&Path], env: &[(&str, String)], output: &str) -> String {
+pub(crate) fn profile(extra: &[&Path], env: &[(&str, String)], output: &str) -> String {
     let mut read_only: Vec<String> = SYSTEM.iter().map(|path| format!("{path:?}")).collect();
     read_only.extend(
         extra
@@ -419,6 +419,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
     let mut daemon = pb::daemon_client::DaemonClient::new(hosted.authed_channel().await);
     let accepted = daemon
         .trust_mcp_server(pb::TrustMcpServerRequest {
+            show: false,
             server: "hostile".into(),
         })
         .await
@@ -436,6 +437,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
     trusted.assert_status(ToolStatus::Ok);
     let unknown = daemon
         .trust_mcp_server(pb::TrustMcpServerRequest {
+            show: false,
             server: "../hostile".into(),
         })
         .await

@@ -80,6 +80,9 @@ pub struct Host {
 /// A call's hold on an instance: counted as in flight until dropped.
 pub struct Lease {
     pub instance: Arc<Instance>,
+    /// Whether this lease started the instance: then the call waited for all the instance
+    /// did so far, and is accounted it (see `tool`).
+    pub started: bool,
 }
 
 impl Drop for Lease {
@@ -126,6 +129,9 @@ impl Host {
             root,
             env: self.secrets.environment(&self.profile),
             read_only: !self.spec.writes_workspace,
+            // The call's gate asks the call's approvers and keeps the call's ledger; the
+            // instance outlives the call, so it gets a gate of its own, whose ledger each of
+            // its calls takes what it gained in flight from (see `tool`).
             egress: egress.map(|gate| Arc::new(gate.detached())),
         }
     }
@@ -139,7 +145,12 @@ impl Host {
     /// Starts an instance with `workspace`, lists its tools and stops it: what the registry
     /// serves is known before the first call. Blocks; runs on a thread and runtime of its own
     /// so that it can be called while the daemon is assembled.
-    pub fn list_once(&self, workspace: Option<PathBuf>) -> Result<Arc<Listing>, String> {
+    /// Returns the first listing the instance gave and the one current when the daemon
+    /// asked last (they differ when the server changed its listing meanwhile).
+    pub fn list_once(
+        &self,
+        workspace: Option<PathBuf>,
+    ) -> Result<(Arc<Listing>, Arc<Listing>), String> {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
@@ -151,7 +162,9 @@ impl Host {
                         // No egress gate for a program: listing needs no network, and a
                         // server that wants it to start finds none.
                         let instance = self.open(None, workspace, None, false).await?;
-                        instance.current_listing(&self.name).await
+                        let first = instance.kept_listing();
+                        let current = instance.current_listing(&self.name).await?;
+                        Ok((first, current))
                     })
                 })
                 .join()
@@ -284,6 +297,7 @@ impl Host {
                 instance.in_flight.fetch_add(1, Ordering::SeqCst);
                 return Ok(Lease {
                     instance: instance.clone(),
+                    started: false,
                 });
             }
             tracing::warn!(
@@ -319,14 +333,19 @@ impl Host {
         entry.instance = Some(instance.clone());
         drop(entry);
         self.start_reaper();
-        Ok(Lease { instance })
+        Ok(Lease {
+            instance,
+            started: true,
+        })
     }
 
     /// Why `tool` may not be called on `instance` now, if it may not: its listing there
     /// must be the trusted one.
     pub async fn distrust(&self, instance: &Instance, tool: &str) -> Result<(), String> {
         let listing = instance.current_listing(&self.name).await?;
-        let refused = self.trust.check(&listing.digests)?;
+        let refused = self.trust.check(&listing.digests, &|| {
+            super::trust::definitions(&listing.tools)
+        })?;
         match refused.get(tool) {
             Some(verdict) => {
                 tracing::warn!(server = %self.name, tool, reason = %verdict.explain(&self.name, tool), "refusing a changed MCP tool");

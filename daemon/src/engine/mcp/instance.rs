@@ -1,6 +1,9 @@
 //! One running instance of a hosted server: its sandbox (or, for a remote server, the
 //! daemon-local egress proxy its connection goes through), the MCP connection to it, what
 //! it last listed, and the tail of what it wrote to stderr.
+//!
+//! It outlives its calls, and so do its egress gate (whose ledger is the instance's) and its
+//! cgroup: a call is accounted what they gained while it was in flight (see `tool`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,7 +21,9 @@ use super::client::{AskerSlot, Client};
 use super::trust::tool_digest;
 use crate::egress::Gate;
 use crate::engine::Exit;
-use crate::engine::process::{Armed, RunningServer, ServerProgram, ServerStart};
+use crate::engine::process::{
+    Armed, RunningServer, ServerProgram, ServerStart, Usage, UsageWindow,
+};
 
 /// The largest JSON-RPC message accepted from a server; a longer line is dropped (and the
 /// call it answered runs into its deadline). Well above any output limit a profile sets.
@@ -83,6 +88,9 @@ pub struct Instance {
     /// The overlay a writing server's workspace is, whose changes are recorded after each
     /// call (see `changes`).
     pub recording: Option<Arc<Recording>>,
+    /// The gate every connection of the instance goes through (none when its profile has no
+    /// network): its ledger holds all the instance's contacts, for calls to take theirs.
+    egress: Option<Arc<Gate>>,
 }
 
 /// A writing server's overlay, and how its changes are recorded.
@@ -192,6 +200,7 @@ impl Instance {
         recording: Option<Recording>,
     ) -> Result<Instance, String> {
         let workspace = start.workspace.is_some();
+        let egress = start.egress.clone();
         let mut server = program.start(start).await?;
         let (stdin, stdout, stderr) = server
             .streams
@@ -268,6 +277,7 @@ impl Instance {
             started_at: Instant::now(),
             serial: serial.then(|| tokio::sync::Mutex::new(())),
             recording: recording.map(Arc::new),
+            egress,
         };
         instance.relist(name).await?;
         tracing::info!(server = name, pid, "MCP server started");
@@ -295,7 +305,7 @@ impl Instance {
             .map_err(|err| format!("cannot open the egress proxy for `{name}`: {err}"))?;
         let proxy = tokio::spawn(crate::egress::proxy::serve(
             listener,
-            gate,
+            gate.clone(),
             CancellationToken::new(),
         ));
         let client = reqwest::Client::builder()
@@ -360,6 +370,7 @@ impl Instance {
             started_at: Instant::now(),
             serial: None,
             recording: None,
+            egress: Some(gate),
         };
         instance.relist(name).await?;
         tracing::info!(server = name, %url, "connected to a remote MCP server");
@@ -398,11 +409,16 @@ impl Instance {
         if self.tools_changed.load(Ordering::SeqCst) {
             return self.relist(name).await;
         }
-        Ok(self
-            .listing
+        Ok(self.kept_listing())
+    }
+
+    /// The listing as last listed, not listed again: right after the start, the first
+    /// listing the instance gave.
+    pub fn kept_listing(&self) -> Arc<Listing> {
+        self.listing
             .lock()
             .map(|listing| listing.clone())
-            .unwrap_or_default())
+            .unwrap_or_default()
     }
 
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
@@ -440,6 +456,29 @@ impl Instance {
         match &self.link {
             Link::Process(server) => server.keep_until(deadline).map(Some),
             Link::Remote(_) => Ok(None),
+        }
+    }
+
+    /// The gate the instance's connections go through, when it has one.
+    pub fn egress(&self) -> Option<&Arc<Gate>> {
+        self.egress.as_ref()
+    }
+
+    /// Opens a window over what the instance's sandbox uses (see `process::usage`): from
+    /// now, or `from_start`, since it started. None for a remote server (nothing of it runs
+    /// here) and without cgroups.
+    pub fn usage_window(&self, from_start: bool) -> Option<UsageWindow> {
+        match &self.link {
+            Link::Process(server) => server.usage_window(from_start),
+            Link::Remote(_) => None,
+        }
+    }
+
+    /// What the instance's sandbox used since `window` opened.
+    pub fn usage(&self, window: &UsageWindow) -> Usage {
+        match &self.link {
+            Link::Process(server) => server.usage(window),
+            Link::Remote(_) => Usage::default(),
         }
     }
 

@@ -15,6 +15,7 @@ mod client;
 pub use client::Asker;
 mod host;
 mod instance;
+mod listing;
 mod names;
 mod tool;
 pub mod trust;
@@ -33,10 +34,9 @@ use crate::egress::{Resolver, Rules, Verdict};
 use crate::profile::NetworkPolicy;
 use crate::profile::Profile;
 
-/// Where the engine keeps what it owns in the state dir: the empty workspace servers are
-/// listed in at load.
+/// Where the engine keeps what it owns in the state dir: the workspaces servers are listed
+/// in at load (`listing.rs`).
 const ENGINE_DIR: &str = "mcp";
-const LISTING_WORKSPACE: &str = "listing-workspace";
 
 /// What a tool's annotations claim. Hints from an untrusted server: they may raise the risk
 /// airlock gives a tool, never lower it.
@@ -78,6 +78,8 @@ pub struct McpEngine {
     asker: client::AskerSlot,
     /// Where writing servers' changes are recorded.
     changes: Option<Changes>,
+    /// How a server whose manifest does not say is trusted (`mcp_trust` of the config).
+    default_trust: trust::TrustMode,
 }
 
 impl McpEngine {
@@ -95,7 +97,14 @@ impl McpEngine {
             resolver,
             asker: Arc::default(),
             changes,
+            default_trust: trust::TrustMode::default(),
         }
+    }
+
+    /// Trusts servers whose manifests do not say as `mode` (the daemon's `mcp_trust`).
+    pub fn with_default_trust(mut self, mode: trust::TrustMode) -> McpEngine {
+        self.default_trust = mode;
+        self
     }
 
     /// Routes hosted servers' questions (elicitation) to `asker` from now on.
@@ -130,14 +139,18 @@ impl McpEngine {
                 self.remote(image, profile, url, bearer_secret.as_deref())?
             }
         };
-        let listing_workspace = self.state_dir.join(ENGINE_DIR).join(LISTING_WORKSPACE);
-        std::fs::create_dir_all(&listing_workspace).map_err(|err| {
-            invalid(format!(
-                "cannot create {}: {err}",
-                listing_workspace.display()
-            ))
-        })?;
-        let trust = TrustStore::new(&self.trust_dir, &image.name, spec.pins.clone());
+        let listing_workspace = listing::prepare(
+            &self.state_dir.join(ENGINE_DIR),
+            &image.name,
+            spec.listing_workspace,
+        )
+        .map_err(&invalid)?;
+        let trust = TrustStore::new(
+            &self.trust_dir,
+            &image.name,
+            spec.pins.clone(),
+            spec.trust.unwrap_or(self.default_trust),
+        );
         let host = Arc::new(
             Host::new(
                 image.name.clone(),
@@ -151,17 +164,26 @@ impl McpEngine {
             .with_changes(self.changes.clone()),
         );
         let workspace = profile.grants_workspace().then_some(listing_workspace);
-        let listing = host.list_once(workspace).map_err(&invalid)?;
-        let distrusted = host.trust.check(&listing.digests).map_err(&invalid)?;
+        let (first, listing) = host.list_once(workspace).map_err(&invalid)?;
+        // The first listing the server ever gave is the record; a change it made while it
+        // was being listed is a change like any later one.
+        host.trust
+            .check(&first.digests, &|| trust::definitions(&first.tools))
+            .map_err(&invalid)?;
+        let distrusted = host
+            .trust
+            .check(&listing.digests, &|| trust::definitions(&listing.tools))
+            .map_err(&invalid)?;
         let mut imports = Imports {
             tools: Vec::new(),
             refused: Vec::new(),
         };
         for listed in &listing.tools {
             let tool = listed.name.to_string();
+            // Imported all the same, and withheld (neither listed nor callable) until an
+            // operator accepts it: then it is served without a restart.
             if let Some(verdict) = distrusted.get(&tool) {
                 imports.refused.push(verdict.explain(&image.name, &tool));
-                continue;
             }
             let annotations = listed.annotations.clone().unwrap_or_default();
             let digest = listing.digests.get(&tool).cloned().unwrap_or_default();

@@ -5,6 +5,10 @@
 //! JSON ABI's form (`{"ok": …}` or `{"error": …}`) so that output policies, kept outputs
 //! and results work as for every other tool.
 //!
+//! What the instance did while the call was in flight — hosts contacted and refused, CPU
+//! time, peak memory — is the call's, in its metadata, span and trace (`account.rs` says
+//! how calls in flight together share it).
+//!
 //! A call the executor stops (deadline, cancel, output limit) is dropped: rmcp then sends
 //! the server `notifications/cancelled`. A server that takes turns (it may write its
 //! workspace), or that no longer answers a ping a moment later, is killed with its whole
@@ -16,6 +20,10 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use serde_json::{Value, json};
+
+mod account;
+
+use account::Account;
 
 use super::host::{Host, Lease};
 use super::instance::Instance;
@@ -56,6 +64,13 @@ impl LoadedTool for McpTool {
     fn run(&self, launch: Launch) -> BoxFuture<'_, Exit> {
         Box::pin(self.call(launch))
     }
+
+    fn withheld(&self) -> Option<String> {
+        self.host
+            .trust
+            .withheld(&self.tool, &self.digest)
+            .map(|verdict| verdict.explain(&self.host.name, &self.tool))
+    }
 }
 
 impl McpTool {
@@ -83,6 +98,14 @@ impl McpTool {
             Some(turns) => Some(turns.lock().await),
             None => None,
         };
+        // Opened once the call has its turn, so that a writing server's previous call is not
+        // this one's; settled (dropped) before the turn is let go, however the call ends.
+        let _account = Account::open(
+            instance.clone(),
+            lease.started,
+            launch.stats.clone(),
+            launch.egress.clone(),
+        );
         if let Err(reason) = self.host.distrust(&instance, &self.tool).await {
             return Exit::Refused(reason);
         }

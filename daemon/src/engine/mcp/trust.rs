@@ -4,16 +4,24 @@
 //! Each tool a server lists is digested over its name, description, input schema and
 //! annotations: what a model reads and what decides how the tool is called. A tool is
 //! callable only while its digest is the trusted one — pinned in the manifest
-//! (`[mcp.tools.NAME] sha256`), or else recorded from the server's first listing. A later
-//! listing that changes a tool or adds one (a "rug pull": a harmless description at review
-//! time, an injected one later) has those tools refused, with the reason, until an operator
-//! accepts the listing with `airlock tools trust SERVER`, which marks what the daemon last
-//! saw as trusted.
+//! (`[mcp.tools.NAME] sha256`), or else recorded from the very first listing the server
+//! ever gave. Any later difference (a "rug pull": a harmless description at review time, an
+//! injected one later — or a `tools/list_changed` sent the moment after the first listing,
+//! while the daemon is still loading) has those tools refused, with the reason, until an
+//! operator reviews the difference (`airlock tools trust SERVER --show`) and accepts the
+//! listing with `airlock tools trust SERVER`, which marks what the daemon last saw as
+//! trusted.
+//!
+//! Trust on first use is the default. In the explicit mode (`trust = "explicit"` in the
+//! manifest's `[mcp]`, or `mcp_trust = "explicit"` as the daemon's default) the first listing
+//! is recorded as seen and nothing is trusted: no tool of the server is served until an
+//! operator has reviewed and accepted it.
 //!
 //! The record is a small JSON file per server in the shared dir (the state dir, unless a
 //! fleet's daemons share storage: then trust accepted through any daemon holds on every
-//! one), written whole by rename: `trusted` (tool → digest) and `seen` (the latest
-//! listing). Each change is a read-modify-write under the server's lock file, so daemons
+//! one), written whole by rename: `trusted` (tool → digest), `seen` (the latest listing)
+//! and `definitions` (digest → what was digested, for the review of a difference). Each
+//! change is a read-modify-write under the server's lock file, so daemons
 //! sharing the dir never lose each other's update. Each store keeps the record it last read
 //! with the file's identity: a call whose listing is the one already seen costs a `stat`;
 //! the file is read again once it was replaced (an operator's `airlock tools trust`, on any
@@ -29,17 +37,47 @@ use serde::{Deserialize, Serialize};
 /// Where trust records live, in the shared dir.
 pub const TRUST_DIR: &str = "mcp-trust";
 
-/// A record is a digest per tool; a server with thousands of tools is not one to trust.
-const MAX_RECORD_BYTES: u64 = 1 << 20;
+/// A record holds each tool's digest and, for review, what was digested for the trusted and
+/// the seen listing: a real server's schemas run to a few KiB a tool, so 4 MiB holds
+/// hundreds of tools twice over; a server with thousands is not one to trust.
+const MAX_RECORD_BYTES: u64 = 4 << 20;
 
-/// The digest airlock trusts a listed tool by.
-pub fn tool_digest(tool: &rmcp::model::Tool) -> String {
-    crate::policy::sha256_of(&serde_json::json!({
+/// How a server's first listing is taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrustMode {
+    /// The first listing is trusted (trust on first use).
+    #[default]
+    FirstUse,
+    /// Nothing is trusted until an operator accepts a listing.
+    Explicit,
+}
+
+/// What a listed tool's digest is taken over: what a model reads, and what decides how the
+/// tool is called.
+pub fn tool_definition(tool: &rmcp::model::Tool) -> serde_json::Value {
+    serde_json::json!({
         "name": tool.name,
         "description": tool.description,
         "input_schema": tool.input_schema.as_ref(),
         "annotations": tool.annotations,
-    }))
+    })
+}
+
+/// Each tool's definition by its digest.
+pub fn definitions(tools: &[rmcp::model::Tool]) -> BTreeMap<String, serde_json::Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let definition = tool_definition(tool);
+            (crate::policy::sha256_of(&definition), definition)
+        })
+        .collect()
+}
+
+/// The digest airlock trusts a listed tool by.
+pub fn tool_digest(tool: &rmcp::model::Tool) -> String {
+    crate::policy::sha256_of(&tool_definition(tool))
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +85,24 @@ pub fn tool_digest(tool: &rmcp::model::Tool) -> String {
 pub struct Record {
     pub trusted: BTreeMap<String, String>,
     pub seen: BTreeMap<String, String>,
+    /// Digest → the definition it was taken over, for every digest in `trusted` or `seen`
+    /// (records written before reviews existed have none).
+    #[serde(default)]
+    pub definitions: BTreeMap<String, serde_json::Value>,
+    /// Every digest ever trusted (a digest covers the tool's name): a tool the registry
+    /// loaded as one of these stays served, its calls checked against the live listing.
+    #[serde(default)]
+    pub accepted: std::collections::BTreeSet<String>,
+}
+
+impl Record {
+    /// Keeps the definitions of `listing` and drops those no digest names any more.
+    fn remember(&mut self, definitions: BTreeMap<String, serde_json::Value>) {
+        self.definitions.extend(definitions);
+        let named: std::collections::BTreeSet<&String> =
+            self.trusted.values().chain(self.seen.values()).collect();
+        self.definitions.retain(|digest, _| named.contains(digest));
+    }
 }
 
 /// Why a listed tool may not be called.
@@ -58,6 +114,8 @@ pub enum Distrust {
     Changed { trusted: String, listed: String },
     /// It was not in the trusted listing.
     New,
+    /// The server is trusted explicitly, and no operator has accepted its tools yet.
+    Unreviewed,
 }
 
 impl Distrust {
@@ -72,6 +130,9 @@ impl Distrust {
             Distrust::New => format!(
                 "tool `{tool}` of MCP server `{server}` was not in the listing airlock trusted; refusing it until an operator runs `airlock tools trust {server}`"
             ),
+            Distrust::Unreviewed => format!(
+                "MCP server `{server}` is trusted explicitly and tool `{tool}` has not been reviewed; an operator reviews it with `airlock tools trust {server} --show` and accepts it with `airlock tools trust {server}`"
+            ),
         }
     }
 }
@@ -81,6 +142,7 @@ impl Distrust {
 pub struct TrustStore {
     path: PathBuf,
     pins: BTreeMap<String, String>,
+    mode: TrustMode,
     /// The record as last read or written, and the identity of the file it was read from.
     cached: Mutex<Option<(FileIdentity, Record)>>,
 }
@@ -107,20 +169,28 @@ impl FileIdentity {
 }
 
 impl TrustStore {
-    pub fn new(shared_dir: &Path, server: &str, pins: BTreeMap<String, String>) -> TrustStore {
+    pub fn new(
+        shared_dir: &Path,
+        server: &str,
+        pins: BTreeMap<String, String>,
+        mode: TrustMode,
+    ) -> TrustStore {
         TrustStore {
             path: record_path(shared_dir, server),
             pins,
+            mode,
             cached: Mutex::new(None),
         }
     }
 
-    /// Checks a listing (tool → digest) against what is trusted, and records it as seen. A
-    /// server with no record yet has this listing recorded as trusted. Returns the tools
-    /// that may not be called, with why.
+    /// Checks a listing (tool → digest) against what is trusted, and records it as seen,
+    /// with its `definitions` (digest → definition, asked for only when the record is
+    /// written). A server with no record yet has this listing recorded as trusted, unless
+    /// it is trusted explicitly. Returns the tools that may not be called, with why.
     pub fn check(
         &self,
         listing: &BTreeMap<String, String>,
+        definitions: &dyn Fn() -> BTreeMap<String, serde_json::Value>,
     ) -> Result<BTreeMap<String, Distrust>, String> {
         let mut cached = self
             .cached
@@ -141,10 +211,15 @@ impl TrustStore {
                 // last seen: recorded, under the lock.
                 _ => Some(update(&self.path, |record| {
                     let mut record = record.unwrap_or_else(|| Record {
-                        trusted: listing.clone(),
-                        seen: BTreeMap::new(),
+                        trusted: match self.mode {
+                            TrustMode::FirstUse => listing.clone(),
+                            TrustMode::Explicit => BTreeMap::new(),
+                        },
+                        ..Record::default()
                     });
                     record.seen = listing.clone();
+                    record.accepted.extend(record.trusted.values().cloned());
+                    record.remember(definitions());
                     Ok(record)
                 })?),
             };
@@ -152,28 +227,61 @@ impl TrustStore {
         let Some((_, record)) = cached.as_ref() else {
             return Err("the trust record was not read".into());
         };
-        let mut refused = BTreeMap::new();
-        for (tool, listed) in listing {
-            let verdict = if let Some(pinned) = self.pins.get(tool) {
-                (pinned != listed).then(|| Distrust::Unpinned {
-                    pinned: pinned.clone(),
-                    listed: listed.clone(),
-                })
-            } else {
-                match record.trusted.get(tool) {
-                    Some(trusted) if trusted == listed => None,
-                    Some(trusted) => Some(Distrust::Changed {
-                        trusted: trusted.clone(),
-                        listed: listed.clone(),
-                    }),
-                    None => Some(Distrust::New),
-                }
-            };
-            if let Some(verdict) = verdict {
-                refused.insert(tool.clone(), verdict);
+        Ok(listing
+            .iter()
+            .filter_map(|(tool, listed)| {
+                self.verdict(record, tool, listed)
+                    .map(|verdict| (tool.clone(), verdict))
+            })
+            .collect())
+    }
+
+    /// Why the tool `tool`, loaded as `digest`, is withheld now, if it is: what the registry
+    /// asks before it shows a tool. A tool loaded as a version that was never trusted is
+    /// withheld; one loaded as a version trusted once stays served, its calls checked against
+    /// what the server lists then. Reads the record again only once its file was replaced
+    /// (an operator's `airlock tools trust`, on any daemon); records nothing.
+    pub fn withheld(&self, tool: &str, digest: &str) -> Option<Distrust> {
+        let Ok(mut cached) = self.cached.lock() else {
+            return Some(Distrust::New);
+        };
+        let current = FileIdentity::of(&self.path);
+        let fresh = cached
+            .as_ref()
+            .is_some_and(|(identity, _)| Some(*identity) == current);
+        if !fresh {
+            match (current, read(&self.path)) {
+                (Some(identity), Ok(Some(record))) => *cached = Some((identity, record)),
+                // Unreadable or gone: nothing is trusted.
+                _ => return Some(Distrust::New),
             }
         }
-        Ok(refused)
+        let (_, record) = cached.as_ref()?;
+        let verdict = self.verdict(record, tool, digest)?;
+        let once_trusted = !self.pins.contains_key(tool)
+            && (record.accepted.contains(digest) || record.trusted.values().any(|d| d == digest));
+        (!once_trusted).then_some(verdict)
+    }
+
+    /// The verdict on `tool` listed as `listed`, against `record`.
+    fn verdict(&self, record: &Record, tool: &str, listed: &str) -> Option<Distrust> {
+        if let Some(pinned) = self.pins.get(tool) {
+            return (pinned != listed).then(|| Distrust::Unpinned {
+                pinned: pinned.clone(),
+                listed: listed.to_owned(),
+            });
+        }
+        match record.trusted.get(tool) {
+            Some(trusted) if trusted == listed => None,
+            Some(trusted) => Some(Distrust::Changed {
+                trusted: trusted.clone(),
+                listed: listed.to_owned(),
+            }),
+            None if record.trusted.is_empty() && self.mode == TrustMode::Explicit => {
+                Some(Distrust::Unreviewed)
+            }
+            None => Some(Distrust::New),
+        }
     }
 }
 
@@ -270,9 +378,50 @@ pub fn accept_seen(shared_dir: &Path, server: &str) -> Result<Vec<String>, Strin
             .map(|(tool, _)| tool.clone())
             .collect();
         record.trusted = record.seen.clone();
+        record.accepted.extend(record.trusted.values().cloned());
+        record.remember(BTreeMap::new());
         Ok(record)
     })?;
     Ok(changed)
+}
+
+/// One difference between what is trusted and what was last seen of a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The tool, as the server names it.
+    pub tool: String,
+    /// Its trusted definition; none for a tool not trusted (new, or never reviewed).
+    pub trusted: Option<serde_json::Value>,
+    /// Its definition as last listed; none for a tool no longer listed.
+    pub seen: Option<serde_json::Value>,
+}
+
+/// What `airlock tools trust SERVER --show` prints: each tool whose trusted and seen
+/// definitions differ. Changes nothing.
+pub fn differences(shared_dir: &Path, server: &str) -> Result<Vec<Difference>, String> {
+    let path = record_path(shared_dir, server);
+    let record = read(&path)?.ok_or_else(|| {
+        format!(
+            "no MCP server `{server}` has been listed by a daemon with shared dir {}",
+            shared_dir.display()
+        )
+    })?;
+    let definition = |digest: &String| {
+        record.definitions.get(digest).cloned().unwrap_or_else(
+            || serde_json::json!({ "digest": digest, "note": "recorded before definitions were kept" }),
+        )
+    };
+    let tools: std::collections::BTreeSet<&String> =
+        record.trusted.keys().chain(record.seen.keys()).collect();
+    Ok(tools
+        .into_iter()
+        .filter(|tool| record.trusted.get(*tool) != record.seen.get(*tool))
+        .map(|tool| Difference {
+            tool: tool.clone(),
+            trusted: record.trusted.get(tool).map(definition),
+            seen: record.seen.get(tool).map(definition),
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -289,13 +438,23 @@ mod tests {
     #[test]
     fn the_first_listing_is_trusted_and_later_changes_wait_for_an_operator() {
         let state = tempfile::tempdir().expect("tempdir");
-        let store = TrustStore::new(state.path(), "srv", BTreeMap::new());
+        let store = TrustStore::new(state.path(), "srv", BTreeMap::new(), TrustMode::FirstUse);
         let first = listing(&[("a", "1"), ("b", "2")]);
-        assert!(store.check(&first).expect("check").is_empty());
-        assert!(store.check(&first).expect("again").is_empty());
+        assert!(
+            store
+                .check(&first, &BTreeMap::new)
+                .expect("check")
+                .is_empty()
+        );
+        assert!(
+            store
+                .check(&first, &BTreeMap::new)
+                .expect("again")
+                .is_empty()
+        );
 
         let pulled = listing(&[("a", "1"), ("b", "3"), ("c", "4")]);
-        let refused = store.check(&pulled).expect("check");
+        let refused = store.check(&pulled, &BTreeMap::new).expect("check");
         assert_eq!(
             refused.get("b"),
             Some(&Distrust::Changed {
@@ -313,7 +472,12 @@ mod tests {
 
         let accepted = accept_seen(state.path(), "srv").expect("accept");
         assert_eq!(accepted, ["b", "c"]);
-        assert!(store.check(&pulled).expect("trusted now").is_empty());
+        assert!(
+            store
+                .check(&pulled, &BTreeMap::new)
+                .expect("trusted now")
+                .is_empty()
+        );
         assert!(accept_seen(state.path(), "other").is_err());
         assert!(is_recorded(state.path(), "srv"));
         assert!(!is_recorded(state.path(), "../srv"));
@@ -323,18 +487,41 @@ mod tests {
     #[test]
     fn trust_accepted_through_one_daemon_holds_on_another_sharing_the_dir() {
         let shared = tempfile::tempdir().expect("tempdir");
-        let here = TrustStore::new(shared.path(), "srv", BTreeMap::new());
-        let there = TrustStore::new(shared.path(), "srv", BTreeMap::new());
+        let here = TrustStore::new(shared.path(), "srv", BTreeMap::new(), TrustMode::FirstUse);
+        let there = TrustStore::new(shared.path(), "srv", BTreeMap::new(), TrustMode::FirstUse);
         let first = listing(&[("a", "1")]);
-        assert!(here.check(&first).expect("check").is_empty());
-        assert!(there.check(&first).expect("check").is_empty());
+        assert!(
+            here.check(&first, &BTreeMap::new)
+                .expect("check")
+                .is_empty()
+        );
+        assert!(
+            there
+                .check(&first, &BTreeMap::new)
+                .expect("check")
+                .is_empty()
+        );
         // The server changes; the daemon over there lists it, an operator accepts it
         // through that daemon, and the one here, whose record was cached, trusts it too.
         let pulled = listing(&[("a", "2")]);
-        assert!(!there.check(&pulled).expect("check").is_empty());
+        assert!(
+            !there
+                .check(&pulled, &BTreeMap::new)
+                .expect("check")
+                .is_empty()
+        );
         assert_eq!(accept_seen(shared.path(), "srv").expect("accept"), ["a"]);
-        assert!(here.check(&pulled).expect("check").is_empty());
-        assert!(there.check(&pulled).expect("check").is_empty());
+        assert!(
+            here.check(&pulled, &BTreeMap::new)
+                .expect("check")
+                .is_empty()
+        );
+        assert!(
+            there
+                .check(&pulled, &BTreeMap::new)
+                .expect("check")
+                .is_empty()
+        );
         // A record written by two daemons at once loses neither write: every update holds
         // the lock, and what one saw is never overwritten by the other's older read.
         let threads: Vec<_> = (0..8)
@@ -370,14 +557,56 @@ mod tests {
     fn a_pin_wins_over_the_record() {
         let state = tempfile::tempdir().expect("tempdir");
         let pins = listing(&[("a", "pinned")]);
-        let store = TrustStore::new(state.path(), "srv", pins);
-        let refused = store.check(&listing(&[("a", "1")])).expect("check");
+        let store = TrustStore::new(state.path(), "srv", pins, TrustMode::FirstUse);
+        let refused = store
+            .check(&listing(&[("a", "1")]), &BTreeMap::new)
+            .expect("check");
         assert!(matches!(refused.get("a"), Some(Distrust::Unpinned { .. })));
         assert!(
             store
-                .check(&listing(&[("a", "pinned")]))
+                .check(&listing(&[("a", "pinned")]), &BTreeMap::new)
                 .expect("check")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn an_explicit_server_trusts_nothing_until_accepted_and_reviews_show_definitions() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let store = TrustStore::new(state.path(), "srv", BTreeMap::new(), TrustMode::Explicit);
+        let first = listing(&[("a", "1")]);
+        let definitions = || {
+            [(
+                "1".to_owned(),
+                serde_json::json!({"name": "a", "description": "adds"}),
+            )]
+            .into_iter()
+            .collect()
+        };
+        let refused = store.check(&first, &definitions).expect("check");
+        assert_eq!(refused.get("a"), Some(&Distrust::Unreviewed));
+        assert_eq!(store.withheld("a", "1"), Some(Distrust::Unreviewed));
+        let review = differences(state.path(), "srv").expect("review");
+        assert_eq!(review.len(), 1);
+        assert_eq!(review[0].trusted, None);
+        assert_eq!(
+            review[0].seen.as_ref().expect("seen")["description"],
+            "adds"
+        );
+        assert_eq!(accept_seen(state.path(), "srv").expect("accept"), ["a"]);
+        assert_eq!(store.withheld("a", "1"), None);
+        assert_eq!(
+            store.withheld("a", "2"),
+            Some(Distrust::Changed {
+                trusted: "1".into(),
+                listed: "2".into()
+            })
+        );
+        assert!(differences(state.path(), "srv").expect("review").is_empty());
+        // Definitions no digest names any more are dropped.
+        let record = read(&record_path(state.path(), "srv"))
+            .expect("read")
+            .expect("record");
+        assert_eq!(record.definitions.len(), 1);
     }
 }

@@ -32,7 +32,8 @@ pub fn hint(error: &CliError) -> Option<&'static str> {
         | CliError::NoInput(_)
         | CliError::Protocol(_)
         | CliError::Output(_)
-        | CliError::Runtime(_) => return None,
+        | CliError::Runtime(_)
+        | CliError::Install(_) => return None,
     };
     let field = message.split_once(": ").map(|(field, _)| field);
     match (code, field) {

@@ -13,6 +13,9 @@
 //! offers elicitation, this gateway also asks the person at the client and sends their
 //! answer as a decision bound to the call's digest. The first answer wins; none by the
 //! deadline is a denial.
+//!
+//! `airlock mcp add` is the other direction's first step: it hosts a third-party server
+//! (mcp_add/).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,7 +25,7 @@ use airlock_client::proto::{
     ApprovalDecision, ApprovalRequest, Decision, ExecuteToolRequest, Risk, ToolInfo, ToolStatus,
 };
 use airlock_client::{AirlockClient, ExecutionEvent, exit_code};
-use clap::Args;
+use clap::{Args, Subcommand};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, ErrorData, Implementation, ListToolsResult, PaginatedRequestParams,
@@ -35,12 +38,24 @@ use tokio::sync::mpsc;
 use super::workspace::Workspace;
 use super::{CliError, Output, Server};
 
+/// Without a subcommand, the stdio gateway (what an IDE starts); `add` hosts a server.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct McpArgs {
+    #[command(subcommand)]
+    command: Option<McpCommand>,
     /// The workspace every call works in [default: the current directory, when it lies inside
     /// the daemon's workspace roots].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Host an MCP server from PyPI or npm: install it into a folder of its own in the
+    /// daemon's tools directory (a lock file records every package and its hash), write its
+    /// manifest, and list its tools in its sandbox as the daemon will.
+    Add(super::mcp_add::AddArgs),
 }
 
 pub async fn run<O: Write, E: Write>(
@@ -48,6 +63,9 @@ pub async fn run<O: Write, E: Write>(
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
+    if let Some(McpCommand::Add(add)) = args.command {
+        return super::mcp_add::run(add, server, out).await;
+    }
     let client = server.connect().await?;
     let workspace = Workspace::choose(&client, args.workspace.as_deref()).await?;
     let decisions = answer_as_console(&client).await?;
@@ -257,4 +275,40 @@ fn mcp_tool(info: &ToolInfo) -> Option<Tool> {
 
 fn internal(error: impl std::fmt::Display) -> ErrorData {
     ErrorData::internal_error(error.to_string(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::Cli;
+
+    #[test]
+    fn the_gateway_keeps_its_grammar_beside_add() -> anyhow::Result<()> {
+        let gateway = |args: &[&str]| -> anyhow::Result<super::McpArgs> {
+            let cli = Cli::try_parse_from(args)?;
+            match cli.command {
+                super::super::Command::Mcp(args) => Ok(args),
+                other => anyhow::bail!("not `mcp`: {other:?}"),
+            }
+        };
+        let plain = gateway(&["airlock", "mcp", "--workspace", "."])?;
+        assert!(plain.command.is_none());
+        assert_eq!(plain.workspace, Some(std::path::PathBuf::from(".")));
+        assert!(gateway(&["airlock", "mcp"])?.command.is_none());
+        let add = gateway(&[
+            "airlock",
+            "mcp",
+            "add",
+            "pypi:mcp-server-time",
+            "--tools-dir",
+            "t",
+        ])?;
+        assert!(matches!(add.command, Some(super::McpCommand::Add(_))));
+        // A workspace is the gateway's; `add` has none.
+        assert!(
+            Cli::try_parse_from(["airlock", "mcp", "--workspace", ".", "add", "pypi:x"]).is_err()
+        );
+        Ok(())
+    }
 }

@@ -17,6 +17,7 @@ mod info;
 mod input;
 mod interrupt;
 mod mcp;
+mod mcp_add;
 mod model;
 mod output;
 mod pages;
@@ -26,6 +27,7 @@ mod sessions;
 mod settings;
 mod tools;
 mod trace;
+mod trust;
 mod workspace;
 
 use std::io::{self, Write};
@@ -84,7 +86,8 @@ enum Command {
     Fork(changes::ForkArgs),
     /// Delete finished runs and kept outputs older than an age (the operator's command).
     Gc(gc::GcArgs),
-    /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration).
+    /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration);
+    /// `airlock mcp add` hosts an MCP server from PyPI or npm.
     Mcp(mcp::McpArgs),
     /// Evals: run a suite of tasks and grade them, capture a run as a case, compare results.
     #[command(subcommand)]
@@ -218,6 +221,9 @@ pub enum CliError {
     Output(io::Error),
     #[error("cannot start the async runtime: {0}")]
     Runtime(io::Error),
+    /// Installing a package failed (`airlock mcp add`); the message holds the installer's.
+    #[error("{0}")]
+    Install(String),
 }
 
 impl CliError {
@@ -230,6 +236,7 @@ impl CliError {
             Self::Protocol(_) => exit_code::PROTOCOL,
             Self::Output(_) => exit_code::IO_ERROR,
             Self::Runtime(_) => exit_code::SOFTWARE,
+            Self::Install(_) => exit_code::UNAVAILABLE,
         }
     }
 

@@ -36,6 +36,10 @@ pub enum ToolsCommand {
     Trust {
         /// The server's manifest name.
         server: String,
+        /// Only show how what the server last listed differs from what is trusted (names,
+        /// descriptions, schemas, annotations); trust nothing.
+        #[arg(long)]
+        show: bool,
     },
     /// Make a new tool project in a language, from its template (no daemon needed).
     New(super::author::NewArgs),
@@ -60,19 +64,8 @@ pub async fn run<O: Write, E: Write>(
         ToolsCommand::Digest(args) => return super::author::digest(args, out),
         ToolsCommand::Exec(args) => return super::exec::run(args, server, out).await,
         ToolsCommand::Output(args) => return super::full_output::run(args, server, out).await,
-        ToolsCommand::Trust { server: name } => {
-            let client = server.connect().await?;
-            let accepted = client.trust_mcp_server(&name).await?;
-            let line = if accepted.is_empty() {
-                format!("MCP server `{name}`: its tools were already trusted as listed")
-            } else {
-                format!(
-                    "MCP server `{name}`: now trusted as listed: {}",
-                    accepted.join(", ")
-                )
-            };
-            out.line(&line)?;
-            return Ok(exit_code::OK);
+        ToolsCommand::Trust { server: name, show } => {
+            return super::trust::run(&name, show, server, out).await;
         }
         ToolsCommand::List { json } => (None, json),
         ToolsCommand::Show { name, json } => (Some(name), json),

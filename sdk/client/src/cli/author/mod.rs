@@ -21,7 +21,7 @@ pub use scaffold::{NewArgs, new};
 const MANIFEST_FILE: &str = "tool.toml";
 
 /// The variable that names the `airlockd` to check with, before the one beside `airlock`.
-const AIRLOCKD_ENV: &str = "AIRLOCKD";
+pub(super) const AIRLOCKD_ENV: &str = "AIRLOCKD";
 
 #[derive(Debug, clap::Args)]
 pub struct ProjectArgs {
@@ -263,7 +263,7 @@ pub fn check(args: CheckArgs) -> Result<u8, CliError> {
 }
 
 /// `$AIRLOCKD`, else the `airlockd` beside this binary, else the one on PATH.
-fn airlockd() -> PathBuf {
+pub(super) fn airlockd() -> PathBuf {
     if let Some(path) = std::env::var_os(AIRLOCKD_ENV) {
         return PathBuf::from(path);
     }

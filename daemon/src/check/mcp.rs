@@ -1,0 +1,90 @@
+//! `airlockd check-tool` on a hosted MCP server's manifest: the server started in its
+//! sandbox exactly as a daemon starts it at load, its tools listed, and each printed as the
+//! daemon would serve it — what a daemon's trust on first use would trust.
+//!
+//! The check trusts nothing: its trust records and listing workspace are in a scratch folder
+//! of the state dir, removed when the check ends, so a daemon's own first listing of the
+//! server is still the one it trusts.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::egress::Resolver;
+use crate::engine::mcp::McpEngine;
+use crate::engine::process::ProcessEngine;
+use crate::tools::Registry;
+
+/// The scratch folder of one check, removed when dropped.
+pub struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    /// A fresh folder in `state_dir`, named for this process.
+    pub fn new(state_dir: &Path) -> Scratch {
+        Scratch {
+            dir: state_dir.join(format!("check-mcp-{}", std::process::id())),
+        }
+    }
+
+    /// An MCP engine over `process` that keeps its trust records and listing workspace in
+    /// the scratch folder.
+    pub fn engine(&self, process: Arc<ProcessEngine>) -> McpEngine {
+        McpEngine::new(
+            process,
+            self.dir.clone(),
+            self.dir.join("trust"),
+            Arc::new(Resolver::new(Default::default())),
+            None,
+        )
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Prints the tools of server `name` that `registry` serves; whether there is at least one
+/// (the refusals were printed already).
+pub fn report(registry: &Registry, name: &str, out: &mut impl Write) -> std::io::Result<bool> {
+    let tools: Vec<_> = registry
+        .tools()
+        .filter(|tool| {
+            tool.manifest
+                .origin
+                .as_ref()
+                .is_some_and(|origin| origin.server == name)
+        })
+        .collect();
+    if tools.is_empty() {
+        writeln!(out, "✗ MCP server `{name}` serves no tools")?;
+        return Ok(false);
+    }
+    let count = match tools.len() {
+        1 => "1 tool".to_owned(),
+        n => format!("{n} tools"),
+    };
+    writeln!(
+        out,
+        "✓ MCP server `{name}` started in its sandbox and listed {count}; a daemon serves, and \
+         on first use trusts, this listing:"
+    )?;
+    for tool in tools {
+        let description = tool.manifest.description.lines().next().unwrap_or_default();
+        writeln!(
+            out,
+            "  {} ({}, listing sha256 {}): {description}",
+            tool.name(),
+            tool.manifest.risk.as_str(),
+            tool.digest()
+        )?;
+    }
+    writeln!(
+        out,
+        "· call one with `airlock tools exec {name}__<tool>` once a daemon serves the folder"
+    )?;
+    Ok(true)
+}

@@ -19,7 +19,7 @@ source scripts/common.sh
 # The daemon links the system's libseccomp.
 ensure_apt_packages libseccomp-dev
 
-readonly TARGETS=(manifest profile arguments abi_result proto_requests sandbox_rules change_sets)
+readonly TARGETS=(manifest profile arguments abi_result proto_requests sandbox_rules change_sets mcp_edge)
 
 # One input taking longer than this is a hang: every target parses a few KiB.
 readonly UNIT_TIMEOUT_SECONDS=10

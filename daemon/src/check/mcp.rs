@@ -38,6 +38,7 @@ impl Scratch {
             Arc::new(Resolver::new(Default::default())),
             None,
         )
+        .for_review()
     }
 }
 
@@ -73,7 +74,23 @@ pub fn report(registry: &Registry, name: &str, out: &mut impl Write) -> std::io:
          on first use trusts, this listing:"
     )?;
     for tool in tools {
-        let description = tool.manifest.description.lines().next().unwrap_or_default();
+        // The server's words: its first line, its control characters shown escaped.
+        let description: String = tool
+            .manifest
+            .description
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .flat_map(|c| {
+                let escaped: Vec<char> = if c.is_control() {
+                    c.escape_default().collect()
+                } else {
+                    vec![c]
+                };
+                escaped
+            })
+            .collect();
         writeln!(
             out,
             "  {} ({}, listing sha256 {}): {description}",

@@ -80,6 +80,10 @@ pub struct McpEngine {
     changes: Option<Changes>,
     /// How a server whose manifest does not say is trusted (`mcp_trust` of the config).
     default_trust: trust::TrustMode,
+    /// Every server's first listing is taken as trusted, whatever its manifest says: an
+    /// engine that only shows what a daemon would serve (`airlockd check-tool`), over trust
+    /// records of its own.
+    review_only: bool,
 }
 
 impl McpEngine {
@@ -98,7 +102,15 @@ impl McpEngine {
             asker: Arc::default(),
             changes,
             default_trust: trust::TrustMode::default(),
+            review_only: false,
         }
+    }
+
+    /// Takes every server's first listing as trusted, `trust = "explicit"` included: for an
+    /// engine whose trust records are a scratch folder's, that shows what would be served.
+    pub fn for_review(mut self) -> McpEngine {
+        self.review_only = true;
+        self
     }
 
     /// Trusts servers whose manifests do not say as `mode` (the daemon's `mcp_trust`).
@@ -149,7 +161,11 @@ impl McpEngine {
             &self.trust_dir,
             &image.name,
             spec.pins.clone(),
-            spec.trust.unwrap_or(self.default_trust),
+            if self.review_only {
+                trust::TrustMode::FirstUse
+            } else {
+                spec.trust.unwrap_or(self.default_trust)
+            },
         );
         let host = Arc::new(
             Host::new(

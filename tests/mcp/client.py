@@ -15,6 +15,7 @@ gives up on a slow call after a second and checks, still connected, that its pro
 
 import asyncio
 import json
+import logging
 
 import anyio
 import os
@@ -124,4 +125,6 @@ async def main(target):
 
 
 if __name__ == "__main__":
+    # The SDK's warnings on stderr, where the test reads them (a refused session close is one).
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     asyncio.run(main(sys.argv[1:]))

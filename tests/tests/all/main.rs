@@ -33,6 +33,7 @@ mod fleet;
 mod fleet_clients;
 mod grpc_api;
 mod mcp_add;
+mod mcp_add_writes;
 mod mcp_conformance;
 mod mcp_edge;
 mod mcp_gateway;

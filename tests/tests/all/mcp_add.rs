@@ -19,7 +19,7 @@ use serde_json::json;
 const NO_DAEMON: &str = "http://127.0.0.1:1";
 
 /// The line of `tests/mcp/mcp-add.txt` that starts with `spec_start`: a pinned package.
-fn pinned(spec_start: &str) -> String {
+pub(super) fn pinned(spec_start: &str) -> String {
     let list = mcp::dir().join("mcp-add.txt");
     let text = std::fs::read_to_string(&list).unwrap();
     text.lines()
@@ -29,7 +29,7 @@ fn pinned(spec_start: &str) -> String {
 }
 
 /// `airlock mcp add SPEC --tools-dir TOOLS EXTRA…`, through the suite's package caches.
-async fn add(tools: &Path, spec: &str, extra: &[&str]) -> CliRun {
+pub(super) async fn add(tools: &Path, spec: &str, extra: &[&str]) -> CliRun {
     let cache = mcp::dir().join(".cache");
     let profiles = repo_root().join("sandbox-profiles");
     let mut args = vec![

@@ -150,6 +150,8 @@ struct McpTable<'a> {
     transport: &'static str,
     command: &'a [String],
     listing_workspace: Option<&'a str>,
+    /// `"read-write"` for a server that may change its workspace; unset, it may not.
+    workspace: Option<&'static str>,
 }
 
 /// What the manifest says beyond what was installed.
@@ -157,6 +159,8 @@ pub struct ManifestChoices<'a> {
     pub name: &'a str,
     pub command: &'a [String],
     pub listing_workspace: Option<&'a str>,
+    /// Whether the server may change its workspace (`--writes`).
+    pub writes: bool,
     /// The command line that wrote it, for the header.
     pub written_by: &'a str,
 }
@@ -176,7 +180,10 @@ pub fn write_manifest(
             "{title}'s {} {}, hosted in airlock's sandbox.",
             package.name, installed.version
         ),
-        risk: "read_only",
+        // A server that may write its workspace may do so from any tool: each asks, unless
+        // the operator lowers one (`[mcp.tools.NAME] risk = "read_only"`) — fail closed
+        // rather than trust the server's own annotations to say which tools write.
+        risk: if choices.writes { "write" } else { "read_only" },
         engine: "mcp",
         profile: installed.profile,
         timeout_ms: TIMEOUT_MS,
@@ -184,6 +191,7 @@ pub fn write_manifest(
             transport: "stdio",
             command: choices.command,
             listing_workspace: choices.listing_workspace,
+            workspace: choices.writes.then_some("read-write"),
         },
     };
     let body =
@@ -193,8 +201,10 @@ pub fn write_manifest(
          # {title}'s {} {} installed in this folder, with every package installed, its\n\
          # version and its archive's hash, in {LOCK_FILE}.\n\
          # `risk` is the default of its tools (a tool's annotations can raise it, never lower\n\
-         # it); `[mcp] workspace = \"read-write\"`, `allow`/`deny` lists and per-tool settings\n\
-         # are README.md's \"MCP, both ways\".\n{body}",
+         # it; `--writes` makes it \"write\": lower a tool that only reads with\n\
+         # `[mcp.tools.NAME] risk = \"read_only\"`); `[mcp] workspace = \"read-write\"`\n\
+         # (`--writes`), `allow`/`deny` lists and per-tool settings are README.md's\n\
+         # \"MCP, both ways\".\n{body}",
         choices.written_by, package.name, installed.version
     );
     let path = dir.join(MANIFEST_FILE);
@@ -271,6 +281,7 @@ mod tests {
                 name: "time",
                 command: &command,
                 listing_workspace: Some("git"),
+                writes: true,
                 written_by: "airlock mcp add pypi:mcp-server-time@1.0",
             },
         )
@@ -282,6 +293,9 @@ mod tests {
         assert_eq!(value["profile"].as_str(), Some("mcp-python"));
         let mcp = value["mcp"].as_table().expect("[mcp]");
         assert_eq!(mcp["listing_workspace"].as_str(), Some("git"));
+        assert_eq!(mcp["workspace"].as_str(), Some("read-write"));
+        // A server that may write: every tool asks until the manifest lowers one.
+        assert_eq!(value["risk"].as_str(), Some("write"));
         assert_eq!(mcp["command"][1].as_str(), Some("a \"quoted\" arg"));
         Ok(())
     }

@@ -56,6 +56,11 @@ pub struct AddArgs {
     /// empty git repository for a server that refuses to start outside one.
     #[arg(long, value_name = "KIND", value_parser = ["empty", "git"])]
     listing_workspace: Option<String>,
+    /// The server may change its workspace: its changes are captured and applied after each
+    /// call, like any writing tool's, and each call takes its turn (`[mcp] workspace =
+    /// "read-write"`); its tools' risk is `write` unless the manifest lowers one.
+    #[arg(long)]
+    writes: bool,
     /// Replace the server's folder if it exists.
     #[arg(long)]
     force: bool,
@@ -122,6 +127,7 @@ pub async fn run<O: Write, E: Write>(
             name: &name,
             command: &command,
             listing_workspace: args.listing_workspace.as_deref(),
+            writes: args.writes,
             written_by: &written_by,
         },
     )

@@ -8,12 +8,13 @@
 //! tools directory and one tool of each is called.
 
 use std::path::Path;
-use std::process::Command;
 
 use airlock_proto::v1 as pb;
 use airlock_tests::cli::{Cli, CliRun};
 use airlock_tests::{DaemonOptions, TestDaemon, ToolsDir, cargo_bin, mcp, repo_root};
 use serde_json::json;
+
+use crate::mcp_writers::git;
 
 /// No daemon answers here: the install stands without one.
 const NO_DAEMON: &str = "http://127.0.0.1:1";
@@ -65,21 +66,6 @@ fn locked<'a>(lock: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .iter()
         .find(|package| package["name"] == name)
         .unwrap_or_else(|| panic!("no {name} in {lock:#}"))
-}
-
-fn git(repo: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Person",
-            "-c",
-            "user.email=person@example.com",
-        ])
-        .args(args)
-        .current_dir(repo)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

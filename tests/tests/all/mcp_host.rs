@@ -793,13 +793,13 @@ async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
 }
 
 /// A Python MCP server serving Streamable HTTP on a loopback port, stopped when dropped.
-struct RemoteServer {
+pub(crate) struct RemoteServer {
     child: tokio::process::Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl RemoteServer {
-    async fn start() -> RemoteServer {
+    pub(crate) async fn start() -> RemoteServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

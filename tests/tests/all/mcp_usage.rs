@@ -299,30 +299,8 @@ async fn a_hosted_calls_hosts_memory_and_cpu_are_its_own() {
 /// airlock's to measure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_servers_calls_are_accounted_their_connections_only() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _server = tokio::process::Command::new(mcp::python())
-        .arg(mcp::dir().join("servers/echo_server.py"))
-        .args(["--http", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the remote server never listened"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let server = crate::mcp_host::RemoteServer::start().await;
+    let port = server.port;
     let tools = ToolsDir::new();
     tools.write_manifest(
         "remote",

@@ -91,7 +91,7 @@ fn changed(execution: &Execution) -> Vec<String> {
 }
 
 /// `git` on the host, as the person, in `repo`; its standard output.
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args([
             "-c",

@@ -119,7 +119,7 @@ impl pb::daemon_server::Daemon for DaemonService {
         operator_only(&tenant, "change what is trusted")?;
         let request = request.into_inner();
         let server = request.server;
-        let hosted = self.executor.registry().tools().any(|tool| {
+        let hosted = self.executor.registry().loaded().any(|tool| {
             tool.manifest
                 .origin
                 .as_ref()

@@ -152,7 +152,9 @@ enum Stopped {
 
 impl Executor {
     pub fn new(registry: Arc<Registry>, workspaces: WorkspaceRoots) -> Executor {
-        let redactor = Redactor::new(registry.tools().map(|tool| &tool.manifest.image.secrets));
+        // Withheld tools too: one trusted later is served without a restart, and its
+        // secrets must already be redacted then.
+        let redactor = Redactor::new(registry.loaded().map(|tool| &tool.manifest.image.secrets));
         Executor {
             redactor,
             registry,

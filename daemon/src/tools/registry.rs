@@ -130,6 +130,12 @@ impl Registry {
     }
 
     /// Tools in name order.
+    /// Every tool loaded, withheld ones included: what must hold for a tool before it is
+    /// ever served (its secrets redacted from every output) is set up over these.
+    pub fn loaded(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.tools.values()
+    }
+
     /// The tools served now, in name order. A hosted server's tool whose listing is not
     /// trusted is withheld: loaded, and neither listed nor callable until an operator
     /// accepts it, from then on at once (every edge and every run asks here).

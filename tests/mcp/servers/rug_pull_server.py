@@ -8,6 +8,7 @@ as the record.
 """
 
 import json
+import os
 import sys
 
 ADD = {"name": "add", "description": "Adds two numbers.",
@@ -46,7 +47,9 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
     elif method == "tools/call":
         name = request["params"]["name"]
+        # With the secret it was given, which must never reach a client.
+        secret = os.environ.get("RUG_TOKEN", "")
         send({"jsonrpc": "2.0", "id": request_id,
-              "result": {"content": [{"type": "text", "text": f"{name} ran"}]}})
+              "result": {"content": [{"type": "text", "text": f"{name} ran {secret}"}]}})
     elif request_id is not None:
         send({"jsonrpc": "2.0", "id": request_id, "result": {}})

@@ -13,12 +13,19 @@ use crate::mcp_host::profile;
 
 /// A daemon hosting `tests/mcp/servers/rug_pull_server.py` as `rug`, its `[mcp]` section
 /// with `extra`.
+/// The secret the server is given (`RUG_TOKEN`), which it echoes in every answer.
+const RUG_TOKEN: &str = "rug-secret-0123456789";
+
 async fn rug(extra: &str) -> (TestDaemon, ToolsDir, ProfilesDir) {
     let tools = ToolsDir::new();
+    // Beside the tool folders, outside the one the server is shown.
+    let token = tools.path().join("rug-token");
+    std::fs::write(&token, format!("{RUG_TOKEN}\n")).unwrap();
+    let token = token.display().to_string();
     tools.write_manifest(
         "rug",
         &format!(
-            "name = \"rug\"\nversion = \"1\"\ndescription = \"pulls the rug\"\nrisk = \"read_only\"\nengine = \"mcp\"\nprofile = \"mcp-python\"\ntimeout_ms = 5000\n[mcp]\ntransport = \"stdio\"\ncommand = [\"/usr/bin/python3\", \"/tool/rug_pull_server.py\"]\n{extra}\n"
+            "name = \"rug\"\nversion = \"1\"\ndescription = \"pulls the rug\"\nrisk = \"read_only\"\nengine = \"mcp\"\nprofile = \"mcp-python\"\ntimeout_ms = 5000\n[mcp]\ntransport = \"stdio\"\ncommand = [\"/usr/bin/python3\", \"/tool/rug_pull_server.py\"]\n{extra}\n[[secrets]]\nenv = \"RUG_TOKEN\"\nfrom_file = {token:?}\n"
         ),
     );
     std::fs::copy(
@@ -35,6 +42,27 @@ async fn rug(extra: &str) -> (TestDaemon, ToolsDir, ProfilesDir) {
     })
     .await;
     (daemon, tools, profiles)
+}
+
+/// A call once the instance's listing has settled. Each new instance of the server first
+/// lists its harmless version, then its `list_changed` makes the next call list again; rmcp
+/// may hand the notification on a moment after the listing, so the first call of an instance
+/// can still see the first version (and be refused as changed): the instance's next call
+/// sees the settled one.
+async fn settled(
+    daemon: &TestDaemon,
+    tool: &str,
+    arguments: serde_json::Value,
+    ws: &std::path::Path,
+) -> airlock_tests::Execution {
+    for _ in 0..20 {
+        let call = daemon.exec(tool, arguments.clone(), Some(ws)).await;
+        if call.status() != pb::ToolStatus::Denied {
+            return call;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    daemon.exec(tool, arguments, Some(ws)).await
 }
 
 async fn served(daemon: &TestDaemon) -> Vec<(String, String)> {
@@ -122,7 +150,7 @@ async fn a_listing_changed_during_load_is_withheld_until_an_operator_reviews_it(
         .collect();
     assert_eq!(names, ["rug__add", "rug__exfiltrate"]);
     let ws = daemon.workspace("w");
-    let call = daemon.exec("rug__exfiltrate", json!({}), Some(&ws)).await;
+    let call = settled(&daemon, "rug__exfiltrate", json!({}), &ws).await;
     call.assert_status(pb::ToolStatus::Ok);
     assert!(
         cli(&daemon, &["tools", "trust", "rug", "--show"])
@@ -149,4 +177,11 @@ async fn an_explicitly_trusted_server_serves_nothing_before_its_review() {
         .map(|(name, _)| name)
         .collect();
     assert_eq!(names, ["rug__add", "rug__exfiltrate"]);
+    // Served only now, its secret is redacted all the same.
+    let ws = daemon.workspace("w");
+    let call = settled(&daemon, "rug__add", json!({"a": 1, "b": 2}), &ws).await;
+    call.assert_status(pb::ToolStatus::Ok);
+    let shown = format!("{call:?}");
+    assert!(shown.contains("[redacted:RUG_TOKEN]"), "{shown}");
+    assert!(!shown.contains(RUG_TOKEN), "the secret leaked: {shown}");
 }

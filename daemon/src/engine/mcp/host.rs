@@ -29,6 +29,10 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// A server that keeps crashing is retried at most this rarely.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// How long a server being listed at load gets to answer the ping that lets a `list_changed`
+/// sent with its first listing land: a round trip on a pipe, well under this.
+const LOAD_PING: Duration = Duration::from_secs(2);
+
 /// The idle reaper never looks more often than this, whatever the idle timeout.
 const MIN_REAP_INTERVAL: Duration = Duration::from_millis(20);
 
@@ -163,6 +167,18 @@ impl Host {
                         // server that wants it to start finds none.
                         let instance = self.open(None, workspace, None, false).await?;
                         let first = instance.kept_listing();
+                        // A `list_changed` the server sent with its first listing is handled
+                        // on a task of rmcp's own, a moment after the listing: a round trip
+                        // lets it land before the listing is read again. A server that does
+                        // not answer a ping is listed as it is.
+                        let _ =
+                            tokio::time::timeout(
+                                LOAD_PING,
+                                instance.peer().send_request(
+                                    rmcp::model::ClientRequest::PingRequest(Default::default()),
+                                ),
+                            )
+                            .await;
                         let current = instance.current_listing(&self.name).await?;
                         Ok((first, current))
                     })

@@ -28,6 +28,14 @@ pub struct Probe {
     runtime: tokio::runtime::Runtime,
     endpoint: Endpoint,
     token: String,
+    /// The state dir of its default tenant's token, removed with the probe.
+    state: std::path::PathBuf,
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
 }
 
 impl Probe {
@@ -66,6 +74,7 @@ impl Probe {
             runtime,
             endpoint,
             token,
+            state,
         })
     }
 

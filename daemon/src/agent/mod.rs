@@ -25,12 +25,12 @@ pub(crate) mod testing;
 mod tokens;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::{StopReason, Usage};
@@ -267,6 +267,36 @@ pub struct LiveRun {
     input: mpsc::UnboundedSender<String>,
     cancel: Arc<CancelSwitch>,
     rejections: AtomicU32,
+    /// Set as the loop starts recording the run's end: a client may already hold the
+    /// `RunFinished` event, and the run does no more work.
+    finishing: AtomicBool,
+    /// Turns true once the run has left the live registry, its end and its last
+    /// conversation committed.
+    gone: watch::Sender<bool>,
+}
+
+/// How long a new run of a session waits for the session's finishing run to commit its end
+/// before it is refused as busy. A client that saw one run's `RunFinished` starts the next at
+/// once; the end's writes are a few milliseconds, a store under load may take seconds.
+const FINISHING_WAIT: Duration = Duration::from_secs(10);
+
+impl LiveRun {
+    /// Whether the run is recording its end (or has recorded it).
+    pub fn is_finishing(&self) -> bool {
+        self.finishing.load(Ordering::Acquire)
+    }
+
+    /// Waits, at most `limit`, for a finishing run to leave the live registry; false for a
+    /// run still at work, or one whose end is not committed within `limit`.
+    async fn left_within(&self, limit: Duration) -> bool {
+        if !self.is_finishing() {
+            return false;
+        }
+        let mut gone = self.gone.subscribe();
+        tokio::time::timeout(limit, gone.wait_for(|gone| *gone))
+            .await
+            .is_ok_and(|waited| waited.is_ok())
+    }
 }
 
 /// A run just started, and its events from the first on.
@@ -379,7 +409,7 @@ impl AgentRuntime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
-            .filter(|run| run.tenant == tenant)
+            .filter(|run| run.tenant == tenant && !run.is_finishing())
             .count()
     }
 
@@ -425,10 +455,12 @@ impl AgentRuntime {
         };
         let mut start = match &existing {
             Some(session) => {
-                if let Some(run_id) = self.live_run_in(&session.session_id) {
+                if let Some(live) = self.live_run_in(&session.session_id)
+                    && !live.left_within(FINISHING_WAIT).await
+                {
                     return Err(AgentError::SessionBusy {
                         session_id: session.session_id.to_string(),
-                        run_id: run_id.to_string(),
+                        run_id: live.run_id.to_string(),
                     });
                 }
                 session::inherit(&session.settings, start)?
@@ -639,6 +671,8 @@ impl AgentRuntime {
             input,
             cancel: Arc::default(),
             rejections: AtomicU32::new(0),
+            finishing: AtomicBool::new(false),
+            gone: watch::Sender::new(false),
         });
         let trace = RunTrace::new(
             self.shared.tracer.clone(),
@@ -712,10 +746,13 @@ impl AgentRuntime {
         let run_id = record.run_id.clone();
         tokio::spawn(async move {
             let ending = run_loop.drive().await;
-            registry
+            let left = registry
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&run_id);
+            if let Some(left) = left {
+                left.gone.send_replace(true);
+            }
             if ending == Ending::Abandoned
                 && let Some(listener) = abandoned
                     .lock()

@@ -10,6 +10,7 @@
 //! back (input for a run that is going on is sent to it).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 use serde_json::json;
@@ -17,7 +18,7 @@ use serde_json::json;
 use super::checkpoint::LoopState;
 use super::context::{Counted, Entry, Part};
 use super::provider::Message;
-use super::{AgentError, AgentRuntime, parse_model};
+use super::{AgentError, AgentRuntime, LiveRun, parse_model};
 use crate::ids::{self, RunId, SessionId};
 use crate::policy::ApprovalPolicy;
 use crate::store::{RunFilter, SessionCursor, SessionRecord, SessionSummary};
@@ -105,13 +106,13 @@ impl AgentRuntime {
     }
 
     /// The run of `session` that is going on, if one is.
-    pub(super) fn live_run_in(&self, session: &SessionId) -> Option<RunId> {
+    pub(super) fn live_run_in(&self, session: &SessionId) -> Option<Arc<LiveRun>> {
         self.live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .find(|run| run.session_id == *session)
-            .map(|run| run.run_id.clone())
+            .cloned()
     }
 
     /// The conversation a new run of `session` continues: its latest run's, and that run.
@@ -368,6 +369,77 @@ mod tests {
             approval_timeout_ms: 0,
             stop_on_denial: false,
         }
+    }
+
+    /// A client starts a session's next run as soon as it sees the last one's `RunFinished`:
+    /// the run is neither refused as busy (the end's writes may still be in flight — here a
+    /// disk stalls them) nor started from a conversation that lacks the end.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_next_run_starts_as_soon_as_the_last_one_is_seen_to_finish() {
+        use std::time::Duration;
+
+        use super::super::testing::{Follower, Harness, StalledDisk};
+        use super::super::{AgentSettings, RunOwner};
+
+        let disk = Arc::new(StalledDisk::default());
+        let harness = Harness::build(disk.options(), AgentSettings::default());
+        let runtime = harness.runtime.clone();
+        let start = harness.scripted(&json!({"turns": [{"final": "done"}]}), &[]);
+        let session = runtime
+            .create_session(
+                Some(&start.workspace),
+                BTreeMap::new(),
+                pb::SessionSettings::default(),
+                "default",
+            )
+            .await
+            .expect("session");
+        let turn = |n: usize| pb::StartRun {
+            session_id: session.session_id.to_string(),
+            input: format!("turn {n}"),
+            ..start.clone()
+        };
+        let owner = RunOwner {
+            tenant: "default".into(),
+            max_live_runs: 100,
+            allowed_tools: None,
+        };
+        const RUNS: usize = 4;
+        // Only the events are kept: a run's log closes once nothing holds the run.
+        let mut events = runtime.start(turn(0), &owner).await.expect("turn 0").events;
+        for n in 1..RUNS {
+            Follower::of(events)
+                .until(|event| matches!(event, pb::run_event::Event::RunFinished(_)))
+                .await;
+            // The end seen; what the run writes after it waits on the disk a while.
+            disk.set_closed(true);
+            let next = {
+                let (runtime, owner, start) = (runtime.clone(), owner.clone(), turn(n));
+                tokio::spawn(async move { runtime.start(start, &owner).await })
+            };
+            disk.stalled().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            disk.set_closed(false);
+            events = next
+                .await
+                .expect("joined")
+                .unwrap_or_else(|err| panic!("turn {n}: {err}"))
+                .events;
+        }
+        Follower::of(events).rest().await;
+        while runtime.live_run_in(&session.session_id).is_some() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (_, conversation) = runtime.history(&session.session_id).await.expect("history");
+        let said: Vec<&str> = conversation
+            .iter()
+            .filter_map(|entry| match &entry.message {
+                Message::User { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let expected: Vec<String> = (0..RUNS).map(|n| format!("turn {n}")).collect();
+        assert_eq!(said, expected);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 # Installs the MCP peers airlock's tests run, from the registries, into this directory:
 # the official Python SDK (`mcp`, PyPI) in .venv — made with Debian's python3 so that a
 # sandbox granting /usr can run it — and the npm packages of package.json in node_modules
-# (`@modelcontextprotocol/server-everything`, the reference server); and downloads what
+# (`@modelcontextprotocol/server-everything`, the reference server, and the conformance suite
+# in two versions, the newer as the alias `conformance-next`); and downloads what
 # `airlock mcp add`'s test installs (mcp-add.txt) into .cache. What is already installed at
 # the pinned versions is skipped, so a second run takes a second.
 set -euo pipefail

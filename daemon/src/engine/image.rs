@@ -73,6 +73,8 @@ pub enum McpTransport {
         url: String,
         /// The secret (by its `env` name) sent as `Authorization: Bearer …`.
         bearer_secret: Option<String>,
+        /// Or tokens fetched with the client credentials grant (never both).
+        oauth: Option<crate::engine::mcp::oauth::OAuthConfig>,
     },
 }
 

@@ -173,6 +173,8 @@ struct McpSection {
     url: Option<String>,
     /// For `transport = "http"`: the secret sent as the bearer token.
     bearer_secret: Option<String>,
+    /// For `transport = "http"`: tokens from the client credentials grant instead.
+    oauth: Option<OAuthSection>,
     #[serde(default)]
     workspace: WorkspaceAccess,
     idle_timeout_ms: Option<u64>,
@@ -187,6 +189,101 @@ struct McpSection {
     deny: Vec<String>,
     #[serde(default)]
     tools: BTreeMap<String, McpToolSettings>,
+}
+
+/// `[mcp.oauth]`: how airlock gets tokens for a remote server (see `engine::mcp::oauth`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OAuthSection {
+    /// The token endpoint; or
+    token_url: Option<String>,
+    /// the authorization server, whose RFC 8414 metadata names its token endpoint.
+    issuer: Option<String>,
+    client_id: String,
+    /// The secret (of `[[secrets]]`, by its `env` name) that holds the client's password.
+    client_secret_secret: String,
+    #[serde(default)]
+    scopes: Vec<String>,
+    /// The RFC 8707 resource the token is for; the server's `url` when unset.
+    resource: Option<String>,
+    /// `"basic"` (the default) or `"post"`.
+    #[serde(default)]
+    client_auth: crate::engine::mcp::oauth::ClientAuth,
+}
+
+impl OAuthSection {
+    /// The checked configuration of a server at `url` whose secrets are `secrets`.
+    fn check(
+        self,
+        url: &str,
+        secrets: &Secrets,
+    ) -> Result<crate::engine::mcp::oauth::OAuthConfig, String> {
+        use crate::engine::mcp::oauth::{OAuthConfig, TokenEndpoint, may_carry_secrets};
+        let endpoint = match (self.token_url, self.issuer) {
+            (Some(token_url), None) => TokenEndpoint::Url(token_url),
+            (None, Some(issuer)) => TokenEndpoint::Issuer(issuer),
+            _ => {
+                return Err(
+                    "`[mcp.oauth]` needs exactly one of `token_url` or `issuer` (whose RFC 8414 metadata names the token endpoint)"
+                        .into(),
+                );
+            }
+        };
+        let key = match endpoint {
+            TokenEndpoint::Url(_) => "token_url",
+            TokenEndpoint::Issuer(_) => "issuer",
+        };
+        let parsed = reqwest::Url::parse(endpoint.url())
+            .map_err(|err| format!("`mcp.oauth.{key}` is not a URL: {err}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!(
+                "`mcp.oauth.{key}` must be an http:// or https:// URL with a host"
+            ));
+        }
+        if !may_carry_secrets(&parsed) {
+            return Err(format!(
+                "`mcp.oauth.{key}` must be https:// (a client secret is never sent in clear text; plain http is for loopback addresses only)"
+            ));
+        }
+        if self.client_id.trim().is_empty() {
+            return Err("`mcp.oauth.client_id` must not be empty".into());
+        }
+        if !secrets
+            .iter()
+            .any(|secret| secret.env == self.client_secret_secret)
+        {
+            return Err(format!(
+                "`mcp.oauth.client_secret_secret = \"{}\"` names no secret of `[[secrets]]`",
+                self.client_secret_secret
+            ));
+        }
+        // RFC 6749 §3.3: scope tokens are printable ASCII without spaces, quotes or backslashes.
+        if let Some(scope) = self.scopes.iter().find(|scope| {
+            scope.is_empty()
+                || !scope
+                    .bytes()
+                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+        }) {
+            return Err(format!(
+                "`mcp.oauth.scopes`: `{scope}` is not a scope (printable ASCII, no spaces or quotes)"
+            ));
+        }
+        let resource = self.resource.unwrap_or_else(|| url.to_owned());
+        // RFC 8707 §2: an absolute URI without a fragment.
+        let parsed = reqwest::Url::parse(&resource)
+            .map_err(|err| format!("`mcp.oauth.resource` is not a URL: {err}"))?;
+        if parsed.fragment().is_some() {
+            return Err("`mcp.oauth.resource` must not have a fragment (RFC 8707)".into());
+        }
+        Ok(OAuthConfig {
+            endpoint,
+            client_id: self.client_id,
+            client_secret_secret: self.client_secret_secret,
+            scopes: self.scopes,
+            resource,
+            client_auth: self.client_auth,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -372,8 +469,8 @@ impl Manifest {
                 if command.is_empty() || command[0].is_empty() {
                     return Err("`mcp.command` must name a program: [\"/usr/bin/node\", …]".into());
                 }
-                if section.bearer_secret.is_some() {
-                    return Err("`bearer_secret` is for `transport = \"http\"`; a stdio server gets its secrets in its environment".into());
+                if section.bearer_secret.is_some() || section.oauth.is_some() {
+                    return Err("`bearer_secret` and `[mcp.oauth]` are for `transport = \"http\"`; a stdio server gets its secrets in its environment".into());
                 }
                 McpTransport::Stdio { command }
             }
@@ -396,9 +493,20 @@ impl Manifest {
                         "`bearer_secret = \"{name}\"` names no secret of `[[secrets]]`"
                     ));
                 }
+                let oauth = match (section.oauth, &section.bearer_secret) {
+                    (Some(_), Some(_)) => {
+                        return Err(
+                            "a remote server takes `bearer_secret` or `[mcp.oauth]`, not both"
+                                .into(),
+                        );
+                    }
+                    (Some(oauth), None) => Some(oauth.check(&url, &secrets)?),
+                    (None, _) => None,
+                };
                 McpTransport::Http {
                     url,
                     bearer_secret: section.bearer_secret,
+                    oauth,
                 }
             }
             (TransportKind::Http, _, _) => {
@@ -718,6 +826,117 @@ mod tests {
             let err = load(&text).expect_err("invalid").to_string();
             assert!(err.contains(expected), "expected {expected:?} in {err}");
         }
+    }
+
+    #[test]
+    fn a_remote_server_may_get_its_tokens_with_oauth() {
+        use crate::engine::mcp::oauth::{ClientAuth, TokenEndpoint};
+        const SERVER: &str = r#"
+            name = "gh"
+            version = "1"
+            description = "a remote server"
+            risk = "read_only"
+            engine = "mcp"
+            profile = "net"
+            [[secrets]]
+            env = "CLIENT_SECRET"
+            from_env = "PATH"
+            [mcp]
+            transport = "http"
+            url = "https://api.example.com/mcp"
+            [mcp.oauth]
+            token_url = "https://auth.example.com/token"
+            client_id = "airlock"
+            client_secret_secret = "CLIENT_SECRET"
+            scopes = ["repo:read"]
+        "#;
+        let oauth = |text: &str| match load(text).expect("valid").image.code {
+            Code::Mcp(server) => match &server.transport {
+                McpTransport::Http { oauth, .. } => oauth.clone().expect("oauth"),
+                McpTransport::Stdio { .. } => panic!("a remote server"),
+            },
+            _ => panic!("a server"),
+        };
+        let config = oauth(SERVER);
+        assert_eq!(
+            config.endpoint,
+            TokenEndpoint::Url("https://auth.example.com/token".into())
+        );
+        assert_eq!(config.resource, "https://api.example.com/mcp");
+        assert_eq!(config.client_auth, ClientAuth::Basic);
+        assert_eq!(config.scopes, ["repo:read"]);
+        let post =
+            format!("{SERVER}\nclient_auth = \"post\"\nresource = \"https://api.example.com\"");
+        let config = oauth(&post);
+        assert_eq!(config.client_auth, ClientAuth::Post);
+        assert_eq!(config.resource, "https://api.example.com");
+        let with = |from: &str, to: &str| SERVER.replace(from, to);
+        let cases = [
+            (
+                with(
+                    "[mcp.oauth]",
+                    "bearer_secret = \"CLIENT_SECRET\"\n[mcp.oauth]",
+                ),
+                "not both",
+            ),
+            (
+                with(
+                    "token_url = \"https://auth.example.com/token\"",
+                    "issuer = \"https://auth.example.com\"\ntoken_url = \"https://auth.example.com/token\"",
+                ),
+                "exactly one of `token_url` or `issuer`",
+            ),
+            (
+                with(
+                    "https://auth.example.com/token",
+                    "http://auth.example.com/token",
+                ),
+                "never sent in clear text",
+            ),
+            (
+                with(
+                    "client_secret_secret = \"CLIENT_SECRET\"",
+                    "client_secret_secret = \"OTHER\"",
+                ),
+                "names no secret",
+            ),
+            (with("\"repo:read\"", "\"repo read\""), "is not a scope"),
+            (
+                with("client_id = \"airlock\"", "client_id = \" \""),
+                "client_id",
+            ),
+            (
+                with("scopes = ", "grant = \"password\"\nscopes = "),
+                "unknown field",
+            ),
+            (
+                with(
+                    "client_id = \"airlock\"",
+                    "client_id = \"airlock\"\nclient_auth = \"jwt\"",
+                ),
+                "unknown variant",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = load(&text).expect_err("invalid").to_string();
+            assert!(err.contains(expected), "expected {expected:?} in {err}");
+        }
+        let stdio = r#"
+            name = "s"
+            version = "1"
+            description = "d"
+            risk = "read_only"
+            engine = "mcp"
+            [mcp]
+            transport = "stdio"
+            command = ["/bin/x"]
+            [mcp.oauth]
+            token_url = "https://auth.example.com/token"
+            client_id = "airlock"
+            client_secret_secret = "S"
+        "#;
+        let err = load(stdio).expect_err("invalid").to_string();
+        assert!(err.contains("are for `transport = \"http\"`"), "{err}");
     }
 
     #[test]

@@ -1,21 +1,35 @@
 //! airlock as the MCP client of a hosted server: what it tells the server about itself, and
 //! how it answers what the server asks of it.
 //!
+//! A session with a remote server speaks the newest revision the server offers of the two
+//! airlock knows (see `instance::lifecycle`; a server run here over stdio is greeted with
+//! `initialize`, see `Instance::start`): 2026-07-28, stateless (`server/discover`, then
+//! each request carrying the protocol version, this client's info and capabilities in its
+//! `_meta`, and over HTTP the standard `Mcp-Method`/`Mcp-Name` headers and the
+//! `Mcp-Param-*` ones its tools' schemas ask for, all rmcp's), or 2025-11-25 over the
+//! `initialize` handshake. A server of 2025-11-25 asks its questions as requests of its own
+//! in the middle of a call; one of 2026-07-28 answers the call with an `input_required`
+//! result (SEP-2322) whose requests rmcp puts to this same handler, then sends the call
+//! again with the answers and the server's `requestState` untouched (`Instance::call_tool`).
+//! Either way a question gets the same answer:
+//!
 //! - `roots/list` answers the instance's workspace as the sandbox shows it (`/workspace`),
 //!   or nothing when the profile grants none: a server learns no host path.
 //! - Sampling (`sampling/createMessage`) is refused: airlock does not offer it, so a server
-//!   cannot spend a run's model budget or talk to its model behind the approvals.
+//!   cannot spend a run's model budget or talk to its model behind the approvals. (Refused
+//!   inside an `input_required` result, it fails the call.)
 //! - Elicitation becomes a question to the instance's tenant's approvers (the `Approvals`
 //!   stream, `airlock approvals`), through the daemon's approval broker: approved, the
 //!   server gets its form's defaults (a person at a console answers yes or no, not a form);
 //!   a form with a required field that has no default, a denial, or no answer by the
 //!   deadline is declined. A URL elicitation is declined.
-//! - A changed tool list (`notifications/tools/list_changed`) marks the instance for a new
-//!   listing before its next call, so the trust check sees what the server now says.
+//! - A changed tool list (`notifications/tools/list_changed`, which a server of 2026-07-28
+//!   sends on the subscription `instance` opens) marks the instance for a new listing before
+//!   its next call, so the trust check sees what the server now says.
 //!
-//! Roots and sampling are deprecated by the newest MCP revision (SEP-2577), which hosted
-//! servers of every SDK generation do not speak yet: airlock answers them as above until
-//! the servers it hosts have moved on.
+//! Roots and sampling are deprecated by 2026-07-28 (SEP-2577), which hosted servers of every
+//! SDK generation do not follow yet: airlock answers them as above until the servers it hosts
+//! have moved on.
 #![expect(deprecated)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,8 +107,8 @@ impl ClientHandler for Client {
             capabilities,
             Implementation::new("airlockd", env!("CARGO_PKG_VERSION")),
         )
-        // The newest revision that still has the `initialize` handshake: what servers of
-        // every SDK generation in use today answer.
+        // The revision a session started with `initialize` asks for: the newest that still
+        // has the handshake. (A session of 2026-07-28 names its revision in each request.)
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::client::AskerSlot;
 use super::instance::{Instance, Listing, Recording};
+use super::oauth::Credential;
 use super::trust::{Distrust, TrustStore};
 use crate::changes::{CallRules, Changes, Deadline, Exclusions, Modes};
 use crate::egress::{Gate, Resolver, Rules};
@@ -58,8 +59,9 @@ pub enum Origin {
     /// Connected to over Streamable HTTP, through a gate with the profile's rules.
     Remote {
         url: String,
-        /// The bearer token's value.
-        bearer: Option<String>,
+        /// What its requests carry in `Authorization`: a secret's value, or OAuth tokens
+        /// (shared by all instances: the grant is the daemon's, not a tenant's).
+        credential: Option<Credential>,
         rules: Rules,
         resolver: Arc<Resolver>,
     },
@@ -268,7 +270,7 @@ impl Host {
             }
             Origin::Remote {
                 url,
-                bearer,
+                credential,
                 rules,
                 resolver,
             } => {
@@ -276,7 +278,7 @@ impl Host {
                 Instance::connect(
                     &self.name,
                     url,
-                    bearer.clone(),
+                    credential.clone(),
                     gate,
                     (tenant, self.asker.clone()),
                 )

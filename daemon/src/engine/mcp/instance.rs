@@ -10,8 +10,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::Tool as McpTool;
-use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService, serve_client_with_lifecycle};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ProtocolVersion, ServerNotification, SubscriptionFilter,
+    Tool as McpTool,
+};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, RoleClient, RunningService, ServiceError,
+    serve_client_with_lifecycle,
+};
+use rmcp::transport::IntoTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::AsyncReadExt as _;
 use tokio::net::unix::pipe;
@@ -35,6 +42,75 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a server gets to list its tools.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a connection to a server starts: a `server/discover` for the revision without a
+/// handshake (2026-07-28, per-request `_meta`); a server that answers it with a JSON-RPC
+/// error (it does not know the method, so it is older) or not at all within rmcp's probe
+/// time is greeted with `initialize` at 2025-11-25, the newest revision that has one, on
+/// the same connection.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
+/// Starts a session with a remote server over a transport `open` makes, as [`lifecycle`]
+/// says. A server that answers `server/discover` with a result of another kind does not
+/// speak 2026-07-28 either (the conformance suite's servers of the older revisions answer
+/// every request they do not know with an empty result, where rmcp's fallback expects an
+/// error): it is greeted with `initialize` over a fresh transport.
+async fn start_remote<T, E, A>(
+    handler: Client,
+    open: impl Fn() -> T,
+) -> Result<RunningService<RoleClient, Client>, ClientInitializeError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match serve_client_with_lifecycle(handler.clone(), open(), lifecycle()).await {
+        Err(ClientInitializeError::ExpectedInitResult(Some(_))) => {
+            serve_client_with_lifecycle(handler, open(), ClientLifecycleMode::Initialize).await
+        }
+        started => started,
+    }
+}
+
+/// Marks `changed` whenever a server of 2026-07-28 says its tool list changed, until the
+/// connection ends. That revision sends `notifications/tools/list_changed` only on a
+/// `subscriptions/listen` stream the client opened (an older one sends it unasked, to
+/// [`Client`]); a server that offers no such stream is listed again only when the instance
+/// starts, as one that never says.
+async fn follow_tool_changes(peer: rmcp::Peer<RoleClient>, changed: Arc<AtomicBool>) {
+    let modern = peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize());
+    if !modern {
+        return;
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(err) => {
+            tracing::debug!(%err, "the MCP server offers no tool-list subscription");
+            return;
+        }
+    };
+    loop {
+        match subscription.next().await {
+            Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
+                changed.store(true, Ordering::SeqCst);
+            }
+            // The filter asks for nothing else; whatever else comes is not airlock's.
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(err) => {
+                tracing::debug!(%err, "the MCP server's tool-list subscription ended");
+                return;
+            }
+        }
+    }
+}
 
 /// The end of a server's stderr kept for its logs and for the message of a call it failed.
 const STDERR_KEPT_BYTES: usize = 16 * 1024;
@@ -234,6 +310,10 @@ impl Instance {
         let transport =
             AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
         let started = tokio::select! {
+            // A server run here is greeted with `initialize` (2025-11-25) whatever it speaks:
+            // over stdio a `server/discover` probe that a server leaves unanswered costs
+            // rmcp's 10 s wait at every start, and there is no second connection to fall
+            // back on as there is over HTTP (see `start_remote`).
             started = tokio::time::timeout(
                 START_TIMEOUT,
                 serve_client_with_lifecycle(client, transport, ClientLifecycleMode::Initialize),
@@ -289,7 +369,7 @@ impl Instance {
     pub async fn connect(
         name: &str,
         url: &str,
-        bearer: Option<String>,
+        credential: Option<super::oauth::Credential>,
         gate: Arc<Gate>,
         asking: (Option<String>, AskerSlot),
     ) -> Result<Instance, String> {
@@ -323,10 +403,15 @@ impl Instance {
             .build()
             .map_err(|err| format!("cannot set up the HTTP client: {err}"))?;
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
-        if let Some(token) = bearer {
-            config = config.auth_header(token);
-        }
-        let transport = StreamableHttpClientTransport::with_client(client, config);
+        // OAuth tokens change: the client sets each request's header (see `oauth`).
+        let oauth = match credential {
+            Some(super::oauth::Credential::Bearer(token)) => {
+                config = config.auth_header(token);
+                None
+            }
+            Some(super::oauth::Credential::OAuth(tokens)) => Some(tokens),
+            None => None,
+        };
         let tools_changed = Arc::new(AtomicBool::new(false));
         let handler = Client {
             workspace: false,
@@ -335,12 +420,27 @@ impl Instance {
             tenant: asking.0,
             asker: asking.1,
         };
-        let service = match tokio::time::timeout(
-            START_TIMEOUT,
-            serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize),
-        )
-        .await
-        {
+        let serving = async move {
+            match oauth {
+                Some(tokens) => {
+                    let http = super::oauth::Authorized {
+                        http: client,
+                        tokens,
+                    };
+                    start_remote(handler, || {
+                        StreamableHttpClientTransport::with_client(http.clone(), config.clone())
+                    })
+                    .await
+                }
+                None => {
+                    start_remote(handler, || {
+                        StreamableHttpClientTransport::with_client(client.clone(), config.clone())
+                    })
+                    .await
+                }
+            }
+        };
+        let service = match tokio::time::timeout(START_TIMEOUT, serving).await {
             Ok(Ok(service)) => service,
             Ok(Err(err)) => {
                 proxy.abort();
@@ -351,11 +451,15 @@ impl Instance {
             Err(_) => {
                 proxy.abort();
                 return Err(format!(
-                    "MCP server `{name}` at {url} did not answer `initialize` within {} s",
+                    "MCP server `{name}` at {url} did not answer `server/discover` nor `initialize` within {} s",
                     START_TIMEOUT.as_secs()
                 ));
             }
         };
+        tokio::spawn(follow_tool_changes(
+            service.peer().clone(),
+            tools_changed.clone(),
+        ));
         let instance = Instance {
             service,
             link: Link::Remote(proxy),
@@ -419,6 +523,18 @@ impl Instance {
             .lock()
             .map(|listing| listing.clone())
             .unwrap_or_default()
+    }
+
+    /// Calls `tool` on the server. A server of 2026-07-28 may answer with an
+    /// `input_required` result (SEP-2322) instead of the tool's: its questions are put to
+    /// the instance's [`Client`] as if the server had asked them (an elicitation to the
+    /// tenant's approvers, roots and sampling as always) and the call is sent again with the
+    /// answers and the server's `requestState` as it gave it, for up to rmcp's 10 rounds.
+    pub async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, ServiceError> {
+        self.service.call_tool(params).await
     }
 
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {

@@ -17,6 +17,7 @@ mod host;
 mod instance;
 mod listing;
 mod names;
+pub mod oauth;
 mod tool;
 pub mod trust;
 
@@ -30,7 +31,7 @@ use trust::TrustStore;
 
 use super::process::ProcessEngine;
 use super::{Code, Engine, EngineKind, LoadError, LoadedTool, McpTransport, ToolImage};
-use crate::egress::{Resolver, Rules, Verdict};
+use crate::egress::{Resolver, Rules};
 use crate::profile::NetworkPolicy;
 use crate::profile::Profile;
 
@@ -147,9 +148,17 @@ impl McpEngine {
                 image.sha256.as_deref(),
                 profile,
             )?),
-            McpTransport::Http { url, bearer_secret } => {
-                self.remote(image, profile, url, bearer_secret.as_deref())?
-            }
+            McpTransport::Http {
+                url,
+                bearer_secret,
+                oauth,
+            } => self.remote(
+                image,
+                profile,
+                url,
+                bearer_secret.as_deref(),
+                oauth.as_ref(),
+            )?,
         };
         let listing_workspace = listing::prepare(
             &self.state_dir.join(ENGINE_DIR),
@@ -232,58 +241,91 @@ impl McpEngine {
 
 impl McpEngine {
     /// A remote server's origin: refused unless its profile's allow-list lets its URL's
-    /// host and port through the gate (fail closed, before anything is sent).
+    /// host and port through the gate (fail closed, before anything is sent) — and, for a
+    /// server reached with OAuth, its token endpoint's (or issuer's) as well: the grant goes
+    /// through the same gate as the server's traffic.
     fn remote(
         &self,
         image: &ToolImage,
         profile: &Profile,
         url: &str,
         bearer_secret: Option<&str>,
+        oauth: Option<&oauth::OAuthConfig>,
     ) -> Result<Origin, LoadError> {
-        let unreachable = |why: String| LoadError::Invalid {
+        let unreachable = |what: &str, url: &str, why: String| LoadError::Invalid {
             path: image.source.clone(),
-            message: format!("the server at {url} cannot be reached: {why}"),
+            message: format!("{what} at {url} cannot be reached: {why}"),
         };
         let parsed = reqwest::Url::parse(url).map_err(|err| LoadError::Invalid {
             path: image.source.clone(),
             message: format!("`mcp.url` is not a URL: {err}"),
         })?;
-        let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
-            return Err(unreachable("the URL names no host".into()));
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if matches!(profile.network, NetworkPolicy::None) {
-            return Err(unreachable(format!(
-                "profile `{}` has network = \"none\"; list {host}:{port} in an allow-list",
-                profile.name
-            )));
-        }
         let rules = Rules::for_profile(profile);
-        match rules.verdict(host, port) {
-            Verdict::Listed { .. } => {}
-            Verdict::Denied { pattern } => {
-                return Err(unreachable(format!(
-                    "{host}:{port} is denied by `{pattern}` in profile `{}`",
-                    profile.name
-                )));
+        let mut endpoints = vec![("the server", url, parsed)];
+        if let Some(oauth) = oauth {
+            let endpoint = oauth.endpoint.url();
+            let parsed = reqwest::Url::parse(endpoint).map_err(|err| LoadError::Invalid {
+                path: image.source.clone(),
+                message: format!("the OAuth endpoint {endpoint} is not a URL: {err}"),
+            })?;
+            let what = match oauth.endpoint {
+                oauth::TokenEndpoint::Url(_) => "the OAuth token endpoint",
+                oauth::TokenEndpoint::Issuer(_) => "the OAuth authorization server",
+            };
+            endpoints.push((what, endpoint, parsed));
+        }
+        for (what, url, parsed) in &endpoints {
+            let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default())
+            else {
+                return Err(unreachable(what, url, "the URL names no host".into()));
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            if matches!(profile.network, NetworkPolicy::None) {
+                return Err(unreachable(
+                    what,
+                    url,
+                    format!(
+                        "profile `{}` has network = \"none\"; list {host}:{port} in an allow-list",
+                        profile.name
+                    ),
+                ));
             }
-            Verdict::Unlisted => {
-                return Err(unreachable(format!(
-                    "{host}:{port} is not in the network allow-list of profile `{}`",
-                    profile.name
-                )));
+            if let Some(why) = oauth::refusal(&rules, parsed) {
+                return Err(unreachable(what, url, why));
             }
         }
-        let bearer = bearer_secret.and_then(|name| {
+        let secret = |name: &str| {
             image
                 .secrets
                 .iter()
                 .find(|secret| secret.env == name)
                 .map(|secret| secret.value.clone())
-        });
+        };
+        let credential = match oauth {
+            Some(config) => {
+                let client_secret = secret(&config.client_secret_secret).ok_or_else(|| {
+                    LoadError::Invalid {
+                        path: image.source.clone(),
+                        message: format!(
+                            "`mcp.oauth.client_secret_secret = \"{}\"` names no secret of `[[secrets]]`",
+                            config.client_secret_secret
+                        ),
+                    }
+                })?;
+                Some(oauth::Credential::OAuth(Arc::new(oauth::TokenSource::new(
+                    &image.name,
+                    config.clone(),
+                    client_secret,
+                    rules.clone(),
+                ))))
+            }
+            None => bearer_secret
+                .and_then(secret)
+                .map(oauth::Credential::Bearer),
+        };
         Ok(Origin::Remote {
             url: url.to_owned(),
-            bearer,
+            credential,
             rules,
             resolver: self.resolver.clone(),
         })
@@ -311,13 +353,49 @@ impl Engine for McpEngine {
     }
 }
 
+/// The arguments the conformance client calls `tool` with: two numbers for `add_numbers`;
+/// for `json_schema_echo`, the input schema of `json_schema_2020_12_tool` as airlock keeps
+/// it (the suite checks what a listing preserved of it); none for the others.
+#[cfg(feature = "testing")]
+fn arguments_for(
+    tool: &rmcp::model::Tool,
+    listed: &[rmcp::model::Tool],
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut arguments = serde_json::Map::new();
+    match tool.name.as_ref() {
+        "add_numbers" => {
+            arguments.insert("a".into(), 2.into());
+            arguments.insert("b".into(), 3.into());
+        }
+        "json_schema_echo" => {
+            if let Some(focal) = listed
+                .iter()
+                .find(|tool| tool.name == "json_schema_2020_12_tool")
+            {
+                arguments.insert(
+                    "schema".into(),
+                    serde_json::Value::Object((*focal.input_schema).clone()),
+                );
+            }
+        }
+        _ => {}
+    }
+    arguments
+}
+
 /// airlock's MCP client against a server at `url`, as it reaches a remote hosted server
-/// (through an egress gate allowing that server alone): initialize, list the tools, call each
-/// (`add_numbers` with two numbers, the others with no arguments), a person approving every
-/// question the server asks. Returns each call's answer as text. What the conformance
+/// (through an egress gate allowing that server alone): start a session (2026-07-28 when the
+/// server offers it, else `initialize` at 2025-11-25), list the tools, then make `calls`
+/// (each a tool's name and arguments) or, when there are none, call each listed tool
+/// with what [`arguments_for`] gives it, a person approving every question the server asks,
+/// in a call or in an `input_required` result. Returns each call's answer as text, or why it
+/// failed: only a session that cannot start or list is an error. What the conformance
 /// suite's client scenarios launch (see `tests/src/bin/mcp-conformance-client.rs`).
 #[cfg(feature = "testing")]
-pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
+pub async fn conformance_client(
+    url: &str,
+    calls: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+) -> Result<Vec<String>, String> {
     let mut parsed = reqwest::Url::parse(url).map_err(|err| format!("{url}: {err}"))?;
     // The suite's servers listen on loopback under the name `localhost`: a name the gate
     // never lets resolve to loopback. Its address, listed as such, is let through.
@@ -355,30 +433,31 @@ pub async fn conformance_client(url: &str) -> Result<Vec<String>, String> {
         instance::Instance::connect("conformance", parsed.as_str(), None, gate, (None, asker))
             .await?;
     let listing = instance.current_listing("conformance").await?;
+    let calls = if calls.is_empty() {
+        listing
+            .tools
+            .iter()
+            .map(|tool| (tool.name.to_string(), arguments_for(tool, &listing.tools)))
+            .collect()
+    } else {
+        calls
+    };
     let mut answers = Vec::new();
-    for tool in &listing.tools {
-        let mut params = rmcp::model::CallToolRequestParams::new(tool.name.clone());
-        params.arguments = Some(if tool.name == "add_numbers" {
-            serde_json::json!({"a": 2, "b": 3})
-                .as_object()
-                .cloned()
-                .unwrap_or_default()
-        } else {
-            serde_json::Map::new()
-        });
-        let answer = instance
-            .peer()
-            .call_tool(params)
-            .await
-            .map_err(|err| format!("calling `{}`: {err}", tool.name))?;
-        answers.push(
-            answer
+    for (tool, arguments) in calls {
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.clone());
+        params.arguments = Some(arguments);
+        // A call the server fails is what a scenario may test: it is reported, and the
+        // next call made all the same.
+        let answer = match instance.call_tool(params).await {
+            Ok(answer) => answer
                 .content
                 .iter()
                 .filter_map(|block| block.as_text().map(|text| text.text.clone()))
                 .collect::<Vec<_>>()
                 .join("\n"),
-        );
+            Err(err) => format!("calling `{tool}` failed: {err}"),
+        };
+        answers.push(answer);
     }
     Ok(answers)
 }

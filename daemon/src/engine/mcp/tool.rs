@@ -135,7 +135,7 @@ impl McpTool {
             serial: instance.serial.is_some(),
         };
         let answer = tokio::select! {
-            answer = instance.peer().call_tool(params) => answer,
+            answer = instance.call_tool(params) => answer,
             () = instance.ended() => {
                 watch.lease = None;
                 return self.gone(&instance, launch.deadline);
@@ -241,13 +241,9 @@ impl Drop for Abandoned {
 
 async fn check_alive(instance: Arc<Instance>) {
     tokio::time::sleep(ABANDON_GRACE).await;
-    let answered = tokio::time::timeout(
-        ABANDON_GRACE,
-        instance
-            .peer()
-            .send_request(rmcp::model::ClientRequest::PingRequest(Default::default())),
-    )
-    .await;
+    // A listing, not a ping: every revision has `tools/list`, and 2026-07-28 has no ping
+    // (rmcp refuses to send one to such a server, which would read as a hang).
+    let answered = tokio::time::timeout(ABANDON_GRACE, instance.peer().list_tools(None)).await;
     if !matches!(answered, Ok(Ok(_))) {
         tracing::warn!("an MCP server did not answer after a call was abandoned; killing it");
         instance.kill();

@@ -63,6 +63,9 @@ pub struct DaemonConfig {
     /// How hosted servers whose manifests do not say are trusted: on first use (the
     /// default), or explicitly, nothing served until an operator accepts a listing.
     pub mcp_trust: crate::engine::mcp::trust::TrustMode,
+    /// OAuth 2.1 at the MCP endpoint: the authorization server whose access tokens it takes
+    /// beside the daemon's own tokens, and which tenant each stands for.
+    pub mcp_oauth: Option<McpOAuthSettings>,
     /// The web console on the gRPC address.
     pub console: ConsoleSettings,
 }
@@ -98,6 +101,7 @@ pub struct ConfigFile {
     pub mcp_listen: Option<std::net::SocketAddr>,
     /// `"first-use"` (the default) or `"explicit"`.
     pub mcp_trust: Option<crate::engine::mcp::trust::TrustMode>,
+    pub mcp_oauth: Option<McpOAuthSettings>,
     #[serde(default)]
     pub egress: EgressSettings,
     #[serde(default)]
@@ -360,6 +364,47 @@ pub struct TlsFiles {
     pub client_ca: Option<PathBuf>,
 }
 
+/// `[mcp_oauth]`: the MCP endpoint as an OAuth 2.1 resource server. Clients that hold a JWT
+/// access token from `issuer` for `resource` are served as the tenant its scopes or claims
+/// map to; the daemon's own tokens keep working beside them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthSettings {
+    /// The authorization server's issuer identifier (tokens' `iss`). Its metadata (RFC 8414,
+    /// or OpenID discovery) names the key set unless `jwks_uri` does.
+    pub issuer: String,
+    /// Where the issuer's signing keys are, when its metadata is not to be read.
+    pub jwks_uri: Option<String>,
+    /// This endpoint's URL as clients reach it, e.g. `https://airlock.example.com/mcp`: the
+    /// audience every token must name (RFC 8707), and what the protected-resource metadata
+    /// (RFC 9728) says it is.
+    pub resource: String,
+    /// The signature algorithms accepted [default: RS256, ES256]. Asymmetric only: a key set
+    /// is public, so a shared-secret (HS*) key in one would let anyone sign.
+    #[serde(default = "default_jwt_algorithms")]
+    pub algorithms: Vec<String>,
+    /// The scopes the metadata advertises to clients (what they ask the issuer for).
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    /// Which tenant a token stands for; a token that maps to none, or to two, is refused.
+    pub tenants: Vec<OAuthTenantRule>,
+}
+
+fn default_jwt_algorithms() -> Vec<String> {
+    vec!["RS256".to_owned(), "ES256".to_owned()]
+}
+
+/// One `[[mcp_oauth.tenants]]` rule: a token granted `scope`, or whose `claim` is `value`
+/// (or an array holding it), is `tenant`'s.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthTenantRule {
+    pub tenant: String,
+    pub scope: Option<String>,
+    pub claim: Option<String>,
+    pub value: Option<String>,
+}
+
 /// `[auth]`: the tenants declared besides `default`, whose token the daemon creates.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -603,6 +648,7 @@ impl DaemonConfig {
             otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
             mcp_listen: overrides.mcp_listen.or(file.mcp_listen),
             mcp_trust: file.mcp_trust.unwrap_or_default(),
+            mcp_oauth: file.mcp_oauth,
             egress: file.egress,
             console,
         })
@@ -908,6 +954,23 @@ mod tests {
         assert_eq!(ci.tools, vec!["read_file".to_owned()]);
         assert_eq!(ci.approvals, ApprovalRights::None);
         assert_eq!(ci.max_concurrent_runs, Some(2));
+    }
+
+    /// The README's `[mcp_oauth]` example parses as written; an unknown key is refused.
+    #[test]
+    fn mcp_oauth_reads_as_the_readme_writes_it() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("[mcp_oauth]").expect("the README's example");
+        let end = readme[start..].find("```").expect("its end");
+        let file: ConfigFile = toml::from_str(&readme[start..start + end]).expect("parses");
+        let oauth = file.mcp_oauth.expect("mcp_oauth");
+        assert_eq!(oauth.algorithms, ["RS256", "ES256"]);
+        assert_eq!(oauth.tenants.len(), 2);
+        assert_eq!(oauth.tenants[1].claim.as_deref(), Some("groups"));
+        let typo = toml::from_str::<ConfigFile>(
+            "[mcp_oauth]\nissuer = \"https://a\"\nresource = \"https://b/mcp\"\naudience = \"x\"\ntenants = []\n",
+        );
+        assert!(typo.is_err());
     }
 
     #[test]

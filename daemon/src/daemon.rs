@@ -68,6 +68,8 @@ pub enum StartError {
     Serve(#[from] api::ServeError),
     #[error(transparent)]
     Otlp(#[from] OtlpError),
+    #[error("[mcp_oauth]: {0}")]
+    McpOAuth(String),
     #[error("cannot listen for MCP on {addr}: {source}")]
     McpListen {
         addr: std::net::SocketAddr,
@@ -85,6 +87,8 @@ pub struct Daemon {
     /// The fleet this daemon is a node of, when its store is shared.
     fleet: Option<Arc<Fleet>>,
     tenants: Arc<api::Tenants>,
+    /// The MCP endpoint's OAuth resource server, when `[mcp_oauth]` configures one.
+    oauth: Option<Arc<api::oauth::ResourceServer>>,
     refused: Vec<ToolLoadError>,
     otlp: Option<Arc<OtlpExporter>>,
 }
@@ -167,6 +171,12 @@ impl Daemon {
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
+        let oauth = config
+            .mcp_oauth
+            .clone()
+            .map(|settings| api::oauth::ResourceServer::new(settings, &tenants).map(Arc::new))
+            .transpose()
+            .map_err(StartError::McpOAuth)?;
         let (store, fleet) = open_store(&config.store, &config.state_dir).await?;
         let kept = KeptOutputs::open(
             &shared_dir.join(OUTPUTS_DIR),
@@ -219,6 +229,7 @@ impl Daemon {
             store,
             fleet,
             tenants,
+            oauth,
             refused,
             otlp,
         })
@@ -374,6 +385,7 @@ impl Daemon {
                 listener,
                 self.tenants.clone(),
                 calls.clone(),
+                self.oauth.clone(),
                 serving_mcp.clone(),
             ));
         }

@@ -44,6 +44,7 @@ pub use api::token_file::TOKEN_FILE;
 pub mod testing {
     pub use crate::api::limits::{MAX_ARGUMENTS_BYTES, MAX_DECODING_MESSAGE_BYTES};
     pub use crate::api::mcp::probe::Probe as McpEdgeProbe;
+    pub use crate::api::oauth::jwks::MIN_REFETCH as OAUTH_MIN_REFETCH;
     pub use crate::changes::boundary::check as change_boundary;
     pub use crate::changes::{
         CallRules, ChangeRules, ChangeSet, Changes, Deadline, Exclusions, Modes, Overlay,

@@ -315,6 +315,8 @@ pub struct DaemonOptions {
     pub extra_workspace_roots: Vec<PathBuf>,
     /// Serve MCP over Streamable HTTP here (port 0: any); see [`TestDaemon::mcp_addr`].
     pub mcp_listen: Option<std::net::SocketAddr>,
+    /// OAuth 2.1 at the MCP endpoint.
+    pub mcp_oauth: Option<airlock_daemon::config::McpOAuthSettings>,
     /// The web console: the built-in pages unless set otherwise.
     pub console: ConsoleSettings,
 }
@@ -334,6 +336,7 @@ impl Default for DaemonOptions {
             tls: None,
             extra_workspace_roots: Vec::new(),
             mcp_listen: None,
+            mcp_oauth: None,
             console: ConsoleSettings::default(),
         }
     }
@@ -390,6 +393,7 @@ impl TestDaemon {
             egress: Default::default(),
             mcp_listen: options.mcp_listen,
             mcp_trust: Default::default(),
+            mcp_oauth: options.mcp_oauth,
             console: options.console,
         };
         let daemon = Daemon::build(config).await.expect("daemon builds");

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod listen;
 pub mod mcp;
 mod message_size;
+pub mod oauth;
 mod quota;
 pub mod tenants;
 pub mod tls;

@@ -171,6 +171,14 @@ impl Tenants {
         &self.default
     }
 
+    /// The tenant called `name`.
+    pub fn named(&self, name: &str) -> Option<Arc<Tenant>> {
+        self.tokens
+            .iter()
+            .find(|(_, tenant)| tenant.name == name)
+            .map(|(_, tenant)| tenant.clone())
+    }
+
     pub fn names(&self) -> Vec<&str> {
         self.tokens.iter().map(|(_, t)| t.name.as_str()).collect()
     }

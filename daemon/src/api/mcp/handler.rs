@@ -8,6 +8,8 @@
 //! rmcp routes a request made there onto the POST stream that carries the call (SEP-2260),
 //! so a client that reads only that stream sees it, and no other stream of the session ever
 //! does. The tenant's approver consoles see the same question; the first answer wins.
+//! A client of the 2026-07-28 revision, which has no server-to-client requests, is asked
+//! in-band instead: an input-required result it answers by retrying the call (`mrtr.rs`).
 //!
 //! Logging is deprecated by the newest MCP revision (SEP-2577) and still what clients of
 //! every earlier one use to see a tool's logs.
@@ -19,15 +21,17 @@ use airlock_proto::v1 as pb;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ErrorData, Implementation, ListToolsResult, LoggingLevel,
+    ElicitationAction, ElicitationSchema, ErrorData, Implementation, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool, ToolAnnotations,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use tokio::sync::mpsc;
 
 use super::McpCaller;
-use crate::api::direct_approval::{self, DirectApprovals};
+use super::mrtr::{self, Retry, States, Step};
+use crate::api::direct_approval::{self, DirectApprovals, InBand};
 use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
 use crate::api::error::ApiError;
 use crate::api::tenants::Tenant;
@@ -40,14 +44,31 @@ use crate::tools::{ExecutionEvent, Risk, Tool, ToolStatus};
 #[derive(Clone)]
 pub struct ToolServer {
     calls: Arc<DirectCalls>,
+    /// The request states of in-band approvals; none when no key could be drawn (then a
+    /// 2026-07-28 client's risky call waits for the approver consoles).
+    states: Option<Arc<States>>,
+    /// The questions of in-band approvals, waiting for their call's retry.
+    in_band: Arc<InBand>,
     /// The least severe level the session's client wants log messages at; all when unset.
     log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
 }
 
 impl ToolServer {
     pub fn new(calls: Arc<DirectCalls>) -> ToolServer {
+        let states = States::new(calls.approvals.timeout)
+            .inspect_err(|err| {
+                tracing::error!(
+                    error = %err,
+                    "no key for MCP request states: 2026-07-28 clients' approvals go to the \
+                     approver consoles only"
+                );
+            })
+            .ok()
+            .map(Arc::new);
         ToolServer {
             calls,
+            states,
+            in_band: Arc::default(),
             log_level: Arc::default(),
         }
     }
@@ -95,6 +116,11 @@ fn workspace_of(query: &str) -> Option<String> {
 /// A refusal of the admission, as a failed call's result: the status's name and the reason
 /// (`DENIED: tenant `a` may not use this workspace: …`).
 fn refusal(err: ApiError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(refusal_text(err))])
+}
+
+/// The text of [`refusal`].
+pub(super) fn refusal_text(err: ApiError) -> String {
     let status = tonic::Status::from(err);
     let word = match status.code() {
         tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => "DENIED",
@@ -111,10 +137,7 @@ fn refusal(err: ApiError) -> CallToolResult {
         | tonic::Code::Internal
         | tonic::Code::DataLoss => "INTERNAL",
     };
-    CallToolResult::error(vec![ContentBlock::text(format!(
-        "{word}: {}",
-        status.message()
-    ))])
+    format!("{word}: {}", status.message())
 }
 
 /// A tool as MCP describes it, its annotations derived from its manifest: what airlock
@@ -198,6 +221,10 @@ impl ServerHandler for ToolServer {
                 None,
             ));
         }
+        let retry = Retry {
+            state: request.request_state,
+            responses: request.input_responses,
+        };
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let admitted = self.calls.admit(
             &tenant,
@@ -214,7 +241,26 @@ impl ServerHandler for ToolServer {
         };
         let cancel = context.ct.child_token();
         let _stop = cancel.clone().drop_guard();
+        let in_band = self.states.as_ref().filter(|_| asks_in_band(&context));
         if DirectApprovals::needed(&call)
+            && let Some(states) = in_band
+        {
+            match mrtr::approve(
+                &self.calls,
+                &self.in_band,
+                states,
+                &tenant,
+                &call,
+                retry,
+                &cancel,
+            )
+            .await
+            {
+                Step::Ask(question) => return Ok(question.into()),
+                Step::Refused(message) => return refused(message),
+                Step::Proceed => {}
+            }
+        } else if DirectApprovals::needed(&call)
             && let Some((question, asked)) = self
                 .calls
                 .approvals
@@ -299,12 +345,36 @@ impl ServerHandler for ToolServer {
     }
 }
 
-/// Whether the MCP client offers elicitation.
-fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+/// Whether the request is of the 2026-07-28 revision or later: no session, and no request
+/// from the server to the client.
+fn modern(context: &RequestContext<RoleServer>) -> bool {
     context
-        .peer
-        .peer_info()
-        .is_some_and(|info| info.capabilities.elicitation.is_some())
+        .protocol_version()
+        .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether the MCP client offers elicitation to a request from the server, while it waits
+/// for a call's result (revisions before 2026-07-28).
+fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+    !modern(context)
+        && context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some())
+}
+
+/// Whether the MCP client answers an elicitation in an input-required result and retries
+/// (2026-07-28); one that does not waits for the approver consoles.
+fn asks_in_band(context: &RequestContext<RoleServer>) -> bool {
+    modern(context)
+        && context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some())
+}
+
+/// The schema of a question with no fields: the answer is the action alone.
+pub(super) fn no_fields() -> ElicitationSchema {
+    ElicitationSchema::new(std::collections::BTreeMap::new())
 }
 
 /// Puts `question` to the person at the client; their answer as a decision on it.
@@ -315,18 +385,10 @@ async fn ask(context: &RequestContext<RoleServer>, question: &pb::ApprovalReques
         reason: reason.to_owned(),
         digest: question.digest.clone(),
     };
-    let Ok(schema) =
-        serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
-    else {
-        return verdict(
-            Decision::Deny,
-            "the approval could not be put to the MCP client",
-        );
-    };
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: question.as_question(),
-        requested_schema: schema,
+        requested_schema: no_fields(),
     };
     match context.peer.create_elicitation(params).await {
         Ok(answer) if answer.action == ElicitationAction::Accept => {

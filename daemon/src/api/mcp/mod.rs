@@ -21,6 +21,7 @@
 #![deny(clippy::indexing_slicing, clippy::string_slice)]
 
 mod handler;
+mod mrtr;
 #[cfg(any(test, feature = "testing"))]
 pub mod probe;
 #[cfg(test)]
@@ -40,7 +41,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::direct_call::DirectCalls;
-use super::tenants::Tenants;
+use super::oauth::{self, Refusal, ResourceServer};
+use super::tenants::{Tenant, Tenants};
 use sessions::Sessions;
 
 pub use handler::ToolServer;
@@ -63,6 +65,8 @@ pub struct Endpoint {
     service: Service,
     sessions: Arc<Sessions>,
     tenants: Arc<Tenants>,
+    /// Access tokens of an OAuth authorization server, when one is configured.
+    oauth: Option<Arc<ResourceServer>>,
 }
 
 /// Serves MCP on `listener` until `stop` is cancelled.
@@ -70,10 +74,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     tenants: Arc<Tenants>,
     calls: Arc<DirectCalls>,
+    oauth: Option<Arc<ResourceServer>>,
     stop: CancellationToken,
 ) {
     let local = listener.local_addr().ok();
-    let endpoint = Endpoint::new(local, tenants, calls, &stop);
+    let endpoint = Endpoint::new(local, tenants, calls, &stop).with_oauth(oauth);
     tracing::info!(listen = ?local, path = PATH, "serving MCP over Streamable HTTP");
     loop {
         let accepted = tokio::select! {
@@ -135,7 +140,96 @@ impl Endpoint {
             service,
             sessions: Arc::new(Sessions::new(manager)),
             tenants,
+            oauth: None,
         }
+    }
+
+    /// The endpoint taking `oauth`'s access tokens too, and serving its metadata.
+    pub fn with_oauth(mut self, oauth: Option<Arc<ResourceServer>>) -> Endpoint {
+        self.oauth = oauth;
+        self
+    }
+
+    /// The tenant a request's token stands for: one of the daemon's tokens, else an access
+    /// token of the OAuth issuer.
+    async fn authenticate(&self, headers: &http::HeaderMap) -> Result<Arc<Tenant>, Refusal> {
+        let token = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                value
+                    .strip_prefix("Bearer ")
+                    .or_else(|| value.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|token| !token.is_empty())
+            .ok_or(Refusal::Missing)?;
+        if let Some(tenant) = self.tenants.identify(token) {
+            return Ok(tenant);
+        }
+        match &self.oauth {
+            Some(oauth) => oauth.tenant_for(token).await,
+            None => Err(Refusal::Invalid("not a token of this daemon".into())),
+        }
+    }
+
+    /// The answer to a request that is not served as a tenant: 401 (403 for a token that
+    /// names no tenant, 503 when the issuer's keys cannot be had) with the challenge that
+    /// tells an OAuth client where to go.
+    fn refuse(&self, refusal: &Refusal) -> Response<BoxBody<Bytes, Infallible>> {
+        let Some(oauth) = &self.oauth else {
+            let mut response = plain(
+                StatusCode::UNAUTHORIZED,
+                "send the daemon's access token: Authorization: Bearer <token>",
+            );
+            response.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        };
+        let (status, text) = match refusal {
+            Refusal::Missing => (
+                StatusCode::UNAUTHORIZED,
+                "send an access token: Authorization: Bearer <token>; the resource metadata                  names the authorization server"
+                    .to_owned(),
+            ),
+            Refusal::Invalid(reason) => (StatusCode::UNAUTHORIZED, format!("{reason}\n")),
+            Refusal::Insufficient(reason) => (StatusCode::FORBIDDEN, format!("{reason}\n")),
+            Refusal::Unavailable(reason) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the authorization server's keys cannot be had now: {reason}\n"),
+            ),
+        };
+        let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+        *response.status_mut() = status;
+        if let Ok(challenge) = http::HeaderValue::from_str(&oauth.challenge(refusal)) {
+            response
+                .headers_mut()
+                .insert(http::header::WWW_AUTHENTICATE, challenge);
+        }
+        response
+    }
+
+    /// The protected-resource metadata (RFC 9728), to anyone: it is what a client without
+    /// a token reads first.
+    fn metadata(&self) -> Response<BoxBody<Bytes, Infallible>> {
+        let Some(oauth) = &self.oauth else {
+            return plain(StatusCode::NOT_FOUND, "this endpoint takes no OAuth tokens");
+        };
+        let mut response =
+            Response::new(Full::new(Bytes::from(oauth.metadata().to_string())).boxed());
+        let headers = response.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        // Browser-based clients (the Inspector's web UI) read it from another origin.
+        headers.insert(
+            http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            http::HeaderValue::from_static("*"),
+        );
+        response
     }
 
     /// Authenticates a request, holds it to its tenant's sessions, and hands it to rmcp.
@@ -148,29 +242,18 @@ impl Endpoint {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: std::fmt::Display,
     {
+        if request.method() == http::Method::GET && oauth::is_metadata_path(request.uri().path()) {
+            return self.metadata();
+        }
         if request.uri().path() != PATH {
             return plain(StatusCode::NOT_FOUND, "airlock serves MCP at /mcp");
         }
-        let token = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| {
-                value
-                    .strip_prefix("Bearer ")
-                    .or_else(|| value.strip_prefix("bearer "))
-            });
-        let Some(tenant) = token.and_then(|token| self.tenants.identify(token.trim())) else {
-            tracing::debug!(%peer, "MCP request without a valid token");
-            let mut response = plain(
-                StatusCode::UNAUTHORIZED,
-                "send the daemon's access token: Authorization: Bearer <token>",
-            );
-            response.headers_mut().insert(
-                http::header::WWW_AUTHENTICATE,
-                http::HeaderValue::from_static("Bearer"),
-            );
-            return response;
+        let tenant = match self.authenticate(request.headers()).await {
+            Ok(tenant) => tenant,
+            Err(refusal) => {
+                tracing::debug!(%peer, ?refusal, "MCP request without a valid token");
+                return self.refuse(&refusal);
+            }
         };
         let session = match request.headers().get(SESSION_HEADER).map(|id| id.to_str()) {
             Some(Ok(id)) => Some(id.to_owned()),
@@ -183,7 +266,10 @@ impl Endpoint {
                 tracing::debug!(%peer, tenant = %tenant.name, "MCP request for a session the tenant did not open");
                 plain(StatusCode::NOT_FOUND, "no such MCP session")
             }),
-            None if method == http::Method::POST => {
+            // A 2026-07-28 request has no session and opens none: not held to the cap.
+            None if method == http::Method::POST
+                && sessions::may_open_session(request.headers()) =>
+            {
                 self.sessions.may_open(&tenant.name).await.err().map(|_| {
                     plain(
                         StatusCode::TOO_MANY_REQUESTS,

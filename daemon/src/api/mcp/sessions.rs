@@ -8,10 +8,16 @@
 //!
 //! Entries of sessions rmcp has dropped (idle past its keep-alive, or closed) are swept
 //! when a tenant reaches its cap and when the table doubles since its last sweep.
+//!
+//! Clients of the 2026-07-28 revision have no sessions: each request stands alone, served
+//! statelessly by rmcp. Such a request is neither counted nor held to the cap
+//! ([`may_open_session`] tells it from one that may open a session by its headers alone,
+//! as the body is not read here).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
@@ -27,6 +33,25 @@ pub enum Refusal {
     Unknown,
     /// The tenant holds [`MAX_SESSIONS_PER_TENANT`] sessions already.
     Full,
+}
+
+/// Whether a POST without a session id may open a session, judged by its headers: only an
+/// `initialize` request opens one, and a request that says in its headers it is of the
+/// 2026-07-28 revision or later (the version header, as rmcp reads it) and names one method
+/// other than `initialize` is not one — rmcp refuses a body that contradicts its
+/// `Mcp-Method` header. Every other POST is held to the cap, as before.
+pub fn may_open_session(headers: &http::HeaderMap) -> bool {
+    let modern = headers
+        .get("mcp-protocol-version")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28.as_str());
+    let mut methods = headers.get_all("mcp-method").iter();
+    let one_method = match (methods.next(), methods.next()) {
+        (Some(method), None) => Some(method),
+        _ => None,
+    };
+    let names_another = one_method.is_some_and(|method| method.as_bytes() != b"initialize");
+    !(modern && names_another)
 }
 
 pub struct Sessions {
@@ -123,5 +148,50 @@ impl Sessions {
             owners.remove(&id);
         }
         *self.swept_at.lock().unwrap_or_else(PoisonError::into_inner) = owners.len();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, http::HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn only_a_modern_request_naming_another_method_is_sessionless() {
+        let modern_call = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+        ];
+        assert!(!may_open_session(&headers(&modern_call)));
+        for may_open in [
+            // Today's clients: no headers, or the legacy version.
+            headers(&[]),
+            headers(&[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/call"),
+            ]),
+            // No version header: rmcp does not check the method header against the body.
+            headers(&[("mcp-method", "tools/call")]),
+            headers(&[("mcp-protocol-version", "2026-07-28")]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "initialize"),
+            ]),
+            // Two method headers: not a request that names one.
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-method", "initialize"),
+            ]),
+        ] {
+            assert!(may_open_session(&may_open), "{may_open:?}");
+        }
     }
 }

@@ -2,10 +2,13 @@
 //! at `/mcp`, for MCP clients that speak HTTP (and for the MCP Inspector).
 //!
 //! The same tokens and tenants as gRPC: every request carries `Authorization: Bearer
-//! <token>`, and a tenant sees and calls its own tools in its own workspaces. The protocol —
-//! sessions, SSE streams, `Host` and `Origin` checks against DNS rebinding — is rmcp's
-//! (`StreamableHttpService`); this module authenticates, and `handler.rs` translates MCP
-//! calls into the executor's, with approvals as `direct_approval.rs` asks them.
+//! <token>` — one of the daemon's, or, with `[mcp_oauth]`, an access token of the
+//! configured issuer (`api/oauth`, which also serves the protected-resource metadata) — and
+//! a tenant sees and calls its own tools in its own workspaces. The protocol — both
+//! revisions: sessions and SSE streams for 2025-11-25, stateless requests for 2026-07-28,
+//! `Host` and `Origin` checks against DNS rebinding — is rmcp's (`StreamableHttpService`);
+//! this module authenticates, and `handler.rs` translates MCP calls into the executor's,
+//! with approvals as `direct_approval.rs` asks them (in-band for 2026-07-28, `mrtr.rs`).
 //!
 //! A call's workspace is the `workspace` query parameter of the endpoint's URL
 //! (`http://127.0.0.1:7412/mcp?workspace=/srv/project`): MCP itself has no notion of one.

@@ -299,7 +299,16 @@ impl ServerHandler for ToolServer {
             async move { executor.run(call, events, cancel).await }
         });
         let progress = context.meta.get_progress_token();
-        let logs = self.logs_info();
+        // A 2026-07-28 request says in its `_meta` the level it wants logs at, and gets none
+        // when it names none (SEP-2575); earlier clients set a session's level, all by default.
+        let logs = if modern(&context) {
+            context
+                .meta
+                .log_level()
+                .is_some_and(|level| matches!(level, LoggingLevel::Debug | LoggingLevel::Info))
+        } else {
+            self.logs_info()
+        };
         let mut written = 0u64;
         while let Some(event) = reports.recv().await {
             let chunk = match &event {

@@ -398,6 +398,7 @@ async fn run_examples(
             in_run: false,
             ignores: None,
             change_journal: None,
+            questions: None,
         };
         let result = executor.run(call, events, CancellationToken::new()).await;
         let verdict = judge(&example, &result);

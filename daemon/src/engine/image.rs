@@ -47,6 +47,8 @@ pub struct McpServer {
     pub listing_workspace: ListingWorkspace,
     /// How its first listing is taken; the daemon's default when unset.
     pub trust: Option<crate::engine::mcp::trust::TrustMode>,
+    /// Its tools served under their own names, not `<server>__<tool>`.
+    pub bare_names: bool,
 }
 
 /// The workspace a stdio server is started in to list its tools when it loads (the

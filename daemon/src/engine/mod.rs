@@ -140,6 +140,8 @@ pub struct Launch {
     /// When the executor stops the call (and, for a process tool, when the deadline keeper
     /// kills its sandbox if the daemon cannot).
     pub deadline: std::time::Instant,
+    /// The MCP client that made the call, when it can answer a hosted server's questions.
+    pub questions: Option<Arc<dyn mcp::Questions>>,
 }
 
 impl Launch {

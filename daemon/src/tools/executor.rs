@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::changes::{Changes, Refusal, WorkspaceIgnores};
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
+use crate::engine::mcp::Questions;
 use crate::engine::{Exit, Launch, RunStats};
 use crate::ids::{self, ExecutionId};
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
@@ -82,6 +83,9 @@ pub struct Call {
     /// Where the call's change set is journaled before it is applied: a run's effect journal.
     /// `None` (gRPC ExecuteTool) applies at once.
     pub change_journal: Option<Arc<dyn ChangeJournal>>,
+    /// The MCP client that made the call, when it can answer a hosted server's questions
+    /// about it. `None`: airlock answers them (see `engine::mcp::client`).
+    pub questions: Option<Arc<dyn Questions>>,
 }
 
 impl Call {
@@ -94,6 +98,12 @@ impl Call {
     /// Journals the call's change set with `journal` before applying it.
     pub fn with_change_journal(mut self, journal: Arc<dyn ChangeJournal>) -> Call {
         self.change_journal = Some(journal);
+        self
+    }
+
+    /// Puts a hosted server's questions about the call to `questions` (its MCP client).
+    pub fn with_questions(mut self, questions: Arc<dyn Questions>) -> Call {
+        self.questions = Some(questions);
         self
     }
 }
@@ -110,6 +120,7 @@ impl std::fmt::Debug for Call {
             .field("tenant", &self.tenant)
             .field("in_run", &self.in_run)
             .field("change_journal", &self.change_journal.is_some())
+            .field("questions", &self.questions.is_some())
             .finish()
     }
 }
@@ -235,6 +246,7 @@ impl Executor {
             in_run: request.in_run,
             ignores: request.ignores,
             change_journal: None,
+            questions: None,
         })
     }
 
@@ -327,6 +339,7 @@ impl Executor {
             tenant: call.tenant.clone(),
             call_id: execution_id.clone(),
             deadline: Instant::now() + call.timeout,
+            questions: call.questions.clone(),
         };
         let tenant = call.tenant;
         let started = Instant::now();

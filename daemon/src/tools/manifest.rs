@@ -184,11 +184,24 @@ struct McpSection {
     /// `"first-use"` or `"explicit"` (nothing served until an operator accepts a listing);
     /// the daemon's `mcp_trust` when unset.
     trust: Option<crate::engine::mcp::trust::TrustMode>,
+    /// `"prefixed"` (the default: `<server>__<tool>`) or `"bare"` (the tools' own names):
+    /// for a gateway in front of one server whose clients know its tools by name.
+    #[serde(default)]
+    names: ServedNames,
     allow: Option<Vec<String>>,
     #[serde(default)]
     deny: Vec<String>,
     #[serde(default)]
     tools: BTreeMap<String, McpToolSettings>,
+}
+
+/// How a hosted server's tools are named (`[mcp] names`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum ServedNames {
+    #[default]
+    Prefixed,
+    Bare,
 }
 
 /// `[mcp.oauth]`: how airlock gets tokens for a remote server (see `engine::mcp::oauth`).
@@ -539,6 +552,7 @@ impl Manifest {
                     pins,
                     listing_workspace: section.listing_workspace,
                     trust: section.trust,
+                    bare_names: section.names == ServedNames::Bare,
                 })),
                 sha256,
                 input_schema: serde_json::json!({"type": "object"}),

@@ -19,8 +19,10 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use airlock_tests::{DaemonOptions, TestDaemon, cargo_bin, mcp};
+use airlock_tests::{DaemonOptions, ProfilesDir, TestDaemon, ToolsDir, cargo_bin, mcp};
 use futures::StreamExt as _;
+
+use crate::mcp_host::RemoteServer;
 
 /// One version of the suite: the npm package it is installed as, its baseline.
 struct Suite {
@@ -65,6 +67,11 @@ const SCENARIOS: &[&str] = &[
     "json-schema-2020-12",
     "elicitation-sep1034-defaults",
     "elicitation-sep1330-enums",
+    "tools-call-sampling",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
     "server-sse-polling",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
@@ -202,9 +209,33 @@ async fn run_suite(mode: &str, target: &[&OsStr], runs: Vec<Run>) -> Vec<String>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_endpoint_passes_the_official_conformance_suite() {
     let conformance = mcp::dir().join("conformance");
+    // The suite's tools that ask their user something are a third-party server's
+    // (tests/mcp/servers/conformance_server.py, 2026-07-28 over Streamable HTTP), hosted
+    // under their own names: their questions reach the suite's client through airlock.
+    let asking = RemoteServer::serving("conformance_server.py").await;
+    let hosted = ToolsDir::new();
+    hosted.write_manifest(
+        "asking",
+        &format!(
+            "name = \"asking\"\nversion = \"1\"\ndescription = \"the conformance suite's asking tools\"\nrisk = \"read_only\"\nengine = \"mcp\"\nprofile = \"asking\"\n[mcp]\ntransport = \"http\"\nurl = \"http://127.0.0.1:{}/mcp\"\nnames = \"bare\"\n",
+            asking.port
+        ),
+    );
+    let profiles = ProfilesDir::new();
+    profiles.add(
+        "conformance",
+        &std::fs::read_to_string(conformance.join("profiles/conformance.toml")).unwrap(),
+    );
+    profiles.add(
+        "asking",
+        &format!(
+            "description = \"the asking tools' server\"\nnetwork = {{ allow = [\"127.0.0.1:{}\"] }}\n[limits]\nmemory = \"64 MiB\"\nwall_time_ms = 10000\noutput = \"1 MiB\"\n",
+            asking.port
+        ),
+    );
     let daemon = TestDaemon::start(DaemonOptions {
-        tools_dirs: vec![conformance.join("tools")],
-        profiles_dir: conformance.join("profiles"),
+        tools_dirs: vec![conformance.join("tools"), hosted.path().to_owned()],
+        profiles_dir: profiles.path().to_owned(),
         mcp_listen: Some("127.0.0.1:0".parse().unwrap()),
         ..DaemonOptions::default()
     })

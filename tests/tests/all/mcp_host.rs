@@ -800,13 +800,18 @@ pub(crate) struct RemoteServer {
 
 impl RemoteServer {
     pub(crate) async fn start() -> RemoteServer {
+        RemoteServer::serving("echo_server.py").await
+    }
+
+    /// Serves `script` of tests/mcp/servers, which takes `--http PORT`.
+    pub(crate) async fn serving(script: &str) -> RemoteServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let child = tokio::process::Command::new(mcp::python())
-            .arg(mcp::dir().join("servers/echo_server.py"))
+            .arg(mcp::dir().join("servers").join(script))
             .args(["--http", &port.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

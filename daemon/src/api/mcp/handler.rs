@@ -21,25 +21,24 @@ use airlock_proto::v1 as pb;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorData, Implementation, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
-    ToolAnnotations,
+    ElicitationAction, ElicitationSchema, ErrorData, Implementation, InputResponses,
+    ListToolsResult, LoggingLevel, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, Tool as McpTool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use tokio::sync::mpsc;
 
 use super::McpCaller;
 use super::mrtr::{self, Retry, States, Step};
+use super::relay::{self, Asking, Flight, Landed, Offers, Parked};
 use crate::api::direct_approval::{self, DirectApprovals, InBand};
 use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
 use crate::api::error::ApiError;
 use crate::api::tenants::Tenant;
 use crate::domain::Decision;
-use crate::output::StreamKind;
+use crate::engine::ToolKind;
 use crate::policy::{Approver, Verdict};
 use crate::profile::NetworkPolicy;
-use crate::tools::{ExecutionEvent, Risk, Tool, ToolStatus};
+use crate::tools::{Risk, Tool, ToolResult, ToolStatus};
 
 #[derive(Clone)]
 pub struct ToolServer {
@@ -49,6 +48,8 @@ pub struct ToolServer {
     states: Option<Arc<States>>,
     /// The questions of in-band approvals, waiting for their call's retry.
     in_band: Arc<InBand>,
+    /// Calls parked on a hosted server's question, waiting for their client's retry.
+    parked: Arc<Parked>,
     /// The least severe level the session's client wants log messages at; all when unset.
     log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
 }
@@ -69,6 +70,7 @@ impl ToolServer {
             calls,
             states,
             in_band: Arc::default(),
+            parked: Arc::default(),
             log_level: Arc::default(),
         }
     }
@@ -180,6 +182,18 @@ impl ServerHandler for ToolServer {
         )
     }
 
+    /// A tool's definition, asked by rmcp to check a 2026-07-28 request's `Mcp-Param-*`
+    /// headers against its body (SEP-2243: a mismatch is refused with -32020 and HTTP 400)
+    /// before the request reaches [`ServerHandler::call_tool`]. rmcp asks without the
+    /// request's tenant, so only a tool whose schema annotates a header is named, and the
+    /// check compares nothing but the request's own headers with its own body: a tenant
+    /// learns from it at most that a tool of that name annotates that argument. Whether
+    /// it may call the tool is decided in `call_tool`, as for every call.
+    fn get_tool(&self, name: &str) -> Option<McpTool> {
+        let tool = self.calls.executor.registry().get(name)?;
+        mcp_tool(&tool).filter(|tool| annotates_headers(&tool.input_schema))
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -221,11 +235,46 @@ impl ServerHandler for ToolServer {
                 None,
             ));
         }
+        if let Some(key) = request.input_responses.as_ref().and_then(relay::malformed) {
+            return Err(ErrorData::invalid_params(
+                format!("inputResponses.{key} is not an answer to an input request"),
+                None,
+            ));
+        }
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let asking = Asking::new(
+            &tenant.name,
+            &request.name,
+            &arguments,
+            workspace.as_deref(),
+        );
+        // The retry of a call parked on its server's question goes on where it stopped,
+        // under the admission it already holds.
+        if let (Some(states), Some(sealed)) = (&self.states, &request.request_state)
+            && let Some(resumed) = self
+                .resume(
+                    states,
+                    asking.clone(),
+                    sealed,
+                    request.input_responses.clone(),
+                    &context,
+                    &request.name,
+                )
+                .await
+        {
+            return resumed;
+        }
+        // Answers sent without a state are for the server's first round; with one, they
+        // answer an approval (or nothing this daemon asked).
+        let opening = request
+            .request_state
+            .is_none()
+            .then_some(request.input_responses.clone())
+            .flatten();
         let retry = Retry {
             state: request.request_state,
             responses: request.input_responses,
         };
-        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let admitted = self.calls.admit(
             &tenant,
             DirectCall {
@@ -235,7 +284,7 @@ impl ServerHandler for ToolServer {
                 timeout: None,
             },
         );
-        let Admitted { call, slot: _slot } = match admitted {
+        let Admitted { call, slot } = match admitted {
             Ok(admitted) => admitted,
             Err(err) => return Ok(refusal(err).into()),
         };
@@ -291,17 +340,33 @@ impl ServerHandler for ToolServer {
             if let Some(result) = direct_approval::refusal(outcome) {
                 return refused(format!("DENIED: {}", result.error_message));
             }
+        } else if retry.state.is_some() {
+            // A state that is neither a parked call's nor an approval's is a stranger's.
+            return Err(ErrorData::invalid_params(relay::STALE_QUESTION, None));
         }
-        let (events, mut reports) = mpsc::unbounded_channel();
-        let executor = self.calls.executor.clone();
-        let running = tokio::spawn({
-            let cancel = cancel.clone();
-            async move { executor.run(call, events, cancel).await }
-        });
-        let progress = context.meta.get_progress_token();
+        let offers = offers(&context);
+        let asking = Asking {
+            hosted: call.tool.loaded.kind() == ToolKind::McpTool,
+            ..asking
+        };
+        let flight = Flight::start(self.calls.executor.clone(), call, slot, offers, opening);
+        self.fly(flight, asking, &context, &request.name).await
+    }
+}
+
+impl ToolServer {
+    /// Drives `flight` for the request of `context` to its end, putting the hosted server's
+    /// questions to the client on the way (`relay.rs`).
+    async fn fly(
+        &self,
+        mut flight: Flight,
+        asking: Asking,
+        context: &RequestContext<RoleServer>,
+        tool: &str,
+    ) -> Result<CallToolResponse, ErrorData> {
         // A 2026-07-28 request says in its `_meta` the level it wants logs at, and gets none
         // when it names none (SEP-2575); earlier clients set a session's level, all by default.
-        let logs = if modern(&context) {
+        let logs = if modern(context) {
             context
                 .meta
                 .log_level()
@@ -309,49 +374,122 @@ impl ServerHandler for ToolServer {
         } else {
             self.logs_info()
         };
-        let mut written = 0u64;
-        while let Some(event) = reports.recv().await {
-            let chunk = match &event {
-                ExecutionEvent::Output(chunk) => chunk,
-                ExecutionEvent::Started { .. } => continue,
-                // The call's last event. The channel may stay open a little longer: a
-                // finished WebAssembly call's store, which still holds the capture and so a
-                // sender, is torn down when its worker thread next parks.
-                ExecutionEvent::Finished(_) => break,
-            };
-            if let Some(token) = &progress {
-                written += chunk.data.len() as u64;
-                let mut update = ProgressNotificationParam::new(token.clone(), written as f64);
-                update.message = Some(format!("{written} bytes of output"));
-                let _ = context.peer.notify_progress(update).await;
-            }
-            if logs && chunk.stream == StreamKind::Stderr {
-                for line in String::from_utf8_lossy(&chunk.data).lines() {
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    let message = LoggingMessageNotificationParam::new(
-                        LoggingLevel::Info,
-                        serde_json::Value::String(line.to_owned()),
-                    )
-                    .with_logger(request.name.to_string());
-                    let _ = context.peer.notify_logging_message(message).await;
+        loop {
+            match flight.drive(context, tool, logs).await? {
+                Landed::Done(result) => return Ok(answer(*result, asking.hosted).into()),
+                Landed::Asked(asked) if !modern(context) => {
+                    let answers = relay::ask_in_stream(context, &asked.requests).await;
+                    asked.answer(answers);
+                }
+                Landed::Asked(asked) => {
+                    let states = self.states.as_ref().ok_or_else(|| {
+                        ErrorData::internal_error("the question cannot be put in-band", None)
+                    })?;
+                    return self
+                        .parked
+                        .park(states, asking, flight, asked)
+                        .map(Into::into)
+                        .ok_or_else(|| {
+                            ErrorData::internal_error("the question cannot be put in-band", None)
+                        });
                 }
             }
         }
-        let result = running
-            .await
-            .map_err(|err| ErrorData::internal_error(format!("the call failed: {err}"), None))?;
-        if result.status == ToolStatus::Ok {
-            return Ok(CallToolResult::success(vec![ContentBlock::text(result.content)]).into());
-        }
-        let message = if result.error_message.is_empty() {
-            result.content
-        } else {
-            result.error_message
-        };
-        refused(format!("{}: {message}", result.status.as_str()))
     }
+
+    /// The retry of a parked call, when `sealed` names one of `asking`'s: the client's
+    /// answers go to the server, and the call drives on. Asked again when the answers leave
+    /// a question out.
+    async fn resume(
+        &self,
+        states: &States,
+        asking: Asking,
+        sealed: &str,
+        answers: Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+        tool: &str,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        let (flight, asked, asking) = self.parked.take(states, &asking, sealed)?;
+        let answers = answers.unwrap_or_default();
+        if !asked.answered_by(&answers) {
+            return Some(
+                self.parked
+                    .park(states, asking, flight, asked)
+                    .map(Into::into)
+                    .ok_or_else(|| {
+                        ErrorData::internal_error("the question cannot be put in-band", None)
+                    }),
+            );
+        }
+        asked.answer(answers);
+        Some(self.fly(flight, asking, context, tool).await)
+    }
+}
+
+/// How deep in nested `properties` a header annotation is looked for: a hosted server's
+/// schema is a stranger's, and serde_json already stops documents at 128 levels.
+const ANNOTATION_DEPTH: usize = 32;
+
+/// Whether a schema annotates any of its properties, down to [`ANNOTATION_DEPTH`], with
+/// `x-mcp-header`.
+fn annotates_headers(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fn within(schema: &serde_json::Map<String, serde_json::Value>, depth: usize) -> bool {
+        depth < ANNOTATION_DEPTH
+            && schema
+                .get("properties")
+                .and_then(|properties| properties.as_object())
+                .is_some_and(|properties| {
+                    properties
+                        .values()
+                        .filter_map(|p| p.as_object())
+                        .any(|property| {
+                            property.contains_key("x-mcp-header") || within(property, depth + 1)
+                        })
+                })
+    }
+    within(schema, 0)
+}
+
+/// A finished call as MCP's result. A hosted server's result that is not all text (images,
+/// audio, embedded resources: its engine writes the blocks as a JSON array) is served as the
+/// blocks it was, when it came through whole; anything else is text.
+fn answer(result: ToolResult, hosted: bool) -> CallToolResult {
+    if result.status == ToolStatus::Ok {
+        if hosted
+            && !result.truncated
+            && let Ok(blocks) = serde_json::from_str::<Vec<ContentBlock>>(&result.content)
+            && blocks.iter().any(|block| block.as_text().is_none())
+        {
+            return CallToolResult::success(blocks);
+        }
+        return CallToolResult::success(vec![ContentBlock::text(result.content)]);
+    }
+    let message = if result.error_message.is_empty() {
+        result.content
+    } else {
+        result.error_message
+    };
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{}: {message}",
+        result.status.as_str()
+    ))])
+}
+
+/// What the client of `context` offers to answer for a hosted server: a client of
+/// 2025-11-25 in its session's capabilities, one of 2026-07-28 in the request's `_meta`.
+fn offers(context: &RequestContext<RoleServer>) -> Offers {
+    let capabilities = if modern(context) {
+        context.client_capabilities()
+    } else {
+        context
+            .peer
+            .peer_info()
+            .map(|info| info.capabilities.clone())
+    };
+    capabilities.map_or_else(Offers::default, |capabilities| Offers {
+        elicits: capabilities.elicitation.is_some(),
+        samples: capabilities.sampling.is_some(),
+    })
 }
 
 /// Whether the request is of the 2026-07-28 revision or later: no session, and no request

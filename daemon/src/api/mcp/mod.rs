@@ -29,6 +29,7 @@ mod mrtr;
 pub mod probe;
 #[cfg(test)]
 mod probe_tests;
+mod relay;
 mod sessions;
 
 use std::convert::Infallible;

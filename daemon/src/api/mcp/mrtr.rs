@@ -44,8 +44,9 @@ use crate::tools::Call;
 /// its answer in the retry's `inputResponses`.
 pub const APPROVAL_INPUT: &str = "airlock_approval";
 
-/// The label every state's authenticated data starts with: a state sealed for anything
-/// else this key might one day seal does not open as an approval's.
+/// The label every approval state's authenticated data starts with: a state sealed for
+/// anything else this key seals (a hosted server's question, `relay.rs`) does not open as an
+/// approval's.
 const DOMAIN: &str = "airlock/mcp/approval-state/v1";
 
 /// Bytes of the key drawn at start: HMAC-SHA256's block-size-free key, as long as its
@@ -63,7 +64,7 @@ pub const STALE_STATE: &str = "DENIED: the approval's request state does not hol
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Ticket {
-    /// The held question.
+    /// The held question (an approval's id, or a parked call's, `relay.rs`).
     approval_id: String,
     tenant: String,
     tool: String,
@@ -148,29 +149,62 @@ impl States {
         Ok(States { codec, ttl })
     }
 
+    /// A state's life.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// The state of held question `approval_id` about `bound`.
     pub fn seal(&self, bound: &Bound, approval_id: &str) -> Option<String> {
-        let ticket = Ticket {
-            approval_id: approval_id.to_owned(),
-            tenant: bound.tenant.clone(),
-            tool: bound.tool.clone(),
-        };
-        let data = bound.associated_data();
-        let options = SealOptions::new().associated_data(&data).ttl(self.ttl);
-        self.codec.seal_json_with(&ticket, &options).ok()
+        self.seal_ticket(
+            approval_id,
+            &bound.tenant,
+            &bound.tool,
+            &bound.associated_data(),
+        )
     }
 
     /// The held question a retry of `bound` names in `sealed`, when the state is this
     /// daemon's, unchanged, unexpired and about this very call.
     pub fn open(&self, bound: &Bound, sealed: &str) -> Option<String> {
+        self.open_ticket(sealed, &bound.tenant, &bound.tool, &bound.associated_data())
+    }
+
+    /// The state naming `held`, for `tenant`'s call of `tool`, bound to `data` (which starts
+    /// with the label of what it seals).
+    pub(super) fn seal_ticket(
+        &self,
+        held: &str,
+        tenant: &str,
+        tool: &str,
+        data: &[u8],
+    ) -> Option<String> {
+        let ticket = Ticket {
+            approval_id: held.to_owned(),
+            tenant: tenant.to_owned(),
+            tool: tool.to_owned(),
+        };
+        let options = SealOptions::new().associated_data(data).ttl(self.ttl);
+        self.codec.seal_json_with(&ticket, &options).ok()
+    }
+
+    /// What [`States::seal_ticket`] sealed in `sealed`, when it opens with `data` and is
+    /// `tenant`'s call of `tool`.
+    pub(super) fn open_ticket(
+        &self,
+        sealed: &str,
+        tenant: &str,
+        tool: &str,
+        data: &[u8],
+    ) -> Option<String> {
         let ticket: Ticket = self
             .codec
-            .open_json_with(sealed, &bound.associated_data())
+            .open_json_with(sealed, data)
             .inspect_err(|err| tracing::debug!(error = %err, "an MCP request state refused"))
             .ok()?;
         // Authenticated already through the data; checked again so that a future change to
         // the data cannot quietly drop a binding.
-        (ticket.tenant == bound.tenant && ticket.tool == bound.tool).then_some(ticket.approval_id)
+        (ticket.tenant == tenant && ticket.tool == tool).then_some(ticket.approval_id)
     }
 }
 

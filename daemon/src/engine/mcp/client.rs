@@ -15,10 +15,12 @@
 //!
 //! - `roots/list` answers the instance's workspace as the sandbox shows it (`/workspace`),
 //!   or nothing when the profile grants none: a server learns no host path.
-//! - Sampling (`sampling/createMessage`) is refused: airlock does not offer it, so a server
-//!   cannot spend a run's model budget or talk to its model behind the approvals. (Refused
-//!   inside an `input_required` result, it fails the call.)
-//! - Elicitation becomes a question to the instance's tenant's approvers (the `Approvals`
+//! - Otherwise sampling (`sampling/createMessage`) is refused: airlock offers no model of its
+//!   own, so a server cannot spend a run's model budget or talk to its model behind the
+//!   approvals. (Refused inside an `input_required` result, it fails the call.)
+//! - Elicitation and sampling go to the MCP client whose call raised them, when it offered
+//!   to answer them (`questions.rs` says when a question is known to be a call's).
+//! - Otherwise elicitation becomes a question to the instance's tenant's approvers (the `Approvals`
 //!   stream, `airlock approvals`), through the daemon's approval broker: approved, the
 //!   server gets its form's defaults (a person at a console answers yes or no, not a form);
 //!   a form with a required field that has no default, a denial, or no answer by the
@@ -39,12 +41,15 @@ use futures::future::BoxFuture;
 
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorData,
-    FormElicitationCapability, Implementation, ListRootsResult, ProtocolVersion, Root,
+    ClientCapabilities, ClientConfig, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, InputRequest,
+    InputRequests, ListRootsResult, ProtocolVersion, Root,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use serde::de::DeserializeOwned;
 
+use super::questions::{Callers, Questions};
 use crate::profile::GUEST_WORKSPACE;
 
 /// Who answers a hosted server's questions: the daemon's approval broker, set once the
@@ -73,6 +78,26 @@ pub struct Client {
     pub server: String,
     pub tenant: Option<String>,
     pub asker: AskerSlot,
+    /// The calls in flight on the instance, and who can answer for each.
+    pub callers: Arc<Callers>,
+}
+
+/// The key a single question forwarded to a client is asked under.
+const FORWARDED: &str = "question";
+
+/// Puts one question to the client `questions`; its answer, read as `T`.
+async fn forward<T: DeserializeOwned>(
+    questions: &dyn Questions,
+    request: InputRequest,
+) -> Result<T, String> {
+    let mut requests = InputRequests::new();
+    requests.insert(FORWARDED.to_owned(), request);
+    let mut answers = questions.ask(requests).await?;
+    let answer = answers
+        .remove(FORWARDED)
+        .ok_or_else(|| "the MCP client gave no answer".to_owned())?;
+    serde_json::from_value(answer)
+        .map_err(|err| format!("the MCP client's answer is malformed: {err}"))
 }
 
 /// The answer a form gets when a person approved it: every field's default. None when a
@@ -96,26 +121,9 @@ fn defaults(schema: &serde_json::Value) -> Option<serde_json::Value> {
         .then_some(serde_json::Value::Object(answer))
 }
 
-impl ClientHandler for Client {
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.roots = Some(Default::default());
-        let mut elicitation = ElicitationCapability::new();
-        elicitation.form = Some(FormElicitationCapability::default());
-        capabilities.elicitation = Some(elicitation);
-        ClientConfig::new(
-            capabilities,
-            Implementation::new("airlockd", env!("CARGO_PKG_VERSION")),
-        )
-        // The revision a session started with `initialize` asks for: the newest that still
-        // has the handshake. (A session of 2026-07-28 names its revision in each request.)
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-    }
-
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
+impl Client {
+    /// The roots the server is told: the sandbox's workspace, when it shows one.
+    pub fn roots(&self) -> ListRootsResult {
         let roots = if self.workspace {
             let mut root = Root::new(format!("file://{GUEST_WORKSPACE}"));
             root.name = Some("workspace".into());
@@ -123,26 +131,13 @@ impl ClientHandler for Client {
         } else {
             Vec::new()
         };
-        Ok(ListRootsResult::new(roots))
+        ListRootsResult::new(roots)
     }
 
-    async fn create_message(
-        &self,
-        _params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        Err(ErrorData::invalid_request(
-            "airlock does not offer sampling to hosted MCP servers",
-            None,
-        ))
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let declined = Ok(ElicitResult::new(ElicitationAction::Decline));
+    /// A form answered by airlock itself: put to the tenant's approvers, filled with its
+    /// defaults when approved, declined otherwise.
+    pub async fn elicit_here(&self, request: ElicitRequestParams) -> ElicitResult {
+        let declined = ElicitResult::new(ElicitationAction::Decline);
         let ElicitRequestParams::FormElicitationParams {
             message,
             requested_schema,
@@ -165,10 +160,84 @@ impl ClientHandler for Client {
             .ask(self.tenant.clone(), self.server.clone(), message)
             .await
         {
-            Ok(ElicitResult::new(ElicitationAction::Accept).with_content(answer))
+            ElicitResult::new(ElicitationAction::Accept).with_content(answer)
         } else {
             declined
         }
+    }
+
+    /// Sampling, when no client takes it: refused.
+    pub fn no_sampling() -> ErrorData {
+        ErrorData::invalid_request(
+            "airlock does not offer sampling to hosted MCP servers",
+            None,
+        )
+    }
+
+    /// The client of the call in flight, when it is the only one and can answer `request`.
+    fn caller_for(&self, request: &InputRequest) -> Option<Arc<dyn Questions>> {
+        self.callers
+            .sole()
+            .filter(|questions| super::questions::answers(questions.as_ref(), request))
+    }
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.roots = Some(Default::default());
+        let mut elicitation = ElicitationCapability::new();
+        elicitation.form = Some(FormElicitationCapability::default());
+        capabilities.elicitation = Some(elicitation);
+        // Sampling is not offered: most calls' clients cannot take it, and a server that
+        // samples only when offered is better left to do without. One that asks anyway is
+        // forwarded to a client that can answer, refused otherwise.
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("airlockd", env!("CARGO_PKG_VERSION")),
+        )
+        // The revision a session started with `initialize` asks for: the newest that still
+        // has the handshake. (A session of 2026-07-28 names its revision in each request.)
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(self.roots())
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+        let Some(caller) = self.caller_for(&request) else {
+            return Err(Client::no_sampling());
+        };
+        forward(caller.as_ref(), request)
+            .await
+            .map_err(|err| ErrorData::internal_error(err, None))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let question = InputRequest::Elicitation(ElicitRequest::new(request.clone()));
+        let Some(caller) = self.caller_for(&question) else {
+            return Ok(self.elicit_here(request).await);
+        };
+        // A client that could not answer (it went away, or answered nonsense) declines.
+        Ok(forward(caller.as_ref(), question)
+            .await
+            .unwrap_or_else(|err| {
+                tracing::debug!(server = %self.server, error = %err, "a forwarded question was not answered");
+                ElicitResult::new(ElicitationAction::Decline)
+            }))
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

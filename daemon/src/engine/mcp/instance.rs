@@ -11,12 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ProtocolVersion, ServerNotification, SubscriptionFilter,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientCapabilities, ClientRequest, ElicitationCapability,
+    ErrorData, FormElicitationCapability, InputRequest, InputRequests, InputResponses,
+    ProtocolVersion, RequestMetaObject, ServerNotification, ServerResult, SubscriptionFilter,
     Tool as McpTool,
 };
 use rmcp::service::{
-    ClientInitializeError, ClientLifecycleMode, RoleClient, RunningService, ServiceError,
-    serve_client_with_lifecycle,
+    ClientInitializeError, ClientLifecycleMode, PeerRequestOptions, RoleClient, RunningService,
+    ServiceError, serve_client_with_lifecycle,
 };
 use rmcp::transport::IntoTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -25,6 +28,7 @@ use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{AskerSlot, Client};
+use super::questions::{self, Callers, MAX_ROUNDS, Questions};
 use super::trust::tool_digest;
 use crate::egress::Gate;
 use crate::engine::Exit;
@@ -112,6 +116,10 @@ async fn follow_tool_changes(peer: rmcp::Peer<RoleClient>, changed: Arc<AtomicBo
     }
 }
 
+/// The first pause before a call is sent again on a server's `input_required` result that
+/// asks nothing (it is still working), growing by as much each time.
+const STATE_ONLY_PAUSE: Duration = Duration::from_millis(50);
+
 /// The end of a server's stderr kept for its logs and for the message of a call it failed.
 const STDERR_KEPT_BYTES: usize = 16 * 1024;
 
@@ -148,6 +156,8 @@ enum Link {
 
 pub struct Instance {
     service: RunningService<RoleClient, Client>,
+    /// The calls in flight, and who can answer the server's questions about each.
+    callers: Arc<Callers>,
     link: Link,
     /// Cancelled when the server's process has ended.
     ended: CancellationToken,
@@ -300,12 +310,14 @@ impl Instance {
             });
         }
         let tools_changed = Arc::new(AtomicBool::new(false));
+        let callers = Arc::new(Callers::default());
         let client = Client {
             workspace,
             tools_changed: tools_changed.clone(),
             server: name.to_owned(),
             tenant: asking.0,
             asker: asking.1,
+            callers: callers.clone(),
         };
         let transport =
             AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
@@ -346,6 +358,7 @@ impl Instance {
         let pid = server.pid();
         let instance = Instance {
             service,
+            callers,
             link: Link::Process(server),
             ended,
             exit,
@@ -413,12 +426,14 @@ impl Instance {
             None => None,
         };
         let tools_changed = Arc::new(AtomicBool::new(false));
+        let callers = Arc::new(Callers::default());
         let handler = Client {
             workspace: false,
             tools_changed: tools_changed.clone(),
             server: name.to_owned(),
             tenant: asking.0,
             asker: asking.1,
+            callers: callers.clone(),
         };
         let serving = async move {
             match oauth {
@@ -462,6 +477,7 @@ impl Instance {
         ));
         let instance = Instance {
             service,
+            callers,
             link: Link::Remote(proxy),
             // A remote server has no process to end: a closed connection is its end.
             ended: CancellationToken::new(),
@@ -525,16 +541,143 @@ impl Instance {
             .unwrap_or_default()
     }
 
-    /// Calls `tool` on the server. A server of 2026-07-28 may answer with an
-    /// `input_required` result (SEP-2322) instead of the tool's: its questions are put to
-    /// the instance's [`Client`] as if the server had asked them (an elicitation to the
-    /// tenant's approvers, roots and sampling as always) and the call is sent again with the
-    /// answers and the server's `requestState` as it gave it, for up to rmcp's 10 rounds.
+    /// Calls `tool` on the server for a client that can answer its questions (`questions`)
+    /// or not. A server of 2026-07-28 may answer with an `input_required` result (SEP-2322)
+    /// instead of the tool's: the questions that client can answer are put to it, the rest
+    /// answered as the instance's [`Client`] answers them (an elicitation to the tenant's
+    /// approvers, roots the sandbox's, sampling refused), and the call is sent again with
+    /// the answers and the server's `requestState` as it gave it, for up to [`MAX_ROUNDS`]
+    /// rounds. An older server's questions arrive at the [`Client`], which finds the call's
+    /// client through the same registration.
     pub async fn call_tool(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
+        questions: Option<Arc<dyn Questions>>,
     ) -> Result<CallToolResult, ServiceError> {
-        self.service.call_tool(params).await
+        let _in_flight = self.callers.enter(questions.clone());
+        if params.input_responses.is_none() {
+            params.input_responses = questions.as_ref().and_then(|q| q.opening_answers());
+        }
+        let mut waits = 0u32;
+        for _round in 0..MAX_ROUNDS {
+            let required = match self.call_once(params.clone(), questions.as_deref()).await? {
+                CallToolResponse::Complete(result) => return Ok(result),
+                CallToolResponse::InputRequired(required) => required,
+                // airlock declares no tasks extension: a task is not an answer it asked for,
+                // nor is a kind of answer newer than airlock.
+                _ => return Err(ServiceError::UnexpectedResponse),
+            };
+            let requests = required.input_requests.unwrap_or_default();
+            if requests.is_empty() {
+                // Only a state: the server is still working; ask again after a pause that
+                // grows, as rmcp's own loop does.
+                if required.request_state.is_none() {
+                    return Err(ServiceError::UnexpectedResponse);
+                }
+                waits += 1;
+                tokio::time::sleep(STATE_ONLY_PAUSE * waits).await;
+            }
+            params.input_responses = Some(self.answer(requests, questions.as_deref()).await?)
+                .filter(|answers| !answers.is_empty());
+            params.request_state = required.request_state;
+        }
+        Err(ServiceError::InputRequiredRoundsExceeded {
+            max_rounds: MAX_ROUNDS,
+        })
+    }
+
+    /// Sends `tools/call` once. A server of 2026-07-28 reads the client's capabilities in
+    /// each request's `_meta`: for a call from an MCP client it is told what that client
+    /// offers to answer (and roots, which airlock answers), so that it asks only what the
+    /// client can answer; for any other call, what airlock offers (see `client.rs`).
+    async fn call_once(
+        &self,
+        params: CallToolRequestParams,
+        questions: Option<&dyn Questions>,
+    ) -> Result<CallToolResponse, ServiceError> {
+        let peer = self.service.peer();
+        let modern = peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        let Some(questions) = questions.filter(|_| modern) else {
+            return peer.call_tool_once(params).await;
+        };
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.roots = Some(Default::default());
+        if questions.elicits() {
+            let mut elicitation = ElicitationCapability::new();
+            elicitation.form = Some(FormElicitationCapability::default());
+            capabilities.elicitation = Some(elicitation);
+        }
+        if questions.samples() {
+            capabilities.sampling = Some(Default::default());
+        }
+        let mut meta = RequestMetaObject::default();
+        meta.set_client_capabilities(capabilities);
+        let mut options = PeerRequestOptions::no_options();
+        options.meta = Some(meta);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer.send_request_with_option(request, options).await?;
+        // A call given up on tells the server, as rmcp's own `call_tool_once` does.
+        let mut abandoned = Abandoned {
+            peer: Some(peer.clone()),
+            id: handle.id.clone(),
+        };
+        let answer = handle.await_response().await;
+        abandoned.peer = None;
+        match answer? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// The answers to one round of a server's questions: those `questions` can answer
+    /// from its client, the others from the instance's [`Client`].
+    async fn answer(
+        &self,
+        requests: InputRequests,
+        questions: Option<&dyn Questions>,
+    ) -> Result<InputResponses, ServiceError> {
+        let (theirs, ours): (InputRequests, InputRequests) =
+            requests.into_iter().partition(|(_, request)| {
+                questions.is_some_and(|questions| questions::answers(questions, request))
+            });
+        let forwarded = async {
+            match questions {
+                Some(questions) if !theirs.is_empty() => questions.ask(theirs).await,
+                _ => Ok(InputResponses::new()),
+            }
+        };
+        let client = self.service.service();
+        let here = futures::future::join_all(ours.into_iter().map(|(key, request)| async move {
+            let answer = match request {
+                InputRequest::Elicitation(request) => {
+                    serde_json::to_value(client.elicit_here(request.params).await)
+                }
+                InputRequest::ListRoots(_) => serde_json::to_value(client.roots()),
+                InputRequest::CreateMessage(_) => return Err(Client::no_sampling()),
+                _ => {
+                    return Err(ErrorData::invalid_request(
+                        format!("airlock cannot answer the server's question `{key}`"),
+                        None,
+                    ));
+                }
+            };
+            answer
+                .map(|answer| (key, answer))
+                .map_err(|err| ErrorData::internal_error(err.to_string(), None))
+        }));
+        let (forwarded, here) = tokio::join!(forwarded, here);
+        let mut answers = forwarded
+            .map_err(|err| ServiceError::McpError(ErrorData::internal_error(err, None)))?;
+        for answer in here {
+            let (key, answer) = answer.map_err(ServiceError::McpError)?;
+            answers.insert(key, answer);
+        }
+        Ok(answers)
     }
 
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
@@ -618,6 +761,32 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Tells the server a request was given up on, when dropped armed (`peer` set).
+struct Abandoned {
+    peer: Option<rmcp::Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let id = self.id.clone();
+        // Dropped outside a runtime only when the daemon ends, and the server with it.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("request abandoned by the caller".into()),
+                    ))
+                    .await;
+            });
+        }
     }
 }
 

@@ -13,11 +13,13 @@
 mod client;
 
 pub use client::Asker;
+pub use questions::Questions;
 mod host;
 mod instance;
 mod listing;
 mod names;
 pub mod oauth;
+mod questions;
 mod tool;
 pub mod trust;
 
@@ -213,7 +215,11 @@ impl McpEngine {
             let annotations = listed.annotations.clone().unwrap_or_default();
             let digest = listing.digests.get(&tool).cloned().unwrap_or_default();
             imports.tools.push(Imported {
-                name: names::served_name(&image.name, &tool),
+                name: if spec.bare_names {
+                    names::bare_name(&tool)
+                } else {
+                    names::served_name(&image.name, &tool)
+                },
                 description: listed
                     .description
                     .as_deref()
@@ -448,7 +454,7 @@ pub async fn conformance_client(
         params.arguments = Some(arguments);
         // A call the server fails is what a scenario may test: it is reported, and the
         // next call made all the same.
-        let answer = match instance.call_tool(params).await {
+        let answer = match instance.call_tool(params, None).await {
             Ok(answer) => answer
                 .content
                 .iter()

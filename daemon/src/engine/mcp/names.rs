@@ -1,5 +1,7 @@
-//! The names hosted tools are served under: `<server>__<tool>`, valid for every model
-//! provider (`[a-zA-Z0-9_-]{1,64}`).
+//! The names hosted tools are served under: `<server>__<tool>`, or, for a server whose
+//! manifest says `names = "bare"`, the tool's own name — valid for every model provider
+//! (`[a-zA-Z0-9_-]{1,64}`) either way. A bare name that clashes with another tool's is
+//! refused like any clash of names (the registry keeps names unique).
 //!
 //! A server's tool names are the server's choice and may hold anything: characters outside
 //! the set become `_`, and a name that is too long, or that was changed at all, ends in
@@ -20,6 +22,16 @@ const SUFFIX_HEX: usize = 8;
 /// The name `tool` of `server` is served under. `server` is a manifest name, already
 /// `[a-z][a-z0-9_]*` and at most 64 bytes.
 pub fn served_name(server: &str, tool: &str) -> String {
+    named(&format!("{server}{SEPARATOR}"), tool)
+}
+
+/// The name `tool` is served under without its server's: its own when valid.
+pub fn bare_name(tool: &str) -> String {
+    named("", tool)
+}
+
+/// `tool`'s name after `prefix`, made valid and distinct.
+fn named(prefix: &str, tool: &str) -> String {
     let cleaned: String = tool
         .chars()
         .map(|c| {
@@ -30,16 +42,16 @@ pub fn served_name(server: &str, tool: &str) -> String {
             }
         })
         .collect();
-    let plain = format!("{server}{SEPARATOR}{cleaned}");
+    let plain = format!("{prefix}{cleaned}");
     if cleaned == tool && !tool.is_empty() && plain.len() <= MAX_NAME_LEN {
         return plain;
     }
     let digest = hex::encode(Sha256::digest(tool.as_bytes()));
     let suffix = &digest[..SUFFIX_HEX];
-    // `<server>__<head>_<suffix>`, cut so that the whole fits.
-    let room = MAX_NAME_LEN.saturating_sub(server.len() + SEPARATOR.len() + 1 + SUFFIX_HEX);
+    // `<prefix><head>_<suffix>`, cut so that the whole fits.
+    let room = MAX_NAME_LEN.saturating_sub(prefix.len() + 1 + SUFFIX_HEX);
     let head: String = cleaned.chars().take(room).collect();
-    let name = format!("{server}{SEPARATOR}{head}_{suffix}");
+    let name = format!("{prefix}{head}_{suffix}");
     name.chars().take(MAX_NAME_LEN).collect()
 }
 
@@ -74,5 +86,10 @@ mod tests {
         assert!(valid(&served_name(&"s".repeat(64), "t")));
         assert!(valid(&served_name("srv", "")));
         assert!(valid(&served_name("srv", "日本語")));
+        assert_eq!(bare_name("test_elicitation"), "test_elicitation");
+        for name in [bare_name(""), bare_name("read.file"), bare_name(&long)] {
+            assert!(valid(&name), "{name}");
+        }
+        assert_ne!(bare_name("read.file"), bare_name("read_file"));
     }
 }

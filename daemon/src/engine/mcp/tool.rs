@@ -135,7 +135,7 @@ impl McpTool {
             serial: instance.serial.is_some(),
         };
         let answer = tokio::select! {
-            answer = instance.call_tool(params) => answer,
+            answer = instance.call_tool(params, launch.questions.clone()) => answer,
             () = instance.ended() => {
                 watch.lease = None;
                 return self.gone(&instance, launch.deadline);

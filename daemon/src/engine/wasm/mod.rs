@@ -814,6 +814,7 @@ mod tests {
             tenant: None,
             call_id: crate::ids::ExecutionId::new(),
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            questions: None,
         }
     }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::engine::{Engines, LoadedTool};
+use crate::engine::{Engines, LoadedTool, ToolKind};
 use crate::profile::{Profile, Profiles};
 
 use super::arguments::ArgumentSchema;
@@ -81,6 +81,7 @@ impl Registry {
             .iter()
             .flat_map(|dir| find_manifests(dir, &mut errors))
             .collect();
+        let mut loaded = Vec::new();
         for manifest_path in manifests {
             let tools = match load_tools(&manifest_path, profiles, engines) {
                 Ok((tools, refusals)) => {
@@ -98,25 +99,29 @@ impl Registry {
                     continue;
                 }
             };
-            for tool in tools {
-                {
-                    if let Some(first) = origins.get(tool.name()) {
-                        errors.push(ToolLoadError {
-                            path: manifest_path.clone(),
-                            message: format!(
-                                "a tool named `{}` is already served from {}",
-                                tool.name(),
-                                first.display()
-                            ),
-                        });
-                        continue;
-                    }
-                    origins.insert(tool.name().to_owned(), manifest_path.clone());
-                    registry
-                        .tools
-                        .insert(tool.name().to_owned(), Arc::new(tool));
-                }
+            loaded.extend(tools.into_iter().map(|tool| (manifest_path.clone(), tool)));
+        }
+        // A hosted server's tools are named by a stranger (and, with `names = "bare"`, not
+        // under the server's prefix): they are registered last, so that one never takes the
+        // name of a tool airlock serves from a manifest of its own — the hosted one is
+        // refused instead, whatever the order the folders were read in.
+        loaded.sort_by_key(|(_, tool)| tool.loaded.kind() == ToolKind::McpTool);
+        for (manifest_path, tool) in loaded {
+            if let Some(first) = origins.get(tool.name()) {
+                errors.push(ToolLoadError {
+                    path: manifest_path.clone(),
+                    message: format!(
+                        "a tool named `{}` is already served from {}",
+                        tool.name(),
+                        first.display()
+                    ),
+                });
+                continue;
             }
+            origins.insert(tool.name().to_owned(), manifest_path.clone());
+            registry
+                .tools
+                .insert(tool.name().to_owned(), Arc::new(tool));
         }
         (registry, errors)
     }

@@ -40,6 +40,7 @@ mod mcp_gateway;
 mod mcp_host;
 mod mcp_mrtr;
 mod mcp_oauth;
+mod mcp_questions;
 mod mcp_remote_oauth;
 mod mcp_trust;
 mod mcp_usage;

@@ -4,7 +4,8 @@
 //! 0.1.16, which tests the revisions up to 2025-11-25, and 0.2.0-alpha.12 (`conformance-next`),
 //! which also tests 2026-07-28. The endpoint is driven through every scenario that applies to
 //! a tools server, a real daemon serving the suite's test tools (tests/mcp/conformance/tools)
-//! in its sandboxes; airlock's MCP client (the one remote hosted servers are reached with)
+//! in its sandboxes (and a hosted Python server's tools that ask the client or answer with
+//! images); airlock's MCP client (the one remote hosted servers are reached with)
 //! through the suite's client scenarios but those of authorization. Resource and prompt
 //! scenarios do not apply.
 //!

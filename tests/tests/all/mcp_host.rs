@@ -87,15 +87,15 @@ impl std::ops::Deref for Hosted {
 }
 
 /// The folders a daemon hosting the hostile server and server-everything serves.
-struct Fixture {
-    tools: ToolsDir,
-    profiles: ProfilesDir,
-    secrets: tempfile::TempDir,
+pub(crate) struct Fixture {
+    pub(crate) tools: ToolsDir,
+    pub(crate) profiles: ProfilesDir,
+    pub(crate) secrets: tempfile::TempDir,
 }
 
 /// The hostile server (its manifest with `extra`, see [`hostile_manifest`]) and
 /// server-everything, with the profiles they run under.
-fn fixture(marker: &str, extra: &str) -> Fixture {
+pub(crate) fn fixture(marker: &str, extra: &str) -> Fixture {
     let secrets = tempfile::tempdir().unwrap();
     let token_file = secrets.path().join("hostile-token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();

@@ -29,14 +29,14 @@ use crate::auth::{ALICE, BOB, TwoTenants};
 const REVISION: &str = "2026-07-28";
 
 /// A client of the 2026-07-28 revision over raw HTTP: every request stands alone.
-struct Modern {
+pub(crate) struct Modern {
     http: Client<HttpConnector, Full<Bytes>>,
     url: String,
     token: &'static str,
 }
 
 impl Modern {
-    fn new(url: String, token: &'static str) -> Modern {
+    pub(crate) fn new(url: String, token: &'static str) -> Modern {
         // A connection per request: behind a proxy that balances connections, each request
         // may reach another daemon.
         let http = Client::builder(TokioExecutor::new())
@@ -63,7 +63,7 @@ impl Modern {
 
     /// Sends `method` with `params` (and the revision's per-request metadata); the
     /// JSON-RPC answer.
-    async fn request(&self, method: &str, mut params: Value) -> Value {
+    pub(crate) async fn request(&self, method: &str, mut params: Value) -> Value {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": REVISION,
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
@@ -164,7 +164,7 @@ fn text(result: &Value) -> String {
         .to_owned()
 }
 
-fn endpoint(addr: SocketAddr, workspace: &Path) -> String {
+pub(crate) fn endpoint(addr: SocketAddr, workspace: &Path) -> String {
     format!(
         "http://{addr}/mcp?workspace={}",
         workspace.to_str().unwrap().replace(' ', "%20")
@@ -320,8 +320,8 @@ async fn a_state_holds_for_its_own_call_tenant_and_workspace_only() {
             )
             .await,
     );
-    // Another risky tool (a read-only one is not asked about, and a state changes nothing
-    // for it).
+    // Another risky tool (a read-only one is not asked about, and refuses a state that is
+    // no question's of its own: tests/tests/all/mcp_questions.rs).
     let patch = "*** Begin Patch\n*** Add File: c.txt\n+patched\n*** End Patch\n";
     refused(
         &client

@@ -10,6 +10,8 @@
 //! does. The tenant's approver consoles see the same question; the first answer wins.
 //! A client of the 2026-07-28 revision, which has no server-to-client requests, is asked
 //! in-band instead: an input-required result it answers by retrying the call (`mrtr.rs`).
+//! A hosted server's questions about the call reach the client the same two ways
+//! (`relay.rs`), and its non-text answer (images, audio, resources) as the blocks it was.
 //!
 //! Logging is deprecated by the newest MCP revision (SEP-2577) and still what clients of
 //! every earlier one use to see a tool's logs.
@@ -378,8 +380,17 @@ impl ToolServer {
             match flight.drive(context, tool, logs).await? {
                 Landed::Done(result) => return Ok(answer(*result, asking.hosted).into()),
                 Landed::Asked(asked) if !modern(context) => {
-                    let answers = relay::ask_in_stream(context, &asked.requests).await;
-                    asked.answer(answers);
+                    // A client that never answers holds the question until the call's end
+                    // at the latest; given up (dropped), the server reads it as declined.
+                    tokio::select! {
+                        answers = relay::ask_in_stream(context, &asked.requests) => {
+                            asked.answer(answers);
+                        }
+                        () = tokio::time::sleep_until(flight.deadline.into()) => {}
+                        () = context.ct.cancelled() => {
+                            return Err(ErrorData::internal_error("cancelled by the client", None));
+                        }
+                    }
                 }
                 Landed::Asked(asked) => {
                     let states = self.states.as_ref().ok_or_else(|| {

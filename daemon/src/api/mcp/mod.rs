@@ -8,7 +8,8 @@
 //! revisions: sessions and SSE streams for 2025-11-25, stateless requests for 2026-07-28,
 //! `Host` and `Origin` checks against DNS rebinding — is rmcp's (`StreamableHttpService`);
 //! this module authenticates, and `handler.rs` translates MCP calls into the executor's,
-//! with approvals as `direct_approval.rs` asks them (in-band for 2026-07-28, `mrtr.rs`).
+//! with approvals as `direct_approval.rs` asks them (in-band for 2026-07-28, `mrtr.rs`) and
+//! a hosted server's questions relayed to the calling client (`relay.rs`).
 //!
 //! A call's workspace is the `workspace` query parameter of the endpoint's URL
 //! (`http://127.0.0.1:7412/mcp?workspace=/srv/project`): MCP itself has no notion of one.

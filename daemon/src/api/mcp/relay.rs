@@ -132,6 +132,8 @@ pub struct Flight {
     asked: mpsc::Receiver<Asked>,
     /// Output bytes reported as progress so far, across every request that drove the call.
     written: u64,
+    /// When the executor ends the call: a question still unanswered then is given up.
+    pub deadline: std::time::Instant,
     cancel: CancellationToken,
     /// Stops the call when the flight is dropped (its client went away, or never retried).
     _stop: DropGuard,
@@ -166,6 +168,7 @@ impl Flight {
         } else {
             call
         };
+        let deadline = std::time::Instant::now() + call.timeout;
         let (events, reports) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let running = tokio::spawn({
@@ -177,6 +180,7 @@ impl Flight {
             reports,
             asked,
             written: 0,
+            deadline,
             _stop: cancel.clone().drop_guard(),
             cancel,
             _slot: slot,
@@ -327,15 +331,23 @@ impl Asking {
     }
 }
 
-/// Calls waiting for their client's retry, by id.
-#[derive(Default)]
-pub struct Parked {
-    waiting: Mutex<HashMap<String, Waiting>>,
+/// Calls waiting for their client's retry, by id. (Generic over what a call is so that its
+/// states can be tested without running one.)
+pub struct Parked<F = Flight> {
+    waiting: Mutex<HashMap<String, Waiting<F>>>,
 }
 
-struct Waiting {
+impl<F> Default for Parked<F> {
+    fn default() -> Self {
+        Parked {
+            waiting: Mutex::default(),
+        }
+    }
+}
+
+struct Waiting<F> {
     asking: Asking,
-    flight: Flight,
+    flight: F,
     asked: Asked,
     /// Removes the call when its state expires.
     _expiry: AbortOnDrop,
@@ -350,14 +362,14 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl Parked {
+impl<F: Send + 'static> Parked<F> {
     /// Parks `flight` until the client answers `asked`; the input-required result that asks
     /// it. `None` when no state could be sealed (the call is then stopped).
     pub fn park(
         self: &Arc<Self>,
         states: &States,
         asking: Asking,
-        flight: Flight,
+        flight: F,
         asked: Asked,
     ) -> Option<InputRequiredResult> {
         let mut id = [0u8; 16];
@@ -401,7 +413,7 @@ impl Parked {
         states: &States,
         asking: &Asking,
         sealed: &str,
-    ) -> Option<(Flight, Asked, Asking)> {
+    ) -> Option<(F, Asked, Asking)> {
         let id = states.open_ticket(
             sealed,
             &asking.tenant,
@@ -421,7 +433,7 @@ impl Parked {
         Some((waiting.flight, waiting.asked, waiting.asking))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting<F>>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -49,7 +49,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde::de::DeserializeOwned;
 
-use super::questions::{Callers, Questions};
+use super::questions::{Callers, Questions, attributed};
 use crate::profile::GUEST_WORKSPACE;
 
 /// Who answers a hosted server's questions: the daemon's approval broker, set once the
@@ -85,14 +85,15 @@ pub struct Client {
 /// The key a single question forwarded to a client is asked under.
 const FORWARDED: &str = "question";
 
-/// Puts one question to the client `questions`; its answer, read as `T`.
+/// Puts one question of `server` to the client `questions`; its answer, read as `T`.
 async fn forward<T: DeserializeOwned>(
+    server: &str,
     questions: &dyn Questions,
     request: InputRequest,
 ) -> Result<T, String> {
     let mut requests = InputRequests::new();
     requests.insert(FORWARDED.to_owned(), request);
-    let mut answers = questions.ask(requests).await?;
+    let mut answers = questions.ask(attributed(server, requests)).await?;
     let answer = answers
         .remove(FORWARDED)
         .ok_or_else(|| "the MCP client gave no answer".to_owned())?;
@@ -217,7 +218,7 @@ impl ClientHandler for Client {
         let Some(caller) = self.caller_for(&request) else {
             return Err(Client::no_sampling());
         };
-        forward(caller.as_ref(), request)
+        forward(&self.server, caller.as_ref(), request)
             .await
             .map_err(|err| ErrorData::internal_error(err, None))
     }
@@ -232,7 +233,7 @@ impl ClientHandler for Client {
             return Ok(self.elicit_here(request).await);
         };
         // A client that could not answer (it went away, or answered nonsense) declines.
-        Ok(forward(caller.as_ref(), question)
+        Ok(forward(&self.server, caller.as_ref(), question)
             .await
             .unwrap_or_else(|err| {
                 tracing::debug!(server = %self.server, error = %err, "a forwarded question was not answered");

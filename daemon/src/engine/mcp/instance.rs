@@ -647,7 +647,10 @@ impl Instance {
             });
         let forwarded = async {
             match questions {
-                Some(questions) if !theirs.is_empty() => questions.ask(theirs).await,
+                Some(questions) if !theirs.is_empty() => {
+                    let server = &self.service.service().server;
+                    questions.ask(questions::attributed(server, theirs)).await
+                }
                 _ => Ok(InputResponses::new()),
             }
         };

@@ -19,7 +19,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
-use rmcp::model::{InputRequest, InputRequests, InputResponses};
+use rmcp::model::{ElicitRequestParams, InputRequest, InputRequests, InputResponses};
 
 /// The most rounds of questions one call may take, as rmcp's own loop allows: a server that
 /// keeps asking cannot hold a call (and the client) forever below its deadline.
@@ -42,10 +42,18 @@ pub trait Questions: Send + Sync {
     fn ask(&self, requests: InputRequests) -> BoxFuture<'static, Result<InputResponses, String>>;
 }
 
-/// Whether `questions` can answer `request`.
+/// Whether `questions` can answer `request`. A URL elicitation (go to this address) is
+/// never relayed: airlock declines it, so a server cannot send a client's person to a page
+/// of its choosing through airlock.
 pub fn answers(questions: &dyn Questions, request: &InputRequest) -> bool {
     match request {
-        InputRequest::Elicitation(_) => questions.elicits(),
+        InputRequest::Elicitation(request) => {
+            questions.elicits()
+                && matches!(
+                    request.params,
+                    ElicitRequestParams::FormElicitationParams { .. }
+                )
+        }
         InputRequest::CreateMessage(_) => questions.samples(),
         // Roots are airlock's to answer; a kind of question newer than airlock stays here
         // (and is refused), never reaching a client airlock cannot check the answer of.
@@ -56,6 +64,19 @@ pub fn answers(questions: &dyn Questions, request: &InputRequest) -> bool {
 
 /// One call in flight: its place, and its client when it can answer.
 type Caller = (u64, Option<Arc<dyn Questions>>);
+
+/// `requests` as the client is shown them: each form's message says which server asks, so
+/// that a server's question cannot pass for airlock's own (an approval's).
+pub fn attributed(server: &str, mut requests: InputRequests) -> InputRequests {
+    for request in requests.values_mut() {
+        if let InputRequest::Elicitation(request) = request
+            && let ElicitRequestParams::FormElicitationParams { message, .. } = &mut request.params
+        {
+            *message = format!("MCP server `{server}` asks: {message}");
+        }
+    }
+    requests
+}
 
 /// The calls in flight on one instance, with the clients that can answer for them.
 #[derive(Default)]
@@ -124,6 +145,40 @@ mod tests {
         fn ask(&self, _: InputRequests) -> BoxFuture<'static, Result<InputResponses, String>> {
             Box::pin(async { Ok(InputResponses::new()) })
         }
+    }
+
+    fn elicitation(params: ElicitRequestParams) -> InputRequest {
+        InputRequest::Elicitation(rmcp::model::ElicitRequest::new(params))
+    }
+
+    #[test]
+    fn a_form_is_relayed_saying_whose_it_is_and_a_url_never() {
+        let form = elicitation(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: "airlock: allow this write_file call?".into(),
+            requested_schema: rmcp::model::ElicitationSchema::new(Default::default()),
+        });
+        let url = elicitation(ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: "Sign in".into(),
+            url: "https://phish.example/".into(),
+            elicitation_id: "e1".into(),
+        });
+        assert!(answers(&Client, &form));
+        assert!(!answers(&Client, &url), "a URL is never relayed");
+        let roots = InputRequest::ListRoots(rmcp::model::ListRootsRequest::default());
+        assert!(!answers(&Client, &roots), "roots are airlock's");
+        let shown = attributed("asking", InputRequests::from([("q".to_owned(), form)]));
+        let Some(InputRequest::Elicitation(shown)) = shown.get("q") else {
+            panic!("the question is kept");
+        };
+        let ElicitRequestParams::FormElicitationParams { message, .. } = &shown.params else {
+            panic!("a form stays a form");
+        };
+        assert_eq!(
+            message,
+            "MCP server `asking` asks: airlock: allow this write_file call?"
+        );
     }
 
     #[test]

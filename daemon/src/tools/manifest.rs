@@ -235,9 +235,11 @@ impl OAuthSection {
         let endpoint = match (self.token_url, self.issuer) {
             (Some(token_url), None) => TokenEndpoint::Url(token_url),
             (None, Some(issuer)) => TokenEndpoint::Issuer(issuer),
-            _ => {
+            // Neither: the server's own protected-resource metadata names its issuer.
+            (None, None) => TokenEndpoint::Discovered(url.to_owned()),
+            (Some(_), Some(_)) => {
                 return Err(
-                    "`[mcp.oauth]` needs exactly one of `token_url` or `issuer` (whose RFC 8414 metadata names the token endpoint)"
+                    "`[mcp.oauth]` takes `token_url` or `issuer` (whose RFC 8414 metadata names the token endpoint), not both; with neither, the server's RFC 9728 metadata names the issuer"
                         .into(),
                 );
             }
@@ -245,6 +247,7 @@ impl OAuthSection {
         let key = match endpoint {
             TokenEndpoint::Url(_) => "token_url",
             TokenEndpoint::Issuer(_) => "issuer",
+            TokenEndpoint::Discovered(_) => "url",
         };
         let parsed = reqwest::Url::parse(endpoint.url())
             .map_err(|err| format!("`mcp.oauth.{key}` is not a URL: {err}"))?;
@@ -884,6 +887,13 @@ mod tests {
         let config = oauth(&post);
         assert_eq!(config.client_auth, ClientAuth::Post);
         assert_eq!(config.resource, "https://api.example.com");
+        // Neither: the server's own metadata names its authorization server.
+        let discovered =
+            oauth(&SERVER.replace("token_url = \"https://auth.example.com/token\"", ""));
+        assert_eq!(
+            discovered.endpoint,
+            TokenEndpoint::Discovered("https://api.example.com/mcp".into())
+        );
         let with = |from: &str, to: &str| SERVER.replace(from, to);
         let cases = [
             (
@@ -898,7 +908,7 @@ mod tests {
                     "token_url = \"https://auth.example.com/token\"",
                     "issuer = \"https://auth.example.com\"\ntoken_url = \"https://auth.example.com/token\"",
                 ),
-                "exactly one of `token_url` or `issuer`",
+                "not both; with neither",
             ),
             (
                 with(

@@ -9,6 +9,8 @@ port: what `tests/tests/all/mcp_oauth.rs` reaches airlock's remote servers with.
   it issues random tokens that live `LIFETIME` seconds.
 - `GET /.well-known/oauth-authorization-server`: RFC 8414 metadata naming that endpoint, for
   issuer `http://127.0.0.1:PORT`.
+- `GET /.well-known/oauth-protected-resource/mcp`: RFC 9728 metadata of `/mcp`, naming that
+  issuer; `…/oauth-protected-resource/mismatch` is metadata that claims another resource.
 - `/mcp`: Streamable HTTP, refused with 401 and a `WWW-Authenticate` challenge unless the
   request carries a live token. Tools: `echo`, and `leak`, which answers with the last
   `Authorization` header the server saw (a server that tries to hand its token to a model).
@@ -139,6 +141,12 @@ def protect(app):
                         "grant_types_supported": ["client_credentials"],
                         "token_endpoint_auth_methods_supported": ["client_secret_basic"],
                     },
+                )
+            if path == "/.well-known/oauth-protected-resource/mcp":
+                return await respond(send, 200, {"resource": RESOURCE, "authorization_servers": [ISSUER]})
+            if path == "/.well-known/oauth-protected-resource/mismatch":
+                return await respond(
+                    send, 200, {"resource": f"{ISSUER}/elsewhere", "authorization_servers": [ISSUER]}
                 )
             if path == "/break" and scope["method"] == "POST":
                 broken.append(True)

@@ -131,6 +131,26 @@ async fn a_remote_server_behind_oauth_gets_fresh_tokens_that_never_reach_a_call(
         &format!("issuer = \"http://127.0.0.1:{port}\""),
         CLIENT_SECRET,
     );
+    // Neither `token_url` nor `issuer`: the server's RFC 9728 metadata names the issuer.
+    tool("found", "", CLIENT_SECRET);
+    tools.write_manifest(
+        "mismatch",
+        &manifest("mismatch", port, "").replace("/mcp\"", "/mismatch\""),
+    );
+    std::fs::write(tools.path().join("mismatch/secret.txt"), CLIENT_SECRET).unwrap();
+    let path = tools.path().join("mismatch/tool.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "\"secret.txt\"",
+        &format!(
+            "{:?}",
+            tools
+                .path()
+                .join("mismatch/secret.txt")
+                .display()
+                .to_string()
+        ),
+    );
+    std::fs::write(path, text).unwrap();
     tool("wrongsecret", &token_url, "not-the-client-secret");
     tool(
         "elsewhere",
@@ -173,7 +193,15 @@ async fn a_remote_server_behind_oauth_gets_fresh_tokens_that_never_reach_a_call(
             ),
         "{refused}"
     );
-    assert_eq!(daemon.refused().len(), 2, "{refused}");
+    // Metadata that is not the server's own names no authorization server it will trust.
+    assert!(
+        refused.contains("mismatch")
+            && refused.contains(&format!(
+                "the protected-resource metadata at http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mismatch is for `http://127.0.0.1:{port}/elsewhere`, not this server"
+            )),
+        "{refused}"
+    );
+    assert_eq!(daemon.refused().len(), 3, "{refused}");
     assert!(
         !refused.contains("not-the-client-secret"),
         "the client secret is not in a refusal: {refused}"
@@ -224,6 +252,13 @@ async fn a_remote_server_behind_oauth_gets_fresh_tokens_that_never_reach_a_call(
         .await;
     discovered.assert_status(ToolStatus::Ok);
     calls.push(discovered);
+
+    // The issuer named by the server's own RFC 9728 metadata.
+    let found = daemon
+        .exec("found__echo", json!({"text": "found"}), None)
+        .await;
+    found.assert_status(ToolStatus::Ok);
+    calls.push(found);
 
     // A server that hands its token back has it redacted before anyone sees it.
     let leak = daemon.exec("oauth__leak", json!({}), None).await;

@@ -277,10 +277,15 @@ impl McpEngine {
                 message: format!("the OAuth endpoint {endpoint} is not a URL: {err}"),
             })?;
             let what = match oauth.endpoint {
-                oauth::TokenEndpoint::Url(_) => "the OAuth token endpoint",
-                oauth::TokenEndpoint::Issuer(_) => "the OAuth authorization server",
+                oauth::TokenEndpoint::Url(_) => Some("the OAuth token endpoint"),
+                oauth::TokenEndpoint::Issuer(_) => Some("the OAuth authorization server"),
+                // The server names its authorization server when first asked: its host is
+                // checked against the allow-list then, before anything is sent to it.
+                oauth::TokenEndpoint::Discovered(_) => None,
             };
-            endpoints.push((what, endpoint, parsed));
+            if let Some(what) = what {
+                endpoints.push((what, endpoint, parsed));
+            }
         }
         for (what, url, parsed) in &endpoints {
             let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default())

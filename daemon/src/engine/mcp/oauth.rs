@@ -2,7 +2,8 @@
 //! authorization server, with the client credentials grant (RFC 6749 §4.4, OAuth 2.1 §4.2).
 //!
 //! A manifest's `[mcp.oauth]` names the token endpoint (`token_url`, or the authorization
-//! server's `issuer`, whose RFC 8414 metadata names it), the client (`client_id`, and the
+//! server's `issuer`, whose RFC 8414 metadata names it, or neither: the server's own RFC 9728
+//! protected-resource metadata names the issuer), the client (`client_id`, and the
 //! secret of `[[secrets]]` that holds its password), the scopes, and the `resource` the token
 //! is for (RFC 8707; the server's URL by default). [`TokenSource`] fetches a token when the
 //! first request needs one, keeps it, and fetches the next one [`refresh_margin`] before the
@@ -104,13 +105,20 @@ pub enum TokenEndpoint {
     Url(String),
     /// Named by the RFC 8414 metadata of this issuer, read at the first fetch.
     Issuer(String),
+    /// Named by the metadata of the issuer that this server's RFC 9728 protected-resource
+    /// metadata names, both read at the first fetch. The server picks where the client's
+    /// secret goes: only to a host of the profile's allow-list, over TLS (or loopback), and
+    /// only when the metadata is this server's own (its `resource` is the server's URL).
+    Discovered(String),
 }
 
 impl TokenEndpoint {
-    /// The URL the daemon contacts first: the endpoint, or the issuer's.
+    /// The URL the daemon contacts first: the endpoint, the issuer's, or the server's.
     pub fn url(&self) -> &str {
         match self {
-            TokenEndpoint::Url(url) | TokenEndpoint::Issuer(url) => url,
+            TokenEndpoint::Url(url)
+            | TokenEndpoint::Issuer(url)
+            | TokenEndpoint::Discovered(url) => url,
         }
     }
 }
@@ -226,6 +234,14 @@ struct Metadata {
     token_endpoint: String,
 }
 
+/// The fields of RFC 9728 protected-resource metadata airlock uses.
+#[derive(Deserialize)]
+struct ResourceMetadata {
+    resource: String,
+    #[serde(default)]
+    authorization_servers: Vec<String>,
+}
+
 impl TokenSource {
     pub fn new(
         server: &str,
@@ -320,48 +336,27 @@ impl TokenSource {
         Ok(value)
     }
 
-    /// The token endpoint: the manifest's, or the one the issuer's metadata names.
+    /// The token endpoint: the manifest's, or the one the issuer's metadata names (the
+    /// issuer the manifest names, or the one the server's own metadata names).
     async fn endpoint(&self, http: &reqwest::Client) -> Result<reqwest::Url, String> {
         let issuer = match &self.config.endpoint {
             TokenEndpoint::Url(url) => {
                 return reqwest::Url::parse(url)
                     .map_err(|err| self.fail(format!("`token_url` is not a URL: {err}")));
             }
-            TokenEndpoint::Issuer(issuer) => issuer,
+            TokenEndpoint::Issuer(issuer) => issuer.clone(),
+            TokenEndpoint::Discovered(server) => self.discover(http, server).await?,
         };
-        let metadata_url = metadata_url(issuer)
+        let metadata_url = metadata_url(&issuer)
             .ok_or_else(|| self.fail(format!("`issuer` {issuer} is not an http(s) URL")))?;
-        if let Some(why) = refusal(&self.rules, &metadata_url) {
-            return Err(self.fail(format!(
-                "the authorization server's metadata at {metadata_url} cannot be reached: {why}"
-            )));
-        }
-        let read = async {
-            let response = http
-                .get(metadata_url.clone())
-                .header(http::header::ACCEPT, "application/json")
-                .send()
-                .await
-                .map_err(|err| without_url(&err))?;
-            let status = response.status();
-            let body = read_capped(response, MAX_METADATA_BYTES).await?;
-            if !status.is_success() {
-                return Err(format!("HTTP {status}"));
-            }
-            serde_json::from_slice::<Metadata>(&body).map_err(|_| {
-                "not RFC 8414 metadata (a JSON object with `issuer` and `token_endpoint`)"
-                    .to_owned()
-            })
-        };
-        let metadata = tokio::time::timeout(TOKEN_REQUEST_TIMEOUT, read)
-            .await
-            .map_err(|_| format!("no answer within {} s", TOKEN_REQUEST_TIMEOUT.as_secs()))
-            .and_then(|read| read)
-            .map_err(|why| {
-                self.fail(format!(
-                    "the authorization server's metadata at {metadata_url} is unusable: {why}"
-                ))
-            })?;
+        let metadata: Metadata = self
+            .get_json(
+                http,
+                &metadata_url,
+                "the authorization server's metadata",
+                "not RFC 8414 metadata (a JSON object with `issuer` and `token_endpoint`)",
+            )
+            .await?;
         // RFC 8414 §3.3: metadata for another issuer is not this issuer's.
         if metadata.issuer.trim_end_matches('/') != issuer.trim_end_matches('/') {
             return Err(self.fail(format!(
@@ -380,6 +375,76 @@ impl TokenSource {
             )));
         }
         Ok(endpoint)
+    }
+
+    /// The authorization server `server`'s protected-resource metadata (RFC 9728) names:
+    /// the first it lists, when the metadata is this server's (§3.3: its `resource` is the
+    /// server's URL) and the issuer may be sent a secret.
+    async fn discover(&self, http: &reqwest::Client, server: &str) -> Result<String, String> {
+        let metadata_url = resource_metadata_url(server)
+            .ok_or_else(|| self.fail(format!("the server's URL {server} is not an http(s) URL")))?;
+        let metadata: ResourceMetadata = self
+            .get_json(
+                http,
+                &metadata_url,
+                "the server's protected-resource metadata",
+                "not RFC 9728 metadata (a JSON object with `resource` and `authorization_servers`)",
+            )
+            .await?;
+        if metadata.resource.trim_end_matches('/') != server.trim_end_matches('/') {
+            return Err(self.fail(format!(
+                "the protected-resource metadata at {metadata_url} is for `{}`, not this server ({server})",
+                clean(&metadata.resource)
+            )));
+        }
+        let issuer = metadata.authorization_servers.first().ok_or_else(|| {
+            self.fail(format!(
+                "the protected-resource metadata at {metadata_url} names no authorization server"
+            ))
+        })?;
+        let parsed = reqwest::Url::parse(issuer)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host_str().is_some());
+        match parsed {
+            Some(url) if may_carry_secrets(&url) => Ok(issuer.clone()),
+            _ => Err(self.fail(format!(
+                "the protected-resource metadata at {metadata_url} names authorization server `{}`: not an https URL (a client secret is never sent in clear text)",
+                clean(issuer)
+            ))),
+        }
+    }
+
+    /// The JSON document at `url` (`what` it is, for messages; `shape` what it must be),
+    /// through the gate, bounded in size and time.
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        http: &reqwest::Client,
+        url: &reqwest::Url,
+        what: &str,
+        shape: &str,
+    ) -> Result<T, String> {
+        if let Some(why) = refusal(&self.rules, url) {
+            return Err(self.fail(format!("{what} at {url} cannot be reached: {why}")));
+        }
+        let read = async {
+            let response = http
+                .get(url.clone())
+                .header(http::header::ACCEPT, "application/json")
+                .send()
+                .await
+                .map_err(|err| without_url(&err))?;
+            let status = response.status();
+            let body = read_capped(response, MAX_METADATA_BYTES).await?;
+            if !status.is_success() {
+                return Err(format!("HTTP {status}"));
+            }
+            serde_json::from_slice::<T>(&body).map_err(|_| shape.to_owned())
+        };
+        tokio::time::timeout(TOKEN_REQUEST_TIMEOUT, read)
+            .await
+            .map_err(|_| format!("no answer within {} s", TOKEN_REQUEST_TIMEOUT.as_secs()))
+            .and_then(|read| read)
+            .map_err(|why| self.fail(format!("{what} at {url} is unusable: {why}")))
     }
 
     /// One token request: the access token and how long to use it.
@@ -522,6 +587,20 @@ fn metadata_url(issuer: &str) -> Option<reqwest::Url> {
     }
     let path = url.path().trim_end_matches('/').to_owned();
     url.set_path(&format!("/.well-known/oauth-authorization-server{path}"));
+    url.set_query(None);
+    url.set_fragment(None);
+    Some(url)
+}
+
+/// Where a protected resource's metadata is (RFC 9728 §3.1): the well-known suffix goes
+/// between the host and the resource's path.
+fn resource_metadata_url(resource: &str) -> Option<reqwest::Url> {
+    let mut url = reqwest::Url::parse(resource).ok()?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return None;
+    }
+    let path = url.path().trim_end_matches('/').to_owned();
+    url.set_path(&format!("/.well-known/oauth-protected-resource{path}"));
     url.set_query(None);
     url.set_fragment(None);
     Some(url)

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::engine::{Engines, LoadedTool, ToolKind};
+use crate::engine::{Code, Engines, LoadedTool, ToolKind};
 use crate::profile::{Profile, Profiles};
 
 use super::arguments::ArgumentSchema;
@@ -105,7 +105,11 @@ impl Registry {
         // under the server's prefix): they are registered last, so that one never takes the
         // name of a tool airlock serves from a manifest of its own — the hosted one is
         // refused instead, whatever the order the folders were read in.
-        loaded.sort_by_key(|(_, tool)| tool.loaded.kind() == ToolKind::McpTool);
+        // A bare-named one comes after the prefixed ones, which it cannot pose as anyway.
+        loaded.sort_by_key(|(_, tool)| {
+            let bare = matches!(&tool.manifest.image.code, Code::Mcp(server) if server.bare_names);
+            (tool.loaded.kind() == ToolKind::McpTool, bare)
+        });
         for (manifest_path, tool) in loaded {
             if let Some(first) = origins.get(tool.name()) {
                 errors.push(ToolLoadError {

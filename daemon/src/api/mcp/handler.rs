@@ -31,7 +31,7 @@ use rmcp::service::{RequestContext, RoleServer};
 
 use super::McpCaller;
 use super::mrtr::{self, Retry, States, Step};
-use super::relay::{self, Asking, Flight, Landed, Offers, Parked};
+use super::relay::{self, Asking, Flight, Landed, Offers, Parked, Resumed};
 use crate::api::direct_approval::{self, DirectApprovals, InBand};
 use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
 use crate::api::error::ApiError;
@@ -293,6 +293,12 @@ impl ServerHandler for ToolServer {
         let cancel = context.ct.child_token();
         let _stop = cancel.clone().drop_guard();
         let in_band = self.states.as_ref().filter(|_| asks_in_band(&context));
+        // A state that named no parked call is an approval's or a stranger's: only the
+        // in-band approval of this very call may take it. Anything else would start the
+        // call anew on a retry that meant to resume one.
+        if retry.state.is_some() && !(DirectApprovals::needed(&call) && in_band.is_some()) {
+            return Err(ErrorData::invalid_params(relay::STALE_QUESTION, None));
+        }
         if DirectApprovals::needed(&call)
             && let Some(states) = in_band
         {
@@ -342,17 +348,16 @@ impl ServerHandler for ToolServer {
             if let Some(result) = direct_approval::refusal(outcome) {
                 return refused(format!("DENIED: {}", result.error_message));
             }
-        } else if retry.state.is_some() {
-            // A state that is neither a parked call's nor an approval's is a stranger's.
-            return Err(ErrorData::invalid_params(relay::STALE_QUESTION, None));
         }
         let offers = offers(&context);
+        let opening = relay::opening(opening, offers);
         let asking = Asking {
             hosted: call.tool.loaded.kind() == ToolKind::McpTool,
             ..asking
         };
         let flight = Flight::start(self.calls.executor.clone(), call, slot, offers, opening);
-        self.fly(flight, asking, &context, &request.name).await
+        self.fly(flight, asking, None, &context, &request.name)
+            .await
     }
 }
 
@@ -363,6 +368,7 @@ impl ToolServer {
         &self,
         mut flight: Flight,
         asking: Asking,
+        until: Option<std::time::Instant>,
         context: &RequestContext<RoleServer>,
         tool: &str,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -380,25 +386,16 @@ impl ToolServer {
             match flight.drive(context, tool, logs).await? {
                 Landed::Done(result) => return Ok(answer(*result, asking.hosted).into()),
                 Landed::Asked(asked) if !modern(context) => {
-                    // A client that never answers holds the question until the call's end
-                    // at the latest; given up (dropped), the server reads it as declined.
-                    tokio::select! {
-                        answers = relay::ask_in_stream(context, &asked.requests) => {
-                            asked.answer(answers);
-                        }
-                        () = tokio::time::sleep_until(flight.deadline.into()) => {}
-                        () = context.ct.cancelled() => {
-                            return Err(ErrorData::internal_error("cancelled by the client", None));
-                        }
-                    }
+                    flight.ask_in_stream(context, asked).await?;
                 }
                 Landed::Asked(asked) => {
                     let states = self.states.as_ref().ok_or_else(|| {
                         ErrorData::internal_error("the question cannot be put in-band", None)
                     })?;
+                    let until = until.unwrap_or_else(|| relay::park_until(states, flight.deadline));
                     return self
                         .parked
-                        .park(states, asking, flight, asked)
+                        .park(states, asking, flight, asked, until)
                         .map(Into::into)
                         .ok_or_else(|| {
                             ErrorData::internal_error("the question cannot be put in-band", None)
@@ -420,20 +417,24 @@ impl ToolServer {
         context: &RequestContext<RoleServer>,
         tool: &str,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let (flight, asked, asking) = self.parked.take(states, &asking, sealed)?;
+        let Resumed {
+            flight,
+            asked,
+            asking,
+            until,
+        } = self.parked.take(states, &asking, sealed)?;
         let answers = answers.unwrap_or_default();
         if !asked.answered_by(&answers) {
+            // Asked again, under the same time limit: re-asking never extends a call's stay.
             return Some(
                 self.parked
-                    .park(states, asking, flight, asked)
+                    .park(states, asking, flight, asked, until)
                     .map(Into::into)
-                    .ok_or_else(|| {
-                        ErrorData::internal_error("the question cannot be put in-band", None)
-                    }),
+                    .ok_or_else(|| ErrorData::invalid_params(relay::STALE_QUESTION, None)),
             );
         }
         asked.answer(answers);
-        Some(self.fly(flight, asking, context, tool).await)
+        Some(self.fly(flight, asking, Some(until), context, tool).await)
     }
 }
 

@@ -157,6 +157,7 @@ impl States {
     /// The state of held question `approval_id` about `bound`.
     pub fn seal(&self, bound: &Bound, approval_id: &str) -> Option<String> {
         self.seal_ticket(
+            self.ttl,
             approval_id,
             &bound.tenant,
             &bound.tool,
@@ -171,9 +172,10 @@ impl States {
     }
 
     /// The state naming `held`, for `tenant`'s call of `tool`, bound to `data` (which starts
-    /// with the label of what it seals).
+    /// with the label of what it seals), living `ttl`.
     pub(super) fn seal_ticket(
         &self,
+        ttl: Duration,
         held: &str,
         tenant: &str,
         tool: &str,
@@ -184,7 +186,7 @@ impl States {
             tenant: tenant.to_owned(),
             tool: tool.to_owned(),
         };
-        let options = SealOptions::new().associated_data(data).ttl(self.ttl);
+        let options = SealOptions::new().associated_data(data).ttl(ttl);
         self.codec.seal_json_with(&ticket, &options).ok()
     }
 

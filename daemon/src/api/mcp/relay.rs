@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -71,9 +72,14 @@ impl Asked {
         let _ = self.answer.send(answers);
     }
 
-    /// Whether `answers` holds an answer to every request.
+    /// Whether `answers` holds an answer of the right kind to every request (a form's to a
+    /// form, a completion to a sampling request).
     pub fn answered_by(&self, answers: &InputResponses) -> bool {
-        self.requests.keys().all(|key| answers.contains_key(key))
+        self.requests.iter().all(|(key, request)| {
+            answers
+                .get(key)
+                .is_some_and(|answer| answers_kind(request, answer))
+        })
     }
 }
 
@@ -133,7 +139,9 @@ pub struct Flight {
     /// Output bytes reported as progress so far, across every request that drove the call.
     written: u64,
     /// When the executor ends the call: a question still unanswered then is given up.
-    pub deadline: std::time::Instant,
+    pub deadline: Instant,
+    /// Cancelled once the call has ended, however it ended.
+    done: CancellationToken,
     cancel: CancellationToken,
     /// Stops the call when the flight is dropped (its client went away, or never retried).
     _stop: DropGuard,
@@ -168,12 +176,18 @@ impl Flight {
         } else {
             call
         };
-        let deadline = std::time::Instant::now() + call.timeout;
+        let deadline = Instant::now() + call.timeout;
         let (events, reports) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
+        let done = CancellationToken::new();
         let running = tokio::spawn({
             let cancel = cancel.clone();
-            async move { executor.run(call, events, cancel).await }
+            let done = done.clone().drop_guard();
+            async move {
+                let result = executor.run(call, events, cancel).await;
+                drop(done);
+                result
+            }
         });
         Flight {
             running,
@@ -181,6 +195,7 @@ impl Flight {
             asked,
             written: 0,
             deadline,
+            done,
             _stop: cancel.clone().drop_guard(),
             cancel,
             _slot: slot,
@@ -241,36 +256,84 @@ impl Flight {
     }
 }
 
-/// Puts `requests` to a client of 2025-11-25 or before as requests of the server's, on the
-/// stream of the request of `context`, one at a time; the answers it gave. A request it
-/// failed or refused to answer has none (the server's engine takes that as a decline).
-pub async fn ask_in_stream(
-    context: &RequestContext<RoleServer>,
-    requests: &InputRequests,
-) -> InputResponses {
-    let mut answers = InputResponses::new();
-    for (key, request) in requests {
-        let answer = match request {
-            InputRequest::Elicitation(request) => context
-                .peer
-                .create_elicitation(request.params.clone())
-                .await
-                .ok()
-                .and_then(|answer| serde_json::to_value(answer).ok()),
-            InputRequest::CreateMessage(request) => context
-                .peer
-                .create_message(request.params.clone())
-                .await
-                .ok()
-                .and_then(|answer| serde_json::to_value(answer).ok()),
-            // Never relayed (`engine::mcp::questions::answers`).
-            _ => None,
+impl Flight {
+    /// Puts `asked` to a client of 2025-11-25 or before, as requests of the server's on the
+    /// stream of the request of `context`, one at a time, and gives the server the answers.
+    /// A request the client failed or refused to answer has none (the server's engine takes
+    /// that as a decline). Given up — the server reads no answer — when the call ends (it
+    /// crashed, or its deadline passed) or the server stops waiting; an error when the
+    /// client cancels the request.
+    pub async fn ask_in_stream(
+        &self,
+        context: &RequestContext<RoleServer>,
+        mut asked: Asked,
+    ) -> Result<(), ErrorData> {
+        let Asked { requests, answer } = &mut asked;
+        let asking = async {
+            let mut answers = InputResponses::new();
+            for (key, request) in requests.iter() {
+                let answer = match request {
+                    InputRequest::Elicitation(request) => context
+                        .peer
+                        .create_elicitation(request.params.clone())
+                        .await
+                        .ok()
+                        .and_then(|answer| serde_json::to_value(answer).ok()),
+                    InputRequest::CreateMessage(request) => context
+                        .peer
+                        .create_message(request.params.clone())
+                        .await
+                        .ok()
+                        .and_then(|answer| serde_json::to_value(answer).ok()),
+                    // Never relayed (`engine::mcp::questions::answers`).
+                    _ => None,
+                };
+                if let Some(answer) = answer {
+                    answers.insert(key.clone(), answer);
+                }
+            }
+            answers
         };
-        if let Some(answer) = answer {
-            answers.insert(key.clone(), answer);
-        }
+        let answers = tokio::select! {
+            answers = asking => answers,
+            () = self.done.cancelled() => return Ok(()),
+            () = tokio::time::sleep_until(self.deadline.into()) => return Ok(()),
+            () = answer.closed() => return Ok(()),
+            () = context.ct.cancelled() => {
+                self.cancel.cancel();
+                return Err(ErrorData::internal_error("cancelled by the client", None));
+            }
+        };
+        asked.answer(answers);
+        Ok(())
     }
-    answers
+}
+
+/// Whether `answer` is of the kind `request` asks for.
+fn answers_kind(request: &InputRequest, answer: &Value) -> bool {
+    match request {
+        InputRequest::Elicitation(_) => {
+            serde_json::from_value::<ElicitResult>(answer.clone()).is_ok()
+        }
+        InputRequest::CreateMessage(_) => {
+            serde_json::from_value::<CreateMessageResult>(answer.clone()).is_ok()
+        }
+        // Never relayed (`engine::mcp::questions::answers`): no answer is the client's.
+        _ => false,
+    }
+}
+
+/// The answers a client sent with its first request that a server may be given: those of
+/// a kind the client offers to answer (a form's, a completion), never a roots listing
+/// (roots are airlock's to answer).
+pub fn opening(answers: Option<InputResponses>, offers: Offers) -> Option<InputResponses> {
+    let mut answers = answers?;
+    answers.retain(|_, answer| {
+        (offers.elicits && serde_json::from_value::<ElicitResult>(answer.clone()).is_ok())
+            || (offers.samples
+                && serde_json::from_value::<CreateMessageResult>(answer.clone()).is_ok())
+    });
+    (!answers.is_empty()).then_some(answers)
 }
 
 /// The key of the first of `answers` that is no answer to any kind of input request (an
@@ -349,8 +412,27 @@ struct Waiting<F> {
     asking: Asking,
     flight: F,
     asked: Asked,
+    /// When the call is let go, however often it is parked again.
+    until: Instant,
     /// Removes the call when its state expires.
     _expiry: AbortOnDrop,
+}
+
+/// A parked call its client's retry took.
+pub struct Resumed<F> {
+    pub flight: F,
+    /// The question it waited on.
+    pub asked: Asked,
+    /// The call as it was parked.
+    pub asking: Asking,
+    /// When it is let go if parked again.
+    pub until: Instant,
+}
+
+/// When a call parked now is let go: when its state expires or the call's own deadline
+/// passes, whichever is first (a parked call never holds its slot past its deadline).
+pub fn park_until(states: &States, deadline: Instant) -> Instant {
+    (Instant::now() + states.ttl()).min(deadline)
 }
 
 /// Aborts a task when dropped.
@@ -363,27 +445,38 @@ impl Drop for AbortOnDrop {
 }
 
 impl<F: Send + 'static> Parked<F> {
-    /// Parks `flight` until the client answers `asked`; the input-required result that asks
-    /// it. `None` when no state could be sealed (the call is then stopped).
+    /// Parks `flight` until the client answers `asked`, at the latest `until` (for a call
+    /// parked again, the time its first parking set); the input-required result that asks
+    /// it. `None` when no state could be sealed or `until` has passed (the call is then
+    /// stopped, dropped).
     pub fn park(
         self: &Arc<Self>,
         states: &States,
         asking: Asking,
         flight: F,
         asked: Asked,
+        until: Instant,
     ) -> Option<InputRequiredResult> {
+        let life = until.checked_duration_since(Instant::now())?;
+        if life.is_zero() {
+            return None;
+        }
         let mut id = [0u8; 16];
         getrandom::fill(&mut id).ok()?;
         let id = hex::encode(id);
-        let state =
-            states.seal_ticket(&id, &asking.tenant, &asking.tool, &asking.associated_data())?;
+        let state = states.seal_ticket(
+            life,
+            &id,
+            &asking.tenant,
+            &asking.tool,
+            &asking.associated_data(),
+        )?;
         let result = InputRequiredResult::new(Some(asked.requests.clone()), Some(state));
         let expiry = tokio::spawn({
             let parked = Arc::downgrade(self);
             let id = id.clone();
-            let ttl = states.ttl();
             async move {
-                tokio::time::sleep(ttl).await;
+                tokio::time::sleep_until(until.into()).await;
                 if let Some(parked) = parked.upgrade() {
                     let gone = parked.lock().remove(&id);
                     if gone.is_some() {
@@ -400,6 +493,7 @@ impl<F: Send + 'static> Parked<F> {
                 asking,
                 flight,
                 asked,
+                until,
                 _expiry: AbortOnDrop(expiry.abort_handle()),
             },
         );
@@ -408,12 +502,7 @@ impl<F: Send + 'static> Parked<F> {
 
     /// The parked call `sealed` names, taken (with the question it waits on, and the call as
     /// it was parked), when the state opens for `asking` and the call is still parked.
-    pub fn take(
-        &self,
-        states: &States,
-        asking: &Asking,
-        sealed: &str,
-    ) -> Option<(F, Asked, Asking)> {
+    pub fn take(&self, states: &States, asking: &Asking, sealed: &str) -> Option<Resumed<F>> {
         let id = states.open_ticket(
             sealed,
             &asking.tenant,
@@ -430,7 +519,12 @@ impl<F: Send + 'static> Parked<F> {
             return None;
         }
         let waiting = waiting.remove(&id)?;
-        Some((waiting.flight, waiting.asked, waiting.asking))
+        Some(Resumed {
+            flight: waiting.flight,
+            asked: waiting.asked,
+            asking: waiting.asking,
+            until: waiting.until,
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting<F>>> {

@@ -7,7 +7,7 @@
     clippy::string_slice
 )]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{ElicitRequest, ElicitRequestParams, ElicitationSchema, InputRequest};
 
@@ -112,10 +112,17 @@ fn asked(message: &str) -> (Asked, oneshot::Receiver<InputResponses>) {
     )
 }
 
+/// A minute from now.
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
 /// Parks a call (here a number that names it) asking `message`; its state.
 fn park(parked: &Arc<Parked<u32>>, states: &States, call: u32, message: &str) -> String {
     let (asked, _answered) = asked(message);
-    let result = parked.park(states, asking(), call, asked).expect("parked");
+    let result = parked
+        .park(states, asking(), call, asked, soon())
+        .expect("parked");
     assert_eq!(result.input_requests.as_ref().unwrap().len(), 1);
     result.request_state.expect("a state")
 }
@@ -130,16 +137,16 @@ async fn a_parked_call_is_resumed_by_its_own_retry_once() {
     for (what, other) in others() {
         assert!(parked.take(&states, &other, &first).is_none(), "{what}");
     }
-    let (call, asked, _) = parked.take(&states, &asking(), &second).expect("its call");
-    assert_eq!(call, 2);
-    assert!(asked.requests.contains_key("confirm"));
+    let resumed = parked.take(&states, &asking(), &second).expect("its call");
+    assert_eq!(resumed.flight, 2);
+    assert!(resumed.asked.requests.contains_key("confirm"));
     assert!(
         parked.take(&states, &asking(), &second).is_none(),
         "a replayed state finds nothing"
     );
     // None of the strangers' retries took the first call.
-    let (call, _, _) = parked.take(&states, &asking(), &first).expect("its call");
-    assert_eq!(call, 1);
+    let resumed = parked.take(&states, &asking(), &first).expect("its call");
+    assert_eq!(resumed.flight, 1);
 }
 
 #[tokio::test]
@@ -201,7 +208,7 @@ async fn a_call_whose_client_does_not_come_back_is_let_go() {
     let parked = Arc::new(Parked::<u32>::default());
     let (asked, answered) = asked("keep?");
     let sealed = parked
-        .park(&states, asking(), 1, asked)
+        .park(&states, asking(), 1, asked, park_until(&states, soon()))
         .and_then(|result| result.request_state)
         .expect("a state");
     tokio::time::sleep(Duration::from_millis(120)).await;
@@ -209,6 +216,96 @@ async fn a_call_whose_client_does_not_come_back_is_let_go() {
     assert!(parked.lock().is_empty(), "nothing kept");
     // The server's question is given up: its side reads no answer.
     assert!(answered.await.is_err());
+}
+
+#[tokio::test]
+async fn asking_again_never_extends_a_calls_stay_nor_its_deadline() {
+    let states = states(Duration::from_secs(60));
+    let parked = Arc::new(Parked::<u32>::default());
+    // A call whose deadline is near: parked no longer than its deadline, whatever the
+    // states' life.
+    let deadline = Instant::now() + Duration::from_millis(80);
+    let until = park_until(&states, deadline);
+    assert_eq!(until, deadline);
+    let (first, _answered) = asked("keep?");
+    let mut sealed = parked
+        .park(&states, asking(), 1, first, until)
+        .and_then(|result| result.request_state)
+        .expect("a state");
+    // A client that keeps coming back without answers is asked again under the same limit.
+    for _ in 0..3 {
+        let resumed = parked.take(&states, &asking(), &sealed).expect("its call");
+        assert_eq!(resumed.until, until, "the first parking's limit is kept");
+        sealed = parked
+            .park(
+                &states,
+                resumed.asking,
+                resumed.flight,
+                resumed.asked,
+                resumed.until,
+            )
+            .and_then(|result| result.request_state)
+            .expect("parked again");
+    }
+    tokio::time::sleep(Duration::from_millis(160)).await;
+    assert!(parked.take(&states, &asking(), &sealed).is_none());
+    assert!(parked.lock().is_empty(), "let go at the deadline");
+    // Past its limit, a call is not parked at all.
+    let (late, _answered) = asked("keep?");
+    assert!(
+        parked
+            .park(&states, asking(), 2, late, Instant::now())
+            .is_none()
+    );
+}
+
+#[test]
+fn only_answers_of_the_kind_asked_answer_a_question() {
+    let (asked, _answered) = asked("keep?");
+    let of = |answer: Value| InputResponses::from([("confirm".to_owned(), answer)]);
+    assert!(asked.answered_by(&of(json!({"action": "accept"}))));
+    assert!(
+        !asked.answered_by(&of(json!({"roots": []}))),
+        "roots answer no form"
+    );
+    assert!(!asked.answered_by(&of(
+        json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"})
+    )));
+}
+
+#[test]
+fn answers_sent_up_front_are_those_the_client_offers_and_never_roots() {
+    let answers = InputResponses::from([
+        (
+            "form".to_owned(),
+            json!({"action": "accept", "content": {"name": "Alice"}}),
+        ),
+        (
+            "roots".to_owned(),
+            json!({"roots": [{"uri": "file:///home/alice"}]}),
+        ),
+        (
+            "completion".to_owned(),
+            json!({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}),
+        ),
+    ]);
+    let keys = |offers: Offers| {
+        opening(Some(answers.clone()), offers)
+            .map(|answers| answers.into_keys().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let both = Offers {
+        elicits: true,
+        samples: true,
+    };
+    assert_eq!(keys(both), ["completion", "form"]);
+    let forms = Offers {
+        elicits: true,
+        samples: false,
+    };
+    assert_eq!(keys(forms), ["form"]);
+    assert!(keys(Offers::default()).is_empty());
+    assert_eq!(opening(None, both), None);
 }
 
 #[test]

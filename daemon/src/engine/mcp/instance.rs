@@ -683,6 +683,12 @@ impl Instance {
         Ok(answers)
     }
 
+    /// Keeps the instance's questions from reaching any one client while the returned
+    /// guard lives: for a call given up on, whose server may still be at work on it.
+    pub fn hold_questions(&self) -> questions::InFlight {
+        self.callers.enter(None)
+    }
+
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
         self.service.peer()
     }

@@ -5,8 +5,9 @@
 //! under the manifest's profile exactly as the process engine prepares a tool's (same
 //! checks, same fail-closed refusals), starts it once at load to list its tools, checks the
 //! listing against what is trusted (`trust.rs`), and returns each trusted tool under its
-//! served name `<server>__<tool>`, or its own with `names = "bare"` (`names.rs`). From then on instances run per tenant and
-//! workspace (`host.rs`), each call a `tools/call` over the instance's stdio (`tool.rs`);
+//! served name `<server>__<tool>`, or its own with `names = "bare"` (`names.rs`). From then
+//! on instances run per tenant and workspace (`host.rs`), each call a `tools/call` over the
+//! instance's connection (`tool.rs`);
 //! a server's questions about a call go to the call's MCP client when it can answer them
 //! (`questions.rs`), to airlock's own answers otherwise (`client.rs`).
 //!

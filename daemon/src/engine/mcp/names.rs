@@ -25,12 +25,14 @@ pub fn served_name(server: &str, tool: &str) -> String {
     named(&format!("{server}{SEPARATOR}"), tool)
 }
 
-/// The name `tool` is served under without its server's: its own when valid.
+/// The name `tool` is served under without its server's: its own when valid and free of
+/// the separator, so that it never reads as another server's prefixed name
+/// (`github__delete_repo`).
 pub fn bare_name(tool: &str) -> String {
     named("", tool)
 }
 
-/// `tool`'s name after `prefix`, made valid and distinct.
+/// `tool`'s name after `prefix`, made valid and distinct; after no prefix, without `__`.
 fn named(prefix: &str, tool: &str) -> String {
     let cleaned: String = tool
         .chars()
@@ -42,6 +44,11 @@ fn named(prefix: &str, tool: &str) -> String {
             }
         })
         .collect();
+    let cleaned = if prefix.is_empty() {
+        collapse_separators(&cleaned)
+    } else {
+        cleaned
+    };
     let plain = format!("{prefix}{cleaned}");
     if cleaned == tool && !tool.is_empty() && plain.len() <= MAX_NAME_LEN {
         return plain;
@@ -53,6 +60,18 @@ fn named(prefix: &str, tool: &str) -> String {
     let head: String = cleaned.chars().take(room).collect();
     let name = format!("{prefix}{head}_{suffix}");
     name.chars().take(MAX_NAME_LEN).collect()
+}
+
+/// `name` with every run of underscores that holds the separator made one underscore.
+fn collapse_separators(name: &str) -> String {
+    let mut collapsed = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c == '_' && collapsed.ends_with('_') {
+            continue;
+        }
+        collapsed.push(c);
+    }
+    collapsed
 }
 
 #[cfg(test)]
@@ -91,5 +110,10 @@ mod tests {
             assert!(valid(&name), "{name}");
         }
         assert_ne!(bare_name("read.file"), bare_name("read_file"));
+        // Never another server's prefixed name, and still distinct.
+        let posing = bare_name("github__delete_repo");
+        assert!(!posing.contains("__") && valid(&posing), "{posing}");
+        assert_ne!(posing, bare_name("github_delete_repo"));
+        assert_eq!(bare_name("github_delete_repo"), "github_delete_repo");
     }
 }

@@ -62,9 +62,6 @@ pub fn answers(questions: &dyn Questions, request: &InputRequest) -> bool {
     }
 }
 
-/// One call in flight: its place, and its client when it can answer.
-type Caller = (u64, Option<Arc<dyn Questions>>);
-
 /// `requests` as the client is shown them: each form's message says which server asks, so
 /// that a server's question cannot pass for airlock's own (an approval's).
 pub fn attributed(server: &str, mut requests: InputRequests) -> InputRequests {
@@ -76,6 +73,14 @@ pub fn attributed(server: &str, mut requests: InputRequests) -> InputRequests {
         }
     }
     requests
+}
+
+/// One call in flight: its place, its client when it can answer, and how many questions
+/// have gone to that client.
+struct Caller {
+    id: u64,
+    questions: Option<Arc<dyn Questions>>,
+    asked: usize,
 }
 
 /// The calls in flight on one instance, with the clients that can answer for them.
@@ -92,28 +97,36 @@ pub struct InFlight {
 }
 
 impl Callers {
-    /// Counts a call in flight until the returned guard is dropped.
+    /// Counts a call in flight until the returned guard is dropped. `None`: a call no client
+    /// answers for — or one given up on whose server may still be at work on it (then its
+    /// late questions find two calls, not the next call's client alone).
     pub fn enter(self: &Arc<Self>, questions: Option<Arc<dyn Questions>>) -> InFlight {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((id, questions));
+            .push(Caller {
+                id,
+                questions,
+                asked: 0,
+            });
         InFlight {
             callers: self.clone(),
             id,
         }
     }
 
-    /// The client of the one call in flight, when there is exactly one and it can answer.
+    /// The client of the one call in flight, when there is exactly one, it can answer, and
+    /// it has been asked fewer than [`MAX_ROUNDS`] questions (a server of 2025-11-25 that
+    /// keeps asking is answered by airlock from then on, as a 2026-07-28 one is cut off).
     pub fn sole(&self) -> Option<Arc<dyn Questions>> {
-        match self
-            .calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_slice()
-        {
-            [(_, questions)] => questions.clone(),
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        match calls.as_mut_slice() {
+            [caller] if caller.asked < MAX_ROUNDS => {
+                let questions = caller.questions.clone()?;
+                caller.asked += 1;
+                Some(questions)
+            }
             _ => None,
         }
     }
@@ -125,7 +138,7 @@ impl Drop for InFlight {
             .calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(id, _)| *id != self.id);
+            .retain(|caller| caller.id != self.id);
     }
 }
 
@@ -202,5 +215,12 @@ mod tests {
         assert!(callers.sole().is_some());
         drop(third);
         assert!(callers.sole().is_none());
+        // A call's client is asked at most MAX_ROUNDS questions.
+        let fifth = callers.enter(Some(Arc::new(Client)));
+        for _ in 0..MAX_ROUNDS {
+            assert!(callers.sole().is_some());
+        }
+        assert!(callers.sole().is_none(), "no more questions to this client");
+        drop(fifth);
     }
 }

@@ -232,7 +232,13 @@ impl Drop for Abandoned {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(check_alive(instance));
+            // The server may still be at work on the abandoned call: a question it asks
+            // meanwhile must not go to the next call's client as if it were that call's.
+            let held = instance.hold_questions();
+            runtime.spawn(async move {
+                check_alive(instance).await;
+                drop(held);
+            });
         } else {
             instance.kill();
         }

@@ -16,6 +16,8 @@ import sys
 import wave
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types import (
     AudioContent,
     CallToolResult,
@@ -236,6 +238,18 @@ def test_input_required_result_capabilities(ctx: Context) -> CallToolResult | In
     if requests:
         return ask(requests)
     return text("Nothing more to ask")
+
+
+@server.tool(description="Needs the client to sample, and says so when it cannot (-32021).")
+def test_missing_capability(ctx: Context) -> CallToolResult | InputRequiredResult:
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.sampling is None:
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message="This tool needs the client to offer sampling",
+            data={"requiredCapabilities": {"sampling": {}}},
+        )
+    return sampled(ctx, "needed", "Say something")
 
 
 @server.tool(description="Asks at once, in its first answer.")

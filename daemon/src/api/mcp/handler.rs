@@ -384,7 +384,12 @@ impl ToolServer {
         };
         loop {
             match flight.drive(context, tool, logs).await? {
-                Landed::Done(result) => return Ok(answer(*result, asking.hosted).into()),
+                Landed::Done(result) => {
+                    if let Some(error) = flight.lacked() {
+                        return Err(error);
+                    }
+                    return Ok(answer(*result, asking.hosted).into());
+                }
                 Landed::Asked(asked) if !modern(context) => {
                     flight.ask_in_stream(context, asked).await?;
                 }

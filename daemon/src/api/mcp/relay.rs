@@ -1,8 +1,10 @@
 //! A call in flight at the MCP endpoint, and a hosted server's questions about it on their
 //! way to the client that made the call.
 //!
-//! A call whose client offered elicitation or sampling carries a [`Relay`] down to the
-//! hosted server's engine (`engine::mcp::questions` says when a question is the call's).
+//! Every call carries a [`Relay`] down to the hosted server's engine, which puts to it the
+//! questions the client offered to answer — elicitation, sampling; `engine::mcp::questions`
+//! says when a question is the call's — and a refusal for a capability the client lacks
+//! (-32021), which the client gets as that error.
 //! The endpoint drives the call ([`Flight::drive`]) until it ends or a question comes up,
 //! then puts the question to the client at the revision it speaks:
 //!
@@ -32,9 +34,9 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CreateMessageResult, ElicitResult, ErrorData, InputRequest, InputRequests, InputRequiredResult,
-    InputResponses, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam,
+    ClientCapabilities, CreateMessageResult, ElicitResult, ErrorCode, ErrorData, InputRequest,
+    InputRequests, InputRequiredResult, InputResponses, ListRootsResult, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
@@ -91,6 +93,8 @@ pub struct Relay {
     /// Answers the client sent with its first request (a 2026-07-28 client may answer a
     /// stateless server's question before it is asked), for the server's first round.
     opening: Mutex<Option<InputResponses>>,
+    /// The capabilities the server said the client lacks, when it refused the call so.
+    lacked: Mutex<Option<ClientCapabilities>>,
 }
 
 impl Questions for Relay {
@@ -107,6 +111,18 @@ impl Questions for Relay {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
+    }
+
+    fn lacks(&self, error: &ErrorData) {
+        // Only the capabilities are kept, read as capabilities: the server's own words and
+        // data do not reach the client through an error of the endpoint's.
+        let required = error
+            .data
+            .as_ref()
+            .and_then(|data| data.get("requiredCapabilities"))
+            .and_then(|required| serde_json::from_value(required.clone()).ok())
+            .unwrap_or_default();
+        *self.lacked.lock().unwrap_or_else(PoisonError::into_inner) = Some(required);
     }
 
     fn ask(&self, requests: InputRequests) -> BoxFuture<'static, Result<InputResponses, String>> {
@@ -142,6 +158,8 @@ pub struct Flight {
     pub deadline: Instant,
     /// Cancelled once the call has ended, however it ended.
     done: CancellationToken,
+    /// The call's client, as its server's engine sees it.
+    relay: Arc<Relay>,
     cancel: CancellationToken,
     /// Stops the call when the flight is dropped (its client went away, or never retried).
     _stop: DropGuard,
@@ -166,16 +184,16 @@ impl Flight {
         opening: Option<InputResponses>,
     ) -> Flight {
         let (asking, asked) = mpsc::channel(QUESTIONS_IN_FLIGHT);
-        let call = if offers.elicits || offers.samples {
-            call.with_questions(Arc::new(Relay {
-                asked: asking,
-                elicits: offers.elicits,
-                samples: offers.samples,
-                opening: Mutex::new(opening),
-            }))
-        } else {
-            call
-        };
+        // Every MCP client's call carries one: a server that needs what the client lacks
+        // says so to the client, whatever it offers.
+        let relay = Arc::new(Relay {
+            asked: asking,
+            elicits: offers.elicits,
+            samples: offers.samples,
+            opening: Mutex::new(opening),
+            lacked: Mutex::default(),
+        });
+        let call = call.with_questions(relay.clone());
         let deadline = Instant::now() + call.timeout;
         let (events, reports) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -196,10 +214,27 @@ impl Flight {
             written: 0,
             deadline,
             done,
+            relay,
             _stop: cancel.clone().drop_guard(),
             cancel,
             _slot: slot,
         }
+    }
+
+    /// The error to answer the client with instead of the call's result: the server
+    /// refused the call because the client lacks what it names.
+    pub fn lacked(&self) -> Option<ErrorData> {
+        let required = self
+            .relay
+            .lacked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        Some(ErrorData::new(
+            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "the tool's server needs a capability the client did not declare",
+            Some(json!({ "requiredCapabilities": required })),
+        ))
     }
 
     /// Drives the call for the request of `context` until it ends or its server asks

@@ -347,3 +347,36 @@ fn answers_of_no_known_shape_are_refused() {
         assert_eq!(malformed(&one(answer.clone())), None, "{answer}");
     }
 }
+
+#[test]
+fn a_refusal_for_what_the_client_lacks_carries_only_the_capabilities() {
+    let (asking, _asked) = mpsc::channel(1);
+    let relay = Relay {
+        asked: asking,
+        elicits: false,
+        samples: false,
+        opening: Mutex::default(),
+        lacked: Mutex::default(),
+    };
+    let lacked = || relay.lacked.lock().unwrap().clone();
+    assert!(lacked().is_none());
+    relay.lacks(&ErrorData::new(
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "<script>the server's words</script>",
+        Some(json!({"requiredCapabilities": {"sampling": {}}, "secret": "server data"})),
+    ));
+    let required = lacked().expect("kept");
+    assert!(required.sampling.is_some() && required.elicitation.is_none());
+    let shown = serde_json::to_string(&required).unwrap();
+    assert!(
+        !shown.contains("server data") && !shown.contains("script"),
+        "{shown}"
+    );
+    // Data that is no capabilities: the refusal still reaches the client, naming none.
+    relay.lacks(&ErrorData::new(
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "",
+        Some(json!({"requiredCapabilities": "everything"})),
+    ));
+    assert_eq!(lacked(), Some(ClientCapabilities::default()));
+}

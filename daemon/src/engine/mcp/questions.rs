@@ -19,7 +19,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
-use rmcp::model::{ElicitRequestParams, InputRequest, InputRequests, InputResponses};
+use rmcp::model::{ElicitRequestParams, ErrorData, InputRequest, InputRequests, InputResponses};
 
 /// The most rounds of questions one call may take, as rmcp's own loop allows: a server that
 /// keeps asking cannot hold a call (and the client) forever below its deadline.
@@ -37,6 +37,10 @@ pub trait Questions: Send + Sync {
     fn opening_answers(&self) -> Option<InputResponses> {
         None
     }
+    /// The server refused the call because the client lacks a capability it needs
+    /// (`MissingRequiredClientCapabilityError`, -32021, naming it): told to the client as
+    /// that error rather than as the call's failure.
+    fn lacks(&self, _error: &ErrorData) {}
     /// Puts `requests`, keyed as the server keyed them, to the client; its answers by the
     /// same keys. An error when the client went away or would not answer.
     fn ask(&self, requests: InputRequests) -> BoxFuture<'static, Result<InputResponses, String>>;

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, JsonObject};
+use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
 mod account;
@@ -155,6 +156,20 @@ impl McpTool {
                     .capture
                     .write(StreamKind::Stdout, document.to_string().as_bytes());
                 Exit::Code(0)
+            }
+            // The server refused the call: an answer, not a death. One that says the client
+            // lacks a capability it needs (-32021) is about the calling MCP client, which
+            // is told so as the protocol says (`Questions::lacks`).
+            Err(ServiceError::McpError(error)) => {
+                if error.code == ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+                    && let Some(questions) = &launch.questions
+                {
+                    questions.lacks(&error);
+                }
+                Exit::Trap(format!(
+                    "MCP server `{}` answered the call with an error: {}",
+                    self.host.name, error.message
+                ))
             }
             // A server that died answers with a closed transport a moment before its end is
             // seen: wait for that moment before calling it an error of the server's.

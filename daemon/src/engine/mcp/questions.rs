@@ -13,8 +13,11 @@
 //! `input_required` result (`Instance::call_tool` drives it), so there is no doubt. A server
 //! of 2025-11-25 sends a request of its own that names no call (over stdio nothing ties the
 //! two), so its question goes to a client only while exactly one call is in flight on the
-//! instance ([`Callers::sole`]); with two or more, it could be either's, and the approvers
-//! are asked instead — a client never sees a question that may be another call's.
+//! instance ([`Callers::sole`]); with two or more — a call given up on counts while its
+//! server may still be at work on it — it could be either's, and the approvers are asked
+//! instead. (A server that asks about nothing of the call at all still reaches the call's
+//! client: that revision cannot tell.) A call's client is asked [`MAX_ROUNDS`] questions
+//! at most, at either revision.
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -375,6 +375,7 @@ impl Executor {
             tenant: None,
             call_id: airlock_daemon::testing::ExecutionId::new(),
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            questions: None,
         };
         let exit = self.tool.run(launch).await;
         let summary = capture.finish();

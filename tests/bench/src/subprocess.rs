@@ -328,6 +328,7 @@ impl EngineCall<'_> {
             tenant: None,
             call_id: airlock_daemon::testing::ExecutionId::new(),
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            questions: None,
         };
         let started = Instant::now();
         let exit = self.tool.run(launch).await;

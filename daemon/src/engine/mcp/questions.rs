@@ -172,6 +172,7 @@ mod tests {
     }
 
     #[test]
+    #[expect(deprecated, reason = "roots, what hosted servers still ask")]
     fn a_form_is_relayed_saying_whose_it_is_and_a_url_never() {
         let form = elicitation(ElicitRequestParams::FormElicitationParams {
             meta: None,

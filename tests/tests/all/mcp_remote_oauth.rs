@@ -133,24 +133,11 @@ async fn a_remote_server_behind_oauth_gets_fresh_tokens_that_never_reach_a_call(
     );
     // Neither `token_url` nor `issuer`: the server's RFC 9728 metadata names the issuer.
     tool("found", "", CLIENT_SECRET);
-    tools.write_manifest(
-        "mismatch",
-        &manifest("mismatch", port, "").replace("/mcp\"", "/mismatch\""),
-    );
-    std::fs::write(tools.path().join("mismatch/secret.txt"), CLIENT_SECRET).unwrap();
-    let path = tools.path().join("mismatch/tool.toml");
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "\"secret.txt\"",
-        &format!(
-            "{:?}",
-            tools
-                .path()
-                .join("mismatch/secret.txt")
-                .display()
-                .to_string()
-        ),
-    );
-    std::fs::write(path, text).unwrap();
+    // …and a server at another path, whose metadata claims another resource.
+    tool("mismatch", "", CLIENT_SECRET);
+    let mismatch = tools.path().join("mismatch/tool.toml");
+    let text = std::fs::read_to_string(&mismatch).unwrap();
+    std::fs::write(&mismatch, text.replace("/mcp\"", "/mismatch\"")).unwrap();
     tool("wrongsecret", &token_url, "not-the-client-secret");
     tool(
         "elsewhere",

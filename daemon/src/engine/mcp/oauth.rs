@@ -578,29 +578,25 @@ pub fn refresh_margin(lifetime: Duration) -> Duration {
     (lifetime / REFRESH_MARGIN_DIVISOR).min(MAX_REFRESH_MARGIN)
 }
 
-/// Where an issuer's metadata is (RFC 8414 §3.1): the well-known suffix goes between the
-/// host and the issuer's path.
+/// Where an issuer's metadata is (RFC 8414 §3.1).
 fn metadata_url(issuer: &str) -> Option<reqwest::Url> {
-    let mut url = reqwest::Url::parse(issuer).ok()?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return None;
-    }
-    let path = url.path().trim_end_matches('/').to_owned();
-    url.set_path(&format!("/.well-known/oauth-authorization-server{path}"));
-    url.set_query(None);
-    url.set_fragment(None);
-    Some(url)
+    well_known(issuer, "oauth-authorization-server")
 }
 
-/// Where a protected resource's metadata is (RFC 9728 §3.1): the well-known suffix goes
-/// between the host and the resource's path.
+/// Where a protected resource's metadata is (RFC 9728 §3.1).
 fn resource_metadata_url(resource: &str) -> Option<reqwest::Url> {
-    let mut url = reqwest::Url::parse(resource).ok()?;
+    well_known(resource, "oauth-protected-resource")
+}
+
+/// The well-known URI `name` of `url` as both RFCs place it: between the host and the
+/// URL's path, without its query and fragment.
+fn well_known(url: &str, name: &str) -> Option<reqwest::Url> {
+    let mut url = reqwest::Url::parse(url).ok()?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return None;
     }
     let path = url.path().trim_end_matches('/').to_owned();
-    url.set_path(&format!("/.well-known/oauth-protected-resource{path}"));
+    url.set_path(&format!("/.well-known/{name}{path}"));
     url.set_query(None);
     url.set_fragment(None);
     Some(url)
@@ -911,6 +907,12 @@ mod tests {
             Some("https://as.example.com/.well-known/oauth-authorization-server/tenant1")
         );
         assert_eq!(url("ftp://as.example.com"), None);
+        let resource = |url: &str| resource_metadata_url(url).map(|url| url.to_string());
+        assert_eq!(
+            resource("https://api.example.com/mcp?x=1#f").as_deref(),
+            Some("https://api.example.com/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(resource("file:///mcp"), None);
     }
 
     #[test]

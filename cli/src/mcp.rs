@@ -21,15 +21,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_client::proto::{
-    ApprovalDecision, ApprovalRequest, Decision, ExecuteToolRequest, Risk, ToolInfo, ToolStatus,
-};
+use airlock_client::proto::{ApprovalDecision, ExecuteToolRequest, Risk, ToolInfo, ToolStatus};
 use airlock_client::{AirlockClient, ExecutionEvent, exit_code};
 use clap::{Args, Subcommand};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ErrorData, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, ServiceExt as _};
@@ -182,8 +180,10 @@ impl ServerHandler for Gateway {
                 event = execution.next_event() => match event.map_err(internal)? {
                     ExecutionEvent::Finished(result) => break result,
                     ExecutionEvent::Approval(question) => {
-                        if can_ask(&context) {
-                            asking.set(Some(ask(context.clone(), question)).into());
+                        if airlock_mcp_bridge::can_ask(&context) {
+                            let peer = context.peer.clone();
+                            let ask = async move { airlock_mcp_bridge::ask(&peer, &question).await };
+                            asking.set(Some(ask).into());
                         }
                     }
                     ExecutionEvent::Started(_) | ExecutionEvent::Output(_) => {}
@@ -210,68 +210,23 @@ impl ServerHandler for Gateway {
     }
 }
 
-/// Whether the MCP client offers elicitation.
-fn can_ask(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .peer
-        .peer_info()
-        .is_some_and(|info| info.capabilities.elicitation.is_some())
-}
-
-/// Puts `question` to the person at the client; their answer as a decision on it.
-async fn ask(context: RequestContext<RoleServer>, question: ApprovalRequest) -> ApprovalDecision {
-    let decision = |decision: Decision, reason: &str| ApprovalDecision {
-        approval_id: question.approval_id.clone(),
-        decision: decision as i32,
-        reason: reason.to_owned(),
-        digest: question.digest.clone(),
-    };
-    let Ok(schema) =
-        serde_json::from_value(serde_json::json!({"type": "object", "properties": {}}))
-    else {
-        return decision(
-            Decision::Deny,
-            "the approval could not be put to the MCP client",
-        );
-    };
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: question.as_question(),
-        requested_schema: schema,
-    };
-    match context.peer.create_elicitation(params).await {
-        Ok(answer) if answer.action == ElicitationAction::Accept => {
-            decision(Decision::ApproveOnce, "")
-        }
-        Ok(_) => decision(Decision::Deny, "declined at the MCP client"),
-        Err(err) => decision(
-            Decision::Deny,
-            &format!("the MCP client could not be asked: {err}"),
-        ),
-    }
-}
-
 /// A tool as MCP describes it, with annotations from its manifest; none for a tool whose
 /// schema is not a JSON object (the daemon never serves one).
 fn mcp_tool(info: &ToolInfo) -> Option<Tool> {
     let schema: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&info.input_schema_json).ok()?;
     let risk = Risk::try_from(info.risk).unwrap_or(Risk::Destructive);
-    let annotations = ToolAnnotations::new()
-        .read_only(risk == Risk::ReadOnly)
-        .destructive(matches!(
-            risk,
-            Risk::Destructive | Risk::Exec | Risk::Install
-        ))
-        .idempotent(info.idempotent)
-        .open_world(risk == Risk::Network);
     Some(
         Tool::new(
             info.name.clone(),
             info.description.clone(),
             Arc::new(schema),
         )
-        .with_annotations(annotations),
+        .with_annotations(airlock_mcp_bridge::annotations(
+            risk,
+            info.idempotent,
+            false,
+        )),
     )
 }
 

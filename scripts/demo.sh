@@ -22,7 +22,8 @@ ensure_rust_targets
 ensure_apt_packages
 
 say "building airlockd, airlock and the tools"
-cargo build --bins
+# Only the two programs the demo runs (not the test crates' helpers).
+cargo build -p airlock-daemon -p airlock-cli --bins
 scripts/build-wasm.sh
 
 target_dir="$(target_dir)"

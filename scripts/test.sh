@@ -12,8 +12,9 @@
 # The host build happens once: clippy lints the workspace's crates while they compile for
 # the tests (it is their compiler, as `cargo clippy` makes it), so no dependency is built
 # twice. Downloads (Debian packages, Rust targets, the Python client's packages, the
-# languages' toolchains) run while that build does. Each step's wall time is printed, and the whole fails past
-# AIRLOCK_TEST_BUDGET_S (45 minutes unless set): CI must stay well inside its limit.
+# languages' toolchains) and the WebAssembly modules' build run while that build does. Each
+# step's wall time is printed, and the whole fails past AIRLOCK_TEST_BUDGET_S (45 minutes
+# unless set): CI must stay well inside its limit.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +23,9 @@ cd "$repo"
 source scripts/common.sh
 
 readonly budget_s="${AIRLOCK_TEST_BUDGET_S:-2700}"
+# A build from scratch gains nothing from incremental compilation's caches, only the time and
+# the gigabytes of writing them; set to 1 to keep them between runs of this script.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 readonly installs_log="$(mktemp)"
 steps=()
 step_name=""
@@ -68,10 +72,14 @@ step "the build's own Debian package (libseccomp-dev, which airlockd links)"
 # Before the background installs: the build below links it, and apt takes one at a time.
 ensure_apt_packages libseccomp-dev
 
-step "downloads, in the background: Debian packages (Chromium and PostgreSQL among them), Rust targets, Python and npm packages, each language's toolchain"
+step "downloads and the WebAssembly modules, in the background: Debian packages (Chromium and PostgreSQL among them), Rust targets, the modules the tests run, Python and npm packages, each language's toolchain"
+# The WebAssembly build runs here, beside the host build: much of the host build is one rustc
+# on one core (the daemon crate's front end), so the other core builds the modules for free.
+# Its own cargo lock (target/wasm) is not the host build's (target/debug).
 (
     ensure_apt_packages
     ensure_rust_targets
+    scripts/build-wasm.sh
     tests/python/run.sh --install-only
     tests/mcp/install.sh
     scripts/languages.sh --install-only
@@ -103,9 +111,6 @@ cat "$installs_log" >&2
 step "web console: console/dist rebuilt from the npm registry must be the committed one; its unit tests"
 scripts/console.sh --check
 (cd console && npm test --silent)
-
-step "WebAssembly modules"
-scripts/build-wasm.sh
 
 step "PostgreSQL for the store's tests (Debian's server, under /tmp, on loopback)"
 # Set before starting, so that a server left half-started is stopped too. A free port rather

@@ -88,8 +88,9 @@ step "downloads and the WebAssembly modules, in the background: Debian packages 
 ) >"$installs_log" 2>&1 &
 installs=$!
 
-step "formatting"
+step "formatting; the imports between files (no cycles, no upward imports: scripts/imports.py)"
 cargo fmt --all -- --check
+python3 scripts/imports.py
 
 step "build and lint the workspace (clippy compiles it)"
 # What `cargo clippy -- -D warnings` sets, here for every build of this script: the same

@@ -5,6 +5,22 @@
 //! agent loop (`agent`), tools and the executor (`tools`), the engines that run them
 //! (`engine`), the store (`store`). The `testing` feature opens the parts that the
 //! integration tests, benchmarks and fuzz targets drive directly ([`testing`]).
+//!
+//! # Layers
+//!
+//! The modules stand in layers; a module imports its own layer's and those below, never one
+//! above (`scripts/imports.py` checks it in CI, and that no two files import each other):
+//!
+//! 1. `daemon`, `check` — assembling the daemon; the `check-tool` entry point
+//! 2. `api` — the gRPC, gRPC-Web, MCP and HTTP edges, translation only
+//! 3. `config`, `fleet`, `retention` — the config file; work shared by a fleet; clean-up
+//! 4. `agent` — the run loop, its context, providers, sessions
+//! 5. `tools`, `wire` — the registry and executor; domain values as API messages
+//! 6. `engine` — the WebAssembly, process and MCP engines
+//! 7. `changes`, `egress`, `policy`, `output`, `secrets`, `trace`, `profile`, `workspace`,
+//!    `http_client` — what the engines and the loop are built from
+//! 8. `store` — the run store and its two backends
+//! 9. `domain`, `ids`, `cancel`, `pause` — values every layer names
 
 mod agent;
 mod api;

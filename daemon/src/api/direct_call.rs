@@ -15,9 +15,9 @@ use super::direct_approval::DirectApprovals;
 use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
+use super::request::{check_tool, check_workspace};
 use super::tenants::Tenant;
 use crate::tools::{Call, CallRequest, Executor, Tool};
-use crate::workspace::WorkspaceError;
 
 /// What every edge shares for direct calls: one executor, one approval bridge, one count of
 /// each tenant's calls in flight.
@@ -72,9 +72,7 @@ impl DirectCalls {
         }
         limits::check_arguments(&request.arguments_json)?;
         check_tool(tenant, &request.tool).map_err(|err| err.at("tool"))?;
-        tenant
-            .may_use_workspace(request.workspace.as_deref())
-            .map_err(|err| forbidden_workspace(tenant, err).at("workspace"))?;
+        check_workspace(tenant, request.workspace.as_deref())?;
         let slot = self.executions.acquire(
             &tenant.name,
             tenant.max_concurrent_executions,
@@ -91,25 +89,5 @@ impl DirectCalls {
             ignores: None,
         })?;
         Ok(Admitted { call, slot })
-    }
-}
-
-/// Checks that `tenant` may use `tool`; the caller names the field.
-pub(super) fn check_tool(tenant: &Tenant, tool: &str) -> Result<(), ApiError> {
-    if tenant.may_use_tool(tool) {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden {
-            tenant: tenant.name.clone(),
-            what: format!("may not use tool `{tool}`"),
-        })
-    }
-}
-
-/// A workspace outside the tenant's own roots.
-pub(super) fn forbidden_workspace(tenant: &Tenant, err: WorkspaceError) -> ApiError {
-    ApiError::Forbidden {
-        tenant: tenant.name.clone(),
-        what: format!("may not use this workspace: {err}"),
     }
 }

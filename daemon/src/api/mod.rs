@@ -16,6 +16,7 @@ pub mod mcp;
 mod message_size;
 pub mod oauth;
 mod quota;
+mod request;
 pub mod tenants;
 pub mod tls;
 pub mod token_file;

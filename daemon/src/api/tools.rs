@@ -13,12 +13,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
-use super::agent::parse_id;
 use super::auth::caller;
 use super::direct_approval::{self, DirectApprovals};
 use super::direct_call::{Admitted, DirectCall, DirectCalls};
 use super::error::ApiError;
 use super::quota::Slot;
+use super::request::parse_id;
 use super::tenants::{DEFAULT_TENANT, Tenant};
 use crate::ids::ExecutionId;
 use crate::store::Store;

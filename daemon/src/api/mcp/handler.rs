@@ -23,24 +23,24 @@ use airlock_proto::v1 as pb;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorData, Implementation, InputResponses,
-    ListToolsResult, LoggingLevel, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, Tool as McpTool, ToolAnnotations,
+    ElicitationAction, ErrorData, Implementation, InputResponses, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Tool as McpTool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::McpCaller;
 use super::mrtr::{self, Retry, States, Step};
 use super::relay::{self, Asking, Flight, Landed, Offers, Parked, Resumed};
+use super::replies::{answer, no_fields, refusal};
 use crate::api::direct_approval::{self, DirectApprovals, InBand};
 use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
-use crate::api::error::ApiError;
 use crate::api::tenants::Tenant;
 use crate::domain::Decision;
 use crate::engine::ToolKind;
 use crate::policy::{Approver, Verdict};
 use crate::profile::NetworkPolicy;
-use crate::tools::{Risk, Tool, ToolResult, ToolStatus};
+use crate::tools::{Risk, Tool};
 
 #[derive(Clone)]
 pub struct ToolServer {
@@ -115,33 +115,6 @@ fn workspace_of(query: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes())
         .find(|(key, _)| key == "workspace")
         .map(|(_, value)| value.into_owned())
-}
-
-/// A refusal of the admission, as a failed call's result: the status's name and the reason
-/// (`DENIED: tenant `a` may not use this workspace: …`).
-fn refusal(err: ApiError) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(refusal_text(err))])
-}
-
-/// The text of [`refusal`].
-pub(super) fn refusal_text(err: ApiError) -> String {
-    let status = tonic::Status::from(err);
-    let word = match status.code() {
-        tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => "DENIED",
-        tonic::Code::InvalidArgument | tonic::Code::OutOfRange => "INVALID_ARGUMENTS",
-        tonic::Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        tonic::Code::NotFound => "NOT_FOUND",
-        tonic::Code::FailedPrecondition | tonic::Code::Aborted => "FAILED_PRECONDITION",
-        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded => "UNAVAILABLE",
-        tonic::Code::Cancelled => "CANCELLED",
-        tonic::Code::AlreadyExists => "ALREADY_EXISTS",
-        tonic::Code::Ok
-        | tonic::Code::Unknown
-        | tonic::Code::Unimplemented
-        | tonic::Code::Internal
-        | tonic::Code::DataLoss => "INTERNAL",
-    };
-    format!("{word}: {}", status.message())
 }
 
 /// A tool as MCP describes it, its annotations derived from its manifest: what airlock
@@ -467,31 +440,6 @@ fn annotates_headers(schema: &serde_json::Map<String, serde_json::Value>) -> boo
     within(schema, 0)
 }
 
-/// A finished call as MCP's result. A hosted server's result that is not all text (images,
-/// audio, embedded resources: its engine writes the blocks as a JSON array) is served as the
-/// blocks it was, when it came through whole; anything else is text.
-fn answer(result: ToolResult, hosted: bool) -> CallToolResult {
-    if result.status == ToolStatus::Ok {
-        if hosted
-            && !result.truncated
-            && let Ok(blocks) = serde_json::from_str::<Vec<ContentBlock>>(&result.content)
-            && blocks.iter().any(|block| block.as_text().is_none())
-        {
-            return CallToolResult::success(blocks);
-        }
-        return CallToolResult::success(vec![ContentBlock::text(result.content)]);
-    }
-    let message = if result.error_message.is_empty() {
-        result.content
-    } else {
-        result.error_message
-    };
-    CallToolResult::error(vec![ContentBlock::text(format!(
-        "{}: {message}",
-        result.status.as_str()
-    ))])
-}
-
 /// What the client of `context` offers to answer for a hosted server: a client of
 /// 2025-11-25 in its session's capabilities, one of 2026-07-28 in the request's `_meta`.
 fn offers(context: &RequestContext<RoleServer>) -> Offers {
@@ -534,11 +482,6 @@ fn asks_in_band(context: &RequestContext<RoleServer>) -> bool {
         && context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.elicitation.is_some())
-}
-
-/// The schema of a question with no fields: the answer is the action alone.
-pub(super) fn no_fields() -> ElicitationSchema {
-    ElicitationSchema::new(std::collections::BTreeMap::new())
 }
 
 /// Puts `question` to the person at the client; their answer as a decision on it.

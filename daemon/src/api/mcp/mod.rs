@@ -9,7 +9,8 @@
 //! `Host` and `Origin` checks against DNS rebinding — is rmcp's (`StreamableHttpService`);
 //! this module authenticates, and `handler.rs` translates MCP calls into the executor's,
 //! with approvals as `direct_approval.rs` asks them (in-band for 2026-07-28, `mrtr.rs`) and
-//! a hosted server's questions relayed to the calling client (`relay.rs`).
+//! a hosted server's questions relayed to the calling client (`relay.rs`); what a client is
+//! told of a finished or refused call is worded once, in `replies.rs`.
 //!
 //! A call's workspace is the `workspace` query parameter of the endpoint's URL
 //! (`http://127.0.0.1:7412/mcp?workspace=/srv/project`): MCP itself has no notion of one.
@@ -31,6 +32,7 @@ pub mod probe;
 #[cfg(test)]
 mod probe_tests;
 mod relay;
+mod replies;
 mod sessions;
 
 use std::convert::Infallible;

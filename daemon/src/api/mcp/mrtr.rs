@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::replies::{no_fields, refusal_text};
 use crate::api::direct_approval::{self, InBand};
 use crate::api::direct_call::DirectCalls;
 use crate::api::tenants::Tenant;
@@ -260,7 +261,7 @@ pub async fn approve(
         let question = match in_band.ask(&calls.approvals, tenant, call, cancel).await {
             Ok(Some(question)) => question,
             Ok(None) => return Step::Proceed,
-            Err(err) => return Step::Refused(super::handler::refusal_text(err)),
+            Err(err) => return Step::Refused(refusal_text(err)),
         };
         return match states.seal(&bound, &question.approval_id) {
             Some(state) => Step::Ask(input_required(&question, state)),
@@ -294,7 +295,7 @@ fn input_required(question: &pb::ApprovalRequest, state: String) -> InputRequire
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: question.as_question(),
-        requested_schema: super::handler::no_fields(),
+        requested_schema: no_fields(),
     };
     let mut requests = InputRequests::new();
     requests.insert(

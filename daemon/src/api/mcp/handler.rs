@@ -22,25 +22,23 @@ use std::sync::Arc;
 use airlock_proto::v1 as pb;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ErrorData, Implementation, InputResponses, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool as McpTool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, InputResponses, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool as McpTool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::McpCaller;
 use super::mrtr::{self, Retry, States, Step};
 use super::relay::{self, Asking, Flight, Landed, Offers, Parked, Resumed};
-use super::replies::{answer, no_fields, refusal};
+use super::replies::{answer, refusal};
 use crate::api::direct_approval::{self, DirectApprovals, InBand};
 use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
 use crate::api::tenants::Tenant;
-use crate::domain::Decision;
 use crate::engine::ToolKind;
 use crate::policy::{Approver, Verdict};
 use crate::profile::NetworkPolicy;
-use crate::tools::{Risk, Tool};
+use crate::tools::Tool;
 
 #[derive(Clone)]
 pub struct ToolServer {
@@ -121,17 +119,12 @@ fn workspace_of(query: &str) -> Option<String> {
 /// decided about it, not what its author claimed.
 fn mcp_tool(tool: &Tool) -> Option<McpTool> {
     let schema = tool.arguments.json().as_object()?.clone();
-    let risk = tool.manifest.risk;
-    let open_world =
-        risk == Risk::Network || matches!(tool.profile.network, NetworkPolicy::AllowList { .. });
-    let annotations = ToolAnnotations::new()
-        .read_only(risk == Risk::ReadOnly)
-        .destructive(matches!(
-            risk,
-            Risk::Install | Risk::Exec | Risk::Destructive
-        ))
-        .idempotent(tool.manifest.idempotent)
-        .open_world(open_world);
+    let open_world = matches!(tool.profile.network, NetworkPolicy::AllowList { .. });
+    let annotations = airlock_mcp_bridge::annotations(
+        crate::wire::risk(tool.manifest.risk),
+        tool.manifest.idempotent,
+        open_world,
+    );
     Some(
         McpTool::new(
             tool.name().to_owned(),
@@ -468,11 +461,7 @@ fn modern(context: &RequestContext<RoleServer>) -> bool {
 /// Whether the MCP client offers elicitation to a request from the server, while it waits
 /// for a call's result (revisions before 2026-07-28).
 fn can_ask(context: &RequestContext<RoleServer>) -> bool {
-    !modern(context)
-        && context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some())
+    !modern(context) && airlock_mcp_bridge::can_ask(context)
 }
 
 /// Whether the MCP client answers an elicitation in an input-required result and retries
@@ -486,27 +475,7 @@ fn asks_in_band(context: &RequestContext<RoleServer>) -> bool {
 
 /// Puts `question` to the person at the client; their answer as a decision on it.
 async fn ask(context: &RequestContext<RoleServer>, question: &pb::ApprovalRequest) -> Verdict {
-    let verdict = |decision: Decision, reason: &str| Verdict {
-        approval_id: question.approval_id.clone(),
-        decision: Some(decision),
-        reason: reason.to_owned(),
-        digest: question.digest.clone(),
-    };
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: question.as_question(),
-        requested_schema: no_fields(),
-    };
-    match context.peer.create_elicitation(params).await {
-        Ok(answer) if answer.action == ElicitationAction::Accept => {
-            verdict(Decision::ApproveOnce, "")
-        }
-        Ok(_) => verdict(Decision::Deny, "declined at the MCP client"),
-        Err(err) => verdict(
-            Decision::Deny,
-            &format!("the MCP client could not be asked: {err}"),
-        ),
-    }
+    crate::api::request::verdict(&airlock_mcp_bridge::ask(&context.peer, question).await)
 }
 
 #[cfg(test)]

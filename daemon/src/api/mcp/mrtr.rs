@@ -26,14 +26,14 @@ use std::time::Duration;
 
 use airlock_proto::v1 as pb;
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
+    ElicitRequest, ElicitResult, ElicitationAction, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, RequestStateCodec, SealOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::replies::{no_fields, refusal_text};
+use super::replies::refusal_text;
 use crate::api::direct_approval::{self, InBand};
 use crate::api::direct_call::DirectCalls;
 use crate::api::tenants::Tenant;
@@ -292,15 +292,10 @@ pub async fn approve(
 
 /// The input-required result that puts `question` to the person at the client.
 fn input_required(question: &pb::ApprovalRequest, state: String) -> InputRequiredResult {
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: question.as_question(),
-        requested_schema: no_fields(),
-    };
     let mut requests = InputRequests::new();
     requests.insert(
         APPROVAL_INPUT.to_owned(),
-        InputRequest::Elicitation(ElicitRequest::new(params)),
+        InputRequest::Elicitation(ElicitRequest::new(airlock_mcp_bridge::question(question))),
     );
     InputRequiredResult::new(Some(requests), Some(state))
 }

@@ -1,9 +1,9 @@
 //! How the MCP endpoint words what it tells a client about a call: a finished call's result,
-//! a refused call's (its gRPC status's name and the reason), and the schema of a question
-//! that asks for no fields. The call handler and the in-band approvals (`mrtr`) both answer
-//! with these.
+//! and a refused call's (its gRPC status's name and the reason). The call handler and the
+//! in-band approvals (`mrtr`) both answer with these; the approval question itself is
+//! `airlock-mcp-bridge`'s, shared with `airlock mcp`.
 
-use rmcp::model::{CallToolResult, ContentBlock, ElicitationSchema};
+use rmcp::model::{CallToolResult, ContentBlock};
 
 use crate::api::error::ApiError;
 use crate::tools::{ToolResult, ToolStatus};
@@ -58,9 +58,4 @@ pub(super) fn answer(result: ToolResult, hosted: bool) -> CallToolResult {
         "{}: {message}",
         result.status.as_str()
     ))])
-}
-
-/// The schema of a question with no fields: the answer is the action alone.
-pub(super) fn no_fields() -> ElicitationSchema {
-    ElicitationSchema::new(std::collections::BTreeMap::new())
 }

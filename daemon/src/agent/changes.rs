@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 
-use super::checkpoint::LoopState;
 use super::context::Entry;
+use super::run::LoopState;
 use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
 use crate::changes::{ChangeSet, RelPath, RevertError, RevertPlan, RevertReport, copy_contents};
 use crate::ids::{CallId, RunId};

@@ -9,7 +9,6 @@
 mod changes;
 
 pub use changes::changes_page;
-mod checkpoint;
 mod context;
 mod log;
 mod observation;
@@ -43,8 +42,8 @@ use crate::tools::{Executor, Tool};
 use crate::trace::{RunTrace, Tracer};
 use crate::wire;
 use crate::workspace::WorkspaceError;
-use checkpoint::LoopState;
 use log::{RunChanges, RunLog};
+use run::LoopState;
 use run::{Approvals, Budget, CallEvent, Ending, Recorder, RunLoop};
 
 pub(crate) use preview::preview;

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use airlock_proto::v1 as pb;
 use serde_json::json;
 
-use super::checkpoint::LoopState;
 use super::context::{Counted, Entry, Part};
 use super::provider::Message;
+use super::run::LoopState;
 use super::{AgentError, AgentRuntime, LiveRun, parse_model};
 use crate::ids::{self, RunId, SessionId};
 use crate::policy::ApprovalPolicy;

@@ -29,6 +29,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
 
 /// o200k_base's table, built on first use. Building it decodes 200,000 base64 ranks into
@@ -376,6 +377,23 @@ impl Calibration {
     pub fn apply(&self, raw: u64) -> u64 {
         // `as` saturates: a count too large for u64 stays u64::MAX.
         (raw as f64 * self.factor).round() as u64
+    }
+}
+
+/// What the run has learnt about its provider's token counts (the saved form of a [`Calibration`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationState {
+    pub factor: f64,
+    pub samples: u32,
+}
+
+impl Default for CalibrationState {
+    fn default() -> Self {
+        CalibrationState {
+            factor: 1.0,
+            samples: 0,
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod budget;
 mod pipeline;
 mod progress;
 mod recorder;
+mod state;
 
 use crate::changes::WorkspaceIgnores;
 use std::collections::BTreeMap;
@@ -29,7 +30,6 @@ use airlock_proto::v1 as pb;
 use pb::run_event::Event;
 use tokio::sync::mpsc;
 
-use super::checkpoint::{PendingStep, SavedCall, Snapshot};
 use super::context::{self, Counted, Counter, Entry, Part, ToolSet};
 use super::provider::{
     Message, ModelProvider, ModelRequest, ModelResponse, ProviderEvent, Purpose, ToolCall,
@@ -45,12 +45,14 @@ use crate::store::SessionRecord;
 use crate::tools::Tool;
 use crate::trace::Span;
 use pipeline::Proposed;
+use state::{PendingStep, SavedCall, Snapshot};
 
 pub(super) use approvals::Approvals;
 pub use budget::RunLimits;
-pub(super) use budget::{Budget, FailureKey, Halt, Stop, stop};
+pub(super) use budget::{Budget, Halt, Stop, stop};
 pub(super) use progress::ProgressTracker;
 pub(super) use recorder::{CallEvent, Recorder};
+pub(super) use state::LoopState;
 
 pub(super) struct RunLoop {
     pub shared: Arc<Shared>,

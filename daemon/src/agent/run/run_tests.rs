@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use super::super::checkpoint::LoopState;
 use super::super::testing::{Harness, StalledDisk, finished, kinds};
+use super::LoopState;
 use super::*;
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::cassette::{self, Sent, WireFormat, WireReply};
+use super::exchange::{self, Sent, WireFormat, WireReply};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
 use super::{
@@ -110,7 +110,7 @@ impl Anthropic {
                     let response = answer.finish(request_bytes);
                     if let Some(recorded) = recorded {
                         let reply = WireReply::Stream(recorded);
-                        cassette::report(WireFormat::Anthropic, &body, reply, events);
+                        exchange::report(WireFormat::Anthropic, &body, reply, events);
                     }
                     return Ok(response);
                 }
@@ -123,8 +123,8 @@ impl Anthropic {
             let reply = self.http.body(response).await?;
             let response = parse_message(&reply, request_bytes)?;
             if events.wants_exchange() {
-                let reply = cassette::whole(&reply)?;
-                cassette::report(WireFormat::Anthropic, &body, reply, events);
+                let reply = exchange::whole(&reply)?;
+                exchange::report(WireFormat::Anthropic, &body, reply, events);
             }
             Ok(response)
         }
@@ -170,9 +170,9 @@ pub(super) fn replay(
 ) -> Result<ModelResponse, ProviderError> {
     let sent = Sent(recorded);
     let body = messages_body(sent.model(), sent.flag("stream"), request)?;
-    cassette::check_body(&body, check)?;
+    exchange::check_body(&body, check)?;
     match reply {
-        WireReply::Whole(reply) => parse_message(&cassette::body_of(reply)?, body.len()),
+        WireReply::Whole(reply) => parse_message(&exchange::body_of(reply)?, body.len()),
         WireReply::Stream(data) => {
             let mut answer = StreamedAnswer::default();
             for data in data {

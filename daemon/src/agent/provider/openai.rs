@@ -21,7 +21,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::cassette::{self, Sent, WireFormat, WireReply};
+use super::exchange::{self, Sent, WireFormat, WireReply};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
 use super::{
@@ -117,15 +117,15 @@ impl OpenAi {
             let response = answer.finish(turn, request_bytes)?;
             if let Some(recorded) = recorded {
                 let reply = WireReply::Stream(recorded);
-                cassette::report(WireFormat::Openai, &body, reply, events);
+                exchange::report(WireFormat::Openai, &body, reply, events);
             }
             Ok(response)
         } else {
             let reply = self.http.body(response).await?;
             let response = parse_completion(&reply, turn, request_bytes)?;
             if events.wants_exchange() {
-                let reply = cassette::whole(&reply)?;
-                cassette::report(WireFormat::Openai, &body, reply, events);
+                let reply = exchange::whole(&reply)?;
+                exchange::report(WireFormat::Openai, &body, reply, events);
             }
             Ok(response)
         }
@@ -182,10 +182,10 @@ pub(super) fn replay(
     let sent = Sent(recorded);
     let official = sent.has("max_completion_tokens");
     let body = chat_body(sent.model(), official, sent.flag("stream"), request)?;
-    cassette::check_body(&body, check)?;
+    exchange::check_body(&body, check)?;
     let turn = assistant_turns(request);
     match reply {
-        WireReply::Whole(reply) => parse_completion(&cassette::body_of(reply)?, turn, body.len()),
+        WireReply::Whole(reply) => parse_completion(&exchange::body_of(reply)?, turn, body.len()),
         WireReply::Stream(data) => {
             let mut answer = StreamedAnswer::default();
             for data in data {

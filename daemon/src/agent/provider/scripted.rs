@@ -54,7 +54,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::cassette::{Exchange, WireFormat, WireReply};
+use super::exchange::{Exchange, WireFormat, WireReply};
 use super::{
     FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
     ProviderEvent, ProviderEvents, Purpose, ToolCall, Usage, estimated_tokens,

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::super::test_server::{Events, Recorded, Reply, TestServer, sample_request, settings};
+use super::super::test_server::{
+    Events, Reply, TestServer, complete, header, sample_request, settings, streaming,
+};
 use super::*;
 
 const TOOL_USE: &str = include_str!("testdata/anthropic_tool_use.json");
@@ -26,31 +28,6 @@ fn provider(settings: &ProviderSettings) -> Anthropic {
         (name == "AIRLOCK_TEST_ANTHROPIC_KEY").then(|| KEY.to_owned())
     })
     .expect("provider")
-}
-
-fn streaming(base_url: &str) -> ProviderSettings {
-    let mut settings = settings(base_url);
-    settings.stream = true;
-    settings
-}
-
-/// Completes `request`, bounding the call so that a bug cannot hang the suite.
-async fn complete(
-    provider: &Anthropic,
-    request: &ModelRequest,
-) -> (Result<ModelResponse, ProviderError>, Events) {
-    let events = Events::default();
-    let result = tokio::time::timeout(Duration::from_secs(60), provider.complete(request, &events))
-        .await
-        .expect("the call ends");
-    (result, events)
-}
-
-fn header<'a>(request: &'a Recorded, name: &str) -> Option<&'a str> {
-    request
-        .headers
-        .get(name)
-        .map(|value| value.to_str().expect("ascii header"))
 }
 
 #[tokio::test]

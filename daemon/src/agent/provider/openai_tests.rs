@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::super::test_server::{Events, Recorded, Reply, TestServer, sample_request, settings};
+use super::super::test_server::{
+    Events, Reply, TestServer, complete, header, sample_request, settings, streaming,
+};
 use super::*;
 
 const TOOL_CALLS: &str = include_str!("testdata/openai_tool_calls.json");
@@ -22,25 +24,6 @@ fn provider(settings: &ProviderSettings) -> OpenAi {
         (name == "AIRLOCK_TEST_OPENAI_KEY").then(|| KEY.to_owned())
     })
     .expect("provider")
-}
-
-/// Completes `request`, bounding the call so that a bug cannot hang the suite.
-async fn complete(
-    provider: &OpenAi,
-    request: &ModelRequest,
-) -> (Result<ModelResponse, ProviderError>, Events) {
-    let events = Events::default();
-    let result = tokio::time::timeout(Duration::from_secs(60), provider.complete(request, &events))
-        .await
-        .expect("the call ends");
-    (result, events)
-}
-
-fn header<'a>(request: &'a Recorded, name: &str) -> Option<&'a str> {
-    request
-        .headers
-        .get(name)
-        .map(|value| value.to_str().expect("ascii header"))
 }
 
 #[tokio::test]
@@ -181,8 +164,7 @@ async fn openais_own_api_gets_max_completion_tokens_and_needs_a_key() {
 #[tokio::test]
 async fn streaming_reports_text_and_assembles_tool_calls() {
     let server = TestServer::start(vec![Reply::stream(STREAM, 37)]).await;
-    let mut settings = settings(&server.base_url);
-    settings.stream = true;
+    let settings = streaming(&server.base_url);
     let openai = provider(&settings);
     let (result, events) = complete(&openai, &sample_request(["call_a", "call_b"])).await;
     let response = result.expect("answer");
@@ -237,8 +219,7 @@ async fn streaming_reports_text_and_assembles_tool_calls() {
 #[tokio::test]
 async fn no_exchange_is_built_unless_wanted() {
     let server = TestServer::start(vec![Reply::stream(STREAM, 37)]).await;
-    let mut settings = settings(&server.base_url);
-    settings.stream = true;
+    let settings = streaming(&server.base_url);
     let seen = std::sync::Mutex::new(Vec::new());
     let sink = |event: ProviderEvent| seen.lock().expect("lock").push(event);
     provider(&settings)
@@ -315,8 +296,7 @@ async fn a_local_server_stream_without_ids_usage_or_done() {
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
     );
     let server = TestServer::start(vec![Reply::stream(stream, 64)]).await;
-    let mut settings = settings(&server.base_url);
-    settings.stream = true;
+    let settings = streaming(&server.base_url);
     let openai = OpenAi::with_env("qwen3:8b", &settings, |_| None).expect("no key needed");
     let (result, events) = complete(&openai, &sample_request(["call_a", "call_b"])).await;
     let response = result.expect("answer");
@@ -358,8 +338,7 @@ async fn a_local_server_stream_without_ids_usage_or_done() {
 #[tokio::test]
 async fn a_server_that_ignores_stream_is_read_whole() {
     let server = TestServer::start(vec![Reply::json(200, FINAL)]).await;
-    let mut settings = settings(&server.base_url);
-    settings.stream = true;
+    let settings = streaming(&server.base_url);
     let (result, events) = complete(&provider(&settings), &sample_request(["a", "b"])).await;
     assert_eq!(result.expect("answer").finish, FinishReason::Stop);
     assert!(events.take().is_empty());
@@ -372,8 +351,7 @@ async fn a_stream_cut_short_is_retried() {
         .expect("finish chunk")];
     let cut = &cut[..cut.rfind("\n\n").expect("a whole chunk") + 2];
     let server = TestServer::start(vec![Reply::stream(cut, 512), Reply::stream(STREAM, 512)]).await;
-    let mut settings = settings(&server.base_url);
-    settings.stream = true;
+    let settings = streaming(&server.base_url);
     let (result, events) = complete(&provider(&settings), &sample_request(["a", "b"])).await;
     assert_eq!(result.expect("answer").tool_calls.len(), 2);
     let events = events.take();
@@ -406,8 +384,7 @@ async fn a_stream_cut_short_is_retried() {
 async fn an_error_inside_a_stream_is_an_http_error() {
     let stream = "data: {\"error\":{\"message\":\"model 'nope' not found\",\"type\":\"invalid_request_error\",\"code\":404}}\n\n";
     let server = TestServer::start(vec![Reply::stream(stream, 512)]).await;
-    let mut settings = settings(&server.base_url);
-    settings.stream = true;
+    let settings = streaming(&server.base_url);
     let (result, _) = complete(&provider(&settings), &sample_request(["a", "b"])).await;
     assert_eq!(
         result,

@@ -3,36 +3,22 @@
 //! their state comes from.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use tokio::sync::{mpsc, watch};
 
 use super::error::AgentError;
 use super::live::LiveRun;
 use super::log::RunLog;
 use super::provider::{self, ModelSpec};
-use super::run::{Approvals, Budget, CallEvent, Ending, LoopState, Recorder, RunLimits, RunLoop};
+use super::run::{CallEvent, Ending, LoopState, Parts, Resolved, RunLimits, RunLoop};
 use super::runtime::AgentRuntime;
-use super::{context, prompt, recording, run, tokens};
-use crate::ids::{self, TurnId};
+use super::tokens;
+use crate::ids;
 use crate::policy::ApprovalPolicy;
 use crate::store::{RunRecord, SessionRecord};
 use crate::tools::Tool;
-use crate::trace::RunTrace;
-
-/// What a run's request resolves to, the same for a new run and a resumed one.
-pub(super) struct Resolved {
-    pub(super) provider: Arc<dyn provider::ModelProvider>,
-    /// How the model counts tokens.
-    pub(super) tokenizer: tokens::Tokenizer,
-    pub(super) model: String,
-    pub(super) tools: BTreeMap<String, Arc<Tool>>,
-    pub(super) policy: ApprovalPolicy,
-    pub(super) limits: RunLimits,
-}
 
 /// How [`AgentRuntime::resolve`] treats tools that are not served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,80 +101,19 @@ impl AgentRuntime {
         log: Arc<RunLog>,
         recorded: HashSet<(CallEvent, ids::CallId)>,
     ) -> Result<Arc<LiveRun>, AgentError> {
-        let (input, input_receiver) = mpsc::unbounded_channel();
-        let live = Arc::new(LiveRun {
-            run_id: record.run_id.clone(),
-            session_id: session.session_id.clone(),
-            tenant: record.tenant.clone(),
-            log: log.clone(),
-            input,
-            cancel: Arc::default(),
-            rejections: AtomicU32::new(0),
-            finishing: AtomicBool::new(false),
-            gone: watch::Sender::new(false),
-        });
-        let trace = RunTrace::new(
-            self.shared.tracer.clone(),
-            log.clone(),
-            record.run_id.as_str(),
-            record.trace_id.as_str(),
-        );
-        let approvals = Arc::new(Approvals::new(
-            self.shared.approvals.clone(),
-            self.shared.store.clone(),
-            log.clone(),
-            session.session_id.clone(),
-            resolved.policy,
-            resolved.limits.approval_timeout,
-        ));
-        let budget = Budget::new(
-            resolved.limits,
-            state.usage,
-            state.steps,
-            state.failures,
-            Duration::from_millis(state.elapsed_ms),
-            live.cancel.clone(),
-        );
-        let tokenizer = resolved.tokenizer.clone();
-        let run_loop = RunLoop {
+        let (live, input) = LiveRun::new(record, &session.session_id, log.clone());
+        let live = Arc::new(live);
+        let run_loop = RunLoop::new(Parts {
             shared: self.shared.clone(),
             run: live.clone(),
-            provider: if self.shared.settings.keep_exchanges {
-                recording::Recording::wrap(
-                    resolved.provider,
-                    self.shared.store.clone(),
-                    record.run_id.clone(),
-                )
-            } else {
-                resolved.provider
-            },
-            tool_set: run::tool_set(&resolved.tools, &tokenizer),
-            counter: context::Counter::new(tokenizer, state.calibration),
-            tools: resolved.tools,
-            policy: resolved.policy,
-            system: prompt::system_prompt(&record.start.instructions),
-            stop_on_denial: record.start.stop_on_denial,
-            input: input_receiver,
-            conversation: state.conversation,
-            project: state.project_instructions,
-            fixed: context::Fixed::default(),
-            turn_id: state.turn_id.unwrap_or_else(TurnId::new),
-            progress: state.progress,
-            compaction_retry_step: state.compaction_retry_step,
-            budget,
-            pending: state.pending,
-            recorder: Recorder::new(
-                log,
-                trace,
-                self.shared.store.clone(),
-                recorded,
-                record.created_at_ms,
-            ),
-            approvals,
-            step_span: None,
+            input,
+            record,
             session,
-            ignores: None,
-        };
+            resolved,
+            state,
+            log,
+            recorded,
+        });
         drop(run_loop.checkpoint());
         self.live
             .lock()

@@ -15,7 +15,7 @@ use super::remote::Remote;
 use super::settings::AgentSettings;
 use crate::ids::{RunId, SessionId};
 use crate::policy::ApprovalBroker;
-use crate::store::{Store, StoreError};
+use crate::store::{RunRecord, Store, StoreError};
 use crate::tools::Executor;
 use crate::trace::Tracer;
 
@@ -86,6 +86,27 @@ pub struct LiveRun {
 }
 
 impl LiveRun {
+    /// The handles of `record`'s run, going on now, and where the input sent to it arrives.
+    pub(super) fn new(
+        record: &RunRecord,
+        session_id: &SessionId,
+        log: Arc<RunLog>,
+    ) -> (LiveRun, mpsc::UnboundedReceiver<String>) {
+        let (input, receiver) = mpsc::unbounded_channel();
+        let live = LiveRun {
+            run_id: record.run_id.clone(),
+            session_id: session_id.clone(),
+            tenant: record.tenant.clone(),
+            log,
+            input,
+            cancel: Arc::default(),
+            rejections: AtomicU32::new(0),
+            finishing: AtomicBool::new(false),
+            gone: watch::Sender::new(false),
+        };
+        (live, receiver)
+    }
+
     /// Whether the run is recording its end (or has recorded it).
     pub fn is_finishing(&self) -> bool {
         self.finishing.load(Ordering::Acquire)

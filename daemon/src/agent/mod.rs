@@ -36,8 +36,7 @@ mod tokens;
 
 pub use changes::changes_page;
 pub use error::AgentError;
-pub(crate) use live::Shared;
-pub use live::{CancelSwitch, LiveRun};
+pub use live::LiveRun;
 pub(crate) use preview::preview;
 pub use provider::{ProviderSettings, RetryPolicy};
 pub use runtime::AgentRuntime;

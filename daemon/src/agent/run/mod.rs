@@ -16,6 +16,7 @@
 //! run always ends with a typed stop reason.
 
 mod approvals;
+mod assemble;
 mod budget;
 mod pipeline;
 mod progress;
@@ -31,12 +32,12 @@ use pb::run_event::Event;
 use tokio::sync::mpsc;
 
 use super::context::{self, Counted, Counter, Entry, Part, ToolSet};
+use super::live::{LiveRun, Shared};
 use super::provider::{
     Message, ModelProvider, ModelRequest, ModelResponse, ProviderEvent, Purpose, ToolCall,
     ToolDefinition,
 };
 use super::tokens::Tokenizer;
-use super::{LiveRun, Shared};
 use crate::domain::StopReason;
 use crate::ids::{CallId, StepId, TurnId};
 use crate::policy::ApprovalPolicy;
@@ -44,10 +45,11 @@ use crate::store::Pending;
 use crate::store::SessionRecord;
 use crate::tools::Tool;
 use crate::trace::Span;
+use approvals::Approvals;
 use pipeline::Proposed;
 use state::{PendingStep, SavedCall, Snapshot};
 
-pub(super) use approvals::Approvals;
+pub(super) use assemble::{Parts, Resolved};
 pub use budget::RunLimits;
 pub(super) use budget::{Budget, Halt, Stop, stop};
 pub(super) use progress::ProgressTracker;
@@ -55,39 +57,39 @@ pub(super) use recorder::{CallEvent, Recorder};
 pub(super) use state::LoopState;
 
 pub(super) struct RunLoop {
-    pub shared: Arc<Shared>,
-    pub run: Arc<LiveRun>,
-    pub session: SessionRecord,
-    pub provider: Arc<dyn ModelProvider>,
-    pub tools: BTreeMap<String, Arc<Tool>>,
+    shared: Arc<Shared>,
+    run: Arc<LiveRun>,
+    session: SessionRecord,
+    provider: Arc<dyn ModelProvider>,
+    tools: BTreeMap<String, Arc<Tool>>,
     /// The same tools as the model reads them.
-    pub tool_set: ToolSet,
+    tool_set: ToolSet,
     /// How the run counts tokens.
-    pub counter: Counter,
+    counter: Counter,
     /// The workspace's AGENTS.md as the run started.
-    pub project: Option<String>,
+    project: Option<String>,
     /// The counts of `system` and `project`, made once.
-    pub fixed: context::Fixed,
+    fixed: context::Fixed,
     /// The turn in progress.
-    pub turn_id: TurnId,
-    pub progress: ProgressTracker,
+    turn_id: TurnId,
+    progress: ProgressTracker,
     /// After a failed summarising call: the step before which compaction is not tried again.
-    pub compaction_retry_step: Option<u32>,
-    pub policy: ApprovalPolicy,
-    pub system: String,
-    pub stop_on_denial: bool,
-    pub input: mpsc::UnboundedReceiver<String>,
-    pub conversation: Vec<Entry>,
-    pub budget: Budget,
+    compaction_retry_step: Option<u32>,
+    policy: ApprovalPolicy,
+    system: String,
+    stop_on_denial: bool,
+    input: mpsc::UnboundedReceiver<String>,
+    conversation: Vec<Entry>,
+    budget: Budget,
     /// The calls of the latest model response not all observed yet.
-    pub pending: Option<PendingStep>,
-    pub recorder: Recorder,
-    pub approvals: Arc<Approvals>,
+    pending: Option<PendingStep>,
+    recorder: Recorder,
+    approvals: Arc<Approvals>,
     /// The span of the step in progress.
-    pub step_span: Option<Span>,
+    step_span: Option<Span>,
     /// The workspace's ignore files as they were when the run started (or resumed): what
     /// its calls' change sets record by digest only does not move with them.
-    pub ignores: Option<WorkspaceIgnores>,
+    ignores: Option<WorkspaceIgnores>,
 }
 
 /// How a run's loop ended.
@@ -579,7 +581,7 @@ impl RunLoop {
 const COMPACTION_RETRY_STEPS: u32 = 5;
 
 /// The run's tools as its model reads them.
-pub(super) fn tool_set(tools: &BTreeMap<String, Arc<Tool>>, tokenizer: &Tokenizer) -> ToolSet {
+fn tool_set(tools: &BTreeMap<String, Arc<Tool>>, tokenizer: &Tokenizer) -> ToolSet {
     ToolSet::new(
         tools
             .values()

@@ -15,7 +15,7 @@ use super::provider::{self, ModelSpec};
 use super::run::{CallEvent, Ending, LoopState, Parts, Resolved, RunLimits, RunLoop};
 use super::runtime::AgentRuntime;
 use super::tokens;
-use crate::ids;
+use crate::ids::{self, RunId};
 use crate::policy::ApprovalPolicy;
 use crate::store::{RunRecord, SessionRecord};
 use crate::tools::Tool;
@@ -119,9 +119,15 @@ impl AgentRuntime {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(record.run_id.clone(), live.clone());
+        self.drive(record.run_id.clone(), run_loop);
+        Ok(live)
+    }
+
+    /// Drives `run_loop` to its end on a task of its own; then the run leaves the live
+    /// registry, and a run whose loop gave up unfinished is announced (see [`Ending`]).
+    fn drive(&self, run_id: RunId, run_loop: RunLoop) {
         let registry = self.live.clone();
         let abandoned = self.abandoned.clone();
-        let run_id = record.run_id.clone();
         tokio::spawn(async move {
             let ending = run_loop.drive().await;
             let left = registry
@@ -140,7 +146,6 @@ impl AgentRuntime {
                 let _ = listener.send(run_id);
             }
         });
-        Ok(live)
     }
 
     pub(super) fn limits(&self, start: &pb::StartRun, model: &pb::ModelConfig) -> RunLimits {

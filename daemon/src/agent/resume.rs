@@ -113,20 +113,65 @@ impl AgentRuntime {
     /// Resumes one run; false when its log shows it had already finished.
     pub(super) async fn resume(&self, record: &RunRecord) -> Result<bool, AgentError> {
         let store = &self.shared.store;
-        let checkpoint = store.latest_checkpoint(&record.run_id).await?;
-        let (state, checkpoint_id, checkpoint_seq): (LoopState, String, u64) = match checkpoint {
-            Some(checkpoint) => (
-                LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?,
-                checkpoint.checkpoint_id,
-                checkpoint.seq,
-            ),
-            None => (LoopState::start(&record.start.input), String::new(), 0),
+        let (mut state, checkpoint_id, checkpoint_seq) =
+            match store.latest_checkpoint(&record.run_id).await? {
+                Some(checkpoint) => (
+                    LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?,
+                    checkpoint.checkpoint_id,
+                    checkpoint.seq,
+                ),
+                None => (LoopState::start(&record.start.input), String::new(), 0),
+            };
+        let Some(past) = self
+            .read_past_checkpoint(record, checkpoint_seq, &mut state)
+            .await?
+        else {
+            return Ok(false);
         };
-        let mut state = state;
-        // What the log holds past the checkpoint: events not to record twice, input the
-        // checkpoint does not have yet, the turn it started, or the end.
+        let session = store
+            .session(&record.session_id)
+            .await?
+            .ok_or_else(|| AgentError::UnknownSession(record.session_id.to_string()))?;
+        let resolved = self
+            .resolve(&record.start, Missing::Skip)
+            .map_err(|err| AgentError::Unresumable(err.to_string()))?;
+        drop(store.set_run_state(&record.run_id, RunState::Running));
+        let turn_id = state.turn_id.get_or_insert_with(TurnId::new).clone();
+        let log = Arc::new(RunLog::new(
+            record.run_id.clone(),
+            store.clone(),
+            past.last_seq,
+            &turn_id,
+            self.shared.run_changes.clone(),
+        ));
+        let pending_calls = state.pending.as_ref().map_or(0, |pending| {
+            pending.calls.len().saturating_sub(pending.next)
+        });
+        log.append(
+            None,
+            pb::run_event::Event::RunResumed(pb::RunResumed {
+                checkpoint_id,
+                checkpoint_seq,
+                pending_calls: u32::try_from(pending_calls).unwrap_or(u32::MAX),
+            }),
+        );
+        log.committed().await?;
+        tracing::info!(run = %record.run_id, pending_calls, "resuming run");
+        self.launch(record, session, resolved, state, log, past.recorded)?;
+        Ok(true)
+    }
+
+    /// Reads what the log holds past the checkpoint at `after` into `state` (input the
+    /// checkpoint does not have yet, the turn it started) and the events not to record twice;
+    /// none when the log shows the run's end, which it then records as the run's.
+    async fn read_past_checkpoint(
+        &self,
+        record: &RunRecord,
+        mut after: u64,
+        state: &mut LoopState,
+    ) -> Result<Option<PastCheckpoint>, AgentError> {
+        let store = &self.shared.store;
         let mut recorded = HashSet::new();
-        let mut after = checkpoint_seq;
         loop {
             let batch = store
                 .events_after(&record.run_id, after, RESUME_BATCH)
@@ -136,22 +181,8 @@ impl AgentRuntime {
             for event in &batch {
                 match &event.event {
                     Some(pb::run_event::Event::RunFinished(finished)) => {
-                        let reason = pb::StopReason::try_from(finished.reason)
-                            .ok()
-                            .and_then(wire::stop_reason_from)
-                            .unwrap_or(StopReason::ModelError);
-                        store
-                            .finish_run(
-                                &record.run_id,
-                                &RunEnd {
-                                    stop_reason: reason,
-                                    stop_detail: finished.detail.clone(),
-                                    final_text: finished.final_text.clone(),
-                                    finished_at_ms: event.time_ms,
-                                },
-                            )
-                            .await?;
-                        return Ok(false);
+                        self.record_end(record, finished, event.time_ms).await?;
+                        return Ok(None);
                     }
                     Some(pb::run_event::Event::UserInput(input)) => {
                         state.conversation.push(context::Entry {
@@ -175,36 +206,43 @@ impl AgentRuntime {
                 }
             }
         }
-        let session = store
-            .session(&record.session_id)
-            .await?
-            .ok_or_else(|| AgentError::UnknownSession(record.session_id.to_string()))?;
-        let resolved = self
-            .resolve(&record.start, Missing::Skip)
-            .map_err(|err| AgentError::Unresumable(err.to_string()))?;
-        drop(store.set_run_state(&record.run_id, RunState::Running));
-        let turn_id = state.turn_id.get_or_insert_with(TurnId::new).clone();
-        let log = Arc::new(RunLog::new(
-            record.run_id.clone(),
-            store.clone(),
-            after,
-            &turn_id,
-            self.shared.run_changes.clone(),
-        ));
-        let pending_calls = state.pending.as_ref().map_or(0, |pending| {
-            pending.calls.len().saturating_sub(pending.next)
-        });
-        log.append(
-            None,
-            pb::run_event::Event::RunResumed(pb::RunResumed {
-                checkpoint_id,
-                checkpoint_seq,
-                pending_calls: u32::try_from(pending_calls).unwrap_or(u32::MAX),
-            }),
-        );
-        log.committed().await?;
-        tracing::info!(run = %record.run_id, pending_calls, "resuming run");
-        self.launch(record, session, resolved, state, log, recorded)?;
-        Ok(true)
+        Ok(Some(PastCheckpoint {
+            recorded,
+            last_seq: after,
+        }))
     }
+
+    /// Records the end a run's log shows (at `time_ms`) as the run's.
+    async fn record_end(
+        &self,
+        record: &RunRecord,
+        finished: &pb::RunFinished,
+        time_ms: i64,
+    ) -> Result<(), AgentError> {
+        let reason = pb::StopReason::try_from(finished.reason)
+            .ok()
+            .and_then(wire::stop_reason_from)
+            .unwrap_or(StopReason::ModelError);
+        self.shared
+            .store
+            .finish_run(
+                &record.run_id,
+                &RunEnd {
+                    stop_reason: reason,
+                    stop_detail: finished.detail.clone(),
+                    final_text: finished.final_text.clone(),
+                    finished_at_ms: time_ms,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// What a run's log holds past its checkpoint, besides what goes into its state.
+struct PastCheckpoint {
+    /// The call events already recorded, not to record twice.
+    recorded: HashSet<(CallEvent, ids::CallId)>,
+    /// The sequence number of the log's last event.
+    last_seq: u64,
 }

@@ -13,12 +13,12 @@ use super::error::AgentError;
 use super::launch::Missing;
 use super::live::Started;
 use super::log::RunLog;
-use super::run::LoopState;
+use super::run::{LoopState, Resolved};
 use super::runtime::AgentRuntime;
 use super::session;
 use crate::domain::Usage;
 use crate::ids::{self, RunId, SessionId, TraceId, TurnId};
-use crate::store::{RunRecord, RunState};
+use crate::store::{RunRecord, RunState, SessionRecord};
 use crate::wire;
 
 /// The task's input is short: a sentence, a page at most.
@@ -85,7 +85,6 @@ impl AgentRuntime {
         owner: &RunOwner,
         earlier: Vec<context::Entry>,
     ) -> Result<Started, AgentError> {
-        let invalid = |field, reason: String| AgentError::Invalid { field, reason };
         if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
             return Err(AgentError::TooManyRuns {
                 tenant: owner.tenant.clone(),
@@ -93,59 +92,14 @@ impl AgentRuntime {
             });
         }
         check_input(&start.input, "input")?;
-        let existing = if start.session_id.is_empty() {
-            None
-        } else {
-            let session_id = SessionId::parse(&start.session_id)
-                .map_err(|reason| invalid("session_id", reason))?;
-            Some(self.session(&session_id, &owner.tenant).await?.session)
-        };
+        let existing = self.existing_session(&start, owner).await?;
         let mut start = match &existing {
-            Some(session) => {
-                if let Some(live) = self.live_run_in(&session.session_id)
-                    && !live.left_within(FINISHING_WAIT).await
-                {
-                    return Err(AgentError::SessionBusy {
-                        session_id: session.session_id.to_string(),
-                        run_id: live.run_id.to_string(),
-                    });
-                }
-                session::inherit(&session.settings, start)?
-            }
+            Some(session) => self.continue_session(session, start).await?,
             None => start,
         };
         owner.restrict_tools(&mut start.tools, self.registry())?;
         let resolved = self.resolve(&start, Missing::Refuse)?;
-        let has_workspace = match &existing {
-            Some(session) => session.workspace.is_some(),
-            None => self
-                .shared
-                .executor
-                .workspaces()
-                .resolve(wire::non_empty(&start.workspace))?
-                .is_some(),
-        };
-        if !has_workspace {
-            // A run never starts with tools it could only fail: they would each end in a
-            // sandbox error, and the model would answer without them.
-            let needing: Vec<&str> = resolved
-                .tools
-                .values()
-                .filter(|tool| tool.profile.grants_workspace())
-                .map(|tool| tool.name())
-                .collect();
-            if !needing.is_empty() {
-                return Err(invalid(
-                    "workspace",
-                    format!(
-                        "the run has no workspace, and its tools {} work in one: name a \
-                         workspace inside the daemon's roots, or give the run only tools that \
-                         need none",
-                        needing.join(", ")
-                    ),
-                ));
-            }
-        }
+        self.check_workspace(existing.as_ref(), &start, &resolved)?;
         let session = match existing {
             Some(session) => session,
             None => {
@@ -158,70 +112,12 @@ impl AgentRuntime {
                 .await?
             }
         };
-        let (continues, earlier) = if earlier.is_empty() {
-            self.history(&session.session_id).await?
-        } else {
-            (None, earlier)
-        };
-        let history_messages = earlier
-            .iter()
-            .filter(|entry| entry.part == context::Part::History)
-            .count();
-        let project = match session.workspace.clone() {
-            Some(workspace) => tokio::task::spawn_blocking(move || {
-                context::project::read(std::path::Path::new(&workspace))
-            })
-            .await
-            .ok()
-            .flatten(),
-            None => None,
-        };
+        let opening = self.opening(&session, earlier).await?;
 
         let run_id = RunId::new();
-        let trace_id = TraceId::new();
         let turn_id = TurnId::new();
-        let record = RunRecord {
-            run_id: run_id.clone(),
-            session_id: session.session_id.clone(),
-            state: RunState::Running,
-            start: start.clone(),
-            model: resolved.model.clone(),
-            workspace: session.workspace.clone(),
-            trace_id: trace_id.clone(),
-            created_at_ms: ids::now_ms(),
-            finished_at_ms: None,
-            stop_reason: None,
-            stop_detail: String::new(),
-            final_text: String::new(),
-            usage: Usage::default(),
-            steps: 0,
-            last_seq: 0,
-            tenant: owner.tenant.clone(),
-        };
-        let limits = &resolved.limits;
-        let started = pb::RunEvent {
-            run_id: run_id.to_string(),
-            seq: 1,
-            step_id: String::new(),
-            time_ms: ids::now_ms(),
-            turn_id: turn_id.to_string(),
-            delta: false,
-            event: Some(pb::run_event::Event::RunStarted(pb::RunStarted {
-                session_id: session.session_id.to_string(),
-                turn_id: turn_id.to_string(),
-                trace_id: trace_id.to_string(),
-                input: start.input.clone(),
-                model: resolved.model.clone(),
-                tools: resolved.tools.keys().cloned().collect(),
-                approval_policy: resolved.policy.to_wire() as i32,
-                budgets: Some(limits.to_wire()),
-                workspace: session.workspace.clone().unwrap_or_default(),
-                stop_on_denial: start.stop_on_denial,
-                continues_run_id: continues.map(RunId::into_string).unwrap_or_default(),
-                history_messages: u32::try_from(history_messages).unwrap_or(u32::MAX),
-                project_instructions: project.is_some(),
-            })),
-        };
+        let record = run_record(run_id.clone(), &session, &start, &resolved, owner);
+        let started = started_event(&record, &turn_id, &resolved, &opening);
         // The run and the event that says it started are one write: a crash in between
         // would leave a run that resumes without ever having started.
         self.shared.store.create_run(&record, &started).await?;
@@ -232,14 +128,119 @@ impl AgentRuntime {
             &turn_id,
             self.shared.run_changes.clone(),
         ));
-        let mut state = LoopState::start_after(earlier, &start.input);
+        let mut state = LoopState::start_after(opening.earlier, &start.input);
         state.turn_id = Some(turn_id);
-        state.project_instructions = project;
+        state.project_instructions = opening.project;
         // Subscribed before the loop runs: a streamed piece reaches only those listening as
         // it goes, and the client that starts a run must not miss its first answer's.
         let events = log.follow(0, self.notices());
         let live = self.launch(&record, session, resolved, state, log, HashSet::new())?;
         Ok(Started { live, events })
+    }
+
+    /// The session `start` names, if it names one (of `owner`'s).
+    async fn existing_session(
+        &self,
+        start: &pb::StartRun,
+        owner: &RunOwner,
+    ) -> Result<Option<SessionRecord>, AgentError> {
+        if start.session_id.is_empty() {
+            return Ok(None);
+        }
+        let session_id =
+            SessionId::parse(&start.session_id).map_err(|reason| AgentError::Invalid {
+                field: "session_id",
+                reason,
+            })?;
+        Ok(Some(
+            self.session(&session_id, &owner.tenant).await?.session,
+        ))
+    }
+
+    /// `start` as the next run of `session`: with the session's settings where it leaves
+    /// them unset, once the session's previous run has left (or refused as busy).
+    async fn continue_session(
+        &self,
+        session: &SessionRecord,
+        start: pb::StartRun,
+    ) -> Result<pb::StartRun, AgentError> {
+        if let Some(live) = self.live_run_in(&session.session_id)
+            && !live.left_within(FINISHING_WAIT).await
+        {
+            return Err(AgentError::SessionBusy {
+                session_id: session.session_id.to_string(),
+                run_id: live.run_id.to_string(),
+            });
+        }
+        session::inherit(&session.settings, start)
+    }
+
+    /// Refuses a run without a workspace whose tools work in one.
+    fn check_workspace(
+        &self,
+        existing: Option<&SessionRecord>,
+        start: &pb::StartRun,
+        resolved: &Resolved,
+    ) -> Result<(), AgentError> {
+        let has_workspace = match existing {
+            Some(session) => session.workspace.is_some(),
+            None => self
+                .shared
+                .executor
+                .workspaces()
+                .resolve(wire::non_empty(&start.workspace))?
+                .is_some(),
+        };
+        if has_workspace {
+            return Ok(());
+        }
+        // A run never starts with tools it could only fail: they would each end in a
+        // sandbox error, and the model would answer without them.
+        let needing: Vec<&str> = resolved
+            .tools
+            .values()
+            .filter(|tool| tool.profile.grants_workspace())
+            .map(|tool| tool.name())
+            .collect();
+        if needing.is_empty() {
+            return Ok(());
+        }
+        Err(AgentError::Invalid {
+            field: "workspace",
+            reason: format!(
+                "the run has no workspace, and its tools {} work in one: name a workspace \
+                 inside the daemon's roots, or give the run only tools that need none",
+                needing.join(", ")
+            ),
+        })
+    }
+
+    /// What a new run of `session` opens with: the conversation it continues (`earlier`, or
+    /// the session's latest run's) and the workspace's project instructions.
+    async fn opening(
+        &self,
+        session: &SessionRecord,
+        earlier: Vec<context::Entry>,
+    ) -> Result<Opening, AgentError> {
+        let (continues, earlier) = if earlier.is_empty() {
+            self.history(&session.session_id).await?
+        } else {
+            (None, earlier)
+        };
+        let project = match session.workspace.clone() {
+            Some(workspace) => tokio::task::spawn_blocking(move || {
+                context::project::read(std::path::Path::new(&workspace))
+            })
+            .await
+            .ok()
+            .flatten(),
+            None => None,
+        };
+        Ok(Opening {
+            continues,
+            earlier,
+            project,
+        })
     }
 }
 
@@ -256,4 +257,84 @@ pub(super) fn check_input(text: &str, field: &'static str) -> Result<(), AgentEr
         ));
     }
     Ok(())
+}
+
+/// What a new run opens with, besides its input.
+struct Opening {
+    /// The run whose conversation it continues, if any.
+    continues: Option<RunId>,
+    /// The conversation before its input.
+    earlier: Vec<context::Entry>,
+    /// The workspace's project instructions (AGENTS.md).
+    project: Option<String>,
+}
+
+/// The record of a new run.
+fn run_record(
+    run_id: RunId,
+    session: &SessionRecord,
+    start: &pb::StartRun,
+    resolved: &Resolved,
+    owner: &RunOwner,
+) -> RunRecord {
+    RunRecord {
+        run_id,
+        session_id: session.session_id.clone(),
+        state: RunState::Running,
+        start: start.clone(),
+        model: resolved.model.clone(),
+        workspace: session.workspace.clone(),
+        trace_id: TraceId::new(),
+        created_at_ms: ids::now_ms(),
+        finished_at_ms: None,
+        stop_reason: None,
+        stop_detail: String::new(),
+        final_text: String::new(),
+        usage: Usage::default(),
+        steps: 0,
+        last_seq: 0,
+        tenant: owner.tenant.clone(),
+    }
+}
+
+/// The first event of a new run: what it starts with.
+fn started_event(
+    record: &RunRecord,
+    turn_id: &TurnId,
+    resolved: &Resolved,
+    opening: &Opening,
+) -> pb::RunEvent {
+    let history_messages = opening
+        .earlier
+        .iter()
+        .filter(|entry| entry.part == context::Part::History)
+        .count();
+    let start = &record.start;
+    pb::RunEvent {
+        run_id: record.run_id.to_string(),
+        seq: 1,
+        step_id: String::new(),
+        time_ms: ids::now_ms(),
+        turn_id: turn_id.to_string(),
+        delta: false,
+        event: Some(pb::run_event::Event::RunStarted(pb::RunStarted {
+            session_id: record.session_id.to_string(),
+            turn_id: turn_id.to_string(),
+            trace_id: record.trace_id.to_string(),
+            input: start.input.clone(),
+            model: resolved.model.clone(),
+            tools: resolved.tools.keys().cloned().collect(),
+            approval_policy: resolved.policy.to_wire() as i32,
+            budgets: Some(resolved.limits.to_wire()),
+            workspace: record.workspace.clone().unwrap_or_default(),
+            stop_on_denial: start.stop_on_denial,
+            continues_run_id: opening
+                .continues
+                .clone()
+                .map(RunId::into_string)
+                .unwrap_or_default(),
+            history_messages: u32::try_from(history_messages).unwrap_or(u32::MAX),
+            project_instructions: opening.project.is_some(),
+        })),
+    }
 }

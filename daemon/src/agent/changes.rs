@@ -14,8 +14,11 @@ use std::sync::Arc;
 use airlock_proto::v1 as pb;
 
 use super::context::Entry;
+use super::error::AgentError;
+use super::live::LiveRun;
 use super::run::LoopState;
-use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
+use super::runtime::AgentRuntime;
+use super::start::RunOwner;
 use crate::changes::{ChangeSet, RelPath, RevertError, RevertPlan, RevertReport, copy_contents};
 use crate::ids::{CallId, RunId};
 use crate::store::RunRecord;

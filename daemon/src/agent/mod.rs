@@ -36,7 +36,6 @@ mod tokens;
 
 pub use changes::changes_page;
 pub use error::AgentError;
-pub use live::LiveRun;
 pub(crate) use preview::preview;
 pub use provider::{ProviderSettings, RetryPolicy};
 pub use runtime::AgentRuntime;

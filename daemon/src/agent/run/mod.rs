@@ -12,6 +12,9 @@
 //!
 //! Each user input starts a turn: the run's own, and any sent while it goes on.
 //!
+//! The loop is assembled by [`RunLoop::new`] (`assemble`) from a new run's state or a
+//! checkpoint's; the state it saves at each checkpoint is `state`.
+//!
 //! Every step of that is an event in the run's log, committed before anyone sees it, and a
 //! run always ends with a typed stop reason.
 

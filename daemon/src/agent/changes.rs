@@ -13,9 +13,12 @@ use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 
-use super::checkpoint::LoopState;
 use super::context::Entry;
-use super::{AgentError, AgentRuntime, LiveRun, RunOwner};
+use super::error::AgentError;
+use super::live::LiveRun;
+use super::run::LoopState;
+use super::runtime::AgentRuntime;
+use super::start::RunOwner;
 use crate::changes::{ChangeSet, RelPath, RevertError, RevertPlan, RevertReport, copy_contents};
 use crate::ids::{CallId, RunId};
 use crate::store::RunRecord;

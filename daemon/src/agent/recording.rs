@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use airlock_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
-use super::AgentError;
+use super::error::AgentError;
 use super::provider::{
     CASSETTE_VERSION, Cassette, CassetteEntry, Exchange, ModelProvider, ModelRequest,
     ModelResponse, ProviderError, ProviderEvent, ProviderEvents, WireFormat,

@@ -15,10 +15,13 @@ use std::sync::Arc;
 use airlock_proto::v1 as pb;
 use serde_json::json;
 
-use super::checkpoint::LoopState;
 use super::context::{Counted, Entry, Part};
+use super::error::AgentError;
+use super::launch::parse_model;
+use super::live::LiveRun;
 use super::provider::Message;
-use super::{AgentError, AgentRuntime, LiveRun, parse_model};
+use super::run::LoopState;
+use super::runtime::AgentRuntime;
 use crate::ids::{self, RunId, SessionId};
 use crate::policy::ApprovalPolicy;
 use crate::store::{RunFilter, SessionCursor, SessionRecord, SessionSummary};

@@ -209,8 +209,8 @@ pub fn apply(
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::checkpoint::CalibrationState;
     use super::super::super::provider::ToolCall;
+    use super::super::super::tokens::CalibrationState;
     use super::super::super::tokens::Tokenizer;
     use super::super::{Counter, Fixed, ToolSet, build};
     use super::*;

@@ -26,9 +26,9 @@ use airlock_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::checkpoint::CalibrationState;
 use super::observation::FULL_OUTPUT;
 use super::provider::{Message, ToolDefinition};
+use super::tokens::CalibrationState;
 use super::tokens::{Calibration, Tokenizer};
 
 /// What a mechanically summarised observation keeps of its content.

@@ -1,11 +1,9 @@
 //! Cassettes: a run's model exchanges in the provider's own wire format, and `replay`, the
 //! provider that plays one back.
 //!
-//! Every provider reports the exchange of the attempt that answered
-//! ([`ProviderEvent::Exchange`]) to a caller that wants it
-//! ([`ProviderEvents::wants_exchange`]): the request body it sent and the reply body it read
-//! (or, for a streamed reply, each event's data), never a header — so never a key. The daemon keeps
-//! them with the run; a finished run's exchanges, in order, are its cassette:
+//! Every provider reports the exchange of the attempt that answered (see [`super::exchange`]);
+//! the daemon keeps them with the run, and a finished run's exchanges, in order, are its
+//! cassette:
 //!
 //! ```json
 //! {"cassette": 1, "provider": "openai", "model": "openai:gpt-4o", "run_id": "run_…",
@@ -27,6 +25,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::exchange::{Exchange, WireFormat, WireReply};
 use super::{
     ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderEvent, ProviderEvents,
     Purpose, anthropic, openai, scripted,
@@ -42,37 +41,6 @@ const MAX_CASSETTE_BYTES: usize = 64 << 20;
 
 /// How much of a differing value a divergence message quotes: enough to recognise it.
 const QUOTE_CHARS: usize = 160;
-
-/// Whose wire format an exchange is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WireFormat {
-    /// Chat Completions.
-    Openai,
-    /// Messages.
-    Anthropic,
-    /// The scripted model's own: the provider-neutral request and response as JSON.
-    Scripted,
-}
-
-/// A reply body as read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum WireReply {
-    /// A whole JSON body.
-    Whole(Value),
-    /// A streamed reply: the data of each server-sent event, in order.
-    Stream(Vec<String>),
-}
-
-/// The wire exchange of one model call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exchange {
-    pub format: WireFormat,
-    /// The request body as sent.
-    pub request: Value,
-    pub reply: WireReply,
-}
 
 /// One model call of a cassette.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,67 +88,6 @@ impl Cassette {
         }
         Ok(cassette)
     }
-}
-
-/// Reports the exchange that answered, for the run's cassette: `request` is the body sent.
-pub(super) fn report(
-    format: WireFormat,
-    request: &[u8],
-    reply: WireReply,
-    events: &dyn ProviderEvents,
-) {
-    // The body is the provider's own, encoded from a `Serialize` a moment ago: it parses.
-    if let Ok(request) = serde_json::from_slice(request) {
-        events.event(ProviderEvent::Exchange(Exchange {
-            format,
-            request,
-            reply,
-        }));
-    }
-}
-
-/// A whole reply body for the cassette (it parsed as an answer, so it is JSON).
-pub(super) fn whole(body: &[u8]) -> Result<WireReply, ProviderError> {
-    serde_json::from_slice(body)
-        .map(WireReply::Whole)
-        .map_err(|error| ProviderError::Malformed(format!("reply body: {error}")))
-}
-
-/// How a recorded request was sent, as its body says: what a replay sends the same way.
-pub(super) struct Sent<'a>(pub &'a Value);
-
-impl Sent<'_> {
-    pub fn model(&self) -> &str {
-        self.0
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    }
-
-    /// A boolean field (`stream`), false when absent.
-    pub fn flag(&self, name: &str) -> bool {
-        self.0.get(name).and_then(Value::as_bool).unwrap_or(false)
-    }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.0.get(name).is_some()
-    }
-}
-
-/// Hands `body`, the request a replay would send now, to `check`.
-pub(super) fn check_body(
-    body: &[u8],
-    check: impl Fn(&Value) -> Result<(), ProviderError>,
-) -> Result<(), ProviderError> {
-    let rebuilt: Value = serde_json::from_slice(body)
-        .map_err(|error| ProviderError::Config(format!("cannot encode the request: {error}")))?;
-    check(&rebuilt)
-}
-
-/// A recorded whole reply as the bytes a live one would be read from.
-pub(super) fn body_of(reply: &Value) -> Result<Vec<u8>, ProviderError> {
-    serde_json::to_vec(reply)
-        .map_err(|error| ProviderError::Malformed(format!("reply body: {error}")))
 }
 
 /// The provider that answers from a cassette.
@@ -340,83 +247,5 @@ fn quote(value: &Value) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn the_first_difference_is_named_by_its_pointer() {
-        let recorded = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
-            {"role": "tool", "content": "42"}]});
-        assert_eq!(
-            first_difference(&recorded, &recorded.clone(), &mut String::new()),
-            None
-        );
-        let now = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
-            {"role": "tool", "content": "43"}]});
-        assert_eq!(
-            first_difference(&recorded, &now, &mut String::new()).as_deref(),
-            Some(r#"/messages/1/content: recorded "42", now "43""#)
-        );
-        let longer = json!({"model": "m", "messages": [{"role": "user", "content": "hi"},
-            {"role": "tool", "content": "42"}, {"role": "user", "content": "more"}]});
-        assert_eq!(
-            first_difference(&recorded, &longer, &mut String::new()).as_deref(),
-            Some("/messages: 2 item(s) recorded, now 3")
-        );
-        let keyed = json!({"model": "m", "messages": [], "a/b": 1});
-        assert_eq!(
-            first_difference(
-                &json!({"model": "m", "messages": []}),
-                &keyed,
-                &mut String::new()
-            )
-            .as_deref(),
-            Some("/a~1b: absent when recorded, now 1")
-        );
-    }
-
-    #[test]
-    fn long_values_are_quoted_short() {
-        let quoted = quote(&json!("x".repeat(1000)));
-        assert!(quoted.ends_with('…'));
-        assert_eq!(quoted.chars().count(), QUOTE_CHARS + 1);
-    }
-
-    #[test]
-    fn a_cassette_may_be_as_large_as_the_limit_and_no_larger() {
-        let document = r#"{"cassette": 1, "provider": "scripted", "model": "scripted",
-            "run_id": "r", "exchanges": []}"#;
-        let mut text = document.to_owned();
-        text.push_str(&" ".repeat(MAX_CASSETTE_BYTES - document.len()));
-        assert_eq!(text.len(), MAX_CASSETTE_BYTES);
-        Cassette::parse(&text).expect("at the limit");
-        text.push(' ');
-        let error = Cassette::parse(&text).expect_err("past the limit");
-        assert!(error.to_string().contains("more than the"), "{error}");
-    }
-
-    #[test]
-    fn cassettes_are_checked_where_they_are_wrong() {
-        let error = Cassette::parse(
-            r#"{"cassette": 1, "provider": "openai", "model": "m",
-            "run_id": "r", "exchanges": [{"purpose": "step", "answers": 0, "request": {},
-            "reply": {"whole": {}}, "extra": 1}]}"#,
-        )
-        .expect_err("an unknown field");
-        assert!(error.to_string().contains("exchanges[0]"), "{error}");
-        let error = Cassette::parse(
-            r#"{"cassette": 9, "provider": "openai", "model": "m",
-            "run_id": "r", "exchanges": []}"#,
-        )
-        .expect_err("a later version");
-        assert!(error.to_string().contains("version 9"), "{error}");
-        let error = Cassette::parse("{").expect_err("not JSON");
-        assert!(
-            error
-                .to_string()
-                .starts_with("model provider configuration: cassette:")
-        );
-    }
-}
+#[path = "cassette_tests.rs"]
+mod tests;

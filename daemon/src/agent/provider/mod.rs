@@ -10,6 +10,7 @@
 
 mod anthropic;
 mod cassette;
+mod exchange;
 mod http;
 mod openai;
 mod retry;
@@ -25,7 +26,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use cassette::{CASSETTE_VERSION, Cassette, CassetteEntry, Exchange, WireFormat};
+pub use cassette::{CASSETTE_VERSION, Cassette, CassetteEntry};
+pub use exchange::{Exchange, WireFormat};
 pub use retry::RetryPolicy;
 
 /// A tool as the model sees it.

@@ -1,6 +1,6 @@
 //! A model API stand-in for tests: an HTTP/1.1 server on 127.0.0.1 that records each request
 //! and answers with the next of its scripted replies (recorded API answers, errors, event
-//! streams, or silence).
+//! streams, or silence); and the helpers the providers' tests share.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::{
-    Message, ModelRequest, ProviderEvent, ProviderEvents, ProviderSettings, RetryPolicy, ToolCall,
-    ToolDefinition,
+    Message, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderEvent,
+    ProviderEvents, ProviderSettings, RetryPolicy, ToolCall, ToolDefinition,
 };
 
 /// How the server answers one request.
@@ -195,6 +195,33 @@ pub fn settings(base_url: &str) -> ProviderSettings {
         },
         stream: false,
     }
+}
+
+/// [`settings`] with streamed answers.
+pub fn streaming(base_url: &str) -> ProviderSettings {
+    let mut settings = settings(base_url);
+    settings.stream = true;
+    settings
+}
+
+/// Completes `request`, bounding the call so that a bug cannot hang the suite.
+pub async fn complete(
+    provider: &dyn ModelProvider,
+    request: &ModelRequest,
+) -> (Result<ModelResponse, ProviderError>, Events) {
+    let events = Events::default();
+    let result = tokio::time::timeout(Duration::from_secs(60), provider.complete(request, &events))
+        .await
+        .expect("the call ends");
+    (result, events)
+}
+
+/// The value of a recorded request's header `name`.
+pub fn header<'a>(request: &'a Recorded, name: &str) -> Option<&'a str> {
+    request
+        .headers
+        .get(name)
+        .map(|value| value.to_str().expect("ascii header"))
 }
 
 /// Collects provider events for assertions.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::super::CancelSwitch;
+use super::super::live::CancelSwitch;
 use crate::cancel::or_cancel;
 use crate::domain::{StopReason, Usage};
 use crate::store::StoreError;

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
 
-use super::super::checkpoint::Snapshot;
 use super::super::log::RunLog;
 use super::budget::Stop;
+use super::state::Snapshot;
 use crate::domain::{StopReason, Usage};
 use crate::ids::{self, CallId, CheckpointId, RunId, StepId};
 use crate::store::{Checkpoint, Pending, RunEnd, Store, StoreError};

@@ -1,4 +1,4 @@
-//! Checkpoints: the loop's state, saved where a restarted daemon goes on from — after the
+//! The run's saved state (checkpoints): the loop's state, saved where a restarted daemon goes on from — after the
 //! run starts and after each model response (with the calls it proposed). Together with the
 //! effect journal, which holds each call's result, they let a resumed run continue exactly
 //! where it stopped, without running any call twice behind anyone's back.
@@ -15,9 +15,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{Counted, Entry, Part};
-use super::provider::{Message, ToolCall};
-use super::run::{FailureKey, ProgressTracker};
+use super::super::context::{Counted, Entry, Part};
+use super::super::provider::{Message, ToolCall};
+use super::super::tokens::CalibrationState;
+use super::budget::FailureKey;
+use super::progress::ProgressTracker;
 use crate::domain::Usage;
 use crate::ids::{CallId, StepId, TurnId};
 
@@ -50,23 +52,6 @@ pub struct LoopState {
     pub progress: ProgressTracker,
     /// The step before which compaction is not tried again after a failed summarising call.
     pub compaction_retry_step: Option<u32>,
-}
-
-/// What the run has learnt about its provider's token counts (see `tokens::Calibration`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CalibrationState {
-    pub factor: f64,
-    pub samples: u32,
-}
-
-impl Default for CalibrationState {
-    fn default() -> Self {
-        CalibrationState {
-            factor: 1.0,
-            samples: 0,
-        }
-    }
 }
 
 /// The loop's state borrowed from the running loop, to be saved: nothing of it is copied but
@@ -435,92 +420,5 @@ impl From<SavedV1> for LoopState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call() -> ToolCall {
-        ToolCall {
-            id: "call_0_0".into(),
-            name: "write_file".into(),
-            arguments: "{\"path\": ".into(),
-        }
-    }
-
-    #[test]
-    fn a_state_survives_encoding() {
-        let step_id = StepId::new();
-        let mut state = LoopState::start("fix it");
-        state.conversation.push(Entry {
-            message: Message::Assistant {
-                text: None,
-                tool_calls: vec![call()],
-            },
-            source: step_id.to_string(),
-            part: Part::Run,
-            counted: Counted::default(),
-        });
-        state.turn_id = Some(TurnId::new());
-        state.project_instructions = Some("run the tests with make".into());
-        state.calibration = CalibrationState {
-            factor: 1.17,
-            samples: 3,
-        };
-        state.compaction_retry_step = Some(9);
-        state.usage = Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            model_calls: 1,
-            tool_calls: 0,
-        };
-        state.steps = 1;
-        state.failures = [(
-            FailureKey {
-                tool: "grep".into(),
-                arguments: "{}".into(),
-            },
-            2,
-        )]
-        .into();
-        state.elapsed_ms = 1234;
-        state.pending = Some(PendingStep {
-            step_id,
-            calls: vec![(SavedCall::from(&call()), CallId::new())],
-            next: 0,
-        });
-        let decoded = LoopState::decode(&state.snapshot().encode()).expect("decodes");
-        assert_eq!(decoded, state);
-        assert!(LoopState::decode(b"{\"garbage\": 1}").is_err());
-    }
-
-    #[test]
-    fn a_checkpoint_of_the_previous_release_is_read() {
-        // As version 1 wrote it: messages and their sources side by side.
-        let first = br#"{
-            "conversation": [
-                {"role": "user", "text": "fix it"},
-                {"role": "assistant", "text": null, "tool_calls": [{"id": "c1", "name": "grep", "arguments": "{}"}]}
-            ],
-            "sources": ["", "stp_1"],
-            "usage": {"input_tokens": 3, "output_tokens": 1, "model_calls": 1, "tool_calls": 0},
-            "steps": 1,
-            "failures": {"grep\u0000{}": 1},
-            "elapsed_ms": 50,
-            "pending": {"step_id": "stp_1", "calls": [[{"id": "c1", "name": "grep", "arguments": "{}"}, "cal_1"]], "next": 0}
-        }"#;
-        let state = LoopState::decode(first).expect("read");
-        assert_eq!(state.conversation.len(), 2);
-        assert_eq!(state.conversation[1].source, "stp_1");
-        assert_eq!(
-            state.failures.keys().next(),
-            Some(&FailureKey {
-                tool: "grep".into(),
-                arguments: "{}".into()
-            })
-        );
-        let pending = state.pending.expect("pending");
-        assert_eq!(
-            pending.next_call().map(|(_, id)| id.to_string()).as_deref(),
-            Some("cal_1")
-        );
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

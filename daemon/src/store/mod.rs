@@ -16,8 +16,10 @@
 #[cfg(test)]
 mod conformance;
 mod postgres;
+mod queries;
 mod relay;
 mod rows;
+mod sql;
 mod sqlite;
 
 use std::collections::BTreeMap;

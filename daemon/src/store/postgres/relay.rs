@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-use super::queries::{Conn, describe, execute, get, query, query_opt};
+use super::client::{Conn, describe, execute, get, query, query_opt};
 use crate::cancel::or_cancel;
 use crate::ids::{NodeId, RunId};
 use crate::store::relay::{

@@ -9,9 +9,9 @@ use super::{
     ApprovalResolution, OutputRecord, RunRecord, RunState, SessionRecord, SessionSummary,
     StoreResult,
 };
+use crate::domain;
 use crate::domain::DecidedBy;
 use crate::ids::{ExecutionId, RunId, SessionId, TraceId};
-use crate::wire;
 
 pub(super) use super::sql::corrupt;
 
@@ -52,13 +52,13 @@ pub(super) fn run(row: &mut Row) -> StoreResult<RunRecord> {
             .map(|raw| {
                 pb::StopReason::try_from(raw)
                     .ok()
-                    .and_then(wire::stop_reason_from)
+                    .and_then(domain::stop_reason_from)
                     .ok_or_else(|| corrupt(format!("unknown stop reason {raw}")))
             })
             .transpose()?,
         stop_detail: row.get(10)?,
         final_text: row.get(11)?,
-        usage: wire::usage_from(&usage),
+        usage: domain::usage_from(&usage),
         steps: u32::try_from(row.get::<i64>(13)?).map_err(corrupt)?,
         last_seq: row.get(14)?,
         tenant: row.get(15)?,
@@ -123,7 +123,7 @@ pub(super) fn resolution(
     };
     let decision = pb::Decision::try_from(decision)
         .ok()
-        .and_then(wire::decision_from)
+        .and_then(domain::decision_from)
         .ok_or_else(|| corrupt(format!("unknown decision {decision}")))?;
     let decided_by = decided_by.unwrap_or_default();
     Ok(Some(ApprovalResolution {

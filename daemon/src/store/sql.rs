@@ -1,5 +1,5 @@
 //! The little a query of the store needs of a database, so each query is written once
-//! ([`super::queries`]) for both backends: run a statement, read rows of typed columns.
+//! (`store::queries`) for both backends: run a statement, read rows of typed columns.
 //!
 //! A statement is written in PostgreSQL's words — parameters `$1`, `$2`…, a cast after a
 //! parameter where PostgreSQL must be told its type (`$2::bigint IS NULL`) — and
@@ -202,7 +202,7 @@ impl Dialect {
     }
 
     /// Whether runs carry their owner and epoch, and calls the deadline a takeover waits
-    /// for: the store several daemons share ([`super::Leases`]).
+    /// for: the store several daemons share (`Leases`).
     pub(crate) fn leases(self) -> bool {
         self == Dialect::Postgres
     }

@@ -310,7 +310,7 @@ pub(super) async fn withdraw_command(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Verdict;
+    use crate::domain::Verdict;
     use crate::store::postgres::testing::{self, node};
     use crate::store::{Relay, Store, recorded_run};
 

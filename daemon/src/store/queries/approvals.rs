@@ -4,11 +4,11 @@
 use airlock_proto::v1 as pb;
 use prost::Message as _;
 
+use crate::domain;
 use crate::ids::{ApprovalId, CallId, RunId};
 use crate::store::rows::{corrupt, decode, resolution};
 use crate::store::sql::{Sql, args};
 use crate::store::{ApprovalResolution, Effect, StoreError, StoreResult};
-use crate::wire;
 
 /// How much later than its intent's time plus its timeout a call may still act: the time
 /// between the intent and the call's start (its sandbox made, its module instantiated) —
@@ -181,7 +181,7 @@ pub(in crate::store) async fn resolve_approval<S: Sql>(
          WHERE approval_id = $1",
         args![
             approval_id.as_str(),
-            wire::decision(resolution.decision) as i32,
+            domain::decision(resolution.decision) as i32,
             &resolution.reason,
             resolution.decided_by.as_str(),
             resolution.resolved_at_ms,

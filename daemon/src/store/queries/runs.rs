@@ -5,6 +5,7 @@ use airlock_proto::v1 as pb;
 use prost::Message as _;
 
 use super::{count_param, seq_param};
+use crate::domain;
 use crate::domain::Usage;
 use crate::ids::{NodeId, RunId, SessionId};
 use crate::store::rows::{self, RUN_COLUMNS, page, workspace_column};
@@ -12,7 +13,6 @@ use crate::store::sql::{Arg, Sql, args};
 use crate::store::{
     Deleted, RunCursor, RunEnd, RunFilter, RunRecord, RunState, StoreError, StoreResult,
 };
-use crate::wire;
 
 /// The epoch a run is created at in a store with leases; each claim raises it.
 pub(in crate::store) const FIRST_EPOCH: i64 = 1;
@@ -34,7 +34,7 @@ pub(in crate::store) async fn create_run<S: Sql>(
     }
     let (start, usage) = (
         run.start.encode_to_vec(),
-        wire::usage(&run.usage).encode_to_vec(),
+        domain::usage(&run.usage).encode_to_vec(),
     );
     let columns: [Arg<'_>; 16] = [
         run.run_id.as_str().into(),
@@ -46,7 +46,9 @@ pub(in crate::store) async fn create_run<S: Sql>(
         run.trace_id.as_str().into(),
         run.created_at_ms.into(),
         run.finished_at_ms.into(),
-        run.stop_reason.map(|r| wire::stop_reason(r) as i32).into(),
+        run.stop_reason
+            .map(|r| domain::stop_reason(r) as i32)
+            .into(),
         (&run.stop_detail).into(),
         (&run.final_text).into(),
         (&usage).into(),
@@ -159,7 +161,7 @@ pub(in crate::store) async fn update_progress<S: Sql>(
         args![
             run_id.as_str(),
             i64::from(steps),
-            &wire::usage(usage).encode_to_vec(),
+            &domain::usage(usage).encode_to_vec(),
         ],
     )
     .await
@@ -176,7 +178,7 @@ pub(in crate::store) async fn finish_run<S: Sql>(
          finished_at_ms = $5 WHERE run_id = $1",
         args![
             run_id.as_str(),
-            wire::stop_reason(end.stop_reason) as i32,
+            domain::stop_reason(end.stop_reason) as i32,
             &end.stop_detail,
             &end.final_text,
             end.finished_at_ms,

@@ -19,6 +19,8 @@ mod postgres;
 mod queries;
 mod relay;
 mod rows;
+#[cfg(test)]
+mod schema;
 mod sql;
 mod sqlite;
 

@@ -311,6 +311,8 @@ fn shown(config: &tokio_postgres::Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::schema::{CatalogColumn, expected};
+    use crate::store::sql::Dialect;
     use crate::store::{Store, conformance};
 
     const TEST_LEASE: Duration = Duration::from_secs(5);
@@ -336,6 +338,34 @@ mod tests {
             let store = store.expect("each daemon opens the store");
             assert!(store.session_grants().await.expect("reads").is_empty());
         }
+    }
+
+    #[tokio::test]
+    async fn the_migrations_reach_the_shared_table_list() {
+        let url = testing::fresh_database().await;
+        drop(
+            PostgresStore::connect(&url, TEST_LEASE)
+                .await
+                .expect("connects"),
+        );
+        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+            .await
+            .expect("connects");
+        tokio::spawn(connection);
+        let mut columns: Vec<CatalogColumn> = client
+            .query(
+                "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
+                 FROM information_schema.columns
+                 WHERE table_schema = 'public' AND table_name <> 'airlock_schema'",
+                &[],
+            )
+            .await
+            .expect("catalog")
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+            .collect();
+        columns.sort();
+        assert_eq!(columns, expected(Dialect::Postgres));
     }
 
     #[tokio::test]

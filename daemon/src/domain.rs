@@ -1,8 +1,14 @@
 //! The typed words of a run that the loop, the store and the API share: why a run stopped,
-//! what it used, and how an approval was decided. Their wire forms (`airlock.v1`) are made in
-//! `wire`, once, where an event is appended or a reply is built.
+//! what it used, how an approval was decided (and a decision as a client sent it, and why one
+//! did not count), whose a tool execution is and where its kept output lies. Their wire forms
+//! (`airlock.v1`) are made here, once, for the log, the store and the API (`wire` passes them
+//! on with the rest of the wire forms).
 
 use std::fmt;
+
+use airlock_proto::v1 as pb;
+
+use crate::ids::{ExecutionId, RunId};
 
 /// Why a run stopped. A stop always says why (DESIGN: "decide to continue").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,6 +128,124 @@ impl DecidedBy {
 impl fmt::Display for DecidedBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A decision as a client sent it, decoded once where it arrived.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    pub approval_id: String,
+    /// None when the client named no decision (`UNSPECIFIED`): refused.
+    pub decision: Option<Decision>,
+    /// For a denial: what the model is told.
+    pub reason: String,
+    /// The digest of the request it answers; empty when the client sent none.
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionError {
+    #[error("no pending approval `{0}`: it does not exist, was already answered, or expired")]
+    NotPending(String),
+    #[error(
+        "approval `{approval_id}` belongs to another run; this stream answers for run `{run_id}` only"
+    )]
+    OtherRun { approval_id: String, run_id: String },
+    #[error("the decision's digest does not match approval `{0}`: it answers a different call")]
+    DigestMismatch(String),
+    #[error("approval `{0}` is past its deadline")]
+    PastDeadline(String),
+    #[error(
+        "the decision for `{0}` names no decision: approve once, approve for the session, or deny"
+    )]
+    NoDecision(String),
+}
+
+/// A call's full output, kept when the caller saw only part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputRecord {
+    pub execution_id: ExecutionId,
+    /// sha256 of the content, lowercase hex: the name of its blob.
+    pub digest: String,
+    pub size: u64,
+    pub created_at_ms: i64,
+}
+
+/// Whose a tool execution is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionOwner {
+    pub tenant: String,
+    /// The run that made the call; none for a direct `ExecuteTool`.
+    pub run_id: Option<RunId>,
+    pub started_at_ms: i64,
+}
+
+// Their wire forms (`airlock.v1`), made once here for the log, the store and the API.
+
+pub fn stop_reason(reason: StopReason) -> pb::StopReason {
+    match reason {
+        StopReason::Final => pb::StopReason::Final,
+        StopReason::MaxSteps => pb::StopReason::MaxSteps,
+        StopReason::BudgetExhausted => pb::StopReason::BudgetExhausted,
+        StopReason::RepeatedErrors => pb::StopReason::RepeatedErrors,
+        StopReason::Cancelled => pb::StopReason::Cancelled,
+        StopReason::PermissionDenied => pb::StopReason::PermissionDenied,
+        StopReason::ModelError => pb::StopReason::ModelError,
+        StopReason::NoProgress => pb::StopReason::NoProgress,
+    }
+}
+
+/// The domain reason of a wire one; none for `UNSPECIFIED`.
+pub fn stop_reason_from(reason: pb::StopReason) -> Option<StopReason> {
+    match reason {
+        pb::StopReason::Unspecified => None,
+        pb::StopReason::Final => Some(StopReason::Final),
+        pb::StopReason::MaxSteps => Some(StopReason::MaxSteps),
+        pb::StopReason::BudgetExhausted => Some(StopReason::BudgetExhausted),
+        pb::StopReason::RepeatedErrors => Some(StopReason::RepeatedErrors),
+        pb::StopReason::Cancelled => Some(StopReason::Cancelled),
+        pb::StopReason::PermissionDenied => Some(StopReason::PermissionDenied),
+        pb::StopReason::ModelError => Some(StopReason::ModelError),
+        pb::StopReason::NoProgress => Some(StopReason::NoProgress),
+    }
+}
+
+pub fn usage(usage: &Usage) -> pb::Usage {
+    pb::Usage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        model_calls: usage.model_calls,
+        tool_calls: usage.tool_calls,
+    }
+}
+
+pub fn usage_from(usage: &pb::Usage) -> Usage {
+    Usage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        model_calls: usage.model_calls,
+        tool_calls: usage.tool_calls,
+    }
+}
+
+pub fn decision(decision: Decision) -> pb::Decision {
+    match decision {
+        Decision::ApproveOnce => pb::Decision::ApproveOnce,
+        Decision::ApproveSession => pb::Decision::ApproveSession,
+        Decision::Deny => pb::Decision::Deny,
+    }
+}
+
+/// The domain decision of a wire one; none for `UNSPECIFIED` (a decision that decides
+/// nothing).
+pub fn decision_from(decision: pb::Decision) -> Option<Decision> {
+    match decision {
+        pb::Decision::Unspecified => None,
+        pb::Decision::ApproveOnce => Some(Decision::ApproveOnce),
+        pb::Decision::ApproveSession => Some(Decision::ApproveSession),
+        pb::Decision::Deny => Some(Decision::Deny),
     }
 }
 

@@ -4,7 +4,7 @@
 use airlock_proto::v1 as pb;
 
 use crate::changes::{self, ChangeSet, Kind, Node, RelPath};
-use crate::domain::{Decision, StopReason, Usage};
+pub use crate::domain::{decision, decision_from, stop_reason, stop_reason_from, usage};
 use crate::egress::Contact;
 use crate::engine::{EngineKind, ToolKind};
 use crate::ids::ExecutionId;
@@ -384,71 +384,6 @@ fn truncate_mode(mode: TruncateMode) -> pb::TruncateMode {
 
 fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-pub fn stop_reason(reason: StopReason) -> pb::StopReason {
-    match reason {
-        StopReason::Final => pb::StopReason::Final,
-        StopReason::MaxSteps => pb::StopReason::MaxSteps,
-        StopReason::BudgetExhausted => pb::StopReason::BudgetExhausted,
-        StopReason::RepeatedErrors => pb::StopReason::RepeatedErrors,
-        StopReason::Cancelled => pb::StopReason::Cancelled,
-        StopReason::PermissionDenied => pb::StopReason::PermissionDenied,
-        StopReason::ModelError => pb::StopReason::ModelError,
-        StopReason::NoProgress => pb::StopReason::NoProgress,
-    }
-}
-
-/// The domain reason of a wire one; none for `UNSPECIFIED`.
-pub fn stop_reason_from(reason: pb::StopReason) -> Option<StopReason> {
-    match reason {
-        pb::StopReason::Unspecified => None,
-        pb::StopReason::Final => Some(StopReason::Final),
-        pb::StopReason::MaxSteps => Some(StopReason::MaxSteps),
-        pb::StopReason::BudgetExhausted => Some(StopReason::BudgetExhausted),
-        pb::StopReason::RepeatedErrors => Some(StopReason::RepeatedErrors),
-        pb::StopReason::Cancelled => Some(StopReason::Cancelled),
-        pb::StopReason::PermissionDenied => Some(StopReason::PermissionDenied),
-        pb::StopReason::ModelError => Some(StopReason::ModelError),
-        pb::StopReason::NoProgress => Some(StopReason::NoProgress),
-    }
-}
-
-pub fn usage(usage: &Usage) -> pb::Usage {
-    pb::Usage {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        model_calls: usage.model_calls,
-        tool_calls: usage.tool_calls,
-    }
-}
-
-pub fn usage_from(usage: &pb::Usage) -> Usage {
-    Usage {
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        model_calls: usage.model_calls,
-        tool_calls: usage.tool_calls,
-    }
-}
-
-pub fn decision(decision: Decision) -> pb::Decision {
-    match decision {
-        Decision::ApproveOnce => pb::Decision::ApproveOnce,
-        Decision::ApproveSession => pb::Decision::ApproveSession,
-        Decision::Deny => pb::Decision::Deny,
-    }
-}
-
-/// The domain decision of a wire one; none for `UNSPECIFIED` (a decision that decides
-/// nothing).
-pub fn decision_from(decision: pb::Decision) -> Option<Decision> {
-    match decision {
-        pb::Decision::Unspecified => None,
-        pb::Decision::ApproveOnce => Some(Decision::ApproveOnce),
-        pb::Decision::ApproveSession => Some(Decision::ApproveSession),
-        pb::Decision::Deny => Some(Decision::Deny),
-    }
 }
 
 /// A proto3 string field whose empty value means "none".

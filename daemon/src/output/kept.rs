@@ -10,8 +10,9 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
+use crate::domain::{ExecutionOwner, OutputRecord};
 use crate::ids::{self, ExecutionId};
-use crate::store::{ExecutionOwner, OutputRecord, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// What one page of `ReadOutput` returns at most: large enough to page through a flood
 /// quickly, small enough for one gRPC message.

@@ -16,6 +16,7 @@ use airlock_proto::v1 as pb;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::domain::{DecidedBy, Decision};
+pub use crate::domain::{DecisionError, Verdict};
 use crate::ids::RunId;
 
 /// Updates queued for a slow approver before it is told to catch up.
@@ -39,19 +40,6 @@ impl Approver {
     }
 }
 
-/// A decision as a client sent it, decoded once where it arrived.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Verdict {
-    pub approval_id: String,
-    /// None when the client named no decision (`UNSPECIFIED`): refused.
-    pub decision: Option<Decision>,
-    /// For a denial: what the model is told.
-    pub reason: String,
-    /// The digest of the request it answers; empty when the client sent none.
-    pub digest: String,
-}
-
 /// An accepted decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -66,25 +54,6 @@ pub enum Outcome {
     Answered(Answer),
     /// Nobody answered by the deadline.
     Expired,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DecisionError {
-    #[error("no pending approval `{0}`: it does not exist, was already answered, or expired")]
-    NotPending(String),
-    #[error(
-        "approval `{approval_id}` belongs to another run; this stream answers for run `{run_id}` only"
-    )]
-    OtherRun { approval_id: String, run_id: String },
-    #[error("the decision's digest does not match approval `{0}`: it answers a different call")]
-    DigestMismatch(String),
-    #[error("approval `{0}` is past its deadline")]
-    PastDeadline(String),
-    #[error(
-        "the decision for `{0}` names no decision: approve once, approve for the session, or deny"
-    )]
-    NoDecision(String),
 }
 
 struct Pending {

@@ -16,8 +16,12 @@
 #[cfg(test)]
 mod conformance;
 mod postgres;
+mod queries;
 mod relay;
 mod rows;
+#[cfg(test)]
+mod schema;
+mod sql;
 mod sqlite;
 
 use std::collections::BTreeMap;
@@ -29,6 +33,7 @@ use airlock_proto::v1 as pb;
 use tokio::sync::oneshot;
 
 use crate::domain::{DecidedBy, Decision, StopReason, Usage};
+pub use crate::domain::{ExecutionOwner, OutputRecord};
 use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId, TraceId};
 
 #[cfg(test)]
@@ -161,25 +166,6 @@ pub struct ApprovalResolution {
     pub reason: String,
     pub decided_by: DecidedBy,
     pub resolved_at_ms: i64,
-}
-
-/// A call's full output, kept when the caller saw only part.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutputRecord {
-    pub execution_id: ExecutionId,
-    /// sha256 of the content, lowercase hex: the name of its blob.
-    pub digest: String,
-    pub size: u64,
-    pub created_at_ms: i64,
-}
-
-/// Whose a tool execution is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecutionOwner {
-    pub tenant: String,
-    /// The run that made the call; none for a direct `ExecuteTool`.
-    pub run_id: Option<RunId>,
-    pub started_at_ms: i64,
 }
 
 /// Which runs to list.

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::{ApprovalResolution, Pending};
+use crate::domain::{DecisionError, Verdict};
 use crate::ids::RunId;
-use crate::policy::{DecisionError, Verdict};
 
 /// A change another daemon (or this one) committed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,19 +1,19 @@
 //! Records as every backend's columns hold them, and their decoding: what a row means is
-//! written once here, and a backend only moves columns in and out of its driver's types.
+//! written once here, for the shared queries and the fleet's own statements alike.
 
 use airlock_proto::v1 as pb;
 use prost::Message as _;
 
-use crate::domain::DecidedBy;
-use crate::ids::{RunId, SessionId, TraceId};
-use crate::store::{
-    ApprovalResolution, RunRecord, RunState, SessionRecord, SessionSummary, StoreError, StoreResult,
+use super::sql::Row;
+use super::{
+    ApprovalResolution, OutputRecord, RunRecord, RunState, SessionRecord, SessionSummary,
+    StoreResult,
 };
-use crate::wire;
+use crate::domain;
+use crate::domain::DecidedBy;
+use crate::ids::{ExecutionId, RunId, SessionId, TraceId};
 
-pub(super) fn corrupt(err: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(err.to_string())
-}
+pub(super) use super::sql::corrupt;
 
 /// A workspace column: empty for none.
 pub(super) fn workspace_column(workspace: &Option<String>) -> &str {
@@ -28,94 +28,87 @@ pub(super) fn decode<M: prost::Message + Default>(bytes: &[u8]) -> StoreResult<M
     M::decode(bytes).map_err(corrupt)
 }
 
-/// A run's row, as a backend's run columns hold it; decoded by [`RawRun::decode`].
-pub(super) struct RawRun {
-    pub(super) run_id: String,
-    pub(super) session_id: String,
-    pub(super) state: String,
-    pub(super) start: Vec<u8>,
-    pub(super) model: String,
-    pub(super) workspace: String,
-    pub(super) trace_id: String,
-    pub(super) created_at_ms: i64,
-    pub(super) finished_at_ms: Option<i64>,
-    pub(super) stop_reason: Option<i32>,
-    pub(super) stop_detail: String,
-    pub(super) final_text: String,
-    pub(super) usage: Vec<u8>,
-    pub(super) steps: i64,
-    pub(super) last_seq: i64,
-    pub(super) tenant: String,
+/// The columns [`run`] reads, in its order.
+pub(super) const RUN_COLUMNS: &str = "run_id, session_id, state, start, model, workspace, trace_id, created_at_ms, \
+     finished_at_ms, stop_reason, stop_detail, final_text, usage, steps, last_seq, tenant";
+
+/// A run from a row of [`RUN_COLUMNS`].
+pub(super) fn run(row: &mut Row) -> StoreResult<RunRecord> {
+    let state: String = row.get(2)?;
+    let usage: pb::Usage = decode(&row.get::<Vec<u8>>(12)?)?;
+    Ok(RunRecord {
+        run_id: RunId::from_stored(row.get::<String>(0)?),
+        session_id: SessionId::from_stored(row.get::<String>(1)?),
+        state: RunState::parse(&state)
+            .ok_or_else(|| corrupt(format!("unknown run state `{state}`")))?,
+        start: decode(&row.get::<Vec<u8>>(3)?)?,
+        model: row.get(4)?,
+        workspace: workspace_of(row.get(5)?),
+        trace_id: TraceId::from_stored(row.get::<String>(6)?),
+        created_at_ms: row.get(7)?,
+        finished_at_ms: row.get(8)?,
+        stop_reason: row
+            .get::<Option<i32>>(9)?
+            .map(|raw| {
+                pb::StopReason::try_from(raw)
+                    .ok()
+                    .and_then(domain::stop_reason_from)
+                    .ok_or_else(|| corrupt(format!("unknown stop reason {raw}")))
+            })
+            .transpose()?,
+        stop_detail: row.get(10)?,
+        final_text: row.get(11)?,
+        usage: domain::usage_from(&usage),
+        steps: u32::try_from(row.get::<i64>(13)?).map_err(corrupt)?,
+        last_seq: row.get(14)?,
+        tenant: row.get(15)?,
+    })
 }
 
-impl RawRun {
-    pub(super) fn decode(self) -> StoreResult<RunRecord> {
-        let usage: pb::Usage = decode(&self.usage)?;
-        Ok(RunRecord {
-            run_id: RunId::from_stored(self.run_id),
-            session_id: SessionId::from_stored(self.session_id),
-            state: RunState::parse(&self.state)
-                .ok_or_else(|| corrupt(format!("unknown run state `{}`", self.state)))?,
-            start: decode(&self.start)?,
-            model: self.model,
-            workspace: workspace_of(self.workspace),
-            trace_id: TraceId::from_stored(self.trace_id),
-            created_at_ms: self.created_at_ms,
-            finished_at_ms: self.finished_at_ms,
-            stop_reason: self
-                .stop_reason
-                .map(|raw| {
-                    pb::StopReason::try_from(raw)
-                        .ok()
-                        .and_then(wire::stop_reason_from)
-                        .ok_or_else(|| corrupt(format!("unknown stop reason {raw}")))
-                })
-                .transpose()?,
-            stop_detail: self.stop_detail,
-            final_text: self.final_text,
-            usage: wire::usage_from(&usage),
-            steps: u32::try_from(self.steps).map_err(corrupt)?,
-            last_seq: u64::try_from(self.last_seq).map_err(corrupt)?,
-            tenant: self.tenant,
-        })
-    }
+/// The columns [`session_summary`] reads: the session's own, then its runs summed up.
+pub(super) const SESSION_COLUMNS: &str = "s.session_id, s.workspace, s.labels, s.created_at_ms, s.tenant, \
+     s.settings, \
+     (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.session_id), \
+     (SELECT r.run_id FROM runs r WHERE r.session_id = s.session_id \
+      ORDER BY r.created_at_ms DESC, r.run_id DESC LIMIT 1), \
+     COALESCE((SELECT MAX(r.created_at_ms) FROM runs r WHERE r.session_id = s.session_id), \
+              s.created_at_ms) AS last_active_ms, \
+     EXISTS (SELECT 1 FROM runs r WHERE r.session_id = s.session_id \
+             AND r.finished_at_ms IS NULL)";
+
+/// A session and its runs' summary from a row of [`SESSION_COLUMNS`].
+pub(super) fn session_summary(row: &mut Row) -> StoreResult<SessionSummary> {
+    Ok(SessionSummary {
+        session: SessionRecord {
+            session_id: SessionId::from_stored(row.get::<String>(0)?),
+            workspace: workspace_of(row.get(1)?),
+            labels: serde_json::from_str(&row.get::<String>(2)?).map_err(corrupt)?,
+            created_at_ms: row.get(3)?,
+            tenant: row.get(4)?,
+            settings: row
+                .get::<Option<Vec<u8>>>(5)?
+                .map(|bytes| decode(&bytes))
+                .transpose()?
+                .unwrap_or_default(),
+        },
+        runs: u32::try_from(row.get::<i64>(6)?).map_err(corrupt)?,
+        last_run_id: row.get::<Option<String>>(7)?.map(RunId::from_stored),
+        last_active_ms: row.get(8)?,
+        running: row.get(9)?,
+    })
 }
 
-/// A session's row and its runs' summary, as a backend's session columns hold them.
-pub(super) struct RawSession {
-    pub(super) session_id: String,
-    pub(super) workspace: String,
-    pub(super) labels: String,
-    pub(super) created_at_ms: i64,
-    pub(super) tenant: String,
-    pub(super) settings: Option<Vec<u8>>,
-    pub(super) runs: i64,
-    pub(super) last_run_id: Option<String>,
-    pub(super) last_active_ms: i64,
-    pub(super) running: bool,
-}
+/// The columns [`output`] reads, of `outputs o`.
+pub(super) const OUTPUT_COLUMNS: &str = "o.execution_id, o.digest, o.size, o.created_at_ms";
 
-impl RawSession {
-    pub(super) fn decode(self) -> StoreResult<SessionSummary> {
-        Ok(SessionSummary {
-            session: SessionRecord {
-                session_id: SessionId::from_stored(self.session_id),
-                workspace: workspace_of(self.workspace),
-                labels: serde_json::from_str(&self.labels).map_err(corrupt)?,
-                created_at_ms: self.created_at_ms,
-                tenant: self.tenant,
-                settings: self
-                    .settings
-                    .map(|bytes| decode(&bytes))
-                    .transpose()?
-                    .unwrap_or_default(),
-            },
-            runs: u32::try_from(self.runs).map_err(corrupt)?,
-            last_run_id: self.last_run_id.map(RunId::from_stored),
-            last_active_ms: self.last_active_ms,
-            running: self.running,
-        })
-    }
+/// A kept output from a row of [`OUTPUT_COLUMNS`].
+pub(super) fn output(row: &mut Row) -> StoreResult<OutputRecord> {
+    Ok(OutputRecord {
+        execution_id: ExecutionId::from_stored(row.get::<String>(0)?),
+        digest: row.get(1)?,
+        size: row.get(2)?,
+        created_at_ms: row.get(3)?,
+    })
 }
 
 /// An approval's answer, as its columns hold it: none until it was answered.
@@ -130,7 +123,7 @@ pub(super) fn resolution(
     };
     let decision = pb::Decision::try_from(decision)
         .ok()
-        .and_then(wire::decision_from)
+        .and_then(domain::decision_from)
         .ok_or_else(|| corrupt(format!("unknown decision {decision}")))?;
     let decided_by = decided_by.unwrap_or_default();
     Ok(Some(ApprovalResolution {

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::changes::{Changes, Refusal, WorkspaceIgnores};
+use crate::domain::ExecutionOwner;
 use crate::egress::{EgressApprover, Gate, Resolver, Rules};
 use crate::engine::mcp::Questions;
 use crate::engine::{Exit, Launch, RunStats};
@@ -21,7 +22,6 @@ use crate::ids::{self, ExecutionId};
 use crate::output::{self, CaptureSummary, KeptOutputs, OutputCapture, OutputChunk};
 use crate::profile::{GrantError, NetworkPolicy, Profile};
 use crate::secrets::{Redactor, StreamRedactor};
-use crate::store::ExecutionOwner;
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
 use super::abi::{self, AbiResult};

@@ -5,8 +5,9 @@
 
 use tokio_postgres::Row;
 
-use super::queries::{Conn, RUN_COLUMNS, io, raw_run};
+use super::client::{self, Conn, io};
 use crate::ids::{NodeId, RunId};
+use crate::store::rows::{self, RUN_COLUMNS};
 use crate::store::{RunRecord, StoreResult};
 
 /// Extends `node`'s lease to `lease_ms` from now (the server's clock), creating its row on
@@ -90,8 +91,9 @@ pub(super) async fn claim(
         .map_err(io)?;
     rows.iter()
         .map(|row| {
-            let epoch: i64 = row.try_get(16).map_err(crate::store::rows::corrupt)?;
-            Ok((raw_run(row)?.decode()?, epoch))
+            let mut record = client::row(row)?;
+            let epoch: i64 = record.get(16)?;
+            Ok((rows::run(&mut record)?, epoch))
         })
         .collect()
 }

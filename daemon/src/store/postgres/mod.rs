@@ -2,7 +2,9 @@
 //! ([`schema`]), written through one connection per daemon with group commit ([`writer`])
 //! and read through a pool of connections. Each daemon is a node of the fleet with a lease
 //! ([`leases`]); the runs it created or claimed are its own, and its writes for them are
-//! fenced by the epoch it holds each at.
+//! fenced by the epoch it holds each at. Its requests are the shared queries
+//! (`store::queries`), run on its connections ([`client`]) by its [`Store`](super::Store)
+//! implementation ([`store`]).
 //!
 //! Durability is the server's: a write is answered after its transaction's `COMMIT`
 //! returned, which with PostgreSQL's defaults (`synchronous_commit = on`) means it reached
@@ -11,10 +13,11 @@
 //! The connection is plain TCP or a Unix socket: TLS to the database is not offered yet, and
 //! a URL that asks for it (`sslmode=require`) is refused rather than silently sent in clear.
 
+mod client;
 mod leases;
-mod queries;
 mod relay;
 mod schema;
+mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod writer;
@@ -33,15 +36,9 @@ use tokio_postgres::config::{Host, SslMode};
 use super::relay::{
     CommandId, CommandOutcome, CommandState, Notice, Relay, RunCommand, StoredApproval,
 };
-use super::rows::EventRow;
-use super::{
-    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, Leases, OutputRecord, Pending,
-    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
-    SessionSummary, Store, StoreError, StoreResult,
-};
-use crate::domain::Usage;
-use crate::ids::{ApprovalId, CallId, ExecutionId, NodeId, RunId, SessionId};
-use queries::Conn;
+use super::{Leases, Pending, RunRecord, StoreError, StoreResult};
+use crate::ids::{NodeId, RunId};
+use client::Conn;
 use writer::{Fence, Writer};
 
 /// The epoch of a run this daemon gave up: runs are created at epoch 1 and claims only raise
@@ -311,292 +308,12 @@ fn shown(config: &tokio_postgres::Config) -> String {
     format!("postgres://{host}:{port}/{database}")
 }
 
-impl Store for PostgresStore {
-    fn create_session(&self, session: &SessionRecord) -> Pending<()> {
-        let session = session.clone();
-        self.writer.write(None, move |c| {
-            queries::create_session(c, session.clone()).boxed()
-        })
-    }
-
-    fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>> {
-        let session_id = session_id.clone();
-        self.writer
-            .read(move |c| queries::session(c, session_id).boxed())
-    }
-
-    fn session_summary(&self, session_id: &SessionId) -> Pending<Option<SessionSummary>> {
-        let session_id = session_id.clone();
-        self.writer
-            .read(move |c| queries::session_summary(c, session_id).boxed())
-    }
-
-    fn list_sessions(
-        &self,
-        tenant: &str,
-        limit: usize,
-        after: Option<&SessionCursor>,
-    ) -> Pending<(Vec<SessionSummary>, Option<SessionCursor>)> {
-        let (tenant, after) = (tenant.to_owned(), after.cloned());
-        self.writer
-            .read(move |c| queries::list_sessions(c, tenant, limit, after).boxed())
-    }
-
-    fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()> {
-        let (run, first, node) = (run.clone(), first.clone(), self.node.clone());
-        self.own(&run.run_id, queries::FIRST_EPOCH);
-        // Unfenced: the run is new, and its row says whose it is.
-        self.writer.write(None, move |c| {
-            queries::create_run(c, run.clone(), first.clone(), node.clone()).boxed()
-        })
-    }
-
-    fn run(&self, run_id: &RunId) -> Pending<Option<RunRecord>> {
-        let run_id = run_id.clone();
-        self.writer.read(move |c| queries::run(c, run_id).boxed())
-    }
-
-    fn list_runs(
-        &self,
-        filter: &RunFilter,
-        limit: usize,
-        after: Option<&RunCursor>,
-    ) -> Pending<(Vec<RunRecord>, Option<RunCursor>)> {
-        let (filter, after) = (filter.clone(), after.cloned());
-        self.writer
-            .read(move |c| queries::list_runs(c, filter, limit, after).boxed())
-    }
-
-    fn set_run_state(&self, run_id: &RunId, state: RunState) -> Pending<()> {
-        let run_id = run_id.clone();
-        self.writer.write(self.fence(&run_id), move |c| {
-            queries::set_run_state(c, run_id.clone(), state).boxed()
-        })
-    }
-
-    fn update_progress(&self, run_id: &RunId, steps: u32, usage: &Usage) -> Pending<()> {
-        let (run_id, usage) = (run_id.clone(), *usage);
-        self.writer.write(self.fence(&run_id), move |c| {
-            queries::update_progress(c, run_id.clone(), steps, usage).boxed()
-        })
-    }
-
-    fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()> {
-        let (run_id, end) = (run_id.clone(), end.clone());
-        let fence = self.fence(&run_id);
-        // Finished, the run is no claim's: what is written for it later needs no fence.
-        self.owned
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&run_id);
-        self.writer.write(fence, move |c| {
-            queries::finish_run(c, run_id.clone(), end.clone()).boxed()
-        })
-    }
-
-    fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
-        let row = Arc::new(EventRow::new(event, spans));
-        self.writer.write(self.fence_of(&event.run_id), move |c| {
-            queries::append_event(c, row.clone()).boxed()
-        })
-    }
-
-    fn events_after(
-        &self,
-        run_id: &RunId,
-        after_seq: u64,
-        limit: usize,
-    ) -> Pending<Vec<pb::RunEvent>> {
-        let run_id = run_id.clone();
-        self.writer
-            .read(move |c| queries::events_after(c, run_id, after_seq, limit).boxed())
-    }
-
-    fn unfinished_runs(&self) -> Pending<Vec<RunRecord>> {
-        self.writer
-            .read(move |c| queries::unfinished_runs(c).boxed())
-    }
-
-    fn save_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint) -> Pending<()> {
-        let (run_id, checkpoint) = (run_id.clone(), checkpoint.clone());
-        self.writer.write(self.fence(&run_id), move |c| {
-            queries::save_checkpoint(c, run_id.clone(), checkpoint.clone()).boxed()
-        })
-    }
-
-    fn latest_checkpoint(&self, run_id: &RunId) -> Pending<Option<Checkpoint>> {
-        let run_id = run_id.clone();
-        self.writer
-            .read(move |c| queries::latest_checkpoint(c, run_id).boxed())
-    }
-
-    fn record_intent(&self, effect: &Effect) -> Pending<()> {
-        let effect = effect.clone();
-        self.writer.write(self.fence(&effect.run_id), move |c| {
-            queries::record_intent(c, effect.clone()).boxed()
-        })
-    }
-
-    fn record_effect_result(
-        &self,
-        run_id: &RunId,
-        call_id: &CallId,
-        result: &pb::ToolResult,
-    ) -> Pending<()> {
-        let (run_id, call_id, result) = (run_id.clone(), call_id.clone(), result.clone());
-        self.writer.write(self.fence(&run_id), move |c| {
-            queries::record_effect_result(c, run_id.clone(), call_id.clone(), result.clone())
-                .boxed()
-        })
-    }
-
-    fn record_pending_changes(
-        &self,
-        run_id: &RunId,
-        call_id: &CallId,
-        changes: &pb::ChangeSet,
-    ) -> Pending<()> {
-        let (run_id, call_id, changes) = (run_id.clone(), call_id.clone(), changes.clone());
-        self.writer.write(self.fence(&run_id), move |c| {
-            queries::record_pending_changes(c, run_id.clone(), call_id.clone(), changes.clone())
-                .boxed()
-        })
-    }
-
-    fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>> {
-        let (run_id, call_id) = (run_id.clone(), call_id.clone());
-        self.writer
-            .read(move |c| queries::effect(c, run_id, call_id).boxed())
-    }
-
-    fn save_approval(&self, request: &pb::ApprovalRequest) -> Pending<()> {
-        let request = request.clone();
-        self.writer.write(self.fence_of(&request.run_id), move |c| {
-            queries::save_approval(c, request.clone()).boxed()
-        })
-    }
-
-    fn resolve_approval(
-        &self,
-        approval_id: &ApprovalId,
-        resolution: &ApprovalResolution,
-    ) -> Pending<()> {
-        let (approval_id, resolution) = (approval_id.clone(), resolution.clone());
-        self.writer.write(None, move |c| {
-            queries::resolve_approval(c, approval_id.clone(), resolution.clone()).boxed()
-        })
-    }
-
-    fn approval_for_call(
-        &self,
-        run_id: &RunId,
-        call_id: &CallId,
-    ) -> Pending<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>> {
-        let (run_id, call_id) = (run_id.clone(), call_id.clone());
-        self.writer
-            .read(move |c| queries::approval_for_call(c, run_id, call_id).boxed())
-    }
-
-    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
-        let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
-        self.writer.write(None, move |c| {
-            queries::add_session_grant(c, session_id.clone(), grant_key.clone()).boxed()
-        })
-    }
-
-    fn session_grants(&self) -> Pending<Vec<String>> {
-        self.writer
-            .read(move |c| queries::session_grants(c).boxed())
-    }
-
-    fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>> {
-        let run_id = run_id.clone();
-        self.writer.read(move |c| queries::spans(c, run_id).boxed())
-    }
-
-    fn record_exchange(&self, run_id: &RunId, exchange: &str) -> Pending<()> {
-        let (run_id, exchange) = (run_id.clone(), exchange.to_owned());
-        self.writer.write(self.fence(&run_id), move |c| {
-            queries::record_exchange(c, run_id.clone(), exchange.clone()).boxed()
-        })
-    }
-
-    fn exchanges(&self, run_id: &RunId) -> Pending<Vec<String>> {
-        let run_id = run_id.clone();
-        self.writer
-            .read(move |c| queries::exchanges(c, run_id).boxed())
-    }
-
-    fn record_output(&self, output: &OutputRecord) -> Pending<()> {
-        let output = output.clone();
-        self.writer.write(None, move |c| {
-            queries::record_output(c, output.clone()).boxed()
-        })
-    }
-
-    fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>> {
-        let execution_id = execution_id.clone();
-        self.writer
-            .read(move |c| queries::output(c, execution_id).boxed())
-    }
-
-    fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>> {
-        self.writer
-            .read(move |c| queries::oldest_outputs(c, limit).boxed())
-    }
-
-    fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>> {
-        self.writer
-            .read(move |c| queries::outputs_before(c, before_ms, limit).boxed())
-    }
-
-    fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()> {
-        let execution_id = execution_id.clone();
-        self.writer.write(None, move |c| {
-            queries::remove_output(c, execution_id.clone()).boxed()
-        })
-    }
-
-    fn output_references(&self, digest: &str) -> Pending<u64> {
-        let digest = digest.to_owned();
-        self.writer
-            .read(move |c| queries::output_references(c, digest).boxed())
-    }
-
-    fn record_execution_owner(
-        &self,
-        execution_id: &ExecutionId,
-        owner: &ExecutionOwner,
-    ) -> Pending<()> {
-        let (execution_id, owner) = (execution_id.clone(), owner.clone());
-        self.writer.write(None, move |c| {
-            queries::record_execution_owner(c, execution_id.clone(), owner.clone()).boxed()
-        })
-    }
-
-    fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>> {
-        let execution_id = execution_id.clone();
-        self.writer
-            .read(move |c| queries::execution_owner(c, execution_id).boxed())
-    }
-
-    fn forget_executions(&self, before_ms: i64) -> Pending<u64> {
-        self.writer.write(None, move |c| {
-            queries::forget_executions(c, before_ms).boxed()
-        })
-    }
-
-    fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted> {
-        self.writer.write(None, move |c| {
-            queries::delete_finished_runs(c, before_ms, limit).boxed()
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::conformance;
+    use crate::store::schema::{CatalogColumn, expected};
+    use crate::store::sql::Dialect;
+    use crate::store::{Store, conformance};
 
     const TEST_LEASE: Duration = Duration::from_secs(5);
 
@@ -621,6 +338,34 @@ mod tests {
             let store = store.expect("each daemon opens the store");
             assert!(store.session_grants().await.expect("reads").is_empty());
         }
+    }
+
+    #[tokio::test]
+    async fn the_migrations_reach_the_shared_table_list() {
+        let url = testing::fresh_database().await;
+        drop(
+            PostgresStore::connect(&url, TEST_LEASE)
+                .await
+                .expect("connects"),
+        );
+        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+            .await
+            .expect("connects");
+        tokio::spawn(connection);
+        let mut columns: Vec<CatalogColumn> = client
+            .query(
+                "SELECT table_name::text, column_name::text, data_type::text, is_nullable = 'YES'
+                 FROM information_schema.columns
+                 WHERE table_schema = 'public' AND table_name <> 'airlock_schema'",
+                &[],
+            )
+            .await
+            .expect("catalog")
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+            .collect();
+        columns.sort();
+        assert_eq!(columns, expected(Dialect::Postgres));
     }
 
     #[tokio::test]

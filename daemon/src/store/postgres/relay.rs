@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-use super::queries::{Conn, describe, execute, get, query, query_opt};
+use super::client::{Conn, describe, execute, get, query, query_opt};
 use crate::cancel::or_cancel;
 use crate::ids::{NodeId, RunId};
 use crate::store::relay::{
@@ -310,7 +310,7 @@ pub(super) async fn withdraw_command(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Verdict;
+    use crate::domain::Verdict;
     use crate::store::postgres::testing::{self, node};
     use crate::store::{Relay, Store, recorded_run};
 

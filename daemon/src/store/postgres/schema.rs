@@ -183,7 +183,7 @@ const MIGRATION_LOCK: i64 = 0x6169_726c_6f63_6b01;
 
 /// Brings the database behind `client` to the newest schema.
 pub(super) async fn migrate(client: &mut Object) -> Result<(), String> {
-    let failed = |err: tokio_postgres::Error| super::queries::describe(&err);
+    let failed = |err: tokio_postgres::Error| super::client::describe(&err);
     let transaction = client.transaction().await.map_err(failed)?;
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])

@@ -28,7 +28,7 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::queries::{Conn, io};
+use super::client::{Conn, io};
 use crate::store::{Pending, StoreError, StoreResult, batched};
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the

@@ -1,13 +1,14 @@
 //! The embedded store: one SQLite file in WAL mode, migrated by the daemon on open, written
-//! and read by one thread of its own ([`writer`]).
+//! and read by one thread of its own ([`writer`]). Its requests are the shared queries
+//! (`store::queries`), which that thread completes at once on its connection ([`sql`]).
 //!
 //! Durability: commits use `synchronous = NORMAL` in WAL mode, which survives any crash of
 //! the daemon (the case resumption is built for) but may lose the last commits on a power
 //! failure; `StoreOptions::fsync_every_commit` trades speed for that too. Group commit makes
 //! either setting cost one commit per batch of writes, not per write.
 
-mod queries;
 mod schema;
+mod sql;
 mod writer;
 
 use std::path::Path;
@@ -23,8 +24,9 @@ use super::{
 };
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
-use crate::pause::{self, Point};
+use crate::store::queries;
 use crate::store::rows::EventRow;
+use sql::{Lite, drive};
 use writer::Writer;
 
 /// Statements kept prepared: every distinct statement the store runs (about forty), so the
@@ -145,18 +147,19 @@ impl Store for SqliteStore {
     fn create_session(&self, session: &SessionRecord) -> Pending<()> {
         let session = session.clone();
         self.writer
-            .write(move |c| queries::create_session(c, &session))
+            .write(move |c| drive(queries::sessions::create_session(&Lite(c), &session)))
     }
 
     fn session(&self, session_id: &SessionId) -> Pending<Option<SessionRecord>> {
         let session_id = session_id.clone();
-        self.writer.read(move |c| queries::session(c, &session_id))
+        self.writer
+            .read(move |c| drive(queries::sessions::session(&Lite(c), &session_id)))
     }
 
     fn session_summary(&self, session_id: &SessionId) -> Pending<Option<SessionSummary>> {
         let session_id = session_id.clone();
         self.writer
-            .read(move |c| queries::session_summary(c, &session_id))
+            .read(move |c| drive(queries::sessions::session_summary(&Lite(c), &session_id)))
     }
 
     fn list_sessions(
@@ -166,19 +169,26 @@ impl Store for SqliteStore {
         after: Option<&SessionCursor>,
     ) -> Pending<(Vec<SessionSummary>, Option<SessionCursor>)> {
         let (tenant, after) = (tenant.to_owned(), after.cloned());
-        self.writer
-            .read(move |c| queries::list_sessions(c, &tenant, limit, after.as_ref()))
+        self.writer.read(move |c| {
+            drive(queries::sessions::list_sessions(
+                &Lite(c),
+                &tenant,
+                limit,
+                after.as_ref(),
+            ))
+        })
     }
 
     fn create_run(&self, run: &RunRecord, first: &pb::RunEvent) -> Pending<()> {
         let (run, first) = (run.clone(), first.clone());
         self.writer
-            .write(move |c| queries::create_run(c, &run, &first))
+            .write(move |c| drive(queries::runs::create_run(&Lite(c), &run, &first, None)))
     }
 
     fn run(&self, run_id: &RunId) -> Pending<Option<RunRecord>> {
         let run_id = run_id.clone();
-        self.writer.read(move |c| queries::run(c, &run_id))
+        self.writer
+            .read(move |c| drive(queries::runs::run(&Lite(c), &run_id)))
     }
 
     fn list_runs(
@@ -188,37 +198,44 @@ impl Store for SqliteStore {
         after: Option<&RunCursor>,
     ) -> Pending<(Vec<RunRecord>, Option<RunCursor>)> {
         let (filter, after) = (filter.clone(), after.cloned());
-        self.writer
-            .read(move |c| queries::list_runs(c, &filter, limit, after.as_ref()))
+        self.writer.read(move |c| {
+            drive(queries::runs::list_runs(
+                &Lite(c),
+                &filter,
+                limit,
+                after.as_ref(),
+            ))
+        })
     }
 
     fn set_run_state(&self, run_id: &RunId, state: RunState) -> Pending<()> {
         let run_id = run_id.clone();
         self.writer
-            .write(move |c| queries::set_run_state(c, &run_id, state))
+            .write(move |c| drive(queries::runs::set_run_state(&Lite(c), &run_id, state)))
     }
 
     fn update_progress(&self, run_id: &RunId, steps: u32, usage: &Usage) -> Pending<()> {
         let (run_id, usage) = (run_id.clone(), *usage);
-        self.writer
-            .write(move |c| queries::update_progress(c, &run_id, steps, &usage))
+        self.writer.write(move |c| {
+            drive(queries::runs::update_progress(
+                &Lite(c),
+                &run_id,
+                steps,
+                &usage,
+            ))
+        })
     }
 
     fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()> {
         let (run_id, end) = (run_id.clone(), end.clone());
         self.writer
-            .write(move |c| queries::finish_run(c, &run_id, &end))
+            .write(move |c| drive(queries::runs::finish_run(&Lite(c), &run_id, &end)))
     }
 
     fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
         let row = EventRow::new(event, spans);
-        self.writer.write(move |c| {
-            queries::append_event(c, &row)?;
-            // Inside the batch's transaction: a kill here loses the whole batch, which no
-            // client has seen (events are published after their commit).
-            pause::reached(Point::StoreCommit);
-            Ok(())
-        })
+        self.writer
+            .write(move |c| drive(queries::events::append_event(&Lite(c), &row)))
     }
 
     fn events_after(
@@ -228,30 +245,42 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Pending<Vec<pb::RunEvent>> {
         let run_id = run_id.clone();
-        self.writer
-            .read(move |c| queries::events_after(c, &run_id, after_seq, limit))
+        self.writer.read(move |c| {
+            drive(queries::events::events_after(
+                &Lite(c),
+                &run_id,
+                after_seq,
+                limit,
+            ))
+        })
     }
 
     fn unfinished_runs(&self) -> Pending<Vec<RunRecord>> {
-        self.writer.read(queries::unfinished_runs)
+        self.writer
+            .read(|c| drive(queries::runs::unfinished_runs(&Lite(c))))
     }
 
     fn save_checkpoint(&self, run_id: &RunId, checkpoint: &Checkpoint) -> Pending<()> {
         let (run_id, checkpoint) = (run_id.clone(), checkpoint.clone());
-        self.writer
-            .write(move |c| queries::save_checkpoint(c, &run_id, &checkpoint))
+        self.writer.write(move |c| {
+            drive(queries::events::save_checkpoint(
+                &Lite(c),
+                &run_id,
+                &checkpoint,
+            ))
+        })
     }
 
     fn latest_checkpoint(&self, run_id: &RunId) -> Pending<Option<Checkpoint>> {
         let run_id = run_id.clone();
         self.writer
-            .read(move |c| queries::latest_checkpoint(c, &run_id))
+            .read(move |c| drive(queries::events::latest_checkpoint(&Lite(c), &run_id)))
     }
 
     fn record_intent(&self, effect: &Effect) -> Pending<()> {
         let effect = effect.clone();
         self.writer
-            .write(move |c| queries::record_intent(c, &effect))
+            .write(move |c| drive(queries::approvals::record_intent(&Lite(c), &effect)))
     }
 
     fn record_effect_result(
@@ -261,8 +290,14 @@ impl Store for SqliteStore {
         result: &pb::ToolResult,
     ) -> Pending<()> {
         let (run_id, call_id, result) = (run_id.clone(), call_id.clone(), result.clone());
-        self.writer
-            .write(move |c| queries::record_effect_result(c, &run_id, &call_id, &result))
+        self.writer.write(move |c| {
+            drive(queries::approvals::record_effect_result(
+                &Lite(c),
+                &run_id,
+                &call_id,
+                &result,
+            ))
+        })
     }
 
     fn record_pending_changes(
@@ -272,20 +307,26 @@ impl Store for SqliteStore {
         changes: &pb::ChangeSet,
     ) -> Pending<()> {
         let (run_id, call_id, changes) = (run_id.clone(), call_id.clone(), changes.clone());
-        self.writer
-            .write(move |c| queries::record_pending_changes(c, &run_id, &call_id, &changes))
+        self.writer.write(move |c| {
+            drive(queries::approvals::record_pending_changes(
+                &Lite(c),
+                &run_id,
+                &call_id,
+                &changes,
+            ))
+        })
     }
 
     fn effect(&self, run_id: &RunId, call_id: &CallId) -> Pending<Option<Effect>> {
         let (run_id, call_id) = (run_id.clone(), call_id.clone());
         self.writer
-            .read(move |c| queries::effect(c, &run_id, &call_id))
+            .read(move |c| drive(queries::approvals::effect(&Lite(c), &run_id, &call_id)))
     }
 
     fn save_approval(&self, request: &pb::ApprovalRequest) -> Pending<()> {
         let request = request.clone();
         self.writer
-            .write(move |c| queries::save_approval(c, &request))
+            .write(move |c| drive(queries::approvals::save_approval(&Lite(c), &request)))
     }
 
     fn resolve_approval(
@@ -294,8 +335,13 @@ impl Store for SqliteStore {
         resolution: &ApprovalResolution,
     ) -> Pending<()> {
         let (approval_id, resolution) = (approval_id.clone(), resolution.clone());
-        self.writer
-            .write(move |c| queries::resolve_approval(c, &approval_id, &resolution))
+        self.writer.write(move |c| {
+            drive(queries::approvals::resolve_approval(
+                &Lite(c),
+                &approval_id,
+                &resolution,
+            ))
+        })
     }
 
     fn approval_for_call(
@@ -304,66 +350,86 @@ impl Store for SqliteStore {
         call_id: &CallId,
     ) -> Pending<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>> {
         let (run_id, call_id) = (run_id.clone(), call_id.clone());
-        self.writer
-            .read(move |c| queries::approval_for_call(c, &run_id, &call_id))
+        self.writer.read(move |c| {
+            drive(queries::approvals::approval_for_call(
+                &Lite(c),
+                &run_id,
+                &call_id,
+            ))
+        })
     }
 
     fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
         let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
-        self.writer
-            .write(move |c| queries::add_session_grant(c, &session_id, &grant_key))
+        self.writer.write(move |c| {
+            drive(queries::sessions::add_session_grant(
+                &Lite(c),
+                &session_id,
+                &grant_key,
+            ))
+        })
     }
 
     fn session_grants(&self) -> Pending<Vec<String>> {
-        self.writer.read(queries::session_grants)
+        self.writer
+            .read(|c| drive(queries::sessions::session_grants(&Lite(c))))
     }
 
     fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>> {
         let run_id = run_id.clone();
-        self.writer.read(move |c| queries::spans(c, &run_id))
+        self.writer
+            .read(move |c| drive(queries::events::spans(&Lite(c), &run_id)))
     }
 
     fn record_exchange(&self, run_id: &RunId, exchange: &str) -> Pending<()> {
         let (run_id, exchange) = (run_id.clone(), exchange.to_owned());
-        self.writer
-            .write(move |c| queries::record_exchange(c, &run_id, &exchange))
+        self.writer.write(move |c| {
+            drive(queries::events::record_exchange(
+                &Lite(c),
+                &run_id,
+                &exchange,
+            ))
+        })
     }
 
     fn exchanges(&self, run_id: &RunId) -> Pending<Vec<String>> {
         let run_id = run_id.clone();
-        self.writer.read(move |c| queries::exchanges(c, &run_id))
+        self.writer
+            .read(move |c| drive(queries::events::exchanges(&Lite(c), &run_id)))
     }
 
     fn record_output(&self, output: &OutputRecord) -> Pending<()> {
         let output = output.clone();
         self.writer
-            .write(move |c| queries::record_output(c, &output))
+            .write(move |c| drive(queries::outputs::record_output(&Lite(c), &output)))
     }
 
     fn output(&self, execution_id: &ExecutionId) -> Pending<Option<OutputRecord>> {
         let execution_id = execution_id.clone();
-        self.writer.read(move |c| queries::output(c, &execution_id))
+        self.writer
+            .read(move |c| drive(queries::outputs::output(&Lite(c), &execution_id)))
     }
 
     fn oldest_outputs(&self, limit: usize) -> Pending<Vec<OutputRecord>> {
-        self.writer.read(move |c| queries::oldest_outputs(c, limit))
+        self.writer
+            .read(move |c| drive(queries::outputs::oldest_outputs(&Lite(c), limit)))
     }
 
     fn outputs_before(&self, before_ms: i64, limit: usize) -> Pending<Vec<OutputRecord>> {
         self.writer
-            .read(move |c| queries::outputs_before(c, before_ms, limit))
+            .read(move |c| drive(queries::outputs::outputs_before(&Lite(c), before_ms, limit)))
     }
 
     fn remove_output(&self, execution_id: &ExecutionId) -> Pending<()> {
         let execution_id = execution_id.clone();
         self.writer
-            .write(move |c| queries::remove_output(c, &execution_id))
+            .write(move |c| drive(queries::outputs::remove_output(&Lite(c), &execution_id)))
     }
 
     fn output_references(&self, digest: &str) -> Pending<u64> {
         let digest = digest.to_owned();
         self.writer
-            .read(move |c| queries::output_references(c, &digest))
+            .read(move |c| drive(queries::outputs::output_references(&Lite(c), &digest)))
     }
 
     fn record_execution_owner(
@@ -372,24 +438,34 @@ impl Store for SqliteStore {
         owner: &ExecutionOwner,
     ) -> Pending<()> {
         let (execution_id, owner) = (execution_id.clone(), owner.clone());
-        self.writer
-            .write(move |c| queries::record_execution_owner(c, &execution_id, &owner))
+        self.writer.write(move |c| {
+            drive(queries::outputs::record_execution_owner(
+                &Lite(c),
+                &execution_id,
+                &owner,
+            ))
+        })
     }
 
     fn execution_owner(&self, execution_id: &ExecutionId) -> Pending<Option<String>> {
         let execution_id = execution_id.clone();
         self.writer
-            .read(move |c| queries::execution_owner(c, &execution_id))
+            .read(move |c| drive(queries::outputs::execution_owner(&Lite(c), &execution_id)))
     }
 
     fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted> {
-        self.writer
-            .write(move |c| queries::delete_finished_runs(c, before_ms, limit))
+        self.writer.write(move |c| {
+            drive(queries::runs::delete_finished_runs(
+                &Lite(c),
+                before_ms,
+                limit,
+            ))
+        })
     }
 
     fn forget_executions(&self, before_ms: i64) -> Pending<u64> {
         self.writer
-            .write(move |c| queries::forget_executions(c, before_ms))
+            .write(move |c| drive(queries::outputs::forget_executions(&Lite(c), before_ms)))
     }
 }
 

@@ -167,3 +167,59 @@ pub(super) fn migrate(connection: &Connection) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::migrate;
+    use crate::store::schema::{CatalogColumn, expected};
+    use crate::store::sql::Dialect;
+
+    /// Every column of the database's tables, as `PRAGMA table_info` reports them (a key
+    /// column is never null, whatever SQLite's rowid tables allow).
+    fn catalog(connection: &Connection) -> Vec<CatalogColumn> {
+        let mut tables = connection
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+            )
+            .expect("tables");
+        let names: Vec<String> = tables
+            .query_map([], |row| row.get(0))
+            .expect("tables")
+            .collect::<Result<_, _>>()
+            .expect("tables");
+        let mut columns = Vec::new();
+        for table in names {
+            let mut info = connection
+                .prepare(&format!("PRAGMA table_info({table})"))
+                .expect("info");
+            let rows = info
+                .query_map([], |row| {
+                    Ok((
+                        table.clone(),
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, i64>(3)? == 0 && row.get::<_, i64>(5)? == 0,
+                    ))
+                })
+                .expect("info");
+            columns.extend(rows.map(|row| row.expect("column")));
+        }
+        columns.sort();
+        columns
+    }
+
+    #[test]
+    fn the_migrations_reach_the_shared_table_list_from_nothing_and_from_an_old_release() {
+        let fresh = Connection::open_in_memory().expect("memory");
+        migrate(&fresh).expect("migrates");
+        assert_eq!(catalog(&fresh), expected(Dialect::Sqlite));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("airlock.db");
+        std::fs::write(&path, include_bytes!("fixtures/schema-v3.db")).expect("fixture");
+        let old = Connection::open(&path).expect("opens");
+        migrate(&old).expect("migrates");
+        assert_eq!(catalog(&old), expected(Dialect::Sqlite));
+    }
+}

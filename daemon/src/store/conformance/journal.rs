@@ -1,0 +1,216 @@
+//! The suite's checks of what resumption and tracing keep: checkpoints, the effect journal,
+//! approvals and grants, spans, model exchanges.
+
+use super::*;
+
+pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
+    store: &dyn Store,
+    tenant: &str,
+) {
+    let run = recorded_run(store, tenant, 13).await;
+    let run_id = &run.run_id;
+    assert_eq!(store.latest_checkpoint(run_id).await.expect("read"), None);
+    let checkpoint = |seq| Checkpoint {
+        checkpoint_id: CheckpointId::new().into_string(),
+        seq,
+        state: vec![1, 2, 3],
+        created_at_ms: 5,
+    };
+    store
+        .save_checkpoint(run_id, &checkpoint(1))
+        .await
+        .expect("first");
+    let latest = checkpoint(4);
+    store
+        .save_checkpoint(run_id, &latest)
+        .await
+        .expect("second");
+    assert_eq!(
+        store.latest_checkpoint(run_id).await.expect("read"),
+        Some(latest)
+    );
+
+    let call_id = CallId::new();
+    let intent = Effect {
+        run_id: run_id.clone(),
+        call_id: call_id.clone(),
+        tool: "append".into(),
+        arguments: "{}".into(),
+        idempotent: false,
+        intent_at_ms: 6,
+        timeout_ms: Some(30_000),
+        result: None,
+        pending_changes: None,
+    };
+    store.record_intent(&intent).await.expect("intent");
+    assert_eq!(
+        store.effect(run_id, &call_id).await.expect("read"),
+        Some(intent.clone())
+    );
+    let result = pb::ToolResult {
+        status: pb::ToolStatus::Ok as i32,
+        content: "ok".into(),
+        ..Default::default()
+    };
+    store
+        .record_effect_result(run_id, &call_id, &result)
+        .await
+        .expect("result");
+    assert_eq!(
+        store
+            .effect(run_id, &call_id)
+            .await
+            .expect("read")
+            .and_then(|e| e.result),
+        Some(result.clone())
+    );
+    assert!(
+        store
+            .record_effect_result(run_id, &CallId::new(), &result)
+            .await
+            .is_err(),
+        "a result without its intent"
+    );
+    let pending = pb::ChangeSet {
+        changes: vec![pb::FileChange {
+            path: "src/lib.rs".into(),
+            kind: pb::ChangeKind::Modified as i32,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    store
+        .record_pending_changes(run_id, &call_id, &pending)
+        .await
+        .expect("pending changes");
+    assert_eq!(
+        store
+            .effect(run_id, &call_id)
+            .await
+            .expect("read")
+            .and_then(|e| e.pending_changes),
+        Some(pending.clone())
+    );
+    assert!(
+        store
+            .record_pending_changes(run_id, &CallId::new(), &pending)
+            .await
+            .is_err(),
+        "changes without their intent"
+    );
+
+    let request = |network: Option<pb::NetworkAccess>| pb::ApprovalRequest {
+        approval_id: ApprovalId::new().into_string(),
+        run_id: run_id.to_string(),
+        call_id: call_id.to_string(),
+        tool: "append".into(),
+        network,
+        ..Default::default()
+    };
+    let asked = request(None);
+    store.save_approval(&asked).await.expect("save");
+    assert_eq!(
+        store
+            .approval_for_call(run_id, &call_id)
+            .await
+            .expect("read"),
+        Some((asked.clone(), None))
+    );
+    // A connection's approval of the same call is not the call's own.
+    let connection = request(Some(pb::NetworkAccess {
+        host: "example.com".into(),
+        port: 443,
+    }));
+    store.save_approval(&connection).await.expect("save");
+    let resolution = ApprovalResolution {
+        decision: Decision::ApproveSession,
+        reason: "fine".into(),
+        decided_by: DecidedBy::Console,
+        resolved_at_ms: 9,
+    };
+    store
+        .resolve_approval(
+            &ApprovalId::from_stored(asked.approval_id.clone()),
+            &resolution,
+        )
+        .await
+        .expect("resolve");
+    assert_eq!(
+        store
+            .approval_for_call(run_id, &call_id)
+            .await
+            .expect("read"),
+        Some((asked, Some(resolution)))
+    );
+
+    store
+        .add_session_grant(&run.session_id, "grant-1")
+        .await
+        .expect("grant");
+    store
+        .add_session_grant(&run.session_id, "grant-1")
+        .await
+        .expect("a grant twice is one grant");
+    let grants = store.session_grants().await.expect("read");
+    assert_eq!(grants.iter().filter(|g| *g == "grant-1").count(), 1);
+}
+
+pub(super) async fn spans_ride_with_their_event(store: &dyn Store, tenant: &str) {
+    let run = recorded_run(store, tenant, 14).await;
+    let span = |id: &str, start| pb::Span {
+        span_id: id.into(),
+        start_unix_nano: start,
+        ..Default::default()
+    };
+    store
+        .append_event(&event(&run.run_id, 2), &[span("b", 2)])
+        .await
+        .expect("event with a span");
+    store
+        .append_event(&event(&run.run_id, 3), &[span("a", 1), span("c", 3)])
+        .await
+        .expect("event with spans");
+    let ids = |spans: Vec<pb::Span>| spans.into_iter().map(|s| s.span_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.spans(&run.run_id).await.expect("read")),
+        ["a", "b", "c"]
+    );
+    // An event refused (out of order) takes its spans with it: no span without its event.
+    assert!(
+        store
+            .append_event(&event(&run.run_id, 9), &[span("d", 4)])
+            .await
+            .is_err()
+    );
+    assert_eq!(store.spans(&run.run_id).await.expect("read").len(), 3);
+}
+
+pub(super) async fn exchanges_keep_their_order(store: &dyn Store, tenant: &str) {
+    let run = recorded_run(store, tenant, 40).await;
+    let other = recorded_run(store, tenant, 41).await;
+    // Handed over together, as a run's calls are: they land in order, each run's apart.
+    let writes = [
+        store.record_exchange(&run.run_id, r#"{"n":0}"#),
+        store.record_exchange(&other.run_id, r#"{"n":"other"}"#),
+        store.record_exchange(&run.run_id, r#"{"n":1}"#),
+        store.record_exchange(&run.run_id, r#"{"n":2}"#),
+    ];
+    for write in writes {
+        write.await.expect("exchange");
+    }
+    assert_eq!(
+        store.exchanges(&run.run_id).await.expect("read"),
+        [r#"{"n":0}"#, r#"{"n":1}"#, r#"{"n":2}"#]
+    );
+    assert_eq!(
+        store.exchanges(&other.run_id).await.expect("read"),
+        [r#"{"n":"other"}"#]
+    );
+    assert!(
+        store
+            .exchanges(&RunId::new())
+            .await
+            .expect("read")
+            .is_empty()
+    );
+}

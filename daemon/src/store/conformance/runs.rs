@@ -1,0 +1,267 @@
+//! The suite's checks of sessions, runs and their event log: round trips, pages, order.
+
+use super::*;
+
+pub(super) async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenant: &str) {
+    let session = session(tenant, 1);
+    store.create_session(&session).await.expect("session");
+    assert_eq!(
+        store.session(&session.session_id).await.expect("read"),
+        Some(session.clone())
+    );
+    assert_eq!(store.session(&SessionId::new()).await.expect("read"), None);
+    let record = run(&session, 10);
+    let run_id = record.run_id.clone();
+    store
+        .create_run(&record, &event(&run_id, 1))
+        .await
+        .expect("run");
+    for seq in 2..=3 {
+        store
+            .append_event(&event(&run_id, seq), &[])
+            .await
+            .expect("append");
+    }
+    assert_eq!(
+        store.events_after(&run_id, 1, 100).await.expect("read"),
+        vec![event(&run_id, 2), event(&run_id, 3)]
+    );
+    assert_eq!(
+        store.events_after(&run_id, 0, 1).await.expect("read"),
+        vec![event(&run_id, 1)]
+    );
+    let read = store.run(&run_id).await.expect("read").expect("exists");
+    assert_eq!(read.last_seq, 3);
+    assert_eq!(read.start.input, "task at 10");
+    assert_eq!(read.workspace.as_deref(), Some("/srv/ws"));
+    let usage = Usage {
+        input_tokens: 12,
+        output_tokens: 3,
+        model_calls: 1,
+        tool_calls: 2,
+    };
+    store
+        .update_progress(&run_id, 2, &usage)
+        .await
+        .expect("progress");
+    store
+        .set_run_state(&run_id, RunState::WaitingForApproval)
+        .await
+        .expect("state");
+    assert!(
+        store
+            .unfinished_runs()
+            .await
+            .expect("list")
+            .iter()
+            .any(|r| r.run_id == run_id && r.state == RunState::WaitingForApproval)
+    );
+    store
+        .finish_run(
+            &run_id,
+            &RunEnd {
+                stop_reason: StopReason::Final,
+                stop_detail: String::new(),
+                final_text: "done".into(),
+                finished_at_ms: 20,
+            },
+        )
+        .await
+        .expect("finish");
+    let read = store.run(&run_id).await.expect("read").expect("exists");
+    assert_eq!(read.state, RunState::Finished);
+    assert_eq!(read.stop_reason, Some(StopReason::Final));
+    assert_eq!(read.final_text, "done");
+    assert_eq!(read.usage, usage);
+    assert_eq!(read.steps, 2);
+    assert!(
+        !store
+            .unfinished_runs()
+            .await
+            .expect("list")
+            .iter()
+            .any(|r| r.run_id == run_id)
+    );
+    assert!(matches!(
+        store.set_run_state(&RunId::new(), RunState::Running).await,
+        Err(StoreError::UnknownRun(_))
+    ));
+}
+
+/// Sessions are listed most recently active first (a run started in an old session brings it
+/// to the top), a page at a time, each with its runs counted, and only to their tenant.
+pub(super) async fn sessions_page_by_activity_within_their_tenant(store: &dyn Store) {
+    let tenant = format!("sessions-{}", SessionId::new());
+    let sessions: Vec<SessionRecord> = (0..3).map(|i| session(&tenant, 100 + i)).collect();
+    for session in &sessions {
+        store.create_session(session).await.expect("session");
+    }
+    store
+        .create_session(&session("someone-else", 500))
+        .await
+        .expect("session");
+    // The oldest session gets a run, unfinished: it becomes the most recently active.
+    let record = run(&sessions[0], 200);
+    store
+        .create_run(&record, &event(&record.run_id, 1))
+        .await
+        .expect("run");
+
+    let (first, next) = store.list_sessions(&tenant, 2, None).await.expect("list");
+    let ids: Vec<&SessionId> = first.iter().map(|s| &s.session.session_id).collect();
+    assert_eq!(ids, [&sessions[0].session_id, &sessions[2].session_id]);
+    assert_eq!(first[0].runs, 1);
+    assert_eq!(first[0].last_run_id.as_ref(), Some(&record.run_id));
+    assert_eq!(first[0].last_active_ms, 200);
+    assert!(first[0].running);
+    assert_eq!((first[1].runs, first[1].running), (0, false));
+    assert_eq!(first[1].last_active_ms, 102);
+    assert_eq!(first[1].session, sessions[2]);
+    let (rest, end) = store
+        .list_sessions(&tenant, 2, next.as_ref())
+        .await
+        .expect("list");
+    let ids: Vec<&SessionId> = rest.iter().map(|s| &s.session.session_id).collect();
+    assert_eq!(ids, [&sessions[1].session_id]);
+    assert_eq!(end, None);
+
+    let summary = store
+        .session_summary(&sessions[0].session_id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(summary, first[0]);
+    assert_eq!(summary.session.settings.instructions, "be brief");
+    assert_eq!(
+        store
+            .session_summary(&SessionId::new())
+            .await
+            .expect("read"),
+        None
+    );
+}
+
+pub(super) async fn the_log_refuses_gaps_and_duplicates(store: &dyn Store, tenant: &str) {
+    let run = recorded_run(store, tenant, 11).await;
+    assert!(matches!(
+        store.append_event(&event(&run.run_id, 1), &[]).await,
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        store.append_event(&event(&run.run_id, 3), &[]).await,
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    assert!(matches!(
+        store.append_event(&event(&RunId::new(), 1), &[]).await,
+        Err(StoreError::UnknownRun(_))
+    ));
+    // A run's first event is its creation's; another creation with a later one is refused.
+    let other = run.clone();
+    assert!(
+        store
+            .create_run(
+                &RunRecord {
+                    run_id: RunId::new(),
+                    ..other
+                },
+                &event(&RunId::new(), 1)
+            )
+            .await
+            .is_err()
+    );
+    // After the refusals the log goes on where it was.
+    store
+        .append_event(&event(&run.run_id, 2), &[])
+        .await
+        .expect("the next event");
+}
+
+pub(super) async fn writes_handed_over_together_land_in_order(store: &dyn Store, tenant: &str) {
+    let run = recorded_run(store, tenant, 12).await;
+    // Handed over without waiting for each, as the run loop does.
+    let pending: Vec<_> = (2..=50)
+        .map(|seq| store.append_event(&event(&run.run_id, seq), &[]))
+        .collect();
+    for answer in pending {
+        answer.await.expect("committed");
+    }
+    let events = store.events_after(&run.run_id, 0, 100).await.expect("read");
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=50).collect::<Vec<_>>()
+    );
+}
+
+pub(super) async fn runs_page_newest_first_with_filters(store: &dyn Store, tenant: &str) {
+    let tenant = format!("{tenant}-paging");
+    let session = session(&tenant, 100);
+    store.create_session(&session).await.expect("session");
+    let mut ids = Vec::new();
+    for at in 100..105 {
+        let record = run(&session, at);
+        store
+            .create_run(&record, &event(&record.run_id, 1))
+            .await
+            .expect("run");
+        ids.push(record.run_id);
+    }
+    let other = recorded_run(store, &tenant, 200).await;
+    let filter = RunFilter {
+        session_id: Some(session.session_id.clone()),
+        state: None,
+        tenant: Some(tenant.clone()),
+    };
+    let (first, cursor) = store.list_runs(&filter, 2, None).await.expect("page");
+    assert_eq!(
+        first.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[4], &ids[3]]
+    );
+    let (second, cursor) = store
+        .list_runs(&filter, 2, cursor.as_ref())
+        .await
+        .expect("page");
+    assert_eq!(
+        second.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[2], &ids[1]]
+    );
+    let (third, cursor) = store
+        .list_runs(&filter, 2, cursor.as_ref())
+        .await
+        .expect("page");
+    assert_eq!(
+        third.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[0]]
+    );
+    assert!(cursor.is_none());
+    let every = RunFilter {
+        tenant: Some(tenant.clone()),
+        ..RunFilter::default()
+    };
+    let (all, _) = store.list_runs(&every, 100, None).await.expect("all");
+    assert_eq!(all.len(), 6);
+    assert_eq!(all[0].run_id, other.run_id);
+    let finished = RunFilter {
+        state: Some(RunState::Finished),
+        ..every.clone()
+    };
+    assert!(
+        store
+            .list_runs(&finished, 100, None)
+            .await
+            .expect("none")
+            .0
+            .is_empty()
+    );
+    let nobody = RunFilter {
+        tenant: Some(format!("{tenant}-nobody")),
+        ..RunFilter::default()
+    };
+    assert!(
+        store
+            .list_runs(&nobody, 100, None)
+            .await
+            .expect("none")
+            .0
+            .is_empty()
+    );
+}

@@ -1,0 +1,145 @@
+//! The PostgreSQL store's connections: the shared queries' connection ([`Pg`]), whose
+//! parameters and columns are converted by the types the server gives each statement, and
+//! the few helpers the fleet's own statements (leases, the relay) use. Every statement goes
+//! through the connection's statement cache (preparing costs a round trip of its own).
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use deadpool_postgres::Object;
+use tokio_postgres::Row;
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+
+use crate::store::rows::corrupt;
+use crate::store::sql::{self, Arg, Dialect, Sql, Value};
+use crate::store::{StoreError, StoreResult};
+
+/// A connection a request's future holds a share of: the writer's, or one from the pool.
+pub(super) type Conn = Arc<Object>;
+
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// The server's own words for an error (tokio-postgres's `Display` says only "db error").
+pub(super) fn describe(err: &tokio_postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),
+            None => format!("{}: {}", db.severity(), db.message()),
+        },
+        None => match std::error::Error::source(err) {
+            Some(source) => format!("{err}: {source}"),
+            None => err.to_string(),
+        },
+    }
+}
+
+pub(super) fn io(err: tokio_postgres::Error) -> StoreError {
+    StoreError::Io(describe(&err))
+}
+
+pub(super) async fn execute(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<u64> {
+    let statement = c.prepare_cached(sql).await.map_err(io)?;
+    c.execute(&statement, params).await.map_err(io)
+}
+
+pub(super) async fn query_opt(
+    c: &Object,
+    sql: &str,
+    params: Params<'_>,
+) -> StoreResult<Option<Row>> {
+    let statement = c.prepare_cached(sql).await.map_err(io)?;
+    c.query_opt(&statement, params).await.map_err(io)
+}
+
+pub(super) async fn query(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
+    let statement = c.prepare_cached(sql).await.map_err(io)?;
+    c.query(&statement, params).await.map_err(io)
+}
+
+/// Column `index` of `row`; a value of another type than the schema's is a corrupt record.
+pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult<T> {
+    row.try_get(index).map_err(corrupt)
+}
+
+/// A connection of the store, as the shared queries see it.
+pub(super) struct Pg<'a>(pub(super) &'a Object);
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
+
+/// A parameter goes as the type the server expects in its place: an integer as the
+/// column's width, a null as whatever it stands for.
+impl ToSql for Arg<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match *self {
+            Arg::Null => Ok(IsNull::Yes),
+            Arg::Int(number) => match *ty {
+                Type::INT2 => i16::try_from(number)?.to_sql(ty, out),
+                Type::INT4 => i32::try_from(number)?.to_sql(ty, out),
+                Type::INT8 => number.to_sql(ty, out),
+                _ => Err(format!("an integer where the server expects {ty}").into()),
+            },
+            Arg::Bool(flag) if <bool as ToSql>::accepts(ty) => flag.to_sql(ty, out),
+            Arg::Text(text) if <&str as ToSql>::accepts(ty) => text.to_sql(ty, out),
+            Arg::Blob(bytes) if <&[u8] as ToSql>::accepts(ty) => bytes.to_sql(ty, out),
+            Arg::Texts(texts) if <&[String] as ToSql>::accepts(ty) => texts.to_sql(ty, out),
+            other => Err(format!("{other:?} where the server expects {ty}").into()),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        // Checked by `to_sql`, which knows the value.
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// Column `index` of `row` as a [`Value`], by the column's type.
+fn value(row: &Row, index: usize) -> StoreResult<Value> {
+    fn take<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult<Option<T>> {
+        row.try_get(index).map_err(corrupt)
+    }
+    let ty = row.columns()[index].type_();
+    let value = match *ty {
+        Type::INT2 => take::<i16>(row, index)?.map(|n| Value::Int(n.into())),
+        Type::INT4 => take::<i32>(row, index)?.map(|n| Value::Int(n.into())),
+        Type::INT8 => take::<i64>(row, index)?.map(Value::Int),
+        Type::BOOL => take::<bool>(row, index)?.map(Value::Bool),
+        Type::BYTEA => take::<Vec<u8>>(row, index)?.map(Value::Blob),
+        _ if <String as FromSql>::accepts(ty) => take::<String>(row, index)?.map(Value::Text),
+        _ => {
+            return Err(corrupt(format!(
+                "a column of type {ty}, which the store never uses"
+            )));
+        }
+    };
+    Ok(value.unwrap_or(Value::Null))
+}
+
+/// A row of the server's as the shared queries read it.
+pub(super) fn row(row: &Row) -> StoreResult<sql::Row> {
+    (0..row.len())
+        .map(|index| value(row, index))
+        .collect::<StoreResult<Vec<_>>>()
+        .map(sql::Row)
+}
+
+fn params<'a>(args: &'a [Arg<'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
+    args.iter().map(|arg| arg as &(dyn ToSql + Sync)).collect()
+}
+
+impl Sql for Pg<'_> {
+    const DIALECT: Dialect = Dialect::Postgres;
+
+    async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+        execute(self.0, sql, &params(args)).await
+    }
+
+    async fn query(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<sql::Row>> {
+        query(self.0, sql, &params(args))
+            .await?
+            .iter()
+            .map(row)
+            .collect()
+    }
+}

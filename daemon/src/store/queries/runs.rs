@@ -1,0 +1,256 @@
+//! Runs: created with their first event, listed, moved through their states, and deleted
+//! with everything recorded for them once finished long enough ago.
+
+use airlock_proto::v1 as pb;
+use prost::Message as _;
+
+use super::{count_param, seq_param};
+use crate::domain;
+use crate::domain::Usage;
+use crate::ids::{NodeId, RunId, SessionId};
+use crate::store::rows::{self, RUN_COLUMNS, page, workspace_column};
+use crate::store::sql::{Arg, Sql, args};
+use crate::store::{
+    Deleted, RunCursor, RunEnd, RunFilter, RunRecord, RunState, StoreError, StoreResult,
+};
+
+/// The epoch a run is created at in a store with leases; each claim raises it.
+pub(in crate::store) const FIRST_EPOCH: i64 = 1;
+
+/// Records a run and its first event; in a store with leases, owned by `owner` at
+/// [`FIRST_EPOCH`].
+pub(in crate::store) async fn create_run<S: Sql>(
+    c: &S,
+    run: &RunRecord,
+    first: &pb::RunEvent,
+    owner: Option<&NodeId>,
+) -> StoreResult<()> {
+    if first.run_id != run.run_id.as_str() || first.seq != 1 {
+        return Err(StoreError::OutOfOrder {
+            run_id: first.run_id.clone(),
+            seq: first.seq,
+            last: 0,
+        });
+    }
+    let (start, usage) = (
+        run.start.encode_to_vec(),
+        domain::usage(&run.usage).encode_to_vec(),
+    );
+    let columns: [Arg<'_>; 16] = [
+        run.run_id.as_str().into(),
+        run.session_id.as_str().into(),
+        run.state.as_str().into(),
+        (&start).into(),
+        (&run.model).into(),
+        workspace_column(&run.workspace).into(),
+        run.trace_id.as_str().into(),
+        run.created_at_ms.into(),
+        run.finished_at_ms.into(),
+        run.stop_reason
+            .map(|r| domain::stop_reason(r) as i32)
+            .into(),
+        (&run.stop_detail).into(),
+        (&run.final_text).into(),
+        (&usage).into(),
+        i64::from(run.steps).into(),
+        seq_param(first.seq).into(),
+        (&run.tenant).into(),
+    ];
+    let values = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16";
+    match owner {
+        Some(owner) if S::DIALECT.leases() => {
+            let mut owned = columns.to_vec();
+            owned.push(owner.as_str().into());
+            c.execute(
+                &format!(
+                    "INSERT INTO runs ({RUN_COLUMNS}, owner, epoch)
+                     VALUES ({values}, $17, {FIRST_EPOCH})"
+                ),
+                &owned,
+            )
+            .await?
+        }
+        _ => {
+            c.execute(
+                &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES ({values})"),
+                &columns,
+            )
+            .await?
+        }
+    };
+    c.execute(
+        "INSERT INTO events (run_id, seq, event) VALUES ($1, $2, $3)",
+        args![&first.run_id, seq_param(first.seq), &first.encode_to_vec()],
+    )
+    .await
+    .map(|_| ())
+}
+
+pub(in crate::store) async fn run<S: Sql>(c: &S, run_id: &RunId) -> StoreResult<Option<RunRecord>> {
+    c.query_opt(
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1"),
+        args![run_id.as_str()],
+    )
+    .await?
+    .map(|mut row| rows::run(&mut row))
+    .transpose()
+}
+
+pub(in crate::store) async fn list_runs<S: Sql>(
+    c: &S,
+    filter: &RunFilter,
+    limit: usize,
+    after: Option<&RunCursor>,
+) -> StoreResult<(Vec<RunRecord>, Option<RunCursor>)> {
+    let runs = c
+        .query(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM runs
+                 WHERE ($1::text IS NULL OR session_id = $1)
+                   AND ($2::text IS NULL OR state = $2)
+                   AND ($3::bigint IS NULL OR created_at_ms < $3
+                        OR (created_at_ms = $3 AND run_id < $4))
+                   AND ($6::text IS NULL OR tenant = $6)
+                 ORDER BY created_at_ms DESC, run_id DESC
+                 LIMIT $5"
+            ),
+            args![
+                filter.session_id.as_ref().map(SessionId::as_str),
+                filter.state.map(RunState::as_str),
+                after.map(|cursor| cursor.created_at_ms),
+                after.map(|cursor| cursor.run_id.as_str()),
+                count_param(limit.saturating_add(1)),
+                filter.tenant.as_ref(),
+            ],
+        )
+        .await?
+        .iter_mut()
+        .map(rows::run)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(page(runs, limit, |run| RunCursor {
+        created_at_ms: run.created_at_ms,
+        run_id: run.run_id.clone(),
+    }))
+}
+
+pub(in crate::store) async fn set_run_state<S: Sql>(
+    c: &S,
+    run_id: &RunId,
+    state: RunState,
+) -> StoreResult<()> {
+    let changed = c
+        .execute(
+            "UPDATE runs SET state = $2 WHERE run_id = $1",
+            args![run_id.as_str(), state.as_str()],
+        )
+        .await?;
+    if changed == 0 {
+        return Err(StoreError::UnknownRun(run_id.to_string()));
+    }
+    Ok(())
+}
+
+pub(in crate::store) async fn update_progress<S: Sql>(
+    c: &S,
+    run_id: &RunId,
+    steps: u32,
+    usage: &Usage,
+) -> StoreResult<()> {
+    c.execute(
+        "UPDATE runs SET steps = $2, usage = $3 WHERE run_id = $1",
+        args![
+            run_id.as_str(),
+            i64::from(steps),
+            &domain::usage(usage).encode_to_vec(),
+        ],
+    )
+    .await
+    .map(|_| ())
+}
+
+pub(in crate::store) async fn finish_run<S: Sql>(
+    c: &S,
+    run_id: &RunId,
+    end: &RunEnd,
+) -> StoreResult<()> {
+    c.execute(
+        "UPDATE runs SET state = 'finished', stop_reason = $2, stop_detail = $3, final_text = $4,
+         finished_at_ms = $5 WHERE run_id = $1",
+        args![
+            run_id.as_str(),
+            domain::stop_reason(end.stop_reason) as i32,
+            &end.stop_detail,
+            &end.final_text,
+            end.finished_at_ms,
+        ],
+    )
+    .await
+    .map(|_| ())
+}
+
+pub(in crate::store) async fn unfinished_runs<S: Sql>(c: &S) -> StoreResult<Vec<RunRecord>> {
+    c.query(
+        &format!("SELECT {RUN_COLUMNS} FROM runs WHERE state <> 'finished' ORDER BY created_at_ms"),
+        args![],
+    )
+    .await?
+    .iter_mut()
+    .map(rows::run)
+    .collect()
+}
+
+pub(in crate::store) async fn delete_finished_runs<S: Sql>(
+    c: &S,
+    before_ms: i64,
+    limit: usize,
+) -> StoreResult<Deleted> {
+    let runs: Vec<String> = c
+        .query(
+            "SELECT run_id FROM runs WHERE state = 'finished' AND finished_at_ms < $1
+             ORDER BY finished_at_ms LIMIT $2",
+            args![before_ms, count_param(limit)],
+        )
+        .await?
+        .iter_mut()
+        .map(|row| row.get(0))
+        .collect::<StoreResult<_>>()?;
+    let tables = S::DIALECT.run_tables();
+    if S::DIALECT.binds_arrays() {
+        // One statement per table for the whole page of runs.
+        for table in tables {
+            c.execute(
+                &format!("DELETE FROM {table} WHERE run_id = ANY($1)"),
+                &[Arg::Texts(&runs)],
+            )
+            .await?;
+        }
+    } else {
+        for run_id in &runs {
+            for table in tables {
+                c.execute(
+                    &format!("DELETE FROM {table} WHERE run_id = $1"),
+                    args![run_id],
+                )
+                .await?;
+            }
+        }
+    }
+    // Sessions as old, with no run left, go too (and their "always" approvals).
+    let empty = "SELECT session_id FROM sessions WHERE created_at_ms < $1
+                 AND session_id NOT IN (SELECT session_id FROM runs)";
+    c.execute(
+        &format!("DELETE FROM session_grants WHERE session_id IN ({empty})"),
+        args![before_ms],
+    )
+    .await?;
+    let sessions = c
+        .execute(
+            &format!("DELETE FROM sessions WHERE session_id IN ({empty})"),
+            args![before_ms],
+        )
+        .await?;
+    Ok(Deleted {
+        runs: runs.len() as u64,
+        sessions,
+    })
+}

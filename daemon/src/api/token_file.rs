@@ -7,7 +7,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The default tenant's token, in the state dir. The `airlock` CLI reads it from the same
-/// place (sdk/client keeps the name in step).
+/// place (the client library, `client/src/client/auth.rs`, keeps the name in step).
 pub const TOKEN_FILE: &str = "token";
 
 /// 256 bits from the OS RNG: far beyond guessing, and what RFC 6750 bearer tokens are

@@ -1084,29 +1084,5 @@ fn add_inside_rule(ruleset: RawFd, rule: &InsideRule) -> Result<(), i32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stages_round_trip_through_the_report() {
-        for stage in Stage::ALL {
-            assert_eq!(Stage::from_u32(stage as u32), stage);
-            assert!(!stage.describe().is_empty());
-        }
-        let report = Report::default();
-        report.reach(Stage::Mount);
-        assert_eq!(report.read(), (Stage::Mount, None));
-        report.fail(Stage::Seccomp, 2, libc::EINVAL);
-        assert_eq!(
-            report.read(),
-            (
-                Stage::Seccomp,
-                Some(Failure {
-                    stage: Stage::Seccomp,
-                    index: 2,
-                    errno: libc::EINVAL
-                })
-            )
-        );
-    }
-}
+#[path = "child_tests.rs"]
+mod tests;

@@ -1,6 +1,7 @@
 //! The typed words of a run that the loop, the store and the API share: why a run stopped,
-//! what it used, and how an approval was decided. Their wire forms (`airlock.v1`) are made in
-//! `wire`, once, where an event is appended or a reply is built.
+//! what it used, how harmful a tool is (its manifest's risk, which policies decide by) and
+//! how an approval was decided. Their wire forms (`airlock.v1`) are made in `wire`, once,
+//! where an event is appended or a reply is built.
 
 use std::fmt;
 
@@ -122,6 +123,31 @@ impl DecidedBy {
 impl fmt::Display for DecidedBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// How much harm a tool can do, in order: each level is worse than the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    ReadOnly,
+    Write,
+    Network,
+    Install,
+    Exec,
+    Destructive,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::ReadOnly => "read_only",
+            Risk::Write => "write",
+            Risk::Network => "network",
+            Risk::Install => "install",
+            Risk::Exec => "exec",
+            Risk::Destructive => "destructive",
+        }
     }
 }
 

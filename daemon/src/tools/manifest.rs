@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::domain::Risk;
 use crate::engine::{Abi, Code, EngineKind, ListingWorkspace, McpServer, McpTransport, ToolImage};
 use crate::output::OutputPolicy;
 use crate::secrets::{SecretSource, Secrets};
@@ -34,31 +35,6 @@ const DEFAULT_IDLE_TIMEOUT_MS: u64 = 60_000;
 /// Tool names become function names in model APIs, which allow `[a-zA-Z0-9_-]{1,64}`;
 /// airlock keeps to the lowercase part of that.
 const MAX_NAME_LEN: usize = 64;
-
-/// How much harm a tool can do, in order: each level is worse than the one before.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Risk {
-    ReadOnly,
-    Write,
-    Network,
-    Install,
-    Exec,
-    Destructive,
-}
-
-impl Risk {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Risk::ReadOnly => "read_only",
-            Risk::Write => "write",
-            Risk::Network => "network",
-            Risk::Install => "install",
-            Risk::Exec => "exec",
-            Risk::Destructive => "destructive",
-        }
-    }
-}
 
 /// A checked manifest: what the engine loads (its [`ToolImage`]), and what the daemon
 /// decides by.

@@ -47,7 +47,7 @@ use rustix::net::{
     AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
-use super::sandbox;
+use super::pidfd;
 use super::stack::Stack;
 use super::sys;
 
@@ -329,8 +329,8 @@ impl Drop for Link {
     fn drop(&mut self) {
         // It would exit by itself now that the daemon's end closes, but it must be gone
         // before its stack and state are let go.
-        sandbox::kill(self.process.as_raw_fd());
-        let _ = sandbox::wait(self.process.as_raw_fd(), false);
+        pidfd::kill(self.process.as_raw_fd());
+        let _ = pidfd::wait(self.process.as_raw_fd(), false);
     }
 }
 
@@ -462,7 +462,7 @@ fn serve(state: &mut State) {
         let mut next = u64::MAX;
         for watch in state.watches.iter_mut().filter(|watch| watch.pidfd >= 0) {
             if watch.deadline_ns <= now {
-                sandbox::kill(watch.pidfd);
+                pidfd::kill(watch.pidfd);
                 close(watch.pidfd);
                 *watch = FREE;
             } else {
@@ -537,7 +537,7 @@ fn watch(state: &mut State, id: u64, deadline_ns: u64, pidfd: RawFd) {
             }
         }
         None => {
-            sandbox::kill(pidfd);
+            pidfd::kill(pidfd);
             close(pidfd);
         }
     }

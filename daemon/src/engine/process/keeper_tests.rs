@@ -108,7 +108,7 @@ fn the_keeper_leads_its_own_session_and_holds_only_its_socket() {
 fn the_keeper_exits_by_itself_when_the_daemons_end_closes() {
     let link = Link::start().expect("start a keeper");
     rustix::net::shutdown(&link.socket, rustix::net::Shutdown::Both).expect("shutdown");
-    let waited = sandbox::wait(link.process.as_raw_fd(), false)
+    let waited = pidfd::wait(link.process.as_raw_fd(), false)
         .expect("wait")
         .expect("exited");
     assert!(matches!(waited.ended, Ended::Exited(0)), "{waited:?}");
@@ -119,8 +119,8 @@ fn a_keeper_found_gone_is_replaced_and_the_call_armed_with_the_new_one() {
     let keeper = Keeper::start().expect("start the keeper");
     let first = keeper.pid();
     let gone = keeper.current();
-    sandbox::kill(gone.process.as_raw_fd());
-    sandbox::wait(gone.process.as_raw_fd(), false).expect("reap");
+    pidfd::kill(gone.process.as_raw_fd());
+    pidfd::wait(gone.process.as_raw_fd(), false).expect("reap");
     drop(gone);
     let (mut child, pidfd) = sleeper();
     let _armed = keeper

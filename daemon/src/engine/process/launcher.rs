@@ -41,8 +41,9 @@ use super::child::{self, Failure, PauseAt, Stage};
 use super::egress;
 use super::keeper::{Armed, Keeper};
 use super::network::{self, Network, Quiet};
+use super::pidfd;
 use super::plan::{self, Blueprint, CallSpec, Prepared};
-use super::sandbox::{self, Held, Reap, Sandbox, reaper_loop};
+use super::sandbox::{self, Held, Reap, Sandbox};
 use super::spare::{self, Spare};
 use super::stack::Stack;
 use crate::engine::RunStats;
@@ -211,7 +212,7 @@ impl Launcher {
         let quiet = pool.quiet.clone();
         std::thread::Builder::new()
             .name("airlock-reaper".into())
-            .spawn(move || reaper_loop(reaps, &quiet))?;
+            .spawn(move || sandbox::reaper_loop(reaps, &quiet))?;
         let shared = Arc::new(Shared {
             cgroups,
             pool,
@@ -524,8 +525,8 @@ fn launch(
         Err(message) => {
             // The process is dead or about to be: make sure of it, and reap it here (it
             // exits within microseconds) so the failure is final when it is reported.
-            sandbox::kill(pidfd.as_raw_fd());
-            let _ = sandbox::wait(pidfd.as_raw_fd(), false);
+            pidfd::kill(pidfd.as_raw_fd());
+            let _ = pidfd::wait(pidfd.as_raw_fd(), false);
             Err(message)
         }
     }
@@ -569,8 +570,8 @@ fn build_spare(
             stack,
         }),
         Err(message) => {
-            sandbox::kill(pidfd.as_raw_fd());
-            let _ = sandbox::wait(pidfd.as_raw_fd(), false);
+            pidfd::kill(pidfd.as_raw_fd());
+            let _ = pidfd::wait(pidfd.as_raw_fd(), false);
             Err(message)
         }
     }
@@ -640,7 +641,7 @@ fn arm(keeper: &Keeper, process: BorrowedFd<'_>, deadline: Instant) -> Result<Ar
 /// Kills a spare no call will take, and hands it to the reaper.
 fn discard(shared: &Shared, spare: Spare) {
     // Killed before its plan and stack are let go: a killed process never runs user code again.
-    sandbox::kill(spare.pidfd.as_raw_fd());
+    pidfd::kill(spare.pidfd.as_raw_fd());
     let (sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), Arc::new(RunStats::default()));
     drop(sandbox);
     drop(stack);

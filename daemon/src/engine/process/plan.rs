@@ -26,12 +26,8 @@ use super::limits::{Rlimit, SandboxLimits};
 use super::seccomp;
 use super::sys::{self, MountAttr};
 use super::view::{self, GUEST_DEV, GUEST_PROC, GUEST_TMP, Kind, View, depth_order};
-use crate::changes::IdMap;
+use crate::changes::{IdMap, NOBODY};
 use crate::profile::{Access, GUEST_WORKSPACE};
-
-/// The host ids a sandbox runs as when its workspace belongs to root, or when it has none:
-/// the conventional `nobody` and `nogroup`. A sandbox never runs as host root.
-pub const NOBODY: u32 = 65534;
 
 /// The sandbox's hostname (its own uts namespace).
 pub const HOSTNAME: &str = "airlock";

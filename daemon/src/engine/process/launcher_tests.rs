@@ -1,5 +1,9 @@
 //! The launcher's choices: when a network namespace handed on is entered, and the id maps.
 
+use rustix::thread::{LinkNameSpaceType, UnshareFlags};
+
+use super::clone::{enter_network, id_map};
+use super::pool::setns;
 use super::*;
 
 #[test]

@@ -23,6 +23,7 @@
 
 mod authority;
 mod cache;
+mod call;
 mod cpu;
 mod deadline;
 mod features;
@@ -41,30 +42,28 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
 use wasmtime::{
     Config, Enabled, Engine as Wasmtime, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, Store,
+    PoolingAllocationConfig,
 };
-use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi::p2::bindings::CommandPre;
-use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::WasiHttpCtx;
 
 use super::{Code, ToolImage};
 use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
-use crate::profile::{Access, GUEST_WORKSPACE, GrantPath, LimitKind, NetworkPolicy, Profile};
+use crate::profile::{GrantPath, LimitKind, NetworkPolicy, Profile};
 
 use cache::{ModuleCache, Source};
+use call::{ComponentState, ModuleState, Slot, exit_of, run_command, run_module, wasi_context};
 use cpu::CpuMetered;
 use http::Egress;
-use limits::{LimitHit, Limiter};
+use limits::Limiter;
 use retire::Retirement;
-use stdio::CaptureStream;
 use typed::TypedPre;
 
 pub use retire::on_worker_park;
@@ -555,187 +554,6 @@ impl WasmTool {
             limiter,
         }
     }
-}
-
-/// The WASI context of one call: empty, plus what the profile grants; the guest's stdout
-/// goes to the capture as `stdout`.
-fn wasi_context(name: &str, launch: &Launch, stdout: StreamKind) -> Result<WasiCtxBuilder, String> {
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stdin(MemoryInputPipe::new(launch.stdin.clone()))
-        .stdout(CaptureStream::new(launch.capture.clone(), stdout))
-        .stderr(CaptureStream::new(
-            launch.capture.clone(),
-            StreamKind::Stderr,
-        ))
-        .arg(name)
-        .envs(&launch.env())
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    let grants = launch
-        .profile
-        .resolve_files(launch.workspace.as_deref())
-        .map_err(|err| err.to_string())?;
-    // `resolve_files` maps the profile's grants one for one, in order.
-    for (grant, granted) in grants.into_iter().zip(&launch.profile.files) {
-        let perms = match grant.access {
-            Access::ReadOnly => FsPerms::ReadOnly,
-            Access::ReadWrite => FsPerms::ReadWrite,
-        };
-        let guest = grant.guest.to_string_lossy().into_owned();
-        // Held until the preopens below have opened the directory through it.
-        let opened = match &granted.path {
-            GrantPath::Host(_) => None,
-            GrantPath::Workspace(sub) => {
-                let workspace = launch
-                    .workspace
-                    .as_deref()
-                    .ok_or_else(|| format!("{guest} is granted, but the call has no workspace"))?;
-                let opened = match &launch.overlay {
-                    Some(overlay) => preopen::open_in_root(overlay.root(), workspace, sub),
-                    None => preopen::open_in_workspace(workspace, sub),
-                }
-                .map_err(|err| format!("cannot open {guest} for the sandbox: {err}"))?;
-                Some(opened)
-            }
-        };
-        let host = opened
-            .as_ref()
-            .map_or_else(|| grant.host.clone(), preopen::Opened::path);
-        let mut preopen = |guest: &str| {
-            wasi.preopened_dir(&host, guest, perms)
-                .map(|_| ())
-                .map_err(|err| {
-                    format!(
-                        "cannot open {} for the sandbox: {err:#}",
-                        grant.host.display()
-                    )
-                })
-        };
-        preopen(&guest)?;
-        // The workspace is also the current directory, so relative paths resolve into it in
-        // every language's WASI library (sdk/ABI.md).
-        if guest == GUEST_WORKSPACE {
-            preopen(".")?;
-        }
-    }
-    Ok(wasi)
-}
-
-struct ModuleState {
-    wasi: WasiP1Ctx,
-    limiter: Limiter,
-}
-
-struct ComponentState {
-    ctx: WasiCtx,
-    table: ResourceTable,
-    http: WasiHttpCtx,
-    egress: Egress,
-    limiter: Limiter,
-}
-
-impl WasiView for ComponentState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.ctx,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl WasiHttpView for ComponentState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.egress,
-        }
-    }
-}
-
-/// Every store yields at each epoch tick and is limited by its call's limiter.
-fn configure<T: 'static>(store: &mut Store<T>, limiter: fn(&mut T) -> &mut Limiter) {
-    store.limiter(move |state| limiter(state) as &mut dyn wasmtime::ResourceLimiter);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_async_yield_and_update(1);
-}
-
-/// A call's place among the running calls, and where its store goes when the call ends.
-struct Slot {
-    permit: OwnedSemaphorePermit,
-    /// `None`: the store is torn down as the call ends.
-    retirement: Option<Retirement>,
-}
-
-impl Slot {
-    /// Retires the finished call's store, then gives up the call's place: the next call may
-    /// start at once, in one of the pool's spare slots if this store is still retired. A
-    /// store not retired is torn down first, so a running call's store never needs a spare.
-    fn release<T: 'static>(self, store: Store<T>) {
-        match &self.retirement {
-            Some(retirement) => retirement.retire(store),
-            None => drop(store),
-        }
-        drop(self.permit);
-    }
-}
-
-async fn run_module(
-    engine: &Wasmtime,
-    pre: &InstancePre<ModuleState>,
-    state: ModuleState,
-    slot: Slot,
-) -> wasmtime::Result<()> {
-    let mut store = Store::new(engine, state);
-    configure(&mut store, |state| &mut state.limiter);
-    pause::reached(Point::WasmInstantiate);
-    let result = async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-        start.call_async(&mut store, ()).await
-    }
-    .await;
-    slot.release(store);
-    result
-}
-
-async fn run_command(
-    engine: &Wasmtime,
-    pre: &CommandPre<ComponentState>,
-    state: ComponentState,
-    slot: Slot,
-) -> wasmtime::Result<()> {
-    let mut store = Store::new(engine, state);
-    configure(&mut store, |state| &mut state.limiter);
-    pause::reached(Point::WasmInstantiate);
-    let result = async {
-        let command = pre.instantiate_async(&mut store).await?;
-        command.wasi_cli_run().call_run(&mut store).await
-    }
-    .await;
-    slot.release(store);
-    match result? {
-        Ok(()) => Ok(()),
-        Err(()) => Err(I32Exit(1).into()),
-    }
-}
-
-/// How a call ended: `Some` exit when the run decided it (a typed component), else from
-/// how the guest finished.
-fn exit_of(result: wasmtime::Result<Option<Exit>>) -> Exit {
-    let err = match result {
-        Ok(Some(exit)) => return exit,
-        Ok(None) => return Exit::Code(0),
-        Err(err) => err,
-    };
-    if let Some(exit) = err.downcast_ref::<I32Exit>() {
-        return Exit::Code(exit.0);
-    }
-    if let Some(hit) = err.downcast_ref::<LimitHit>() {
-        return Exit::LimitExceeded(hit.to_string());
-    }
-    Exit::Trap(format!("{err:?}"))
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.

@@ -1,12 +1,14 @@
 //! The daemon's configuration: built-in defaults, then an optional TOML file (`--config`),
 //! then command-line flags. Tools directories accumulate; every other setting is replaced by
 //! the later source.
+//!
+//! The file's sections that stand on their own are beside this one: where the daemon listens
+//! (`listen`), its store and blob cap (`store`), its tenants and their tokens (`tenants`), and
+//! why a configuration is refused (`error`); all are re-exported here.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -14,6 +16,16 @@ use serde::Deserialize;
 use crate::engine::wasm::DEFAULT_MAX_CONCURRENT_CALLS;
 
 pub use crate::agent::{AgentSettings, ProviderSettings, RetryPolicy, RunDefaults};
+
+mod error;
+mod listen;
+mod store;
+mod tenants;
+
+pub use error::ConfigError;
+pub use listen::{ListenAddr, TlsFiles};
+pub use store::{ChangesFile, DEFAULT_BLOB_CAP_BYTES, StoreBackend, StoreFile};
+pub use tenants::{ApprovalRights, AuthSettings, McpOAuthSettings, OAuthTenantRule, TenantFile};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
 
@@ -196,265 +208,10 @@ pub struct RunsFile {
     pub keep_exchanges: Option<bool>,
 }
 
-/// Where the daemon keeps sessions, runs and their logs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreBackend {
-    /// `airlock.db` in the state dir: the embedded default, for one machine.
-    Sqlite {
-        /// fsync on every commit (see `store::StoreOptions`).
-        fsync_every_commit: bool,
-    },
-    /// A PostgreSQL database, which several daemons may share.
-    Postgres {
-        /// A libpq-style URL, `postgres://user@host:port/db`; it may hold a password, so it
-        /// is never logged whole.
-        url: String,
-        /// How long the fleet waits for a daemon that stopped renewing its lease before
-        /// another takes its runs over.
-        lease: Duration,
-        /// Storage every daemon of the fleet sees at this path (`[store] shared_dir`): the
-        /// default tenant's token, kept outputs, change sets' contents and MCP servers' trust
-        /// records live there, so any daemon authenticates, serves `ReadOutput`, reverts a
-        /// run and trusts alike. None keeps them in the state dir, for a single daemon on
-        /// PostgreSQL.
-        shared_dir: Option<PathBuf>,
-    },
-}
-
-impl Default for StoreBackend {
-    fn default() -> StoreBackend {
-        StoreBackend::Sqlite {
-            fsync_every_commit: false,
-        }
-    }
-}
-
-/// The lease of a fleet's daemons unless `[store] lease_ms` says otherwise: a run waits this
-/// long for another daemon when its own died, and each daemon renews three times in it, so
-/// a pause of a few seconds (a slow disk, a garbage-collecting database) costs no run.
-const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-
-/// The shortest lease `[store] lease_ms` may set: tests take runs over in well under a
-/// second, but below this a renewal's round trip is a fair part of the lease.
-const MIN_LEASE: Duration = Duration::from_millis(100);
-
-impl StoreBackend {
-    /// The backend `--store` / `[store] url` names: `sqlite`, or a PostgreSQL URL.
-    fn parse(value: &str, file: &StoreFile) -> Result<StoreBackend, ConfigError> {
-        let fsync_every_commit = file.fsync_every_commit;
-        if value == "sqlite" {
-            if file.lease_ms.is_some() || file.shared_dir.is_some() {
-                return Err(ConfigError::Store(
-                    "[store] lease_ms and shared_dir are a fleet's, on a PostgreSQL store".into(),
-                ));
-            }
-            return Ok(StoreBackend::Sqlite { fsync_every_commit });
-        }
-        if !(value.starts_with("postgres://") || value.starts_with("postgresql://")) {
-            return Err(ConfigError::Store(
-                "the store is `sqlite` or a postgres:// URL".into(),
-            ));
-        }
-        if fsync_every_commit {
-            return Err(ConfigError::Store(
-                "[store] fsync_every_commit is the SQLite store's; PostgreSQL's durability is \
-                 the server's own (synchronous_commit)"
-                    .into(),
-            ));
-        }
-        let lease = file.lease_ms.map_or(DEFAULT_LEASE, Duration::from_millis);
-        if lease < MIN_LEASE {
-            return Err(ConfigError::Store(format!(
-                "[store] lease_ms must be at least {} ms",
-                MIN_LEASE.as_millis()
-            )));
-        }
-        Ok(StoreBackend::Postgres {
-            url: value.to_owned(),
-            lease,
-            shared_dir: file.shared_dir.clone(),
-        })
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreFile {
-    /// `sqlite` (the default) or a PostgreSQL URL (`postgres://…`).
-    pub url: Option<String>,
-    #[serde(default)]
-    pub fsync_every_commit: bool,
-    /// A fleet's lease in milliseconds (PostgreSQL only; see `DEFAULT_LEASE`).
-    pub lease_ms: Option<u64>,
-    /// Storage the fleet's daemons share (PostgreSQL only; see `StoreBackend::Postgres`).
-    pub shared_dir: Option<PathBuf>,
-    /// Delete finished runs, kept outputs and their blobs once this many days old; unset
-    /// keeps everything. Zero is refused: it would delete every run as it finishes.
-    pub retention_days: Option<std::num::NonZeroU32>,
-}
-
-/// `[changes]`: the contents kept for undo.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChangesFile {
-    /// The blob store's cap, e.g. `"2 GiB"`.
-    pub blob_cap: Option<crate::profile::ByteSize>,
-}
-
-/// The blob store's cap when `[changes] blob_cap` is unset: 2 GiB holds the edits of
-/// thousands of coding runs (source files are small; build trees are recorded by digest only).
-pub const DEFAULT_BLOB_CAP_BYTES: u64 = 2 << 30;
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WasmFile {
     pub max_concurrent_calls: Option<u32>,
-}
-
-/// Where the daemon listens: a TCP address, or a Unix socket (`unix:/path`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub enum ListenAddr {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl FromStr for ListenAddr {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<ListenAddr, String> {
-        if let Some(path) = text.strip_prefix("unix:") {
-            let path = path.strip_prefix("//").unwrap_or(path);
-            if !path.starts_with('/') {
-                return Err(format!("`{text}`: a Unix socket needs an absolute path"));
-            }
-            return Ok(ListenAddr::Unix(PathBuf::from(path)));
-        }
-        text.parse()
-            .map(ListenAddr::Tcp)
-            .map_err(|_| format!("`{text}` is neither host:port nor unix:/path"))
-    }
-}
-
-impl TryFrom<String> for ListenAddr {
-    type Error = String;
-
-    fn try_from(text: String) -> Result<ListenAddr, String> {
-        text.parse()
-    }
-}
-
-impl fmt::Display for ListenAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ListenAddr::Tcp(addr) => write!(f, "{addr}"),
-            ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
-        }
-    }
-}
-
-/// The server's certificate chain and key (PEM), and for mutual TLS the CA client
-/// certificates must chain to.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    /// When set, every client must present a certificate signed by this CA.
-    pub client_ca: Option<PathBuf>,
-}
-
-/// `[mcp_oauth]`: the MCP endpoint as an OAuth 2.1 resource server. Clients that hold a JWT
-/// access token from `issuer` for `resource` are served as the tenant its scopes or claims
-/// map to; the daemon's own tokens keep working beside them.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpOAuthSettings {
-    /// The authorization server's issuer identifier (tokens' `iss`). Its metadata (RFC 8414,
-    /// or OpenID discovery) names the key set unless `jwks_uri` does.
-    pub issuer: String,
-    /// Where the issuer's signing keys are, when its metadata is not to be read.
-    pub jwks_uri: Option<String>,
-    /// This endpoint's URL as clients reach it, e.g. `https://airlock.example.com/mcp`: the
-    /// audience every token must name (RFC 8707), and what the protected-resource metadata
-    /// (RFC 9728) says it is.
-    pub resource: String,
-    /// The signature algorithms accepted [default: RS256, ES256]. Asymmetric only: a key set
-    /// is public, so a shared-secret (HS*) key in one would let anyone sign.
-    #[serde(default = "default_jwt_algorithms")]
-    pub algorithms: Vec<String>,
-    /// The scopes the metadata advertises to clients (what they ask the issuer for).
-    #[serde(default)]
-    pub scopes_supported: Vec<String>,
-    /// Which tenant a token stands for; a token that maps to none, or to two, is refused.
-    pub tenants: Vec<OAuthTenantRule>,
-}
-
-fn default_jwt_algorithms() -> Vec<String> {
-    vec!["RS256".to_owned(), "ES256".to_owned()]
-}
-
-/// One `[[mcp_oauth.tenants]]` rule: a token granted `scope`, or whose `claim` is `value`
-/// (or an array holding it), is `tenant`'s.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OAuthTenantRule {
-    pub tenant: String,
-    pub scope: Option<String>,
-    pub claim: Option<String>,
-    pub value: Option<String>,
-}
-
-/// `[auth]`: the tenants declared besides `default`, whose token the daemon creates.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthSettings {
-    /// Clients on the Unix socket need no token: the socket's mode (0600) already limits it
-    /// to the daemon's user, who can read the token file anyway. They act as `default`.
-    #[serde(default)]
-    pub unix_socket_trust: bool,
-    #[serde(default)]
-    pub tenants: Vec<TenantFile>,
-}
-
-/// One `[[auth.tenants]]` entry: a token and what its bearer may do. The token itself is
-/// never written in the configuration, only where to find it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TenantFile {
-    pub name: String,
-    /// A file holding the token; it must be private to its owner (mode 0600 or stricter).
-    pub token_file: Option<PathBuf>,
-    /// An environment variable of the daemon holding the token.
-    pub token_env: Option<String>,
-    /// The tools it may list and run, by name; `"*"` for all.
-    #[serde(default = "all_tools")]
-    pub tools: Vec<String>,
-    /// Where its workspaces may be; each inside one of the daemon's roots. Empty: the
-    /// daemon's roots.
-    #[serde(default)]
-    pub workspace_roots: Vec<PathBuf>,
-    #[serde(default)]
-    pub approvals: ApprovalRights,
-    pub max_concurrent_runs: Option<u32>,
-    pub max_concurrent_executions: Option<u32>,
-}
-
-fn all_tools() -> Vec<String> {
-    vec!["*".to_owned()]
-}
-
-/// Which approval requests a tenant sees and may answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalRights {
-    /// None: its runs' risky calls wait for another approver (a tenant with `all`).
-    None,
-    /// Those of its own runs.
-    #[default]
-    Own,
-    /// Those of every tenant's runs: an operator's approver console.
-    All,
 }
 
 /// Settings given on the command line.
@@ -475,27 +232,6 @@ pub struct Overrides {
     pub console_dir: Option<PathBuf>,
     /// `--store`: `sqlite`, or a PostgreSQL URL.
     pub store: Option<String>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("config file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("cannot determine the current directory: {0}")]
-    CurrentDir(std::io::Error),
-    #[error("TLS needs both a certificate and a key (--tls-cert and --tls-key)")]
-    TlsIncomplete,
-    #[error("--store / [store] url: {0}")]
-    Store(String),
-    #[error(
-        "[egress] hosts: `{name}` must be a DNS name (no wildcard, no address) mapped to at least one address"
-    )]
-    EgressHost { name: String },
 }
 
 impl ConfigFile {

@@ -1,5 +1,6 @@
 //! The config file and flags: precedence, defaults, unknown keys refused, paths anchored.
 
+use super::store::DEFAULT_LEASE;
 use super::*;
 
 #[test]

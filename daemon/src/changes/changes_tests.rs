@@ -23,8 +23,8 @@ fn a_message_names_paths_up_to_its_bound_and_counts_the_rest() {
     assert!(named.ends_with("… and 1 more"), "{named}");
 }
 
-/// The overlay's merged view, as a path this process can open.
-fn merged(overlay: &Overlay) -> PathBuf {
+/// The overlay's merged view, as a path this process can open (the boundary's tests too).
+pub(super) fn merged(overlay: &Overlay) -> PathBuf {
     PathBuf::from(format!(
         "/proc/self/fd/{}",
         std::os::fd::AsRawFd::as_raw_fd(&overlay.root())

@@ -1,8 +1,9 @@
 //! The typed words of a run that the loop, the store and the API share: why a run stopped,
-//! what it used, how an approval was decided (and a decision as a client sent it, and why one
-//! did not count), whose a tool execution is and where its kept output lies. Their wire forms
-//! (`airlock.v1`) are made here, once, for the log, the store and the API (`wire` passes them
-//! on with the rest of the wire forms).
+//! what it used, how harmful a tool is (its manifest's risk, which policies decide by), how an
+//! approval was decided (and a decision as a client sent it, and why one did not count), whose
+//! a tool execution is and where its kept output lies. Their wire forms (`airlock.v1`) are
+//! made here, once, for the log, the store and the API (`wire` passes them on with the rest of
+//! the wire forms).
 
 use std::fmt;
 
@@ -246,6 +247,31 @@ pub fn decision_from(decision: pb::Decision) -> Option<Decision> {
         pb::Decision::ApproveOnce => Some(Decision::ApproveOnce),
         pb::Decision::ApproveSession => Some(Decision::ApproveSession),
         pb::Decision::Deny => Some(Decision::Deny),
+    }
+}
+
+/// How much harm a tool can do, in order: each level is worse than the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    ReadOnly,
+    Write,
+    Network,
+    Install,
+    Exec,
+    Destructive,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::ReadOnly => "read_only",
+            Risk::Write => "write",
+            Risk::Network => "network",
+            Risk::Install => "install",
+            Risk::Exec => "exec",
+            Risk::Destructive => "destructive",
+        }
     }
 }
 

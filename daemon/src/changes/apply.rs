@@ -30,7 +30,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use super::bounds::Deadline;
-use super::capture::{lower_stat, open_lower, read_names};
+use super::lower::{lower_stat, open_lower, read_names};
 use super::overlay::Upper;
 use super::paths::{self, Owner};
 use super::rel::RelPath;

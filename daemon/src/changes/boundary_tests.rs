@@ -5,17 +5,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::tests::merged;
 use super::*;
 
 /// How many random cases the search runs (`AIRLOCK_BOUNDARY_CASES`; `.ci/run` sets it).
 const DEFAULT_CASES: u64 = 200;
-
-fn merged(overlay: &Overlay) -> PathBuf {
-    PathBuf::from(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&overlay.root())
-    ))
-}
 
 fn setup() -> (tempfile::TempDir, PathBuf, Changes) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use rustix::fs::{AtFlags, FileType, OFlags};
 
 use super::ChangeError;
-use super::capture::open_lower;
+use super::lower::open_lower;
 use super::rel::RelPath;
 
 /// Entries one call may change, by default: an `npm install` of a large project writes about

@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, OFlags};
 
 use super::blobs::{self, Blobs};
 use super::bounds::{self, ChangeRules, Deadline, Tally};
 use super::exclude::Exclusions;
+use super::lower::{lower_stat, open_lower, read_names};
 use super::overlay::Upper;
 use super::rel::RelPath;
 use super::sparse;
@@ -401,19 +402,6 @@ fn type_name(kind: FileType) -> &'static str {
     }
 }
 
-/// The names in `dir`, as bytes, but `.` and `..`.
-pub(super) fn read_names(dir: &OwnedFd) -> std::io::Result<Vec<Vec<u8>>> {
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
-        }
-    }
-    Ok(names)
-}
-
 fn read_link(root: BorrowedFd<'_>, path: &RelPath) -> Result<Vec<u8>, ChangeError> {
     let (parent, name) = path.split();
     let dir = open_lower(root, parent, OFlags::DIRECTORY | OFlags::PATH)
@@ -442,26 +430,6 @@ fn dir_state(mode: u32) -> State {
         mode: mode & 0o7777,
         size: 0,
     }
-}
-
-/// Opens `path` beneath the workspace `root`, never through a symlink.
-pub(super) fn open_lower(root: BorrowedFd<'_>, path: &[u8], flags: OFlags) -> Option<OwnedFd> {
-    let path = if path.is_empty() { b"." } else { path };
-    rustix::fs::openat2(
-        root,
-        path,
-        flags | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    )
-    .ok()
-}
-
-/// The workspace's `path`, not following a symlink at its end; none if it does not exist.
-pub(super) fn lower_stat(root: BorrowedFd<'_>, path: &RelPath) -> Option<rustix::fs::Stat> {
-    let (parent, name) = path.split();
-    let dir = open_lower(root, parent, OFlags::DIRECTORY | OFlags::PATH)?;
-    rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
 }
 
 /// A file deleted at one path and added at another with the same content, each the only

@@ -14,7 +14,10 @@
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::overlay::NOBODY;
+/// The host ids a sandbox runs as when its workspace belongs to root, or when it has none:
+/// the conventional `nobody` and `nogroup`. A sandbox never runs as host root; through the
+/// idmapped workspace, on-disk root appears as this id.
+pub const NOBODY: u32 = 65534;
 
 /// The mapping, as `inside outside count` lines of `uid_map`: on-disk root is shown as
 /// `nobody`; every other id but `nobody`'s own is shown as itself (files of other users in

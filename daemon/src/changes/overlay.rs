@@ -24,9 +24,7 @@ use rustix::mount::{
 };
 
 use super::ChangeError;
-use super::idmap::IdMap;
-
-pub(super) use crate::engine::process::NOBODY;
+use super::idmap::{IdMap, NOBODY};
 
 /// `MOUNT_ATTR_RDONLY` and `MOUNT_ATTR_IDMAP` of `linux/mount.h`.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -60,7 +58,7 @@ impl Upper {
     /// hand, as a tool never could (`boundary.rs`).
     #[cfg(any(test, feature = "testing"))]
     pub fn detached(dir: PathBuf, workspace: &Path) -> std::io::Result<Upper> {
-        let root = super::revert::open_workspace(workspace)?;
+        let root = super::lower::open_workspace(workspace)?;
         let meta = rustix::fs::fstat(&root)?;
         let path = dir.join("upper");
         std::fs::create_dir_all(&path)?;

@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 
-use super::capture::open_lower;
+use super::lower::open_lower;
 use super::rel::RelPath;
 
 /// Who a written path belongs to: `(uid, gid)`.

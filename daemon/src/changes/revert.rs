@@ -10,14 +10,14 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{FileType, Mode, OFlags};
 
 use super::apply::STAGING_PREFIX;
 use super::blobs::{self, Blobs};
 use super::bounds::Deadline;
-use super::capture::{lower_stat, open_lower, read_names};
+use super::lower::{lower_stat, open_lower, open_workspace, read_names};
 use super::paths;
 use super::rel::RelPath;
 use super::sparse;
@@ -353,18 +353,6 @@ pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::R
     }
     set.not_applied = Some(note);
     Ok(())
-}
-
-/// Opens a workspace for a revert, never through a symlink.
-pub fn open_workspace(path: &std::path::Path) -> std::io::Result<OwnedFd> {
-    rustix::fs::openat2(
-        rustix::fs::CWD,
-        path,
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
-    )
-    .map_err(Into::into)
 }
 
 impl RevertPlan {

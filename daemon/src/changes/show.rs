@@ -11,8 +11,8 @@ use std::os::fd::BorrowedFd;
 use rustix::fs::{FileType, OFlags};
 
 use super::bounds::{ChangeRules, Tally};
-use super::capture::{lower_stat, open_lower, read_names};
-use super::overlay::NOBODY;
+use super::idmap::NOBODY;
+use super::lower::{lower_stat, open_lower, read_names};
 use super::paths::{self, Owner};
 use super::rel::RelPath;
 

@@ -54,7 +54,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rustix::fs::{FileType, OFlags};
 
 use super::bounds::{ChangeRules, Deadline, Tally, survey};
-use super::capture::{lower_stat, open_lower, read_names};
+use super::lower::{lower_stat, open_lower, read_names};
 use super::overlay::{Overlay, Upper};
 use super::rel::RelPath;
 use super::revert::{self, current_within};

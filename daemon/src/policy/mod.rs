@@ -11,7 +11,7 @@ pub use digest::{Binding, binding_digest, connect_digest, session_grant_key, sha
 
 use airlock_proto::v1 as pb;
 
-use crate::tools::Risk;
+use crate::domain::Risk;
 
 /// Who must agree before a call runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,9 +11,10 @@ mod result;
 mod writes;
 
 // For the fuzz targets in fuzz/, which read tool output as the executor does.
+pub use crate::domain::Risk;
 #[doc(hidden)]
 pub use executor::{Call, CallError, CallRequest, ExecutionEvent, Executor};
-pub use manifest::{MAX_TIMEOUT_MS, Manifest, Risk};
+pub use manifest::{MAX_TIMEOUT_MS, Manifest};
 pub use registry::{MANIFEST_FILE, Registry, Tool, ToolLoadError};
 pub use result::{ResultMetadata, ToolResult, ToolStatus};
 pub use writes::ChangeJournal;

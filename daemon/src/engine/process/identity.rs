@@ -26,7 +26,7 @@ use rustix::mount::{
     fsopen,
 };
 
-use super::plan::NOBODY;
+use crate::changes::NOBODY;
 
 /// The sandbox's user and group name.
 pub const NAME: &str = "airlock";

@@ -21,164 +21,34 @@
 //! `spare.rs`); a call that finds one fitting only hands it its arguments. Calls already
 //! waiting are served before a spare is built.
 
-use std::collections::VecDeque;
-use std::ffi::c_void;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::io::Errno;
-use rustix::process::PidfdFlags;
-use rustix::thread::{LinkNameSpaceType, UnshareFlags};
+use rustix::thread::UnshareFlags;
 
 use super::cgroup::{Cgroups, SandboxCgroup};
-use super::child::{self, Failure, PauseAt, Stage};
+use super::child::{self, Stage};
 use super::egress;
 use super::keeper::{Armed, Keeper};
-use super::network::{self, Network, Quiet};
-use super::plan::{self, Blueprint, CallSpec, Prepared};
-use super::sandbox::{self, Held, Reap, Sandbox, reaper_loop};
+use super::network::Network;
+use super::pidfd;
+use super::plan::{self, Blueprint, CallSpec};
+use super::sandbox::{self, Held, Reap, Sandbox};
 use super::spare::{self, Spare};
 use super::stack::Stack;
 use crate::engine::RunStats;
-use crate::pause::{self, Point};
+use crate::pause;
 
-/// Longest a sandbox may take to be built before the launcher gives up on it. Building takes
-/// about a millisecond; only a hung mount source could take longer.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+mod clone;
+mod pool;
 
-/// Namespaces and cgroups made ahead: enough for a burst of calls, each a few hundred KiB of
-/// kernel memory while it waits.
-const POOL_SIZE: usize = 4;
-
-/// One sandbox's worth of resources made ahead of time, but its network namespace (kept
-/// apart: a sandbox without a network may get one handed on instead).
-struct Slot {
-    /// Owned by the host's user namespace.
-    ipc: Option<OwnedFd>,
-    cgroup: Option<SandboxCgroup>,
-}
-
-#[derive(Default)]
-struct Stock {
-    slots: VecDeque<Slot>,
-    /// New network namespaces, owned by the host's user namespace.
-    networks: VecDeque<OwnedFd>,
-}
-
-#[derive(Default)]
-struct Pool {
-    stock: Mutex<Stock>,
-    changed: Condvar,
-    stop: AtomicBool,
-    quiet: Arc<Quiet>,
-}
-
-impl Pool {
-    fn take_slot(&self) -> Option<Slot> {
-        let slot = self.lock().slots.pop_front();
-        self.changed.notify_all();
-        slot
-    }
-
-    /// A network namespace: one a finished no-network sandbox left, when `handed_on` allows
-    /// it and there is one, else a new one.
-    fn take_network(&self, handed_on: bool) -> Option<Network> {
-        if handed_on && let Some(network) = self.quiet.take() {
-            return Some(network);
-        }
-        let fd = self.lock().networks.pop_front();
-        self.changed.notify_all();
-        fd.map(|fd| Network {
-            fd,
-            handed_on: false,
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Stock> {
-        self.stock.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn fill(&self, cgroups: &Cgroups) {
-        let mut networks_work = true;
-        let mut ipc_works = true;
-        let mut cgroups_work = !cgroups.is_empty();
-        loop {
-            let (network_wanted, slot_wanted) = {
-                let mut stock = self.lock();
-                loop {
-                    if self.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let network_wanted = networks_work && stock.networks.len() < POOL_SIZE;
-                    let slot_wanted = (ipc_works || cgroups_work) && stock.slots.len() < POOL_SIZE;
-                    if network_wanted || slot_wanted {
-                        break (network_wanted, slot_wanted);
-                    }
-                    if !networks_work && !ipc_works && !cgroups_work {
-                        // Nothing to pool on this host.
-                        return;
-                    }
-                    stock = self
-                        .changed
-                        .wait(stock)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            };
-            if network_wanted
-                && let Some(network) = made_ahead(&mut networks_work, "network namespaces", || {
-                    make_namespace(UnshareFlags::NEWNET, "net")
-                })
-            {
-                self.lock().networks.push_back(network);
-            }
-            if slot_wanted {
-                let ipc = made_ahead(&mut ipc_works, "IPC namespaces", || {
-                    make_namespace(UnshareFlags::NEWIPC, "ipc")
-                });
-                let cgroup = made_ahead(&mut cgroups_work, "cgroups", || cgroups.create_sandbox());
-                if ipc.is_some() || cgroup.is_some() {
-                    self.lock().slots.push_back(Slot { ipc, cgroup });
-                }
-            }
-        }
-    }
-}
-
-/// What `make` made, while it `works`: its first failure is logged and ends the tries (each
-/// sandbox then makes its own `what`).
-fn made_ahead<T>(works: &mut bool, what: &str, make: impl FnOnce() -> io::Result<T>) -> Option<T> {
-    if !*works {
-        return None;
-    }
-    make()
-        .inspect_err(|err| {
-            tracing::warn!(%err, what, "cannot make sandbox resources ahead; each sandbox will make its own");
-            *works = false;
-        })
-        .ok()
-}
-
-/// A new namespace of `kind` (`name` under /proc/thread-self/ns), made by moving this thread
-/// into it.
-fn make_namespace(kind: UnshareFlags, name: &str) -> io::Result<OwnedFd> {
-    // SAFETY: without `FILES` (the hazard `unshare_unsafe` documents), unsharing a network or
-    // IPC namespace changes only the calling thread's, which is made for this alone.
-    unsafe { rustix::thread::unshare_unsafe(kind) }?;
-    Ok(std::fs::File::open(format!("/proc/thread-self/ns/{name}"))?.into())
-}
-
-fn setns(fd: &OwnedFd, kind: LinkNameSpaceType) -> io::Result<()> {
-    Ok(rustix::thread::move_into_link_name_space(
-        fd.as_fd(),
-        Some(kind),
-    )?)
-}
+use clone::{Until, arm_test_pause, await_status, check_report, clone_first_process, start};
+use pool::{HomeNamespaces, Namespaces, Pool, make_namespace};
 
 /// Where a launch's result goes.
 type Reply = Box<dyn FnOnce(Result<Sandbox, String>) + Send>;
@@ -211,7 +81,7 @@ impl Launcher {
         let quiet = pool.quiet.clone();
         std::thread::Builder::new()
             .name("airlock-reaper".into())
-            .spawn(move || reaper_loop(reaps, &quiet))?;
+            .spawn(move || sandbox::reaper_loop(reaps, &quiet))?;
         let shared = Arc::new(Shared {
             cgroups,
             pool,
@@ -373,24 +243,6 @@ fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
     }
 }
 
-/// The launcher thread's own network and IPC namespaces, to return to after each clone
-/// from a pooled pair (so it never keeps a finished sandbox's namespaces alive).
-struct HomeNamespaces {
-    net: OwnedFd,
-    ipc: OwnedFd,
-}
-
-impl HomeNamespaces {
-    fn open() -> Option<HomeNamespaces> {
-        let net = std::fs::File::open("/proc/thread-self/ns/net").ok()?;
-        let ipc = std::fs::File::open("/proc/thread-self/ns/ipc").ok()?;
-        Some(HomeNamespaces {
-            net: net.into(),
-            ipc: ipc.into(),
-        })
-    }
-}
-
 /// A sandbox's network and IPC namespaces (none when the pool is empty: the clone makes
 /// them) and its cgroup with the blueprint's limits.
 fn resources(shared: &Shared, blueprint: &Blueprint) -> Result<Resources, String> {
@@ -423,12 +275,6 @@ fn resources(shared: &Shared, blueprint: &Blueprint) -> Result<Resources, String
 struct Resources {
     namespaces: Namespaces,
     cgroup: Option<SandboxCgroup>,
-}
-
-/// Namespaces made ahead for one sandbox; the clone makes those missing.
-struct Namespaces {
-    network: Option<Network>,
-    ipc: Option<OwnedFd>,
 }
 
 /// Builds a sandbox for one call now and starts its program.
@@ -524,8 +370,8 @@ fn launch(
         Err(message) => {
             // The process is dead or about to be: make sure of it, and reap it here (it
             // exits within microseconds) so the failure is final when it is reported.
-            sandbox::kill(pidfd.as_raw_fd());
-            let _ = sandbox::wait(pidfd.as_raw_fd(), false);
+            pidfd::kill(pidfd.as_raw_fd());
+            let _ = pidfd::wait(pidfd.as_raw_fd(), false);
             Err(message)
         }
     }
@@ -569,8 +415,8 @@ fn build_spare(
             stack,
         }),
         Err(message) => {
-            sandbox::kill(pidfd.as_raw_fd());
-            let _ = sandbox::wait(pidfd.as_raw_fd(), false);
+            pidfd::kill(pidfd.as_raw_fd());
+            let _ = pidfd::wait(pidfd.as_raw_fd(), false);
             Err(message)
         }
     }
@@ -640,332 +486,12 @@ fn arm(keeper: &Keeper, process: BorrowedFd<'_>, deadline: Instant) -> Result<Ar
 /// Kills a spare no call will take, and hands it to the reaper.
 fn discard(shared: &Shared, spare: Spare) {
     // Killed before its plan and stack are let go: a killed process never runs user code again.
-    sandbox::kill(spare.pidfd.as_raw_fd());
+    pidfd::kill(spare.pidfd.as_raw_fd());
     let (sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), Arc::new(RunStats::default()));
     drop(sandbox);
     drop(stack);
 }
 
-/// Clones the first process into its namespaces, returning its pid, its pidfd, and the
-/// network namespace it entered when that was made ahead.
-fn clone_first_process(
-    stack: &Stack,
-    home: Option<&HomeNamespaces>,
-    namespaces: Namespaces,
-    must_enter: bool,
-    prepared: &Prepared,
-) -> Result<(i32, OwnedFd, Option<OwnedFd>), String> {
-    let mut flags = libc::CLONE_VM
-        | libc::CLONE_PIDFD
-        | libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWUTS
-        | libc::SIGCHLD;
-    // Namespaces made ahead are only used when the thread can return to its own afterwards.
-    let (network, ipc) = match home {
-        Some(home) => (
-            enter_network(namespaces.network, home),
-            namespaces
-                .ipc
-                .filter(|ipc| setns(ipc, LinkNameSpaceType::InterProcessCommunication).is_ok()),
-        ),
-        None => (None, None),
-    };
-    if network.is_none() {
-        if must_enter {
-            // A namespace of the clone's own would not hold the egress proxy's listener.
-            if let (Some(home), Some(_)) = (home, &ipc) {
-                let _ = setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication);
-            }
-            return Err("cannot enter the sandbox's network namespace".into());
-        }
-        flags |= libc::CLONE_NEWNET;
-    }
-    if ipc.is_none() {
-        flags |= libc::CLONE_NEWIPC;
-    }
-    let mut pidfd: libc::c_int = -1;
-    let plan = &*prepared.plan as *const child::Plan as *mut c_void;
-    // SAFETY: `child::entry` only reads the plan, which outlives the child's use of it (the
-    // launcher waits until the child has executed the program or exited), and runs on
-    // `stack`, which nothing else uses meanwhile. CLONE_PIDFD stores the pidfd in `pidfd`.
-    let pid = unsafe {
-        libc::clone(
-            child::entry,
-            stack.top(),
-            flags,
-            plan,
-            &mut pidfd as *mut libc::c_int,
-        )
-    };
-    let clone_error = io::Error::last_os_error();
-    if let Some(home) = home {
-        let back = (network.is_none() || setns(&home.net, LinkNameSpaceType::Network).is_ok())
-            && (ipc.is_none()
-                || setns(&home.ipc, LinkNameSpaceType::InterProcessCommunication).is_ok());
-        if !back {
-            tracing::warn!("the launcher could not return to its own namespaces");
-        }
-    }
-    if pid < 0 {
-        return Err(match clone_error.raw_os_error() {
-            Some(libc::EPERM | libc::ENOSPC | libc::EINVAL | libc::EUSERS) => format!(
-                "cannot create the sandbox's namespaces (user, pid, mount, uts, net, ipc): {clone_error}; user namespaces may be disabled or exhausted on this host"
-            ),
-            _ => format!("cannot start the sandbox's first process: {clone_error}"),
-        });
-    }
-    // SAFETY: CLONE_PIDFD wrote a new descriptor nothing else owns.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }, network))
-}
-
-/// Moves this thread into `network`, unless it is a namespace handed on that still holds a
-/// socket of the sandbox before (one its garbage collector has not freed yet): that one is
-/// let go, and the clone makes a new namespace instead.
-fn enter_network(network: Option<Network>, home: &HomeNamespaces) -> Option<OwnedFd> {
-    let network = network?;
-    setns(&network.fd, LinkNameSpaceType::Network).ok()?;
-    if network.handed_on && !network::holds_no_socket().unwrap_or(false) {
-        if setns(&home.net, LinkNameSpaceType::Network).is_err() {
-            // Harmless for the sandboxes: each clone enters a namespace or makes one.
-            tracing::warn!("the launcher could not return to its own network namespace");
-        }
-        return None;
-    }
-    Some(network.fd)
-}
-
-/// Maps the ids, lets the process go, answers its handshake, and waits until it has
-/// executed the program (or failed to), or, for a spare, until it waits for its call.
-/// Returns the go-ahead pipe, which a spare's release writes to again.
-fn start(
-    pid: i32,
-    prepared: &Prepared,
-    go: Option<OwnedFd>,
-    until: Until,
-) -> Result<std::fs::File, String> {
-    write_proc(pid, "uid_map", &id_map(prepared.uid))
-        .map_err(|err| format!("cannot map the sandbox's uid (user namespace): {err}"))?;
-    write_proc(pid, "gid_map", &id_map(prepared.gid))
-        .map_err(|err| format!("cannot map the sandbox's gid (user namespace): {err}"))?;
-    if prepared.plan.exec && until == Until::Exec {
-        pause::reached(Point::ProcessUidMap);
-    }
-    let mut go = std::fs::File::from(go.ok_or("the sandbox's go-ahead pipe is missing")?);
-    go.write_all(&[child::GO])
-        .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))?;
-    await_status(&prepared.status, &mut go, until)?;
-    let expected = match until {
-        Until::Parked => Stage::Parked,
-        Until::Exec if prepared.plan.exec => Stage::Exec,
-        Until::Exec => Stage::Ready,
-    };
-    check_report(prepared, expected)?;
-    Ok(go)
-}
-
-/// The first process's report: a failure it wrote, or death before `expected`.
-fn check_report(prepared: &Prepared, expected: Stage) -> Result<(), String> {
-    let (stage, failure) = prepared.plan.report.read();
-    if let Some(failure) = failure {
-        return Err(describe_failure(failure, prepared));
-    }
-    if stage != expected {
-        return Err(format!(
-            "the sandbox's first process died while {}",
-            stage.describe()
-        ));
-    }
-    Ok(())
-}
-
-/// What the launcher waits for on the status pipe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Until {
-    /// Every write end closed: the process executed the program, or died.
-    Exec,
-    /// A spare's byte saying it waits for its call (or every end closed: it died).
-    Parked,
-}
-
-/// Waits on the `status` pipe for what `until` names, answering the first process's
-/// handshake on `go` when it comes (see `child`).
-fn await_status(status: &OwnedFd, go: &mut std::fs::File, until: Until) -> Result<(), String> {
-    let timeout = SETUP_TIMEOUT;
-    let deadline = std::time::Instant::now() + timeout;
-    let mut answered = false;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(format!(
-                "the sandbox took longer than {} s to build and was stopped",
-                timeout.as_secs()
-            ));
-        }
-        let timeout = Timespec::try_from(left).unwrap_or(Timespec {
-            tv_sec: i64::MAX,
-            tv_nsec: 0,
-        });
-        let mut poll = [PollFd::new(status, PollFlags::IN)];
-        match rustix::event::poll(&mut poll, Some(&timeout)) {
-            Ok(0) | Err(Errno::INTR) => continue,
-            Ok(_) => {}
-            Err(err) => return Err(format!("cannot wait for the sandbox: {err}")),
-        }
-        let mut bytes = [0u8; 16];
-        let read = match rustix::io::read(status, &mut bytes) {
-            Ok(0) => return Ok(()),
-            Ok(read) => read,
-            Err(Errno::INTR) => continue,
-            Err(err) => return Err(format!("cannot wait for the sandbox: {err}")),
-        };
-        let got = &bytes[..read];
-        if until == Until::Parked && got.contains(&child::PARKED) {
-            return Ok(());
-        }
-        if !answered && got.contains(&child::HANDSHAKE) {
-            // A failed answer leaves the process waiting on a pipe that reads end-of-file
-            // once `go` is dropped: it exits, and the caller reports its stage.
-            answered = go.write_all(&[child::GO]).is_ok();
-        }
-    }
-}
-
-/// Sets up a test's pause inside the first process, when a test asked for one (debug
-/// builds only: `pause::sandbox_stage` is always false in release).
-fn arm_test_pause(prepared: &mut Prepared) {
-    const POINTS: [(Point, PauseAt); 7] = [
-        (Point::ProcessClone, PauseAt::Clone),
-        (Point::ProcessIdentity, PauseAt::Identity),
-        (Point::ProcessMounts, PauseAt::Mounts),
-        (Point::ProcessPivot, PauseAt::Pivot),
-        (Point::ProcessLandlock, PauseAt::Landlock),
-        (Point::ProcessSeccomp, PauseAt::Seccomp),
-        (Point::ProcessExec, PauseAt::Exec),
-    ];
-    let Some((point, at)) = POINTS
-        .into_iter()
-        .find(|(point, _)| pause::sandbox_stage(*point))
-    else {
-        return;
-    };
-    let report = rustix::io::fcntl_dupfd_cloexec(std::io::stderr(), 3);
-    let daemon = rustix::process::pidfd_open(rustix::process::getpid(), PidfdFlags::empty());
-    let (Ok(report), Ok(daemon)) = (report, daemon) else {
-        tracing::error!("cannot set up the test pause at {point}");
-        return;
-    };
-    prepared.pause_at(at, pause::reached_line(point), report, daemon);
-}
-
-/// `inside outside 1`: the sandbox's id is the same number as on the host.
-pub fn id_map(id: u32) -> String {
-    format!("{id} {id} 1\n")
-}
-
-fn write_proc(pid: i32, file: &str, text: &str) -> io::Result<()> {
-    std::fs::write(format!("/proc/{pid}/{file}"), text)
-}
-
-/// Turns a failure the first process reported into a message naming the layer.
-pub fn describe_failure(failure: Failure, prepared: &Prepared) -> String {
-    let detail = match failure.stage {
-        Stage::Mount => prepared
-            .step_names
-            .get(failure.index as usize)
-            .map(|name| format!(" ({name})"))
-            .unwrap_or_default(),
-        Stage::LandlockRule => prepared
-            .rule_names
-            .get(failure.index as usize)
-            .map(|name| format!(" (for {name})"))
-            .unwrap_or_default(),
-        Stage::Rlimit => prepared
-            .plan
-            .rlimits
-            .get(failure.index as usize)
-            .map(|limit| format!(" (resource {})", limit.resource))
-            .unwrap_or_default(),
-        _ => String::new(),
-    };
-    format!(
-        "the sandbox could not be built: {}{detail} failed: {}",
-        failure.stage.describe(),
-        io::Error::from_raw_os_error(failure.errno)
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_namespace_handed_on_is_entered_only_while_it_holds_no_socket() {
-        use std::os::linux::net::SocketAddrExt;
-        use std::os::unix::fs::MetadataExt;
-        use std::os::unix::net::{SocketAddr, UnixListener};
-
-        // On threads of their own: entering namespaces changes the calling thread's.
-        std::thread::spawn(|| {
-            let home = HomeNamespaces::open().expect("this thread's namespaces");
-            let current = || {
-                std::fs::metadata("/proc/thread-self/ns/net")
-                    .expect("this thread's network namespace")
-                    .ino()
-            };
-            let at_home = current();
-            let (namespace, socket) = std::thread::spawn(|| {
-                let namespace = make_namespace(UnshareFlags::NEWNET, "net")
-                    .unwrap_or_else(|err| panic!("cannot make a network namespace: {err}"));
-                let name = SocketAddr::from_abstract_name(b"airlock-handed-on-test")
-                    .expect("an abstract address");
-                let socket = UnixListener::bind_addr(&name).expect("bind in the namespace");
-                (namespace, socket)
-            })
-            .join()
-            .expect("the namespace's thread");
-            let network = |handed_on| Network {
-                fd: namespace.try_clone().expect("dup"),
-                handed_on,
-            };
-
-            assert!(enter_network(Some(network(true)), &home).is_none());
-            assert_eq!(
-                current(),
-                at_home,
-                "the launcher stays in its own namespace"
-            );
-
-            // A new namespace is entered as it is (nothing ran in it); one handed on, once
-            // the socket is gone.
-            assert!(enter_network(Some(network(false)), &home).is_some());
-            assert_ne!(current(), at_home);
-            setns(&home.net, LinkNameSpaceType::Network).expect("back home");
-            drop(socket);
-            assert!(enter_network(Some(network(true)), &home).is_some());
-            assert_ne!(current(), at_home);
-        })
-        .join()
-        .expect("the test's thread");
-    }
-
-    #[test]
-    fn only_a_sandbox_without_a_network_takes_a_namespace_handed_on() {
-        let pool = Pool::default();
-        let namespace = std::fs::File::open("/proc/self/ns/net").expect("a namespace");
-        pool.quiet.hand_on(namespace.into());
-        assert!(
-            pool.take_network(false).is_none(),
-            "nothing new was made, and the one handed on is not for this sandbox"
-        );
-        let network = pool.take_network(true).expect("the namespace handed on");
-        assert!(network.handed_on);
-    }
-
-    #[test]
-    fn ids_map_to_themselves_one_at_a_time() {
-        assert_eq!(id_map(1000), "1000 1000 1\n");
-        assert_eq!(id_map(65534), "65534 65534 1\n");
-    }
-}
+#[path = "launcher_tests.rs"]
+mod tests;

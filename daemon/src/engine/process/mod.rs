@@ -37,6 +37,7 @@ mod landlock;
 mod launcher;
 mod limits;
 mod network;
+mod pidfd;
 mod plan;
 mod program;
 mod sandbox;
@@ -55,7 +56,7 @@ pub use plan::rights as landlock_rights;
 pub use seccomp::{Family as SeccompFamily, build as build_seccomp, model as seccomp_model};
 
 pub(crate) use keeper::Armed;
-pub(crate) use plan::{NOBODY, openat2};
+pub(crate) use plan::openat2;
 pub use server::{RunningServer, ServerProgram, ServerStart};
 pub use usage::{Usage, UsageWindow};
 
@@ -582,7 +583,7 @@ async fn pump(mut stream: pipe::Receiver, capture: Arc<OutputCapture>, kind: Str
 async fn wait_within_cpu_limit(
     sandbox: &Sandbox,
     limit: Option<Duration>,
-) -> std::io::Result<(sandbox::Waited, bool)> {
+) -> std::io::Result<(pidfd::Waited, bool)> {
     let Some(limit) = limit.filter(|_| sandbox.accounts_cpu()) else {
         return sandbox.wait().await.map(|waited| (waited, false));
     };

@@ -10,8 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -24,14 +23,17 @@ use super::identity::{self, Identities};
 use super::landlock::{self, Ruleset};
 use super::limits::{Rlimit, SandboxLimits};
 use super::seccomp;
-use super::sys::{self, MountAttr};
+use super::sys::{self};
 use super::view::{self, GUEST_DEV, GUEST_PROC, GUEST_TMP, Kind, View, depth_order};
-use crate::changes::IdMap;
+use crate::changes::{IdMap, NOBODY};
 use crate::profile::{Access, GUEST_WORKSPACE};
 
-/// The host ids a sandbox runs as when its workspace belongs to root, or when it has none:
-/// the conventional `nobody` and `nogroup`. A sandbox never runs as host root.
-pub const NOBODY: u32 = 65534;
+mod fds;
+
+pub use fds::openat2;
+use fds::{
+    ancestors, clone_tree, cstring, dup, fstat, open_beneath, open_workspace, pipe, relative,
+};
 
 /// The sandbox's hostname (its own uts namespace).
 pub const HOSTNAME: &str = "airlock";
@@ -681,277 +683,6 @@ pub fn rights(access: Access, is_dir: bool, executable_writes: bool) -> BitFlags
     }
 }
 
-/// A detached, private copy of the mount tree at `fd`, with `flags` set on every mount of it,
-/// idmapped through `userns` when given.
-fn clone_tree(
-    fd: BorrowedFd<'_>,
-    recursive: bool,
-    flags: u64,
-    userns: Option<BorrowedFd<'_>>,
-) -> std::io::Result<OwnedFd> {
-    let recursive_flag = if recursive {
-        libc::AT_RECURSIVE as usize
-    } else {
-        0
-    };
-    // SAFETY: an empty path with AT_EMPTY_PATH names `fd` itself, which is open.
-    let tree = unsafe {
-        sys::syscall(
-            libc::SYS_open_tree,
-            [
-                fd.as_raw_fd() as usize,
-                c"".as_ptr() as usize,
-                sys::OPEN_TREE_CLONE as usize
-                    | libc::O_CLOEXEC as usize
-                    | libc::AT_EMPTY_PATH as usize
-                    | recursive_flag,
-                0,
-                0,
-                0,
-            ],
-        )
-    };
-    let tree = sys::io_result(tree)?;
-    // SAFETY: open_tree returned a new descriptor nothing else owns.
-    let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
-    let attr = MountAttr {
-        attr_set: if userns.is_some() {
-            flags | sys::MOUNT_ATTR_IDMAP
-        } else {
-            flags
-        },
-        attr_clr: 0,
-        propagation: libc::MS_PRIVATE,
-        userns_fd: userns.map_or(0, |fd| fd.as_raw_fd() as u64),
-    };
-    // SAFETY: `attr` is a valid mount_attr of the size passed; the path names `tree`.
-    let ret = unsafe {
-        sys::syscall(
-            libc::SYS_mount_setattr,
-            [
-                tree.as_raw_fd() as usize,
-                c"".as_ptr() as usize,
-                libc::AT_EMPTY_PATH as usize | recursive_flag,
-                &attr as *const MountAttr as usize,
-                std::mem::size_of::<MountAttr>(),
-                0,
-            ],
-        )
-    };
-    sys::io_result(ret)?;
-    Ok(tree)
-}
-
-/// Opens the workspace directory; its path is canonical, so any symlink in it now means it
-/// was swapped since it was checked.
-fn open_workspace(path: &Path) -> Result<OwnedFd, String> {
-    let c_path = cstring(path)?;
-    openat2(
-        libc::AT_FDCWD,
-        &c_path,
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        libc::RESOLVE_NO_SYMLINKS,
-    )
-    .map_err(|err| format!("cannot open the workspace {}: {err}", path.display()))
-}
-
-/// Opens `sub` beneath `root` without ever leaving it; `None` when it does not exist.
-fn open_beneath(root: BorrowedFd<'_>, sub: &Path) -> Result<Option<OwnedFd>, String> {
-    let c_sub = cstring(sub)?;
-    match openat2(
-        root.as_raw_fd(),
-        &c_sub,
-        libc::O_PATH | libc::O_CLOEXEC,
-        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
-    ) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) if err.raw_os_error() == Some(libc::EXDEV) => {
-            Err("it leads outside the workspace (a symlink or `..`)".into())
-        }
-        Err(err) => Err(err.to_string()),
-    }
-}
-
-/// `openat2(2)`; also the wasm engine's, for opening workspace preopens without symlinks.
-pub(crate) fn openat2(
-    dir: RawFd,
-    path: &CString,
-    flags: i32,
-    resolve: u64,
-) -> std::io::Result<OwnedFd> {
-    // SAFETY: open_how is plain integers; all zero is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = flags as u64;
-    how.resolve = resolve;
-    // SAFETY: `path` is NUL-terminated and `how` is a valid open_how of the size passed.
-    let fd = unsafe {
-        sys::syscall(
-            libc::SYS_openat2,
-            [
-                dir as usize,
-                path.as_ptr() as usize,
-                &how as *const libc::open_how as usize,
-                std::mem::size_of::<libc::open_how>(),
-                0,
-                0,
-            ],
-        )
-    };
-    let fd = sys::io_result(fd)?;
-    // SAFETY: openat2 returned a new descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-fn fstat(fd: BorrowedFd<'_>) -> std::io::Result<libc::stat> {
-    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open (O_PATH descriptors can be fstat'ed) and `stat` is writable.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(stat)
-}
-
-fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd, String> {
-    fd.try_clone_to_owned()
-        .map_err(|err| format!("cannot duplicate a descriptor: {err}"))
-}
-
-/// A pipe (read end, write end), both close-on-exec and numbered above the standard
-/// streams, so that the child's `dup3` onto 0, 1 and 2 can never clobber one of them.
-pub fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!(
-            "cannot create a pipe: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: pipe2 returned two new descriptors nothing else owns.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((above_stdio(read)?, above_stdio(write)?))
-}
-
-fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, String> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    // SAFETY: F_DUPFD_CLOEXEC on an open descriptor returns a new one nothing else owns.
-    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if high < 0 {
-        return Err(format!(
-            "cannot move a descriptor: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: as above.
-    Ok(unsafe { OwnedFd::from_raw_fd(high) })
-}
-
-fn relative(guest: &Path) -> PathBuf {
-    guest.strip_prefix("/").unwrap_or(guest).to_owned()
-}
-
-/// `a`, `a/b` for `a/b/c`.
-fn ancestors(relative: &Path) -> Vec<PathBuf> {
-    let mut ancestors: Vec<PathBuf> = relative
-        .ancestors()
-        .skip(1)
-        .filter(|ancestor| !ancestor.as_os_str().is_empty())
-        .map(Path::to_owned)
-        .collect();
-    ancestors.reverse();
-    ancestors
-}
-
-fn cstring(path: &Path) -> Result<CString, String> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| format!("{} contains a NUL byte", path.display()))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sandboxes_never_run_as_root() {
-        assert_eq!(sandbox_identity(0, 0), (NOBODY, NOBODY));
-        assert_eq!(sandbox_identity(1000, 0), (1000, NOBODY));
-        assert_eq!(sandbox_identity(1000, 1001), (1000, 1001));
-    }
-
-    #[test]
-    fn ancestors_come_outermost_first() {
-        assert_eq!(
-            ancestors(Path::new("a/b/c")),
-            vec![PathBuf::from("a"), PathBuf::from("a/b")]
-        );
-        assert!(ancestors(Path::new("a")).is_empty());
-        assert_eq!(
-            relative(Path::new("/workspace/out")),
-            PathBuf::from("workspace/out")
-        );
-    }
-
-    #[test]
-    fn writable_grants_are_executable_only_when_the_profile_says_so() {
-        assert_ne!(
-            grant_flags(Access::ReadWrite, false) & sys::MOUNT_ATTR_NOEXEC,
-            0
-        );
-        assert_eq!(
-            grant_flags(Access::ReadWrite, true) & sys::MOUNT_ATTR_NOEXEC,
-            0
-        );
-        assert!(!rights(Access::ReadWrite, true, false).contains(AccessFs::Execute));
-        assert!(rights(Access::ReadWrite, true, true).contains(AccessFs::Execute));
-        assert_eq!(
-            grant_flags(Access::ReadWrite, false) & sys::MOUNT_ATTR_RDONLY,
-            0
-        );
-        assert_ne!(
-            grant_flags(Access::ReadOnly, true) & sys::MOUNT_ATTR_RDONLY,
-            0
-        );
-        for access in [Access::ReadOnly, Access::ReadWrite] {
-            for executable in [false, true] {
-                assert_ne!(grant_flags(access, executable) & sys::MOUNT_ATTR_NOSUID, 0);
-                assert_ne!(grant_flags(access, executable) & sys::MOUNT_ATTR_NODEV, 0);
-            }
-        }
-    }
-
-    #[test]
-    fn sub_grants_never_leave_the_workspace() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let workspace = dir.path().join("ws");
-        std::fs::create_dir_all(workspace.join("inside")).expect("mkdir");
-        std::os::unix::fs::symlink("/etc", workspace.join("out")).expect("symlink");
-        std::os::unix::fs::symlink("inside", workspace.join("alias")).expect("symlink");
-        let root = open_workspace(&workspace).expect("open");
-        assert!(
-            open_beneath(root.as_fd(), Path::new("inside"))
-                .expect("opens")
-                .is_some()
-        );
-        assert!(
-            open_beneath(root.as_fd(), Path::new("alias"))
-                .expect("opens")
-                .is_some()
-        );
-        assert!(
-            open_beneath(root.as_fd(), Path::new("missing"))
-                .expect("absent")
-                .is_none()
-        );
-        let err = open_beneath(root.as_fd(), Path::new("out")).expect_err("escapes");
-        assert!(err.contains("outside the workspace"), "{err}");
-        let err = open_beneath(root.as_fd(), Path::new("../ws")).expect_err("escapes");
-        assert!(err.contains("outside the workspace"), "{err}");
-        // A workspace path that is not canonical is refused.
-        std::os::unix::fs::symlink(&workspace, dir.path().join("link")).expect("symlink");
-        assert!(open_workspace(&dir.path().join("link")).is_err());
-    }
-}
+#[path = "plan_tests.rs"]
+mod tests;

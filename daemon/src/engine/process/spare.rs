@@ -35,8 +35,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
+use super::pidfd;
 use super::plan::{Blueprint, CallSpec, Prepared};
-use super::sandbox::{self, Held, Reap, Sandbox};
+use super::sandbox::{Held, Reap, Sandbox};
 use super::stack::Stack;
 use crate::engine::RunStats;
 
@@ -127,7 +128,7 @@ pub struct Parked {
 
 impl Drop for Parked {
     fn drop(&mut self) {
-        sandbox::kill(self.pidfd);
+        pidfd::kill(self.pidfd);
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::value::RawValue;
 use wasmtime::Store;
 
-use super::{ComponentState, Slot};
+use super::call::{ComponentState, Slot, configure};
 use crate::engine::{Exit, Launch};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
@@ -60,7 +60,7 @@ pub(super) async fn run(
 ) -> wasmtime::Result<Exit> {
     let arguments = std::str::from_utf8(&launch.stdin)?;
     let mut store = Store::new(engine, state);
-    super::configure(&mut store, |state| &mut state.limiter);
+    configure(&mut store, |state| &mut state.limiter);
     pause::reached(Point::WasmInstantiate);
     let returned = async {
         let tool = pre.instantiate_async(&mut store).await?;

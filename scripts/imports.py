@@ -5,17 +5,23 @@ Two rules (issue 48's "no cycles, no upward imports"):
 
 1. In every crate, the files' imports form no cycle: a file never uses an item of a file that
    (directly or through others) uses one of its own. Test files (`*_tests.rs`, `tests.rs`,
-   `testing.rs`, `test_support.rs`) and `#[cfg(test)] mod tests` blocks are left out: tests
-   may reach anywhere.
+   `testing.rs`, `test_support.rs`) and `#[cfg(test)] mod tests` blocks are left out: tests may
+   reach anywhere; so is the crate root (`lib.rs`, `main.rs`), the crate's face. A re-export
+   (`pub use child::Item`) is a module's face, not a use by its code, and makes no edge. The
+   cycles left when this check was written (a parent `mod.rs` that defines the types its
+   children use and also calls into them) are listed in `KNOWN_CYCLES`, to be broken one by one:
+   a cycle passes only inside one of them, so none grows and no new one appears. Remove an entry
+   once its cycle is gone.
 2. In the daemon, no import runs from a lower layer up to a higher one. The layers are the
    numbered list under "# Layers" in `daemon/src/lib.rs`'s module doc, top first; a module of
    level N may import modules of levels >= N. An upward import is allowed only when the
    importing file's `//!` doc explains it: it names the inversion (the word) and the imported
    module in backticks.
 
-A file's imports are read from its `use` declarations and the `crate::`/`super::`/`self::`
-paths in its code, each resolved to the deepest module file it names. This is a reader of
-Rust source by regular expressions, not a compiler: a `use` hidden in a macro is not seen.
+A file's imports are read from its `use` declarations and the paths in its code — `crate::`,
+`super::`, `self::`, and a child module's name (`child::item`) — each resolved to the deepest
+module file it names. This is a reader of Rust source by regular expressions, not a compiler:
+a path built by a macro, or written after a `//` inside a string literal, is not seen.
 Written here rather than taken from a crate because no maintained tool checks file-level
 cycles of one crate (cargo-modules draws the graph, and needs nightly rustdoc).
 
@@ -31,6 +37,51 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["proto/src", "daemon/src", "client/src", "render/src", "eval/src", "cli/src",
           "mcp-bridge/src", "sdk/rust/src", "tests/src"]
+
+# Cycles left when the check was written (issue 48): each a parent module that defines what
+# its children use and calls into them. Break one by moving the parent's definitions into a
+# file of their own, then delete its entry.
+KNOWN_CYCLES = {
+    "daemon/src": [
+        {
+            "changes", "changes::apply", "changes::blobs", "changes::bounds", "changes::capture",
+            "changes::overlay", "changes::sparse"
+        },
+        {
+            "engine", "engine::mcp", "engine::mcp::host", "engine::mcp::instance",
+            "engine::mcp::listing", "engine::mcp::tool", "engine::mcp::tool::account",
+            "engine::process", "engine::process::argv", "engine::process::child",
+            "engine::process::child::raw", "engine::process::child::shared",
+            "engine::process::keeper", "engine::process::launcher",
+            "engine::process::launcher::clone", "engine::process::limits",
+            "engine::process::pidfd", "engine::process::plan", "engine::process::sandbox",
+            "engine::process::spare"
+        },
+        {
+            "agent::provider", "agent::provider::anthropic", "agent::provider::cassette",
+            "agent::provider::exchange", "agent::provider::http", "agent::provider::openai",
+            "agent::provider::retry", "agent::provider::scripted"
+        },
+        {
+            "agent::run", "agent::run::pipeline"
+        },
+        {
+            "store::conformance", "store::conformance::journal", "store::conformance::retention",
+            "store::conformance::runs"
+        },
+    ],
+    "eval/src": [
+        {
+            "grader", "grader::answer", "grader::budget", "grader::egress", "grader::judge",
+            "grader::trajectory", "grader::workspace"
+        },
+    ],
+    "cli/src": [
+        {
+            "mcp_add", "mcp_add::npm", "mcp_add::pypi"
+        },
+    ],
+}
 TEST_FILES = re.compile(r"(^|/)(tests|testing|test_support)\.rs$|_tests\.rs$")
 USE = re.compile(r"\buse\s+([^;]+);", re.S)
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
@@ -92,16 +143,31 @@ def graph(src):
         if cut:
             text = text[:cut.start()]
         text = re.sub(r"//[^\n]*", "", text)
+        text = re.sub(r"pub\(in [^)]*\)", "pub", text)
         paths = []
         for use in USE.finditer(text):
-            body = re.sub(r"^\s*(pub(\([^)]*\))?\s+)?", "", use.group(1))
+            # A re-export (`pub use child::Item`) is the module's face, not a use of the item
+            # by the module's own code: it makes no edge.
+            if re.match(r"\s*pub\b", text[max(0, use.start() - 12):use.start()].split("\n")[-1]):
+                continue
+            body = use.group(1)
             paths += expand(body)
         paths += [m.group(1) + m.group(2) for m in PATH.finditer(text)]
+        # `child::item` in code, for each child module of this one.
+        code = USE.sub("", text)
+        for child in {m[len(me)] for m in modules if len(m) == len(me) + 1 and m[:len(me)] == me}:
+            if re.search(r"(?<![\w:])" + re.escape(child) + r"::", code):
+                paths.append("self::" + child)
         for path in paths:
             path = re.sub(r"\bas\b.*$", "", path).rstrip(":")
             segments = [s for s in path.split("::") if s]
-            if not segments or segments[0] not in ("crate", "super", "self"):
+            if not segments:
                 continue
+            if segments[0] not in ("crate", "super", "self"):
+                # `child::Item`, as the 2018 edition lets a module name its own children.
+                if me + (segments[0],) not in modules:
+                    continue
+                segments = ["self"] + segments
             if segments[0] == "crate":
                 target = tuple(segments[1:])
             else:
@@ -178,13 +244,18 @@ def name(module):
 def main():
     crates = sys.argv[1:] or CRATES
     problems = []
+    known = 0
     for crate in crates:
         src = os.path.join(REPO, crate)
         if not os.path.isdir(src):
+            problems.append(f"{crate}: no such directory (update CRATES in this script)")
             continue
         modules, edges, docs = graph(src)
         for component in cycles(modules, edges):
             members = set(component)
+            if any({name(m) for m in members} <= group for group in KNOWN_CYCLES.get(crate, [])):
+                known += 1
+                continue
             lines = [f"{crate}: files that import each other: "
                      + ", ".join(sorted(name(m) for m in component))]
             for a in sorted(component):
@@ -218,7 +289,8 @@ def main():
     if problems:
         print(f"imports.py: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"imports.py: no cycles, no upward imports ({len(crates)} crates)", file=sys.stderr)
+    print(f"imports.py: no new cycles, no upward imports ({len(crates)} crates; {known} known "
+          "cycles left to break, see KNOWN_CYCLES)", file=sys.stderr)
     return 0
 
 

@@ -121,9 +121,12 @@ pub async fn run<O: Write, E: Write>(
             };
             // Installed when the attempts start, as the first press then means "stop and
             // write the report"; before, Ctrl-C ends the command as usual.
-            let interrupted = async { Interrupts::new().next().await };
+            let interrupts = || {
+                let mut presses = Interrupts::new();
+                async move { presses.next().await }
+            };
             let connect = server.connect();
-            airlock_eval::run::run(options, connect, &server.endpoint, interrupted, out).await
+            airlock_eval::run::run(options, connect, &server.endpoint, interrupts, out).await
         }
         EvalCommand::Capture(args) => {
             let client = server.connect().await?;

@@ -175,13 +175,14 @@ fn scratch_dir(
 
 /// Runs the suite `args` names against the daemon `connect` reaches (at `endpoint`, the
 /// address it is asked for; the suite is loaded and checked first): every attempt graded, the report written, its summary (or the
-/// report as JSON) on `out`. `interrupted` resolves at Ctrl-C: the runs in flight are
+/// report as JSON) on `out`. `interrupts` is called as the attempts start and resolves at the
+/// next Ctrl-C (before, Ctrl-C ends the command as usual): the runs in flight are
 /// cancelled and the report says what did not finish. The exit code: the report's.
-pub async fn run<C: Console>(
+pub async fn run<C: Console, I: Future<Output = ()>>(
     args: RunOptions,
     connect: impl Future<Output = Result<AirlockClient, ClientError>>,
     endpoint: &str,
-    interrupted: impl Future<Output = ()>,
+    interrupts: impl FnOnce() -> I,
     out: &mut C,
 ) -> Result<u8, EvalError> {
     let suite = suite::load(
@@ -223,7 +224,7 @@ pub async fn run<C: Console>(
 
     let plans = plan(&suite, &scratch);
     let (records, interrupted) = match (&daemon, &unreachable) {
-        (Some(daemon), _) => attempts(&suite, &plans, daemon, args.jobs, interrupted, out).await?,
+        (Some(daemon), _) => attempts(&suite, &plans, daemon, args.jobs, interrupts, out).await?,
         (None, error) => {
             let error = error.as_ref().map_or(String::new(), ClientError::to_string);
             out.line(&format!("airlock: {error}; no attempt can run"))?;
@@ -302,12 +303,12 @@ fn plan<'a>(suite: &'a Suite, scratch: &Path) -> Vec<Plan<'a>> {
 /// Runs the attempts, `jobs` at a time, printing progress as they start and end; Ctrl-C
 /// cancels the runs in flight and stops. The records in plan order, and whether it was
 /// interrupted.
-async fn attempts<C: Console>(
+async fn attempts<C: Console, I: Future<Output = ()>>(
     suite: &Suite,
     plans: &[Plan<'_>],
     daemon: &Daemon,
     jobs: u32,
-    interrupted: impl Future<Output = ()>,
+    interrupts: impl FnOnce() -> I,
     out: &mut C,
 ) -> Result<(Vec<AttemptRecord>, bool), EvalError> {
     let (progress, mut lines) = tokio::sync::mpsc::unbounded_channel();
@@ -319,7 +320,7 @@ async fn attempts<C: Console>(
         progress: &progress,
     };
     let mut records: Vec<Option<AttemptRecord>> = plans.iter().map(|_| None).collect();
-    let mut interrupted = std::pin::pin!(interrupted);
+    let mut interrupted = std::pin::pin!(interrupts());
     let mut stopped = false;
     {
         let env = &env;

@@ -209,7 +209,7 @@ async fn discover(issuer: &str) -> Result<String, Lookup> {
                 "{candidate} names no jwks_uri"
             )));
         };
-        super::check_url("the issuer's jwks_uri", jwks_uri).map_err(Lookup::Unavailable)?;
+        super::urls::check_url("the issuer's jwks_uri", jwks_uri).map_err(Lookup::Unavailable)?;
         return Ok(jwks_uri.to_owned());
     }
     Err(Lookup::Unavailable(format!(

@@ -22,6 +22,7 @@
 pub mod jwks;
 #[cfg(test)]
 mod oauth_tests;
+mod urls;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use serde_json::{Value, json};
 use super::tenants::{Tenant, Tenants};
 use crate::config::{McpOAuthSettings, OAuthTenantRule};
 pub use jwks::{KeySet, KeySource};
+use urls::check_url;
 
 /// Clock skew allowed on `exp` and `nbf`: the daemon's and the issuer's clocks are both on
 /// NTP in any deployment that issues tokens; 30 s covers drift without keeping a token
@@ -285,27 +287,6 @@ fn quoted(text: &str) -> String {
         .filter(|c| !c.is_control())
         .map(|c| if c == '"' || c == '\\' { '\'' } else { c })
         .collect()
-}
-
-/// An `https` URL, or `http` on loopback (a test's, or a proxy's on the same host): keys
-/// and metadata fetched in the clear from elsewhere could be anyone's.
-fn check_url(field: &str, value: &str) -> Result<(), String> {
-    let url = reqwest::Url::parse(value).map_err(|err| format!("{field}: {value}: {err}"))?;
-    let loopback = url.host_str().is_some_and(|host| {
-        host == "localhost"
-            || host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    });
-    match url.scheme() {
-        "https" => Ok(()),
-        "http" if loopback => Ok(()),
-        _ => Err(format!(
-            "{field}: {value}: use https (http only on loopback)"
-        )),
-    }
 }
 
 /// `name` as an algorithm the endpoint may accept.

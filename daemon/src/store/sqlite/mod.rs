@@ -12,7 +12,6 @@ mod sql;
 mod writer;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 use rusqlite::Connection;
@@ -27,15 +26,12 @@ use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
 use crate::store::queries;
 use crate::store::rows::EventRow;
 use sql::{Lite, drive};
+pub use writer::BeforeCommit;
 use writer::Writer;
 
 /// Statements kept prepared: every distinct statement the store runs (about forty), so the
 /// run loop's writes never parse SQL again.
 const STATEMENT_CACHE_CAPACITY: usize = 64;
-
-/// Run on the store's thread before each commit: tests make it wait, standing for a slow
-/// disk.
-pub type BeforeCommit = Arc<dyn Fn() + Send + Sync>;
 
 /// How the store is opened.
 #[derive(Clone, Default)]

@@ -23,8 +23,11 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use super::BeforeCommit;
 use crate::store::{Pending, StoreError, StoreResult, batched};
+
+/// Run on the store's thread before each commit: tests make it wait, standing for a slow
+/// disk.
+pub type BeforeCommit = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the
 /// others' statements, far above what a busy daemon queues in one commit's time.

@@ -73,9 +73,10 @@ step "the build's own Debian package (libseccomp-dev, which airlockd links)"
 ensure_apt_packages libseccomp-dev
 
 step "downloads and the WebAssembly modules, in the background: Debian packages (Chromium and PostgreSQL among them), Rust targets, the modules the tests run, Python and npm packages, each language's toolchain"
-# The WebAssembly build runs here, beside the host build: much of the host build is one rustc
-# on one core (the daemon crate's front end), so the other core builds the modules for free.
-# Its own cargo lock (target/wasm) is not the host build's (target/debug).
+# The WebAssembly build runs here, beside the host build rather than as a step after it: both
+# are CPU-bound, so this moves its time into the build's step rather than saving it, but the
+# tests no longer wait for it. Its own cargo lock (target/wasm) is not the host build's
+# (target/debug).
 (
     ensure_apt_packages
     ensure_rust_targets

@@ -241,9 +241,45 @@ def name(module):
     return "::".join(module) or "<crate root>"
 
 
+def self_test():
+    """The checker finds what it is for, on crates made for the purpose: a two-file cycle, a
+    parent module and the child it calls by name using each other, and an upward import; and
+    passes a crate whose parent only re-exports its child. A checker that stopped seeing
+    imports would pass every crate; this fails instead."""
+    import tempfile
+
+    cases = {
+        "cycle": ({"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b::B;\npub struct A;\n",
+                   "b.rs": "use super::a::A;\npub struct B;\n"}, True),
+        "parent_child": ({"lib.rs": "mod p;\n",
+                          "p/mod.rs": "mod c;\npub struct P;\nfn f() { c::g(); }\n",
+                          "p/c.rs": "use super::P;\npub fn g() {}\n"}, True),
+        "reexport": ({"lib.rs": "mod p;\n", "p/mod.rs": "mod c;\npub use c::g;\npub struct P;\n",
+                      "p/c.rs": "use super::P;\npub fn g() {}\n"}, False),
+    }
+    failures = []
+    for case, (files, has_cycle) in cases.items():
+        with tempfile.TemporaryDirectory() as src:
+            for path, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(src, path)), exist_ok=True)
+                with open(os.path.join(src, path), "w", encoding="utf-8") as file:
+                    file.write("//! a module\n" + text)
+            modules, edges, _ = graph(src)
+            if bool(cycles(modules, edges)) != has_cycle:
+                failures.append(f"self-test {case}: expected {'a' if has_cycle else 'no'} cycle")
+    lib = "//! # Layers\n//!\n//! 1. `high` — above\n//! 2. `low` — below\n"
+    with tempfile.TemporaryDirectory() as src:
+        with open(os.path.join(src, "lib.rs"), "w", encoding="utf-8") as file:
+            file.write(lib)
+        level = layers(os.path.join(src, "lib.rs"))
+        if level != {"high": 1, "low": 2}:
+            failures.append(f"self-test layers: read {level} from a two-level list")
+    return failures
+
+
 def main():
     crates = sys.argv[1:] or CRATES
-    problems = []
+    problems = self_test()
     known = 0
     for crate in crates:
         src = os.path.join(REPO, crate)

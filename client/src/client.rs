@@ -508,11 +508,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_port_is_reported_as_unreachable_connection_refused() -> anyhow::Result<()> {
-        // Binding then dropping a listener yields a loopback port that nothing listens on.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        // Binding then dropping a listener yields a loopback port that nothing listens on;
+        // on 127.0.0.2, where no test server binds, it stays unused.
+        let port = std::net::TcpListener::bind("127.0.0.2:0")?
             .local_addr()?
             .port();
-        let endpoint = format!("http://127.0.0.1:{port}");
+        let endpoint = format!("http://127.0.0.2:{port}");
         let Err(error) = connect(&endpoint).await else {
             panic!("connected to a closed port");
         };

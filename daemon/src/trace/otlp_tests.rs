@@ -124,9 +124,12 @@ async fn counted(exporter: &OtlpExporter, spans: u64) {
     }
 }
 
-/// A loopback address where nothing listens.
+/// A loopback address where nothing listens. It is on 127.0.0.2, where no collector of
+/// these tests binds: a port freed on 127.0.0.1 can be handed to the next test's collector,
+/// which would then receive this exporter's retries (CI saw a refusal test's collector
+/// answer another test's span).
 fn closed_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     format!("http://{}", listener.local_addr().unwrap())
 }
 

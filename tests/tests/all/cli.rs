@@ -180,7 +180,8 @@ async fn exit_codes_follow_the_status() {
 
 #[tokio::test]
 async fn an_unreachable_daemon_is_reported_as_such() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // 127.0.0.2: no test server binds there, so the freed port stays unused.
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
     let output = airlock(&endpoint, &["tools", "list"]).await;

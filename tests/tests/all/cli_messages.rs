@@ -177,8 +177,9 @@ async fn each_class_of_mistake_has_its_code_and_names_what_fixes_it() {
     assert_eq!(code, 75, "{stderr}");
     assert!(stderr.contains("its limit"), "{stderr}");
 
-    // Unavailable: nothing listens there.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Unavailable: nothing listens there (127.0.0.2: no test server binds there, so the
+    // freed port cannot go to another test's server meanwhile).
+    let closed = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     let nowhere = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let (code, _, stderr) = airlock_in(&nowhere, at, token, &["tools", "list"]).await;

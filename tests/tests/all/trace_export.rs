@@ -210,8 +210,9 @@ async fn a_runs_spans_reach_the_collector_as_stored() {
 
 #[tokio::test]
 async fn a_collector_that_is_down_costs_no_run_and_no_stored_span() {
-    // A loopback port where nothing listens.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A loopback port where nothing listens, on 127.0.0.2 where no test server binds: a
+    // port freed on 127.0.0.1 may be handed to another test's server meanwhile.
+    let closed = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
     let endpoint = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let daemon = TestDaemon::start(DaemonOptions {

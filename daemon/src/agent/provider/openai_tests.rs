@@ -532,12 +532,13 @@ async fn a_malformed_body_is_reported_not_retried() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_transport_error() {
-    // Bind a port, then free it: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    // Bind a port, then free it: nothing listens there. On 127.0.0.2, where no test server
+    // binds, so the freed port cannot be handed to another test's server meanwhile.
+    let port = std::net::TcpListener::bind("127.0.0.2:0")
         .and_then(|listener| listener.local_addr())
         .expect("free port")
         .port();
-    let mut settings = settings(&format!("http://127.0.0.1:{port}"));
+    let mut settings = settings(&format!("http://127.0.0.2:{port}"));
     settings.retry.max_attempts = 1;
     let (result, _) = complete(&provider(&settings), &sample_request(["a", "b"])).await;
     let Err(ProviderError::RetriesExhausted { attempts: 1, last }) = &result else {

@@ -72,7 +72,11 @@ export function RunPage({ runId }) {
       try {
         // As many as have been read: a refresh (a new step's changes) keeps what was shown.
         const limit = Math.min(MAX_CHANGES_PAGE, Math.max(CHANGES_PAGE, changesRead(d.changes)));
-        d.changes = await api.agent.listChanges({ runId, limit }, { signal });
+        const changes = await api.agent.listChanges({ runId, limit }, { signal });
+        // "Show more" read further while this was on its way: its pages must not be lost to
+        // an answer asked for fewer, so ask again for as many as are read now.
+        if (changesRead(d.changes) > limit && limit < MAX_CHANGES_PAGE) return loadChanges();
+        d.changes = changes;
         d.changesError = null;
       } catch (err) {
         if (isAbort(err, signal)) return;

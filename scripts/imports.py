@@ -70,17 +70,6 @@ KNOWN_CYCLES = {
             "store::conformance::runs"
         },
     ],
-    "eval/src": [
-        {
-            "grader", "grader::answer", "grader::budget", "grader::egress", "grader::judge",
-            "grader::trajectory", "grader::workspace"
-        },
-    ],
-    "cli/src": [
-        {
-            "mcp_add", "mcp_add::npm", "mcp_add::pypi"
-        },
-    ],
 }
 TEST_FILES = re.compile(r"(^|/)(tests|testing|test_support)\.rs$|_tests\.rs$")
 USE = re.compile(r"\buse\s+([^;]+);", re.S)

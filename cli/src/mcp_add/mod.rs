@@ -6,10 +6,12 @@
 //! file of every package installed with its archive's hash, and a manifest whose command runs
 //! the package's executable under a shipped profile (`files.rs`). Everything is made in a
 //! staging folder beside it and moved into place only when complete. Nothing installed runs
-//! on this machine: wheels only, npm's install scripts off; the tools are then listed by the
-//! daemon's loader in the server's sandbox (`listing.rs`).
+//! on this machine: wheels only, npm's install scripts off (the installers are run by
+//! `installer.rs`); the tools are then listed by the daemon's loader in the server's sandbox
+//! (`listing.rs`).
 
 mod files;
+mod installer;
 mod listing;
 mod npm;
 mod package;
@@ -17,7 +19,6 @@ mod pypi;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use airlock_client::exit_code;
 
@@ -29,8 +30,6 @@ use package::{Package, Registry};
 
 /// The longest manifest name (the daemon's rule: `[a-z][a-z0-9_]{0,63}`).
 const MAX_NAME_LEN: usize = 64;
-/// The most of a failed installer's messages shown.
-const MAX_ERROR_LINES: usize = 20;
 
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
@@ -216,37 +215,4 @@ impl Drop for Staging {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// Runs an installer step; its messages, when it fails.
-fn step(command: &mut Command, what: &str) -> Result<(), String> {
-    let done = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("cannot run {what}: {err}"))?;
-    if done.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&done.stderr);
-    let stdout = String::from_utf8_lossy(&done.stdout);
-    let lines: Vec<&str> = stderr
-        .lines()
-        .chain(stdout.lines())
-        .filter(|line| !line.trim().is_empty())
-        .collect();
-    let shown = &lines[lines.len().saturating_sub(MAX_ERROR_LINES)..];
-    Err(format!(
-        "{what} failed ({}):\n{}",
-        done.status,
-        shown.join("\n")
-    ))
-}
-
-/// A program's version line.
-fn output(command: &mut Command) -> Result<String, String> {
-    let done = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("cannot run {:?}: {err}", command.get_program()))?;
-    Ok(String::from_utf8_lossy(&done.stdout).trim().to_owned())
 }

@@ -13,8 +13,8 @@ use std::process::Command;
 use serde::Deserialize;
 
 use super::files::{Installed, Locked};
+use super::installer::{output, step};
 use super::package::Package;
-use super::{output, step};
 
 /// Where the system's Node.js may be: both under `/usr`, which the profile grants.
 const NODES: &[&str] = &["/usr/bin/node", "/usr/local/bin/node"];

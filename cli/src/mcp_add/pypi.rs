@@ -14,8 +14,8 @@ use std::process::Command;
 use serde::Deserialize;
 
 use super::files::{Installed, Locked, canonical};
+use super::installer::step;
 use super::package::Package;
-use super::step;
 
 /// The interpreter the venv is made with: the one the sandbox's `/usr` holds.
 const PYTHON: &str = "/usr/bin/python3";

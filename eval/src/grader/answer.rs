@@ -7,7 +7,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{GradeContext, Grader, Verdict, quoted};
+use super::grading::{GradeContext, Grader, Verdict, quoted};
 use crate::problem::Problem;
 
 /// How much of the answer a failed verdict quotes.

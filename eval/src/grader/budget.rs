@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::super::price::{Cost, format_usd};
-use super::{GradeContext, Grader, Verdict};
+use super::grading::{GradeContext, Grader, Verdict};
 use crate::problem::Problem;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

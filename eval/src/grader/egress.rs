@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 
 use super::super::outcome::{Contact, Outcome};
-use super::{GradeContext, Grader, Verdict};
+use super::grading::{GradeContext, Grader, Verdict};
 
 pub struct NoEgress;
 

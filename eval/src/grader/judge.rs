@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::super::approver::Approver;
 use super::super::daemon::RunEnd;
-use super::{GradeContext, Grader, Verdict, quoted};
+use super::grading::{GradeContext, Grader, Verdict, quoted};
 use crate::model::{Model, ModelSpec};
 use crate::problem::Problem;
 

@@ -1,6 +1,7 @@
 //! Graders: what decides whether an attempt passed. Each is a plugin behind one trait,
 //! [`Grader`], built from one entry of a task's `graders` list and asked, after the run, for
-//! a [`Verdict`] on what the run did ([`GradeContext`]). One module per family:
+//! a [`Verdict`](grading::Verdict) on what the run did ([`GradeContext`]). One module per
+//! family:
 //!
 //! - [`answer`] — `answer_contains`, `answer_matches`, `answer_json`;
 //! - [`workspace`] — `file_equals`, `tree_equals`, `command` (run through the daemon);
@@ -11,6 +12,10 @@
 //! - [`judge`] — `llm_judge`, the one grader whose verdict can differ between two gradings of
 //!   the same run, which every report marks.
 //!
+//! The trait, the verdict and the context every family shares are in [`grading`], which
+//! uses none of them; this module reads a task's `graders` list and builds each family's
+//! graders.
+//!
 //! A grader is checked when the suite loads (a bad regex, schema, stop reason or missing
 //! expected file stops the suite before anything runs); grading itself never fails: what
 //! goes wrong is a failed verdict saying what.
@@ -18,74 +23,20 @@
 mod answer;
 mod budget;
 mod egress;
+mod grading;
 mod judge;
 mod trajectory;
 mod workspace;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use async_trait::async_trait;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-use super::daemon::EvalDaemon;
-use super::outcome::Outcome;
 use crate::problem::Problem;
 
-/// A grader's judgement of one attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    pub passed: bool,
-    /// What was found: for a failure, what was expected and what came instead.
-    pub detail: String,
-}
-
-impl Verdict {
-    pub fn pass(detail: impl Into<String>) -> Verdict {
-        Verdict {
-            passed: true,
-            detail: detail.into(),
-        }
-    }
-
-    pub fn fail(detail: impl Into<String>) -> Verdict {
-        Verdict {
-            passed: false,
-            detail: detail.into(),
-        }
-    }
-}
-
-/// What a grader may look at.
-pub struct GradeContext<'a> {
-    /// The task's input.
-    pub input: &'a str,
-    pub outcome: &'a Outcome,
-    /// The attempt's workspace after the run, as the daemon sees it (absolute, symlinks
-    /// resolved; the eval and the daemon share the host).
-    pub workspace: &'a Path,
-    pub daemon: &'a dyn EvalDaemon,
-    /// How long a grader's own run may take (the task's `timeout_s`).
-    pub timeout: Duration,
-}
-
-#[async_trait(?Send)]
-pub trait Grader {
-    /// The grader's name in a suite: `answer_contains`, `stop_reason`, …
-    fn kind(&self) -> &'static str;
-
-    /// The grader with its parameters, as reports name it: `stop_reason final`.
-    fn label(&self) -> String;
-
-    /// Whether grading the same run twice gives the same verdict.
-    fn deterministic(&self) -> bool {
-        true
-    }
-
-    async fn grade(&self, cx: &GradeContext<'_>) -> Verdict;
-}
+pub use grading::{GradeContext, Grader};
 
 /// One entry of a task's `graders`, as written: a map with one key, the grader's name.
 #[derive(Debug, Clone, PartialEq)]
@@ -242,21 +193,19 @@ fn switched_on(name: &str, on: bool) -> Result<(), Problem> {
     }
 }
 
-/// `text` quoted, cut to `max` characters, for a verdict's detail.
-pub fn quoted(text: &str, max: usize) -> String {
-    let folded = airlock_render::fold_whitespace(text);
-    format!("{:?}", airlock_render::cut(&folded, max))
-}
-
 #[cfg(test)]
 pub mod tests {
     use std::cell::RefCell;
+    use std::time::Duration;
 
     use airlock_client::ClientError;
     use airlock_client::proto::{ExecuteToolRequest, StartRun, ToolResult};
+    use async_trait::async_trait;
 
     use super::super::approver::Approver;
-    use super::super::daemon::{Followed, RunEnd};
+    use super::super::daemon::{EvalDaemon, Followed, RunEnd};
+    use super::super::outcome::Outcome;
+    use super::grading::Verdict;
     use super::*;
 
     /// A daemon stand-in: answers runs and tool calls as told, and keeps what it was asked.

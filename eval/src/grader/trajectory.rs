@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use super::super::outcome::{Outcome, STOP_REASONS, TOOL_STATUSES, ToolCall};
-use super::{GradeContext, Grader, Verdict};
+use super::grading::{GradeContext, Grader, Verdict};
 use crate::problem::Problem;
 
 /// Calls a failed verdict lists.

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::super::tree::{self, Tree, normalized};
-use super::{GradeContext, Grader, Verdict, quoted};
+use super::grading::{GradeContext, Grader, Verdict, quoted};
 use crate::problem::Problem;
 
 /// The tool `command` runs.

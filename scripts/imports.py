@@ -74,7 +74,7 @@ KNOWN_CYCLES = {
 TEST_FILES = re.compile(r"(^|/)(tests|testing|test_support)\.rs$|_tests\.rs$")
 USE = re.compile(r"\buse\s+([^;]+);", re.S)
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
-CFG_TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+\w+\s*\{")
+CFG_TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
 
 
 def module_path(rel):
@@ -233,8 +233,9 @@ def name(module):
 def self_test():
     """The checker finds what it is for, on crates made for the purpose: a two-file cycle, a
     parent module and the child it calls by name using each other, and an upward import; and
-    passes a crate whose parent only re-exports its child. A checker that stopped seeing
-    imports would pass every crate; this fails instead."""
+    passes a crate whose parent only re-exports its child, or whose only cycle runs through a
+    (`pub`) `#[cfg(test)]` module. A checker that stopped seeing imports would pass every
+    crate; this fails instead."""
     import tempfile
 
     cases = {
@@ -245,6 +246,9 @@ def self_test():
                           "p/c.rs": "use super::P;\npub fn g() {}\n"}, True),
         "reexport": ({"lib.rs": "mod p;\n", "p/mod.rs": "mod c;\npub use c::g;\npub struct P;\n",
                       "p/c.rs": "use super::P;\npub fn g() {}\n"}, False),
+        "test_module": ({"lib.rs": "mod a;\nmod b;\n",
+                         "a.rs": "pub struct A;\n#[cfg(test)]\npub mod tests {\n    use crate::b::B;\n}\n",
+                         "b.rs": "use super::a::A;\npub struct B;\n"}, False),
     }
     failures = []
     for case, (files, has_cycle) in cases.items():

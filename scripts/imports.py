@@ -48,16 +48,6 @@ KNOWN_CYCLES = {
             "changes::overlay", "changes::sparse"
         },
         {
-            "engine", "engine::mcp", "engine::mcp::host", "engine::mcp::instance",
-            "engine::mcp::listing", "engine::mcp::tool", "engine::mcp::tool::account",
-            "engine::process", "engine::process::argv", "engine::process::child",
-            "engine::process::child::raw", "engine::process::child::shared",
-            "engine::process::keeper", "engine::process::launcher",
-            "engine::process::launcher::clone", "engine::process::limits",
-            "engine::process::pidfd", "engine::process::plan", "engine::process::sandbox",
-            "engine::process::spare"
-        },
-        {
             "agent::provider", "agent::provider::anthropic", "agent::provider::cassette",
             "agent::provider::exchange", "agent::provider::http", "agent::provider::openai",
             "agent::provider::retry", "agent::provider::scripted"

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::EngineKind;
+use super::kind::EngineKind;
 use crate::secrets::Secrets;
 
 /// How arguments reach a tool and its result comes back.

@@ -19,7 +19,7 @@ use super::oauth::Credential;
 use super::trust::{Distrust, TrustStore};
 use crate::changes::{CallRules, Changes, Deadline, Exclusions, Modes};
 use crate::egress::{Gate, Resolver, Rules};
-use crate::engine::McpServer;
+use crate::engine::image::McpServer;
 use crate::engine::process::{ServerProgram, ServerStart};
 use crate::profile::Profile;
 use crate::secrets::Secrets;

@@ -23,7 +23,7 @@ use super::client::Client;
 use super::questions::{self, Callers, MAX_ROUNDS, Questions};
 use super::trust::tool_digest;
 use crate::egress::Gate;
-use crate::engine::Exit;
+use crate::engine::contract::Exit;
 use crate::engine::process::{Armed, RunningServer, Usage, UsageWindow};
 
 mod start;

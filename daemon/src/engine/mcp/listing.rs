@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::ListingWorkspace;
+use crate::engine::image::ListingWorkspace;
 
 /// The empty folder, in the engine's dir of the state dir.
 const EMPTY: &str = "listing-workspace";

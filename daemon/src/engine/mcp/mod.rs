@@ -15,6 +15,7 @@
 
 mod client;
 
+pub use super::contract::{Hints, Imported, Imports};
 pub use client::Asker;
 pub use questions::Questions;
 mod host;
@@ -22,7 +23,8 @@ mod instance;
 mod listing;
 mod names;
 pub mod oauth;
-mod questions;
+/// Open to `engine`: the contract (`contract.rs`) gives a call's [`Questions`] in its `Launch`.
+pub(super) mod questions;
 mod tool;
 pub mod trust;
 
@@ -34,8 +36,9 @@ use host::{Host, Origin};
 use tool::McpTool;
 use trust::TrustStore;
 
+use super::contract::{Engine, EngineKind, LoadError, LoadedTool};
+use super::image::{Code, McpTransport, ToolImage};
 use super::process::ProcessEngine;
-use super::{Code, Engine, EngineKind, LoadError, LoadedTool, McpTransport, ToolImage};
 use crate::egress::{Resolver, Rules};
 use crate::profile::NetworkPolicy;
 use crate::profile::Profile;
@@ -43,34 +46,6 @@ use crate::profile::Profile;
 /// Where the engine keeps what it owns in the state dir: the workspaces servers are listed
 /// in at load (`listing.rs`).
 const ENGINE_DIR: &str = "mcp";
-
-/// What a tool's annotations claim. Hints from an untrusted server: they may raise the risk
-/// airlock gives a tool, never lower it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Hints {
-    pub read_only: Option<bool>,
-    pub destructive: Option<bool>,
-    pub idempotent: Option<bool>,
-    pub open_world: Option<bool>,
-}
-
-/// One tool of a server, ready to be served.
-pub struct Imported {
-    /// The tool's name on the server.
-    pub tool: String,
-    /// The name airlock serves it under.
-    pub name: String,
-    pub description: String,
-    pub input_schema: serde_json::Value,
-    pub hints: Hints,
-    pub loaded: Arc<dyn LoadedTool>,
-}
-
-/// What importing a server found: the tools it serves, and those it refused with why.
-pub struct Imports {
-    pub tools: Vec<Imported>,
-    pub refused: Vec<String>,
-}
 
 pub struct McpEngine {
     process: Arc<ProcessEngine>,

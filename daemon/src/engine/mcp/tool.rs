@@ -28,7 +28,7 @@ use account::Account;
 
 use super::host::{Host, Lease};
 use super::instance::Instance;
-use crate::engine::{Exit, Launch, LoadedTool, ToolKind};
+use crate::engine::contract::{Exit, Launch, LoadedTool, ToolKind};
 use crate::output::StreamKind;
 
 /// How long after its connection failed a server's exit is waited for, to tell a crash from

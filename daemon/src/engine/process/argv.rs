@@ -17,7 +17,7 @@ use std::ffi::CString;
 
 use serde_json::Value;
 
-use crate::engine::Abi;
+use crate::engine::image::Abi;
 
 /// The separator after which elements may start with a value.
 const END_OF_OPTIONS: &str = "--";

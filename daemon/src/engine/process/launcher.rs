@@ -41,7 +41,7 @@ use super::plan::{self, Blueprint, CallSpec};
 use super::sandbox::{self, Held, Reap, Sandbox};
 use super::spare::{self, Spare};
 use super::stack::Stack;
-use crate::engine::RunStats;
+use crate::engine::contract::RunStats;
 use crate::pause;
 
 mod clone;

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::engine::Exit;
+use crate::engine::contract::Exit;
 use crate::profile::Limits;
 
 use super::cgroup::CgroupStats;

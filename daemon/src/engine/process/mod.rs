@@ -71,9 +71,9 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::{Abi, Code, ToolImage};
+use super::image::{Abi, Code, ToolImage};
 use crate::changes::IdMap;
-use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
+use crate::engine::contract::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
 use crate::output::{OutputCapture, StreamKind};
 use crate::profile::{Access, NetworkPolicy, Profile};
 

@@ -21,7 +21,7 @@ use super::keeper::Armed;
 use super::network::Quiet;
 use super::pidfd::{Waited, kill, wait};
 use super::plan::ParentEnds;
-use crate::engine::RunStats;
+use crate::engine::contract::RunStats;
 
 /// What the reaper thread is handed: a process to wait for (already killed), then what the
 /// sandbox held.

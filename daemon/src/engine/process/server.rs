@@ -25,7 +25,8 @@ use super::plan::{Blueprint, CallSpec};
 use super::sandbox::Sandbox;
 use super::usage::{SharedPeak, Usage, UsageWindow};
 use super::{ProcessEngine, ProxyTask, Runtime, limits, sandbox_env, serve_egress};
-use crate::engine::{Abi, EngineKind, Exit, LoadError, RunStats};
+use crate::engine::contract::{EngineKind, Exit, LoadError, RunStats};
+use crate::engine::image::Abi;
 use crate::profile::Profile;
 
 /// A server program, checked against its profile and ready to start.

@@ -39,7 +39,7 @@ use super::pidfd;
 use super::plan::{Blueprint, CallSpec, Prepared};
 use super::sandbox::{Held, Reap, Sandbox};
 use super::stack::Stack;
-use crate::engine::RunStats;
+use crate::engine::contract::RunStats;
 
 /// What a spare was built for; a call with an equal key may take it.
 #[derive(Debug, Clone)]

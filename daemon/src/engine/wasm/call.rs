@@ -16,7 +16,7 @@ use super::limits::{LimitHit, Limiter};
 use super::preopen;
 use super::retire::Retirement;
 use super::stdio::CaptureStream;
-use crate::engine::{Exit, Launch};
+use crate::engine::contract::{Exit, Launch};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
 use crate::profile::{Access, GUEST_WORKSPACE, GrantPath};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::engine::RunStats;
+use crate::engine::contract::RunStats;
 
 use super::limits::LimitHit;
 

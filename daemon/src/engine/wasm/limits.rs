@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
 
-use crate::engine::RunStats;
+use crate::engine::contract::RunStats;
 
 /// No table needs more elements than this: even very large C++ programs have well under a
 /// million functions, and each element costs host memory.

@@ -52,8 +52,8 @@ use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use super::{Code, ToolImage};
-use crate::engine::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
+use super::image::{Code, ToolImage};
+use crate::engine::contract::{Engine, EngineKind, Exit, Launch, LoadError, LoadedTool, ToolKind};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
 use crate::profile::{GrantPath, LimitKind, NetworkPolicy, Profile};

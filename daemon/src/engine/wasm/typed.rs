@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use wasmtime::Store;
 
 use super::call::{ComponentState, Slot, configure};
-use crate::engine::{Exit, Launch};
+use crate::engine::contract::{Exit, Launch};
 use crate::output::StreamKind;
 use crate::pause::{self, Point};
 use crate::profile::GUEST_WORKSPACE;

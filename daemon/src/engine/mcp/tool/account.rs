@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use crate::egress::{Contact, Gate};
-use crate::engine::RunStats;
+use crate::engine::contract::RunStats;
 use crate::engine::mcp::instance::Instance;
 use crate::engine::process::UsageWindow;
 

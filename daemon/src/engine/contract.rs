@@ -8,6 +8,7 @@
 //! imports none of them back, only the leaves it names: the engines' kinds (`kind.rs`), the
 //! image a tool is loaded from (`image.rs`), and the MCP client that answers a hosted
 //! server's questions (`mcp/questions.rs`).
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

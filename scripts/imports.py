@@ -65,10 +65,6 @@ KNOWN_CYCLES = {
         {
             "agent::run", "agent::run::pipeline"
         },
-        {
-            "store::conformance", "store::conformance::journal", "store::conformance::retention",
-            "store::conformance::runs"
-        },
     ],
     "eval/src": [
         {

@@ -62,9 +62,6 @@ KNOWN_CYCLES = {
             "agent::provider::exchange", "agent::provider::http", "agent::provider::openai",
             "agent::provider::retry", "agent::provider::scripted"
         },
-        {
-            "agent::run", "agent::run::pipeline"
-        },
     ],
     "eval/src": [
         {

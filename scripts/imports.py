@@ -57,11 +57,6 @@ KNOWN_CYCLES = {
             "engine::process::pidfd", "engine::process::plan", "engine::process::sandbox",
             "engine::process::spare"
         },
-        {
-            "agent::provider", "agent::provider::anthropic", "agent::provider::cassette",
-            "agent::provider::exchange", "agent::provider::http", "agent::provider::openai",
-            "agent::provider::retry", "agent::provider::scripted"
-        },
     ],
     "eval/src": [
         {

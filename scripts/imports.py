@@ -44,10 +44,6 @@ CRATES = ["proto/src", "daemon/src", "client/src", "render/src", "eval/src", "cl
 KNOWN_CYCLES = {
     "daemon/src": [
         {
-            "changes", "changes::apply", "changes::blobs", "changes::bounds", "changes::capture",
-            "changes::overlay", "changes::sparse"
-        },
-        {
             "engine", "engine::mcp", "engine::mcp::host", "engine::mcp::instance",
             "engine::mcp::listing", "engine::mcp::tool", "engine::mcp::tool::account",
             "engine::process", "engine::process::argv", "engine::process::child",

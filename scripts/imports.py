@@ -7,11 +7,10 @@ Two rules (issue 48's "no cycles, no upward imports"):
    (directly or through others) uses one of its own. Test files (`*_tests.rs`, `tests.rs`,
    `testing.rs`, `test_support.rs`) and `#[cfg(test)] mod tests` blocks are left out: tests may
    reach anywhere; so is the crate root (`lib.rs`, `main.rs`), the crate's face. A re-export
-   (`pub use child::Item`) is a module's face, not a use by its code, and makes no edge. The
-   cycles left when this check was written (a parent `mod.rs` that defines the types its
-   children use and also calls into them) are listed in `KNOWN_CYCLES`, to be broken one by one:
-   a cycle passes only inside one of them, so none grows and no new one appears. Remove an entry
-   once its cycle is gone.
+   (`pub use child::Item`) is a module's face, not a use by its code, and makes no edge. There is
+   no list of cycles allowed to stay: a parent `mod.rs` that defines what its children use keeps
+   those definitions in a file of their own (`changes/types.rs`, `engine/contract.rs`), which
+   the children import and which imports none of them.
 2. In the daemon, no import runs from a lower layer up to a higher one. The layers are the
    numbered list under "# Layers" in `daemon/src/lib.rs`'s module doc, top first; a module of
    level N may import modules of levels >= N. An upward import is allowed only when the
@@ -38,29 +37,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["proto/src", "daemon/src", "client/src", "render/src", "eval/src", "cli/src",
           "mcp-bridge/src", "sdk/rust/src", "tests/src"]
 
-# Cycles left when the check was written (issue 48): each a parent module that defines what
-# its children use and calls into them. Break one by moving the parent's definitions into a
-# file of their own, then delete its entry.
-KNOWN_CYCLES = {
-    "daemon/src": [
-        {
-            "changes", "changes::apply", "changes::blobs", "changes::bounds", "changes::capture",
-            "changes::overlay", "changes::sparse"
-        },
-        {
-            "agent::provider", "agent::provider::anthropic", "agent::provider::cassette",
-            "agent::provider::exchange", "agent::provider::http", "agent::provider::openai",
-            "agent::provider::retry", "agent::provider::scripted"
-        },
-        {
-            "agent::run", "agent::run::pipeline"
-        },
-        {
-            "store::conformance", "store::conformance::journal", "store::conformance::retention",
-            "store::conformance::runs"
-        },
-    ],
-}
 TEST_FILES = re.compile(r"(^|/)(tests|testing|test_support)\.rs$|_tests\.rs$")
 USE = re.compile(r"\buse\s+([^;]+);", re.S)
 PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
@@ -263,7 +239,6 @@ def self_test():
 def main():
     crates = sys.argv[1:] or CRATES
     problems = self_test()
-    known = 0
     for crate in crates:
         src = os.path.join(REPO, crate)
         if not os.path.isdir(src):
@@ -272,9 +247,6 @@ def main():
         modules, edges, docs = graph(src)
         for component in cycles(modules, edges):
             members = set(component)
-            if any({name(m) for m in members} <= group for group in KNOWN_CYCLES.get(crate, [])):
-                known += 1
-                continue
             lines = [f"{crate}: files that import each other: "
                      + ", ".join(sorted(name(m) for m in component))]
             for a in sorted(component):
@@ -308,8 +280,7 @@ def main():
     if problems:
         print(f"imports.py: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"imports.py: no new cycles, no upward imports ({len(crates)} crates; {known} known "
-          "cycles left to break, see KNOWN_CYCLES)", file=sys.stderr)
+    print(f"imports.py: no cycles, no upward imports ({len(crates)} crates)", file=sys.stderr)
     return 0
 
 

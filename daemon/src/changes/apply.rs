@@ -34,7 +34,8 @@ use super::lower::{lower_stat, open_lower, read_names};
 use super::overlay::Upper;
 use super::paths::{self, Owner};
 use super::rel::RelPath;
-use super::{ChangeError, ChangeSet, Kind, Node, State, blobs, sparse};
+use super::types::{ChangeError, ChangeSet, Kind, Node, State};
+use super::{blobs, sparse};
 use crate::pause::{self, Point};
 
 /// The prefix of a staging directory's name at the workspace's root.

@@ -13,9 +13,9 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
-use super::ChangeError;
 use super::bounds::Deadline;
 use super::sparse;
+use super::types::ChangeError;
 
 /// Read size when hashing and copying.
 const CHUNK: usize = 64 * 1024;

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{AtFlags, FileType, OFlags};
 
-use super::ChangeError;
 use super::lower::open_lower;
 use super::rel::RelPath;
+use super::types::ChangeError;
 
 /// Entries one call may change, by default: an `npm install` of a large project writes about
 /// 100,000 files; past 200,000 a call is more likely a fork bomb of files than a build.

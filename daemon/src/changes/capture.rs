@@ -21,7 +21,7 @@ use super::lower::{lower_stat, open_lower, read_names};
 use super::overlay::Upper;
 use super::rel::RelPath;
 use super::sparse;
-use super::{Change, ChangeError, ChangeSet, Kind, Node, State};
+use super::types::{Change, ChangeError, ChangeSet, Kind, Node, State};
 
 /// The xattr overlayfs sets on a directory that hides the lower directory's entries.
 const OPAQUE_XATTR: &str = "trusted.overlay.opaque";

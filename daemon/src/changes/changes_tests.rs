@@ -3,6 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
+use super::types::{MAX_NAMING_BYTES, name_paths};
 use super::*;
 
 #[test]

@@ -23,8 +23,8 @@ use rustix::mount::{
     fsconfig_set_string, fsmount, fsopen, open_tree,
 };
 
-use super::ChangeError;
 use super::idmap::{IdMap, NOBODY};
+use super::types::ChangeError;
 
 /// `MOUNT_ATTR_RDONLY` and `MOUNT_ATTR_IDMAP` of `linux/mount.h`.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;

@@ -21,7 +21,7 @@ use super::lower::{lower_stat, open_lower, open_workspace, read_names};
 use super::paths;
 use super::rel::RelPath;
 use super::sparse;
-use super::{ChangeSet, Kind, Node, State};
+use super::types::{ChangeSet, Kind, Node, State, name_paths};
 
 /// What to put back at one path.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ pub enum RevertError {
 }
 
 fn describe(conflicts: &[Conflict]) -> String {
-    super::name_paths(
+    name_paths(
         conflicts
             .iter()
             .map(|conflict| format!("{} ({})", conflict.path, conflict.reason)),
@@ -348,7 +348,7 @@ pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::R
     if !neither.is_empty() {
         note.push_str(&format!(
             "; changed since by something else: {}",
-            super::name_paths(&neither)
+            name_paths(&neither)
         ));
     }
     set.not_applied = Some(note);

@@ -15,8 +15,8 @@ use std::os::fd::AsFd;
 use rustix::fs::SeekFrom;
 use sha2::{Digest, Sha256};
 
-use super::ChangeError;
 use super::bounds::Deadline;
+use super::types::ChangeError;
 
 /// Read size when hashing and copying.
 const CHUNK: usize = 64 * 1024;

@@ -59,7 +59,7 @@ use super::overlay::{Overlay, Upper};
 use super::rel::RelPath;
 use super::revert::{self, current_within};
 use super::show::View;
-use super::{ChangeError, ChangeSet, Node, Refusal, State};
+use super::types::{ChangeError, ChangeSet, Node, Refusal, State, name_paths};
 
 /// What the server was shown at each path of its upper layer, and when.
 #[derive(Debug)]
@@ -302,7 +302,7 @@ impl ServerWrites {
         if !conflicts.is_empty() {
             set.not_applied = Some(format!(
                 "the server wrote {} which changed on the host since it was last shown them: the host's versions are kept and nothing was applied",
-                super::name_paths(&conflicts)
+                name_paths(&conflicts)
             ));
             set.refusal = Some(Refusal::Failed);
         }

@@ -25,11 +25,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::exchange::{Exchange, WireFormat, WireReply};
-use super::{
-    ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderEvent, ProviderEvents,
-    Purpose, anthropic, openai, scripted,
+use super::types::{
+    Exchange, ModelProvider, ModelRequest, ModelResponse, ProviderError, ProviderEvent,
+    ProviderEvents, Purpose, WireFormat, WireReply,
 };
+use super::{anthropic, openai, scripted};
 
 /// The cassette format this daemon writes and reads.
 pub const CASSETTE_VERSION: u32 = 1;

@@ -1,45 +1,14 @@
-//! The wire exchange of one model call, shared by every provider and by `replay`: whose wire
-//! format it is in, the request body sent and the reply body read (or, for a streamed reply,
-//! each event's data), never a header — so never a key. A provider reports the exchange of the
-//! attempt that answered ([`ProviderEvent::Exchange`]) to a caller that wants it
+//! The helpers of the wire exchange of one model call ([`Exchange`], in `types`), shared by
+//! every provider and by `replay`: whose wire format it is in, the request body sent and the
+//! reply body read (or, for a streamed reply, each event's data), never a header — so never a
+//! key. A provider reports the exchange of the attempt that answered
+//! ([`ProviderEvent::Exchange`]) to a caller that wants it
 //! ([`ProviderEvents::wants_exchange`]); a provider's `replay` rebuilds a recorded request with
 //! the helpers here ([`Sent`], [`check_body`], [`body_of`]).
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ProviderError, ProviderEvent, ProviderEvents};
-
-/// Whose wire format an exchange is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WireFormat {
-    /// Chat Completions.
-    Openai,
-    /// Messages.
-    Anthropic,
-    /// The scripted model's own: the provider-neutral request and response as JSON.
-    Scripted,
-}
-
-/// A reply body as read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum WireReply {
-    /// A whole JSON body.
-    Whole(Value),
-    /// A streamed reply: the data of each server-sent event, in order.
-    Stream(Vec<String>),
-}
-
-/// The wire exchange of one model call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exchange {
-    pub format: WireFormat,
-    /// The request body as sent.
-    pub request: Value,
-    pub reply: WireReply,
-}
+use super::types::{Exchange, ProviderError, ProviderEvent, ProviderEvents, WireFormat, WireReply};
 
 /// Reports the exchange that answered, for the run's cassette: `request` is the body sent.
 pub(super) fn report(

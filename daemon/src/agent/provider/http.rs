@@ -15,9 +15,9 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{Client, Response, StatusCode, Url};
 use serde_json::Value;
 
-use super::ProviderError;
 use super::retry::{Failure, parse_retry_after};
 use super::sse::{SseDecoder, SseEvent};
+use super::types::ProviderError;
 
 /// The most bytes one answer may take, whole or streamed. Real answers are tens of
 /// kilobytes; the bound keeps a misbehaving server from filling the daemon's memory.

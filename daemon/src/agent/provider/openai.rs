@@ -21,13 +21,14 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::exchange::{self, Sent, WireFormat, WireReply};
+use super::exchange::{self, Sent};
 use super::http::{self, ApiKey, HttpClient};
 use super::retry::Failure;
-use super::{
+use super::retry::RetryPolicy;
+use super::settings::ProviderSettings;
+use super::types::{
     FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
-    ProviderEvent, ProviderEvents, ProviderSettings, RetryPolicy, ToolCall, Usage,
-    estimated_tokens,
+    ProviderEvent, ProviderEvents, ToolCall, Usage, WireFormat, WireReply, estimated_tokens,
 };
 
 /// OpenAI's own API: the one host that needs a key, and that wants `max_completion_tokens`

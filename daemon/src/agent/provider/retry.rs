@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use super::{ProviderError, ProviderEvent, ProviderEvents};
+use super::types::{ProviderError, ProviderEvent, ProviderEvents};
 
 /// The longest wait a server's `Retry-After` can impose. It is honoured above `max_backoff`
 /// because waiting less than the server asked only earns another 429; beyond a minute a run

@@ -54,10 +54,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::exchange::{Exchange, WireFormat, WireReply};
-use super::{
-    FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
-    ProviderEvent, ProviderEvents, Purpose, ToolCall, Usage, estimated_tokens,
+use super::types::{
+    Exchange, FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError,
+    ProviderEvent, ProviderEvents, Purpose, ToolCall, Usage, WireFormat, WireReply,
+    estimated_tokens,
 };
 
 /// The largest script, in bytes. Scripts arrive from clients; a megabyte holds thousands of
@@ -232,7 +232,7 @@ fn wire_request(request: &ModelRequest) -> Result<Value, ProviderError> {
     struct WireRequest<'a> {
         system: &'a str,
         messages: &'a [Message],
-        tools: &'a [super::ToolDefinition],
+        tools: &'a [super::types::ToolDefinition],
         max_output_tokens: u32,
         temperature: Option<f32>,
     }

@@ -13,7 +13,8 @@
 //! Each user input starts a turn: the run's own, and any sent while it goes on.
 //!
 //! The loop is assembled by [`RunLoop::new`] (`assemble`) from a new run's state or a
-//! checkpoint's; the state it saves at each checkpoint is `state`.
+//! checkpoint's; the state it saves at each checkpoint is `state`. The loop itself, the
+//! [`RunLoop`] struct the files here share, is defined in `run_loop`.
 //!
 //! Every step of that is an event in the run's log, committed before anyone sees it, and a
 //! run always ends with a typed stop reason.
@@ -24,76 +25,29 @@ mod budget;
 mod pipeline;
 mod progress;
 mod recorder;
+mod run_loop;
 mod state;
 
 use crate::changes::WorkspaceIgnores;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
 use tokio::sync::mpsc;
 
-use super::context::{self, Counted, Counter, Entry, Part, ToolSet};
-use super::live::{LiveRun, Shared};
-use super::provider::{
-    Message, ModelProvider, ModelRequest, ModelResponse, ProviderEvent, Purpose, ToolCall,
-    ToolDefinition,
-};
-use super::tokens::Tokenizer;
+use super::context::{self, Counted, Entry, Part};
+use super::provider::{Message, ModelRequest, ModelResponse, ProviderEvent, Purpose, ToolCall};
 use crate::domain::StopReason;
 use crate::ids::{CallId, StepId, TurnId};
-use crate::policy::ApprovalPolicy;
 use crate::store::Pending;
-use crate::store::SessionRecord;
-use crate::tools::Tool;
-use crate::trace::Span;
-use approvals::Approvals;
 use pipeline::Proposed;
 use state::{PendingStep, SavedCall, Snapshot};
 
 pub(super) use assemble::{Parts, Resolved};
 pub use budget::RunLimits;
-pub(super) use budget::{Budget, Halt, Stop, stop};
-pub(super) use progress::ProgressTracker;
-pub(super) use recorder::{CallEvent, Recorder};
+pub(super) use budget::{Halt, Stop, stop};
+pub(super) use recorder::CallEvent;
+pub(super) use run_loop::RunLoop;
 pub(super) use state::LoopState;
-
-pub(super) struct RunLoop {
-    shared: Arc<Shared>,
-    run: Arc<LiveRun>,
-    session: SessionRecord,
-    provider: Arc<dyn ModelProvider>,
-    tools: BTreeMap<String, Arc<Tool>>,
-    /// The same tools as the model reads them.
-    tool_set: ToolSet,
-    /// How the run counts tokens.
-    counter: Counter,
-    /// The workspace's AGENTS.md as the run started.
-    project: Option<String>,
-    /// The counts of `system` and `project`, made once.
-    fixed: context::Fixed,
-    /// The turn in progress.
-    turn_id: TurnId,
-    progress: ProgressTracker,
-    /// After a failed summarising call: the step before which compaction is not tried again.
-    compaction_retry_step: Option<u32>,
-    policy: ApprovalPolicy,
-    system: String,
-    stop_on_denial: bool,
-    input: mpsc::UnboundedReceiver<String>,
-    conversation: Vec<Entry>,
-    budget: Budget,
-    /// The calls of the latest model response not all observed yet.
-    pending: Option<PendingStep>,
-    recorder: Recorder,
-    approvals: Arc<Approvals>,
-    /// The span of the step in progress.
-    step_span: Option<Span>,
-    /// The workspace's ignore files as they were when the run started (or resumed): what
-    /// its calls' change sets record by digest only does not move with them.
-    ignores: Option<WorkspaceIgnores>,
-}
 
 /// How a run's loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -582,21 +536,6 @@ impl RunLoop {
 /// loop asks again: a provider that failed once often fails again at once, and each try
 /// costs a call.
 const COMPACTION_RETRY_STEPS: u32 = 5;
-
-/// The run's tools as its model reads them.
-fn tool_set(tools: &BTreeMap<String, Arc<Tool>>, tokenizer: &Tokenizer) -> ToolSet {
-    ToolSet::new(
-        tools
-            .values()
-            .map(|tool| ToolDefinition {
-                name: tool.name().to_owned(),
-                description: tool.manifest.description.clone(),
-                input_schema: tool.arguments.json().clone(),
-            })
-            .collect(),
-        tokenizer,
-    )
-}
 
 /// Gives each proposed call an id of ours. The model's ids are kept for the conversation,
 /// except empty or repeated ones, which would make observations ambiguous.

@@ -1,5 +1,7 @@
 //! Tests of the run loop as a whole: steps, limits, checkpoints and the provider's call ids.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::super::testing::{Harness, StalledDisk, finished, kinds};

@@ -1,7 +1,12 @@
 //! The suite's checks of what resumption and tracing keep: checkpoints, the effect journal,
 //! approvals and grants, spans, model exchanges.
 
-use super::*;
+use airlock_proto::v1 as pb;
+
+use super::fixtures::{event, recorded_run};
+use crate::domain::{DecidedBy, Decision};
+use crate::ids::{ApprovalId, CallId, CheckpointId, RunId};
+use crate::store::{ApprovalResolution, Checkpoint, Effect, Store};
 
 pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
     store: &dyn Store,

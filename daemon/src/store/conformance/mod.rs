@@ -4,20 +4,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod fixtures;
 mod journal;
 mod retention;
 mod runs;
 
-use std::collections::BTreeMap;
+pub use fixtures::recorded_run;
+pub(super) use fixtures::session;
 
-use airlock_proto::v1 as pb;
-
-use super::{
-    ApprovalResolution, Checkpoint, Effect, ExecutionOwner, OutputRecord, RunEnd, RunFilter,
-    RunRecord, RunState, SessionRecord, Store, StoreError,
-};
-use crate::domain::{DecidedBy, Decision, StopReason, Usage};
-use crate::ids::{ApprovalId, CallId, CheckpointId, ExecutionId, RunId, SessionId, TraceId};
+use super::Store;
 
 /// Runs every check of the suite against `store`.
 pub async fn conformance(store: &dyn Store) {
@@ -33,70 +28,4 @@ pub async fn conformance(store: &dyn Store) {
     retention::outputs_and_owners_round_trip(store).await;
     retention::old_outputs_and_owners_go_and_nothing_else(store, &tenant).await;
     retention::old_finished_runs_are_deleted_and_nothing_else(store, &tenant).await;
-}
-
-pub(super) fn session(tenant: &str, created_at_ms: i64) -> SessionRecord {
-    SessionRecord {
-        session_id: SessionId::new(),
-        workspace: Some("/srv/ws".into()),
-        labels: BTreeMap::from([("team".to_owned(), "core".to_owned())]),
-        created_at_ms,
-        tenant: tenant.to_owned(),
-        settings: pb::SessionSettings {
-            instructions: "be brief".into(),
-            tools: vec!["read_file".into()],
-            ..Default::default()
-        },
-    }
-}
-
-pub(super) fn run(session: &SessionRecord, created_at_ms: i64) -> RunRecord {
-    RunRecord {
-        run_id: RunId::new(),
-        session_id: session.session_id.clone(),
-        state: RunState::Running,
-        start: pb::StartRun {
-            input: format!("task at {created_at_ms}"),
-            ..Default::default()
-        },
-        model: "scripted".into(),
-        workspace: session.workspace.clone(),
-        trace_id: TraceId::new(),
-        created_at_ms,
-        finished_at_ms: None,
-        stop_reason: None,
-        stop_detail: String::new(),
-        final_text: String::new(),
-        usage: Usage::default(),
-        steps: 0,
-        last_seq: 1,
-        tenant: session.tenant.clone(),
-    }
-}
-
-pub(super) fn event(run_id: &RunId, seq: u64) -> pb::RunEvent {
-    pb::RunEvent {
-        run_id: run_id.to_string(),
-        seq,
-        step_id: String::new(),
-        time_ms: 7,
-        turn_id: "trn_0".into(),
-        delta: false,
-        event: Some(pb::run_event::Event::ModelText(pb::ModelText {
-            text: format!("event {seq}"),
-        })),
-    }
-}
-
-/// A session and one run in it, recorded with the run's first event (for other modules' tests
-/// too).
-pub async fn recorded_run(store: &dyn Store, tenant: &str, created_at_ms: i64) -> RunRecord {
-    let session = session(tenant, created_at_ms);
-    store.create_session(&session).await.expect("session");
-    let run = run(&session, created_at_ms);
-    store
-        .create_run(&run, &event(&run.run_id, 1))
-        .await
-        .expect("run");
-    run
 }

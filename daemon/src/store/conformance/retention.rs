@@ -1,7 +1,10 @@
 //! The suite's checks of kept outputs and execution owners, and of retention: what goes, and
 //! that nothing else does.
 
-use super::*;
+use super::fixtures::recorded_run;
+use crate::domain::StopReason;
+use crate::ids::{ExecutionId, RunId};
+use crate::store::{ExecutionOwner, OutputRecord, RunEnd, Store};
 
 pub(super) async fn outputs_and_owners_round_trip(store: &dyn Store) {
     let digest = format!("digest-{}", uuid::Uuid::new_v4().simple());

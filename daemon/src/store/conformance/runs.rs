@@ -1,6 +1,9 @@
 //! The suite's checks of sessions, runs and their event log: round trips, pages, order.
 
-use super::*;
+use super::fixtures::{event, recorded_run, run, session};
+use crate::domain::{StopReason, Usage};
+use crate::ids::{RunId, SessionId};
+use crate::store::{RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError};
 
 pub(super) async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenant: &str) {
     let session = session(tenant, 1);

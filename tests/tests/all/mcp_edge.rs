@@ -269,23 +269,38 @@ async fn a_tenants_cap_counts_its_calls_on_both_edges() {
     };
 
     // Bob's one call in flight is a spin over MCP …
-    let spinning = bob.call(2, "spin", json!({})).await;
-    let mut refused = None;
-    for _ in 0..200 {
-        match grpc.execute_tool(probe()).await {
-            Err(status) => {
-                refused = Some(status);
-                break;
+    let mut spin_id = 100;
+    let (spinning, refused) = loop {
+        let mut spinning = bob.call(spin_id, "spin", json!({})).await;
+        let mut refused = None;
+        for _ in 0..200 {
+            match grpc.execute_tool(probe()).await {
+                Err(status) => {
+                    refused = Some(status);
+                    break;
+                }
+                Ok(stream) => {
+                    let mut stream = stream.into_inner();
+                    while stream.message().await.unwrap().is_some() {}
+                }
             }
-            Ok(stream) => {
-                let mut stream = stream.into_inner();
-                while stream.message().await.unwrap().is_some() {}
-            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        if let Some(refused) = refused {
+            break (spinning, refused);
+        }
+        // Every probe went through: one of them held the slot as the spin arrived, and the
+        // spin was the call refused (a loaded machine makes the overlap likely). Again.
+        let answer = tokio::time::timeout(Duration::from_secs(30), spinning.next())
+            .await
+            .expect("the spin neither holds the slot nor ends")
+            .expect("the spin's answer");
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with("RESOURCE_EXHAUSTED: "), "{answer}");
+        spin_id += 1;
+        assert!(spin_id < 105, "the spin never held bob's slot");
+    };
     // … so gRPC refuses his next one,
-    let refused = refused.expect("the MCP call holds bob's slot");
     assert_eq!(
         refused.code(),
         tonic::Code::ResourceExhausted,
@@ -303,7 +318,7 @@ async fn a_tenants_cap_counts_its_calls_on_both_edges() {
     let cancelled = bob
         .post(json!({
             "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": 2, "reason": "done"}
+            "params": {"requestId": spin_id, "reason": "done"}
         }))
         .await;
     assert_eq!(cancelled.status(), StatusCode::ACCEPTED);

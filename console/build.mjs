@@ -11,7 +11,6 @@ const root = dirname(fileURLToPath(import.meta.url));
 const src = join(root, "src");
 const dist = join(root, "dist");
 
-await rm(dist, { recursive: true, force: true });
 await mkdir(dist, { recursive: true });
 
 // The console speaks gRPC-Web in the binary format only, so protobuf's JSON codec is never
@@ -101,7 +100,15 @@ for (const [name, bytes] of outputs) {
   // carry a path of the machine that built it.
   if (name === "app.js" && /\beval\(|new Function\(/.test(text)) throw new Error("app.js uses eval or new Function");
   if (text.includes(root)) throw new Error(`${name} contains the build directory's path`);
-  await writeFile(join(dist, name), bytes);
+  // Only what changed is written: airlockd embeds these files, and cargo rebuilds the daemon
+  // (and all that links it) when one is newer than its last build, the same bytes or not.
+  const old = await readFile(join(dist, name)).catch(() => null);
+  if (!old || !old.equals(Buffer.from(bytes))) await writeFile(join(dist, name), bytes);
+}
+// Whatever else is in dist/ is no longer built.
+const built = new Set(outputs.map(([name]) => name));
+for (const name of await readdir(dist)) {
+  if (!built.has(name)) await rm(join(dist, name), { recursive: true, force: true });
 }
 
 for (const name of (await readdir(dist)).sort()) {

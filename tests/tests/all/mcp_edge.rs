@@ -295,7 +295,9 @@ async fn a_tenants_cap_counts_its_calls_on_both_edges() {
             .await
             .expect("the spin neither holds the slot nor ends")
             .expect("the spin's answer");
-        let text = answer["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
         assert!(text.starts_with("RESOURCE_EXHAUSTED: "), "{answer}");
         spin_id += 1;
         assert!(spin_id < 105, "the spin never held bob's slot");

@@ -72,6 +72,13 @@ step "the build's own Debian package (libseccomp-dev, which airlockd links)"
 # Before the background installs: the build below links it, and apt takes one at a time.
 ensure_apt_packages libseccomp-dev
 
+# What `cargo clippy -- -D warnings` sets, here for every build of this script, the
+# WebAssembly modules' included (they are linted for the target they run on): the same
+# settings keep cargo from building a crate again (scripts/bench.sh builds them once more).
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)"
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+
 step "downloads and the WebAssembly modules, in the background: Debian packages (Chromium and PostgreSQL among them), Rust targets, the modules the tests run, Python and npm packages, each language's toolchain"
 # The WebAssembly build runs here, beside the host build rather than as a step after it: both
 # are CPU-bound, so this moves its time into the build's step rather than saving it, but the
@@ -94,11 +101,6 @@ cargo fmt --all -- --check
 python3 scripts/imports.py
 
 step "build and lint the workspace (clippy compiles it)"
-# What `cargo clippy -- -D warnings` sets, here for every build of this script: the same
-# settings keep cargo from building a crate again.
-RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)"
-export RUSTC_WORKSPACE_WRAPPER
-export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 # Binaries first: the end-to-end tests run the real `airlockd` and `airlock`.
 cargo build --workspace --bins
 cargo test --workspace --no-run

@@ -150,8 +150,17 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         // Installed first: a signal that arrives while the daemon starts stops it cleanly,
         // rather than killing it with the default action.
-        let shutdown = shutdown_signal().context("cannot install the signal handlers")?;
-        let daemon = Daemon::build(config).await?;
+        let mut shutdown =
+            Box::pin(shutdown_signal().context("cannot install the signal handlers")?);
+        // Building waits on the store, which may take long to answer (or never answer):
+        // a signal meanwhile stops the daemon before it served anything.
+        let daemon = tokio::select! {
+            built = Daemon::build(config) => built?,
+            () = &mut shutdown => {
+                tracing::info!("stopped while starting, before serving anything");
+                return anyhow::Ok(());
+            }
+        };
         let listener = daemon.bind().await?;
         daemon.serve(listener, shutdown).await?;
         tracing::info!("airlockd stopped");

@@ -13,6 +13,7 @@
 pub mod browser;
 pub mod cli;
 pub mod egress;
+pub mod link;
 pub mod mcp;
 pub mod model_api;
 pub mod netns;

@@ -130,6 +130,30 @@ impl AgentRuntime {
         })
     }
 
+    /// Stops a run this daemon executes that another daemon of the fleet took over (this
+    /// one could not renew its lease in time: frozen, starved, cut off from the store). Its
+    /// writes are refused from now on, so its loop ends without recording anything, and its
+    /// clients follow the run where it goes on; the approvals it waited for are handed over,
+    /// their consoles told how each stands there.
+    pub async fn lose(&self, run_id: &RunId) {
+        let Some(live) = self.live_run(run_id) else {
+            return;
+        };
+        tracing::warn!(
+            run = %run_id,
+            "the run was taken over by another daemon while this one could not renew its \
+             lease; stopping it here without writing"
+        );
+        if let Some(remote) = self.remote() {
+            for approval_id in self.shared.approvals.pending_of(run_id) {
+                let update = remote.handed_over(&approval_id).await;
+                self.shared.approvals.hand_over(&approval_id, update);
+            }
+        }
+        live.cancel
+            .pull("taken over by another daemon of the fleet".into());
+    }
+
     /// Whether this daemon executes `run_id` now.
     pub fn is_live(&self, run_id: &RunId) -> bool {
         self.live_run(run_id).is_some()

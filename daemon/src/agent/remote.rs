@@ -141,6 +141,19 @@ impl Remote {
     }
 }
 
+impl Remote {
+    /// How a request of a run this daemon lost to another stands in the store, for the
+    /// consoles that saw it pending here; none while it cannot be read, or while it is
+    /// still pending there (the fleet's watch then shows it).
+    pub async fn handed_over(&self, approval_id: &str) -> Option<pb::ApprovalRequest> {
+        let stored = self.relay.approval(approval_id).await.ok()??;
+        if stored.resolution.is_none() && stored.request.deadline_ms > crate::ids::now_ms() {
+            return None;
+        }
+        ended_update(stored)
+    }
+}
+
 fn answered(
     run_id: &RunId,
     outcome: CommandOutcome,

@@ -5,9 +5,10 @@
 //! waits again under the same id and deadline.
 //!
 //! Who owns a run is the store's to decide ([`Leases`]): a claim is one transaction, and a
-//! daemon that lost a run finds its next write for it refused. This module only keeps the
-//! lease fresh and asks for runs on a timer; [`commands`] applies what clients of other
-//! daemons ask of the runs executed here.
+//! daemon that lost a run finds its next write for it refused. This module keeps the lease
+//! fresh and, on a timer, gives back the runs it cannot go on with, stops the runs it lost
+//! (a loop waiting for a person or a model writes nothing that would tell it), and asks for
+//! runs; [`commands`] applies what clients of other daemons ask of the runs executed here.
 
 mod commands;
 
@@ -116,6 +117,7 @@ impl Fleet {
                 }
             }
             self.give_back().await;
+            self.stop_lost().await;
             if let Err(err) = self.take_over(&mut refused).await {
                 tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
             }
@@ -161,10 +163,37 @@ impl Fleet {
         }
     }
 
+    /// Stops the runs executed here that another daemon took over while this one could not
+    /// renew its lease. A loop that writes learns it at its next write (refused); this also
+    /// reaches one that waits — for an approval, a model, a tool — and would otherwise keep
+    /// its clients and approvers waiting on a run that has gone on elsewhere.
+    async fn stop_lost(&self) {
+        let executing = self.agents.live_run_ids();
+        if executing.is_empty() {
+            return;
+        }
+        match self.leases.lost(&executing).await {
+            Ok(lost) => {
+                for run_id in lost {
+                    self.agents.lose(&run_id).await;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot check that this daemon still owns its runs")
+            }
+        }
+    }
+
     /// One round of claims; how many runs it took over.
     async fn take_over(&self, refused: &mut Refused) -> Result<usize, AgentError> {
         refused.retain(|_, at| at.elapsed() < REFUSAL_MEMORY);
-        let skip: Vec<RunId> = refused.keys().cloned().collect();
+        // Never a run whose loop is still live here: one this daemon lost and has not
+        // stopped yet, whose stale loop would write under the new claim's epoch.
+        let skip: Vec<RunId> = refused
+            .keys()
+            .cloned()
+            .chain(self.agents.live_run_ids())
+            .collect();
         let claimed = self.leases.claim(CLAIMS_PER_ROUND, &skip).await?;
         let mut resumed = 0;
         for record in claimed {

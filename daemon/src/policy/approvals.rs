@@ -207,6 +207,32 @@ impl ApprovalBroker {
             .map(|pending| pending.request.clone())
     }
 
+    /// The requests pending for `run_id`.
+    pub fn pending_of(&self, run_id: &RunId) -> Vec<String> {
+        self.lock()
+            .pending
+            .values()
+            .filter(|pending| pending.request.run_id == run_id.as_str())
+            .map(|pending| pending.request.approval_id.clone())
+            .collect()
+    }
+
+    /// Hands a request over to another daemon of the fleet, which took its run over: it
+    /// stops being pending here without an answer, and approvers who saw it are told
+    /// `update` (how it stands where the run went on), or that it was withdrawn here.
+    pub fn hand_over(&self, approval_id: &str, update: Option<pb::ApprovalRequest>) {
+        let removed = self.lock().pending.remove(approval_id);
+        if let Some(pending) = removed.filter(|pending| pending.announced) {
+            let update = update.unwrap_or_else(|| {
+                let mut update = pending.request;
+                update.state = pb::ApprovalState::Resolved as i32;
+                update.detail = "withdrawn here: another daemon took its run over".into();
+                update
+            });
+            let _ = self.updates.send(update);
+        }
+    }
+
     pub fn pending_count(&self) -> usize {
         self.lock().pending.len()
     }

@@ -420,7 +420,13 @@ pub trait Leases: Send + Sync {
     /// none of whose calls in flight may still be running (their timeout since their intent
     /// has passed), leaving out `skip`. No two daemons ever claim the same run: a claim is
     /// one transaction that takes each run's row lock and skips rows another claim holds.
+    /// A daemon whose own lease lapsed claims nothing, never claims its own runs, and after
+    /// an outage of the store takes a run only from an owner that had a lease's time to
+    /// renew and did not.
     fn claim(&self, limit: usize, skip: &[RunId]) -> Pending<Vec<RunRecord>>;
+    /// Of `runs`, executed here, those another daemon took over (this one's lease lapsed
+    /// and its runs were claimed): this daemon stops them without writing.
+    fn lost(&self, runs: &[RunId]) -> Pending<Vec<RunId>>;
     /// Gives up a run this daemon owns but does not execute, so the next claim may take it;
     /// whether it was still this daemon's to give.
     fn disown(&self, run_id: &RunId) -> Pending<bool>;

@@ -220,6 +220,7 @@ pub(crate) const TABLES: &[Table] = &[
             col("node_id", Text),
             col("started_at_ms", BigInt),
             col("expires_at_ms", BigInt),
+            col("live_since_ms", BigInt),
         ],
         only: Some(Dialect::Postgres),
     },

@@ -21,7 +21,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 /// Short, so a takeover takes seconds, not the production default's ten; long enough that
 /// a daemon starved of CPU by the rest of the suite still renews it in time (a lapse moves
 /// the run on again, correctly, but makes the runs' paths harder to assert).
-const LEASE_MS: u64 = 2_000;
+pub(super) const LEASE_MS: u64 = 2_000;
 
 /// The write's timeout: a takeover waits until a call in flight is past it.
 const WRITE_TIMEOUT_MS: u64 = 1_500;
@@ -59,6 +59,12 @@ pub(super) struct Fleet {
 impl Fleet {
     pub(super) async fn new(cache: &Path) -> Fleet {
         let database = airlock_daemon::testing::fresh_postgres_database().await;
+        Fleet::reaching(cache, database.clone(), &database)
+    }
+
+    /// A fleet on the fresh database at `database` whose daemons reach it at `url` (through
+    /// a [`Link`](airlock_tests::link::Link) the test breaks, say).
+    pub(super) fn reaching(cache: &Path, database: String, url: &str) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let tools = ToolsDir::new();
         tools.add_file(
@@ -83,7 +89,7 @@ impl Fleet {
             &config,
             format!(
                 "tools_dirs = [\"{}\", \"{}\"]\nprofiles_dir = \"{}\"\nmodule_cache_dir = \"{}\"\n\
-                 workspace_roots = [\"root\"]\n[store]\nurl = \"{database}\"\nlease_ms = {LEASE_MS}\n\
+                 workspace_roots = [\"root\"]\n[store]\nurl = \"{url}\"\nlease_ms = {LEASE_MS}\n\
                  shared_dir = \"shared\"\n",
                 repo_root().join("plugins").display(),
                 tools.path().display(),
@@ -132,7 +138,7 @@ impl Fleet {
         self.effects_in("log.txt")
     }
 
-    fn effects_in(&self, file: &str) -> usize {
+    pub(super) fn effects_in(&self, file: &str) -> usize {
         std::fs::read_to_string(self.workspace().join(file))
             .map(|text| text.lines().filter(|line| *line == "effect").count())
             .unwrap_or(0)

@@ -31,6 +31,7 @@ mod escape_corpus;
 mod evals;
 mod fleet;
 mod fleet_clients;
+mod fleet_outages;
 mod grpc_api;
 mod mcp_add;
 mod mcp_add_writes;

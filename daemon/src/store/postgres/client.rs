@@ -37,6 +37,27 @@ pub(super) fn io(err: tokio_postgres::Error) -> StoreError {
     StoreError::Io(describe(&err))
 }
 
+/// Why the pool handed out no connection, in the server's own words when it refused one (a
+/// missing database, a wrong password: deadpool's `Display` says only "db error" for
+/// either). The words never hold the password: the server does not repeat it.
+pub(super) fn pool_error(err: &deadpool_postgres::PoolError) -> String {
+    use deadpool_postgres::PoolError;
+    match err {
+        PoolError::Backend(err) => describe(err),
+        PoolError::Timeout(_) => "the database did not answer in time".into(),
+        PoolError::PostCreateHook(hook) => hook.to_string(),
+        PoolError::Closed | PoolError::NoRuntimeSpecified => err.to_string(),
+    }
+}
+
+/// [`pool_error`] as a store error, for a request that found no connection.
+pub(super) fn no_connection(err: &deadpool_postgres::PoolError) -> StoreError {
+    StoreError::Io(format!(
+        "no connection to the database: {}",
+        pool_error(err)
+    ))
+}
+
 pub(super) async fn execute(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<u64> {
     let statement = c.prepare_cached(sql).await.map_err(io)?;
     c.execute(&statement, params).await.map_err(io)

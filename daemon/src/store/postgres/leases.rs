@@ -11,13 +11,18 @@ use crate::store::rows::{self, RUN_COLUMNS};
 use crate::store::{RunRecord, StoreResult};
 
 /// Extends `node`'s lease to `lease_ms` from now (the server's clock), creating its row on
-/// its first renewal.
+/// its first renewal. A renewal that finds the lease lapsed (the daemon was frozen, starved,
+/// or cut off from the database) starts its unbroken stretch again: see [`claim`].
 pub(super) async fn renew(c: Conn, node: NodeId, lease_ms: i64) -> StoreResult<()> {
     let statement = c
         .prepare_cached(
-            "INSERT INTO nodes (node_id, started_at_ms, expires_at_ms)
-             VALUES ($1, airlock_now_ms(), airlock_now_ms() + $2)
-             ON CONFLICT (node_id) DO UPDATE SET expires_at_ms = EXCLUDED.expires_at_ms",
+            "INSERT INTO nodes (node_id, started_at_ms, expires_at_ms, live_since_ms)
+             VALUES ($1, airlock_now_ms(), airlock_now_ms() + $2, airlock_now_ms())
+             ON CONFLICT (node_id) DO UPDATE SET
+                 expires_at_ms = EXCLUDED.expires_at_ms,
+                 live_since_ms = CASE WHEN nodes.expires_at_ms < airlock_now_ms()
+                                      THEN EXCLUDED.live_since_ms
+                                      ELSE nodes.live_since_ms END",
         )
         .await
         .map_err(io)?;
@@ -49,11 +54,23 @@ const LAPSED_NODE_KEPT_MS: i64 = 60 * 60 * 1000;
 /// transaction holds (a concurrent claim, or the owner's writer checking its fence), and the
 /// update raises the epoch, so two claims never take the same run, and the owner's later
 /// writes are refused.
+///
+/// A lapsed lease alone does not prove its node gone: after the database was away longer
+/// than a lease, every lease has lapsed, the live daemons' too. So a run is claimed only
+///
+/// - by a node whose own lease holds now, and never from itself (the runs it owns are
+///   either executing here or given back first);
+/// - from no owner, an owner that gave its lease up, or one whose lease lapsed while the
+///   database answered: some node's lease has held without a break since before that
+///   owner's ran out — or, when none has (the database was away for all of them), the
+///   claimer's own has held for a whole lease (`lease_ms`) since, time in which a live
+///   owner renews too.
 pub(super) async fn claim(
     c: Conn,
     node: NodeId,
     limit: i64,
     skip: Vec<String>,
+    lease_ms: i64,
 ) -> StoreResult<Vec<(RunRecord, i64)>> {
     let returned = RUN_COLUMNS
         .split(',')
@@ -64,12 +81,25 @@ pub(super) async fn claim(
         "WITH pruned AS (
              DELETE FROM nodes WHERE expires_at_ms < airlock_now_ms() - $4
          ),
+         claimer AS (
+             SELECT live_since_ms FROM nodes
+             WHERE node_id = $1 AND expires_at_ms > airlock_now_ms()
+         ),
          claimable AS (
              SELECT r.run_id FROM runs r
              WHERE r.state <> 'finished'
+               AND EXISTS (SELECT 1 FROM claimer)
+               AND r.owner IS DISTINCT FROM $1
                AND NOT (r.run_id = ANY($3))
-               AND NOT EXISTS (SELECT 1 FROM nodes n
-                               WHERE n.node_id = r.owner AND n.expires_at_ms > airlock_now_ms())
+               AND NOT EXISTS (
+                   SELECT 1 FROM nodes n
+                   WHERE n.node_id = r.owner
+                     AND (n.expires_at_ms > airlock_now_ms()
+                          OR (NOT EXISTS (SELECT 1 FROM nodes w
+                                          WHERE w.expires_at_ms > airlock_now_ms()
+                                            AND w.live_since_ms <= n.expires_at_ms)
+                              AND (SELECT live_since_ms FROM claimer)
+                                  > airlock_now_ms() - $5)))
                AND NOT EXISTS (SELECT 1 FROM effects e
                                WHERE e.run_id = r.run_id AND e.result IS NULL
                                  AND e.deadline_at_ms > airlock_now_ms())
@@ -85,7 +115,13 @@ pub(super) async fn claim(
     let rows: Vec<Row> = c
         .query(
             &statement,
-            &[&node.as_str(), &limit, &skip, &LAPSED_NODE_KEPT_MS],
+            &[
+                &node.as_str(),
+                &limit,
+                &skip,
+                &LAPSED_NODE_KEPT_MS,
+                &lease_ms,
+            ],
         )
         .await
         .map_err(io)?;
@@ -95,6 +131,34 @@ pub(super) async fn claim(
             let epoch: i64 = record.get(16)?;
             Ok((rows::run(&mut record)?, epoch))
         })
+        .collect()
+}
+
+/// Of the runs `node` executes, at the epoch it holds each at, those it no longer owns:
+/// another node claimed them while this one could not renew (frozen, starved, cut off). A
+/// run not in the store yet (its creation still in the writer's queue) is not lost.
+pub(super) async fn lost(
+    c: Conn,
+    node: NodeId,
+    runs: Vec<String>,
+    epochs: Vec<i64>,
+) -> StoreResult<Vec<RunId>> {
+    let statement = c
+        .prepare_cached(
+            "SELECT mine.run_id FROM unnest($1::text[], $2::bigint[]) AS mine(run_id, epoch)
+             WHERE EXISTS (SELECT 1 FROM runs r WHERE r.run_id = mine.run_id)
+               AND NOT EXISTS (SELECT 1 FROM runs r
+                               WHERE r.run_id = mine.run_id AND r.owner = $3
+                                 AND r.epoch = mine.epoch)",
+        )
+        .await
+        .map_err(io)?;
+    let rows = c
+        .query(&statement, &[&runs, &epochs, &node.as_str()])
+        .await
+        .map_err(io)?;
+    rows.iter()
+        .map(|row| client::get::<String>(row, 0).map(|id| RunId::from_stored(&id)))
         .collect()
 }
 
@@ -226,6 +290,7 @@ mod tests {
         owner.record_intent(&intent).await.expect("intent");
         owner.release().await.expect("release");
         let claimer = node(&url).await;
+        claimer.renew(Duration::from_secs(60)).await.expect("renew");
         assert!(
             claimer.claim(10, &[]).await.expect("claim").is_empty(),
             "taken while a call might still act"
@@ -264,6 +329,86 @@ mod tests {
             "given twice"
         );
         let other = node(&url).await;
+        other.renew(Duration::from_secs(60)).await.expect("renew");
         assert_eq!(other.claim(10, &[]).await.expect("claim").len(), 1);
+    }
+
+    /// Runs `sql` on the database at `url`, as an outage or an operator leaves it.
+    async fn on_database(url: &str, sql: &str) {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        let driver = tokio::spawn(connection);
+        client.batch_execute(sql).await.expect("statement");
+        drop(client);
+        let _ = driver.await;
+    }
+
+    #[tokio::test]
+    async fn a_node_whose_lease_lapsed_claims_nothing() {
+        let url = testing::fresh_database().await;
+        let owner = node(&url).await;
+        let run = started_run(&owner).await;
+        owner.release().await.expect("release");
+        let claimer = node(&url).await;
+        assert!(claimer.claim(10, &[]).await.expect("claim").is_empty());
+        claimer.renew(Duration::ZERO).await.expect("lapse");
+        assert!(claimer.claim(10, &[]).await.expect("claim").is_empty());
+        claimer.renew(Duration::from_secs(60)).await.expect("renew");
+        let claimed = claimer.claim(10, &[]).await.expect("claim");
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].run_id, run.run_id);
+    }
+
+    #[tokio::test]
+    async fn after_an_outage_a_run_is_claimed_only_from_an_owner_that_had_a_lease_to_renew() {
+        let url = testing::fresh_database().await;
+        let owner = node(&url).await;
+        owner.renew(Duration::from_secs(60)).await.expect("renew");
+        let run = started_run(&owner).await;
+        let claimer = node(&url).await;
+        claimer.renew(Duration::from_secs(60)).await.expect("renew");
+        let outage = "UPDATE nodes SET expires_at_ms = airlock_now_ms() - 1";
+        // Six seconds ago, as seen from now: longer than the nodes' lease of five.
+        let a_lease_ago = "UPDATE nodes SET live_since_ms = live_since_ms - 6000";
+
+        // The database was away longer than every lease. The claimer is back first: its
+        // lease holds again, but the owner has not had the time to renew.
+        on_database(&url, outage).await;
+        claimer.renew(Duration::from_secs(60)).await.expect("renew");
+        assert!(
+            claimer.claim(10, &[]).await.expect("claim").is_empty(),
+            "claimed from an owner that had no time to renew"
+        );
+        // The owner renews in time: its run stays its own, however long the claimer waits.
+        owner.renew(Duration::from_secs(60)).await.expect("renew");
+        on_database(&url, a_lease_ago).await;
+        assert!(claimer.claim(10, &[]).await.expect("claim").is_empty());
+
+        // A second outage, after which the owner never comes back. A renewal after a lapse
+        // starts the claimer's unbroken stretch again: nothing until a lease has passed.
+        on_database(&url, outage).await;
+        claimer.renew(Duration::from_secs(60)).await.expect("renew");
+        assert!(claimer.claim(10, &[]).await.expect("claim").is_empty());
+        on_database(&url, a_lease_ago).await;
+        let claimed = claimer.claim(10, &[]).await.expect("claim");
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].run_id, run.run_id);
+        // And the owner, back at last, learns that it lost the run.
+        owner.renew(Duration::from_secs(60)).await.expect("renew");
+        assert_eq!(
+            owner
+                .lost(std::slice::from_ref(&run.run_id))
+                .await
+                .expect("lost"),
+            vec![run.run_id.clone()]
+        );
+        assert!(
+            claimer
+                .lost(std::slice::from_ref(&run.run_id))
+                .await
+                .expect("lost")
+                .is_empty()
+        );
     }
 }

@@ -50,6 +50,17 @@ const NO_EPOCH: i64 = 0;
 /// below PostgreSQL's default of 100 connections.
 const POOL_SIZE: usize = 16;
 
+/// How long opening the store may take when the URL sets no `connect_timeout`: connecting,
+/// logging in, migrating (waiting, perhaps, for another daemon's migration) and starting to
+/// listen. Long enough for a server that is starting up or a migration of a large table;
+/// short enough that a daemon whose database never answers says so while someone watches.
+const DEFAULT_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The least time a connection waits for the server to acknowledge what it sent before it
+/// counts as broken (`TCP_USER_TIMEOUT`), however short the lease: below it, a busy server's
+/// pause would break healthy connections.
+const MIN_TCP_USER_TIMEOUT: Duration = Duration::from_secs(2);
+
 pub struct PostgresStore {
     writer: Writer,
     pool: Pool,
@@ -70,20 +81,49 @@ impl PostgresStore {
     /// and the pool's connections run on it. `lease` is how long the fleet waits for a node
     /// that stopped renewing: the server ends a transaction left open that long (a daemon
     /// stopped in the middle of one), so its row locks do not hold a takeover up.
+    ///
+    /// Opening is bounded as a whole by the URL's `connect_timeout`, or
+    /// [`DEFAULT_OPEN_TIMEOUT`]: a server that takes connections and never answers is an
+    /// error naming the database, not a daemon that hangs at start.
     pub async fn connect(url: &str, lease: Duration) -> StoreResult<PostgresStore> {
         let mut config: tokio_postgres::Config = url.parse().map_err(|err| StoreError::Open {
             path: "the PostgreSQL URL".into(),
             message: format!("not a PostgreSQL connection string: {err}"),
         })?;
+        let shown = shown(&config);
+        let bound = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(DEFAULT_OPEN_TIMEOUT);
+        if config.get_tcp_user_timeout().is_none() {
+            // A link that drops without a reset (a cut cable, a dead host) breaks the
+            // connection within a lease, not after TCP's quarter of an hour of retries.
+            config.tcp_user_timeout(lease.max(MIN_TCP_USER_TIMEOUT));
+        }
+        tracing::info!(store = %shown, timeout_ms = bound.as_millis(), "opening the store");
+        match tokio::time::timeout(bound, Self::open(config, lease, bound, &shown)).await {
+            Ok(opened) => opened,
+            Err(_) => Err(StoreError::Open {
+                path: shown,
+                message: no_answer(bound),
+            }),
+        }
+    }
+
+    async fn open(
+        mut config: tokio_postgres::Config,
+        lease: Duration,
+        bound: Duration,
+        shown: &str,
+    ) -> StoreResult<PostgresStore> {
         let idle_ms = lease.as_millis().max(1);
         let options = format!(
             "{} -c idle_in_transaction_session_timeout={idle_ms}",
             config.get_options().unwrap_or_default()
         );
         config.options(options.trim_start());
-        let shown = shown(&config);
         let open_error = |message: String| StoreError::Open {
-            path: shown.clone(),
+            path: shown.to_owned(),
             message,
         };
         if config.get_ssl_mode() == SslMode::Require {
@@ -104,16 +144,21 @@ impl PostgresStore {
         );
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
+            // A new connection or a pooled one's check that gets no answer fails the request
+            // that waited for it, rather than holding it (and the lease's renewal) for ever.
+            .create_timeout(Some(bound))
+            .recycle_timeout(Some(bound))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|err| open_error(err.to_string()))?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|err| open_error(format!("cannot connect: {err}")))?;
+        let mut client = pool.get().await.map_err(|err| match err {
+            deadpool_postgres::PoolError::Timeout(_) => open_error(no_answer(bound)),
+            err => open_error(format!("cannot connect: {}", client::pool_error(&err))),
+        })?;
         schema::migrate(&mut client)
             .await
             .map_err(|message| StoreError::Damaged {
-                path: shown.clone(),
+                path: shown.to_owned(),
                 message,
             })?;
         drop(client);
@@ -162,9 +207,7 @@ impl PostgresStore {
         tokio::spawn(async move {
             let outcome = match pool.get().await {
                 Ok(connection) => work(Arc::new(connection)).await,
-                Err(err) => Err(StoreError::Io(format!(
-                    "no connection to the database: {err}"
-                ))),
+                Err(err) => Err(client::no_connection(&err)),
             };
             let _ = answer.send(outcome);
         });
@@ -193,7 +236,8 @@ impl Leases for PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let skip: Vec<String> = skip.iter().map(RunId::to_string).collect();
         let (answer, pending) = Pending::channel();
-        let claimed = self.on_pool(move |c| leases::claim(c, node, limit, skip).boxed());
+        let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX / 2);
+        let claimed = self.on_pool(move |c| leases::claim(c, node, limit, skip, lease_ms).boxed());
         let owned = self.owned.clone();
         tokio::spawn(async move {
             let outcome = claimed.await.map(|runs| {
@@ -208,6 +252,37 @@ impl Leases for PostgresStore {
             let _ = answer.send(outcome);
         });
         pending
+    }
+
+    fn lost(&self, runs: &[RunId]) -> Pending<Vec<RunId>> {
+        let (ids, epochs): (Vec<String>, Vec<i64>) = {
+            let owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+            runs.iter()
+                .filter_map(|run_id| Some((run_id.to_string(), *owned.get(run_id)?)))
+                // Given up already (lost or given back): reported once.
+                .filter(|(_, epoch)| *epoch != NO_EPOCH)
+                .unzip()
+        };
+        if ids.is_empty() {
+            return Pending::ready(Ok(Vec::new()));
+        }
+        let node = self.node.clone();
+        let owned = self.owned.clone();
+        // After the writes handed over so far: a claim this daemon's own writes settled is
+        // not mistaken for a loss.
+        self.writer.read(move |c| {
+            async move {
+                let lost = leases::lost(c, node, ids, epochs).await?;
+                // Fenced at an epoch no claim gives from now on: whatever this daemon still
+                // hands over for a lost run is refused, not checked against a stale epoch.
+                let mut owned = owned.lock().unwrap_or_else(PoisonError::into_inner);
+                for run_id in &lost {
+                    owned.insert(run_id.clone(), NO_EPOCH);
+                }
+                Ok(lost)
+            }
+            .boxed()
+        })
     }
 
     fn disown(&self, run_id: &RunId) -> Pending<bool> {
@@ -294,6 +369,15 @@ impl Relay for PostgresStore {
         };
         self.on_pool(move |c| relay::withdraw_command(c, command, withdrawn).boxed())
     }
+}
+
+/// Why opening the store failed when the database kept silent for `bound`.
+fn no_answer(bound: Duration) -> String {
+    format!(
+        "the database did not answer within {} s (the URL's connect_timeout sets how long \
+         to wait)",
+        bound.as_secs_f32()
+    )
 }
 
 /// The database a config names, without its password, for messages and logs.
@@ -420,6 +504,24 @@ mod tests {
         };
         assert!(error.to_string().contains("sslmode=require"), "{error}");
         assert!(!error.to_string().contains("secret"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_says_why_in_the_servers_words_and_never_the_password() {
+        let url = testing::fresh_database().await;
+        let (base, _) = url.rsplit_once('/').expect("a database in the URL");
+        let (scheme, rest) = base.split_once("://").expect("a scheme");
+        let (user, server) = rest.split_once('@').expect("a user");
+        let missing = format!("{scheme}://{user}:hunter2-secret@{server}/no_such_database");
+        let Err(error) = PostgresStore::connect(&missing, TEST_LEASE).await else {
+            panic!("connected to a database that does not exist");
+        };
+        let said = error.to_string();
+        assert!(
+            said.contains("database \"no_such_database\" does not exist"),
+            "{said}"
+        );
+        assert!(!said.contains("hunter2"), "{said}");
     }
 
     #[tokio::test]

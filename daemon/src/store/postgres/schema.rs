@@ -175,6 +175,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER run_commands_notify AFTER INSERT OR UPDATE OF outcome ON run_commands
         FOR EACH ROW EXECUTE FUNCTION airlock_notify();
 "#,
+    // 4: since when each node's lease has held without a break. After an outage of the
+    // database longer than a lease every lease has lapsed, live daemons' included; a claim
+    // then takes a run only from an owner that had a whole lease to renew and did not (see
+    // `leases::claim`). A row a daemon of version 3 writes gets 0: it vouches as it did.
+    r#"
+    ALTER TABLE nodes ADD COLUMN live_since_ms BIGINT NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are

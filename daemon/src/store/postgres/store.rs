@@ -111,15 +111,26 @@ impl Store for PostgresStore {
     fn finish_run(&self, run_id: &RunId, end: &RunEnd) -> Pending<()> {
         let (run_id, end) = (run_id.clone(), end.clone());
         let fence = self.fence(&run_id);
-        // Finished, the run is no claim's: what is written for it later needs no fence.
-        self.owned
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&run_id);
-        self.writer.write(
-            fence,
-            move |c| on_pg!(c, (run_id, end) => queries::runs::finish_run(c, run_id, end)),
-        )
+        let written = self.writer.write(fence, {
+            let run_id = run_id.clone();
+            move |c| on_pg!(c, (run_id, end) => queries::runs::finish_run(c, run_id, end))
+        });
+        // Finished, the run is no claim's: what is written for it later needs no fence. Its
+        // epoch is kept until the end is committed, though: a run whose end could not be
+        // written is still this daemon's to give back (see `Fleet::give_back`).
+        let owned = self.owned.clone();
+        let (answer, pending) = Pending::channel();
+        tokio::spawn(async move {
+            let outcome = written.await;
+            if outcome.is_ok() {
+                owned
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&run_id);
+            }
+            let _ = answer.send(outcome);
+        });
+        pending
     }
 
     fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {

@@ -28,7 +28,7 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::client::{Conn, io};
+use super::client::{Conn, io, no_connection};
 use crate::store::{Pending, StoreError, StoreResult, batched};
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the
@@ -173,9 +173,7 @@ impl Writer {
             }
             let outcome = match pool.get().await {
                 Ok(connection) => guarded(work(Arc::new(connection))).await,
-                Err(err) => Err(StoreError::Io(format!(
-                    "no connection to the database: {err}"
-                ))),
+                Err(err) => Err(no_connection(&err)),
             };
             let _ = answer.send(outcome);
         });
@@ -224,11 +222,7 @@ async fn writer_connection(pool: &Pool, connection: &mut Option<Conn>) -> StoreR
     {
         return Ok(client.clone());
     }
-    let client = Arc::new(
-        pool.get()
-            .await
-            .map_err(|err| StoreError::Io(format!("no connection to the database: {err}")))?,
-    );
+    let client = Arc::new(pool.get().await.map_err(|err| no_connection(&err))?);
     *connection = Some(client.clone());
     Ok(client)
 }

@@ -1,0 +1,303 @@
+//! A fleet whose database goes away, and owners that freeze: the daemons reach the test
+//! PostgreSQL through a [`Link`] the test cuts at a stage of a run, for less and for more
+//! than a lease, and owners are frozen while their run waits for a person. Every time the
+//! run finishes once, no acknowledged event is lost or changed, no daemon claims a run it
+//! executes, the write happens at most once, and every client of the run — on the owner
+//! that froze too — sees it end when it ends.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use airlock_proto::v1 as pb;
+use airlock_tests::link::{Link, LinkState};
+use airlock_tests::{Console, DaemonProcess, ProcessOptions, RunStream, scripted_run};
+use pb::run_event::Event;
+use prost::Message as _;
+use tokio::io::AsyncBufReadExt as _;
+
+use super::fleet::{
+    Fleet, LEASE_MS, await_finished, check_finished_once, kind, start_writing, stored_log,
+};
+
+/// The database's address in a URL of the test server's (`postgres://user@host:port/db`).
+fn server_of(url: &str) -> SocketAddr {
+    let authority = url
+        .split('@')
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no host in {url}"));
+    authority.parse().unwrap()
+}
+
+/// `url` with its server replaced by `addr`.
+fn through(url: &str, addr: SocketAddr) -> String {
+    url.replace(&server_of(url).to_string(), &addr.to_string())
+}
+
+/// A fleet of two daemons whose database is behind a link the test cuts.
+async fn fleet_behind_a_link(cache: &Path) -> (Fleet, Link, DaemonProcess, DaemonProcess) {
+    let database = airlock_daemon::testing::fresh_postgres_database().await;
+    let link = Link::to(server_of(&database), LinkState::Up).await;
+    let url = through(&database, link.addr());
+    let fleet = Fleet::reaching(cache, database, &url);
+    let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
+    (fleet, link, a, b)
+}
+
+/// Where in the run the database goes away.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// While the model thinks (for longer than the outage).
+    ModelCall,
+    /// While the non-idempotent write runs: it finishes with the database away.
+    ToolInFlight,
+}
+
+/// The run of [`super::fleet::script`] on `a`, its database cut at `stage` for `away`: the
+/// run finishes once, on either daemon, with every promise of a takeover kept. While the
+/// model thinks nothing needs writing, so each daemon keeps its runs: b runs one too, and
+/// neither may take the other's over (each sees the other's lease lapsed after a long
+/// outage, as its own).
+async fn outage(stage: Stage, away: Duration) {
+    let cache = tempfile::tempdir().unwrap();
+    let (fleet, link, a, b) = fleet_behind_a_link(cache.path()).await;
+    let think_ms = match stage {
+        Stage::ModelCall => u64::try_from(away.as_millis()).unwrap() + 1_000,
+        Stage::ToolInFlight => 0,
+    };
+    let at_stage = |seen: &[pb::RunEvent]| match stage {
+        Stage::ModelCall => seen.iter().filter(|e| kind(e) == "context_built").count() == 2,
+        Stage::ToolInFlight => seen.iter().any(|e| match &e.event {
+            Some(Event::ToolStarted(started)) => started.tool == "append",
+            _ => false,
+        }),
+    };
+    let workspace = fleet.workspace();
+    let runs = match stage {
+        Stage::ModelCall => {
+            let (on_a, on_b) = tokio::join!(
+                start_writing(&a, &workspace, think_ms, "a.txt", at_stage),
+                start_writing(&b, &workspace, think_ms, "b.txt", at_stage),
+            );
+            vec![(on_a, "a.txt"), (on_b, "b.txt")]
+        }
+        Stage::ToolInFlight => {
+            vec![(
+                start_writing(&a, &workspace, think_ms, "a.txt", at_stage).await,
+                "a.txt",
+            )]
+        }
+    };
+    link.set(LinkState::Down);
+    tokio::time::sleep(away).await;
+    link.set(LinkState::Up);
+    for ((run_id, received), file) in &runs {
+        let context = format!("{stage:?} away for {away:?}, run writing {file}");
+        await_finished(&b, run_id).await;
+        let log = stored_log(&a, run_id).await;
+        check_finished_once(&context, received, &log, fleet.effects_in(file));
+        let resumed = log.iter().filter(|e| kind(e) == "run_resumed").count();
+        match stage {
+            // Nothing failed to be written: the run stays with its daemon.
+            Stage::ModelCall => assert_eq!(resumed, 0, "{context}: {log:#?}"),
+            // Given back once its log failed, and resumed once.
+            Stage::ToolInFlight => assert!(resumed <= 1, "{context}: {log:#?}"),
+        }
+    }
+    for daemon in [&a, &b] {
+        let log = daemon.log();
+        for sign in ["out of order", "duplicate key"] {
+            assert!(!log.contains(sign), "{stage:?}: `{sign}` in:\n{log}");
+        }
+        if let Stage::ModelCall = stage {
+            assert!(
+                !log.contains("taking the run over"),
+                "{stage:?} away for {away:?}: a live daemon's run was taken over:\n{log}"
+            );
+        }
+    }
+}
+
+/// Longer than a lease: every lease lapses, the live owner's too.
+const LONG: Duration = Duration::from_millis(LEASE_MS + 1_500);
+
+/// Shorter than a lease: leases hold, writes in the meantime fail.
+const SHORT: Duration = Duration::from_millis(LEASE_MS / 2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_away_for_less_than_a_lease_while_the_model_thinks() {
+    outage(Stage::ModelCall, SHORT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_away_for_more_than_a_lease_while_the_model_thinks() {
+    outage(Stage::ModelCall, LONG).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_finishes_while_the_database_is_away_briefly_leaves_no_run_running() {
+    outage(Stage::ToolInFlight, SHORT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_finishes_while_the_database_is_away_for_long_leaves_no_run_running() {
+    outage(Stage::ToolInFlight, LONG).await;
+}
+
+/// The run of the approval matrix: reads, then writes once a person approves, then finishes.
+fn approved_write() -> serde_json::Value {
+    serde_json::json!({"turns": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"tool_calls": [{"name": "append", "arguments": {"path": "log.txt", "line": "effect", "sleep_ms": 0}}]},
+        {"final": "done"}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_frozen_while_its_run_waits_for_a_person_sees_the_run_end_where_it_went_on() {
+    let cache = tempfile::tempdir().unwrap();
+    let fleet = Fleet::new(cache.path()).await;
+    let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
+    let mut console = Console::on(a.agent().await).await;
+    let mut start = scripted_run(&fleet.workspace(), &approved_write());
+    start.approval_policy = pb::ApprovalPolicy::Risky as i32;
+    // Far beyond the test's patience: a client still waiting for the deadline fails it.
+    start.approval_timeout_ms = 600_000;
+    let mut on_a = RunStream::open(a.agent().await, pb::run_request::Request::Start(start))
+        .await
+        .unwrap();
+    let request = on_a.approval_requested().await;
+    let run_id = request.run_id.clone();
+    let shown = console.next_in(pb::ApprovalState::Pending).await;
+    assert_eq!(shown.approval_id, request.approval_id);
+
+    // The owner freezes; b takes the run over, the request waits again there under the
+    // same id, and a person answers it on b.
+    a.signal(libc::SIGSTOP);
+    b.await_log("taking the run over").await;
+    let answer = pb::ApprovalDecision {
+        approval_id: request.approval_id.clone(),
+        decision: pb::Decision::ApproveOnce as i32,
+        reason: String::new(),
+        digest: request.digest.clone(),
+    };
+    let mut agent = b.agent().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while let Err(status) = agent.decide_approval(answer.clone()).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the request never waited again on b: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    await_finished(&b, &run_id).await;
+
+    // Woken, the old owner learns it lost the run: its client's stream goes on to the
+    // run's end as b recorded it, and its console shows the request approved.
+    a.signal(libc::SIGCONT);
+    on_a.drain().await;
+    let log = stored_log(&b, &run_id).await;
+    let streamed: Vec<Vec<u8>> = on_a
+        .seen()
+        .iter()
+        .filter(|event| !event.delta)
+        .map(|event| event.encode_to_vec())
+        .collect();
+    let stored: Vec<Vec<u8>> = log.iter().map(|event| event.encode_to_vec()).collect();
+    assert_eq!(
+        streamed, stored,
+        "the frozen owner's client saw another run"
+    );
+    check_finished_once("frozen in the approval wait", &[], &log, fleet.effects());
+    assert_eq!(fleet.effects(), 1);
+    let ended = loop {
+        let update = console.next().await;
+        if update.approval_id == request.approval_id
+            && update.state != pb::ApprovalState::Pending as i32
+        {
+            break update;
+        }
+    };
+    assert_eq!(
+        (ended.state, ended.detail.as_str()),
+        (
+            pb::ApprovalState::Resolved as i32,
+            "approved once by the approver"
+        ),
+        "{ended:?}"
+    );
+    a.await_log("taken over by another daemon while this one could not renew")
+        .await;
+}
+
+/// `airlockd` with `config`, to its exit; its standard error.
+async fn start_to_exit(
+    cwd: &Path,
+    config: &Path,
+    until: impl FnOnce(i32) -> tokio::task::JoinHandle<()>,
+) -> (std::process::ExitStatus, String) {
+    let mut child = airlock_tests::airlockd_command(
+        &["--config", config.to_str().unwrap(), "--state-dir", "state"],
+        cwd,
+        &ProcessOptions::default(),
+    )
+    .spawn()
+    .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reading = tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let mut log = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    });
+    let acting = until(i32::try_from(child.id().unwrap()).unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("airlockd ends within a minute")
+        .unwrap();
+    acting.abort();
+    (status, reading.await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_never_answers_stops_the_start_in_words_and_a_signal_ends_the_wait() {
+    let database = airlock_daemon::testing::fresh_postgres_database().await;
+    let link = Link::to(server_of(&database), LinkState::Silent).await;
+    let url = through(&database, link.addr());
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, url: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("[store]\nurl = \"{url}\"\nlease_ms = {LEASE_MS}\n"),
+        )
+        .unwrap();
+        path
+    };
+
+    // Bounded by the URL's connect_timeout, and named.
+    let bounded = config("bounded.toml", &format!("{url}?connect_timeout=2"));
+    let (status, log) = start_to_exit(dir.path(), &bounded, |_| tokio::spawn(async {})).await;
+    assert!(!status.success(), "{log}");
+    let name = format!("postgres://{}/", link.addr());
+    assert!(log.contains(&name), "the store is not named:\n{log}");
+    assert!(log.contains("did not answer within 2 s"), "{log}");
+
+    // Unbounded by the URL (30 s by default): SIGTERM stops the wait, cleanly.
+    let waiting = config("waiting.toml", &url);
+    let (status, log) = start_to_exit(dir.path(), &waiting, |pid| {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            // SAFETY: signalling the test's own child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        })
+    })
+    .await;
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("opening the store"), "{log}");
+    assert!(log.contains("stopped while starting"), "{log}");
+}

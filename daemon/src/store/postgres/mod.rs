@@ -10,8 +10,7 @@
 //! returned, which with PostgreSQL's defaults (`synchronous_commit = on`) means it reached
 //! the server's WAL on disk.
 //!
-//! The connection is plain TCP or a Unix socket: TLS to the database is not offered yet, and
-//! a URL that asks for it (`sslmode=require`) is refused rather than silently sent in clear.
+//! The connection is TCP or a Unix socket, with TLS as the URL's `sslmode` asks ([`tls`]).
 
 mod client;
 mod leases;
@@ -20,6 +19,10 @@ mod schema;
 mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod tls;
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tls_tests;
 mod writer;
 
 use std::collections::HashMap;
@@ -30,8 +33,8 @@ use airlock_proto::v1 as pb;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures::FutureExt as _;
 use tokio::sync::broadcast;
-use tokio_postgres::NoTls;
-use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::config::Host;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::relay::{
     CommandId, CommandOutcome, CommandState, Notice, Relay, RunCommand, StoredApproval,
@@ -86,10 +89,15 @@ impl PostgresStore {
     /// [`DEFAULT_OPEN_TIMEOUT`]: a server that takes connections and never answers is an
     /// error naming the database, not a daemon that hangs at start.
     pub async fn connect(url: &str, lease: Duration) -> StoreResult<PostgresStore> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|err| StoreError::Open {
+        let url_error = |message: String| StoreError::Open {
             path: "the PostgreSQL URL".into(),
-            message: format!("not a PostgreSQL connection string: {err}"),
-        })?;
+            message,
+        };
+        let tls = tls::from_url(url).map_err(url_error)?;
+        let mut config: tokio_postgres::Config = tls
+            .url
+            .parse()
+            .map_err(|err| url_error(format!("not a PostgreSQL connection string: {err}")))?;
         let shown = shown(&config);
         let bound = config
             .get_connect_timeout()
@@ -100,8 +108,9 @@ impl PostgresStore {
             // connection within a lease, not after TCP's quarter of an hour of retries.
             config.tcp_user_timeout(lease.max(MIN_TCP_USER_TIMEOUT));
         }
-        tracing::info!(store = %shown, timeout_ms = bound.as_millis(), "opening the store");
-        match tokio::time::timeout(bound, Self::open(config, lease, bound, &shown)).await {
+        tracing::info!(store = %shown, tls = %tls.said, timeout_ms = bound.as_millis(), "opening the store");
+        let opening = Self::open(config, tls.connector, lease, bound, &shown);
+        match tokio::time::timeout(bound, opening).await {
             Ok(opened) => opened,
             Err(_) => Err(StoreError::Open {
                 path: shown,
@@ -112,6 +121,7 @@ impl PostgresStore {
 
     async fn open(
         mut config: tokio_postgres::Config,
+        tls: MakeRustlsConnect,
         lease: Duration,
         bound: Duration,
         shown: &str,
@@ -126,16 +136,10 @@ impl PostgresStore {
             path: shown.to_owned(),
             message,
         };
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(open_error(
-                "sslmode=require asks for TLS, which this daemon does not speak to the database yet"
-                    .into(),
-            ));
-        }
         let listener_config = config.clone();
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 // A pooled connection is checked with a round trip before it is handed out,
                 // so a server restart costs one failed check, not a failed request.
@@ -163,7 +167,7 @@ impl PostgresStore {
             })?;
         drop(client);
         let listening = tokio_util::sync::CancellationToken::new();
-        let notices = relay::listen(listener_config, listening.clone()).await?;
+        let notices = relay::listen(listener_config, tls, listening.clone()).await?;
         Ok(PostgresStore {
             writer: Writer::start(pool.clone()),
             pool,
@@ -432,7 +436,7 @@ mod tests {
                 .await
                 .expect("connects"),
         );
-        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await
             .expect("connects");
         tokio::spawn(connection);
@@ -460,7 +464,7 @@ mod tests {
                 .await
                 .expect("connects"),
         );
-        let (client, connection) = tokio_postgres::connect(&url, NoTls)
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
             .await
             .expect("connects");
         tokio::spawn(connection);
@@ -495,14 +499,14 @@ mod tests {
             "{error}"
         );
         let Err(error) = PostgresStore::connect(
-            "postgres://u:secret@127.0.0.1:1/db?sslmode=require",
+            "postgres://u:secret@127.0.0.1:1/db?sslmode=verify-full",
             TEST_LEASE,
         )
         .await
         else {
-            panic!("TLS was asked for and not refused");
+            panic!("verify-full without its CA was taken");
         };
-        assert!(error.to_string().contains("sslmode=require"), "{error}");
+        assert!(error.to_string().contains("sslrootcert"), "{error}");
         assert!(!error.to_string().contains("secret"), "{error}");
     }
 

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use tokio::sync::broadcast;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{Conn, describe, execute, get, query, query_opt};
@@ -42,11 +43,18 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 /// so a daemon never serves without them.
 pub(super) async fn listen(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     stop: CancellationToken,
 ) -> StoreResult<broadcast::Sender<Notice>> {
     let notices = broadcast::channel(NOTICE_BUFFER).0;
-    let listening = subscribe(&config, notices.clone()).await?;
-    tokio::spawn(keep_listening(config, listening, notices.clone(), stop));
+    let listening = subscribe(&config, &tls, notices.clone()).await?;
+    tokio::spawn(keep_listening(
+        config,
+        tls,
+        listening,
+        notices.clone(),
+        stop,
+    ));
     Ok(notices)
 }
 
@@ -54,9 +62,10 @@ pub(super) async fn listen(
 /// it.
 async fn subscribe(
     config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
     notices: broadcast::Sender<Notice>,
 ) -> StoreResult<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let (client, mut connection) = config.connect(NoTls).await.map_err(|err| {
+    let (client, mut connection) = config.connect(tls.clone()).await.map_err(|err| {
         StoreError::Io(format!(
             "cannot listen for the fleet's notices: {}",
             describe(&err)
@@ -91,6 +100,7 @@ async fn subscribe(
 
 async fn keep_listening(
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     mut listening: (tokio_postgres::Client, tokio::task::JoinHandle<()>),
     notices: broadcast::Sender<Notice>,
     stop: CancellationToken,
@@ -108,7 +118,7 @@ async fn keep_listening(
             if or_cancel(&stop, tokio::time::sleep(retry)).await.is_err() {
                 return;
             }
-            match subscribe(&config, notices.clone()).await {
+            match subscribe(&config, &tls, notices.clone()).await {
                 Ok(listening) => break listening,
                 Err(err) => {
                     tracing::warn!(error = %err, "cannot listen for the fleet's notices yet");

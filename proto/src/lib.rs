@@ -106,3 +106,7 @@ pub mod otlp {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "compat_tests.rs"]
+mod compat_tests;

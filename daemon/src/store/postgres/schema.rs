@@ -4,7 +4,7 @@
 //! an advisory lock, so one applies it and the others find it done. A database newer than
 //! the daemon is refused, never touched.
 
-use deadpool_postgres::Object;
+use tokio_postgres::Client;
 
 /// Each entry moves the schema one version forward; the index is the version it leaves.
 /// Never edit a shipped entry: add one.
@@ -189,7 +189,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
 const MIGRATION_LOCK: i64 = 0x6169_726c_6f63_6b01;
 
 /// Brings the database behind `client` to the newest schema.
-pub(super) async fn migrate(client: &mut Object) -> Result<(), String> {
+pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
+    migrate_to(client, MIGRATIONS.len()).await
+}
+
+/// Brings the database behind `client` to schema version `target` (no further), as the
+/// daemon that knew `target` versions did; refuses a database newer than that.
+pub(super) async fn migrate_to(client: &mut Client, target: usize) -> Result<(), String> {
     let failed = |err: tokio_postgres::Error| super::client::describe(&err);
     let transaction = client.transaction().await.map_err(failed)?;
     transaction
@@ -205,15 +211,19 @@ pub(super) async fn migrate(client: &mut Object) -> Result<(), String> {
         .await
         .map_err(failed)?
         .map_or(0, |row| row.get(0));
-    let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+    let target = target.min(MIGRATIONS.len());
+    let known = i32::try_from(target).unwrap_or(i32::MAX);
     if version > known {
         return Err(format!(
-            "schema version {version} is newer than this daemon knows ({known}); refusing to touch it"
+            "schema version {version} is newer than this daemon knows ({known}); refusing to \
+             touch it: a newer airlockd migrated this database, and this one cannot serve it \
+             (upgrade it to the fleet's version)"
         ));
     }
     for (index, migration) in MIGRATIONS
         .iter()
         .enumerate()
+        .take(target)
         .skip(usize::try_from(version).unwrap_or(0))
     {
         transaction.batch_execute(migration).await.map_err(|err| {
@@ -238,4 +248,112 @@ pub(super) async fn migrate(client: &mut Object) -> Result<(), String> {
             .map_err(failed)?;
     }
     transaction.commit().await.map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::store::postgres::{PostgresStore, testing};
+
+    /// The schemas of released versions, kept for ever: `version N`, then a line per column.
+    fn released() -> Vec<PathBuf> {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&fixtures)
+            .expect("tests/fixtures")
+            .filter_map(|entry| Some(entry.ok()?.path().join("postgres-schema.txt")))
+            .filter(|path| path.exists())
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// The database's columns, as a fixture lists them.
+    async fn catalog(client: &Client) -> Vec<String> {
+        client
+            .query(
+                "SELECT table_name::text || ' ' || column_name::text || ' ' || data_type::text
+                        || ' ' || is_nullable::text
+                 FROM information_schema.columns
+                 WHERE table_schema = 'public' AND table_name <> 'airlock_schema'
+                 ORDER BY table_name, column_name",
+                &[],
+            )
+            .await
+            .expect("catalog")
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_released_schema_is_still_what_its_migrations_make_and_this_daemon_opens_it() {
+        let fixtures = released();
+        assert!(
+            !fixtures.is_empty(),
+            "no released schema under tests/fixtures"
+        );
+        for fixture in fixtures {
+            let text = std::fs::read_to_string(&fixture).expect("read");
+            let mut lines = text.lines().filter(|line| !line.starts_with('#'));
+            let version: usize = lines
+                .next()
+                .and_then(|line| line.strip_prefix("version "))
+                .and_then(|number| number.parse().ok())
+                .unwrap_or_else(|| panic!("{}: no `version N` line", fixture.display()));
+            let columns: Vec<String> = lines.map(str::to_owned).collect();
+            let url = testing::fresh_database().await;
+            let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connects");
+            let driver = tokio::spawn(connection);
+            // Shipped migrations are never edited: up to the release's version they make
+            // exactly what the release made.
+            migrate_to(&mut client, version).await.expect("migrates");
+            let made = catalog(&client).await;
+            assert!(
+                made == columns,
+                "{}: the migrations up to version {version} no longer make the released \
+                 schema; what they make:\nversion {version}\n{}",
+                fixture.display(),
+                made.join("\n")
+            );
+            // A daemon of this version opens a database the release left, and takes it on.
+            drop(
+                PostgresStore::connect(&url, std::time::Duration::from_secs(5))
+                    .await
+                    .expect("this daemon opens the released schema"),
+            );
+            let now: i32 = client
+                .query_one("SELECT version FROM airlock_schema", &[])
+                .await
+                .expect("version")
+                .get(0);
+            assert_eq!(usize::try_from(now).expect("positive"), MIGRATIONS.len());
+            drop(client);
+            let _ = driver.await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_daemon_of_a_release_refuses_a_database_a_later_one_migrated_naming_both() {
+        let url = testing::fresh_database().await;
+        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connects");
+        let driver = tokio::spawn(connection);
+        migrate(&mut client).await.expect("migrates");
+        let older = MIGRATIONS.len() - 1;
+        let refused = migrate_to(&mut client, older)
+            .await
+            .expect_err("an older daemon took a newer database");
+        assert!(
+            refused.contains(&format!("schema version {}", MIGRATIONS.len()))
+                && refused.contains(&format!("({older})")),
+            "{refused}"
+        );
+        drop(client);
+        let _ = driver.await;
+    }
 }

@@ -196,7 +196,7 @@ async fn start_script(
 
 /// Starts `start` on `daemon` and reads its events until `stop_at` says so (all of them
 /// when it never does).
-async fn start_run(
+pub(super) async fn start_run(
     daemon: &DaemonProcess,
     start: pb::StartRun,
     stop_at: impl Fn(&[pb::RunEvent]) -> bool,

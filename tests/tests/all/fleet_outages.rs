@@ -17,7 +17,7 @@ use prost::Message as _;
 use tokio::io::AsyncBufReadExt as _;
 
 use super::fleet::{
-    Fleet, LEASE_MS, await_finished, check_finished_once, kind, start_writing, stored_log,
+    Fleet, LEASE_MS, await_finished, check_finished_once, kind, script, start_run, stored_log,
 };
 
 /// The database's address in a URL of the test server's (`postgres://user@host:port/db`).
@@ -46,63 +46,128 @@ async fn fleet_behind_a_link(cache: &Path) -> (Fleet, Link, DaemonProcess, Daemo
 }
 
 /// Where in the run the database goes away.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    /// While the model thinks (for longer than the outage).
+    /// While the model thinks (for longer than the outage) about its second step.
     ModelCall,
     /// While the non-idempotent write runs: it finishes with the database away.
     ToolInFlight,
+    /// While the write waits for a person, who answers through the other daemon once the
+    /// database is back.
+    ApprovalWait,
+    /// While the model thinks (for longer than the outage) about its final answer.
+    FinalAnswer,
 }
 
-/// The run of [`super::fleet::script`] on `a`, its database cut at `stage` for `away`: the
-/// run finishes once, on either daemon, with every promise of a takeover kept. While the
-/// model thinks nothing needs writing, so each daemon keeps its runs: b runs one too, and
-/// neither may take the other's over (each sees the other's lease lapsed after a long
-/// outage, as its own).
+impl Stage {
+    /// Whether nothing needs writing during the outage: each daemon then keeps its runs.
+    fn quiet(self) -> bool {
+        matches!(self, Stage::ModelCall | Stage::FinalAnswer)
+    }
+
+    /// The run of this stage's case: it reads, writes once with the non-idempotent tool,
+    /// and finishes; the model thinks for `think_ms` where the stage needs it.
+    fn run(self, workspace: &Path, file: &str, think_ms: u64) -> pb::StartRun {
+        let script = match self {
+            Stage::ModelCall => script(think_ms, file),
+            Stage::ToolInFlight => script(0, file),
+            Stage::ApprovalWait | Stage::FinalAnswer => serde_json::json!({"turns": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+                {"tool_calls": [{"name": "append", "arguments": {"path": file, "line": "effect", "sleep_ms": 0}}]},
+                {"delay_ms": if self == Stage::FinalAnswer { think_ms } else { 0 }, "final": "done"}
+            ]}),
+        };
+        let mut start = scripted_run(workspace, &script);
+        start.approval_policy = if self == Stage::ApprovalWait {
+            pb::ApprovalPolicy::Risky
+        } else {
+            pb::ApprovalPolicy::Auto
+        } as i32;
+        start
+    }
+
+    /// Whether a run has reached this stage, by the events its client saw.
+    fn reached(self, seen: &[pb::RunEvent]) -> bool {
+        let models = seen.iter().filter(|e| kind(e) == "context_built").count();
+        match self {
+            Stage::ModelCall => models == 2,
+            Stage::FinalAnswer => models == 3,
+            Stage::ToolInFlight => seen.iter().any(|e| match &e.event {
+                Some(Event::ToolStarted(started)) => started.tool == "append",
+                _ => false,
+            }),
+            Stage::ApprovalWait => seen.iter().any(|e| kind(e) == "approval_requested"),
+        }
+    }
+}
+
+/// A run on `a`, its database cut at `stage` for `away`: the run finishes once, with every
+/// promise of a takeover kept. Where nothing needs writing during the outage, b runs one
+/// too, and neither may take the other's over (after a long outage each sees the other's
+/// lease lapsed, as its own).
 async fn outage(stage: Stage, away: Duration) {
     let cache = tempfile::tempdir().unwrap();
     let (fleet, link, a, b) = fleet_behind_a_link(cache.path()).await;
-    let think_ms = match stage {
-        Stage::ModelCall => u64::try_from(away.as_millis()).unwrap() + 1_000,
-        Stage::ToolInFlight => 0,
-    };
-    let at_stage = |seen: &[pb::RunEvent]| match stage {
-        Stage::ModelCall => seen.iter().filter(|e| kind(e) == "context_built").count() == 2,
-        Stage::ToolInFlight => seen.iter().any(|e| match &e.event {
-            Some(Event::ToolStarted(started)) => started.tool == "append",
-            _ => false,
-        }),
-    };
+    let think_ms = u64::try_from(away.as_millis()).unwrap() + 1_000;
     let workspace = fleet.workspace();
-    let runs = match stage {
-        Stage::ModelCall => {
-            let (on_a, on_b) = tokio::join!(
-                start_writing(&a, &workspace, think_ms, "a.txt", at_stage),
-                start_writing(&b, &workspace, think_ms, "b.txt", at_stage),
-            );
-            vec![(on_a, "a.txt"), (on_b, "b.txt")]
+    let on = |daemon, file| {
+        let start = stage.run(&workspace, file, think_ms);
+        async move {
+            (
+                start_run(daemon, start, |seen| stage.reached(seen)).await,
+                file,
+            )
         }
-        Stage::ToolInFlight => {
-            vec![(
-                start_writing(&a, &workspace, think_ms, "a.txt", at_stage).await,
-                "a.txt",
-            )]
-        }
+    };
+    let runs = if stage.quiet() {
+        let (on_a, on_b) = tokio::join!(on(&a, "a.txt"), on(&b, "b.txt"));
+        vec![on_a, on_b]
+    } else {
+        vec![on(&a, "a.txt").await]
     };
     link.set(LinkState::Down);
     tokio::time::sleep(away).await;
     link.set(LinkState::Up);
+    if stage == Stage::ApprovalWait {
+        let ((run_id, received), _) = &runs[0];
+        let Some(Event::ApprovalRequested(pb::ApprovalRequested {
+            request: Some(request),
+        })) = received.last().and_then(|event| event.event.clone())
+        else {
+            panic!("no approval request: {received:?}");
+        };
+        assert_eq!(&request.run_id, run_id);
+        let answer = pb::ApprovalDecision {
+            approval_id: request.approval_id.clone(),
+            decision: pb::Decision::ApproveOnce as i32,
+            reason: String::new(),
+            digest: request.digest.clone(),
+        };
+        let mut agent = b.agent().await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while let Err(status) = agent.decide_approval(answer.clone()).await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the answer was never taken: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     for ((run_id, received), file) in &runs {
         let context = format!("{stage:?} away for {away:?}, run writing {file}");
         await_finished(&b, run_id).await;
         let log = stored_log(&a, run_id).await;
         check_finished_once(&context, received, &log, fleet.effects_in(file));
         let resumed = log.iter().filter(|e| kind(e) == "run_resumed").count();
-        match stage {
+        if stage.quiet() || stage == Stage::ApprovalWait {
             // Nothing failed to be written: the run stays with its daemon.
-            Stage::ModelCall => assert_eq!(resumed, 0, "{context}: {log:#?}"),
+            assert_eq!(resumed, 0, "{context}: {log:#?}");
+        } else {
             // Given back once its log failed, and resumed once.
-            Stage::ToolInFlight => assert!(resumed <= 1, "{context}: {log:#?}"),
+            assert!(resumed <= 1, "{context}: {log:#?}");
+        }
+        if stage == Stage::ApprovalWait {
+            assert_eq!(fleet.effects_in(file), 1, "{context}: the approved write");
         }
     }
     for daemon in [&a, &b] {
@@ -110,7 +175,7 @@ async fn outage(stage: Stage, away: Duration) {
         for sign in ["out of order", "duplicate key"] {
             assert!(!log.contains(sign), "{stage:?}: `{sign}` in:\n{log}");
         }
-        if let Stage::ModelCall = stage {
+        if stage.quiet() || stage == Stage::ApprovalWait {
             assert!(
                 !log.contains("taking the run over"),
                 "{stage:?} away for {away:?}: a live daemon's run was taken over:\n{log}"
@@ -143,6 +208,16 @@ async fn a_tool_that_finishes_while_the_database_is_away_briefly_leaves_no_run_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_finishes_while_the_database_is_away_for_long_leaves_no_run_running() {
     outage(Stage::ToolInFlight, LONG).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_away_for_more_than_a_lease_while_a_run_waits_for_a_person() {
+    outage(Stage::ApprovalWait, LONG).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_away_for_more_than_a_lease_while_the_model_thinks_of_its_answer() {
+    outage(Stage::FinalAnswer, LONG).await;
 }
 
 /// The run of the approval matrix: reads, then writes once a person approves, then finishes.

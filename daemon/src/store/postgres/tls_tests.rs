@@ -1,6 +1,7 @@
 //! TLS to a real PostgreSQL server: one of the test's own (scripts/postgres.sh), given a
 //! certificate the test makes for `localhost` and made to refuse every connection without
-//! TLS, so a store that opens spoke TLS to it.
+//! TLS, so a store that opens spoke TLS to it; and, as it asks a password of one role, the
+//! words a daemon with a wrong one gets.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -80,7 +81,8 @@ async fn server(issuer: &CertifiedIssuer<'static, KeyPair>) -> Server {
     std::fs::write(path.join("server.key"), key.serialize_pem()).expect("write");
     std::fs::write(
         path.join("pg_hba.conf"),
-        "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+        "local all all trust\nhostssl all keyed 127.0.0.1/32 scram-sha-256\n\
+         hostssl all all 127.0.0.1/32 trust\n",
     )
     .expect("write");
     let settings = format!(
@@ -111,7 +113,7 @@ async fn server(issuer: &CertifiedIssuer<'static, KeyPair>) -> Server {
         .expect("connects in clear before the reload");
     let driver = tokio::spawn(connection);
     client
-        .batch_execute("SELECT pg_reload_conf()")
+        .batch_execute("CREATE ROLE keyed LOGIN PASSWORD 'the-right-one'; SELECT pg_reload_conf()")
         .await
         .expect("reload");
     drop(client);
@@ -159,6 +161,18 @@ async fn the_store_speaks_tls_as_sslmode_asks_and_checks_what_it_is_told_to() {
     let said = refused(&server.url("localhost", "sslmode=disable")).await;
     assert!(said.contains("no pg_hba.conf entry"), "{said}");
     assert!(said.contains("no encryption"), "{said}");
+
+    // A wrong password, in the server's words and without the password.
+    let said = refused(&format!(
+        "postgres://keyed:hunter2-wrong@localhost:{}/postgres?sslmode=verify-full&sslrootcert={ca}",
+        server.port
+    ))
+    .await;
+    assert!(
+        said.contains("password authentication failed for user \"keyed\""),
+        "{said}"
+    );
+    assert!(!said.contains("hunter2"), "{said}");
 
     // Checked all the way, and each check that fails says which.
     for (host, query) in [

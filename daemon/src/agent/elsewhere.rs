@@ -8,7 +8,7 @@ use airlock_proto::v1 as pb;
 use tokio::sync::{broadcast, mpsc};
 
 use super::error::AgentError;
-use super::remote::Remote;
+use super::remote::{HandedOver, Remote};
 use super::runtime::AgentRuntime;
 use super::steer::cancel_reason;
 use crate::ids::RunId;
@@ -145,9 +145,21 @@ impl AgentRuntime {
              lease; stopping it here without writing"
         );
         if let Some(remote) = self.remote() {
-            for approval_id in self.shared.approvals.pending_of(run_id) {
-                let update = remote.handed_over(&approval_id).await;
-                self.shared.approvals.hand_over(&approval_id, update);
+            let approvals = &self.shared.approvals;
+            for approval_id in approvals.pending_of(run_id) {
+                let Some(shown) = approvals.hand_over(&approval_id) else {
+                    continue;
+                };
+                match remote.handed_over(&approval_id).await {
+                    HandedOver::Ended(update) => approvals.tell(*update),
+                    HandedOver::PendingThere => {}
+                    HandedOver::Unknown => {
+                        let mut update = shown;
+                        update.state = pb::ApprovalState::Resolved as i32;
+                        update.detail = "withdrawn here: another daemon took its run over".into();
+                        approvals.tell(update);
+                    }
+                }
             }
         }
         live.cancel

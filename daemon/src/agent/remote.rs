@@ -141,16 +141,28 @@ impl Remote {
     }
 }
 
+/// How a request of a run this daemon lost to another stands where the run went on.
+pub enum HandedOver {
+    /// Answered or expired there: what its approvers are told.
+    Ended(Box<pb::ApprovalRequest>),
+    /// Still pending there: the fleet's watch of remote approvals shows it.
+    PendingThere,
+    /// The store could not say.
+    Unknown,
+}
+
 impl Remote {
-    /// How a request of a run this daemon lost to another stands in the store, for the
-    /// consoles that saw it pending here; none while it cannot be read, or while it is
-    /// still pending there (the fleet's watch then shows it).
-    pub async fn handed_over(&self, approval_id: &str) -> Option<pb::ApprovalRequest> {
-        let stored = self.relay.approval(approval_id).await.ok()??;
+    /// How the request `approval_id` of a run this daemon lost stands in the store.
+    pub async fn handed_over(&self, approval_id: &str) -> HandedOver {
+        let Ok(Some(stored)) = self.relay.approval(approval_id).await else {
+            return HandedOver::Unknown;
+        };
         if stored.resolution.is_none() && stored.request.deadline_ms > crate::ids::now_ms() {
-            return None;
+            return HandedOver::PendingThere;
         }
-        ended_update(stored)
+        ended_update(stored).map_or(HandedOver::PendingThere, |update| {
+            HandedOver::Ended(Box::new(update))
+        })
     }
 }
 

@@ -218,19 +218,19 @@ impl ApprovalBroker {
     }
 
     /// Hands a request over to another daemon of the fleet, which took its run over: it
-    /// stops being pending here without an answer, and approvers who saw it are told
-    /// `update` (how it stands where the run went on), or that it was withdrawn here.
-    pub fn hand_over(&self, approval_id: &str, update: Option<pb::ApprovalRequest>) {
+    /// stops being pending here, without an answer and without a word to the approvers
+    /// (the caller tells them how it stands where the run went on, with [`Self::tell`]).
+    /// The request, when approvers were shown it.
+    pub fn hand_over(&self, approval_id: &str) -> Option<pb::ApprovalRequest> {
         let removed = self.lock().pending.remove(approval_id);
-        if let Some(pending) = removed.filter(|pending| pending.announced) {
-            let update = update.unwrap_or_else(|| {
-                let mut update = pending.request;
-                update.state = pb::ApprovalState::Resolved as i32;
-                update.detail = "withdrawn here: another daemon took its run over".into();
-                update
-            });
-            let _ = self.updates.send(update);
-        }
+        removed
+            .filter(|pending| pending.announced)
+            .map(|pending| pending.request)
+    }
+
+    /// Tells the approvers `update` of a request this broker no longer holds.
+    pub fn tell(&self, update: pb::ApprovalRequest) {
+        let _ = self.updates.send(update);
     }
 
     pub fn pending_count(&self) -> usize {

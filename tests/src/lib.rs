@@ -283,8 +283,9 @@ pub fn standard_manifest(name: &str, extra: &str) -> String {
     manifest
 }
 
-/// The module cache shared by the tests of one target directory.
-fn shared_module_cache() -> PathBuf {
+/// The module cache shared by the tests of one target directory (and by the daemons they
+/// start as processes).
+pub fn shared_module_cache() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     exe.parent()
         .and_then(Path::parent)

@@ -51,6 +51,13 @@ const CATCH_UP_BATCH: usize = 512;
 /// Events queued for a subscriber's connection.
 const SUBSCRIBER_BUFFER: usize = 64;
 
+/// How soon a follower of a fleet's run first asks a store that failed it again, and the
+/// longest it waits between two tries: soon enough that a client sees the run go on within
+/// moments of the store's return, rarely enough that a daemon of many followers does not
+/// hammer a store that is down.
+const STORE_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
+const STORE_RETRY_LAST: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How far the log got: the last sequence number committed, or why it stopped.
 #[derive(Debug, Clone, PartialEq)]
 enum Progress {
@@ -361,6 +368,10 @@ fn follow(
         let mut finished = false;
         // Reads stored events after the cursor (up to `until`, if given); false when the
         // subscriber went away, and whether the run's last event was among them.
+        // In a fleet the run goes on wherever the store lets it, so a store that does not
+        // answer now is waited for rather than ending the subscriber's stream; alone, a
+        // daemon whose store fails has nothing more to tell.
+        let patient = notices.is_some();
         let catch_up = |start: u64, until: Option<u64>| {
             let store = store.clone();
             let run_id = run_id.clone();
@@ -368,12 +379,22 @@ fn follow(
             async move {
                 let mut at = start;
                 let mut finished = false;
+                let mut retry = STORE_RETRY_FIRST;
                 loop {
                     if until.is_some_and(|until| at >= until) {
                         return (at, true, finished);
                     }
                     let batch = match store.events_after(&run_id, at, CATCH_UP_BATCH).await {
                         Ok(batch) => batch,
+                        Err(err) if patient => {
+                            tracing::debug!(run = %run_id, error = %err, "a follower waits for the store");
+                            tokio::select! {
+                                () = tokio::time::sleep(retry) => {}
+                                () = sender.closed() => return (at, false, finished),
+                            }
+                            retry = (retry * 2).min(STORE_RETRY_LAST);
+                            continue;
+                        }
                         Err(err) => {
                             let _ = sender.send(Err(err)).await;
                             return (at, false, finished);

@@ -57,14 +57,17 @@ pub(super) struct Fleet {
 }
 
 impl Fleet {
-    pub(super) async fn new(cache: &Path) -> Fleet {
+    pub(super) async fn new() -> Fleet {
         let database = airlock_daemon::testing::fresh_postgres_database().await;
-        Fleet::reaching(cache, database.clone(), &database)
+        Fleet::reaching(database.clone(), &database)
     }
 
     /// A fleet on the fresh database at `database` whose daemons reach it at `url` (through
     /// a [`Link`](airlock_tests::link::Link) the test breaks, say).
-    pub(super) fn reaching(cache: &Path, database: String, url: &str) -> Fleet {
+    /// The daemons share the tests' module cache (content-addressed): each would otherwise
+    /// compile every plugin afresh, seconds of CPU per daemon.
+    pub(super) fn reaching(database: String, url: &str) -> Fleet {
+        let cache = airlock_tests::shared_module_cache();
         let dir = tempfile::tempdir().unwrap();
         let tools = ToolsDir::new();
         tools.add_file(
@@ -196,7 +199,7 @@ async fn start_script(
 
 /// Starts `start` on `daemon` and reads its events until `stop_at` says so (all of them
 /// when it never does).
-pub(super) async fn start_run(
+async fn start_run(
     daemon: &DaemonProcess,
     start: pb::StartRun,
     stop_at: impl Fn(&[pb::RunEvent]) -> bool,
@@ -368,8 +371,7 @@ fn taken_over_by_one_of(daemons: &[&DaemonProcess], context: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_owner_is_fenced_and_writes_nothing_when_it_wakes() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
     // Frozen while the model thinks for three seconds, the owner loses its lease; another
     // daemon takes the run over and finishes it (writing once).
@@ -409,8 +411,7 @@ fn approved_write(file: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_daemon_is_killed_after_any_of_its_events_is_finished_by_another() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let names = ["a", "b", "c"];
     let mut daemons = fleet.daemons(&names).await;
     let approved = |file: &str| {
@@ -495,8 +496,7 @@ async fn a_run_whose_daemon_is_killed_after_any_of_its_events_is_finished_by_ano
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_sent_through_another_daemon_for_a_frozen_owners_run_is_said_not_applied() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let mut start = scripted_run(&fleet.workspace(), &approved_write("log.txt"));
     start.approval_policy = pb::ApprovalPolicy::Risky as i32;
@@ -589,8 +589,7 @@ async fn sandboxed(daemon: &DaemonProcess, name: &str) -> procs::Proc {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_owners_process_tool_ends_at_its_deadline_while_the_owner_stays_frozen() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let script = json!({"turns": [
         {"tool_calls": [{"name": "sleeper", "arguments": {}}]},
@@ -651,8 +650,7 @@ async fn a_frozen_owners_process_tool_ends_at_its_deadline_while_the_owner_stays
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_daemon_takes_over_a_run_whose_workspace_it_cannot_see() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let (run_id, _) = start_and_read(&a, &fleet.workspace(), 3_000, |seen| {
         seen.iter().filter(|e| kind(e) == "context_built").count() == 2
@@ -679,8 +677,7 @@ async fn no_daemon_takes_over_a_run_whose_workspace_it_cannot_see() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_every_daemon_loses_and_repeats_nothing() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let names = ["a", "b", "c"];
     let mut daemons = fleet.daemons(&names).await;
     // A run on each daemon, each past its first step and thinking before its write.
@@ -730,8 +727,7 @@ async fn on_database(fleet: &Fleet, sql: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_log_cannot_be_written_is_given_back_and_resumed() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let (run_id, received) = start_and_read(&a, &fleet.workspace(), 2_000, |seen| {
         seen.iter().filter(|e| kind(e) == "context_built").count() == 2

@@ -36,8 +36,7 @@ fn decision(request: &pb::ApprovalRequest, digest: &str) -> pb::ApprovalDecision
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_one_daemon_executes_is_followed_and_answered_through_the_others() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
     // An approver console on c, open before the run starts.
     let mut console = Console::on(c.agent().await).await;
@@ -107,8 +106,7 @@ async fn a_run_one_daemon_executes_is_followed_and_answered_through_the_others()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_of_another_daemon_sees_no_gap_when_the_run_moves_after_a_kill() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b, c) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"), fleet.daemon("c"));
     let (run_id, received) = start_and_read(&a, &fleet.workspace(), 1_500, |seen| {
         seen.iter().filter(|e| kind(e) == "context_built").count() == 2
@@ -139,8 +137,7 @@ async fn a_client_of_another_daemon_sees_no_gap_when_the_run_moves_after_a_kill(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_another_daemon_executes_is_cancelled_through_this_one() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let (run_id, _) = start_and_read(&a, &fleet.workspace(), 60_000, |seen| {
         seen.iter().filter(|e| kind(e) == "context_built").count() == 2
@@ -181,8 +178,7 @@ async fn a_run_another_daemon_executes_is_cancelled_through_this_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_kept_outputs_and_change_sets_serve_on_every_daemon() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     // Both started at once on the shared dir, and agree on one token.
     assert_eq!(a.token, b.token);

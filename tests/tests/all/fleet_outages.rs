@@ -2,8 +2,9 @@
 //! PostgreSQL through a [`Link`] the test cuts at a stage of a run, for less and for more
 //! than a lease, and owners are frozen while their run waits for a person. Every time the
 //! run finishes once, no acknowledged event is lost or changed, no daemon claims a run it
-//! executes, the write happens at most once, and every client of the run — on the owner
-//! that froze too — sees it end when it ends.
+//! executes, the write happens at most once, and the run's own client — through the outage,
+//! and on the owner that froze — sees every event to the run's end, and then its stream
+//! ends.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,7 +18,7 @@ use prost::Message as _;
 use tokio::io::AsyncBufReadExt as _;
 
 use super::fleet::{
-    Fleet, LEASE_MS, await_finished, check_finished_once, kind, script, start_run, stored_log,
+    Fleet, LEASE_MS, await_finished, check_finished_once, kind, script, stored_log,
 };
 
 /// The database's address in a URL of the test server's (`postgres://user@host:port/db`).
@@ -36,11 +37,11 @@ fn through(url: &str, addr: SocketAddr) -> String {
 }
 
 /// A fleet of two daemons whose database is behind a link the test cuts.
-async fn fleet_behind_a_link(cache: &Path) -> (Fleet, Link, DaemonProcess, DaemonProcess) {
+async fn fleet_behind_a_link() -> (Fleet, Link, DaemonProcess, DaemonProcess) {
     let database = airlock_daemon::testing::fresh_postgres_database().await;
     let link = Link::to(server_of(&database), LinkState::Up).await;
     let url = through(&database, link.addr());
-    let fleet = Fleet::reaching(cache, database, &url);
+    let fleet = Fleet::reaching(database, &url);
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     (fleet, link, a, b)
 }
@@ -106,30 +107,25 @@ impl Stage {
 /// too, and neither may take the other's over (after a long outage each sees the other's
 /// lease lapsed, as its own).
 async fn outage(stage: Stage, away: Duration) {
-    let cache = tempfile::tempdir().unwrap();
-    let (fleet, link, a, b) = fleet_behind_a_link(cache.path()).await;
+    let (fleet, link, a, b) = fleet_behind_a_link().await;
     let think_ms = u64::try_from(away.as_millis()).unwrap() + 1_000;
     let workspace = fleet.workspace();
-    let on = |daemon, file| {
-        let start = stage.run(&workspace, file, think_ms);
-        async move {
-            (
-                start_run(daemon, start, |seen| stage.reached(seen)).await,
-                file,
-            )
-        }
-    };
-    let runs = if stage.quiet() {
-        let (on_a, on_b) = tokio::join!(on(&a, "a.txt"), on(&b, "b.txt"));
-        vec![on_a, on_b]
+    // Each run's own client, read up to the stage; kept open through the outage.
+    let (a_txt, b_txt) = (
+        stage.run(&workspace, "a.txt", think_ms),
+        stage.run(&workspace, "b.txt", think_ms),
+    );
+    let mut runs = if stage.quiet() {
+        let (on_a, on_b) = tokio::join!(started(&a, a_txt, stage), started(&b, b_txt, stage));
+        vec![(on_a, "a.txt"), (on_b, "b.txt")]
     } else {
-        vec![on(&a, "a.txt").await]
+        vec![(started(&a, a_txt, stage).await, "a.txt")]
     };
     link.set(LinkState::Down);
     tokio::time::sleep(away).await;
     link.set(LinkState::Up);
     if stage == Stage::ApprovalWait {
-        let ((run_id, received), _) = &runs[0];
+        let ((_, (run_id, received)), _) = &runs[0];
         let Some(Event::ApprovalRequested(pb::ApprovalRequested {
             request: Some(request),
         })) = received.last().and_then(|event| event.event.clone())
@@ -153,10 +149,24 @@ async fn outage(stage: Stage, away: Duration) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    for ((run_id, received), file) in &runs {
+    for ((stream, (run_id, received)), file) in &mut runs {
         let context = format!("{stage:?} away for {away:?}, run writing {file}");
         await_finished(&b, run_id).await;
         let log = stored_log(&a, run_id).await;
+        // The client that started the run saw it to its end, through the outage, whichever
+        // daemon finished it: every stored event once, in order, and then the stream's end.
+        stream.drain().await;
+        let streamed: Vec<Vec<u8>> = stream
+            .seen()
+            .iter()
+            .filter(|event| !event.delta)
+            .map(|event| event.encode_to_vec())
+            .collect();
+        let stored: Vec<Vec<u8>> = log.iter().map(|event| event.encode_to_vec()).collect();
+        assert!(
+            streamed == stored,
+            "{context}: the run's own client saw another log"
+        );
         check_finished_once(&context, received, &log, fleet.effects_in(file));
         let resumed = log.iter().filter(|e| kind(e) == "run_resumed").count();
         if stage.quiet() || stage == Stage::ApprovalWait {
@@ -182,6 +192,24 @@ async fn outage(stage: Stage, away: Duration) {
             );
         }
     }
+}
+
+/// Starts `start` on `daemon` and reads its client's stream until the run reaches `stage`:
+/// the stream, kept open, and the run's id and events so far.
+async fn started(
+    daemon: &DaemonProcess,
+    start: pb::StartRun,
+    stage: Stage,
+) -> (RunStream, (String, Vec<pb::RunEvent>)) {
+    let mut stream = RunStream::open(daemon.agent().await, pb::run_request::Request::Start(start))
+        .await
+        .unwrap();
+    while !stage.reached(stream.seen()) {
+        stream.next().await.expect("the run's stream is open");
+    }
+    let received = stream.seen().to_vec();
+    let run_id = received[0].run_id.clone();
+    (stream, (run_id, received))
 }
 
 /// Longer than a lease: every lease lapses, the live owner's too.
@@ -231,8 +259,7 @@ fn approved_write() -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_frozen_while_its_run_waits_for_a_person_sees_the_run_end_where_it_went_on() {
-    let cache = tempfile::tempdir().unwrap();
-    let fleet = Fleet::new(cache.path()).await;
+    let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let mut console = Console::on(a.agent().await).await;
     let mut start = scripted_run(&fleet.workspace(), &approved_write());

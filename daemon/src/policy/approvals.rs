@@ -292,11 +292,11 @@ impl Asked {
         if still_pending {
             let _ = broker.updates.send(request);
         }
+        // A request removed without an answer (handed over to the daemon that took its run
+        // over) is not answered here: its asker waits for the deadline, or for the cancel
+        // that follows the hand-over, and records nothing of it.
         let outcome = tokio::select! {
-            answer = answered => match answer {
-                Ok(answer) => Outcome::Answered(answer),
-                Err(_) => Outcome::Expired,
-            },
+            Ok(answer) = answered => Outcome::Answered(answer),
             () = tokio::time::sleep(deadline) => {
                 broker.finish(&approval_id, pb::ApprovalState::Expired, "no answer by the deadline");
                 Outcome::Expired

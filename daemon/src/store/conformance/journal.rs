@@ -140,6 +140,20 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
         )
         .await
         .expect("resolve");
+    // A second resolution (a daemon that lost the run, recording its own expiry) changes
+    // nothing: the first stands.
+    store
+        .resolve_approval(
+            &ApprovalId::from_stored(asked.approval_id.clone()),
+            &ApprovalResolution {
+                decision: Decision::Deny,
+                reason: "no answer by the deadline".into(),
+                decided_by: DecidedBy::Deadline,
+                resolved_at_ms: 10,
+            },
+        )
+        .await
+        .expect("a late resolution is no error");
     assert_eq!(
         store
             .approval_for_call(run_id, &call_id)

@@ -177,8 +177,10 @@ pub(in crate::store) async fn resolve_approval<S: Sql>(
     resolution: &ApprovalResolution,
 ) -> StoreResult<()> {
     c.execute(
+        // The first resolution stands: a daemon that lost the run (frozen while it waited)
+        // must not overwrite how the daemon that took it over had it answered.
         "UPDATE approvals SET decision = $2, reason = $3, decided_by = $4, resolved_at_ms = $5
-         WHERE approval_id = $1",
+         WHERE approval_id = $1 AND resolved_at_ms IS NULL",
         args![
             approval_id.as_str(),
             domain::decision(resolution.decision) as i32,

@@ -170,17 +170,19 @@ impl RunLog {
 
     /// Hands an event (with the spans that ended since the last one) to the store. It
     /// reaches subscribers once committed; a failure shows at the next [`RunLog::committed`].
-    pub fn append(&self, step_id: Option<&StepId>, event: pb::run_event::Event) {
+    pub fn append(&self, step_id: Option<&StepId>, event: pb::run_event::Event) -> u64 {
         let mut appending = self
             .appending
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let event = self.event(&appending, step_id, event, false);
+        let seq = event.seq;
         let spans = std::mem::take(&mut appending.spans);
         let pending = self.store.append_event(&event, &spans);
         appending.next_seq += 1;
         // Under the lock, so the publisher gets the answers in sequence order.
         self.publish(event, Publish::Committed(pending));
+        seq
     }
 
     /// Sends a streamed piece (a delta) to the live subscribers, after every event handed
@@ -324,8 +326,8 @@ async fn publish(
                 failed = true;
                 let reason = format!(
                     "the run stopped because its log cannot be written ({error}); nothing more \
-                     was run, and the run will go on when the daemon restarts with a working \
-                     store"
+                     was run here, and the run goes on from its log once the store works again \
+                     (in a fleet, on the daemon that takes it; alone, when the daemon restarts)"
                 );
                 progress.send_replace(Progress::Failed(reason));
             }

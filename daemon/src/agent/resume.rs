@@ -84,7 +84,7 @@ impl AgentRuntime {
             self.shared.run_changes.clone(),
         );
         let detail = format!("the run could not be resumed after a restart: {err}");
-        log.append(
+        let last_seq = log.append(
             None,
             pb::run_event::Event::RunFinished(pb::RunFinished {
                 reason: pb::StopReason::ModelError as i32,
@@ -104,6 +104,7 @@ impl AgentRuntime {
                     stop_detail: detail,
                     final_text: String::new(),
                     finished_at_ms: ids::now_ms(),
+                    last_seq,
                 },
             )
             .await?;
@@ -181,7 +182,7 @@ impl AgentRuntime {
             for event in &batch {
                 match &event.event {
                     Some(pb::run_event::Event::RunFinished(finished)) => {
-                        self.record_end(record, finished, event.time_ms).await?;
+                        self.record_end(record, finished, event).await?;
                         return Ok(None);
                     }
                     Some(pb::run_event::Event::UserInput(input)) => {
@@ -212,12 +213,12 @@ impl AgentRuntime {
         }))
     }
 
-    /// Records the end a run's log shows (at `time_ms`) as the run's.
+    /// Records the end a run's log shows (in `event`) as the run's.
     async fn record_end(
         &self,
         record: &RunRecord,
         finished: &pb::RunFinished,
-        time_ms: i64,
+        event: &pb::RunEvent,
     ) -> Result<(), AgentError> {
         let reason = pb::StopReason::try_from(finished.reason)
             .ok()
@@ -231,7 +232,8 @@ impl AgentRuntime {
                     stop_reason: reason,
                     stop_detail: finished.detail.clone(),
                     final_text: finished.final_text.clone(),
-                    finished_at_ms: time_ms,
+                    finished_at_ms: event.time_ms,
+                    last_seq: event.seq,
                 },
             )
             .await?;

@@ -172,6 +172,8 @@ fn store_code(store: &StoreError) -> Code {
         StoreError::OutOfOrder { .. } => Code::Internal,
         // Another daemon holds the run now; asking that one (or again) succeeds.
         StoreError::Fenced { .. } => Code::Aborted,
+        // The log failed first; the run is resumed from it, and asking again succeeds.
+        StoreError::Unlogged { .. } => Code::Unavailable,
     }
 }
 
@@ -283,6 +285,14 @@ mod tests {
         assert_eq!(
             code(StoreError::Fenced { run_id: "r".into() }),
             Code::Aborted
+        );
+        assert_eq!(
+            code(StoreError::Unlogged {
+                run_id: "r".into(),
+                seq: 9,
+                what: "end"
+            }),
+            Code::Unavailable
         );
     }
 

@@ -192,6 +192,9 @@ pub struct RunEnd {
     pub stop_detail: String,
     pub final_text: String,
     pub finished_at_ms: i64,
+    /// The seq of the run's `RunFinished` event: the run is recorded finished only once its
+    /// log holds it, so no follower waits for an end a failed write left out of the log.
+    pub last_seq: u64,
 }
 
 /// What a retention sweep removed ([`Store::delete_finished_runs`]).
@@ -219,6 +222,14 @@ pub enum StoreError {
     /// daemon's lease on it lapsed), so nothing more of it is this daemon's to record.
     #[error("run {run_id} was taken over by another daemon; this one no longer writes for it")]
     Fenced { run_id: String },
+    /// A run's end or checkpoint was refused: its log does not hold the event it covers (a
+    /// write of the log failed before it), so the run is resumed from what the log holds.
+    #[error("the {what} of run {run_id} is not recorded: its log does not hold event {seq}")]
+    Unlogged {
+        run_id: String,
+        seq: u64,
+        what: &'static str,
+    },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

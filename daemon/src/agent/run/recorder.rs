@@ -157,7 +157,7 @@ impl Recorder {
             }
         }
         self.progress(steps, usage);
-        self.emit(
+        let last_seq = self.log.append(
             None,
             Event::RunFinished(pb::RunFinished {
                 reason: wire::stop_reason(stop.reason) as i32,
@@ -174,6 +174,7 @@ impl Recorder {
                 stop_detail: stop.detail.clone(),
                 final_text: stop.final_text.clone(),
                 finished_at_ms: ids::now_ms(),
+                last_seq,
             },
         );
         self.committed().await?;

@@ -6,7 +6,7 @@ use airlock_proto::v1 as pb;
 use super::fixtures::{event, recorded_run};
 use crate::domain::{DecidedBy, Decision};
 use crate::ids::{ApprovalId, CallId, CheckpointId, RunId};
-use crate::store::{ApprovalResolution, Checkpoint, Effect, Store};
+use crate::store::{ApprovalResolution, Checkpoint, Effect, Store, StoreError};
 
 pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
     store: &dyn Store,
@@ -25,6 +25,29 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
         .save_checkpoint(run_id, &checkpoint(1))
         .await
         .expect("first");
+    // A checkpoint past the log (its events' write failed) is refused; the last one stays.
+    assert!(matches!(
+        store.save_checkpoint(run_id, &checkpoint(4)).await,
+        Err(StoreError::Unlogged {
+            seq: 4,
+            what: "checkpoint",
+            ..
+        })
+    ));
+    assert_eq!(
+        store
+            .latest_checkpoint(run_id)
+            .await
+            .expect("read")
+            .map(|kept| kept.seq),
+        Some(1)
+    );
+    for seq in 2..=4 {
+        store
+            .append_event(&event(run_id, seq), &[])
+            .await
+            .expect("append");
+    }
     let latest = checkpoint(4);
     store
         .save_checkpoint(run_id, &latest)

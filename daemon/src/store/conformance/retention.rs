@@ -131,6 +131,7 @@ pub(super) async fn old_finished_runs_are_deleted_and_nothing_else(
         stop_detail: String::new(),
         final_text: String::new(),
         finished_at_ms: at,
+        last_seq: 1,
     };
     store
         .finish_run(&old.run_id, &end(1_001))

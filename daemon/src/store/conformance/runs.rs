@@ -59,16 +59,33 @@ pub(super) async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenan
             .iter()
             .any(|r| r.run_id == run_id && r.state == RunState::WaitingForApproval)
     );
+    // An end whose event the log does not hold (its write failed) leaves the run unfinished.
+    let end = RunEnd {
+        stop_reason: StopReason::Final,
+        stop_detail: String::new(),
+        final_text: "done".into(),
+        finished_at_ms: 20,
+        last_seq: 4,
+    };
+    assert!(matches!(
+        store.finish_run(&run_id, &end).await,
+        Err(StoreError::Unlogged {
+            seq: 4,
+            what: "end",
+            ..
+        })
+    ));
+    assert_eq!(
+        store
+            .run(&run_id)
+            .await
+            .expect("read")
+            .expect("exists")
+            .state,
+        RunState::WaitingForApproval
+    );
     store
-        .finish_run(
-            &run_id,
-            &RunEnd {
-                stop_reason: StopReason::Final,
-                stop_detail: String::new(),
-                final_text: "done".into(),
-                finished_at_ms: 20,
-            },
-        )
+        .finish_run(&run_id, &RunEnd { last_seq: 3, ..end })
         .await
         .expect("finish");
     let read = store.run(&run_id).await.expect("read").expect("exists");

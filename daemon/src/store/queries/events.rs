@@ -114,21 +114,32 @@ pub(in crate::store) async fn save_checkpoint<S: Sql>(
     run_id: &RunId,
     checkpoint: &Checkpoint,
 ) -> StoreResult<()> {
-    c.execute(
-        "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms)
-         VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = $2, seq = $3, state = $4,
-         created_at_ms = $5",
-        args![
-            run_id.as_str(),
-            &checkpoint.checkpoint_id,
-            seq_param(checkpoint.seq),
-            &checkpoint.state,
-            checkpoint.created_at_ms,
-        ],
-    )
-    .await
-    .map(|_| ())
+    // Only over a log that holds the event it covers: a checkpoint handed over after a
+    // failed write of the log (committed in a later batch) would resume the run past a gap.
+    let saved = c
+        .execute(
+            "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms)
+             SELECT $1, $2, $3, $4, $5
+             WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $3)
+             ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = $2, seq = $3, state = $4,
+             created_at_ms = $5",
+            args![
+                run_id.as_str(),
+                &checkpoint.checkpoint_id,
+                seq_param(checkpoint.seq),
+                &checkpoint.state,
+                checkpoint.created_at_ms,
+            ],
+        )
+        .await?;
+    if saved == 0 {
+        return Err(StoreError::Unlogged {
+            run_id: run_id.to_string(),
+            seq: checkpoint.seq,
+            what: "checkpoint",
+        });
+    }
+    Ok(())
 }
 
 pub(in crate::store) async fn latest_checkpoint<S: Sql>(

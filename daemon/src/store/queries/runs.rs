@@ -173,19 +173,30 @@ pub(in crate::store) async fn finish_run<S: Sql>(
     run_id: &RunId,
     end: &RunEnd,
 ) -> StoreResult<()> {
-    c.execute(
-        "UPDATE runs SET state = 'finished', stop_reason = $2, stop_detail = $3, final_text = $4,
-         finished_at_ms = $5 WHERE run_id = $1",
-        args![
-            run_id.as_str(),
-            domain::stop_reason(end.stop_reason) as i32,
-            &end.stop_detail,
-            &end.final_text,
-            end.finished_at_ms,
-        ],
-    )
-    .await
-    .map(|_| ())
+    let last_seq = super::seq_param(end.last_seq);
+    let updated = c
+        .execute(
+            "UPDATE runs SET state = 'finished', stop_reason = $2, stop_detail = $3,
+             final_text = $4, finished_at_ms = $5
+             WHERE run_id = $1 AND EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $6)",
+            args![
+                run_id.as_str(),
+                domain::stop_reason(end.stop_reason) as i32,
+                &end.stop_detail,
+                &end.final_text,
+                end.finished_at_ms,
+                last_seq,
+            ],
+        )
+        .await?;
+    if updated == 0 {
+        return Err(StoreError::Unlogged {
+            run_id: run_id.to_string(),
+            seq: end.last_seq,
+            what: "end",
+        });
+    }
+    Ok(())
 }
 
 pub(in crate::store) async fn unfinished_runs<S: Sql>(c: &S) -> StoreResult<Vec<RunRecord>> {

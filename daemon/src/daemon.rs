@@ -35,6 +35,10 @@ const STATE_DIR_MODE: u32 = 0o700;
 /// How long cancelled calls get to report before the remaining connections are dropped.
 const FINAL_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How often a stopping daemon looks whether its last call ended: a fraction of the final
+/// drain, so the stop waits little past the last call.
+const CALLS_DONE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Where full outputs are kept, in the state dir.
 const OUTPUTS_DIR: &str = "outputs";
 
@@ -463,6 +467,9 @@ async fn open_store(
 
 /// Serves until the shutdown signal, then drains: running calls get their grace and are cut
 /// off after it. Runs are not cancelled: they are recorded, and the next daemon resumes them.
+/// The grace is the calls': once none is running, nothing is left to wait for — a stream
+/// that stays open (a run's client, waiting for a person or a model) does not hold the stop
+/// up for the whole grace.
 async fn drain(
     server: impl Future<Output = Result<(), api::ServeError>>,
     stopping: tokio::sync::oneshot::Receiver<()>,
@@ -474,8 +481,16 @@ async fn drain(
         result = &mut server => return Ok(result?),
         _ = stopping => {}
     }
+    // Polled rather than signalled: a notice on every call's end would cost the hot path
+    // for the sake of a stop.
+    let calls_done = async {
+        while executor.running() > 0 {
+            tokio::time::sleep(CALLS_DONE_POLL).await;
+        }
+    };
     tokio::select! {
         result = &mut server => return Ok(result?),
+        () = calls_done => {}
         () = tokio::time::sleep(grace) => {
             tracing::warn!(running = executor.running(), "grace period over; cancelling running calls");
             executor.cancel_all();

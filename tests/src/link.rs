@@ -1,8 +1,10 @@
 //! A link to a server that a test can break: a TCP proxy on loopback in front of the real
 //! server (the test PostgreSQL, say), switched between forwarding, down (every connection
 //! cut and each new one closed at once, as a stopped server or a refused port looks to a
-//! client) and silent (connections taken and never answered, as a frozen server or a
-//! black-holed route looks). The tests of a fleet's database outages use it: stopping the
+//! client), silent (connections taken and never answered, as a black-holed route looks) and
+//! frozen (nothing moves either way on any connection, old or new, until the link is up
+//! again, as a server stopped with SIGSTOP looks: what was sent meanwhile then arrives,
+//! a client's close included). The tests of a fleet's database outages use it: stopping the
 //! shared test server itself would take every other test's database down with it.
 
 use std::net::SocketAddr;
@@ -21,6 +23,9 @@ pub enum LinkState {
     Down,
     /// Takes connections and never answers; cuts those it forwarded.
     Silent,
+    /// Holds every connection, forwarding nothing, until the link is up again; then
+    /// forwards what waited, both ways.
+    Frozen,
 }
 
 pub struct Link {
@@ -80,14 +85,36 @@ async fn carry(mut client: TcpStream, server: SocketAddr, mut state: watch::Rece
             let _ = state.changed().await;
             return;
         }
+        LinkState::Frozen => {
+            // Held until the server wakes up, which then answers it.
+            match state.wait_for(|state| *state != LinkState::Frozen).await {
+                Ok(now) if *now == LinkState::Up => {}
+                _ => return,
+            }
+        }
         LinkState::Up => {}
     }
     let Ok(mut upstream) = TcpStream::connect(server).await else {
         return;
     };
-    tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {}
-        _ = state.wait_for(|state| *state != LinkState::Up) => {}
+    let copying = tokio::io::copy_bidirectional(&mut client, &mut upstream);
+    tokio::pin!(copying);
+    loop {
+        let now = *state.borrow_and_update();
+        match now {
+            LinkState::Up => tokio::select! {
+                _ = &mut copying => return,
+                changed = state.changed() => if changed.is_err() { return },
+            },
+            // Not polled, the copy moves nothing: what either side sends waits in the
+            // sockets' buffers, and goes on when the link is up again.
+            LinkState::Frozen => {
+                if state.changed().await.is_err() {
+                    return;
+                }
+            }
+            // Dropping both sockets cuts the connection both ways.
+            LinkState::Down | LinkState::Silent => return,
+        }
     }
-    // Dropping both sockets cuts the connection both ways.
 }

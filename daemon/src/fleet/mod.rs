@@ -92,8 +92,9 @@ impl Fleet {
                 while or_cancel(&stop, tokio::time::sleep(period)).await.is_ok() {
                     // A renewal that fails is retried at the next tick; should the lease lapse
                     // meanwhile, another daemon may claim this one's runs, and this one's
-                    // writes for them are refused from then on.
-                    if let Err(err) = fleet.leases.renew(fleet.lease).await {
+                    // writes for them are refused from then on. A stop does not wait for a
+                    // renewal the store is slow to answer.
+                    if let Ok(Err(err)) = or_cancel(&stop, fleet.leases.renew(fleet.lease)).await {
                         tracing::warn!(error = %err, "cannot renew this daemon's lease");
                     }
                 }
@@ -116,10 +117,17 @@ impl Fleet {
                     self.give_back_later(run_id);
                 }
             }
-            self.give_back().await;
-            self.stop_lost().await;
-            if let Err(err) = self.take_over(&mut refused).await {
-                tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
+            // A stop does not wait for a round the store is slow to answer: what the round
+            // left undone, the fleet does when this daemon's lease is given up or lapses.
+            let round = async {
+                self.give_back().await;
+                self.stop_lost().await;
+                if let Err(err) = self.take_over(&mut refused).await {
+                    tracing::warn!(error = %err, "cannot take over the runs of lapsed daemons");
+                }
+            };
+            if or_cancel(&stop, round).await.is_err() {
+                break;
             }
         }
         let _ = renewing.await;

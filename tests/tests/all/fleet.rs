@@ -245,7 +245,9 @@ pub(super) async fn await_finished(daemon: &DaemonProcess, run_id: &str) {
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the run did not finish within {TAKEOVER_WITHIN:?} of its daemon's end: {run:?}"
+            "the run did not finish within {TAKEOVER_WITHIN:?} of its daemon's end: {run:?}\n\
+             the daemon's log:\n{}",
+            daemon.log()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,10 +1,10 @@
-//! A fleet whose database goes away, and owners that freeze: the daemons reach the test
-//! PostgreSQL through a [`Link`] the test cuts at a stage of a run, for less and for more
-//! than a lease, and owners are frozen while their run waits for a person. Every time the
-//! run finishes once, no acknowledged event is lost or changed, no daemon claims a run it
-//! executes, the write happens at most once, and the run's own client — through the outage,
-//! and on the owner that froze — sees every event to the run's end, and then its stream
-//! ends.
+//! A fleet whose database goes away or freezes, and owners that freeze: the daemons reach
+//! the test PostgreSQL through a [`Link`] the test cuts (or freezes) at a stage of a run,
+//! for less and for more than a lease, and owners are frozen at a stage of their run. Every
+//! time the run finishes once, no acknowledged event is lost or changed, no daemon claims a
+//! run it executes, the write happens at most once, and the run's own client — through the
+//! outage, and on the owner that froze — sees every event to the run's end, and then its
+//! stream ends. A daemon whose database froze, or whose client waits, stops when told.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -56,6 +56,8 @@ enum Stage {
     /// While the write waits for a person, who answers through the other daemon once the
     /// database is back.
     ApprovalWait,
+    /// Right after the write finished, while the model starts on its final answer.
+    ToolFinished,
     /// While the model thinks (for longer than the outage) about its final answer.
     FinalAnswer,
 }
@@ -72,11 +74,19 @@ impl Stage {
         let script = match self {
             Stage::ModelCall => script(think_ms, file),
             Stage::ToolInFlight => script(0, file),
-            Stage::ApprovalWait | Stage::FinalAnswer => serde_json::json!({"turns": [
-                {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
-                {"tool_calls": [{"name": "append", "arguments": {"path": file, "line": "effect", "sleep_ms": 0}}]},
-                {"delay_ms": if self == Stage::FinalAnswer { think_ms } else { 0 }, "final": "done"}
-            ]}),
+            Stage::ApprovalWait | Stage::ToolFinished | Stage::FinalAnswer => {
+                let answer_ms = match self {
+                    Stage::FinalAnswer => think_ms,
+                    // Long enough that the owner is stopped before it answers.
+                    Stage::ToolFinished => 300,
+                    _ => 0,
+                };
+                serde_json::json!({"turns": [
+                    {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+                    {"tool_calls": [{"name": "append", "arguments": {"path": file, "line": "effect", "sleep_ms": 0}}]},
+                    {"delay_ms": answer_ms, "final": "done"}
+                ]})
+            }
         };
         let mut start = scripted_run(workspace, &script);
         start.approval_policy = if self == Stage::ApprovalWait {
@@ -98,15 +108,19 @@ impl Stage {
                 _ => false,
             }),
             Stage::ApprovalWait => seen.iter().any(|e| kind(e) == "approval_requested"),
+            Stage::ToolFinished => seen.iter().any(|e| match &e.event {
+                Some(Event::ToolFinished(finished)) => finished.tool == "append",
+                _ => false,
+            }),
         }
     }
 }
 
-/// A run on `a`, its database cut at `stage` for `away`: the run finishes once, with every
-/// promise of a takeover kept. Where nothing needs writing during the outage, b runs one
-/// too, and neither may take the other's over (after a long outage each sees the other's
-/// lease lapsed, as its own).
-async fn outage(stage: Stage, away: Duration) {
+/// A run on `a`, its database cut (or frozen, as `how` says) at `stage` for `away`: the run
+/// finishes once, with every promise of a takeover kept. Where nothing needs writing during
+/// the outage, b runs one too, and neither may take the other's over (after a long outage
+/// each sees the other's lease lapsed, as its own).
+async fn outage(stage: Stage, away: Duration, how: LinkState) {
     let (fleet, link, a, b) = fleet_behind_a_link().await;
     let think_ms = u64::try_from(away.as_millis()).unwrap() + 1_000;
     let workspace = fleet.workspace();
@@ -121,7 +135,7 @@ async fn outage(stage: Stage, away: Duration) {
     } else {
         vec![(started(&a, a_txt, stage).await, "a.txt")]
     };
-    link.set(LinkState::Down);
+    link.set(how);
     tokio::time::sleep(away).await;
     link.set(LinkState::Up);
     if stage == Stage::ApprovalWait {
@@ -150,7 +164,7 @@ async fn outage(stage: Stage, away: Duration) {
         }
     }
     for ((stream, (run_id, received)), file) in &mut runs {
-        let context = format!("{stage:?} away for {away:?}, run writing {file}");
+        let context = format!("{stage:?} {how:?} for {away:?}, run writing {file}");
         await_finished(&b, run_id).await;
         let log = stored_log(&a, run_id).await;
         // The client that started the run saw it to its end, through the outage, whichever
@@ -188,7 +202,7 @@ async fn outage(stage: Stage, away: Duration) {
         if stage.quiet() || stage == Stage::ApprovalWait {
             assert!(
                 !log.contains("taking the run over"),
-                "{stage:?} away for {away:?}: a live daemon's run was taken over:\n{log}"
+                "{stage:?} {how:?} for {away:?}: a live daemon's run was taken over:\n{log}"
             );
         }
     }
@@ -218,85 +232,110 @@ const LONG: Duration = Duration::from_millis(LEASE_MS + 1_500);
 /// Shorter than a lease: leases hold, writes in the meantime fail.
 const SHORT: Duration = Duration::from_millis(LEASE_MS / 2);
 
+/// Longer than a request waits for the server (two leases, five seconds at least): what
+/// waited on the frozen server fails, as when it is down.
+const FROZEN: Duration = Duration::from_millis(7_000);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_away_for_less_than_a_lease_while_the_model_thinks() {
-    outage(Stage::ModelCall, SHORT).await;
+    outage(Stage::ModelCall, SHORT, LinkState::Down).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_away_for_more_than_a_lease_while_the_model_thinks() {
-    outage(Stage::ModelCall, LONG).await;
+    outage(Stage::ModelCall, LONG, LinkState::Down).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_finishes_while_the_database_is_away_briefly_leaves_no_run_running() {
-    outage(Stage::ToolInFlight, SHORT).await;
+    outage(Stage::ToolInFlight, SHORT, LinkState::Down).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_finishes_while_the_database_is_away_for_long_leaves_no_run_running() {
-    outage(Stage::ToolInFlight, LONG).await;
+    outage(Stage::ToolInFlight, LONG, LinkState::Down).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_away_for_less_than_a_lease_while_a_run_waits_for_a_person() {
+    outage(Stage::ApprovalWait, SHORT, LinkState::Down).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_away_for_more_than_a_lease_while_a_run_waits_for_a_person() {
-    outage(Stage::ApprovalWait, LONG).await;
+    outage(Stage::ApprovalWait, LONG, LinkState::Down).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_away_for_less_than_a_lease_while_the_model_thinks_of_its_answer() {
+    outage(Stage::FinalAnswer, SHORT, LinkState::Down).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_away_for_more_than_a_lease_while_the_model_thinks_of_its_answer() {
-    outage(Stage::FinalAnswer, LONG).await;
-}
-
-/// The run of the approval matrix: reads, then writes once a person approves, then finishes.
-fn approved_write() -> serde_json::Value {
-    serde_json::json!({"turns": [
-        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
-        {"tool_calls": [{"name": "append", "arguments": {"path": "log.txt", "line": "effect", "sleep_ms": 0}}]},
-        {"final": "done"}
-    ]})
+    outage(Stage::FinalAnswer, LONG, LinkState::Down).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_owner_frozen_while_its_run_waits_for_a_person_sees_the_run_end_where_it_went_on() {
+async fn a_database_frozen_while_the_model_thinks_takes_no_live_run_away() {
+    outage(Stage::ModelCall, FROZEN, LinkState::Frozen).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_finishes_while_the_database_is_frozen_leaves_no_run_running() {
+    outage(Stage::ToolInFlight, FROZEN, LinkState::Frozen).await;
+}
+
+/// A run on `a`, whose daemon is frozen (SIGSTOP) at `stage`: b takes the run over and
+/// finishes it (a person answering its request there, when it waits for one); a, woken,
+/// learns it lost the run: its client's stream goes on to the run's end as b recorded it,
+/// and — when the run waited for a person — its console shows the request approved.
+async fn frozen_owner(stage: Stage) {
     let fleet = Fleet::new().await;
     let (a, b) = tokio::join!(fleet.daemon("a"), fleet.daemon("b"));
     let mut console = Console::on(a.agent().await).await;
-    let mut start = scripted_run(&fleet.workspace(), &approved_write());
-    start.approval_policy = pb::ApprovalPolicy::Risky as i32;
+    let mut start = stage.run(&fleet.workspace(), "log.txt", 1_000);
     // Far beyond the test's patience: a client still waiting for the deadline fails it.
     start.approval_timeout_ms = 600_000;
-    let mut on_a = RunStream::open(a.agent().await, pb::run_request::Request::Start(start))
-        .await
-        .unwrap();
-    let request = on_a.approval_requested().await;
-    let run_id = request.run_id.clone();
-    let shown = console.next_in(pb::ApprovalState::Pending).await;
-    assert_eq!(shown.approval_id, request.approval_id);
+    let (mut on_a, (run_id, received)) = started(&a, start, stage).await;
+    let request = if stage == Stage::ApprovalWait {
+        let Some(Event::ApprovalRequested(pb::ApprovalRequested {
+            request: Some(request),
+        })) = received.last().and_then(|event| event.event.clone())
+        else {
+            panic!("no approval request: {received:?}");
+        };
+        let shown = console.next_in(pb::ApprovalState::Pending).await;
+        assert_eq!(shown.approval_id, request.approval_id);
+        Some(request)
+    } else {
+        None
+    };
 
-    // The owner freezes; b takes the run over, the request waits again there under the
-    // same id, and a person answers it on b.
+    // The owner freezes; b takes the run over (the request waits again there under the
+    // same id, and a person answers it on b).
     a.signal(libc::SIGSTOP);
     b.await_log("taking the run over").await;
-    let answer = pb::ApprovalDecision {
-        approval_id: request.approval_id.clone(),
-        decision: pb::Decision::ApproveOnce as i32,
-        reason: String::new(),
-        digest: request.digest.clone(),
-    };
-    let mut agent = b.agent().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while let Err(status) = agent.decide_approval(answer.clone()).await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the request never waited again on b: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    if let Some(request) = &request {
+        let answer = pb::ApprovalDecision {
+            approval_id: request.approval_id.clone(),
+            decision: pb::Decision::ApproveOnce as i32,
+            reason: String::new(),
+            digest: request.digest.clone(),
+        };
+        let mut agent = b.agent().await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while let Err(status) = agent.decide_approval(answer.clone()).await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the request never waited again on b: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     await_finished(&b, &run_id).await;
 
-    // Woken, the old owner learns it lost the run: its client's stream goes on to the
-    // run's end as b recorded it, and its console shows the request approved.
+    // Woken, the old owner learns it lost the run.
     a.signal(libc::SIGCONT);
     on_a.drain().await;
     let log = stored_log(&b, &run_id).await;
@@ -309,28 +348,55 @@ async fn an_owner_frozen_while_its_run_waits_for_a_person_sees_the_run_end_where
     let stored: Vec<Vec<u8>> = log.iter().map(|event| event.encode_to_vec()).collect();
     assert_eq!(
         streamed, stored,
-        "the frozen owner's client saw another run"
+        "{stage:?}: the frozen owner's client saw another run"
     );
-    check_finished_once("frozen in the approval wait", &[], &log, fleet.effects());
-    assert_eq!(fleet.effects(), 1);
-    let ended = loop {
-        let update = console.next().await;
-        if update.approval_id == request.approval_id
-            && update.state != pb::ApprovalState::Pending as i32
-        {
-            break update;
+    let context = format!("frozen at {stage:?}");
+    check_finished_once(&context, &received, &log, fleet.effects());
+    assert_eq!(fleet.effects(), 1, "{context}");
+    if let Some(request) = request {
+        let ended = loop {
+            let update = console.next().await;
+            if update.approval_id == request.approval_id
+                && update.state != pb::ApprovalState::Pending as i32
+            {
+                break update;
+            }
+        };
+        assert_eq!(
+            (ended.state, ended.detail.as_str()),
+            (
+                pb::ApprovalState::Resolved as i32,
+                "approved once by the approver"
+            ),
+            "{ended:?}"
+        );
+    }
+    if stage == Stage::ApprovalWait {
+        // A loop that waits writes nothing that would tell it: the fleet's round does.
+        a.await_log("taken over by another daemon while this one could not renew")
+            .await;
+    }
+    for sign in ["out of order", "duplicate key"] {
+        for daemon in [&a, &b] {
+            let log = daemon.log();
+            assert!(!log.contains(sign), "{context}: `{sign}` in:\n{log}");
         }
-    };
-    assert_eq!(
-        (ended.state, ended.detail.as_str()),
-        (
-            pb::ApprovalState::Resolved as i32,
-            "approved once by the approver"
-        ),
-        "{ended:?}"
-    );
-    a.await_log("taken over by another daemon while this one could not renew")
-        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_frozen_while_its_run_waits_for_a_person_sees_the_run_end_where_it_went_on() {
+    frozen_owner(Stage::ApprovalWait).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_frozen_as_its_write_finished_sees_the_run_end_where_it_went_on() {
+    frozen_owner(Stage::ToolFinished).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_frozen_while_its_model_thinks_of_the_answer_sees_the_run_end_where_it_went_on() {
+    frozen_owner(Stage::FinalAnswer).await;
 }
 
 /// `airlockd` with `config`, to its exit; its standard error.
@@ -402,4 +468,58 @@ async fn a_database_that_never_answers_stops_the_start_in_words_and_a_signal_end
     assert!(status.success(), "{status:?}\n{log}");
     assert!(log.contains("opening the store"), "{log}");
     assert!(log.contains("stopped while starting"), "{log}");
+}
+
+/// SIGTERM to `daemon`, and how long it took to exit; it must exit cleanly.
+async fn stopped(daemon: &mut DaemonProcess) -> Duration {
+    let asked = std::time::Instant::now();
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.wait().await;
+    assert!(status.success(), "{status:?}\n{}", daemon.log());
+    asked.elapsed()
+}
+
+/// The calls' grace at stop (the daemon's default `shutdown_grace_ms`): a daemon that waits
+/// it out with no call running held its stop for the sake of an open stream.
+const CALLS_GRACE: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_stops_when_told_while_its_clients_wait_and_while_its_database_is_frozen() {
+    let (fleet, link, mut a, mut b) = fleet_behind_a_link().await;
+    let start = Stage::ApprovalWait.run(&fleet.workspace(), "a.txt", 0);
+    let (_waiting_on_a, (run_id, _)) = started(&a, start, Stage::ApprovalWait).await;
+
+    // A run's client waits for a person: no call runs, so the calls' grace is not waited
+    // out for the stream's sake.
+    let took = stopped(&mut a).await;
+    eprintln!("stopped with a client waiting in {took:?}");
+    assert!(took < CALLS_GRACE, "a took {took:?} to stop");
+    a.await_log("closing the connections still open").await;
+
+    // b takes the run over, and it waits there; then the database freezes. The stop waits
+    // for the store at most a request's deadline, and gives the lease up or says why not.
+    b.await_log("taking the run over").await;
+    let _waiting_on_b = RunStream::open(
+        b.agent().await,
+        pb::run_request::Request::Attach(pb::AttachRun {
+            run_id,
+            after_seq: 0,
+        }),
+    )
+    .await
+    .unwrap();
+    link.set(LinkState::Frozen);
+    tokio::time::sleep(Duration::from_millis(LEASE_MS)).await;
+    let took = stopped(&mut b).await;
+    eprintln!("stopped with its database frozen in {took:?}");
+    assert!(
+        took < CALLS_GRACE,
+        "b took {took:?} to stop, its database frozen"
+    );
+    let log = b.log();
+    assert!(
+        log.contains("left the fleet") || log.contains("cannot give the lease up"),
+        "{log}"
+    );
+    link.set(LinkState::Up);
 }

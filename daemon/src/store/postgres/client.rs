@@ -4,9 +4,11 @@
 //! through the connection's statement cache (preparing costs a round trip of its own).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Pool};
+use futures::future::BoxFuture;
 use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
@@ -56,6 +58,47 @@ pub(super) fn no_connection(err: &deadpool_postgres::PoolError) -> StoreError {
         "no connection to the database: {}",
         pool_error(err)
     ))
+}
+
+/// Why a request failed whose answer did not come within `deadline`.
+pub(super) fn no_answer_within(deadline: Duration) -> StoreError {
+    StoreError::Io(format!(
+        "the database did not answer within {} s",
+        deadline.as_secs_f32()
+    ))
+}
+
+/// Closes a connection whose request got no answer in time, rather than hand it out again:
+/// a frozen server's connection would hold every request given it, and a server that wakes
+/// up ends the transaction left open on it when it reads the close.
+pub(super) fn discard(connection: Conn) {
+    // Shared only while a request's future still runs on it; the timed-out one was dropped.
+    if let Ok(object) = Arc::try_unwrap(connection) {
+        drop(Object::take(object));
+    }
+}
+
+/// Runs `work` on a connection of `pool`, the wait for a connection included, bounded by
+/// `deadline`: a server that takes requests and never answers them (frozen, or behind a
+/// link that lost its way without a reset) fails the request, as one that is down does.
+pub(super) async fn bounded<T>(
+    pool: &Pool,
+    deadline: Duration,
+    work: impl FnOnce(Conn) -> BoxFuture<'static, StoreResult<T>>,
+) -> StoreResult<T> {
+    let until = tokio::time::Instant::now() + deadline;
+    let connection = match tokio::time::timeout_at(until, pool.get()).await {
+        Ok(Ok(connection)) => Arc::new(connection),
+        Ok(Err(err)) => return Err(no_connection(&err)),
+        Err(_) => return Err(no_answer_within(deadline)),
+    };
+    match tokio::time::timeout_at(until, work(connection.clone())).await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            discard(connection);
+            Err(no_answer_within(deadline))
+        }
+    }
 }
 
 pub(super) async fn execute(c: &Object, sql: &str, params: Params<'_>) -> StoreResult<u64> {

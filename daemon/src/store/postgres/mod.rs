@@ -64,9 +64,26 @@ const DEFAULT_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// pause would break healthy connections.
 const MIN_TCP_USER_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The least time a request waits for the server's answer, however short the lease: below
+/// it, a busy server's slow commit (a checkpoint's flush) would fail healthy writes.
+const MIN_REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
+/// How long a request — a batch of writes, a read, a lease's renewal — waits for the
+/// server's answer before it fails and its connection is closed: two leases, by when every
+/// other daemon counts this one's lease lapsed, and at least [`MIN_REQUEST_DEADLINE`]. A
+/// server that takes requests and never answers (frozen, or behind a link that lost its way
+/// without a reset, which `TCP_USER_TIMEOUT` does not see while the kernel acknowledges
+/// what was sent) then fails them as a stopped one does, and the daemon gives its runs back
+/// and keeps answering — and stopping — rather than waiting on it for ever.
+fn request_deadline(lease: Duration) -> Duration {
+    lease.saturating_mul(2).max(MIN_REQUEST_DEADLINE)
+}
+
 pub struct PostgresStore {
     writer: Writer,
     pool: Pool,
+    /// See [`request_deadline`].
+    deadline: Duration,
     node: NodeId,
     /// The runs this node owns and the epoch it holds each at: its writes for them are
     /// fenced by it. A run leaves when it finishes (no claim takes a finished run).
@@ -168,9 +185,11 @@ impl PostgresStore {
         drop(client);
         let listening = tokio_util::sync::CancellationToken::new();
         let notices = relay::listen(listener_config, tls, listening.clone()).await?;
+        let deadline = request_deadline(lease);
         Ok(PostgresStore {
-            writer: Writer::start(pool.clone()),
+            writer: Writer::start(pool.clone(), deadline),
             pool,
+            deadline,
             node: NodeId::new(),
             owned: Arc::default(),
             notices,
@@ -207,13 +226,9 @@ impl PostgresStore {
         work: impl FnOnce(Conn) -> futures::future::BoxFuture<'static, StoreResult<T>> + Send + 'static,
     ) -> Pending<T> {
         let (answer, pending) = Pending::channel();
-        let pool = self.pool.clone();
+        let (pool, deadline) = (self.pool.clone(), self.deadline);
         tokio::spawn(async move {
-            let outcome = match pool.get().await {
-                Ok(connection) => work(Arc::new(connection)).await,
-                Err(err) => Err(client::no_connection(&err)),
-            };
-            let _ = answer.send(outcome);
+            let _ = answer.send(client::bounded(&pool, deadline, work).await);
         });
         pending
     }

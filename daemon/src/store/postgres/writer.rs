@@ -22,13 +22,14 @@ use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::client::{Conn, io, no_connection};
+use super::client::{Conn, bounded, discard, io, no_answer_within, no_connection};
 use crate::store::{Pending, StoreError, StoreResult, batched};
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the
@@ -115,22 +116,26 @@ pub(super) struct Writer {
     jobs: Mutex<Queue>,
     tickets: Arc<Tickets>,
     pool: Pool,
+    /// How long a batch or a read may wait for the server (see [`bounded`]).
+    deadline: Duration,
 }
 
 impl Writer {
     /// Starts the writer's task on the current runtime; its connection comes from `pool`,
-    /// as do the reads'.
-    pub(super) fn start(pool: Pool) -> Writer {
+    /// as do the reads'. A batch or a read the server has not answered within `deadline`
+    /// fails, and its connection is closed.
+    pub(super) fn start(pool: Pool, deadline: Duration) -> Writer {
         let (jobs, queue) = mpsc::unbounded_channel();
         let tickets = Arc::new(Tickets {
             handed: AtomicU64::new(0),
             answered: watch::Sender::new(0),
         });
-        tokio::spawn(serve(pool.clone(), queue, tickets.clone()));
+        tokio::spawn(serve(pool.clone(), queue, tickets.clone(), deadline));
         Writer {
             jobs: Mutex::new(jobs),
             tickets,
             pool,
+            deadline,
         }
     }
 
@@ -165,16 +170,13 @@ impl Writer {
         let (answer, pending) = Pending::channel();
         let ticket = self.tickets.handed.load(Ordering::SeqCst);
         let mut answered = self.tickets.answered.subscribe();
-        let pool = self.pool.clone();
+        let (pool, deadline) = (self.pool.clone(), self.deadline);
         tokio::spawn(async move {
             if answered.wait_for(|done| *done >= ticket).await.is_err() {
                 let _ = answer.send(Err(StoreError::Io("the store has stopped".into())));
                 return;
             }
-            let outcome = match pool.get().await {
-                Ok(connection) => guarded(work(Arc::new(connection))).await,
-                Err(err) => Err(no_connection(&err)),
-            };
+            let outcome = bounded(&pool, deadline, |c| guarded(work(c)).boxed()).await;
             let _ = answer.send(outcome);
         });
         pending
@@ -197,15 +199,30 @@ async fn serve(
     pool: Pool,
     mut queue: mpsc::UnboundedReceiver<(u64, Box<dyn Write>)>,
     tickets: Arc<Tickets>,
+    deadline: Duration,
 ) {
     let mut connection: Option<Conn> = None;
     let mut batch = Vec::new();
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let last = batch.last().map_or(0, |(ticket, _)| *ticket);
         let mut writes: Vec<Box<dyn Write>> = batch.drain(..).map(|(_, write)| write).collect();
-        let failed = match writer_connection(&pool, &mut connection).await {
-            Ok(client) => commit_batch(&client, &mut writes).await.err(),
-            Err(error) => Some(error),
+        let committing = async {
+            let client = writer_connection(&pool, &mut connection).await?;
+            commit_batch(&client, &mut writes).await
+        };
+        // A batch the server never answers is failed, and its connection closed: the
+        // server, should it wake up, rolls the open transaction back when it reads the close
+        // — or, had the COMMIT reached it, commits it, as after any commit whose answer was
+        // lost. Either way the batch's runs are given back, and resumed from what the store
+        // holds.
+        let failed = match tokio::time::timeout(deadline, committing).await {
+            Ok(outcome) => outcome.err(),
+            Err(_) => {
+                if let Some(stuck) = connection.take() {
+                    discard(stuck);
+                }
+                Some(no_answer_within(deadline))
+            }
         };
         for write in writes {
             write.answer(failed.clone());

@@ -89,3 +89,83 @@ start_airlockd() {
     done
     die "airlockd did not answer on $server within a minute"
 }
+
+# A heading for a step of a script that shows something by hand.
+say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+
+# A TCP port nothing listens on right now, on loopback.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# A fleet of daemons over a throwaway PostgreSQL, for the scripts that show one by hand
+# (fleet-demo.sh, rolling-upgrade.sh). `fleet_up LEASE_MS` makes the scratch dir `work`,
+# starts the database (`database`), writes `work/airlockd.toml` for it (a lease of
+# LEASE_MS, a shared dir, `workspace` under the one workspace root) and cleans all of it up
+# when the script exits, showing the daemons' logs when it failed. `start_node` and `on`
+# need `airlock` (the CLI's path) set.
+fleet_up() {
+    local lease_ms=$1
+    work="$(mktemp -d)"
+    # PostgreSQL runs as its own user, which must reach its data directory in here.
+    chmod 711 "$work"
+    pids=()
+    declare -gA server=() pid_of=()
+    trap fleet_cleanup EXIT
+    database="$(scripts/postgres.sh start "$work/postgres" "$(free_port)")"
+    echo "the fleet's store: $database" >&2
+    workspace="$work/root/project"
+    mkdir -p "$workspace"
+    cat >"$work/airlockd.toml" <<TOML
+workspace_roots = ["$work/root"]
+[store]
+url = "$database"
+lease_ms = $lease_ms
+shared_dir = "$work/shared"
+TOML
+}
+
+fleet_cleanup() {
+    local status=$?
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    if ((status != 0)); then
+        for log in "$work"/*.log; do
+            [[ -f $log ]] || continue
+            echo "---- the end of $(basename "$log")" >&2
+            tail -n 25 "$log" >&2
+        done
+    fi
+    scripts/postgres.sh stop "$work/postgres" || true
+    rm -rf "$work"
+}
+
+# Starts daemon NAME of the fleet from BINARY on a free port, with its own state dir, in DIR
+# (the repo by default: its tools and profiles are that tree's), and waits until it answers.
+start_node() {
+    local name=$1 binary=$2 dir=${3:-$PWD} port
+    port="$(free_port)"
+    server[$name]="http://127.0.0.1:$port"
+    (cd "$dir" && exec "$binary" --config "$work/airlockd.toml" --listen "127.0.0.1:$port" \
+        --state-dir "$work/state-$name") 2>"$work/$name.log" &
+    pid_of[$name]=$!
+    pids+=("$!")
+    # Not a job of this shell's: its SIGKILL, by the script or the cleanup, is not reported.
+    disown "$!"
+    for _ in $(seq 600); do
+        # The fleet's daemons share one token, in the shared dir.
+        [[ -s $work/shared/token ]] && on "$name" tools list >/dev/null 2>&1 && {
+            echo "daemon $name serves ${server[$name]} (log: $work/$name.log)" >&2
+            return 0
+        }
+        kill -0 "${pid_of[$name]}" 2>/dev/null || { cat "$work/$name.log" >&2; die "airlockd $name exited"; }
+        sleep 0.1
+    done
+    die "airlockd $name did not answer within a minute"
+}
+
+# `airlock ARGS` against daemon NAME.
+on() {
+    local name=$1
+    shift
+    AIRLOCK_TOKEN="$(cat "$work/shared/token")" "$airlock" --server "${server[$name]}" "$@"
+}

@@ -17,8 +17,6 @@ cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
-
 # The lease of this demo's daemons: short, so the takeover comes in seconds.
 readonly lease_ms=2000
 
@@ -35,74 +33,11 @@ target_dir="$(target_dir)"
 airlockd="$target_dir/debug/airlockd"
 airlock="$target_dir/debug/airlock"
 
-work="$(mktemp -d)"
-# PostgreSQL runs as its own user, which must reach its data directory in here.
-chmod 711 "$work"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    scripts/postgres.sh stop "$work/postgres" || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 say "starting PostgreSQL"
-database="$(scripts/postgres.sh start "$work/postgres" "$(free_port)")"
-echo "the fleet's store: $database" >&2
-
-mkdir -p "$work/root/project"
-workspace="$work/root/project"
-cat >"$work/airlockd.toml" <<EOF
-workspace_roots = ["$work/root"]
-[store]
-url = "$database"
-lease_ms = $lease_ms
-shared_dir = "$work/shared"
-EOF
-
-declare -A server=() token=() pid_of=()
-# Starts daemon NAME of the fleet on a free port, with its own state dir, and waits until it
-# answers.
-start_node() {
-    local name=$1 port
-    port="$(free_port)"
-    server[$name]="http://127.0.0.1:$port"
-    "$airlockd" --config "$work/airlockd.toml" --listen "127.0.0.1:$port" \
-        --state-dir "$work/state-$name" 2>"$work/$name.log" &
-    pid_of[$name]=$!
-    pids+=("$!")
-    # Not a job of this shell's: its SIGKILL, by the demo or the cleanup, is not reported.
-    disown "$!"
-    # The fleet's daemons share one token, in the shared dir.
-    for _ in $(seq 600); do
-        [[ -s $work/shared/token ]] && break
-        kill -0 "${pid_of[$name]}" 2>/dev/null || { cat "$work/$name.log" >&2; die "airlockd $name exited"; }
-        sleep 0.1
-    done
-    token[$name]="$(cat "$work/shared/token")"
-    for _ in $(seq 600); do
-        on "$name" tools list >/dev/null 2>&1 && {
-            echo "daemon $name serves ${server[$name]} (log: $work/$name.log)" >&2
-            return 0
-        }
-        sleep 0.1
-    done
-    die "airlockd $name did not answer within a minute"
-}
-
-# `airlock ARGS` against daemon NAME.
-on() {
-    local name=$1
-    shift
-    AIRLOCK_TOKEN="${token[$name]}" "$airlock" --server "${server[$name]}" "$@"
-}
+fleet_up "$lease_ms"
 
 say "starting three daemons over it"
-for name in a b c; do start_node "$name"; done
+for name in a b c; do start_node "$name" "$airlockd"; done
 
 cat >"$work/model.yaml" <<'EOF'
 turns:

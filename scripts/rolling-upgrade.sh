@@ -20,8 +20,6 @@ cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
-
 readonly from="${1:-v0.1.0}"
 readonly lease_ms=2000
 
@@ -49,68 +47,8 @@ scripts/build-wasm.sh
 new_airlockd="$target_dir/debug/airlockd"
 airlock="$target_dir/debug/airlock"
 
-work="$(mktemp -d)"
-chmod 711 "$work"
-pids=()
-cleanup() {
-    local status=$?
-    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    if ((status != 0)); then
-        for log in "$work"/*.log; do
-            [[ -f $log ]] || continue
-            echo "---- the end of $(basename "$log")" >&2
-            tail -n 25 "$log" >&2
-        done
-    fi
-    scripts/postgres.sh stop "$work/postgres" || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 say "starting PostgreSQL"
-database="$(scripts/postgres.sh start "$work/postgres" "$(free_port)")"
-mkdir -p "$work/root/project"
-workspace="$work/root/project"
-cat >"$work/airlockd.toml" <<EOF
-workspace_roots = ["$work/root"]
-[store]
-url = "$database"
-lease_ms = $lease_ms
-shared_dir = "$work/shared"
-EOF
-
-declare -A server=() pid_of=()
-# Starts daemon NAME from BINARY in DIR (its tools and profiles are that tree's) and waits
-# until it answers.
-start_node() {
-    local name=$1 binary=$2 dir=$3 port
-    port="$(free_port)"
-    server[$name]="http://127.0.0.1:$port"
-    (cd "$dir" && exec "$binary" --config "$work/airlockd.toml" --listen "127.0.0.1:$port" \
-        --state-dir "$work/state-$name") 2>"$work/$name.log" &
-    pid_of[$name]=$!
-    pids+=("$!")
-    disown "$!"
-    for _ in $(seq 600); do
-        [[ -s $work/shared/token ]] && on "$name" tools list >/dev/null 2>&1 && {
-            echo "daemon $name serves ${server[$name]} (log: $work/$name.log)" >&2
-            return 0
-        }
-        kill -0 "${pid_of[$name]}" 2>/dev/null || { cat "$work/$name.log" >&2; die "airlockd $name exited"; }
-        sleep 0.1
-    done
-    die "airlockd $name did not answer within a minute"
-}
-
-on() {
-    local name=$1
-    shift
-    AIRLOCK_TOKEN="$(cat "$work/shared/token")" "$airlock" --server "${server[$name]}" "$@"
-}
+fleet_up "$lease_ms"
 
 # The schema version the database is at.
 schema_version() {

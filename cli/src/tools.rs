@@ -34,14 +34,19 @@ pub enum ToolsCommand {
     /// Print the whole output kept for a call whose result was cut, byte for byte.
     Output(super::full_output::OutputArgs),
     /// Trust a hosted MCP server's tools as the daemon last listed them: its changed and new
-    /// tools, refused until then, may be called (the operator's command).
+    /// tools, refused until then, may be called (the operator's command). Prints what it
+    /// trusts, and trusts only that: a listing that changes meanwhile is refused.
     Trust {
         /// The server's manifest name.
         server: String,
         /// Only show how what the server last listed differs from what is trusted (names,
         /// descriptions, schemas, annotations); trust nothing.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "review")]
         show: bool,
+        /// Trust the listing an earlier `--show` printed the review digest of, and nothing
+        /// else: refused when the server has listed something else since.
+        #[arg(long, value_name = "DIGEST")]
+        review: Option<String>,
     },
     /// Make a new tool project in a language, from its template (no daemon needed).
     New(super::author::NewArgs),
@@ -66,8 +71,17 @@ pub async fn run<O: Write, E: Write>(
         ToolsCommand::Digest(args) => return super::author::digest(args, out),
         ToolsCommand::Exec(args) => return super::exec::run(args, server, out).await,
         ToolsCommand::Output(args) => return super::full_output::run(args, server, out).await,
-        ToolsCommand::Trust { server: name, show } => {
-            return super::trust::run(&name, show, server, out).await;
+        ToolsCommand::Trust {
+            server: name,
+            show,
+            review,
+        } => {
+            let how = match (show, review) {
+                (true, _) => super::trust::How::Show,
+                (false, Some(digest)) => super::trust::How::Reviewed(digest),
+                (false, None) => super::trust::How::ReviewNow,
+            };
+            return super::trust::run(&name, how, server, out).await;
         }
         ToolsCommand::List { json } => (None, json),
         ToolsCommand::Show { name, json } => (Some(name), json),

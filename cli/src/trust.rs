@@ -1,7 +1,11 @@
-//! `airlock tools trust SERVER [--show]`: an operator's review and acceptance of a hosted MCP
-//! server's listing. `--show` prints, field by field, how each tool the server last listed
-//! differs from what is trusted — its name, description, input schema and annotations, the
-//! parts a model reads — and trusts nothing; without it the last listing is trusted.
+//! `airlock tools trust SERVER [--show | --review DIGEST]`: an operator's review and
+//! acceptance of a hosted MCP server's listing. `--show` prints, field by field, how each
+//! tool the server last listed differs from what is trusted — its name, description, input
+//! schema and annotations, the parts a model reads — with the digest of that listing, and
+//! trusts nothing. `--review DIGEST` trusts the listing that review showed, and nothing
+//! else. Without either, the listing is reviewed and printed, and exactly what was printed is
+//! trusted: a server that lists anew between the review and the acceptance has the
+//! acceptance refused, so nothing is trusted unseen.
 //!
 //! Every value is printed as JSON: a server's text is a stranger's, and JSON escapes the
 //! control characters a terminal would act on.
@@ -19,19 +23,39 @@ use crate::server::Server;
 /// The fields a tool's trust is digested over, in the order they are printed.
 const FIELDS: [&str; 4] = ["name", "description", "input_schema", "annotations"];
 
+/// What the command does.
+pub enum How {
+    /// Reviews and trusts nothing.
+    Show,
+    /// Trusts the listing the review with this digest showed.
+    Reviewed(String),
+    /// Reviews, prints the review, and trusts what it printed.
+    ReviewNow,
+}
+
 pub async fn run<O: Write, E: Write>(
     name: &str,
-    show: bool,
+    how: How,
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
     let client = server.connect().await?;
-    if show {
-        let differences = client.review_mcp_server(name).await?;
-        out.stdout(&review(name, &differences))?;
-        return Ok(exit_code::OK);
-    }
-    let accepted = client.trust_mcp_server(name).await?;
+    let reviewed = match how {
+        How::Show => {
+            let (differences, listing) = client.review_mcp_server(name).await?;
+            out.stdout(&review(name, &differences, &listing))?;
+            return Ok(exit_code::OK);
+        }
+        How::Reviewed(digest) => digest,
+        How::ReviewNow => {
+            let (differences, listing) = client.review_mcp_server(name).await?;
+            if !differences.is_empty() {
+                out.stdout(&shown(name, &differences))?;
+            }
+            listing
+        }
+    };
+    let accepted = client.trust_mcp_server(name, Some(&reviewed)).await?;
     let line = if accepted.is_empty() {
         format!("MCP server `{name}`: its tools were already trusted as listed")
     } else {
@@ -44,11 +68,20 @@ pub async fn run<O: Write, E: Write>(
     Ok(exit_code::OK)
 }
 
-/// The review's text.
-fn review(server: &str, differences: &[McpToolDifference]) -> String {
+/// The review's text, with the command that trusts what it shows.
+fn review(server: &str, differences: &[McpToolDifference], listing: &str) -> String {
     if differences.is_empty() {
         return format!("MCP server `{server}`: what it last listed is what is trusted\n");
     }
+    let mut text = shown(server, differences);
+    text.push_str(&format!(
+        "\nto trust exactly this listing: airlock tools trust {server} --review {listing}\n"
+    ));
+    text
+}
+
+/// Each difference, field by field.
+fn shown(server: &str, differences: &[McpToolDifference]) -> String {
     let mut text = format!(
         "MCP server `{server}`: {} tool(s) differ from what is trusted\n",
         differences.len()
@@ -80,9 +113,6 @@ fn review(server: &str, differences: &[McpToolDifference]) -> String {
             (None, None) => {}
         }
     }
-    text.push_str(&format!(
-        "\nto trust it as last listed: airlock tools trust {server}\n"
-    ));
     text
 }
 
@@ -117,7 +147,7 @@ mod tests {
                 seen_json: definition("new"),
             },
         ];
-        let text = review("srv", &differences);
+        let text = review("srv", &differences, "d1g3st");
         assert!(text.contains("tool \"b\": changed"), "{text}");
         assert!(text.contains("  - description: \"adds\""), "{text}");
         assert!(
@@ -126,7 +156,10 @@ mod tests {
         );
         assert!(!text.contains("- input_schema"), "{text}");
         assert!(text.contains("tool \"c\": not trusted (new)"), "{text}");
-        assert!(text.contains("airlock tools trust srv"), "{text}");
-        assert!(review("srv", &[]).contains("is what is trusted"));
+        assert!(
+            text.contains("airlock tools trust srv --review d1g3st"),
+            "{text}"
+        );
+        assert!(review("srv", &[], "d1g3st").contains("is what is trusted"));
     }
 }

@@ -255,15 +255,21 @@ impl AirlockClient {
         Ok(response.into_inner())
     }
 
-    /// Accepts the tool listing hosted MCP server `server` last gave as trusted; returns the
-    /// tools whose trust changed. The default tenant's call.
-    pub async fn trust_mcp_server(&self, server: &str) -> Result<Vec<String>, ClientError> {
+    /// Accepts the tool listing hosted MCP server `server` last gave as trusted — with
+    /// `reviewed` (a review's listing digest), only if it is still the listing that review
+    /// showed; returns the tools whose trust changed. The default tenant's call.
+    pub async fn trust_mcp_server(
+        &self,
+        server: &str,
+        reviewed: Option<&str>,
+    ) -> Result<Vec<String>, ClientError> {
         let response = self
             .daemon
             .clone()
             .trust_mcp_server(crate::proto::TrustMcpServerRequest {
                 server: server.to_owned(),
                 show: false,
+                reviewed: reviewed.unwrap_or_default().to_owned(),
             })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
@@ -271,21 +277,24 @@ impl AirlockClient {
     }
 
     /// What `airlock tools trust SERVER` would accept: each tool whose trusted and last seen
-    /// definitions differ. Trusts nothing.
+    /// definitions differ, and the digest of that listing (to bind an acceptance to). Trusts
+    /// nothing.
     pub async fn review_mcp_server(
         &self,
         server: &str,
-    ) -> Result<Vec<crate::proto::McpToolDifference>, ClientError> {
+    ) -> Result<(Vec<crate::proto::McpToolDifference>, String), ClientError> {
         let response = self
             .daemon
             .clone()
             .trust_mcp_server(crate::proto::TrustMcpServerRequest {
                 server: server.to_owned(),
                 show: true,
+                reviewed: String::new(),
             })
             .await
-            .map_err(|status| ClientError::rpc(&self.peer, status))?;
-        Ok(response.into_inner().differences)
+            .map_err(|status| ClientError::rpc(&self.peer, status))?
+            .into_inner();
+        Ok((response.differences, response.listing))
     }
 
     /// Every tool the daemon serves, in the daemon's order.

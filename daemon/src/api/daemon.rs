@@ -14,6 +14,7 @@ use super::error::ApiError;
 use super::limits;
 use super::tenants::DEFAULT_TENANT;
 use crate::agent::MAX_INPUT_BYTES;
+use crate::engine::mcp::trust::AcceptError;
 use crate::output::MAX_PAGE_BYTES;
 use crate::retention::Retention;
 use crate::tools::Executor;
@@ -134,7 +135,7 @@ impl pb::daemon_server::Daemon for DaemonService {
             .into());
         }
         if request.show {
-            let differences = crate::engine::mcp::trust::differences(&self.trust_dir, &server)
+            let review = crate::engine::mcp::trust::review(&self.trust_dir, &server)
                 .map_err(|message| ApiError::invalid("server", message))?;
             let json = |definition: Option<serde_json::Value>| {
                 definition
@@ -143,7 +144,9 @@ impl pb::daemon_server::Daemon for DaemonService {
             };
             return Ok(Response::new(pb::TrustMcpServerResponse {
                 accepted: Vec::new(),
-                differences: differences
+                listing: review.listing,
+                differences: review
+                    .differences
                     .into_iter()
                     .map(|difference| pb::McpToolDifference {
                         tool: difference.tool,
@@ -153,12 +156,19 @@ impl pb::daemon_server::Daemon for DaemonService {
                     .collect(),
             }));
         }
-        let accepted = crate::engine::mcp::trust::accept_seen(&self.trust_dir, &server)
-            .map_err(|message| ApiError::invalid("server", message))?;
-        tracing::warn!(%server, ?accepted, tenant = %tenant.name, "MCP server's tools trusted as last listed");
+        let reviewed = Some(request.reviewed.as_str()).filter(|reviewed| !reviewed.is_empty());
+        let accepted = crate::engine::mcp::trust::accept_seen(&self.trust_dir, &server, reviewed)
+            .map_err(|err| match err {
+            AcceptError::Record(message) => ApiError::invalid("server", message),
+            changed @ AcceptError::ChangedSinceReview { .. } => {
+                ApiError::Stale(changed.to_string()).at("reviewed")
+            }
+        })?;
+        tracing::warn!(%server, ?accepted, ?reviewed, tenant = %tenant.name, "MCP server's tools trusted as last listed");
         Ok(Response::new(pb::TrustMcpServerResponse {
             accepted,
             differences: Vec::new(),
+            listing: String::new(),
         }))
     }
 }

@@ -45,6 +45,9 @@ pub enum ApiError {
     /// The daemon was started without something this call needs.
     #[error("{0}")]
     NotServed(&'static str),
+    /// What the request was bound to (a review, say) is no longer so.
+    #[error("{0}")]
+    Stale(String),
     /// A request message longer than the daemon decodes; see `api::message_size`.
     #[error("the request message is {size} bytes; the limit is {limit} bytes")]
     MessageTooLarge { size: usize, limit: usize },
@@ -100,7 +103,7 @@ impl ApiError {
             ApiError::AfterTheEnd { .. } => Code::OutOfRange,
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
             ApiError::Forbidden { .. } => Code::PermissionDenied,
-            ApiError::NotServed(_) => Code::FailedPrecondition,
+            ApiError::NotServed(_) | ApiError::Stale(_) => Code::FailedPrecondition,
             ApiError::MessageTooLarge { .. } | ApiError::Capacity { .. } => Code::ResourceExhausted,
             ApiError::Call(call) => match call {
                 CallError::UnknownTool(_) => Code::NotFound,

@@ -861,6 +861,38 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                 }
             },
         ),
+        // Daemon.TrustMcpServer (a stale review: mcp_host.rs, with a hosted server)
+        case(
+            "TrustMcpServer, not the default tenant",
+            Code::PermissionDenied,
+            "",
+            {
+                let ci = ci.clone();
+                async move {
+                    pb::daemon_client::DaemonClient::new(ci)
+                        .trust_mcp_server(pb::TrustMcpServerRequest {
+                            server: "fs".into(),
+                            show: true,
+                            reviewed: String::new(),
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case("TrustMcpServer, no such server", Code::NotFound, "", {
+            let channel = channel.clone();
+            async move {
+                pb::daemon_client::DaemonClient::new(channel)
+                    .trust_mcp_server(pb::TrustMcpServerRequest {
+                        server: "nobody".into(),
+                        show: false,
+                        reviewed: "0".repeat(64),
+                    })
+                    .await
+                    .map(|_| ())
+            }
+        }),
         // Daemon.CollectGarbage
         case(
             "CollectGarbage, not the default tenant",

@@ -415,12 +415,47 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
     );
     assert!(message.contains("airlock tools trust hostile"), "{message}");
 
-    // The operator accepts the new listing; the same call now runs.
+    // An acceptance bound to a review of another listing trusts nothing.
     let mut daemon = pb::daemon_client::DaemonClient::new(hosted.authed_channel().await);
+    let stale = daemon
+        .trust_mcp_server(pb::TrustMcpServerRequest {
+            server: "hostile".into(),
+            show: false,
+            reviewed: "0".repeat(64),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code(), tonic::Code::FailedPrecondition, "{stale:?}");
+    assert!(
+        stale.message().starts_with("reviewed: ") && stale.message().contains("review it again"),
+        "{stale:?}"
+    );
+    hosted
+        .exec(
+            "hostile__read_path",
+            json!({"path": "/workspace/rug-pull"}),
+            Some(&pulled),
+        )
+        .await
+        .assert_status(ToolStatus::Denied);
+
+    // The operator reviews the new listing and accepts what the review showed; the same
+    // call now runs.
+    let review = daemon
+        .trust_mcp_server(pb::TrustMcpServerRequest {
+            server: "hostile".into(),
+            show: true,
+            reviewed: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(review.differences.len(), 1, "{review:?}");
     let accepted = daemon
         .trust_mcp_server(pb::TrustMcpServerRequest {
-            show: false,
             server: "hostile".into(),
+            show: false,
+            reviewed: review.listing,
         })
         .await
         .unwrap()
@@ -439,6 +474,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
         .trust_mcp_server(pb::TrustMcpServerRequest {
             show: false,
             server: "../hostile".into(),
+            reviewed: String::new(),
         })
         .await
         .unwrap_err();

@@ -39,7 +39,7 @@ fn the_fuzz_corpus_gets_answers() {
 }
 
 #[test]
-fn the_reviewers_input_is_answered_with_a_refusal_not_a_panic() {
+fn the_reviewers_input_is_answered_not_a_panic() {
     let probe = Probe::new().expect("a probe");
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
     let input = format!(
@@ -48,6 +48,21 @@ fn the_reviewers_input_is_answered_with_a_refusal_not_a_panic() {
     assert_eq!(probe.send(input.as_bytes()), Some(200));
     let without_token = format!("-{input}");
     assert_eq!(probe.send(without_token.as_bytes()), Some(401));
+    // Where the query is read — a listing and a call, each of which once sliced it inside
+    // the multi-byte character — the workspace is refused in words.
+    for (method, params) in [
+        ("tools/list", "{}"),
+        ("tools/call", r#"{"name":"x","arguments":{}}"#),
+    ] {
+        let request = format!(
+            "POST\0/mcp?workspace=%a\u{20ac}\0content-type: application/json\n\
+             accept: application/json, text/event-stream\nmcp-protocol-version: 2026-07-28\n\
+             mcp-method: {method}\0\
+             {{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"{method}\",\"params\":{params}}}"
+        );
+        let answer = probe.send(request.as_bytes());
+        assert!(matches!(answer, Some(200 | 400)), "{method}: {answer:?}");
+    }
 }
 
 /// Pieces a hostile client splices in.

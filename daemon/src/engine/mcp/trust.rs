@@ -10,7 +10,9 @@
 //! while the daemon is still loading) has those tools refused, with the reason, until an
 //! operator reviews the difference (`airlock tools trust SERVER --show`) and accepts the
 //! listing with `airlock tools trust SERVER`, which marks what the daemon last saw as
-//! trusted.
+//! trusted. A review names the listing it showed by a digest, and an acceptance bound to it
+//! is refused when the server listed anything else since: what is trusted is what was
+//! reviewed, however the server times its next change.
 //!
 //! Trust on first use is the default. In the explicit mode (`trust = "explicit"` in the
 //! manifest's `[mcp]`, or `mcp_trust = "explicit"` as the daemon's default) the first listing
@@ -355,9 +357,38 @@ pub fn is_recorded(shared_dir: &Path, server: &str) -> bool {
     !server.is_empty() && manifest_name && record_path(shared_dir, server).is_file()
 }
 
+/// The digest of a listing (tool → its digest): what a review names the listing it showed
+/// by, and an acceptance may be bound to.
+fn listing_digest(listing: &BTreeMap<String, String>) -> String {
+    crate::policy::sha256_of(&serde_json::json!(listing))
+}
+
+/// Why an acceptance was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AcceptError {
+    /// No record, or one that cannot be read or written.
+    #[error("{0}")]
+    Record(String),
+    /// The server listed something else since the review the acceptance is bound to.
+    #[error(
+        "MCP server `{server}` listed its tools differently since review {reviewed} (its \
+         listing is now {seen}): nothing was trusted; review it again"
+    )]
+    ChangedSinceReview {
+        server: String,
+        reviewed: String,
+        seen: String,
+    },
+}
+
 /// What `airlock tools trust SERVER` does: marks the listing last seen (by any daemon
-/// sharing the dir) as trusted. Returns the tools whose trust changed.
-pub fn accept_seen(shared_dir: &Path, server: &str) -> Result<Vec<String>, String> {
+/// sharing the dir) as trusted — when `reviewed` names a review, only if that review showed
+/// this very listing. Returns the tools whose trust changed.
+pub fn accept_seen(
+    shared_dir: &Path,
+    server: &str,
+    reviewed: Option<&str>,
+) -> Result<Vec<String>, AcceptError> {
     let path = record_path(shared_dir, server);
     let unknown = || {
         format!(
@@ -366,11 +397,24 @@ pub fn accept_seen(shared_dir: &Path, server: &str) -> Result<Vec<String>, Strin
         )
     };
     if !path.is_file() {
-        return Err(unknown());
+        return Err(AcceptError::Record(unknown()));
     }
     let mut changed = Vec::new();
-    update(&path, |record| {
+    let mut since_review = None;
+    let updated = update(&path, |record| {
         let mut record = record.ok_or_else(unknown)?;
+        let seen = listing_digest(&record.seen);
+        if let Some(reviewed) = reviewed
+            && reviewed != seen
+        {
+            since_review = Some(AcceptError::ChangedSinceReview {
+                server: server.to_owned(),
+                reviewed: reviewed.to_owned(),
+                seen,
+            });
+            // Written back as it was.
+            return Ok(record);
+        }
         changed = record
             .seen
             .iter()
@@ -381,8 +425,20 @@ pub fn accept_seen(shared_dir: &Path, server: &str) -> Result<Vec<String>, Strin
         record.accepted.extend(record.trusted.values().cloned());
         record.remember(BTreeMap::new());
         Ok(record)
-    })?;
-    Ok(changed)
+    });
+    match (updated, since_review) {
+        (Err(message), _) => Err(AcceptError::Record(message)),
+        (Ok(_), Some(refused)) => Err(refused),
+        (Ok(_), None) => Ok(changed),
+    }
+}
+
+/// What a review shows: the differences, and the digest of the listing they were taken
+/// from, to bind an acceptance to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    pub differences: Vec<Difference>,
+    pub listing: String,
 }
 
 /// One difference between what is trusted and what was last seen of a tool.
@@ -398,7 +454,7 @@ pub struct Difference {
 
 /// What `airlock tools trust SERVER --show` prints: each tool whose trusted and seen
 /// definitions differ. Changes nothing.
-pub fn differences(shared_dir: &Path, server: &str) -> Result<Vec<Difference>, String> {
+pub fn review(shared_dir: &Path, server: &str) -> Result<Review, String> {
     let path = record_path(shared_dir, server);
     let record = read(&path)?.ok_or_else(|| {
         format!(
@@ -413,7 +469,7 @@ pub fn differences(shared_dir: &Path, server: &str) -> Result<Vec<Difference>, S
     };
     let tools: std::collections::BTreeSet<&String> =
         record.trusted.keys().chain(record.seen.keys()).collect();
-    Ok(tools
+    let differences = tools
         .into_iter()
         .filter(|tool| record.trusted.get(*tool) != record.seen.get(*tool))
         .map(|tool| Difference {
@@ -421,7 +477,11 @@ pub fn differences(shared_dir: &Path, server: &str) -> Result<Vec<Difference>, S
             trusted: record.trusted.get(tool).map(definition),
             seen: record.seen.get(tool).map(definition),
         })
-        .collect())
+        .collect();
+    Ok(Review {
+        differences,
+        listing: listing_digest(&record.seen),
+    })
 }
 
 #[cfg(test)]
@@ -470,7 +530,7 @@ mod tests {
                 .contains("airlock tools trust srv")
         );
 
-        let accepted = accept_seen(state.path(), "srv").expect("accept");
+        let accepted = accept_seen(state.path(), "srv", None).expect("accept");
         assert_eq!(accepted, ["b", "c"]);
         assert!(
             store
@@ -478,7 +538,7 @@ mod tests {
                 .expect("trusted now")
                 .is_empty()
         );
-        assert!(accept_seen(state.path(), "other").is_err());
+        assert!(accept_seen(state.path(), "other", None).is_err());
         assert!(is_recorded(state.path(), "srv"));
         assert!(!is_recorded(state.path(), "../srv"));
         assert!(!is_recorded(state.path(), "other"));
@@ -510,7 +570,10 @@ mod tests {
                 .expect("check")
                 .is_empty()
         );
-        assert_eq!(accept_seen(shared.path(), "srv").expect("accept"), ["a"]);
+        assert_eq!(
+            accept_seen(shared.path(), "srv", None).expect("accept"),
+            ["a"]
+        );
         assert!(
             here.check(&pulled, &BTreeMap::new)
                 .expect("check")
@@ -586,14 +649,15 @@ mod tests {
         let refused = store.check(&first, &definitions).expect("check");
         assert_eq!(refused.get("a"), Some(&Distrust::Unreviewed));
         assert_eq!(store.withheld("a", "1"), Some(Distrust::Unreviewed));
-        let review = differences(state.path(), "srv").expect("review");
-        assert_eq!(review.len(), 1);
-        assert_eq!(review[0].trusted, None);
+        let review = review(state.path(), "srv").expect("review");
+        let shown = &review.differences;
+        assert_eq!(shown.len(), 1);
+        assert_eq!(shown[0].trusted, None);
+        assert_eq!(shown[0].seen.as_ref().expect("seen")["description"], "adds");
         assert_eq!(
-            review[0].seen.as_ref().expect("seen")["description"],
-            "adds"
+            accept_seen(state.path(), "srv", Some(&review.listing)).expect("accept"),
+            ["a"]
         );
-        assert_eq!(accept_seen(state.path(), "srv").expect("accept"), ["a"]);
         assert_eq!(store.withheld("a", "1"), None);
         assert_eq!(
             store.withheld("a", "2"),
@@ -602,11 +666,56 @@ mod tests {
                 listed: "2".into()
             })
         );
-        assert!(differences(state.path(), "srv").expect("review").is_empty());
+        assert!(
+            super::review(state.path(), "srv")
+                .expect("review")
+                .differences
+                .is_empty()
+        );
         // Definitions no digest names any more are dropped.
         let record = read(&record_path(state.path(), "srv"))
             .expect("read")
             .expect("record");
         assert_eq!(record.definitions.len(), 1);
+    }
+
+    #[test]
+    fn an_acceptance_bound_to_a_review_trusts_only_the_listing_it_showed() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let store = TrustStore::new(state.path(), "srv", BTreeMap::new(), TrustMode::FirstUse);
+        store
+            .check(&listing(&[("a", "1")]), &BTreeMap::new)
+            .expect("first");
+        store
+            .check(&listing(&[("a", "2")]), &BTreeMap::new)
+            .expect("changed");
+        let reviewed = review(state.path(), "srv").expect("review");
+        // The server lists again between the review and the acceptance: a third description.
+        store
+            .check(&listing(&[("a", "3"), ("b", "4")]), &BTreeMap::new)
+            .expect("changed again");
+        let refused = accept_seen(state.path(), "srv", Some(&reviewed.listing))
+            .expect_err("not what was reviewed");
+        assert!(
+            matches!(&refused, AcceptError::ChangedSinceReview { reviewed: r, .. } if *r == reviewed.listing),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("review it again"), "{refused}");
+        // Nothing was trusted: the first listing still is.
+        assert_eq!(
+            store.withheld("a", "3"),
+            Some(Distrust::Changed {
+                trusted: "1".into(),
+                listed: "3".into()
+            })
+        );
+        // A review of what is listed now binds an acceptance that holds.
+        let again = review(state.path(), "srv").expect("review");
+        assert_ne!(again.listing, reviewed.listing);
+        assert_eq!(
+            accept_seen(state.path(), "srv", Some(&again.listing)).expect("accept"),
+            ["a", "b"]
+        );
+        assert_eq!(store.withheld("a", "3"), None);
     }
 }

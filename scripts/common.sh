@@ -105,7 +105,7 @@ free_port() {
 # when the script exits, showing the daemons' logs when it failed. `start_node` and `on`
 # need `airlock` (the CLI's path) set.
 fleet_up() {
-    local lease_ms=$1
+    local lease=$1
     work="$(mktemp -d)"
     # PostgreSQL runs as its own user, which must reach its data directory in here.
     chmod 711 "$work"
@@ -120,7 +120,7 @@ fleet_up() {
 workspace_roots = ["$work/root"]
 [store]
 url = "$database"
-lease_ms = $lease_ms
+lease_ms = $lease
 shared_dir = "$work/shared"
 TOML
 }

@@ -45,6 +45,9 @@ pub struct CheckOptions {
     pub workspace: Option<PathBuf>,
     /// Run one call with these arguments instead of the examples.
     pub arguments: Option<String>,
+    /// For a hosted MCP server: where to write the listing it printed, as JSON (each tool's
+    /// name on the server → the digest a manifest pins it by), for `airlock mcp add`.
+    pub listing_out: Option<PathBuf>,
 }
 
 /// `examples.json`: calls and what each must return.
@@ -144,7 +147,11 @@ pub async fn check_tool(options: &CheckOptions, out: &mut impl Write) -> Result<
         )?;
     }
     if manifest.engine() == EngineKind::Mcp {
-        return Ok(mcp::report(&registry, manifest.name(), out)? && refused.is_empty());
+        let listed = mcp::report(&registry, manifest.name(), out)?;
+        if let Some(path) = &options.listing_out {
+            mcp::write_listing(&registry, manifest.name(), path)?;
+        }
+        return Ok(listed && refused.is_empty());
     }
     let Some(tool) = registry.get(manifest.name()) else {
         return Ok(false);
@@ -528,6 +535,7 @@ mod tests {
             state_dir: dir.path().join("state"),
             workspace: None,
             arguments: None,
+            listing_out: None,
         };
         let mut out = Vec::new();
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -89,6 +89,10 @@ enum Command {
         /// Run one call with these arguments (JSON) instead of the examples.
         #[arg(long, value_name = "JSON")]
         args: Option<String>,
+        /// For a hosted MCP server: write the listing it printed to FILE as JSON (each tool's
+        /// name on the server → its pin), as `airlock mcp add` pins it.
+        #[arg(long, value_name = "FILE")]
+        listing_out: Option<PathBuf>,
     },
 }
 
@@ -137,9 +141,10 @@ fn main() -> anyhow::Result<()> {
         tool,
         workspace,
         args,
+        listing_out,
     }) = args.command
     {
-        return check_tool(&config, tool, workspace, args);
+        return check_tool(&config, tool, workspace, args, listing_out);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -174,6 +179,7 @@ fn check_tool(
     tool: PathBuf,
     workspace: Option<PathBuf>,
     arguments: Option<String>,
+    listing_out: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let options = CheckOptions {
         tool,
@@ -182,6 +188,7 @@ fn check_tool(
         state_dir: config.state_dir.clone(),
         workspace,
         arguments,
+        listing_out,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,7 +1,9 @@
 //! What `airlock mcp add` leaves in a server's folder besides the installed packages: the
 //! lock file (`airlock-lock.json`: every package installed, at its exact version, with the
 //! hash of the archive it came from) and the manifest (`tool.toml`), whose command runs the
-//! package's executable — the one the package declares, or the one `--command` picks.
+//! package's executable — the one the package declares, or the one `--command` picks — and,
+//! once the server's tools were listed in its sandbox, pins each listed tool to what was
+//! printed, with every other tool waiting for an operator's review.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -152,6 +154,17 @@ struct McpTable<'a> {
     listing_workspace: Option<&'a str>,
     /// `"read-write"` for a server that may change its workspace; unset, it may not.
     workspace: Option<&'static str>,
+    /// `"explicit"` once the listing is pinned: a tool not pinned waits for a review.
+    trust: Option<&'static str>,
+    /// Each listed tool's pin (the last field: TOML writes tables after values).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    tools: BTreeMap<&'a str, Pin<'a>>,
+}
+
+/// `[mcp.tools.NAME]`: the digest of the tool's listing that is trusted.
+#[derive(Serialize)]
+struct Pin<'a> {
+    sha256: &'a str,
 }
 
 /// What the manifest says beyond what was installed.
@@ -163,6 +176,9 @@ pub struct ManifestChoices<'a> {
     pub writes: bool,
     /// The command line that wrote it, for the header.
     pub written_by: &'a str,
+    /// The listing printed at install (each tool's name on the server → its digest): served
+    /// as printed, and nothing else without a review. None before the listing.
+    pub pins: Option<&'a BTreeMap<String, String>>,
 }
 
 /// Writes `tool.toml` into `dir`.
@@ -192,6 +208,13 @@ pub fn write_manifest(
             command: choices.command,
             listing_workspace: choices.listing_workspace,
             workspace: choices.writes.then_some("read-write"),
+            trust: choices.pins.map(|_| "explicit"),
+            tools: choices
+                .pins
+                .into_iter()
+                .flatten()
+                .map(|(tool, digest)| (tool.as_str(), Pin { sha256: digest }))
+                .collect(),
         },
     };
     let body =
@@ -204,8 +227,18 @@ pub fn write_manifest(
          # it; `--writes` makes it \"write\": lower a tool that only reads with\n\
          # `[mcp.tools.NAME] risk = \"read_only\"`); `[mcp] workspace = \"read-write\"`\n\
          # (`--writes`), `allow`/`deny` lists and per-tool settings are README.md's\n\
-         # \"MCP, both ways\".\n{body}",
-        choices.written_by, package.name, installed.version
+         # \"MCP, both ways\".\n{pinned}{body}",
+        choices.written_by,
+        package.name,
+        installed.version,
+        pinned = if choices.pins.is_some() {
+            "# Each tool is pinned (`[mcp.tools.NAME] sha256`) to the listing printed when it was\n\
+             # installed: a daemon serves those as printed, and a tool listed otherwise or anew\n\
+             # only once an operator has reviewed it (`airlock tools trust NAME --show`; mind\n\
+             # that a pin outranks trust: a reviewed change of a pinned tool needs its pin updated).\n"
+        } else {
+            ""
+        },
     );
     let path = dir.join(MANIFEST_FILE);
     std::fs::write(&path, text).map_err(|err| format!("cannot write {}: {err}", path.display()))
@@ -283,6 +316,7 @@ mod tests {
                 listing_workspace: Some("git"),
                 writes: true,
                 written_by: "airlock mcp add pypi:mcp-server-time@1.0",
+                pins: None,
             },
         )
         .map_err(anyhow::Error::msg)?;
@@ -297,6 +331,44 @@ mod tests {
         // A server that may write: every tool asks until the manifest lowers one.
         assert_eq!(value["risk"].as_str(), Some("write"));
         assert_eq!(mcp["command"][1].as_str(), Some("a \"quoted\" arg"));
+        assert!(mcp.get("trust").is_none() && mcp.get("tools").is_none());
+
+        // Once listed, each tool is pinned as printed, and any other waits for a review.
+        let pins: BTreeMap<String, String> = [
+            ("get_current_time".to_owned(), "a".repeat(64)),
+            ("convert \"time\"".to_owned(), "b".repeat(64)),
+        ]
+        .into_iter()
+        .collect();
+        write_manifest(
+            dir.path(),
+            &package,
+            &installed,
+            &ManifestChoices {
+                name: "time",
+                command: &command,
+                listing_workspace: None,
+                writes: false,
+                written_by: "airlock mcp add pypi:mcp-server-time@1.0",
+                pins: Some(&pins),
+            },
+        )
+        .map_err(anyhow::Error::msg)?;
+        let text = std::fs::read_to_string(dir.path().join(MANIFEST_FILE))?;
+        let value: toml::Table = toml::from_str(&text)?;
+        let mcp = value["mcp"].as_table().expect("[mcp]");
+        assert_eq!(mcp["trust"].as_str(), Some("explicit"));
+        for (tool, digest) in &pins {
+            assert_eq!(
+                mcp["tools"][tool.as_str()]["sha256"].as_str(),
+                Some(digest.as_str()),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("pinned (`[mcp.tools.NAME] sha256`)"),
+            "{text}"
+        );
         Ok(())
     }
 }

@@ -1,10 +1,11 @@
 //! After the install, what the server's tools are: listed by the daemon's own loader
 //! (`airlockd check-tool`), which starts the server in its sandbox under its profile exactly
 //! as a daemon does at load — never on this machine outside one — and prints each tool as a
-//! daemon would serve it, trusting nothing (its trust records are a scratch folder's). Then
-//! whether the running daemon serves them: it loads its tools when it starts, and trusts the
-//! listing it sees first.
+//! daemon would serve it, trusting nothing (its trust records are a scratch folder's), and
+//! hands back that listing for the manifest to pin. Then whether the running daemon serves
+//! them: it loads its tools when it starts.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,19 +16,29 @@ use crate::error::CliError;
 use crate::output::Output;
 use crate::server::Server;
 
-/// Lists the tools of the server in `folder` in its sandbox; whether the daemon would serve
-/// it (the report is on stdout either way).
+/// The file `airlockd check-tool` writes the listing it printed to, in the server's folder
+/// for the moment of the check.
+const LISTING_FILE: &str = ".airlock-listing.json";
+
+/// Lists the tools of the server in `folder` in its sandbox; the listing printed (each
+/// tool's name on the server → its digest) when the daemon would serve it, none when it
+/// would not (the report is on stdout either way).
 pub fn check<O: std::io::Write, E: std::io::Write>(
     folder: &Path,
     profiles_dir: Option<&Path>,
     out: &mut Output<O, E>,
-) -> Result<bool, CliError> {
+) -> Result<Option<BTreeMap<String, String>>, CliError> {
     let airlockd = airlockd();
+    let listing_file = folder.join(LISTING_FILE);
     let mut command = Command::new(&airlockd);
     if let Some(dir) = profiles_dir {
         command.arg("--profiles-dir").arg(dir);
     }
-    command.arg("check-tool").arg(folder);
+    command
+        .arg("check-tool")
+        .arg(folder)
+        .arg("--listing-out")
+        .arg(&listing_file);
     command.env("AIRLOCK_LOG", "warn");
     let done = command.output().map_err(|err| {
         CliError::NoInput(format!(
@@ -40,9 +51,25 @@ pub fn check<O: std::io::Write, E: std::io::Write>(
     for line in stderr.lines().filter(|line| !line.trim().is_empty()) {
         out.line(line)?;
     }
+    let listing = std::fs::read_to_string(&listing_file);
+    let _ = std::fs::remove_file(&listing_file);
     match done.status.code() {
-        Some(0) => Ok(true),
-        Some(code) if code == i32::from(exit_code::CHECK_FAILED) => Ok(false),
+        Some(0) => {
+            let listing = listing.map_err(|err| {
+                CliError::Install(format!(
+                    "{} check-tool wrote no listing to {}: {err}",
+                    airlockd.display(),
+                    listing_file.display()
+                ))
+            })?;
+            serde_json::from_str(&listing).map(Some).map_err(|err| {
+                CliError::Install(format!(
+                    "{} check-tool wrote a listing that does not read: {err}",
+                    airlockd.display()
+                ))
+            })
+        }
+        Some(code) if code == i32::from(exit_code::CHECK_FAILED) => Ok(None),
         _ => Err(CliError::Install(format!(
             "{} check-tool failed ({})",
             airlockd.display(),
@@ -62,7 +89,7 @@ pub async fn probe<O: std::io::Write, E: std::io::Write>(
     let dir = absolute(tools_dir);
     let serve = format!(
         "airlockd serves it when it starts with `--tools-dir {}` (or from the folder holding \
-         it as ./plugins), and trusts the listing it sees first",
+         it as ./plugins), each tool as pinned above",
         dir.display()
     );
     let client = match server.connect().await {

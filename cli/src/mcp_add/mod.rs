@@ -8,7 +8,8 @@
 //! staging folder beside it and moved into place only when complete. Nothing installed runs
 //! on this machine: wheels only, npm's install scripts off (the installers are run by
 //! `installer.rs`); the tools are then listed by the daemon's loader in the server's sandbox
-//! (`listing.rs`).
+//! (`listing.rs`), and the manifest pins each to what was printed: the listing an operator
+//! saw is the one a daemon serves, whatever the server lists when the daemon loads it.
 
 mod files;
 mod installer;
@@ -120,19 +121,16 @@ pub async fn run<O: Write, E: Write>(
         installed.version
     );
     files::write_lock(&staging.dir, &package, &installed).map_err(CliError::Install)?;
-    files::write_manifest(
-        &staging.dir,
-        &package,
-        &installed,
-        &ManifestChoices {
-            name: &name,
-            command: &command,
-            listing_workspace: args.listing_workspace.as_deref(),
-            writes: args.writes,
-            written_by: &written_by,
-        },
-    )
-    .map_err(CliError::Install)?;
+    let choices = ManifestChoices {
+        name: &name,
+        command: &command,
+        listing_workspace: args.listing_workspace.as_deref(),
+        writes: args.writes,
+        written_by: &written_by,
+        pins: None,
+    };
+    files::write_manifest(&staging.dir, &package, &installed, &choices)
+        .map_err(CliError::Install)?;
     staging.commit(&folder)?;
     out.stdout(&format!(
         "installed {}:{} {} and {} packages it needs, each with its archive's hash, in {}\n\
@@ -146,8 +144,7 @@ pub async fn run<O: Write, E: Write>(
         installed.profile,
     ))?;
     out.line("listing its tools in its sandbox, as airlockd does when it loads it:")?;
-    let listed = listing::check(&folder, args.profiles_dir.as_deref(), out)?;
-    if !listed {
+    let Some(listed) = listing::check(&folder, args.profiles_dir.as_deref(), out)? else {
         out.line(&format!(
             "the server is installed, and airlockd would refuse it as it is: change {} \
              (its arguments, `[mcp] listing_workspace = \"git\"` for a server that needs a \
@@ -156,7 +153,23 @@ pub async fn run<O: Write, E: Write>(
             folder.display()
         ))?;
         return Ok(exit_code::CHECK_FAILED);
-    }
+    };
+    files::write_manifest(
+        &folder,
+        &package,
+        &installed,
+        &ManifestChoices {
+            pins: Some(&listed),
+            ..choices
+        },
+    )
+    .map_err(CliError::Install)?;
+    out.line(&format!(
+        "pinned the {} tool(s) listed above in {}: a daemon serves them as listed, and any \
+         other only after `airlock tools trust {name} --show` and a review",
+        listed.len(),
+        folder.join(MANIFEST_FILE).display()
+    ))?;
     listing::probe(server, &name, &args.tools_dir, out).await?;
     Ok(exit_code::OK)
 }

@@ -1,6 +1,7 @@
 //! `airlockd check-tool` on a hosted MCP server's manifest: the server started in its
 //! sandbox exactly as a daemon starts it at load, its tools listed, and each printed as the
-//! daemon would serve it — what a daemon's trust on first use would trust.
+//! daemon would serve it — what a daemon's trust on first use would trust, and what
+//! `airlock mcp add` pins (`--listing-out`).
 //!
 //! The check trusts nothing: its trust records and listing workspace are in a scratch folder
 //! of the state dir, removed when the check ends, so a daemon's own first listing of the
@@ -48,18 +49,31 @@ impl Drop for Scratch {
     }
 }
 
+/// The tools of server `name` that `registry` serves, with their names on the server.
+fn served<'a>(
+    registry: &'a Registry,
+    name: &'a str,
+) -> impl Iterator<Item = (&'a crate::tools::Tool, &'a str)> {
+    registry.tools().filter_map(move |tool| {
+        let origin = tool.manifest.origin.as_ref()?;
+        (origin.server == name).then_some((tool.as_ref(), origin.tool.as_str()))
+    })
+}
+
+/// Writes the listing [`report`] printed to `path` as JSON: each tool's name on the server
+/// → the digest a manifest pins it by (`[mcp.tools.NAME] sha256`).
+pub fn write_listing(registry: &Registry, name: &str, path: &Path) -> std::io::Result<()> {
+    let listing: std::collections::BTreeMap<&str, &str> = served(registry, name)
+        .map(|(tool, on_server)| (on_server, tool.digest()))
+        .collect();
+    let text = serde_json::to_string_pretty(&listing).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+}
+
 /// Prints the tools of server `name` that `registry` serves; whether there is at least one
 /// (the refusals were printed already).
 pub fn report(registry: &Registry, name: &str, out: &mut impl Write) -> std::io::Result<bool> {
-    let tools: Vec<_> = registry
-        .tools()
-        .filter(|tool| {
-            tool.manifest
-                .origin
-                .as_ref()
-                .is_some_and(|origin| origin.server == name)
-        })
-        .collect();
+    let tools: Vec<_> = served(registry, name).map(|(tool, _)| tool).collect();
     if tools.is_empty() {
         writeln!(out, "✗ MCP server `{name}` serves no tools")?;
         return Ok(false);

@@ -68,6 +68,21 @@ fn locked<'a>(lock: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .unwrap_or_else(|| panic!("no {name} in {lock:#}"))
 }
 
+/// The pins a listing printed: each `  <server>__<tool> (<risk>, listing sha256 <hex>)` line,
+/// as the tool's name on the server → its digest.
+fn printed_pins(stdout: &str, server: &str) -> Vec<(String, String)> {
+    let prefix = format!("  {server}__");
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (tool, rest) = rest.split_once(' ')?;
+            let digest = rest.split("listing sha256 ").nth(1)?.get(..64)?;
+            Some((tool.to_owned(), digest.to_owned()))
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_from_pypi_and_npm_are_hosted_in_one_command_each() {
     let tools = ToolsDir::new();
@@ -98,6 +113,17 @@ async fn servers_from_pypi_and_npm_are_hosted_in_one_command_each() {
             .contains(r#"command = ["/tool/venv/bin/python", "/tool/venv/bin/mcp-server-time"]"#),
         "{manifest}"
     );
+    // Each tool is pinned to the digest the listing printed; any other waits for a review.
+    let pins = printed_pins(&time.stdout, "time");
+    assert!(!pins.is_empty(), "{time:#?}");
+    assert!(manifest.contains("trust = \"explicit\""), "{manifest}");
+    for (tool, digest) in &pins {
+        assert!(
+            manifest.contains(&format!("[mcp.tools.{tool}]\nsha256 = \"{digest}\"")),
+            "{manifest}"
+        );
+    }
+    assert!(time.stderr.contains("pinned the"), "{time:#?}");
 
     // npm: a node project in the folder, the lock from package-lock.json's integrity.
     let thinking = add(tools.path(), &thinking_spec, &[]).await;

@@ -634,6 +634,23 @@ mod tests {
     }
 
     #[test]
+    fn pins_with_explicit_trust_serve_what_was_pinned_and_hold_the_rest() {
+        // As `airlock mcp add` writes a manifest: each listed tool pinned, trust explicit.
+        let state = tempfile::tempdir().expect("tempdir");
+        let pins = listing(&[("a", "1")]);
+        let store = TrustStore::new(state.path(), "srv", pins, TrustMode::Explicit);
+        let refused = store
+            .check(&listing(&[("a", "1"), ("b", "2")]), &BTreeMap::new)
+            .expect("check");
+        assert!(!refused.contains_key("a"), "{refused:?}");
+        assert_eq!(refused.get("b"), Some(&Distrust::Unreviewed));
+        let changed = store
+            .check(&listing(&[("a", "9")]), &BTreeMap::new)
+            .expect("check");
+        assert!(matches!(changed.get("a"), Some(Distrust::Unpinned { .. })));
+    }
+
+    #[test]
     fn an_explicit_server_trusts_nothing_until_accepted_and_reviews_show_definitions() {
         let state = tempfile::tempdir().expect("tempdir");
         let store = TrustStore::new(state.path(), "srv", BTreeMap::new(), TrustMode::Explicit);

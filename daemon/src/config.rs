@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::engine::wasm::DEFAULT_MAX_CONCURRENT_CALLS;
 
 pub use crate::agent::{AgentSettings, ProviderSettings, RetryPolicy, RunDefaults};
+pub use crate::engine::mcp::trust::TrustMode;
 
 mod error;
 mod listen;
@@ -74,7 +75,7 @@ pub struct DaemonConfig {
     pub mcp_listen: Option<std::net::SocketAddr>,
     /// How hosted servers whose manifests do not say are trusted: on first use (the
     /// default), or explicitly, nothing served until an operator accepts a listing.
-    pub mcp_trust: crate::engine::mcp::trust::TrustMode,
+    pub mcp_trust: TrustMode,
     /// OAuth 2.1 at the MCP endpoint: the authorization server whose access tokens it takes
     /// beside the daemon's own tokens, and which tenant each stands for.
     pub mcp_oauth: Option<McpOAuthSettings>,
@@ -112,7 +113,7 @@ pub struct ConfigFile {
     pub otlp_endpoint: Option<String>,
     pub mcp_listen: Option<std::net::SocketAddr>,
     /// `"first-use"` (the default) or `"explicit"`.
-    pub mcp_trust: Option<crate::engine::mcp::trust::TrustMode>,
+    pub mcp_trust: Option<TrustMode>,
     pub mcp_oauth: Option<McpOAuthSettings>,
     #[serde(default)]
     pub egress: EgressSettings,

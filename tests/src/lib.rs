@@ -321,6 +321,8 @@ pub struct DaemonOptions {
     pub mcp_oauth: Option<airlock_daemon::config::McpOAuthSettings>,
     /// The web console: the built-in pages unless set otherwise.
     pub console: ConsoleSettings,
+    /// How a hosted server that says nothing is trusted (`mcp_trust`).
+    pub mcp_trust: airlock_daemon::config::TrustMode,
 }
 
 impl Default for DaemonOptions {
@@ -340,6 +342,7 @@ impl Default for DaemonOptions {
             mcp_listen: None,
             mcp_oauth: None,
             console: ConsoleSettings::default(),
+            mcp_trust: Default::default(),
         }
     }
 }
@@ -394,7 +397,7 @@ impl TestDaemon {
             otlp_endpoint: options.otlp_endpoint,
             egress: Default::default(),
             mcp_listen: options.mcp_listen,
-            mcp_trust: Default::default(),
+            mcp_trust: options.mcp_trust,
             mcp_oauth: options.mcp_oauth,
             console: options.console,
         };

@@ -1,13 +1,15 @@
 //! The MCP endpoint's walls, driven at the HTTP level as a minimal or hostile client would:
 //! a session is its opener's alone (another tenant's token on it reaches nothing), an
 //! approval question rides the POST stream of the call that raised it (a client that never
-//! opens the GET stream still sees it), a tenant's cap on calls in flight counts its calls on
-//! both edges, a closed session is answered 200, and bytes no client would send get an
-//! answer, never a panic.
+//! opens the GET stream still sees it, and so do the tenant's consoles), a tenant's cap on
+//! calls in flight counts its calls on both edges, a tenant holds at most its cap of sessions,
+//! a closed session is answered 200 and frees its place, and bytes no client would send get
+//! an answer, never a panic.
 
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
+use airlock_tests::Console;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -209,7 +211,8 @@ async fn a_session_is_its_openers_alone_and_its_question_rides_the_calls_own_str
     }
 
     // A write asks first; the question comes on this call's own stream, and alice never
-    // opened the GET stream.
+    // opened the GET stream. Her consoles see it too, as every approval.
+    let mut console = Console::on(tenants.agent(ALICE).await).await;
     let mut call = alice
         .call(
             2,
@@ -225,6 +228,12 @@ async fn a_session_is_its_openers_alone_and_its_question_rides_the_calls_own_str
             .unwrap()
             .contains("write_file"),
         "{question}"
+    );
+    let shown = console.next_in(pb::ApprovalState::Pending).await;
+    assert_eq!(
+        (shown.tool.as_str(), shown.tenant.as_str()),
+        ("write_file", "alice"),
+        "{shown:?}"
     );
     // Bob cannot answer it, nor see the stream it would go to otherwise.
     let answer = json!({
@@ -381,4 +390,37 @@ async fn hostile_requests_get_an_answer_not_a_panic() {
     // Still serving.
     let workspace = tenants.workspace("alice");
     Session::open(&endpoint(&tenants, &workspace), ALICE).await;
+}
+
+/// A tenant that opens sessions in a loop is stopped at its cap, alone: another tenant still
+/// opens one, and a session closed frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_holds_at_most_its_cap_of_sessions_and_a_closed_one_frees_its_place() {
+    // The daemon's `MAX_SESSIONS_PER_TENANT`.
+    const MAX_SESSIONS_PER_TENANT: usize = 64;
+    let tenants = TwoTenants::start().await;
+    let url = endpoint(&tenants, &tenants.workspace("alice"));
+    let mut held = Vec::new();
+    for _ in 0..MAX_SESSIONS_PER_TENANT {
+        held.push(Session::open(&url, ALICE).await);
+    }
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "edge-test", "version": "1"}
+        }
+    });
+    let refused = held[0].send(Method::POST, None, initialize.clone()).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another tenant is not held to alice's cap.
+    Session::open(&endpoint(&tenants, &tenants.workspace("bob")), BOB).await;
+    // A session alice closes frees its place.
+    let closed = held.pop().expect("a session");
+    let answer = closed
+        .send(Method::DELETE, Some(&closed.id), Value::Null)
+        .await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    Session::open(&url, ALICE).await;
 }

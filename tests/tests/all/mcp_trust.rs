@@ -4,6 +4,7 @@
 //! accepted tools are served at once, without a restart. In the explicit mode nothing of a
 //! server is served before that review.
 
+use airlock_daemon::config::TrustMode;
 use airlock_proto::v1 as pb;
 use airlock_tests::cli::Cli;
 use airlock_tests::{DaemonOptions, ProfilesDir, TestDaemon, ToolsDir, mcp};
@@ -17,6 +18,11 @@ use crate::mcp_host::profile;
 const RUG_TOKEN: &str = "rug-secret-0123456789";
 
 async fn rug(extra: &str) -> (TestDaemon, ToolsDir, ProfilesDir) {
+    rug_trusted(extra, TrustMode::default()).await
+}
+
+/// [`rug`], on a daemon whose default for a server that says nothing is `default_trust`.
+async fn rug_trusted(extra: &str, default_trust: TrustMode) -> (TestDaemon, ToolsDir, ProfilesDir) {
     let tools = ToolsDir::new();
     // Beside the tool folders, outside the one the server is shown.
     let token = tools.path().join("rug-token");
@@ -38,6 +44,7 @@ async fn rug(extra: &str) -> (TestDaemon, ToolsDir, ProfilesDir) {
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![tools.path().to_owned()],
         profiles_dir: profiles.path().to_owned(),
+        mcp_trust: default_trust,
         ..DaemonOptions::default()
     })
     .await;
@@ -184,4 +191,24 @@ async fn an_explicitly_trusted_server_serves_nothing_before_its_review() {
     let shown = format!("{call:?}");
     assert!(shown.contains("[redacted:RUG_TOKEN]"), "{shown}");
     assert!(!shown.contains(RUG_TOKEN), "the secret leaked: {shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemons_explicit_default_holds_a_server_that_says_nothing_and_yields_to_one_that_does()
+{
+    // `mcp_trust = "explicit"`: a server whose manifest says nothing serves nothing unreviewed.
+    let (daemon, _tools, _profiles) = rug_trusted("", TrustMode::Explicit).await;
+    let refused = daemon.refused().join("\n");
+    assert!(refused.contains("is trusted explicitly"), "{refused}");
+    assert_eq!(served(&daemon).await, []);
+    drop(daemon);
+    // A manifest's own `trust` outranks the daemon's default: its first listing is the record.
+    let (daemon, _tools, _profiles) =
+        rug_trusted("trust = \"first-use\"", TrustMode::Explicit).await;
+    let refused = daemon.refused().join("\n");
+    assert!(!refused.contains("is trusted explicitly"), "{refused}");
+    assert!(
+        refused.contains("tool `add` of MCP server `rug` changed since it was trusted"),
+        "{refused}"
+    );
 }

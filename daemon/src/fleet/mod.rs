@@ -93,7 +93,9 @@ impl Fleet {
                     // A renewal that fails is retried at the next tick; should the lease lapse
                     // meanwhile, another daemon may claim this one's runs, and this one's
                     // writes for them are refused from then on. A stop does not wait for a
-                    // renewal the store is slow to answer.
+                    // renewal the store is slow to answer: should it still commit after the
+                    // lease was given up (a frozen server that wakes), the node looks live for
+                    // one more lease, and its runs move that much later.
                     if let Ok(Err(err)) = or_cancel(&stop, fleet.leases.renew(fleet.lease)).await {
                         tracing::warn!(error = %err, "cannot renew this daemon's lease");
                     }

@@ -220,7 +220,7 @@ impl PostgresStore {
             .insert(run_id.clone(), epoch);
     }
 
-    /// Runs a lease statement on a connection of the pool.
+    /// Runs a lease statement on a connection of the pool, bounded by the request deadline.
     fn on_pool<T: Send + 'static>(
         &self,
         work: impl FnOnce(Conn) -> futures::future::BoxFuture<'static, StoreResult<T>> + Send + 'static,
@@ -229,6 +229,27 @@ impl PostgresStore {
         let (pool, deadline) = (self.pool.clone(), self.deadline);
         tokio::spawn(async move {
             let _ = answer.send(client::bounded(&pool, deadline, work).await);
+        });
+        pending
+    }
+
+    /// Runs a statement whose answer must not be given up on: one that, given up on, may
+    /// still commit when a frozen server wakes, and leave the store holding what this daemon
+    /// never learned (a claim: runs this node would own and never resume, which no other
+    /// node claims while it renews). It waits for the server as long as it takes; the fleet's
+    /// round that asked it is what a stop does not wait for.
+    fn on_pool_answered<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Conn) -> futures::future::BoxFuture<'static, StoreResult<T>> + Send + 'static,
+    ) -> Pending<T> {
+        let (answer, pending) = Pending::channel();
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let outcome = match pool.get().await {
+                Ok(connection) => work(Arc::new(connection)).await,
+                Err(err) => Err(client::no_connection(&err)),
+            };
+            let _ = answer.send(outcome);
         });
         pending
     }
@@ -256,7 +277,8 @@ impl Leases for PostgresStore {
         let skip: Vec<String> = skip.iter().map(RunId::to_string).collect();
         let (answer, pending) = Pending::channel();
         let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX / 2);
-        let claimed = self.on_pool(move |c| leases::claim(c, node, limit, skip, lease_ms).boxed());
+        let claimed =
+            self.on_pool_answered(move |c| leases::claim(c, node, limit, skip, lease_ms).boxed());
         let owned = self.owned.clone();
         tokio::spawn(async move {
             let outcome = claimed.await.map(|runs| {

@@ -55,6 +55,15 @@ pub async fn run<O: Write, E: Write>(
             listing
         }
     };
+    // An empty digest would be an acceptance bound to nothing: whatever the server listed
+    // last. A daemon too old to name its reviews says so with one.
+    if reviewed.is_empty() {
+        return Err(CliError::Usage(format!(
+            "no review to bind the acceptance of MCP server `{name}` to: pass the digest \
+             `airlock tools trust {name} --show` printed (a daemon that prints none is too old \
+             to bind an acceptance to a review; upgrade it)"
+        )));
+    }
     let accepted = client.trust_mcp_server(name, Some(&reviewed)).await?;
     let line = if accepted.is_empty() {
         format!("MCP server `{name}`: its tools were already trusted as listed")

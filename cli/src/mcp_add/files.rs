@@ -154,7 +154,7 @@ struct McpTable<'a> {
     listing_workspace: Option<&'a str>,
     /// `"read-write"` for a server that may change its workspace; unset, it may not.
     workspace: Option<&'static str>,
-    /// `"explicit"` once the listing is pinned: a tool not pinned waits for a review.
+    /// `"explicit"`: a tool not pinned waits for a review.
     trust: Option<&'static str>,
     /// Each listed tool's pin (the last field: TOML writes tables after values).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -208,7 +208,9 @@ pub fn write_manifest(
             command: choices.command,
             listing_workspace: choices.listing_workspace,
             workspace: choices.writes.then_some("read-write"),
-            trust: choices.pins.map(|_| "explicit"),
+            // Explicit from the start: a server whose listing failed, fixed by hand later,
+            // is not trusted on first use either.
+            trust: Some("explicit"),
             tools: choices
                 .pins
                 .into_iter()
@@ -331,7 +333,9 @@ mod tests {
         // A server that may write: every tool asks until the manifest lowers one.
         assert_eq!(value["risk"].as_str(), Some("write"));
         assert_eq!(mcp["command"][1].as_str(), Some("a \"quoted\" arg"));
-        assert!(mcp.get("trust").is_none() && mcp.get("tools").is_none());
+        // Nothing pinned yet, and nothing trusted on first use either.
+        assert_eq!(mcp["trust"].as_str(), Some("explicit"));
+        assert!(mcp.get("tools").is_none());
 
         // Once listed, each tool is pinned as printed, and any other waits for a review.
         let pins: BTreeMap<String, String> = [

@@ -165,8 +165,10 @@ pub async fn run<O: Write, E: Write>(
     )
     .map_err(CliError::Install)?;
     out.line(&format!(
-        "pinned the {} tool(s) listed above in {}: a daemon serves them as listed, and any \
-         other only after `airlock tools trust {name} --show` and a review",
+        "pinned the {} tool(s) listed above in {}, each by its whole definition (description, \
+         input schema, annotations: `airlock tools trust {name} --show` prints them in full once \
+         a daemon has listed the server): a daemon serves them as pinned, and any other tool \
+         only after a review",
         listed.len(),
         folder.join(MANIFEST_FILE).display()
     ))?;

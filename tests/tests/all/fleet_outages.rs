@@ -148,21 +148,7 @@ async fn outage(stage: Stage, away: Duration, how: LinkState) {
             panic!("no approval request: {received:?}");
         };
         assert_eq!(&request.run_id, run_id);
-        let answer = pb::ApprovalDecision {
-            approval_id: request.approval_id.clone(),
-            decision: pb::Decision::ApproveOnce as i32,
-            reason: String::new(),
-            digest: request.digest.clone(),
-        };
-        let mut agent = b.agent().await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while let Err(status) = agent.decide_approval(answer.clone()).await {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the answer was never taken: {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        approve_once_on(&b, &request).await;
     }
     for ((stream, (run_id, received)), file) in &mut runs {
         let context = format!("{stage:?} {how:?} for {away:?}, run writing {file}");
@@ -206,6 +192,26 @@ async fn outage(stage: Stage, away: Duration, how: LinkState) {
                 "{stage:?} {how:?} for {away:?}: a live daemon's run was taken over:\n{log}"
             );
         }
+    }
+}
+
+/// Approves `request` once through `daemon`, as soon as it takes the answer: after an
+/// outage or a takeover the request waits there again only once the run is back.
+async fn approve_once_on(daemon: &DaemonProcess, request: &pb::ApprovalRequest) {
+    let answer = pb::ApprovalDecision {
+        approval_id: request.approval_id.clone(),
+        decision: pb::Decision::ApproveOnce as i32,
+        reason: String::new(),
+        digest: request.digest.clone(),
+    };
+    let mut agent = daemon.agent().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while let Err(status) = agent.decide_approval(answer.clone()).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the answer was never taken: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -318,21 +324,7 @@ async fn frozen_owner(stage: Stage) {
     a.signal(libc::SIGSTOP);
     b.await_log("taking the run over").await;
     if let Some(request) = &request {
-        let answer = pb::ApprovalDecision {
-            approval_id: request.approval_id.clone(),
-            decision: pb::Decision::ApproveOnce as i32,
-            reason: String::new(),
-            digest: request.digest.clone(),
-        };
-        let mut agent = b.agent().await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while let Err(status) = agent.decide_approval(answer.clone()).await {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the request never waited again on b: {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        approve_once_on(&b, request).await;
     }
     await_finished(&b, &run_id).await;
 

@@ -12,7 +12,7 @@ use std::io::Write;
 use airlock_client::exit_code;
 use airlock_client::proto::{ApprovalDecision, ApprovalRequest, ApprovalState};
 use airlock_render::{approval_json, approval_lines, console_prompt, console_update_line};
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::ask::{Answered, AtEnd, Question, next_line};
 use crate::error::CliError;
@@ -23,10 +23,20 @@ use crate::output::Output;
 use crate::server::Server;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ApprovalsArgs {
     /// Print each request and update as one JSON object per line.
     #[arg(long)]
     json: bool,
+    #[command(subcommand)]
+    command: Option<ApprovalsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+enum ApprovalsCommand {
+    /// The grants made while answering ("always for this session"): list or revoke them.
+    #[command(subcommand)]
+    Rules(crate::policy::GrantsCommand),
 }
 
 pub async fn run<O: Write, E: Write>(
@@ -34,6 +44,9 @@ pub async fn run<O: Write, E: Write>(
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
+    if let Some(ApprovalsCommand::Rules(command)) = args.command {
+        return crate::policy::grants(command, server, out).await;
+    }
     let client = server.connect().await?;
     let mut console = client.approvals().await?;
     let mut desk = Desk::new(args.json);

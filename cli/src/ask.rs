@@ -7,7 +7,7 @@
 
 use std::io::{self, Write};
 
-use airlock_client::answer::{Answer, decision_for, parse_answer, parse_reason};
+use airlock_client::answer::{Answer, decision_for, grant_for, parse_answer, parse_reason};
 use airlock_client::proto::{ApprovalDecision, ApprovalRequest, Decision};
 use airlock_render::{ANSWER_HINT, REASON_PROMPT};
 
@@ -133,6 +133,9 @@ impl Question {
         match answer {
             Answer::ApproveOnce => Ok(self.decided(Decision::ApproveOnce, "")),
             Answer::ApproveSession => Ok(self.decided(Decision::ApproveSession, "")),
+            Answer::ApproveSessionPrefix(prefix) => {
+                Ok(Answered::Decided(grant_for(&self.request, prefix)))
+            }
             Answer::Deny {
                 reason: Some(reason),
             } => Ok(self.decided(Decision::Deny, &reason)),
@@ -205,6 +208,7 @@ mod tests {
             decision: decision as i32,
             reason: reason.to_owned(),
             digest: "d1".to_owned(),
+            grant_prefix: Vec::new(),
         })
     }
 

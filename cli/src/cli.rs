@@ -10,8 +10,8 @@ use crate::error::CliError;
 use crate::output::Output;
 use crate::server::Server;
 use crate::{
-    approvals, attach, changes, chat, eval, exec, full_output, gc, hints, info, mcp, run, runs,
-    sessions, tools, trace,
+    approvals, attach, changes, chat, eval, exec, full_output, gc, hints, info, mcp, policy, run,
+    runs, sessions, tools, trace,
 };
 
 /// Drive airlockd: list the tools it serves and run them in its sandboxes, run agents, talk
@@ -48,8 +48,12 @@ pub(crate) enum Command {
     /// one.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
-    /// An approver console: answer the approval requests of every run.
+    /// An approver console: answer the approval requests of every run; `approvals rules`
+    /// lists and revokes the grants made while answering.
     Approvals(approvals::ApprovalsArgs),
+    /// The policy's rules: what they would decide for a call and why, and which are in force.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// What a run's tool calls changed in its workspace, step by step (`--diff` for diffs).
     Changes(changes::ChangesArgs),
     /// Put a finished run's workspace back as it was before one of its steps.
@@ -96,6 +100,7 @@ impl Cli {
                 Command::Chat(args) => chat::run(args, &self.server, out).await,
                 Command::Sessions(command) => sessions::run(command, &self.server, out).await,
                 Command::Approvals(args) => approvals::run(args, &self.server, out).await,
+                Command::Policy(command) => policy::run(command, &self.server, out).await,
                 Command::Changes(args) => changes::changes(args, &self.server, out).await,
                 Command::Revert(args) => changes::revert(args, &self.server, out).await,
                 Command::Fork(args) => changes::fork(args, &self.server, out).await,

@@ -94,6 +94,7 @@ async fn a_waiting_request_is_asked_and_answered_with_its_digest() -> anyhow::Re
             decision: Decision::ApproveOnce as i32,
             reason: String::new(),
             digest: "digest-of-apr_1".to_owned(),
+            grant_prefix: Vec::new(),
         })
     );
     // Not asked again while the resolution is on its way.

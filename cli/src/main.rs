@@ -29,6 +29,7 @@ mod mcp;
 mod mcp_add;
 mod output;
 mod pages;
+mod policy;
 mod run;
 mod runs;
 mod server;

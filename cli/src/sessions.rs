@@ -23,7 +23,7 @@ use crate::workspace::Workspace;
 pub enum SessionsCommand {
     /// Create a session: a workspace, and the settings its runs inherit (model, policy,
     /// budgets, tools, instructions); prints its id.
-    New(NewArgs),
+    New(Box<NewArgs>),
     /// List your sessions, most recently active first.
     List {
         /// List at most this many; 0 lists them all.
@@ -77,7 +77,7 @@ pub async fn run<O: Write, E: Write>(
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
     match command {
-        SessionsCommand::New(args) => new(args, server, out).await,
+        SessionsCommand::New(args) => new(*args, server, out).await,
         SessionsCommand::List { limit, json } => {
             let client = server.connect().await?;
             let (sessions, more) = fetch(&client, limit).await?;

@@ -63,6 +63,11 @@ pub struct RunSettings {
     /// End a run at the first denied call instead of telling the model.
     #[arg(long)]
     pub stop_on_denial: bool,
+
+    /// A policy rule file (TOML, `ask` and `deny` rules only) to judge the run's — or the
+    /// session's runs' — calls by, after the operator's rules: it may only narrow them.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<std::path::PathBuf>,
 }
 
 /// `--policy`: the API's approval policies.
@@ -105,6 +110,7 @@ impl RunSettings {
             approval_timeout_ms: self.approval_timeout.unwrap_or(0),
             stop_on_denial: self.stop_on_denial,
             instructions: self.instructions.clone().unwrap_or_default(),
+            rules: self.rules_text()?,
         })
     }
 
@@ -118,7 +124,18 @@ impl RunSettings {
             instructions: self.instructions.clone().unwrap_or_default(),
             approval_timeout_ms: self.approval_timeout.unwrap_or(0),
             stop_on_denial: self.stop_on_denial,
+            rules: self.rules_text()?,
         })
+    }
+
+    /// The rule file's text, read here so that a missing file is told before anything is
+    /// sent (the daemon checks the rules themselves).
+    fn rules_text(&self) -> Result<String, CliError> {
+        match &self.rules {
+            None => Ok(String::new()),
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|error| CliError::Usage(format!("--rules {}: {error}", path.display()))),
+        }
     }
 
     fn model_config(&self) -> Result<Option<ModelConfig>, CliError> {

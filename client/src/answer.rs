@@ -2,8 +2,9 @@
 //! decision it becomes.
 //!
 //! One line answers one request: `y` / `yes`, `n` / `no` (optionally followed by the reason,
-//! `n the tests must not be touched`), or `a` / `always` for the rest of the session. Anything
-//! else is asked again; the end of the input is an answer too, the one a caller decides
+//! `n the tests must not be touched`), or `a` / `always` for the rest of the session — followed
+//! by words (`a git push`) to grant every command starting with them, not only this call, where
+//! the policy lets the question be granted. Anything else is asked again; the end of the input is an answer too, the one a caller decides
 //! (a run denies, a console stops answering).
 
 use crate::proto::{ApprovalDecision, ApprovalRequest, Decision};
@@ -19,6 +20,9 @@ pub enum Answer {
     ApproveOnce,
     /// Run this call, and the same call again for the rest of the session.
     ApproveSession,
+    /// Run this call, and every command starting with these words for the rest of the
+    /// session.
+    ApproveSessionPrefix(Vec<String>),
     /// Do not run it; `None` when no reason came with the answer, so a caller may ask for one.
     Deny { reason: Option<String> },
     /// The input ended: nobody is there to answer.
@@ -41,6 +45,9 @@ pub fn parse_answer(line: Option<&str>) -> Answer {
     match word.to_ascii_lowercase().as_str() {
         "y" | "yes" if rest.is_empty() => Answer::ApproveOnce,
         "a" | "always" if rest.is_empty() => Answer::ApproveSession,
+        "a" | "always" => {
+            Answer::ApproveSessionPrefix(rest.split_whitespace().map(str::to_owned).collect())
+        }
         "n" | "no" => Answer::Deny {
             reason: (!rest.is_empty()).then(|| reason_text(rest)),
         },
@@ -71,6 +78,16 @@ pub fn decision_for(
         decision: decision as i32,
         reason: reason.to_owned(),
         digest: request.digest.clone(),
+        grant_prefix: Vec::new(),
+    }
+}
+
+/// Approval of `request` for the session that grants every command starting with `prefix`
+/// (the daemon checks it starts a command the request asks about).
+pub fn grant_for(request: &ApprovalRequest, prefix: Vec<String>) -> ApprovalDecision {
+    ApprovalDecision {
+        grant_prefix: prefix,
+        ..decision_for(request, Decision::ApproveSession, "")
     }
 }
 
@@ -86,6 +103,10 @@ mod tests {
         for line in ["a", "always", "Always"] {
             assert_eq!(parse_answer(Some(line)), Answer::ApproveSession, "{line:?}");
         }
+        assert_eq!(
+            parse_answer(Some("a git  push")),
+            Answer::ApproveSessionPrefix(vec!["git".into(), "push".into()])
+        );
         for line in ["n", "no", "NO", "  n  "] {
             assert_eq!(
                 parse_answer(Some(line)),
@@ -113,16 +134,7 @@ mod tests {
 
     #[test]
     fn anything_else_is_asked_again() {
-        for line in [
-            "",
-            "  ",
-            "maybe",
-            "yy",
-            "y please",
-            "always sometimes",
-            "ok",
-            "nope",
-        ] {
+        for line in ["", "  ", "maybe", "yy", "y please", "ok", "nope"] {
             assert_eq!(parse_answer(Some(line)), Answer::Unrecognised, "{line:?}");
         }
     }
@@ -173,6 +185,7 @@ mod tests {
                 decision: Decision::Deny as i32,
                 reason: "no".to_owned(),
                 digest: "ab".repeat(32),
+                grant_prefix: Vec::new(),
             }
         );
     }

@@ -20,6 +20,7 @@ use crate::error::{ClientError, Peer};
 use crate::proto::agent_client::AgentClient;
 use crate::proto::daemon_client::DaemonClient;
 use crate::proto::execute_tool_event::Event;
+use crate::proto::policy_client::PolicyClient;
 use crate::proto::tools_client::ToolsClient;
 use crate::proto::{
     CancelExecutionRequest, CollectGarbageRequest, CollectGarbageResponse, DaemonInfo,
@@ -107,7 +108,8 @@ pub async fn connect_with(
     Ok(AirlockClient {
         tools: ToolsClient::new(channel.clone()),
         agent: AgentClient::new(channel.clone()),
-        daemon: DaemonClient::new(channel),
+        daemon: DaemonClient::new(channel.clone()),
+        policy: PolicyClient::new(channel),
         peer: Arc::new(Peer {
             endpoint,
             token: token_source,
@@ -214,6 +216,7 @@ pub struct AirlockClient {
     tools: ToolsClient<AuthedChannel>,
     agent: AgentClient<AuthedChannel>,
     daemon: DaemonClient<AuthedChannel>,
+    policy: PolicyClient<AuthedChannel>,
     peer: Arc<Peer>,
 }
 
@@ -253,6 +256,51 @@ impl AirlockClient {
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner())
+    }
+
+    /// What the policy would decide for a call of `request.tool`, and every rule and level
+    /// behind it. Runs and asks nothing.
+    pub async fn check_policy(
+        &self,
+        request: crate::proto::CheckPolicyRequest,
+    ) -> Result<crate::proto::PolicyVerdict, ClientError> {
+        let response = self
+            .policy
+            .clone()
+            .check_policy(request)
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// The rules in force for this client's tenant; with `session_id`, also the session's own
+    /// rules and its grants.
+    pub async fn policy_rules(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<crate::proto::PolicyRule>, ClientError> {
+        let response = self
+            .policy
+            .clone()
+            .list_policy_rules(crate::proto::ListPolicyRulesRequest {
+                session_id: session_id.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner().rules)
+    }
+
+    /// Withdraws grant `grant_id` (its first 16 characters will do) of session `session_id`.
+    pub async fn revoke_grant(&self, session_id: &str, grant_id: &str) -> Result<(), ClientError> {
+        self.policy
+            .clone()
+            .revoke_grant(crate::proto::RevokeGrantRequest {
+                grant_id: grant_id.to_owned(),
+                session_id: session_id.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(())
     }
 
     /// Accepts the tool listing hosted MCP server `server` last gave as trusted — with
@@ -364,6 +412,9 @@ impl AirlockClient {
 }
 
 /// One event of a running tool call.
+// Each event is read once off the stream and handed on: boxing the larger ones (a result, a
+// question with its policy verdict) would cost an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecutionEvent {
     /// The tool started; carries the id that names the call.

@@ -406,6 +406,7 @@ async fn run_examples(
             ignores: None,
             change_journal: None,
             questions: None,
+            verdict: None,
         };
         let result = executor.run(call, events, CancellationToken::new()).await;
         let verdict = judge(&example, &result);

@@ -81,6 +81,8 @@ pub struct DaemonConfig {
     pub mcp_oauth: Option<McpOAuthSettings>,
     /// The web console on the gRPC address.
     pub console: ConsoleSettings,
+    /// The operator's rule files for every tenant (`[policy] files`, then `--policy`).
+    pub policy_files: Vec<PathBuf>,
 }
 
 /// The TOML file. Relative paths in it are relative to the file.
@@ -119,6 +121,17 @@ pub struct ConfigFile {
     pub egress: EgressSettings,
     #[serde(default)]
     pub console: ConsoleSettings,
+    #[serde(default)]
+    pub policy: PolicySettings,
+}
+
+/// `[policy]`: the operator's rule files, for every tenant (a tenant's own `policy_files`
+/// come after them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySettings {
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
 }
 
 /// `[console]`: the web console served beside the gRPC services.
@@ -224,6 +237,8 @@ pub struct Overrides {
     pub tls_client_ca: Option<PathBuf>,
     pub unix_socket_trust: bool,
     pub tools_dirs: Vec<PathBuf>,
+    /// `--policy`: rule files for every tenant, after the file's.
+    pub policy_files: Vec<PathBuf>,
     pub profiles_dir: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub workspace_roots: Vec<PathBuf>,
@@ -258,6 +273,7 @@ impl ConfigFile {
         file.module_cache_dir.iter_mut().for_each(anchor);
         file.store.shared_dir.iter_mut().for_each(anchor);
         file.console.dir.iter_mut().for_each(anchor);
+        file.policy.files.iter_mut().for_each(anchor);
         if let Some(tls) = &mut file.tls {
             anchor(&mut tls.cert);
             anchor(&mut tls.key);
@@ -266,6 +282,7 @@ impl ConfigFile {
         for tenant in &mut file.auth.tenants {
             tenant.token_file.iter_mut().for_each(anchor);
             tenant.workspace_roots.iter_mut().for_each(anchor);
+            tenant.policy_files.iter_mut().for_each(anchor);
         }
         if let Some(ListenAddr::Unix(path)) = &mut file.listen {
             anchor(path);
@@ -388,6 +405,17 @@ impl DaemonConfig {
             mcp_oauth: file.mcp_oauth,
             egress: file.egress,
             console,
+            policy_files: file
+                .policy
+                .files
+                .into_iter()
+                .chain(
+                    overrides
+                        .policy_files
+                        .into_iter()
+                        .map(|path| cwd.join(path)),
+                )
+                .collect(),
         })
     }
 }

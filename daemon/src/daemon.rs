@@ -4,6 +4,7 @@
 use crate::changes::Changes;
 use std::future::Future;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -18,6 +19,7 @@ use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
 use crate::fleet::Fleet;
 use crate::output::{KeptLimits, KeptOutputs};
+use crate::policy::PolicyBook;
 use crate::profile::Profiles;
 use crate::retention::Retention;
 use crate::store::{Leases, PostgresStore, Relay, SqliteStore, Store, StoreError, StoreOptions};
@@ -74,6 +76,8 @@ pub enum StartError {
     Otlp(#[from] OtlpError),
     #[error("[mcp_oauth]: {0}")]
     McpOAuth(String),
+    #[error("{0}")]
+    Policy(String),
     #[error("cannot listen for MCP on {addr}: {source}")]
     McpListen {
         addr: std::net::SocketAddr,
@@ -175,6 +179,16 @@ impl Daemon {
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
+        let tenant_policies: Vec<(String, Vec<PathBuf>)> = config
+            .auth
+            .tenants
+            .iter()
+            .map(|tenant| (tenant.name.clone(), tenant.policy_files.clone()))
+            .collect();
+        let policy = Arc::new(
+            PolicyBook::load(&config.policy_files, &tenant_policies).map_err(StartError::Policy)?,
+        );
+        tracing::info!(rules = policy.len(), "policy rules loaded");
         let oauth = config
             .mcp_oauth
             .clone()
@@ -212,6 +226,7 @@ impl Daemon {
             store.clone(),
             tracer,
             config.agent.clone(),
+            policy,
         ));
         mcp.set_asker(Arc::new(api::direct_approval::DirectApprovals::new(
             executor.clone(),
@@ -316,7 +331,6 @@ impl Daemon {
         // Runs a previous daemon left unfinished go on from their checkpoints: on a store of
         // its own, every one; in a fleet, those whose daemon's lease lapsed.
         let resuming = async {
-            self.agents.load_session_grants().await?;
             match &self.fleet {
                 Some(fleet) => fleet.join().await,
                 None => self.agents.resume_unfinished().await,
@@ -383,6 +397,7 @@ impl Daemon {
                 self.executor.clone(),
                 &self.agents,
             )),
+            self.agents.policy().clone(),
         ));
         if let Some(listener) = mcp_listener {
             tokio::spawn(api::mcp::serve(

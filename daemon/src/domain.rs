@@ -143,6 +143,11 @@ pub struct Verdict {
     pub reason: String,
     /// The digest of the request it answers; empty when the client sent none.
     pub digest: String,
+    /// For "approve for the session" of a command line: grant every command starting with
+    /// these words, not only this exact call. Absent from the relayed form when empty, so a
+    /// daemon of the release before reads the decisions of one that has it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grant_prefix: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
@@ -162,6 +167,19 @@ pub enum DecisionError {
         "the decision for `{0}` names no decision: approve once, approve for the session, or deny"
     )]
     NoDecision(String),
+    #[error(
+        "approval `{0}` cannot be granted for the session: a rule of the operator's always asks \
+         for it (approve it once, or deny it)"
+    )]
+    NotGrantable(String),
+    #[error(
+        "the grant prefix {prefix:?} of approval `{approval_id}` is not the start of a command \
+         it asks about, or the decision does not approve for the session"
+    )]
+    BadGrantPrefix {
+        approval_id: String,
+        prefix: Vec<String>,
+    },
 }
 
 /// A call's full output, kept when the caller saw only part.

@@ -37,6 +37,10 @@ struct Args {
     /// ./plugins and the config file's.
     #[arg(long = "tools-dir", value_name = "DIR")]
     tools_dirs: Vec<PathBuf>,
+    /// A policy rule file every tenant's calls are judged by; repeatable, after the config
+    /// file's `[policy] files`.
+    #[arg(long = "policy", value_name = "FILE")]
+    policy_files: Vec<PathBuf>,
     /// Directory of sandbox profiles [default: ./sandbox-profiles].
     #[arg(long, value_name = "DIR", global = true)]
     profiles_dir: Option<PathBuf>,
@@ -127,6 +131,7 @@ fn main() -> anyhow::Result<()> {
             tls_client_ca: args.tls_client_ca,
             unix_socket_trust: args.unix_socket_trust,
             tools_dirs: args.tools_dirs,
+            policy_files: args.policy_files,
             profiles_dir: args.profiles_dir,
             state_dir: args.state_dir,
             workspace_roots: args.workspace_roots,

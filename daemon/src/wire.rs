@@ -9,6 +9,7 @@ use crate::egress::Contact;
 use crate::engine::{EngineKind, ToolKind};
 use crate::ids::ExecutionId;
 use crate::output::{OutputChunk, StreamKind, TruncateMode};
+use crate::policy::rules;
 use crate::tools::{ExecutionEvent, ResultMetadata, Risk, Tool, ToolResult, ToolStatus};
 
 pub fn tool_info(tool: &Tool) -> pb::ToolInfo {
@@ -389,4 +390,60 @@ fn millis(duration: std::time::Duration) -> u64 {
 /// A proto3 string field whose empty value means "none".
 pub fn non_empty(text: &str) -> Option<&str> {
     Some(text).filter(|text| !text.is_empty())
+}
+
+pub fn policy_decision(decision: rules::Decision) -> pb::PolicyDecision {
+    match decision {
+        rules::Decision::Allow => pb::PolicyDecision::Allow,
+        rules::Decision::Ask => pb::PolicyDecision::Ask,
+        rules::Decision::Deny => pb::PolicyDecision::Deny,
+    }
+}
+
+pub fn policy_layer(layer: rules::Layer) -> pb::PolicyLayer {
+    match layer {
+        rules::Layer::Operator => pb::PolicyLayer::Operator,
+        rules::Layer::Session => pb::PolicyLayer::Session,
+        rules::Layer::Run => pb::PolicyLayer::Run,
+        rules::Layer::Grant => pb::PolicyLayer::Grant,
+    }
+}
+
+pub fn policy_rule(rule: &rules::RuleRef) -> pb::PolicyRule {
+    pb::PolicyRule {
+        name: rule.name.clone(),
+        decision: policy_decision(rule.decision) as i32,
+        grantable: rule.grantable,
+        layer: policy_layer(rule.origin.layer) as i32,
+        source: rule.origin.source.clone(),
+        line: rule.origin.line,
+        ..pb::PolicyRule::default()
+    }
+}
+
+/// A decision with every part of it and what made each.
+pub fn policy_verdict(verdict: &rules::Verdict) -> pb::PolicyVerdict {
+    pb::PolicyVerdict {
+        decision: policy_decision(verdict.decision) as i32,
+        reason: verdict.reason.clone(),
+        grantable: verdict.grantable,
+        parts: verdict
+            .judged
+            .iter()
+            .map(|judged| {
+                let (rule, why) = match &judged.by {
+                    rules::By::Rule(rule) => (Some(policy_rule(rule)), rule.to_string()),
+                    other => (None, other.to_string()),
+                };
+                pb::PolicyPart {
+                    subject: judged.subject.clone(),
+                    decision: policy_decision(judged.decision) as i32,
+                    rule,
+                    why,
+                    words: judged.words.clone(),
+                }
+            })
+            .collect(),
+        rule: verdict.rule().map(policy_rule),
+    }
 }

@@ -85,6 +85,8 @@ pub fn decision(
         decision: decision as i32,
         reason,
         digest: question.digest.clone(),
+        // An MCP client's accept answers the call; it grants nothing wider.
+        grant_prefix: Vec::new(),
     }
 }
 

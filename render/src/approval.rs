@@ -8,7 +8,9 @@ use super::styled::{StyledLine, Tone};
 use super::table::SHORT_DIGEST_LEN;
 use super::text::short_arguments;
 use super::units::format_remaining;
-use crate::proto::{ApprovalRequest, ApprovalResolved, ApprovalState, Decision, Preview};
+use crate::proto::{
+    ApprovalRequest, ApprovalResolved, ApprovalState, Decision, PolicyDecision, Preview,
+};
 
 /// The question asked for a request of the run being followed.
 pub const RUN_PROMPT: &str = "approve? [y]es / [n]o / [a]lways for this session: ";
@@ -17,8 +19,8 @@ pub const RUN_PROMPT: &str = "approve? [y]es / [n]o / [a]lways for this session:
 pub const REASON_PROMPT: &str = "reason for the model (optional, Enter for none): ";
 
 /// Shown when a line is not an answer, before the question is asked again.
-pub const ANSWER_HINT: &str =
-    "answer y (yes), n (no; a reason may follow: n REASON) or a (always for this session)";
+pub const ANSWER_HINT: &str = "answer y (yes), n (no; a reason may follow: n REASON) or a (always for this session; \
+     a WORDS grants every command starting with them, where the policy lets it)";
 
 /// Indentation of a request's details under its first line, and of the preview under those.
 const DETAIL_INDENT: &str = "  ";
@@ -67,6 +69,25 @@ pub fn approval_lines(request: &ApprovalRequest, now_ms: i64, show_run: bool) ->
     }
     if !request.reason.is_empty() {
         detail(format!("why: {}", one_line(&request.reason)));
+    }
+    if let Some(policy) = &request.policy {
+        for part in policy
+            .parts
+            .iter()
+            .filter(|part| part.decision == PolicyDecision::Ask as i32)
+        {
+            detail(format!(
+                "asks: {} ({})",
+                one_line(&part.subject),
+                one_line(&part.why)
+            ));
+        }
+        detail(if policy.grantable {
+            "grantable: `a` grants this call for the session, `a WORDS` every command starting with WORDS"
+                .to_owned()
+        } else {
+            "not grantable: a rule of the operator's always asks; approve once or deny".to_owned()
+        });
     }
     match &request.preview {
         Some(preview) if preview.error.is_empty() => {
@@ -262,7 +283,52 @@ mod tests {
             tenant: String::new(),
             detail: String::new(),
             network: None,
+            policy: None,
         }
+    }
+
+    #[test]
+    fn a_request_names_what_asks_and_whether_it_may_be_granted() {
+        use crate::proto::{PolicyPart, PolicyVerdict};
+        let part = |subject: &str, decision: PolicyDecision, why: &str| PolicyPart {
+            subject: subject.to_owned(),
+            decision: decision as i32,
+            why: why.to_owned(),
+            ..Default::default()
+        };
+        let asked = |grantable| ApprovalRequest {
+            policy: Some(PolicyVerdict {
+                decision: PolicyDecision::Ask as i32,
+                grantable,
+                parts: vec![
+                    part("`cargo test`", PolicyDecision::Allow, "rule `tests`"),
+                    part(
+                        "`git push origin main`",
+                        PolicyDecision::Ask,
+                        "rule `git writes ask` (operator layer, team.toml:31)",
+                    ),
+                ],
+                ..Default::default()
+            }),
+            ..request()
+        };
+        let text = plain_text(&approval_lines(&asked(true), 1_000_000_000, false));
+        assert!(
+            text.contains(
+                "  asks: `git push origin main` (rule `git writes ask` (operator layer, team.toml:31))\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("`cargo test`"),
+            "only what asks is shown: {text}"
+        );
+        assert!(text.contains("grantable: `a` grants this call"), "{text}");
+        let text = plain_text(&approval_lines(&asked(false), 1_000_000_000, false));
+        assert!(
+            text.contains("not grantable: a rule of the operator's always asks"),
+            "{text}"
+        );
     }
 
     #[test]

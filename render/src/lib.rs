@@ -12,6 +12,7 @@ mod approval;
 mod changes;
 mod daemon;
 mod names;
+mod policy;
 mod pretty;
 mod progress;
 mod result;
@@ -39,6 +40,10 @@ pub use daemon::{daemon_info_json, daemon_info_text, garbage_json, garbage_text}
 pub use names::{
     approval_state_name, decision_name, disposition_name, output_stream_name, policy_name,
     risk_name, run_state_name, span_status_name, status_name, stop_reason_name, truncate_mode_name,
+};
+pub use policy::{
+    grants_table, policy_decision_name, policy_layer_name, rule_origin, rules_json, rules_table,
+    verdict_json, verdict_lines,
 };
 pub use pretty::{compact_json, pretty_json};
 pub use progress::progress_line;

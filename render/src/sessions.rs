@@ -84,6 +84,21 @@ pub fn session_details(session: &Session, now_ms: i64) -> String {
         ),
     );
     field(&mut out, "instructions", settings.instructions.trim_end());
+    let rules = settings
+        .rules
+        .lines()
+        .filter(|line| line.trim() == "[[rule]]")
+        .count();
+    if rules > 0 {
+        field(
+            &mut out,
+            "rules",
+            &format!(
+                "{rules} of its own (airlock policy rules --session {})",
+                session.session_id
+            ),
+        );
+    }
     // A map arrives in no order; sorted, the same session always reads the same.
     let labels: BTreeMap<&str, &str> = session
         .labels
@@ -299,6 +314,7 @@ mod tests {
                 instructions: "be brief".to_owned(),
                 approval_timeout_ms: 90_000,
                 stop_on_denial: true,
+                rules: String::new(),
             }),
             runs: 3,
             last_run_id: "run_03".to_owned(),

@@ -136,6 +136,7 @@ pub fn tenant(
         approvals,
         max_concurrent_runs: None,
         max_concurrent_executions: None,
+        policy_files: Vec::new(),
     }
 }
 
@@ -323,6 +324,8 @@ pub struct DaemonOptions {
     pub console: ConsoleSettings,
     /// How a hosted server that says nothing is trusted (`mcp_trust`).
     pub mcp_trust: airlock_daemon::config::TrustMode,
+    /// The operator's policy rule files, for every tenant (`[policy] files`).
+    pub policy_files: Vec<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -341,6 +344,7 @@ impl Default for DaemonOptions {
             extra_workspace_roots: Vec::new(),
             mcp_listen: None,
             mcp_oauth: None,
+            policy_files: Vec::new(),
             console: ConsoleSettings::default(),
             mcp_trust: Default::default(),
         }
@@ -400,6 +404,7 @@ impl TestDaemon {
             mcp_trust: options.mcp_trust,
             mcp_oauth: options.mcp_oauth,
             console: options.console,
+            policy_files: options.policy_files,
         };
         let daemon = Daemon::build(config).await.expect("daemon builds");
         let refused = daemon
@@ -477,6 +482,10 @@ impl TestDaemon {
 
     pub async fn tools(&self) -> pb::tools_client::ToolsClient<AuthedChannel> {
         pb::tools_client::ToolsClient::new(self.authed_channel().await)
+    }
+
+    pub async fn policy(&self) -> pb::policy_client::PolicyClient<AuthedChannel> {
+        pb::policy_client::PolicyClient::new(self.authed_channel().await)
     }
 
     /// A fresh workspace directory inside the daemon's workspace root.
@@ -768,6 +777,7 @@ impl RunStream {
             decision: decision as i32,
             reason: reason.into(),
             digest: String::new(),
+            grant_prefix: Vec::new(),
         }));
     }
 
@@ -1089,6 +1099,7 @@ pub fn approver(daemon: &DaemonProcess, delay: Duration) -> JoinHandle<()> {
                 decision: pb::Decision::ApproveOnce as i32,
                 reason: String::new(),
                 digest,
+                grant_prefix: Vec::new(),
             });
         }
     })
@@ -1151,6 +1162,7 @@ impl Console {
             decision: decision as i32,
             reason: String::new(),
             digest: String::new(),
+            grant_prefix: Vec::new(),
         });
     }
 
@@ -1161,6 +1173,7 @@ impl Console {
             decision: decision as i32,
             reason: String::new(),
             digest: request.digest.clone(),
+            grant_prefix: Vec::new(),
         });
     }
 }

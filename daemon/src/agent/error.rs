@@ -15,6 +15,9 @@ pub enum AgentError {
     UnknownRun(String),
     #[error("no tool named `{0}`")]
     UnknownTool(String),
+    /// A session grant id that names none of the session's grants (or more than one).
+    #[error("{0}")]
+    UnknownGrant(String),
     /// A recorded run the daemon cannot take up again (its checkpoint does not decode).
     #[error("{0}")]
     Unresumable(String),

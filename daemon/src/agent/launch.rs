@@ -17,6 +17,7 @@ use super::runtime::AgentRuntime;
 use super::tokens;
 use crate::ids::{self, RunId};
 use crate::policy::ApprovalPolicy;
+use crate::policy::rules::{Layer, Policy, Rule, RuleSet, file};
 use crate::store::{RunRecord, SessionRecord};
 use crate::tools::Tool;
 
@@ -45,6 +46,9 @@ impl AgentRuntime {
                     format!("unknown approval policy {}", start.approval_policy),
                 )
             })?;
+        let run_rules = Arc::new(RuleSet::new(
+            run_rules(&start.rules).map_err(|err| invalid("rules", err))?,
+        ));
         let model = start.model.clone().unwrap_or_default();
         let spec = parse_model(&model)?;
         let provider = provider::build(&spec, &self.shared.settings.providers).map_err(|err| {
@@ -87,6 +91,7 @@ impl AgentRuntime {
             model: spec.to_string(),
             tools,
             policy,
+            run_rules,
             limits: self.limits(start, &model),
         })
     }
@@ -101,6 +106,7 @@ impl AgentRuntime {
         log: Arc<RunLog>,
         recorded: HashSet<(CallEvent, ids::CallId)>,
     ) -> Result<Arc<LiveRun>, AgentError> {
+        let rules = self.rules_of(&record.tenant, &session, &resolved)?;
         let (live, input) = LiveRun::new(record, &session.session_id, log.clone());
         let live = Arc::new(live);
         let run_loop = RunLoop::new(Parts {
@@ -110,6 +116,7 @@ impl AgentRuntime {
             record,
             session,
             resolved,
+            rules,
             state,
             log,
             recorded,
@@ -121,6 +128,27 @@ impl AgentRuntime {
             .insert(record.run_id.clone(), live.clone());
         self.drive(record.run_id.clone(), run_loop);
         Ok(live)
+    }
+
+    /// Every layer of rules a run of `tenant` in `session` is judged by.
+    fn rules_of(
+        &self,
+        tenant: &str,
+        session: &SessionRecord,
+        resolved: &Resolved,
+    ) -> Result<Policy, AgentError> {
+        let source = format!("session {}", session.session_id);
+        let session_rules = session_rules(&session.settings.rules, &source).map_err(|reason| {
+            AgentError::Invalid {
+                field: "settings.rules",
+                reason,
+            }
+        })?;
+        Ok(Policy::new(vec![
+            self.shared.policy.operator(tenant),
+            Arc::new(RuleSet::new(session_rules)),
+            resolved.run_rules.clone(),
+        ]))
     }
 
     /// Drives `run_loop` to its end on a task of its own; then the run leaves the live
@@ -221,4 +249,20 @@ pub(super) fn parse_model(config: &pb::ModelConfig) -> Result<ModelSpec, AgentEr
             ),
         ),
     }
+}
+
+/// The rules a run's request adds, checked: ask and deny only, examples behaving.
+pub(crate) fn run_rules(text: &str) -> Result<Vec<Rule>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    file::parse(text, "the run's rules", Layer::Run)
+}
+
+/// The rules a session's settings add, checked the same way.
+pub(crate) fn session_rules(text: &str, source: &str) -> Result<Vec<Rule>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    file::parse(text, source, Layer::Session)
 }

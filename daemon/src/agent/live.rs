@@ -14,7 +14,7 @@ use super::log::{RunChanges, RunLog};
 use super::remote::Remote;
 use super::settings::AgentSettings;
 use crate::ids::{RunId, SessionId};
-use crate::policy::ApprovalBroker;
+use crate::policy::{ApprovalBroker, PolicyBook};
 use crate::store::{RunRecord, Store, StoreError};
 use crate::tools::Executor;
 use crate::trace::Tracer;
@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub approvals: Arc<ApprovalBroker>,
     pub tracer: Arc<Tracer>,
     pub settings: AgentSettings,
+    /// The operator's rules, per tenant.
+    pub policy: Arc<PolicyBook>,
     /// Every run's committed events, by run: what live lists of runs follow.
     pub run_changes: RunChanges,
     /// The fleet, when the store is shared: how runs other daemons execute are followed and

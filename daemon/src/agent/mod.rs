@@ -13,6 +13,7 @@ mod changes;
 mod context;
 mod elsewhere;
 mod error;
+pub(crate) mod judge;
 mod launch;
 mod live;
 mod log;

@@ -23,14 +23,6 @@ use crate::wire;
 const RESUME_BATCH: usize = 512;
 
 impl AgentRuntime {
-    /// Loads the approvals granted for whole sessions, as a daemon starts.
-    pub async fn load_session_grants(&self) -> Result<(), AgentError> {
-        for grant in self.shared.store.session_grants().await? {
-            self.shared.approvals.add_session_grant(grant);
-        }
-        Ok(())
-    }
-
     /// Takes up every run a previous daemon left unfinished, each from its last checkpoint.
     /// Returns how many were resumed.
     pub async fn resume_unfinished(&self) -> Result<usize, AgentError> {

@@ -14,7 +14,7 @@ use super::live::{LiveRun, Shared};
 use super::log::RunChanges;
 use super::settings::AgentSettings;
 use crate::ids::RunId;
-use crate::policy::ApprovalBroker;
+use crate::policy::{ApprovalBroker, PolicyBook};
 use crate::store::Store;
 use crate::tools::Executor;
 use crate::trace::Tracer;
@@ -34,6 +34,7 @@ impl AgentRuntime {
         store: Arc<dyn Store>,
         tracer: Arc<Tracer>,
         settings: AgentSettings,
+        policy: Arc<PolicyBook>,
     ) -> AgentRuntime {
         AgentRuntime {
             shared: Arc::new(Shared {
@@ -42,12 +43,18 @@ impl AgentRuntime {
                 approvals: Arc::new(ApprovalBroker::default()),
                 tracer,
                 settings,
+                policy,
                 run_changes: RunChanges::default(),
                 remote: OnceLock::new(),
             }),
             live: Arc::default(),
             abandoned: Arc::default(),
         }
+    }
+
+    /// The operator's rules, per tenant.
+    pub fn policy(&self) -> &Arc<PolicyBook> {
+        &self.shared.policy
     }
 
     /// The runs whose loop gives up unfinished from now on (their log could not be

@@ -78,6 +78,8 @@ impl AgentRuntime {
                 format!("no tool named `{tool}` is served"),
             ));
         }
+        super::launch::session_rules(&settings.rules, "the session's rules")
+            .map_err(|reason| invalid("settings.rules", reason))?;
         Ok(())
     }
 
@@ -371,6 +373,7 @@ mod tests {
             instructions: "Answer in French.".into(),
             approval_timeout_ms: 0,
             stop_on_denial: false,
+            rules: String::new(),
         }
     }
 

@@ -138,6 +138,7 @@ impl Harness {
             store.clone(),
             Arc::new(Tracer::new(None)),
             settings,
+            Arc::default(),
         ));
         Harness {
             runtime,

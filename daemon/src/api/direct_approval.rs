@@ -29,6 +29,7 @@ use super::error::ApiError;
 use super::tenants::Tenant;
 use crate::domain::Decision;
 use crate::ids::{self, ApprovalId};
+use crate::policy::rules;
 use crate::policy::{ApprovalBroker, Approver, Asked, Binding, Outcome, Verdict, binding_digest};
 use crate::tools::{Call, Executor, Risk, ToolResult, ToolStatus};
 use crate::wire;
@@ -85,9 +86,11 @@ impl DirectApprovals {
         }
     }
 
-    /// Whether `call` must wait for a person: any risk above read-only.
+    /// Whether `call` must wait for a person: the policy said `ask` when it was admitted.
     pub fn needed(call: &Call) -> bool {
-        call.tool.manifest.risk != Risk::ReadOnly
+        call.verdict
+            .as_ref()
+            .is_some_and(|verdict| verdict.decision == rules::Decision::Ask)
     }
 
     /// Registers the question for `call` of `tenant`; answers count from now on. `None` when
@@ -121,16 +124,20 @@ impl DirectApprovals {
             preview: Some(preview),
             deadline_ms: ids::now_ms().saturating_add(timeout_ms),
             digest,
-            reason: format!(
-                "a {} tool, called directly (no run)",
-                call.tool.manifest.risk.as_str()
-            ),
+            reason: match &call.verdict {
+                Some(verdict) => verdict.reason.clone(),
+                None => format!(
+                    "a {} tool, called directly (no run)",
+                    call.tool.manifest.risk.as_str()
+                ),
+            },
             state: pb::ApprovalState::Pending as i32,
             tenant: tenant.to_owned(),
+            policy: call.verdict.as_deref().map(wire::policy_verdict),
             ..Default::default()
         };
         // No session: an "approve for the session" answers this call alone.
-        let asked = self.broker.register(request.clone(), approval_id);
+        let asked = self.broker.register(request.clone());
         Some((request, asked))
     }
 }
@@ -235,6 +242,7 @@ impl InBand {
                     String::new()
                 },
                 digest,
+                grant_prefix: Vec::new(),
             };
             // Too late when an approver answered first: the broker says so, and that
             // answer stands.
@@ -301,7 +309,7 @@ impl crate::engine::mcp::Asker for DirectApprovals {
             tenant: tenant.unwrap_or_else(|| super::tenants::DEFAULT_TENANT.to_owned()),
             ..Default::default()
         };
-        let asked = self.broker.register(request, approval_id);
+        let asked = self.broker.register(request);
         Box::pin(async move { refusal(asked.outcome().await).is_none() })
     }
 }

@@ -11,12 +11,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::direct_approval::DirectApprovals;
 use super::error::ApiError;
 use super::limits;
 use super::quota::{Quota, Slot};
 use super::request::{check_tool, check_workspace};
 use super::tenants::Tenant;
+use crate::policy::rules::{self, Decision, Policy, RuleSet};
+use crate::policy::{ApprovalPolicy, PolicyBook};
 use crate::tools::{Call, CallRequest, Executor, Tool};
 
 /// What every edge shares for direct calls: one executor, one approval bridge, one count of
@@ -24,6 +28,8 @@ use crate::tools::{Call, CallRequest, Executor, Tool};
 pub struct DirectCalls {
     pub executor: Arc<Executor>,
     pub approvals: Arc<DirectApprovals>,
+    /// The operator's rules, per tenant: a direct call has no session or run layers.
+    policy: Arc<PolicyBook>,
     executions: Quota,
 }
 
@@ -35,6 +41,9 @@ pub struct DirectCall {
     pub workspace: Option<String>,
     /// Shortens the tool's timeout; never extends it.
     pub timeout: Option<Duration>,
+    /// The caller wants calls above read-only put to a person where no rule speaks
+    /// (`ExecuteTool.require_approval`; always at the MCP edge): level `risky`, else `auto`.
+    pub ask_risky: bool,
 }
 
 /// A call let in: prepared, with the tenant's slot held until it is dropped.
@@ -44,10 +53,15 @@ pub struct Admitted {
 }
 
 impl DirectCalls {
-    pub fn new(executor: Arc<Executor>, approvals: Arc<DirectApprovals>) -> DirectCalls {
+    pub fn new(
+        executor: Arc<Executor>,
+        approvals: Arc<DirectApprovals>,
+        policy: Arc<PolicyBook>,
+    ) -> DirectCalls {
         DirectCalls {
             executor,
             approvals,
+            policy,
             executions: Quota::default(),
         }
     }
@@ -78,7 +92,7 @@ impl DirectCalls {
             tenant.max_concurrent_executions,
             "tool executions",
         )?;
-        let call = self.executor.prepare(CallRequest {
+        let mut call = self.executor.prepare(CallRequest {
             tool: request.tool,
             arguments_json: request.arguments_json,
             workspace: request.workspace,
@@ -88,6 +102,38 @@ impl DirectCalls {
             in_run: false,
             ignores: None,
         })?;
+        let level = if request.ask_risky {
+            ApprovalPolicy::Risky
+        } else {
+            ApprovalPolicy::Auto
+        };
+        let verdict = self.judge(tenant, &call, level);
+        if verdict.decision == Decision::Deny {
+            return Err(ApiError::PolicyDenied(verdict.reason));
+        }
+        call.verdict = Some(Arc::new(verdict));
         Ok(Admitted { call, slot })
+    }
+
+    /// What the tenant's operator rules decide of `call`, no rule speaking leaving it to
+    /// `level`. Arguments that do not parse are judged as none: the call fails on them.
+    fn judge(&self, tenant: &Tenant, call: &Call, level: ApprovalPolicy) -> rules::Verdict {
+        let arguments: Value = serde_json::from_str(&call.arguments_json).unwrap_or(Value::Null);
+        let facts = call.tool.judged(&arguments);
+        let workspace = call.workspace.as_deref();
+        Policy::new(vec![self.policy.operator(&tenant.name)]).decide(
+            &rules::Call {
+                tool: call.tool.name(),
+                risk: call.tool.manifest.risk,
+                engine: call.tool.manifest.engine().as_str(),
+                arguments: &arguments,
+                workspace,
+                command: facts.command.as_ref(),
+                hosts: &facts.hosts,
+                grant_key: "",
+            },
+            level,
+            &RuleSet::default(),
+        )
     }
 }

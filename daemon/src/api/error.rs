@@ -45,6 +45,9 @@ pub enum ApiError {
     /// The daemon was started without something this call needs.
     #[error("{0}")]
     NotServed(&'static str),
+    /// The operator's policy refuses the call; the reason names the rule.
+    #[error("the policy refuses the call: {0}")]
+    PolicyDenied(String),
     /// What the request was bound to (a review, say) is no longer so.
     #[error("{0}")]
     Stale(String),
@@ -102,7 +105,7 @@ impl ApiError {
             ApiError::NotFound { .. } => Code::NotFound,
             ApiError::AfterTheEnd { .. } => Code::OutOfRange,
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
-            ApiError::Forbidden { .. } => Code::PermissionDenied,
+            ApiError::Forbidden { .. } | ApiError::PolicyDenied(_) => Code::PermissionDenied,
             ApiError::NotServed(_) | ApiError::Stale(_) => Code::FailedPrecondition,
             ApiError::MessageTooLarge { .. } | ApiError::Capacity { .. } => Code::ResourceExhausted,
             ApiError::Call(call) => match call {
@@ -119,7 +122,7 @@ impl ApiError {
             ApiError::Agent(agent) => match agent {
                 AgentError::Invalid { .. } => Code::InvalidArgument,
                 AgentError::UnknownSession(_) | AgentError::UnknownRun(_) => Code::NotFound,
-                AgentError::UnknownTool(_) => Code::NotFound,
+                AgentError::UnknownTool(_) | AgentError::UnknownGrant(_) => Code::NotFound,
                 AgentError::RunFinished(_)
                 | AgentError::RunLive(_)
                 | AgentError::NoCassette { .. }
@@ -148,8 +151,11 @@ fn decision_code(decision: &DecisionError) -> Code {
         DecisionError::NotPending(_) => Code::NotFound,
         DecisionError::OtherRun { .. }
         | DecisionError::DigestMismatch(_)
-        | DecisionError::PastDeadline(_) => Code::FailedPrecondition,
-        DecisionError::NoDecision(_) => Code::InvalidArgument,
+        | DecisionError::PastDeadline(_)
+        | DecisionError::NotGrantable(_) => Code::FailedPrecondition,
+        DecisionError::NoDecision(_) | DecisionError::BadGrantPrefix { .. } => {
+            Code::InvalidArgument
+        }
     }
 }
 
@@ -195,6 +201,7 @@ impl From<AgentError> for ApiError {
         match err {
             AgentError::Invalid { field, .. } => ApiError::Agent(err).at(field),
             AgentError::UnknownSession(_) => ApiError::Agent(err).at("session_id"),
+            AgentError::UnknownGrant(_) => ApiError::Agent(err).at("grant_id"),
             AgentError::UnknownTool(_) | AgentError::ToolNotAllowed { .. } => {
                 ApiError::Agent(err).at("tools")
             }
@@ -233,7 +240,10 @@ impl From<DecisionError> for ApiError {
                 ApiError::Decision(err).at("approval_id")
             }
             DecisionError::DigestMismatch(_) => ApiError::Decision(err).at("digest"),
-            DecisionError::NoDecision(_) => ApiError::Decision(err).at("decision"),
+            DecisionError::NoDecision(_) | DecisionError::NotGrantable(_) => {
+                ApiError::Decision(err).at("decision")
+            }
+            DecisionError::BadGrantPrefix { .. } => ApiError::Decision(err).at("grant_prefix"),
             DecisionError::PastDeadline(_) => ApiError::Decision(err),
         }
     }

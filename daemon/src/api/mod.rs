@@ -15,6 +15,7 @@ pub mod listen;
 pub mod mcp;
 mod message_size;
 pub mod oauth;
+mod policy;
 mod quota;
 mod request;
 pub mod tenants;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use airlock_proto::v1::agent_server::AgentServer;
 use airlock_proto::v1::daemon_server::DaemonServer;
+use airlock_proto::v1::policy_server::PolicyServer;
 use airlock_proto::v1::tools_server::ToolsServer;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -115,6 +117,10 @@ pub async fn serve(
     let tools = ToolsServer::new(tools::ToolsService::new(calls, store))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
+    let policy = PolicyServer::new(policy::PolicyService::new(agents.clone()));
+    health
+        .set_serving::<PolicyServer<policy::PolicyService>>()
+        .await;
     let agent = AgentServer::new(agent::AgentService::new(agents))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
@@ -141,6 +147,9 @@ pub async fn serve(
             InterceptedService::new(tools, authenticate.clone()),
         )))
         .add_service(console::browser_facing(LimitMessages::new(
+            InterceptedService::new(policy, authenticate.clone()),
+        )))
+        .add_service(console::browser_facing(LimitMessages::new(
             InterceptedService::new(agent, authenticate),
         )));
     let routes = console::add_pages(routes.routes().into_axum_router(), &console);
@@ -155,6 +164,9 @@ pub async fn serve(
             .await;
         health
             .set_not_serving::<DaemonServer<daemon::DaemonService>>()
+            .await;
+        health
+            .set_not_serving::<PolicyServer<policy::PolicyService>>()
             .await;
     };
     // The listener is kept (not moved) so that a Unix socket's file is removed when it drops.

@@ -122,6 +122,7 @@ pub fn verdict(decision: &pb::ApprovalDecision) -> Verdict {
             .and_then(wire::decision_from),
         reason: decision.reason.clone(),
         digest: decision.digest.clone(),
+        grant_prefix: decision.grant_prefix.clone(),
     }
 }
 

@@ -22,6 +22,7 @@ fn entry(name: &str, token_file: PathBuf) -> TenantFile {
         approvals: ApprovalRights::Own,
         max_concurrent_runs: Some(1),
         max_concurrent_executions: None,
+        policy_files: Vec::new(),
     }
 }
 

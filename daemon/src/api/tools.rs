@@ -103,6 +103,7 @@ impl pb::tools_server::Tools for ToolsService {
                 workspace: convert::non_empty(&request.workspace).map(str::to_owned),
                 timeout: (request.timeout_ms > 0)
                     .then(|| Duration::from_millis(request.timeout_ms)),
+                ask_risky: request.require_approval,
             },
         )?;
         let (events, receiver) = mpsc::unbounded_channel();
@@ -111,7 +112,7 @@ impl pb::tools_server::Tools for ToolsService {
         let call_cancel = cancel.clone();
         // The question, when the call waits for one, reaches the client before anything the
         // executor reports: the stream reads it first.
-        let (asking, question) = (request.require_approval && DirectApprovals::needed(&call))
+        let (asking, question) = DirectApprovals::needed(&call)
             .then(|| {
                 let (ask, question) = oneshot::channel();
                 ((self.calls.approvals.clone(), ask), question)

@@ -80,6 +80,9 @@ pub struct TenantFile {
     pub approvals: ApprovalRights,
     pub max_concurrent_runs: Option<u32>,
     pub max_concurrent_executions: Option<u32>,
+    /// Policy rule files for this tenant's calls, after the daemon's `[policy] files`.
+    #[serde(default)]
+    pub policy_files: Vec<PathBuf>,
 }
 
 fn all_tools() -> Vec<String> {

@@ -8,7 +8,7 @@
 //! request is sent to an approver when it connects, and an approver that leaves takes
 //! nothing with it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +46,9 @@ pub struct Answer {
     pub decision: Decision,
     pub reason: String,
     pub decided_by: DecidedBy,
+    /// For an approval for the session: the command prefix it grants (checked against the
+    /// question); empty grants the exact call.
+    pub grant_prefix: Vec<String>,
 }
 
 /// How a request ended.
@@ -58,7 +61,6 @@ pub enum Outcome {
 
 struct Pending {
     request: pb::ApprovalRequest,
-    grant_key: String,
     answer: oneshot::Sender<Answer>,
     /// Whether approver consoles have been told of it ([`Asked::outcome`]); until then it is
     /// answered only by a client that already knows its id (the run's own, from its log).
@@ -68,7 +70,6 @@ struct Pending {
 #[derive(Default)]
 struct State {
     pending: HashMap<String, Pending>,
-    session_grants: HashSet<String>,
 }
 
 pub struct ApprovalBroker {
@@ -90,27 +91,16 @@ impl ApprovalBroker {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether an earlier "approve for the session" covers this call.
-    pub fn has_session_grant(&self, grant_key: &str) -> bool {
-        self.lock().session_grants.contains(grant_key)
-    }
-
-    /// Records a grant (also when restoring a session's grants).
-    pub fn add_session_grant(&self, grant_key: String) {
-        self.lock().session_grants.insert(grant_key);
-    }
-
     /// Registers `request`: answers count from now on, while approver consoles learn of it
     /// only when [`Asked::outcome`] is awaited. A run registers a question before its event
     /// can reach the run's own client, which may answer the moment it reads it. Dropping
     /// the [`Asked`] withdraws the request.
-    pub fn register(self: &Arc<Self>, request: pb::ApprovalRequest, grant_key: String) -> Asked {
+    pub fn register(self: &Arc<Self>, request: pb::ApprovalRequest) -> Asked {
         let (answer, answered) = oneshot::channel();
         self.lock().pending.insert(
             request.approval_id.clone(),
             Pending {
                 request: request.clone(),
-                grant_key,
                 answer,
                 announced: false,
             },
@@ -127,8 +117,8 @@ impl ApprovalBroker {
     }
 
     /// Puts `request` to the approvers at once and waits for an answer until its deadline.
-    pub async fn ask(self: &Arc<Self>, request: pb::ApprovalRequest, grant_key: String) -> Outcome {
-        self.register(request, grant_key).outcome().await
+    pub async fn ask(self: &Arc<Self>, request: pb::ApprovalRequest) -> Outcome {
+        self.register(request).outcome().await
     }
 
     /// Applies a decision, or says why it does not count.
@@ -156,12 +146,10 @@ impl ApprovalBroker {
             let Some(decision) = verdict.decision else {
                 return Err(DecisionError::NoDecision(id.clone()));
             };
+            check_grant(&pending.request, decision, &verdict.grant_prefix)?;
             let Some(pending) = state.pending.remove(id) else {
                 return Err(DecisionError::NotPending(id.clone()));
             };
-            if decision == Decision::ApproveSession {
-                state.session_grants.insert(pending.grant_key.clone());
-            }
             (pending, decision)
         };
         let decided_by = approver.decided_by();
@@ -176,6 +164,7 @@ impl ApprovalBroker {
             decision,
             reason: verdict.reason.clone(),
             decided_by,
+            grant_prefix: verdict.grant_prefix.clone(),
         });
         Ok(())
     }
@@ -342,6 +331,42 @@ fn deadline_of(request: &pb::ApprovalRequest) -> Duration {
     Duration::from_millis(u64::try_from(deadline.saturating_sub(now)).unwrap_or(u64::MAX))
 }
 
+/// Whether `decision` (with `prefix`) may answer `request`: an approval for the session only
+/// where the policy's question is grantable, and a prefix only of a command it asks about.
+fn check_grant(
+    request: &pb::ApprovalRequest,
+    decision: Decision,
+    prefix: &[String],
+) -> Result<(), DecisionError> {
+    let id = || request.approval_id.clone();
+    let policy = request.policy.as_ref();
+    if decision == Decision::ApproveSession && policy.is_some_and(|policy| !policy.grantable) {
+        return Err(DecisionError::NotGrantable(id()));
+    }
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let bad = || DecisionError::BadGrantPrefix {
+        approval_id: id(),
+        prefix: prefix.to_vec(),
+    };
+    if decision != Decision::ApproveSession || prefix.iter().any(String::is_empty) {
+        return Err(bad());
+    }
+    let covers = policy.is_some_and(|policy| {
+        policy.parts.iter().any(|part| {
+            part.decision == pb::PolicyDecision::Ask as i32
+                && part.words.len() >= prefix.len()
+                && part
+                    .words
+                    .iter()
+                    .zip(prefix)
+                    .all(|(word, want)| word == want)
+        })
+    });
+    if covers { Ok(()) } else { Err(bad()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +395,7 @@ mod tests {
             decision: kind,
             reason: "because".into(),
             digest: String::new(),
+            grant_prefix: Vec::new(),
         }
     }
 
@@ -384,11 +410,7 @@ mod tests {
         let broker = Arc::new(ApprovalBroker::default());
         let asking = tokio::spawn({
             let broker = broker.clone();
-            async move {
-                broker
-                    .ask(request("a1", "r1", 60_000), "grant".into())
-                    .await
-            }
+            async move { broker.ask(request("a1", "r1", 60_000)).await }
         });
         settle().await;
         assert_eq!(
@@ -442,7 +464,7 @@ mod tests {
     async fn no_answer_by_the_deadline_expires_the_request() {
         let broker = Arc::new(ApprovalBroker::default());
         let (_, mut updates) = broker.subscribe();
-        let outcome = broker.ask(request("a1", "r1", 50), "grant".into()).await;
+        let outcome = broker.ask(request("a1", "r1", 50)).await;
         assert_eq!(outcome, Outcome::Expired);
         assert_eq!(broker.pending_count(), 0);
         let first = updates.recv().await.expect("pending update");
@@ -458,28 +480,64 @@ mod tests {
         ));
     }
 
+    /// A question the policy asked with `command`'s words, grantable or not.
+    fn asked_by_policy(grantable: bool, words: &[&str]) -> pb::ApprovalRequest {
+        pb::ApprovalRequest {
+            policy: Some(pb::PolicyVerdict {
+                decision: pb::PolicyDecision::Ask as i32,
+                grantable,
+                parts: vec![pb::PolicyPart {
+                    decision: pb::PolicyDecision::Ask as i32,
+                    words: words.iter().map(|w| (*w).to_owned()).collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..request("a1", "r1", 60_000)
+        }
+    }
+
     #[tokio::test]
-    async fn session_approval_grants_the_same_call_later() {
+    async fn a_session_grant_needs_a_grantable_question_and_a_prefix_of_what_it_asks() {
         let broker = Arc::new(ApprovalBroker::default());
-        let asking = tokio::spawn({
-            let broker = broker.clone();
-            async move {
-                broker
-                    .ask(request("a1", "r1", 60_000), "grant-key".into())
-                    .await
-            }
-        });
-        settle().await;
-        assert!(!broker.has_session_grant("grant-key"));
-        broker
+        let _held = broker.register(asked_by_policy(false, &["git", "push", "origin"]));
+        let refused = broker
             .decide(
                 &decision("a1", Some(Decision::ApproveSession)),
                 &Approver::Console,
             )
-            .expect("accepted");
-        asking.await.expect("task");
-        assert!(broker.has_session_grant("grant-key"));
-        assert!(!broker.has_session_grant("another-call"));
+            .expect_err("an always-ask rule is never granted");
+        assert!(
+            matches!(refused, DecisionError::NotGrantable(_)),
+            "{refused:?}"
+        );
+
+        let broker = Arc::new(ApprovalBroker::default());
+        let _held = broker.register(asked_by_policy(true, &["git", "push", "origin"]));
+        for (prefix, decision_kind) in [
+            (vec!["git", "pull"], Decision::ApproveSession),
+            (
+                vec!["git", "push", "origin", "main"],
+                Decision::ApproveSession,
+            ),
+            (vec!["git", ""], Decision::ApproveSession),
+            (vec!["git", "push"], Decision::ApproveOnce),
+        ] {
+            let mut verdict = decision("a1", Some(decision_kind));
+            verdict.grant_prefix = prefix.iter().map(|w| (*w).to_owned()).collect();
+            let refused = broker
+                .decide(&verdict, &Approver::Console)
+                .expect_err("not a prefix of the question's command");
+            assert!(
+                matches!(refused, DecisionError::BadGrantPrefix { .. }),
+                "{prefix:?}: {refused:?}"
+            );
+        }
+        let mut verdict = decision("a1", Some(Decision::ApproveSession));
+        verdict.grant_prefix = vec!["git".into(), "push".into()];
+        broker
+            .decide(&verdict, &Approver::Console)
+            .expect("a prefix of the command it asks about");
     }
 
     #[tokio::test]
@@ -487,7 +545,7 @@ mod tests {
         let broker = Arc::new(ApprovalBroker::default());
         let asking = tokio::spawn({
             let broker = broker.clone();
-            async move { broker.ask(request("a1", "r1", 60_000), "g".into()).await }
+            async move { broker.ask(request("a1", "r1", 60_000)).await }
         });
         settle().await;
         let (pending, mut updates) = broker.subscribe();
@@ -506,7 +564,7 @@ mod tests {
         let broker = Arc::new(ApprovalBroker::default());
         let _asking = tokio::spawn({
             let broker = broker.clone();
-            async move { broker.ask(request("a1", "r1", 60_000), "g".into()).await }
+            async move { broker.ask(request("a1", "r1", 60_000)).await }
         });
         settle().await;
         assert_eq!(

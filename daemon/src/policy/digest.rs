@@ -59,6 +59,15 @@ pub fn session_grant_key(
     }))
 }
 
+/// The key of a grant of every command starting with `prefix`, in `tool`, for the session.
+pub fn prefix_grant_key(session_id: &str, tool: &str, prefix: &[String]) -> String {
+    sha256_of(&json!({
+        "session": session_id,
+        "tool": tool,
+        "prefix": prefix,
+    }))
+}
+
 /// sha256 of `value` in canonical form, lowercase hex.
 pub fn sha256_of(value: &Value) -> String {
     // serde_json's maps are ordered by key, so `to_string` is canonical.

@@ -1,13 +1,20 @@
 //! Policy: the permission gate that decides, for each validated tool call, whether it runs,
-//! is denied, or waits for an approver; and the approval broker that asks.
+//! is denied, or waits for an approver — the operator's, session's and run's rules
+//! ([`rules`], read per tenant into a [`PolicyBook`]) over the session's level ([`gate`]) —
+//! and the approval broker that asks.
 
 mod approvals;
+mod book;
 mod digest;
+pub mod rules;
 
 pub use approvals::{
     ApprovalBroker, Approver, Asked, DecisionError, Outcome, Verdict, answered_detail,
 };
-pub use digest::{Binding, binding_digest, connect_digest, session_grant_key, sha256_of};
+pub use book::PolicyBook;
+pub use digest::{
+    Binding, binding_digest, connect_digest, prefix_grant_key, session_grant_key, sha256_of,
+};
 
 use airlock_proto::v1 as pb;
 

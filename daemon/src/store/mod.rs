@@ -60,6 +60,22 @@ pub struct SessionRecord {
     pub settings: pb::SessionSettings,
 }
 
+/// What a person granted for a session while answering a question: a rule of the session's
+/// grant layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRecord {
+    pub session_id: SessionId,
+    /// Its identity: an exact call's key, or the digest of the tool and prefix granted.
+    pub grant_key: String,
+    /// The tool it is for; empty for a grant kept before grants named theirs.
+    pub tool: String,
+    /// The command prefix it grants; none grants the exact call its key names.
+    pub prefix: Option<Vec<String>>,
+    /// What a person reads it as (the call's arguments, or the prefix).
+    pub covers: String,
+    pub created_at_ms: i64,
+}
+
 /// A session and where it stands, for `GetSession` and `ListSessions`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
@@ -371,9 +387,12 @@ pub trait Store: Send + Sync {
         call_id: &CallId,
     ) -> Pending<Option<(pb::ApprovalRequest, Option<ApprovalResolution>)>>;
 
-    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()>;
-    /// Every session grant's key.
-    fn session_grants(&self) -> Pending<Vec<String>>;
+    /// Keeps a grant (a second of the same key changes nothing).
+    fn add_session_grant(&self, grant: &GrantRecord) -> Pending<()>;
+    /// The session's grants, oldest first.
+    fn session_grants(&self, session_id: &SessionId) -> Pending<Vec<GrantRecord>>;
+    /// Withdraws a grant of the session; whether there was one.
+    fn revoke_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<bool>;
 
     /// The run's spans in start order.
     fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>>;

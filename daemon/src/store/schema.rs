@@ -177,7 +177,14 @@ pub(crate) const TABLES: &[Table] = &[
     ),
     table(
         "session_grants",
-        &[col("session_id", Text), col("grant_key", Text)],
+        &[
+            col("session_id", Text),
+            col("grant_key", Text),
+            col("tool", Text),
+            null("prefix", Text),
+            col("covers", Text),
+            col("created_at_ms", BigInt),
+        ],
     ),
     table(
         "spans",

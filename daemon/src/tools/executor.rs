@@ -5,6 +5,7 @@
 //! came out into a [`ToolResult`] under the tool's output policy. Stopping a call means
 //! dropping the engine's future; engines guarantee that stops the tool's work.
 
+use crate::policy::rules::Verdict;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,6 +87,9 @@ pub struct Call {
     /// The MCP client that made the call, when it can answer a hosted server's questions
     /// about it. `None`: airlock answers them (see `engine::mcp::client`).
     pub questions: Option<Arc<dyn Questions>>,
+    /// For a call outside any run: what the operator's rules decided of it at admission
+    /// (`ask` puts it to a person before it runs). A run's calls are judged by its gate.
+    pub verdict: Option<Arc<Verdict>>,
 }
 
 impl Call {
@@ -247,6 +251,7 @@ impl Executor {
             ignores: request.ignores,
             change_journal: None,
             questions: None,
+            verdict: None,
         })
     }
 

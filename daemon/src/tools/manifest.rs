@@ -54,6 +54,9 @@ pub struct Manifest {
     pub mcp: Option<Arc<McpPolicy>>,
     /// For a tool of a hosted server: where it comes from.
     pub origin: Option<McpOrigin>,
+    /// The argument holding a shell command line the tool runs (`[policy] shell`): the
+    /// permission policy judges each command of that line.
+    pub shell_argument: Option<String>,
 }
 
 /// What an operator decided about a hosted server's tools.
@@ -128,6 +131,16 @@ struct ManifestFile {
     /// For authors only (`airlock tools build`); the daemon serves what was built.
     #[serde(rename = "build")]
     _build: Option<BuildSection>,
+    policy: Option<PolicySection>,
+}
+
+/// `[policy]`: what the permission policy needs to know of the tool's arguments.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicySection {
+    /// The argument (a string property of the input schema) that is a shell command line
+    /// the tool runs: the policy judges each command in it, not the tool as a whole.
+    shell: Option<String>,
 }
 
 /// `[build]`: how `airlock tools build` makes the module, from the tool's folder. Checked
@@ -414,6 +427,17 @@ impl Manifest {
                     .into(),
             );
         }
+        let shell_argument = file.policy.and_then(|policy| policy.shell);
+        if let Some(shell) = &shell_argument
+            && input_schema
+                .pointer(&format!("/properties/{shell}/type"))
+                .and_then(|t| t.as_str())
+                != Some("string")
+        {
+            return Err(format!(
+                "`[policy] shell` names `{shell}`, which must be a string property of the input schema"
+            ));
+        }
         Ok(Manifest {
             image: ToolImage {
                 name: file.name,
@@ -433,6 +457,7 @@ impl Manifest {
             output: file.output,
             mcp: None,
             origin: None,
+            shell_argument,
         })
     }
 
@@ -447,6 +472,9 @@ impl Manifest {
                 "an MCP server names its program in `[mcp]`: `module`, `command` and `abi` are for other engines"
                     .into(),
             );
+        }
+        if file.policy.is_some() {
+            return Err("`[policy]` is for tools with a schema of their own; drop it".into());
         }
         if file.input_schema.is_some() {
             return Err(
@@ -551,6 +579,7 @@ impl Manifest {
                 tools: section.tools,
             })),
             origin: None,
+            shell_argument: None,
         })
     }
 

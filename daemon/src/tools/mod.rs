@@ -5,6 +5,7 @@ mod abi;
 mod arguments;
 mod executions;
 mod executor;
+mod judged;
 mod manifest;
 mod registry;
 mod result;

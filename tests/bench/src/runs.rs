@@ -114,6 +114,7 @@ impl RunStream {
                 decision: pb::Decision::ApproveOnce as i32,
                 reason: String::new(),
                 digest: request.digest.clone(),
+                grant_prefix: Vec::new(),
             })),
         })?;
         Ok(())

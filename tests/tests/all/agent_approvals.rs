@@ -342,6 +342,7 @@ async fn forged_replayed_and_foreign_decisions_do_not_count() {
         decision: pb::Decision::ApproveOnce as i32,
         reason: String::new(),
         digest: request_b.digest.clone(),
+        grant_prefix: Vec::new(),
     }));
     let first = run_a
         .until(|e| match e {
@@ -368,6 +369,7 @@ async fn forged_replayed_and_foreign_decisions_do_not_count() {
         decision: pb::Decision::ApproveOnce as i32,
         reason: String::new(),
         digest: request_a.digest.clone(),
+        grant_prefix: Vec::new(),
     }));
     // Sent right behind the answer on the same stream, so it reaches the run while the
     // approved call is still running.
@@ -512,6 +514,7 @@ async fn a_run_is_watched_and_approved_with_one_way_streams_and_unary_decisions(
         decision: decision as i32,
         reason: String::new(),
         digest: digest.to_owned(),
+        grant_prefix: Vec::new(),
     };
     let forged = agent
         .decide_approval(decide(pb::Decision::ApproveOnce, &"0".repeat(64)))
@@ -618,6 +621,7 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
             decision: pb::Decision::ApproveOnce as i32,
             reason: String::new(),
             digest: asked.digest.clone(),
+            grant_prefix: Vec::new(),
         })
         .await
         .unwrap();

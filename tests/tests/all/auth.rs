@@ -356,6 +356,7 @@ async fn a_tenant_never_sees_or_answers_another_tenants_runs() {
             decision: pb::Decision::ApproveOnce as i32,
             reason: "forged".into(),
             digest: bobs_request.digest.clone(),
+            grant_prefix: Vec::new(),
         })
         .unwrap();
     let rejected = tokio::time::timeout(Duration::from_secs(30), console.message())
@@ -381,6 +382,7 @@ async fn a_tenant_never_sees_or_answers_another_tenants_runs() {
             decision: pb::Decision::ApproveOnce as i32,
             reason: String::new(),
             digest: bobs_request.digest.clone(),
+            grant_prefix: Vec::new(),
         })
         .await
         .expect_err("bob's request is not alice's");
@@ -438,6 +440,7 @@ async fn a_tenant_never_sees_or_answers_another_tenants_runs() {
                 decision: pb::Decision::ApproveOnce as i32,
                 reason: String::new(),
                 digest: bobs_request.digest.clone(),
+                grant_prefix: Vec::new(),
             })),
         })
         .unwrap();

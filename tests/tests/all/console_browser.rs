@@ -306,6 +306,7 @@ async fn forged_and_stale_decisions_are_refused_and_the_page_says_so() {
             decision: pb::Decision::Deny as i32,
             reason: "answered elsewhere".into(),
             digest: answered.digest.clone(),
+            grant_prefix: Vec::new(),
         })
         .await
         .unwrap();

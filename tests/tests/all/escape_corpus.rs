@@ -2092,6 +2092,7 @@ fn decision(approval_id: &str, digest: &str, decision: pb::Decision) -> pb::run_
         decision: decision as i32,
         reason: String::new(),
         digest: digest.into(),
+        grant_prefix: Vec::new(),
     })
 }
 
@@ -2205,6 +2206,7 @@ async fn a_console_replaying_an_old_approval_answers_nothing() {
             decision: pb::Decision::ApproveOnce as i32,
             reason: String::new(),
             digest: digest.into(),
+            grant_prefix: Vec::new(),
         });
     };
 

@@ -517,6 +517,7 @@ async fn an_answer_sent_through_another_daemon_for_a_frozen_owners_run_is_said_n
         decision: pb::Decision::ApproveOnce as i32,
         reason: String::new(),
         digest: request.digest.clone(),
+        grant_prefix: Vec::new(),
     };
     // The owner freezes, and no other daemon can take the run over meanwhile (none sees its
     // workspace): an answer sent through b waits a lease for the owner, in vain.

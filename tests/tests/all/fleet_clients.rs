@@ -31,6 +31,7 @@ fn decision(request: &pb::ApprovalRequest, digest: &str) -> pb::ApprovalDecision
         decision: pb::Decision::ApproveOnce as i32,
         reason: String::new(),
         digest: digest.into(),
+        grant_prefix: Vec::new(),
     }
 }
 

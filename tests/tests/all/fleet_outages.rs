@@ -203,6 +203,7 @@ async fn approve_once_on(daemon: &DaemonProcess, request: &pb::ApprovalRequest) 
         decision: pb::Decision::ApproveOnce as i32,
         reason: String::new(),
         digest: request.digest.clone(),
+        grant_prefix: Vec::new(),
     };
     let mut agent = daemon.agent().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -48,6 +48,7 @@ mod mcp_usage;
 mod mcp_writers;
 mod output_story;
 mod plugins;
+mod policy;
 mod process_sandbox;
 mod process_seccomp;
 mod registry;

@@ -379,6 +379,7 @@ async fn the_consoles_see_the_question_and_the_first_answer_counts() {
         decision: decision as i32,
         reason: "from the console".into(),
         digest: request.digest.clone(),
+        grant_prefix: Vec::new(),
     };
 
     // Denied at the console first: the client's later accept is too late.

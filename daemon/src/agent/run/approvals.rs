@@ -25,8 +25,12 @@ use crate::egress::EgressApprover;
 use crate::ids::{self, ApprovalId, CallId, RunId, SessionId, StepId};
 use crate::policy::{
     ApprovalBroker, ApprovalPolicy, Asked, Binding, Outcome, binding_digest, connect_digest,
+    prefix_grant_key,
 };
-use crate::store::{ApprovalResolution, RunState, Store, StoreError};
+use crate::store::{ApprovalResolution, GrantRecord, RunState, Store, StoreError};
+
+/// The most characters of a call's arguments a grant keeps to show what it covers.
+const MAX_COVERS_CHARS: usize = 512;
 use crate::tools::{Risk, Tool};
 use crate::wire;
 
@@ -52,6 +56,8 @@ pub struct Question<'a> {
     pub preview: pb::Preview,
     /// What an answer "for the session" is remembered as.
     pub grant_key: String,
+    /// The policy's decision that asked (none for a connection's question).
+    pub policy: Option<pb::PolicyVerdict>,
 }
 
 /// A question's answer, as recorded.
@@ -115,10 +121,6 @@ impl Approvals {
         }
     }
 
-    pub fn broker(&self) -> &Arc<ApprovalBroker> {
-        &self.broker
-    }
-
     /// The request a question becomes: bound by its digest to exactly this call (and host),
     /// with the run's deadline for answers.
     fn request(&self, question: &Question<'_>) -> pb::ApprovalRequest {
@@ -166,6 +168,7 @@ impl Approvals {
             network,
             // A run's requests are owned through the run.
             tenant: String::new(),
+            policy: question.policy.clone(),
         }
     }
 
@@ -174,9 +177,7 @@ impl Approvals {
         let request = self.request(question);
         // Registered before its event can be published: the run's own client may answer
         // the moment it reads it.
-        let asked = self
-            .broker
-            .register(request.clone(), question.grant_key.clone());
+        let asked = self.broker.register(request.clone());
         let saved = self.store.save_approval(&request);
         self.log
             .append(Some(question.step_id), Approvals::requested(&request));
@@ -190,7 +191,7 @@ impl Approvals {
         question: &Question<'_>,
         request: pb::ApprovalRequest,
     ) -> Result<Answered, StoreError> {
-        let asked = self.broker.register(request, question.grant_key.clone());
+        let asked = self.broker.register(request);
         self.answer(question, asked).await
     }
 
@@ -205,13 +206,17 @@ impl Approvals {
         let approval_id = ApprovalId::from_stored(asked.approval_id());
         let outcome = asked.outcome().await;
         drop(self.store.set_run_state(&self.run_id, RunState::Running));
+        let mut grant_prefix = Vec::new();
         let resolution = match outcome {
-            Outcome::Answered(answer) => ApprovalResolution {
-                decision: answer.decision,
-                reason: answer.reason,
-                decided_by: answer.decided_by,
-                resolved_at_ms: ids::now_ms(),
-            },
+            Outcome::Answered(answer) => {
+                grant_prefix = answer.grant_prefix;
+                ApprovalResolution {
+                    decision: answer.decision,
+                    reason: answer.reason,
+                    decided_by: answer.decided_by,
+                    resolved_at_ms: ids::now_ms(),
+                }
+            }
             Outcome::Expired => ApprovalResolution {
                 decision: Decision::Deny,
                 reason: "no answer by the deadline".into(),
@@ -222,7 +227,7 @@ impl Approvals {
         if resolution.decision == Decision::ApproveSession && question.subject == Subject::Call {
             drop(
                 self.store
-                    .add_session_grant(&self.session_id, &question.grant_key),
+                    .add_session_grant(&self.grant(question, grant_prefix)),
             );
         }
         let kept = self.store.resolve_approval(&approval_id, &resolution);
@@ -234,6 +239,35 @@ impl Approvals {
             .append(Some(question.step_id), self.resolved(question, &answered));
         kept.await?;
         Ok(answered)
+    }
+
+    /// What an approval for the session keeps: every command starting with `prefix` in the
+    /// tool (the broker checked it is one the question asked about), or the exact call.
+    fn grant(&self, question: &Question<'_>, prefix: Vec<String>) -> GrantRecord {
+        let tool = question.tool.name();
+        if prefix.is_empty() {
+            let mut covers = format!("{tool} {}", question.arguments);
+            if let Some((cut, _)) = covers.char_indices().nth(MAX_COVERS_CHARS) {
+                covers.truncate(cut);
+                covers.push('…');
+            }
+            return GrantRecord {
+                session_id: self.session_id.clone(),
+                grant_key: question.grant_key.clone(),
+                tool: tool.to_owned(),
+                prefix: None,
+                covers,
+                created_at_ms: ids::now_ms(),
+            };
+        }
+        GrantRecord {
+            session_id: self.session_id.clone(),
+            grant_key: prefix_grant_key(self.session_id.as_str(), tool, &prefix),
+            tool: tool.to_owned(),
+            covers: format!("`{} …` in {tool}", prefix.join(" ")),
+            prefix: Some(prefix),
+            created_at_ms: ids::now_ms(),
+        }
     }
 
     /// The event that records an answer (also one nobody was asked for: a policy's, a
@@ -333,6 +367,7 @@ impl Connections {
             why: format!("a connection to {host}:{port}, outside the allow-list"),
             // "Approve for the session" must not outlive the run for a connection.
             grant_key: format!("connect:{}:{host}:{port}", approvals.run_id),
+            policy: None,
             subject: Subject::Connection { host, port },
             step_id: &self.step_id,
             call_id: &self.call_id,

@@ -29,6 +29,7 @@ fn verdict(request: &pb::ApprovalRequest, decision: Decision) -> Verdict {
         decision: Some(decision),
         reason: String::new(),
         digest: request.digest.clone(),
+        grant_prefix: Vec::new(),
     }
 }
 
@@ -161,8 +162,14 @@ async fn approval_for_the_session_answers_the_same_call_again_without_asking() {
             .count(),
         1
     );
+    let session = crate::ids::SessionId::from_stored(request.session_id.clone());
     assert_eq!(
-        harness.store.session_grants().await.expect("grants").len(),
+        harness
+            .store
+            .session_grants(&session)
+            .await
+            .expect("grants")
+            .len(),
         1
     );
 }

@@ -23,6 +23,7 @@ use super::run_loop::{RunLoop, tool_set};
 use super::state::LoopState;
 use crate::ids::{CallId, TurnId};
 use crate::policy::ApprovalPolicy;
+use crate::policy::rules::{Policy, RuleSet};
 use crate::store::{RunRecord, SessionRecord};
 use crate::tools::Tool;
 use crate::trace::RunTrace;
@@ -35,6 +36,8 @@ pub(in crate::agent) struct Resolved {
     pub model: String,
     pub tools: BTreeMap<String, Arc<Tool>>,
     pub policy: ApprovalPolicy,
+    /// The rules the run's request added (`StartRun.rules`).
+    pub run_rules: Arc<RuleSet>,
     pub limits: RunLimits,
 }
 
@@ -47,6 +50,8 @@ pub(in crate::agent) struct Parts<'a> {
     pub record: &'a RunRecord,
     pub session: SessionRecord,
     pub resolved: Resolved,
+    /// Every layer of rules the run's calls are judged by.
+    pub rules: Policy,
     /// The state the loop goes on from: a new run's first, or a checkpoint's.
     pub state: LoopState,
     pub log: Arc<RunLog>,
@@ -63,6 +68,7 @@ impl RunLoop {
             record,
             session,
             resolved,
+            rules,
             state,
             log,
             recorded,
@@ -114,6 +120,7 @@ impl RunLoop {
             counter: Counter::new(tokenizer, state.calibration),
             tools: resolved.tools,
             policy: resolved.policy,
+            rules,
             system: prompt::system_prompt(&record.start.instructions),
             stop_on_denial: record.start.stop_on_denial,
             input,

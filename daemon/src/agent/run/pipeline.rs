@@ -14,6 +14,7 @@ use pb::run_event::Event;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::super::judge::{self, Judging};
 use super::super::observation::{self, Observation};
 use super::super::preview;
 use super::super::provider::ToolCall;
@@ -23,9 +24,9 @@ use super::recorder::CallEvent;
 use super::run_loop::RunLoop;
 use crate::changes;
 use crate::domain::ExecutionOwner;
-use crate::domain::{DecidedBy, Decision, StopReason};
+use crate::domain::{DecidedBy, Decision as DecidedDecision, StopReason};
 use crate::ids::{self, CallId, RunId, StepId};
-use crate::policy::{self, Gate};
+use crate::policy::rules::{self, By, Decision, Layer};
 use crate::profile::NetworkPolicy;
 use crate::store::{ApprovalResolution, Effect, Store};
 use crate::tools::{CallRequest, ChangeJournal, ExecutionEvent, Tool, ToolResult, ToolStatus};
@@ -154,8 +155,9 @@ impl RunLoop {
         Ok(observation::refused(ToolStatus::InvalidArguments, reason))
     }
 
-    /// Steps 5 and 5½: the policy decides for the tool's risk, asking an approver when it
-    /// says to. `None` when the call may run, the refusal when not.
+    /// Steps 5 and 5½: the rules (operator's, session's, run's, and the session's grants)
+    /// decide over the session's level, asking an approver when they say to. `None` when the
+    /// call may run, the refusal when not. The permission span names the rule that decided.
     async fn gate(
         &mut self,
         proposed: &Proposed<'_>,
@@ -166,47 +168,80 @@ impl RunLoop {
         span.set("tool", valid.tool.name());
         span.set("risk", valid.tool.manifest.risk.as_str());
         span.set("policy", self.policy.as_str());
-        let refusal = match policy::gate(self.policy, valid.tool.manifest.risk) {
-            Gate::Allow => {
-                span.set("decision", "allow");
+        let verdict = judge::decide(&self.shared.store, &self.rules, &self.judging(valid)).await?;
+        span.set("decision", verdict.decision.as_str());
+        span.set("policy.reason", &verdict.reason);
+        if let Some(rule) = verdict.rule() {
+            span.set("policy.rule", &rule.name);
+            span.set("policy.rule.layer", rule.origin.layer.as_str());
+            span.set("policy.rule.source", &rule.origin.source);
+            span.set("policy.rule.line", rule.origin.line);
+        }
+        let refusal = match verdict.decision {
+            Decision::Allow => {
+                if let Some(grant) = granted_by(&verdict) {
+                    // Recorded as before grants were rules: the question a grant answered.
+                    let answered = Answered {
+                        approval_id: None,
+                        resolution: ApprovalResolution {
+                            decision: DecidedDecision::ApproveSession,
+                            reason: format!("approved earlier for this session ({grant})"),
+                            decided_by: DecidedBy::SessionGrant,
+                            resolved_at_ms: ids::now_ms(),
+                        },
+                    };
+                    let question = self.question(proposed, valid, String::new(), None, None);
+                    self.recorder.emit_once(
+                        Some(proposed.step_id),
+                        self.approvals.resolved(&question, &answered),
+                    );
+                }
                 None
             }
-            Gate::Deny(reason) => {
-                span.set("decision", "deny");
+            Decision::Deny => {
+                let reason = verdict.reason.clone();
                 let answered = Answered {
                     approval_id: None,
                     resolution: ApprovalResolution {
-                        decision: Decision::Deny,
+                        decision: DecidedDecision::Deny,
                         reason: reason.clone(),
                         decided_by: DecidedBy::Policy,
                         resolved_at_ms: ids::now_ms(),
                     },
                 };
-                let question = self.question(proposed, valid, String::new(), None);
+                let question = self.question(proposed, valid, String::new(), None, None);
                 self.recorder.emit_once(
                     Some(proposed.step_id),
                     self.approvals.resolved(&question, &answered),
                 );
                 Some(reason)
             }
-            Gate::Ask(why) => {
-                span.set("decision", "ask");
-                match self.approve(proposed, valid, why, &mut span).await {
-                    Ok(refusal) => {
-                        span.set("approved", refusal.is_none());
-                        refusal
-                    }
-                    Err(halt) => {
-                        span.fail("the run stopped while waiting for an approval");
-                        return Err(halt);
-                    }
+            Decision::Ask => match self.approve(proposed, valid, &verdict, &mut span).await {
+                Ok(refusal) => {
+                    span.set("approved", refusal.is_none());
+                    refusal
                 }
-            }
+                Err(halt) => {
+                    span.fail("the run stopped while waiting for an approval");
+                    return Err(halt);
+                }
+            },
         };
         if let Some(reason) = &refusal {
             span.set("refusal", reason);
         }
         Ok(refusal)
+    }
+
+    /// What the policy needs of a call of this run.
+    fn judging<'a>(&'a self, valid: &'a Valid) -> Judging<'a> {
+        Judging {
+            tool: &valid.tool,
+            arguments: &valid.arguments,
+            session_id: Some(&self.session.session_id),
+            workspace: self.session.workspace.as_deref(),
+            level: self.policy,
+        }
     }
 
     fn question<'a>(
@@ -215,6 +250,7 @@ impl RunLoop {
         valid: &'a Valid,
         why: String,
         preview: Option<pb::Preview>,
+        verdict: Option<&rules::Verdict>,
     ) -> Question<'a> {
         Question {
             subject: Subject::Call,
@@ -224,25 +260,21 @@ impl RunLoop {
             arguments: &valid.arguments,
             why,
             preview: preview.unwrap_or_default(),
-            grant_key: policy::session_grant_key(
-                self.session.session_id.as_str(),
-                valid.tool.name(),
-                valid.tool.digest(),
-                &valid.arguments,
-                &valid.tool.profile.name,
-            ),
+            grant_key: judge::grant_key(&self.judging(valid)),
+            policy: verdict.map(wire::policy_verdict),
         }
     }
 
     /// Puts the call to the approvers: the answer already recorded for it (a resumed run),
-    /// the session's grant, or a new question with a preview of what the call would do.
+    /// or a new question with a preview of what the call would do and the policy's reasons.
     async fn approve(
         &mut self,
         proposed: &Proposed<'_>,
         valid: &Valid,
-        why: String,
+        verdict: &rules::Verdict,
         span: &mut Span,
     ) -> Result<Option<String>, Halt> {
+        let why = verdict.reason.clone();
         let run_id = self.recorder.log().run_id().clone();
         let asked_before = self
             .shared
@@ -252,7 +284,7 @@ impl RunLoop {
         let answered = match asked_before {
             // Asked before a restart: the question and its answer are recorded once.
             Some((request, Some(resolution))) => {
-                let question = self.question(proposed, valid, why, None);
+                let question = self.question(proposed, valid, why, None, Some(verdict));
                 self.recorder
                     .emit_once(Some(proposed.step_id), Approvals::requested(&request));
                 let answered = Answered {
@@ -266,7 +298,7 @@ impl RunLoop {
                 answered
             }
             Some((request, None)) => {
-                let question = self.question(proposed, valid, why, None);
+                let question = self.question(proposed, valid, why, None, Some(verdict));
                 self.recorder
                     .emit_once(Some(proposed.step_id), Approvals::requested(&request));
                 self.budget
@@ -274,40 +306,18 @@ impl RunLoop {
                     .await??
             }
             None => {
-                let question = self.question(proposed, valid, why.clone(), None);
-                if self
-                    .approvals
-                    .broker()
-                    .has_session_grant(&question.grant_key)
-                {
-                    let answered = Answered {
-                        approval_id: None,
-                        resolution: ApprovalResolution {
-                            decision: Decision::ApproveSession,
-                            reason: "approved earlier for this session".into(),
-                            decided_by: DecidedBy::SessionGrant,
-                            resolved_at_ms: ids::now_ms(),
-                        },
-                    };
-                    self.recorder.emit_once(
-                        Some(proposed.step_id),
-                        self.approvals.resolved(&question, &answered),
-                    );
-                    answered
-                } else {
-                    let preview = self
-                        .budget
-                        .guard(preview::preview(
-                            &self.shared.executor,
-                            &valid.tool,
-                            &valid.arguments,
-                            self.session.workspace.as_deref(),
-                            self.run.cancel.token().child_token(),
-                        ))
-                        .await?;
-                    let question = self.question(proposed, valid, why, Some(preview));
-                    self.budget.guard(self.approvals.ask(&question)).await??
-                }
+                let preview = self
+                    .budget
+                    .guard(preview::preview(
+                        &self.shared.executor,
+                        &valid.tool,
+                        &valid.arguments,
+                        self.session.workspace.as_deref(),
+                        self.run.cancel.token().child_token(),
+                    ))
+                    .await?;
+                let question = self.question(proposed, valid, why, Some(preview), Some(verdict));
+                self.budget.guard(self.approvals.ask(&question)).await??
             }
         };
         if let Some(id) = &answered.approval_id {
@@ -647,6 +657,14 @@ fn tool_attributes(span: &mut Span, call_id: &CallId, tool: &str, result: &ToolR
     if result.status != ToolStatus::Ok {
         span.fail(result.error_message.clone());
     }
+}
+
+/// The grant that answered the question a call would have been, when one did.
+fn granted_by(verdict: &rules::Verdict) -> Option<&rules::RuleRef> {
+    verdict.judged.iter().find_map(|judged| match &judged.by {
+        By::Rule(rule) if rule.origin.layer == Layer::Grant => Some(rule),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use super::state::PendingStep;
 use crate::changes::WorkspaceIgnores;
 use crate::ids::TurnId;
 use crate::policy::ApprovalPolicy;
+use crate::policy::rules::Policy;
 use crate::store::SessionRecord;
 use crate::tools::Tool;
 use crate::trace::Span;
@@ -44,6 +45,8 @@ pub(in crate::agent) struct RunLoop {
     /// After a failed summarising call: the step before which compaction is not tried again.
     pub(super) compaction_retry_step: Option<u32>,
     pub(super) policy: ApprovalPolicy,
+    /// The operator's, session's and run's rules.
+    pub(super) rules: Policy,
     pub(super) system: String,
     pub(super) stop_on_denial: bool,
     pub(super) input: mpsc::UnboundedReceiver<String>,

@@ -250,6 +250,7 @@ impl ServerHandler for ToolServer {
                 arguments_json: arguments.to_string(),
                 workspace,
                 timeout: None,
+                ask_risky: true,
             },
         );
         let Admitted { call, slot } = match admitted {

@@ -64,7 +64,7 @@ impl Probe {
             executor: executor.clone(),
             timeout: Duration::from_secs(1),
         });
-        let calls = Arc::new(DirectCalls::new(executor, approvals));
+        let calls = Arc::new(DirectCalls::new(executor, approvals, Arc::default()));
         let stop = tokio_util::sync::CancellationToken::new();
         let endpoint = {
             let _entered = runtime.enter();

@@ -98,6 +98,7 @@ fn setup_refetching_after(keys: &[&TestKey], min_refetch: std::time::Duration) -
             approvals: crate::config::ApprovalRights::Own,
             max_concurrent_runs: None,
             max_concurrent_executions: None,
+            policy_files: Vec::new(),
         }],
     };
     let tenants = Tenants::load(state.path(), &auth, &roots).expect("tenants");

@@ -233,6 +233,23 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
+/// The argv a call of the tool `argv` (under `abi`, with `schema`) would run, as text: what
+/// the permission policy judges. `None` when the arguments do not fill it (the call is then
+/// refused by the engine, and judged by the policy without a command line).
+pub fn render_for_policy(
+    argv: &[String],
+    abi: Abi,
+    schema: &Value,
+    arguments: &Value,
+) -> Option<Vec<String>> {
+    let line = CommandLine::parse(argv, abi, schema).ok()?;
+    let rendered = line.render(arguments.to_string().as_bytes()).ok()?;
+    rendered
+        .into_iter()
+        .map(|arg| arg.into_string().ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

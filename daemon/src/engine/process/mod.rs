@@ -78,6 +78,7 @@ use crate::output::{OutputCapture, StreamKind};
 use crate::profile::{Access, NetworkPolicy, Profile};
 
 use argv::CommandLine;
+pub use argv::render_for_policy;
 use host::Host;
 use identity::Identities;
 use keeper::Keeper;

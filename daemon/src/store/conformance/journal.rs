@@ -6,7 +6,7 @@ use airlock_proto::v1 as pb;
 use super::fixtures::{event, recorded_run};
 use crate::domain::{DecidedBy, Decision};
 use crate::ids::{ApprovalId, CallId, CheckpointId, RunId};
-use crate::store::{ApprovalResolution, Checkpoint, Effect, Store, StoreError};
+use crate::store::{ApprovalResolution, Checkpoint, Effect, GrantRecord, Store, StoreError};
 
 pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
     store: &dyn Store,
@@ -185,16 +185,47 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
         Some((asked, Some(resolution)))
     );
 
+    let exact = GrantRecord {
+        session_id: run.session_id.clone(),
+        grant_key: "grant-1".into(),
+        tool: "write_file".into(),
+        prefix: None,
+        covers: "write_file {\"path\":\"a\"}".into(),
+        created_at_ms: 1_000,
+    };
+    let prefix = GrantRecord {
+        grant_key: "grant-2".into(),
+        tool: "run_command".into(),
+        prefix: Some(vec!["git".into(), "push".into()]),
+        covers: "`git push …` in run_command".into(),
+        created_at_ms: 2_000,
+        ..exact.clone()
+    };
+    store.add_session_grant(&exact).await.expect("grant");
     store
-        .add_session_grant(&run.session_id, "grant-1")
-        .await
-        .expect("grant");
-    store
-        .add_session_grant(&run.session_id, "grant-1")
+        .add_session_grant(&exact)
         .await
         .expect("a grant twice is one grant");
-    let grants = store.session_grants().await.expect("read");
-    assert_eq!(grants.iter().filter(|g| *g == "grant-1").count(), 1);
+    store.add_session_grant(&prefix).await.expect("grant");
+    let grants = store.session_grants(&run.session_id).await.expect("read");
+    assert_eq!(grants, vec![exact.clone(), prefix.clone()]);
+    assert!(
+        store
+            .revoke_session_grant(&run.session_id, "grant-1")
+            .await
+            .expect("revoke")
+    );
+    assert!(
+        !store
+            .revoke_session_grant(&run.session_id, "grant-1")
+            .await
+            .expect("revoke again"),
+        "a revoked grant is gone"
+    );
+    assert_eq!(
+        store.session_grants(&run.session_id).await.expect("read"),
+        vec![prefix]
+    );
 }
 
 pub(super) async fn spans_ride_with_their_event(store: &dyn Store, tenant: &str) {

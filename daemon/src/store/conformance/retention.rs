@@ -4,7 +4,7 @@
 use super::fixtures::recorded_run;
 use crate::domain::StopReason;
 use crate::ids::{ExecutionId, RunId};
-use crate::store::{ExecutionOwner, OutputRecord, RunEnd, Store};
+use crate::store::{ExecutionOwner, GrantRecord, OutputRecord, RunEnd, Store};
 
 pub(super) async fn outputs_and_owners_round_trip(store: &dyn Store) {
     let digest = format!("digest-{}", uuid::Uuid::new_v4().simple());
@@ -138,7 +138,14 @@ pub(super) async fn old_finished_runs_are_deleted_and_nothing_else(
         .await
         .expect("end");
     store
-        .add_session_grant(&old.session_id, "old-grant")
+        .add_session_grant(&GrantRecord {
+            session_id: old.session_id.clone(),
+            grant_key: "old-grant".into(),
+            tool: "t".into(),
+            prefix: None,
+            covers: String::new(),
+            created_at_ms: 1_000,
+        })
         .await
         .expect("grant");
     let young = recorded_run(store, &tenant, 5_000).await;
@@ -164,11 +171,11 @@ pub(super) async fn old_finished_runs_are_deleted_and_nothing_else(
     );
     assert_eq!(store.session(&old.session_id).await.expect("read"), None);
     assert!(
-        !store
-            .session_grants()
+        store
+            .session_grants(&old.session_id)
             .await
             .expect("read")
-            .contains(&"old-grant".to_owned())
+            .is_empty()
     );
     // A run that finished later, and one still going however old, are kept.
     assert!(store.run(&young.run_id).await.expect("read").is_some());

@@ -461,7 +461,14 @@ mod tests {
         );
         for store in [a, b, c] {
             let store = store.expect("each daemon opens the store");
-            assert!(store.session_grants().await.expect("reads").is_empty());
+            let nobody = crate::ids::SessionId::new();
+            assert!(
+                store
+                    .session_grants(&nobody)
+                    .await
+                    .expect("reads")
+                    .is_empty()
+            );
         }
     }
 
@@ -575,10 +582,24 @@ mod tests {
         // Three writes handed over together: the middle one is a duplicate.
         let first = store.create_session(&session);
         let duplicate = store.create_session(&session);
-        let grant = store.add_session_grant(&session.session_id, "k");
+        let grant = crate::store::GrantRecord {
+            session_id: session.session_id.clone(),
+            grant_key: "k".into(),
+            tool: "t".into(),
+            prefix: None,
+            covers: String::new(),
+            created_at_ms: 1,
+        };
+        let granted = store.add_session_grant(&grant);
         assert!(first.await.is_ok());
         assert!(duplicate.await.is_err());
-        assert!(grant.await.is_ok());
-        assert_eq!(store.session_grants().await.expect("read"), vec!["k"]);
+        assert!(granted.await.is_ok());
+        assert_eq!(
+            store
+                .session_grants(&session.session_id)
+                .await
+                .expect("read"),
+            vec![grant]
+        );
     }
 }

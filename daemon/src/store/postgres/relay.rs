@@ -367,6 +367,7 @@ mod tests {
                 decision: Some(crate::domain::Decision::Deny),
                 reason: "no".into(),
                 digest: String::new(),
+                grant_prefix: vec!["git".into(), "push".into()],
             },
             from_run_stream: false,
         };

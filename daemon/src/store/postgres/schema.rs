@@ -182,6 +182,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE nodes ADD COLUMN live_since_ms BIGINT NOT NULL DEFAULT 0;
 "#,
+    // 5: a session grant is a visible rule: the tool it is for, the command prefix it grants
+    // (none: the exact call its key names), what a person reads it as, and when it was made.
+    r#"
+    ALTER TABLE session_grants ADD COLUMN tool TEXT NOT NULL DEFAULT '';
+    ALTER TABLE session_grants ADD COLUMN prefix TEXT;
+    ALTER TABLE session_grants ADD COLUMN covers TEXT NOT NULL DEFAULT '';
+    ALTER TABLE session_grants ADD COLUMN created_at_ms BIGINT NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are

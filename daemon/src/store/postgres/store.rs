@@ -14,8 +14,8 @@ use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
 use crate::store::queries;
 use crate::store::rows::EventRow;
 use crate::store::{
-    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, Pending,
-    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
+    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, GrantRecord, OutputRecord,
+    Pending, RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
     SessionSummary, Store,
 };
 
@@ -238,16 +238,26 @@ impl Store for PostgresStore {
             .read(move |c| on_pg!(c, (run_id, call_id) => queries::approvals::approval_for_call(c, run_id, call_id)))
     }
 
-    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
-        let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
-        self.writer.write(None, move |c| {
-            on_pg!(c, (session_id, grant_key) => queries::sessions::add_session_grant(c, session_id, grant_key))
-        })
+    fn add_session_grant(&self, grant: &GrantRecord) -> Pending<()> {
+        let grant = grant.clone();
+        self.writer.write(
+            None,
+            move |c| on_pg!(c, (grant) => queries::sessions::add_session_grant(c, grant)),
+        )
     }
 
-    fn session_grants(&self) -> Pending<Vec<String>> {
-        self.writer
-            .read(move |c| on_pg!(c, () => queries::sessions::session_grants(c)))
+    fn session_grants(&self, session_id: &SessionId) -> Pending<Vec<GrantRecord>> {
+        let session_id = session_id.clone();
+        self.writer.read(
+            move |c| on_pg!(c, (session_id) => queries::sessions::session_grants(c, session_id)),
+        )
+    }
+
+    fn revoke_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<bool> {
+        let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
+        self.writer.write(None, move |c| {
+            on_pg!(c, (session_id, grant_key) => queries::sessions::revoke_session_grant(c, session_id, grant_key))
+        })
     }
 
     fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>> {

@@ -5,7 +5,9 @@ use prost::Message as _;
 use crate::ids::SessionId;
 use crate::store::rows::{self, SESSION_COLUMNS, page, workspace_column};
 use crate::store::sql::{Sql, args};
-use crate::store::{SessionCursor, SessionRecord, SessionSummary, StoreError, StoreResult};
+use crate::store::{
+    GrantRecord, SessionCursor, SessionRecord, SessionSummary, StoreError, StoreResult,
+};
 
 pub(in crate::store) async fn create_session<S: Sql>(
     c: &S,
@@ -85,22 +87,71 @@ pub(in crate::store) async fn list_sessions<S: Sql>(
 
 pub(in crate::store) async fn add_session_grant<S: Sql>(
     c: &S,
-    session_id: &SessionId,
-    grant_key: &str,
+    grant: &GrantRecord,
 ) -> StoreResult<()> {
+    let prefix = grant
+        .prefix
+        .as_ref()
+        .map(|prefix| serde_json::Value::from(prefix.clone()).to_string());
     c.execute(
-        "INSERT INTO session_grants (session_id, grant_key) VALUES ($1, $2)
+        "INSERT INTO session_grants (session_id, grant_key, tool, prefix, covers, created_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT DO NOTHING",
-        args![session_id.as_str(), grant_key],
+        args![
+            grant.session_id.as_str(),
+            grant.grant_key.as_str(),
+            grant.tool.as_str(),
+            prefix.as_deref(),
+            grant.covers.as_str(),
+            grant.created_at_ms
+        ],
     )
     .await
     .map(|_| ())
 }
 
-pub(in crate::store) async fn session_grants<S: Sql>(c: &S) -> StoreResult<Vec<String>> {
-    c.query("SELECT grant_key FROM session_grants", args![])
-        .await?
-        .iter_mut()
-        .map(|row| row.get(0))
-        .collect()
+pub(in crate::store) async fn session_grants<S: Sql>(
+    c: &S,
+    session_id: &SessionId,
+) -> StoreResult<Vec<GrantRecord>> {
+    c.query(
+        "SELECT grant_key, tool, prefix, covers, created_at_ms FROM session_grants
+         WHERE session_id = $1 ORDER BY created_at_ms, grant_key",
+        args![session_id.as_str()],
+    )
+    .await?
+    .iter_mut()
+    .map(|row| {
+        let prefix: Option<String> = row.get(2)?;
+        let prefix = match prefix {
+            None => None,
+            Some(text) => Some(serde_json::from_str::<Vec<String>>(&text).map_err(|err| {
+                StoreError::Corrupt(format!(
+                    "a session grant's prefix is not a list of words: {err}"
+                ))
+            })?),
+        };
+        Ok(GrantRecord {
+            session_id: session_id.clone(),
+            grant_key: row.get(0)?,
+            tool: row.get(1)?,
+            prefix,
+            covers: row.get(3)?,
+            created_at_ms: row.get(4)?,
+        })
+    })
+    .collect()
+}
+
+pub(in crate::store) async fn revoke_session_grant<S: Sql>(
+    c: &S,
+    session_id: &SessionId,
+    grant_key: &str,
+) -> StoreResult<bool> {
+    c.execute(
+        "DELETE FROM session_grants WHERE session_id = $1 AND grant_key = $2",
+        args![session_id.as_str(), grant_key],
+    )
+    .await
+    .map(|deleted| deleted > 0)
 }

@@ -17,8 +17,8 @@ use airlock_proto::v1 as pb;
 use rusqlite::Connection;
 
 use super::{
-    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, OutputRecord, Pending,
-    RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
+    ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, GrantRecord, OutputRecord,
+    Pending, RunCursor, RunEnd, RunFilter, RunRecord, RunState, SessionCursor, SessionRecord,
     SessionSummary, Store, StoreError, StoreResult,
 };
 use crate::domain::Usage;
@@ -355,20 +355,27 @@ impl Store for SqliteStore {
         })
     }
 
-    fn add_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<()> {
+    fn add_session_grant(&self, grant: &GrantRecord) -> Pending<()> {
+        let grant = grant.clone();
+        self.writer
+            .write(move |c| drive(queries::sessions::add_session_grant(&Lite(c), &grant)))
+    }
+
+    fn session_grants(&self, session_id: &SessionId) -> Pending<Vec<GrantRecord>> {
+        let session_id = session_id.clone();
+        self.writer
+            .read(move |c| drive(queries::sessions::session_grants(&Lite(c), &session_id)))
+    }
+
+    fn revoke_session_grant(&self, session_id: &SessionId, grant_key: &str) -> Pending<bool> {
         let (session_id, grant_key) = (session_id.clone(), grant_key.to_owned());
         self.writer.write(move |c| {
-            drive(queries::sessions::add_session_grant(
+            drive(queries::sessions::revoke_session_grant(
                 &Lite(c),
                 &session_id,
                 &grant_key,
             ))
         })
-    }
-
-    fn session_grants(&self) -> Pending<Vec<String>> {
-        self.writer
-            .read(|c| drive(queries::sessions::session_grants(&Lite(c))))
     }
 
     fn spans(&self, run_id: &RunId) -> Pending<Vec<pb::Span>> {
@@ -505,7 +512,13 @@ mod tests {
             .expect("events");
         assert_eq!(events.len() as u64, run.last_seq);
         assert_eq!(store.spans(&run.run_id).await.expect("spans").len(), 16);
-        assert_eq!(store.session_grants().await.expect("grants").len(), 1);
+        let grants = store.session_grants(&run.session_id).await.expect("grants");
+        assert_eq!(grants.len(), 1);
+        // A grant kept before grants were rules is an exact call's, with nothing else known.
+        assert_eq!(
+            (grants[0].tool.as_str(), grants[0].prefix.as_ref()),
+            ("", None)
+        );
         // The approval was for the call itself; the new column says so.
         let approved = events
             .iter()

@@ -137,6 +137,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE effects ADD COLUMN timeout_ms INTEGER;
     "#,
+    // 9: a session grant is a visible rule: the tool it is for, the command prefix it grants
+    // (none: the exact call its key names), what a person reads it as, and when it was made.
+    // Grants from before are exact calls with nothing to show but their key.
+    r#"
+    ALTER TABLE session_grants ADD COLUMN tool TEXT NOT NULL DEFAULT '';
+    ALTER TABLE session_grants ADD COLUMN prefix TEXT;
+    ALTER TABLE session_grants ADD COLUMN covers TEXT NOT NULL DEFAULT '';
+    ALTER TABLE session_grants ADD COLUMN created_at_ms INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

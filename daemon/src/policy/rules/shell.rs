@@ -1,0 +1,1172 @@
+//! Command lines read the way the shell will run them, so that a rule about `git push` judges
+//! every `git push` in a line and nothing else: `brush-parser` (the parser of the brush shell,
+//! a maintained POSIX/bash parser) builds the syntax tree, and this module walks it into the
+//! simple commands the line would run — in pipelines, lists, subshells, functions, loops,
+//! conditionals, `$(…)` and backticks, process substitutions and here-documents — with quoting
+//! removed, assignments noted, and the wrappers that run another command (`sh -c`, `bash -c`,
+//! `eval`, `env`, `xargs`, `timeout`, `nice`, `find -exec`, …) unwrapped into the command they
+//! run.
+//!
+//! What cannot be known before the line runs is never guessed: a word that expands (`$X`,
+//! `~`, `*`, `{a,b}`) is [`Word::Unknown`]; a command whose name is unknown, code the walk
+//! cannot see (`source`, `eval "$X"`, `alias`, an arithmetic that may substitute), a parse
+//! error, and a line past the walk's bounds are reasons in [`CommandLine::unresolved`], which
+//! the policy turns into a question for a person. Every bound below is what keeps a hostile
+//! line from costing the gate more than a legitimate one.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use brush_parser::ast;
+use brush_parser::word::{self, WordPiece, WordPieceWithSource};
+use brush_parser::{Parser, ParserOptions};
+
+/// The longest line read: a build or test command is a few hundred bytes; past this the line
+/// is not parsed (asks), so a megabyte argument cannot make each gate decision slow.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// How deep `sh -c`, `eval` and substitutions may nest inside each other before the line
+/// asks: legitimate lines nest two or three; each level is a parse of its own.
+pub const MAX_DEPTH: usize = 8;
+
+/// The most simple commands judged in one line; more asks (a generated line of thousands of
+/// commands is not reviewed by rules a person wrote for a handful).
+pub const MAX_COMMANDS: usize = 256;
+
+/// Unbalanced-looking nesting of `(` and `{` past this is not handed to the parser, whose
+/// recursive descent would otherwise spend its stack on `((((…` .
+const MAX_BRACKET_DEPTH: usize = 64;
+
+/// Builtins whose arguments name variables, where bash evaluates an array subscript — and so
+/// any `$(…)` written inside it — from a literal argument (`declare 'a[$(id)]'`).
+const SUBSCRIPT_EVALUATORS: &[&str] = &[
+    "declare",
+    "typeset",
+    "local",
+    "export",
+    "readonly",
+    "unset",
+    "let",
+    "test",
+    "[",
+    "printf",
+    "read",
+    "mapfile",
+    "readarray",
+    "wait",
+];
+
+/// Builtins that change what later names run, or run text the walk cannot see.
+const OPAQUE_BUILTINS: &[&str] = &[
+    "alias", "hash", "enable", "shopt", "source", ".", "fc", "bind", "complete", "compgen",
+];
+
+/// Builtins that set variables for the commands after them (and run nothing themselves).
+const ASSIGNING_BUILTINS: &[&str] = &["export", "declare", "typeset", "local", "readonly"];
+
+/// Programs that are shells: with `-c` their script is a line of its own.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh"];
+
+/// One word of a command as the shell will pass it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Word {
+    /// Known before the line runs: its text with quotes and escapes removed.
+    Known(String),
+    /// Expands when the line runs (a variable, a substitution, a glob, a tilde, a brace).
+    Unknown,
+}
+
+impl Word {
+    pub fn known(&self) -> Option<&str> {
+        match self {
+            Word::Known(text) => Some(text),
+            Word::Unknown => None,
+        }
+    }
+}
+
+/// One simple command the line runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimpleCommand {
+    /// Its words, the program first.
+    pub argv: Vec<Word>,
+    /// Variables set for it: by assignments before it, by `env`, or earlier in the line.
+    pub env: BTreeSet<String>,
+    /// The files its output redirections write (`/dev/null` and descriptors are not files).
+    pub writes: Vec<Word>,
+    /// More arguments are added when it runs (`xargs cmd`, `find -exec cmd {} +`).
+    pub open_tail: bool,
+    /// A wrapper that runs the command after it (`timeout 5 …`): judged only by a rule that
+    /// names it, since the command it runs is judged on its own.
+    pub wrapper: bool,
+    /// A builtin that runs nothing (`cd`, `echo`, `export X=1`): allowed when no rule names it.
+    pub inert: bool,
+    /// What it was found inside, outermost first (`sh -c`, `$(…)`, `xargs`).
+    pub via: Vec<&'static str>,
+}
+
+impl SimpleCommand {
+    fn new(argv: Vec<Word>, env: BTreeSet<String>, via: &[&'static str]) -> SimpleCommand {
+        SimpleCommand {
+            argv,
+            env,
+            writes: Vec::new(),
+            open_tail: false,
+            wrapper: false,
+            inert: false,
+            via: via.to_vec(),
+        }
+    }
+
+    /// Its words when all are known, the program by its name (`/usr/bin/git` is `git`).
+    pub fn words(&self) -> Vec<String> {
+        let mut words = Vec::with_capacity(self.argv.len());
+        for (index, word) in self.argv.iter().enumerate() {
+            match (index, word) {
+                (_, Word::Unknown) => return Vec::new(),
+                (0, Word::Known(_)) => words.push(self.program().unwrap_or_default().to_owned()),
+                (_, Word::Known(text)) => words.push(text.clone()),
+            }
+        }
+        words
+    }
+
+    /// The program as a rule names it: the last component of the first word.
+    pub fn program(&self) -> Option<&str> {
+        let first = self.argv.first()?.known()?;
+        Some(first.rsplit('/').next().unwrap_or(first))
+    }
+}
+
+impl fmt::Display for SimpleCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, word) in self.argv.iter().enumerate() {
+            if index > 0 {
+                f.write_str(" ")?;
+            }
+            match word {
+                Word::Known(text) if !text.is_empty() && text.chars().all(plain) => {
+                    f.write_str(text)?
+                }
+                Word::Known(text) => write!(f, "'{}'", text.replace('\'', r"'\''"))?,
+                Word::Unknown => f.write_str("…")?,
+            }
+        }
+        if self.open_tail {
+            f.write_str(" …")?;
+        }
+        if !self.via.is_empty() {
+            write!(f, " (in {})", self.via.join(" in "))?;
+        }
+        Ok(())
+    }
+}
+
+fn plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)
+}
+
+/// What a line runs, as far as can be known before it runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandLine {
+    pub commands: Vec<SimpleCommand>,
+    /// Why part of the line cannot be judged before it runs; each asks.
+    pub unresolved: Vec<String>,
+}
+
+/// Reads a shell command line.
+pub fn parse_line(line: &str) -> CommandLine {
+    let mut walk = Walk::default();
+    walk.program(line, 0, &[]);
+    walk.finish()
+}
+
+/// Reads a program's argv as one simple command, unwrapping the wrappers it starts with.
+pub fn from_argv(argv: &[String]) -> CommandLine {
+    let mut walk = Walk::default();
+    let argv = argv.iter().map(|arg| Word::Known(arg.clone())).collect();
+    walk.command(argv, BTreeSet::new(), Vec::new(), 0, &[]);
+    walk.finish()
+}
+
+#[derive(Default)]
+struct Walk {
+    out: CommandLine,
+    /// Variables assigned so far in the line, which every later command sees.
+    assigned: BTreeSet<String>,
+}
+
+impl Walk {
+    fn finish(mut self) -> CommandLine {
+        if self.out.commands.len() > MAX_COMMANDS {
+            self.out.commands.truncate(MAX_COMMANDS);
+            self.unresolved(format!("the line runs more than {MAX_COMMANDS} commands"));
+        }
+        self.out
+    }
+
+    fn unresolved(&mut self, reason: String) {
+        if !self.out.unresolved.contains(&reason) {
+            self.out.unresolved.push(reason);
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.out.commands.len() > MAX_COMMANDS
+    }
+
+    /// Parses `text` as a program and walks it.
+    fn program(&mut self, text: &str, depth: usize, via: &[&'static str]) {
+        if depth > MAX_DEPTH {
+            return self.unresolved(format!(
+                "commands nest more than {MAX_DEPTH} deep (sh -c, eval, $(…))"
+            ));
+        }
+        if text.len() > MAX_LINE_BYTES {
+            return self.unresolved(format!(
+                "the line is {} bytes; lines over {MAX_LINE_BYTES} bytes are not read",
+                text.len()
+            ));
+        }
+        if bracket_depth(text) > MAX_BRACKET_DEPTH {
+            return self.unresolved(format!(
+                "the line nests brackets more than {MAX_BRACKET_DEPTH} deep"
+            ));
+        }
+        let parsed = std::panic::catch_unwind(|| {
+            Parser::new(
+                std::io::Cursor::new(text.as_bytes()),
+                &ParserOptions::default(),
+            )
+            .parse_program()
+        });
+        match parsed {
+            Ok(Ok(program)) => {
+                for list in &program.complete_commands {
+                    self.list(list, depth, via);
+                }
+            }
+            Ok(Err(err)) => self.unresolved(format!("the shell cannot parse the line: {err}")),
+            Err(_) => self.unresolved("the shell parser failed on the line".into()),
+        }
+    }
+
+    fn list(&mut self, list: &ast::CompoundList, depth: usize, via: &[&'static str]) {
+        for ast::CompoundListItem(and_or, _) in &list.0 {
+            self.pipeline(&and_or.first, depth, via);
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(pipeline) | ast::AndOr::Or(pipeline) => {
+                        self.pipeline(pipeline, depth, via)
+                    }
+                }
+            }
+        }
+    }
+
+    fn pipeline(&mut self, pipeline: &ast::Pipeline, depth: usize, via: &[&'static str]) {
+        for command in &pipeline.seq {
+            if self.full() {
+                return;
+            }
+            match command {
+                ast::Command::Simple(simple) => self.simple(simple, depth, via),
+                ast::Command::Compound(compound, redirects) => {
+                    self.compound(compound, depth, via);
+                    if let Some(redirects) = redirects {
+                        let mut writes = Vec::new();
+                        for redirect in &redirects.0 {
+                            self.redirect(redirect, &mut writes, depth, via);
+                        }
+                        self.inert_writes(writes, via);
+                    }
+                }
+                ast::Command::Function(function) => {
+                    let ast::FunctionBody(body, redirects) = &function.body;
+                    self.compound(body, depth, via);
+                    if let Some(redirects) = redirects {
+                        let mut writes = Vec::new();
+                        for redirect in &redirects.0 {
+                            self.redirect(redirect, &mut writes, depth, via);
+                        }
+                        self.inert_writes(writes, via);
+                    }
+                }
+                ast::Command::ExtendedTest(test, redirects) => {
+                    self.test_expr(&test.expr, depth, via);
+                    if let Some(redirects) = redirects {
+                        let mut writes = Vec::new();
+                        for redirect in &redirects.0 {
+                            self.redirect(redirect, &mut writes, depth, via);
+                        }
+                        self.inert_writes(writes, via);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A compound command's redirections, judged as an inert command that writes.
+    fn inert_writes(&mut self, writes: Vec<Word>, via: &[&'static str]) {
+        if writes.is_empty() {
+            return;
+        }
+        let mut command =
+            SimpleCommand::new(vec![Word::Known(":".into())], self.assigned.clone(), via);
+        command.writes = writes;
+        command.inert = true;
+        self.out.commands.push(command);
+    }
+
+    fn compound(&mut self, compound: &ast::CompoundCommand, depth: usize, via: &[&'static str]) {
+        match compound {
+            ast::CompoundCommand::Arithmetic(arithmetic) => {
+                self.arithmetic(&arithmetic.expr.value);
+            }
+            ast::CompoundCommand::ArithmeticForClause(clause) => {
+                for expr in [&clause.initializer, &clause.condition, &clause.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.arithmetic(&expr.value);
+                }
+                self.list(&clause.body.list, depth, via);
+            }
+            ast::CompoundCommand::BraceGroup(group) => self.list(&group.list, depth, via),
+            ast::CompoundCommand::Subshell(subshell) => self.list(&subshell.list, depth, via),
+            ast::CompoundCommand::ForClause(clause) => {
+                for value in clause.values.iter().flatten() {
+                    self.word(&value.value, depth, via);
+                }
+                // The loop's variable holds words the walk may not know.
+                self.assigned.insert(clause.variable_name.clone());
+                self.list(&clause.body.list, depth, via);
+            }
+            ast::CompoundCommand::CaseClause(clause) => {
+                self.word(&clause.value.value, depth, via);
+                for case in &clause.cases {
+                    for pattern in &case.patterns {
+                        self.word(&pattern.value, depth, via);
+                    }
+                    if let Some(list) = &case.cmd {
+                        self.list(list, depth, via);
+                    }
+                }
+            }
+            ast::CompoundCommand::IfClause(clause) => {
+                self.list(&clause.condition, depth, via);
+                self.list(&clause.then, depth, via);
+                for other in clause.elses.iter().flatten() {
+                    if let Some(condition) = &other.condition {
+                        self.list(condition, depth, via);
+                    }
+                    self.list(&other.body, depth, via);
+                }
+            }
+            ast::CompoundCommand::WhileClause(clause)
+            | ast::CompoundCommand::UntilClause(clause) => {
+                self.list(&clause.0, depth, via);
+                self.list(&clause.1.list, depth, via);
+            }
+            ast::CompoundCommand::Coprocess(coprocess) => {
+                self.pipeline(
+                    &ast::Pipeline {
+                        timed: None,
+                        bang: false,
+                        seq: vec![(*coprocess.body).clone()],
+                    },
+                    depth,
+                    via,
+                );
+            }
+        }
+    }
+
+    /// An arithmetic expression: bash substitutes inside it (and inside the values of the
+    /// variables it names, as array subscripts), so one that could is not judged.
+    fn arithmetic(&mut self, expr: &str) {
+        if expr.contains("$(") || expr.contains('`') {
+            self.unresolved("an arithmetic expression runs a substitution".into());
+        }
+    }
+
+    fn test_expr(&mut self, expr: &ast::ExtendedTestExpr, depth: usize, via: &[&'static str]) {
+        match expr {
+            ast::ExtendedTestExpr::And(left, right) | ast::ExtendedTestExpr::Or(left, right) => {
+                self.test_expr(left, depth, via);
+                self.test_expr(right, depth, via);
+            }
+            ast::ExtendedTestExpr::Not(inner) | ast::ExtendedTestExpr::Parenthesized(inner) => {
+                self.test_expr(inner, depth, via)
+            }
+            ast::ExtendedTestExpr::UnaryTest(_, operand) => {
+                let word = self.word(&operand.value, depth, via);
+                self.literal_code(&word, "[[");
+            }
+            ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
+                for operand in [left, right] {
+                    let word = self.word(&operand.value, depth, via);
+                    self.literal_code(&word, "[[");
+                }
+            }
+        }
+    }
+
+    /// A literal argument that holds code bash may still run (an array subscript with a
+    /// substitution) in a builtin that evaluates subscripts.
+    fn literal_code(&mut self, word: &Word, builtin: &str) {
+        if let Word::Known(text) = word
+            && (text.contains("$(") || text.contains('`'))
+        {
+            self.unresolved(format!(
+                "`{builtin}` is given text with a substitution in it, which bash may run"
+            ));
+        }
+    }
+
+    fn simple(&mut self, simple: &ast::SimpleCommand, depth: usize, via: &[&'static str]) {
+        let mut env = BTreeSet::new();
+        let mut argv = Vec::new();
+        let mut writes = Vec::new();
+        for item in simple.prefix.iter().flat_map(|prefix| prefix.0.iter()) {
+            self.item(item, &mut argv, &mut env, &mut writes, depth, via);
+        }
+        if let Some(name) = &simple.word_or_name {
+            argv.push(self.word(&name.value, depth, via));
+        }
+        for item in simple.suffix.iter().flat_map(|suffix| suffix.0.iter()) {
+            self.item(item, &mut argv, &mut env, &mut writes, depth, via);
+        }
+        if argv.is_empty() {
+            // Only assignments (and redirections): the variables hold for the rest of the line.
+            self.assigned.extend(env);
+            if !writes.is_empty() {
+                self.inert_writes(writes, via);
+            }
+            return;
+        }
+        let mut seen = self.assigned.clone();
+        seen.extend(env);
+        self.command(argv, seen, writes, depth, via);
+    }
+
+    fn item(
+        &mut self,
+        item: &ast::CommandPrefixOrSuffixItem,
+        argv: &mut Vec<Word>,
+        env: &mut BTreeSet<String>,
+        writes: &mut Vec<Word>,
+        depth: usize,
+        via: &[&'static str],
+    ) {
+        match item {
+            ast::CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
+                self.redirect(redirect, writes, depth, via)
+            }
+            ast::CommandPrefixOrSuffixItem::Word(word) => {
+                argv.push(self.word(&word.value, depth, via))
+            }
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
+                if argv.is_empty() {
+                    env.insert(assignment_name(&assignment.name));
+                    self.assignment_value(&assignment.value, depth, via);
+                } else {
+                    // `export X=$(…)`: an argument of the builtin, substitutions judged.
+                    argv.push(self.word(&word.value, depth, via));
+                }
+            }
+            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
+                let mut inner = via.to_vec();
+                inner.push("<(…)");
+                self.list(&subshell.list, depth + 1, &inner);
+                argv.push(Word::Unknown);
+            }
+        }
+    }
+
+    fn assignment_value(
+        &mut self,
+        value: &ast::AssignmentValue,
+        depth: usize,
+        via: &[&'static str],
+    ) {
+        let words: Vec<&ast::Word> = match value {
+            ast::AssignmentValue::Scalar(word) => vec![word],
+            ast::AssignmentValue::Array(items) => items
+                .iter()
+                .flat_map(|(key, value)| key.iter().chain(std::iter::once(value)))
+                .collect(),
+        };
+        for word in words {
+            let resolved = self.word(&word.value, depth, via);
+            // A value holding code is run later by an arithmetic that names the variable.
+            if let Word::Known(text) = &resolved
+                && (text.contains("$(") || text.contains('`'))
+            {
+                self.unresolved(
+                    "a variable is set to text with a substitution in it, which bash may run"
+                        .into(),
+                );
+            }
+        }
+    }
+
+    fn redirect(
+        &mut self,
+        redirect: &ast::IoRedirect,
+        writes: &mut Vec<Word>,
+        depth: usize,
+        via: &[&'static str],
+    ) {
+        match redirect {
+            ast::IoRedirect::File(_, kind, target) => {
+                let writing = matches!(
+                    kind,
+                    ast::IoFileRedirectKind::Write
+                        | ast::IoFileRedirectKind::Append
+                        | ast::IoFileRedirectKind::ReadAndWrite
+                        | ast::IoFileRedirectKind::Clobber
+                        | ast::IoFileRedirectKind::DuplicateOutput
+                );
+                match target {
+                    ast::IoFileRedirectTarget::Filename(word) => {
+                        let word = self.word(&word.value, depth, via);
+                        if writing {
+                            push_write(writes, word);
+                        }
+                    }
+                    ast::IoFileRedirectTarget::Fd(_) => {}
+                    ast::IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
+                        let mut inner = via.to_vec();
+                        inner.push(">(…)");
+                        self.list(&subshell.list, depth + 1, &inner);
+                    }
+                    ast::IoFileRedirectTarget::Duplicate(word) => {
+                        let word = self.word(&word.value, depth, via);
+                        let descriptor = word.known().is_some_and(|text| {
+                            text == "-"
+                                || text
+                                    .trim_end_matches('-')
+                                    .chars()
+                                    .all(|c| c.is_ascii_digit())
+                        });
+                        if writing && !descriptor {
+                            push_write(writes, word);
+                        }
+                    }
+                }
+            }
+            ast::IoRedirect::HereDocument(_, doc) => {
+                if doc.requires_expansion {
+                    match word::parse_heredoc(&doc.doc.value, &ParserOptions::default()) {
+                        Ok(pieces) => {
+                            let _ = self.pieces(&doc.doc.value, &pieces, depth, via, true);
+                        }
+                        Err(err) => self.unresolved(format!("cannot read a here-document: {err}")),
+                    }
+                }
+            }
+            ast::IoRedirect::HereString(_, word) => {
+                self.word(&word.value, depth, via);
+            }
+            ast::IoRedirect::OutputAndError(word, _) => {
+                let word = self.word(&word.value, depth, via);
+                push_write(writes, word);
+            }
+        }
+    }
+
+    /// A word with quotes removed, its substitutions judged as commands of their own.
+    fn word(&mut self, raw: &str, depth: usize, via: &[&'static str]) -> Word {
+        match word::parse(raw, &ParserOptions::default()) {
+            Ok(pieces) => match self.pieces(raw, &pieces, depth, via, false) {
+                Some(text) => Word::Known(text),
+                None => Word::Unknown,
+            },
+            Err(err) => {
+                self.unresolved(format!("cannot read the word `{raw}`: {err}"));
+                Word::Unknown
+            }
+        }
+    }
+
+    /// The text of `pieces`, or `None` when any of them expands at run time.
+    fn pieces(
+        &mut self,
+        raw: &str,
+        pieces: &[WordPieceWithSource],
+        depth: usize,
+        via: &[&'static str],
+        quoted: bool,
+    ) -> Option<String> {
+        let mut text = Some(String::new());
+        let unknown = |text: &mut Option<String>| *text = None;
+        for piece in pieces {
+            match &piece.piece {
+                WordPiece::Text(part) => {
+                    if !quoted && expands(part) {
+                        unknown(&mut text);
+                    } else if let Some(text) = &mut text {
+                        text.push_str(part);
+                    }
+                }
+                WordPiece::SingleQuotedText(part) => {
+                    if let Some(text) = &mut text {
+                        text.push_str(part);
+                    }
+                }
+                WordPiece::AnsiCQuotedText(part) => {
+                    if part.contains('\\') {
+                        unknown(&mut text);
+                    } else if let Some(text) = &mut text {
+                        text.push_str(part);
+                    }
+                }
+                WordPiece::EscapeSequence(escape) => {
+                    let escaped = escape.strip_prefix('\\').unwrap_or(escape);
+                    if let Some(text) = &mut text
+                        && escaped != "\n"
+                    {
+                        text.push_str(escaped);
+                    }
+                }
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    match self.pieces(raw, inner, depth, via, true) {
+                        Some(part) => {
+                            if let Some(text) = &mut text {
+                                text.push_str(&part);
+                            }
+                        }
+                        None => unknown(&mut text),
+                    }
+                }
+                WordPiece::CommandSubstitution(program) => {
+                    let mut inner = via.to_vec();
+                    inner.push("$(…)");
+                    self.program(program, depth + 1, &inner);
+                    unknown(&mut text);
+                }
+                WordPiece::BackquotedCommandSubstitution(program) => {
+                    let mut inner = via.to_vec();
+                    inner.push("`…`");
+                    let program = program
+                        .replace("\\`", "`")
+                        .replace("\\$", "$")
+                        .replace("\\\\", "\\");
+                    self.program(&program, depth + 1, &inner);
+                    unknown(&mut text);
+                }
+                WordPiece::ParameterExpansion(_) | WordPiece::ArithmeticExpression(_) => {
+                    // Their operands may hold substitutions the walk does not take apart.
+                    let source = raw.get(piece.start_index..piece.end_index).unwrap_or(raw);
+                    if source.contains("$(")
+                        || source.contains('`')
+                        || source.contains("<(")
+                        || source.contains(">(")
+                    {
+                        self.unresolved(format!(
+                            "`{source}` runs a substitution inside an expansion"
+                        ));
+                    }
+                    unknown(&mut text);
+                }
+                WordPiece::TildeExpansion(_) => unknown(&mut text),
+            }
+        }
+        text
+    }
+
+    /// Judges one command, unwrapping the wrappers it starts with.
+    fn command(
+        &mut self,
+        argv: Vec<Word>,
+        env: BTreeSet<String>,
+        writes: Vec<Word>,
+        depth: usize,
+        via: &[&'static str],
+    ) {
+        if self.full() {
+            return;
+        }
+        let mut command = SimpleCommand::new(argv, env, via);
+        command.writes = writes;
+        let Some(program) = command.program().map(str::to_owned) else {
+            self.out.commands.push(command);
+            return;
+        };
+        if SUBSCRIPT_EVALUATORS.contains(&program.as_str()) {
+            for word in command.argv.iter().skip(1).cloned().collect::<Vec<_>>() {
+                self.literal_code(&word, &program);
+            }
+        }
+        if OPAQUE_BUILTINS.contains(&program.as_str()) {
+            self.unresolved(format!(
+                "`{program}` changes what later commands run, or runs code the policy cannot read"
+            ));
+            self.out.commands.push(command);
+            return;
+        }
+        if ASSIGNING_BUILTINS.contains(&program.as_str()) {
+            for word in command.argv.iter().skip(1) {
+                if let Some(name) = word.known().and_then(|text| text.split('=').next())
+                    && !name.starts_with('-')
+                {
+                    self.assigned
+                        .insert(name.split('[').next().unwrap_or(name).to_owned());
+                }
+            }
+            command.inert = true;
+            self.out.commands.push(command);
+            return;
+        }
+        if INERT_BUILTINS.contains(&program.as_str()) {
+            command.inert = true;
+            self.out.commands.push(command);
+            return;
+        }
+        let rest: Vec<Word> = command.argv.iter().skip(1).cloned().collect();
+        let unwrapped = match program.as_str() {
+            "eval" => Some(Unwrap::Code(join_known(&rest), "eval")),
+            "trap" => match rest.first() {
+                Some(Word::Known(flag)) if flag.starts_with('-') => None,
+                Some(code) => Some(Unwrap::Code(code.known().map(str::to_owned), "trap")),
+                None => None,
+            },
+            shell if SHELLS.contains(&shell) => shell_script(&rest),
+            "exec" | "command" | "builtin" | "nohup" | "env" | "timeout" | "nice" | "stdbuf"
+            | "setsid" | "time" | "ionice" | "xargs" | "sudo" | "doas" => {
+                Some(wrapped(&program, &rest))
+            }
+            "find" => {
+                self.find_exec(&rest, &command.env, depth, via);
+                None
+            }
+            _ => None,
+        };
+        match unwrapped {
+            None => self.out.commands.push(command),
+            Some(Unwrap::Code(code, how)) => {
+                command.wrapper = true;
+                let env = command.env.clone();
+                self.out.commands.push(command);
+                match code {
+                    Some(code) => {
+                        let mut inner = via.to_vec();
+                        inner.push(how);
+                        let saved = std::mem::replace(&mut self.assigned, env);
+                        self.program(&code, depth + 1, &inner);
+                        self.assigned = saved;
+                    }
+                    None => self.unresolved(format!(
+                        "`{how}` runs text that is not known before the line runs"
+                    )),
+                }
+            }
+            Some(Unwrap::Command {
+                argv,
+                env: added,
+                open_tail,
+                how,
+            }) => {
+                command.wrapper = true;
+                let mut env = command.env.clone();
+                env.extend(added);
+                self.out.commands.push(command);
+                if argv.is_empty() {
+                    return;
+                }
+                if depth + 1 > MAX_DEPTH {
+                    return self.unresolved(format!(
+                        "commands nest more than {MAX_DEPTH} deep (sh -c, eval, $(…))"
+                    ));
+                }
+                let mut inner = via.to_vec();
+                inner.push(how);
+                let before = self.out.commands.len();
+                self.command(argv, env, Vec::new(), depth + 1, &inner);
+                if open_tail && let Some(inner) = self.out.commands.get_mut(before) {
+                    inner.open_tail = true;
+                }
+            }
+            Some(Unwrap::Opaque(reason)) => {
+                command.wrapper = true;
+                self.out.commands.push(command);
+                self.unresolved(reason);
+            }
+            Some(Unwrap::Inert) => {
+                command.inert = true;
+                self.out.commands.push(command);
+            }
+        }
+    }
+
+    /// `find … -exec cmd {} ;`: each command `find` runs, `{}` unknown.
+    fn find_exec(
+        &mut self,
+        rest: &[Word],
+        env: &BTreeSet<String>,
+        depth: usize,
+        via: &[&'static str],
+    ) {
+        let mut words = rest.iter();
+        while let Some(word) = words.next() {
+            let Some(action) = word.known() else { continue };
+            if !matches!(action, "-exec" | "-execdir" | "-ok" | "-okdir") {
+                continue;
+            }
+            let mut argv = Vec::new();
+            let mut open_tail = false;
+            for word in words.by_ref() {
+                match word.known() {
+                    Some(";") => break,
+                    Some("+") => {
+                        open_tail = true;
+                        break;
+                    }
+                    Some(text) if text.contains("{}") => argv.push(Word::Unknown),
+                    _ => argv.push(word.clone()),
+                }
+            }
+            if argv.is_empty() {
+                continue;
+            }
+            let mut inner = via.to_vec();
+            inner.push("find -exec");
+            let before = self.out.commands.len();
+            self.command(argv, env.clone(), Vec::new(), depth + 1, &inner);
+            if open_tail && let Some(inner) = self.out.commands.get_mut(before) {
+                inner.open_tail = true;
+            }
+        }
+    }
+}
+
+/// Builtins that run nothing but themselves.
+const INERT_BUILTINS: &[&str] = &[
+    "cd", "pwd", "true", "false", ":", "echo", "printf", "test", "[", "exit", "return", "shift",
+    "set", "unset", "wait", "break", "continue",
+];
+
+enum Unwrap {
+    /// Runs `argv` (with more variables set).
+    Command {
+        argv: Vec<Word>,
+        env: BTreeSet<String>,
+        open_tail: bool,
+        how: &'static str,
+    },
+    /// Runs a line of shell code (`sh -c`, `eval`); `None` when the code is not known.
+    Code(Option<String>, &'static str),
+    /// Runs something the walk cannot see.
+    Opaque(String),
+    /// Runs nothing (`env` alone prints, `command -v` looks up).
+    Inert,
+}
+
+fn join_known(words: &[Word]) -> Option<String> {
+    let parts: Option<Vec<&str>> = words.iter().map(Word::known).collect();
+    parts.map(|parts| parts.join(" "))
+}
+
+/// `sh [options] -c SCRIPT [name args…]`; a shell without `-c` reads a script file or stdin.
+fn shell_script(rest: &[Word]) -> Option<Unwrap> {
+    let mut words = rest.iter();
+    while let Some(word) = words.next() {
+        let Some(text) = word.known() else {
+            return Some(Unwrap::Opaque(
+                "a shell is given an option not known before the line runs".into(),
+            ));
+        };
+        if text == "--" || !text.starts_with('-') && !text.starts_with('+') {
+            return None;
+        }
+        if text.starts_with('-') && !text.starts_with("--") && text.contains('c') {
+            return Some(Unwrap::Code(
+                words.next().and_then(Word::known).map(str::to_owned),
+                "sh -c",
+            ));
+        }
+        if matches!(text, "-o" | "+o" | "-O" | "+O") {
+            words.next();
+        }
+    }
+    None
+}
+
+/// The command a wrapper runs, after its own options.
+fn wrapped(program: &str, rest: &[Word]) -> Unwrap {
+    // Each wrapper's options: those that take a value, those that take none.
+    let (with_value, flags): (&[&str], &[&str]) = match program {
+        "exec" => (&["-a"], &["-c", "-l"]),
+        "command" => (&[], &["-p"]),
+        "builtin" | "nohup" => (&[], &[]),
+        "env" => (
+            &["-u", "--unset", "-C", "--chdir"],
+            &[
+                "-i",
+                "--ignore-environment",
+                "-0",
+                "--null",
+                "-v",
+                "--debug",
+                "-",
+            ],
+        ),
+        "timeout" => (
+            &["-s", "--signal", "-k", "--kill-after"],
+            &["--preserve-status", "--foreground", "-v", "--verbose"],
+        ),
+        "nice" => (&["-n", "--adjustment"], &[]),
+        "stdbuf" => (&["-i", "--input", "-o", "--output", "-e", "--error"], &[]),
+        "setsid" => (&[], &["-c", "--ctty", "-f", "--fork", "-w", "--wait"]),
+        "time" => (
+            &["-f", "--format", "-o", "--output"],
+            &[
+                "-p",
+                "--portability",
+                "-v",
+                "--verbose",
+                "-a",
+                "--append",
+                "-q",
+                "--quiet",
+            ],
+        ),
+        "ionice" => (&["-c", "--class", "-n", "--classdata"], &["-t", "--ignore"]),
+        "xargs" => (
+            &[
+                "-a",
+                "--arg-file",
+                "-d",
+                "--delimiter",
+                "-E",
+                "-I",
+                "-L",
+                "-n",
+                "--max-args",
+                "-P",
+                "--max-procs",
+                "-s",
+                "--max-chars",
+                "--process-slot-var",
+            ],
+            &[
+                "-0",
+                "--null",
+                "-r",
+                "--no-run-if-empty",
+                "-t",
+                "--verbose",
+                "-p",
+                "--interactive",
+                "-x",
+                "--exit",
+                "-o",
+                "--open-tty",
+            ],
+        ),
+        "sudo" | "doas" => (
+            &[
+                "-u", "--user", "-g", "--group", "-C", "-D", "--chdir", "-h", "--host", "-p",
+                "--prompt", "-r", "-t", "-U",
+            ],
+            &[
+                "-E",
+                "--preserve-env",
+                "-H",
+                "--set-home",
+                "-n",
+                "--non-interactive",
+                "-P",
+                "-S",
+                "--stdin",
+                "-k",
+                "-b",
+                "-A",
+            ],
+        ),
+        _ => (&[], &[]),
+    };
+    let opaque = |why: String| Unwrap::Opaque(format!("`{program}` {why}"));
+    let mut env = BTreeSet::new();
+    let mut replace: Option<String> = None;
+    let mut index = 0;
+    while let Some(word) = rest.get(index) {
+        let Some(text) = word.known() else {
+            return opaque("is given an option or command not known before the line runs".into());
+        };
+        if text == "--" {
+            index += 1;
+            break;
+        }
+        if program == "env"
+            && !text.starts_with('-')
+            && let Some((name, _)) = text.split_once('=')
+        {
+            env.insert(name.to_owned());
+            index += 1;
+            continue;
+        }
+        if program == "nice"
+            && text
+                .strip_prefix('-')
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        {
+            index += 1;
+            continue;
+        }
+        if !text.starts_with('-') || text == "-" && program != "env" {
+            break;
+        }
+        if program == "command" && matches!(text, "-v" | "-V") {
+            return Unwrap::Inert;
+        }
+        if program == "env"
+            && (text == "-S" || text.starts_with("--split-string") || text.starts_with("-S"))
+        {
+            return opaque(
+                "splits a string into a command line, which the policy does not read".into(),
+            );
+        }
+        if matches!(program, "sudo" | "doas")
+            && matches!(text, "-s" | "--shell" | "-i" | "--login" | "-e" | "--edit")
+        {
+            return opaque("runs a shell or an editor".into());
+        }
+        if flags.contains(&text) {
+            index += 1;
+            continue;
+        }
+        let (option, attached) = match text.split_once('=') {
+            Some((option, value)) if option.starts_with("--") => (option, Some(value.to_owned())),
+            _ if !text.starts_with("--")
+                && let (Some(option), Some(value)) = (text.get(..2), text.get(2..))
+                && !value.is_empty()
+                && with_value.contains(&option) =>
+            {
+                (option, Some(value.to_owned()))
+            }
+            _ => (text, None),
+        };
+        if !with_value.contains(&option) {
+            return opaque(format!("has an option the policy does not know: `{text}`"));
+        }
+        let value = match attached {
+            Some(value) => value,
+            None => {
+                index += 1;
+                match rest.get(index).and_then(Word::known) {
+                    Some(value) => value.to_owned(),
+                    None => {
+                        return opaque(format!(
+                            "`{option}` is given a value not known before the line runs"
+                        ));
+                    }
+                }
+            }
+        };
+        if program == "xargs" && option == "-I" {
+            replace = Some(value);
+        }
+        index += 1;
+    }
+    if program == "timeout" {
+        // The duration comes before the command.
+        index += 1;
+    }
+    let mut argv: Vec<Word> = rest.get(index..).unwrap_or_default().to_vec();
+    if let Some(replace) = &replace {
+        for word in &mut argv {
+            if word
+                .known()
+                .is_some_and(|text| text.contains(replace.as_str()))
+            {
+                *word = Word::Unknown;
+            }
+        }
+    }
+    if argv.is_empty() {
+        return match program {
+            "xargs" => Unwrap::Command {
+                argv: vec![Word::Known("echo".into())],
+                env,
+                open_tail: true,
+                how: "xargs",
+            },
+            _ => Unwrap::Inert,
+        };
+    }
+    Unwrap::Command {
+        argv,
+        env,
+        open_tail: program == "xargs" && replace.is_none(),
+        how: match program {
+            "exec" => "exec",
+            "command" => "command",
+            "builtin" => "builtin",
+            "nohup" => "nohup",
+            "env" => "env",
+            "timeout" => "timeout",
+            "nice" => "nice",
+            "stdbuf" => "stdbuf",
+            "setsid" => "setsid",
+            "time" => "time",
+            "ionice" => "ionice",
+            "xargs" => "xargs",
+            "sudo" => "sudo",
+            _ => "doas",
+        },
+    }
+}
+
+fn push_write(writes: &mut Vec<Word>, word: Word) {
+    if !matches!(
+        word.known(),
+        Some("/dev/null" | "/dev/stdout" | "/dev/stderr")
+    ) {
+        writes.push(word);
+    }
+}
+
+fn assignment_name(name: &ast::AssignmentName) -> String {
+    match name {
+        ast::AssignmentName::VariableName(name)
+        | ast::AssignmentName::ArrayElementName(name, _) => name.clone(),
+    }
+}
+
+/// Whether unquoted text expands when the line runs: a glob, or a brace expansion.
+fn expands(text: &str) -> bool {
+    if text.contains(['*', '?', '[', '~']) || text.contains("(") {
+        return true;
+    }
+    text.find('{').is_some_and(|open| {
+        text[open..].find('}').is_some_and(|close| {
+            let inside = &text[open..open + close];
+            inside.contains(',') || inside.contains("..")
+        })
+    })
+}
+
+/// The deepest nesting of `(` and `{` in `text`, counted without regard to quoting (so it
+/// over-counts, which only makes a pathological line ask).
+fn bracket_depth(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut deepest = 0usize;
+    for byte in text.bytes() {
+        match byte {
+            b'(' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+#[cfg(test)]
+#[path = "shell_tests.rs"]
+mod tests;

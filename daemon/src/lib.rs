@@ -65,6 +65,7 @@ pub mod testing {
     pub use crate::changes::{
         CallRules, ChangeRules, ChangeSet, Changes, Deadline, Exclusions, Modes, Overlay,
     };
+    pub use crate::domain::Risk;
     pub use crate::engine::mcp::conformance_client as mcp_conformance_client;
     pub use crate::engine::process::{
         ProcessConfig, ProcessEngine, SeccompFamily, build_seccomp, landlock_rights, seccomp_model,
@@ -73,6 +74,10 @@ pub mod testing {
     pub use crate::engine::{Code, Engine, Exit, Launch, LoadedTool, RunStats, ToolKind};
     pub use crate::ids::ExecutionId;
     pub use crate::output::OutputCapture;
+    pub use crate::policy::rules::file::parse as parse_rules;
+    pub use crate::policy::rules::shell::parse_line;
+    pub use crate::policy::rules::{Call as PolicyCall, Decision, Hosts, Layer, Policy, RuleSet};
+    pub use crate::policy::{ApprovalPolicy, Gate as LevelGate, gate as level_gate};
     pub use crate::profile::{
         Access, GUEST_WORKSPACE, HostMatch, HostPattern, NetworkPolicy, Profile, Profiles,
     };

@@ -19,6 +19,7 @@ mod idle;
 mod languages;
 mod mcp_call;
 mod peers;
+mod policy;
 mod report;
 mod runs;
 mod scale;
@@ -93,6 +94,9 @@ enum Section {
     /// 12: a fleet on PostgreSQL: a loop step and a warm call against SQLite's, takeover
     /// after a kill, runs spread over three daemons against one.
     Fleet,
+    /// 13: the permission gate's decision: a 10-command line against 1,000 rules, against the
+    /// gate before rules.
+    Policy,
 }
 
 /// What every section gets.
@@ -212,6 +216,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Languages, _) => languages::run(bench, &mut report).await,
             (Section::Console, _) => console::run(bench, &mut report).await,
             (Section::Fleet, _) => fleet::run(bench, &mut report).await,
+            (Section::Policy, _) => policy::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -45,6 +45,8 @@ pub enum Check {
     },
     /// `ours` p50 is at most `max`.
     Latency { ours: String, max: Duration },
+    /// `ours` p99 is at most `max`.
+    TailLatency { ours: String, max: Duration },
     /// `ours` did at least `min` operations per second of wall time.
     Throughput { ours: String, min: f64 },
     /// Judged by the section itself (e.g. every run reached its approval).
@@ -266,6 +268,17 @@ impl Report {
                         format_duration(*max)
                     ),
                     verdict(samples.p50() <= *max),
+                ),
+                None => ("not measured".into(), "not measured"),
+            },
+            Check::TailLatency { ours, max } => match self.samples(ours) {
+                Some(samples) => (
+                    format!(
+                        "p99 {} (target ≤ {})",
+                        format_duration(samples.p99()),
+                        format_duration(*max)
+                    ),
+                    verdict(samples.p99() <= *max),
                 ),
                 None => ("not measured".into(), "not measured"),
             },

@@ -61,6 +61,8 @@ struct RuleFile {
     engine: Option<OneOrMany>,
     command: Option<Vec<OneOrMany>>,
     #[serde(default)]
+    words: Vec<OneOrMany>,
+    #[serde(default)]
     env: Vec<String>,
     #[serde(default)]
     redirects: bool,
@@ -226,6 +228,25 @@ fn compile(file: RuleFile, name: String, origin: Origin) -> Result<(Rule, Exampl
              `git` are both `git`"
         ));
     }
+    if !file.words.is_empty() && command.is_none() {
+        return Err("`words` narrows a `command`: give the program too".into());
+    }
+    let words = file
+        .words
+        .into_iter()
+        .map(|group| {
+            let group = group.into_vec();
+            if group.is_empty() {
+                return Err("`words` has an empty group".to_owned());
+            }
+            group.iter().map(|glob| StrMatch::word_glob(glob)).collect()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(bad) = file.env.iter().find(|name| {
+        name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    }) {
+        return Err(format!("`env` names variables, not `{bad}`"));
+    }
     if (!file.env.is_empty() || file.redirects)
         && (file.decision != Decision::Allow || command.is_none())
     {
@@ -255,6 +276,7 @@ fn compile(file: RuleFile, name: String, origin: Origin) -> Result<(Rule, Exampl
         risks: file.risk,
         engines,
         command,
+        words,
         env: file.env.into_iter().collect::<BTreeSet<_>>(),
         redirects: file.redirects,
         args,

@@ -47,6 +47,20 @@ impl StrMatch {
         })
     }
 
+    /// A glob over one word of a command: `*` matches `/` too (`-o/tmp/x`).
+    pub fn word_glob(pattern: &str) -> Result<StrMatch, String> {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .map_err(|err| format!("invalid glob `{pattern}`: {err}"))?
+            .compile_matcher();
+        Ok(StrMatch::Glob {
+            pattern: pattern.to_owned(),
+            glob,
+        })
+    }
+
     pub fn regex(pattern: &str) -> Result<StrMatch, String> {
         RegexBuilder::new(pattern)
             .size_limit(MAX_REGEX_BYTES)
@@ -226,26 +240,47 @@ pub fn prefix_match(prefix: &[WordPattern], command: &SimpleCommand) -> PrefixMa
     let mut result = PrefixMatch::Yes;
     for (index, pattern) in prefix.iter().enumerate() {
         let word = match command.argv.get(index) {
-            Some(Word::Known(word)) if index == 0 => {
-                Word::Known(word.rsplit('/').next().unwrap_or(word).to_owned())
-            }
-            Some(word) => word.clone(),
+            Some(Word::Known(word)) if index == 0 => Some(word.rsplit('/').next().unwrap_or(word)),
+            Some(Word::Known(word)) => Some(word.as_str()),
+            Some(Word::Unknown) => None,
             // A command with fewer words: more may come at run time only from an open tail.
             None if command.open_tail => return PrefixMatch::Maybe.min_with(result),
             None => return PrefixMatch::No,
         };
         match word {
-            Word::Known(word) if pattern.matches(&word) => {}
-            Word::Known(_) => return PrefixMatch::No,
-            Word::Unknown if *pattern == WordPattern::Any => {}
-            Word::Unknown => result = PrefixMatch::Maybe,
+            Some(word) if pattern.matches(word) => {}
+            Some(_) => return PrefixMatch::No,
+            None if *pattern == WordPattern::Any => {}
+            None => result = PrefixMatch::Maybe,
         }
     }
     result
 }
 
+/// Whether each group of globs is met by some word after the program: `Maybe` when a group
+/// is met by none of the known words but a word (or the open tail) is not known.
+pub fn words_match(groups: &[Vec<StrMatch>], command: &SimpleCommand) -> PrefixMatch {
+    let words = command.argv.get(1..).unwrap_or_default();
+    let unknown = command.open_tail || words.contains(&Word::Unknown);
+    let mut result = PrefixMatch::Yes;
+    for group in groups {
+        let met = words.iter().any(|word| {
+            word.known()
+                .is_some_and(|word| group.iter().any(|glob| glob.is_match(word)))
+        });
+        if met {
+            continue;
+        }
+        if !unknown {
+            return PrefixMatch::No;
+        }
+        result = PrefixMatch::Maybe;
+    }
+    result
+}
+
 impl PrefixMatch {
-    fn min_with(self, other: PrefixMatch) -> PrefixMatch {
+    pub fn min_with(self, other: PrefixMatch) -> PrefixMatch {
         match (self, other) {
             (PrefixMatch::No, _) | (_, PrefixMatch::No) => PrefixMatch::No,
             (PrefixMatch::Maybe, _) | (_, PrefixMatch::Maybe) => PrefixMatch::Maybe,

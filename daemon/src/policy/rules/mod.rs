@@ -120,6 +120,9 @@ pub struct Rule {
     engines: Option<Vec<String>>,
     /// The prefix of a simple command's words it matches, for tools that run command lines.
     command: Option<Vec<WordPattern>>,
+    /// Groups of globs each of which some word of the command after its program must match
+    /// (`[["-*r*", "--recursive"], ["/"]]`: recursive, and on `/`), in any order.
+    words: Vec<Vec<StrMatch>>,
     /// Variables an `allow` lets be set before the command (`RUST_LOG=debug cargo test`).
     env: BTreeSet<String>,
     /// Whether an `allow` lets the command write files through redirections.
@@ -213,6 +216,7 @@ impl Rule {
             risks: None,
             engines: None,
             command: None,
+            words: Vec::new(),
             env: BTreeSet::new(),
             redirects: false,
             args: Vec::new(),
@@ -275,7 +279,8 @@ impl Rule {
         let Some(prefix) = &self.command else {
             return PrefixMatch::No;
         };
-        let found = matchers::prefix_match(prefix, command);
+        let found = matchers::prefix_match(prefix, command)
+            .min_with(matchers::words_match(&self.words, command));
         if self.decision != Decision::Allow {
             return found;
         }

@@ -143,6 +143,15 @@ const TABLE: &[(&str, Decision)] = &[
     ("touch a", Ask),
     ("mkdir -p build", Ask),
     ("python3 -c 'print(1)'", Ask),
+    ("awk 'BEGIN{system(\"curl x\")}'", Ask),
+    ("sed -n '1e curl x' f", Ask),
+    ("sort -o out.txt in.txt", Ask),
+    ("sort --compress-program=sh big.txt", Ask),
+    ("find . -name x -delete", Ask),
+    ("git log -1 --output=.git/config", Ask),
+    ("git diff --ext-diff", Ask),
+    ("git branch -D main", Ask),
+    ("chmod 755 run.sh", Ask),
     ("perl -e 'print 1'", Ask),
     // Questions rules ask.
     ("git push", Ask),
@@ -181,6 +190,13 @@ const TABLE: &[(&str, Decision)] = &[
     ("env -S 'git push'", Ask),
     ("xargs -I{} sh -c '{}'", Ask),
     ("(( a[$(id)] ))", Ask),
+    // Arithmetic to bash, nested subshells to dash (`/bin/sh`): judged as commands too.
+    ("((curl x))", Deny),
+    ("( (curl x) )", Deny),
+    ("( ( cargo test ) )", Allow),
+    ("(( i++ ))", Ask),
+    ("echo $((1 + 2))", Allow),
+    ("echo $(( $(id -u) + 1 ))", Ask),
     ("x='a[$(id)]'; echo $((x))", Ask),
     ("declare 'a[$(id)]'=1", Ask),
     ("echo ${X:-$(id)}", Ask),
@@ -236,6 +252,11 @@ const TABLE: &[(&str, Decision)] = &[
     ("rm -rf /", Deny),
     ("rm -fr ~", Ask),
     ("rm -r ..", Deny),
+    ("rm -r -f /", Deny),
+    ("rm / -rf", Deny),
+    ("rm -rf -- /", Deny),
+    ("chmod 6755 x", Deny),
+    ("chmod -R g+s dir", Deny),
     ("sudo rm -rf /", Deny),
     ("sh -c 'rm -rf /'", Deny),
     ("cd / && rm -rf /", Deny),
@@ -243,6 +264,55 @@ const TABLE: &[(&str, Decision)] = &[
     ("ssh host", Deny),
     ("curl $URL", Deny),
     ("$X; curl x", Deny),
+    // Found by attacking the walker (each ran curl in bash or dash when it was allowed).
+    ("ls; ((curl x) )", Deny),
+    ("cargo test; ( (curl x))", Deny),
+    ("cat <<'E\\OF'\nEOF\necho '\nE\\OF\ncurl x\necho '", Ask),
+    ("echo \\$'\\' ; curl x ; #'\\'", Ask),
+    ("git status $$'\\' ; curl x ; #'\\'", Ask),
+    ("echo \"`echo \\\"'\\\" ; curl x ; \\\"'\\\"`\"", Deny),
+    (
+        "command echo '[diff] external = curl' > .git/config; git diff",
+        Ask,
+    ),
+    ("timeout 5 ls > out.txt", Ask),
+    ("sh -c ls >> ~/.profile", Ask),
+    ("eval export BASH_ENV=src/p.sh; bash -c ls", Ask),
+    (
+        "eval GIT_EXTERNAL_DIFF=curl; eval export GIT_EXTERNAL_DIFF; git diff",
+        Ask,
+    ),
+    ("set -a; : ${BASH_ENV:=src/p.sh}; bash -c ls", Ask),
+    ("export $(echo BASH_ENV=src/p.sh); bash -c ls", Ask),
+    (
+        "while true; do git diff; test -n \"$G\" && break; export GIT_EXTERNAL_DIFF=curl; done",
+        Ask,
+    ),
+    ("set -k; git diff GIT_EXTERNAL_DIFF=curl", Ask),
+    ("printf -v BASH_ENV %s src/p.sh; bash -c ls", Ask),
+    ("unset PATH; ls", Ask),
+    ("ls; a[$(curl x)]=1", Deny),
+    ("a[`curl x`]=1 echo hi", Deny),
+    ("cd src && bash --rcfile -c ls", Ask),
+    ("set -- 'a[$(curl x)]'; [[ $1 -eq 0 ]]", Ask),
+    ("set -- '$(curl evil)'; echo ${1@P}", Ask),
+    ("echo ${!1}", Ask),
+    ("for x in 'a[$(curl evil)]'; do echo $((x)); done", Ask),
+    ("PS4='$(curl x)'; set -x; echo hi", Ask),
+    ("cat <<EOF\nE\\\nOF\ncurl x\nEOF", Ask),
+    ("cat <<$'EOF'\nEOF\ncurl x\n$EOF", Ask),
+    ("ls; timeout {\"10\",curl,x}", Ask),
+    ("find . -maxdepth 0 {\"-exec\",curl,x,\";\"}", Ask),
+    ("exec 3</dev/tcp/127.0.0.1/7777; cat <&3", Ask),
+    ("cat </dev/tcp/example.com/80", Ask),
+    ("bash -c -- 'curl x'", Deny),
+    ("eval -- curl x", Deny),
+    ("trap -- 'curl x' EXIT", Deny),
+    ("sudo X=1 curl x", Deny),
+    ("taskset 1 curl x", Ask),
+    ("env -vS 'curl x'", Ask),
+    ("[ -f x ] && cat x", Allow),
+    ("echo ~99999999999999999999999", Ask),
 ];
 
 #[test]
@@ -268,4 +338,345 @@ fn the_decision_table_holds() {
         TABLE.len(),
         wrong.join("\n")
     );
+}
+
+/// Wrappers that hide a command inside another (`{}` is the command), each a way the shell
+/// still runs it; `keeps_allowed` says whether the wrapper itself runs nothing a rule must
+/// allow, so that an allowed command stays allowed inside it. Those that take a command's
+/// words rather than a line (`env {}`, `timeout 5 {}`) get a line inside `sh -c` first.
+const WRAPPERS: &[(&str, bool)] = &[
+    ("sh -c {sq}", true),
+    ("bash -c {dq}", true),
+    ("bash -lc {sq}", true),
+    ("eval {sq}", true),
+    ("env {}", true),
+    ("env -i HOME=/tmp {}", false),
+    ("timeout 5 {}", true),
+    ("timeout -k 1 -s TERM 5 {}", true),
+    ("nice -n 3 {}", true),
+    ("nohup {}", true),
+    ("exec {}", true),
+    ("command {}", true),
+    ("time {}", true),
+    ("stdbuf -oL {}", true),
+    ("( {} )", true),
+    ("{ {}; }", true),
+    ("true && {}", true),
+    ("false || {}", true),
+    ("ls | {}", true),
+    ("{} | sort", true),
+    ("{} 2>&1", true),
+    ("if true; then {}; fi", true),
+    ("while false; do {}; done", true),
+    ("case x in (x) {};; esac", true),
+    ("echo $( {} )", true),
+    ("cat <( {} )", true),
+    ("X=1 {}", false),
+    ("f() { {}; }; f", false),
+    ("xargs {} < list", false),
+    ("find . -exec {} \\;", true),
+];
+
+/// The wrappers that take one command's words, not a line.
+const WORD_WRAPPERS: &[&str] = &[
+    "env", "timeout", "nice", "nohup", "exec", "command", "time", "stdbuf", "X=1", "xargs", "find",
+];
+
+/// `inner` quoted as one word: in single quotes, or in double quotes with `\`, `"`, `$` and
+/// backquotes escaped.
+fn quoted(inner: &str, single: bool) -> String {
+    if single {
+        format!("'{}'", inner.replace('\'', r"'\''"))
+    } else {
+        let escaped: String = inner
+            .chars()
+            .flat_map(|c| match c {
+                '\\' | '"' | '$' | '`' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        format!("\"{escaped}\"")
+    }
+}
+
+fn wrap(pattern: &str, inner: &str) -> String {
+    pattern
+        .replace("{sq}", &quoted(inner, true))
+        .replace("{dq}", &quoted(inner, false))
+        .replace("{}", inner)
+}
+
+/// Searches compositions of up to four wrappers, seeded and repeatable: a denied command
+/// stays denied however it is wrapped, and an allowed one stays allowed inside wrappers that
+/// run nothing else.
+#[test]
+fn no_wrapping_hides_a_denied_command_or_spoils_an_allowed_one() {
+    let policy = team();
+    let denied = [
+        "curl https://x",
+        "\\curl x",
+        "/usr/bin/wget -q y",
+        "'curl' x",
+        "c\"ur\"l x",
+        "rm -rf /",
+    ];
+    let allowed = ["cargo test", "git status --short", "pytest -q"];
+    let mut rng = fastrand::Rng::with_seed(0x5eed_0050);
+    let mut checked = 0;
+    let mut unparsed = Vec::new();
+    for _ in 0..3000 {
+        let depth = rng.usize(1..=4);
+        let deny_case = rng.bool();
+        let core = if deny_case {
+            denied[rng.usize(..denied.len())]
+        } else {
+            allowed[rng.usize(..allowed.len())]
+        };
+        let mut line = core.to_owned();
+        let mut keeps = true;
+        for _ in 0..depth {
+            let (pattern, keeps_allowed) = WRAPPERS[rng.usize(..WRAPPERS.len())];
+            let takes_words = WORD_WRAPPERS
+                .iter()
+                .any(|prefix| pattern.starts_with(prefix));
+            let simple = !line.contains([';', '|', '&', '(', ')', '{', '}', '<', '>', '\n', '$', '`'])
+                && !line.starts_with("if ")
+                && !line.starts_with("while ")
+                && !line.starts_with("case ")
+                && !line.starts_with("f()")
+                // An assignment is one only before the command's name, not after `timeout 5`.
+                && !line.split_whitespace().next().is_some_and(|word| word.contains('='));
+            if takes_words && !simple {
+                // `find -exec` and `xargs` cannot take a quoted line whole.
+                if pattern.starts_with("find") || pattern.starts_with("xargs") {
+                    continue;
+                }
+                line = wrap("sh -c {sq}", &line);
+            }
+            line = wrap(pattern, &line);
+            keeps &= keeps_allowed;
+        }
+        let verdict = line_decision(&policy, &line, ApprovalPolicy::Risky);
+        // A line brush cannot read, or `sh` reads otherwise than bash, asks (failing closed):
+        // counted, and kept rare below.
+        if verdict.decision == Ask
+            && (verdict.reason.contains("cannot parse")
+                || verdict.reason.contains("otherwise than bash"))
+        {
+            unparsed.push(line);
+            continue;
+        }
+        if deny_case {
+            assert_eq!(
+                verdict.decision, Deny,
+                "{line:?} hides `{core}`: {}",
+                verdict.reason
+            );
+        } else if keeps {
+            assert_eq!(
+                verdict.decision, Allow,
+                "{line:?} spoils `{core}`: {}",
+                verdict.reason
+            );
+        } else {
+            assert_ne!(verdict.decision, Deny, "{line:?}: {}", verdict.reason);
+        }
+        checked += 1;
+    }
+    assert!(checked > 2500, "{checked}");
+    assert!(
+        unparsed.len() < 300,
+        "{} lines unread: {unparsed:#?}",
+        unparsed.len()
+    );
+}
+
+#[test]
+fn hostile_lines_cost_little_and_ask() {
+    let policy = team();
+    let long = format!("cargo test {}", "x".repeat(shell::MAX_LINE_BYTES));
+    let deep_brackets = format!("{}true{}", "(".repeat(100_000), ")".repeat(100_000));
+    let deep_substitutions = format!("{}true{}", "echo $(".repeat(40), ")".repeat(40));
+    // Quoting grows each level threefold: twelve levels are half a megabyte already.
+    let deep_shells = (0..12).fold("true".to_owned(), |line, _| wrap("sh -c {sq}", &line));
+    let many = "true; ".repeat(shell::MAX_COMMANDS + 10);
+    // Found by attacking the parser: these overflowed the stack or took an hour.
+    let deep_ifs = format!("{}true{}", "if ".repeat(1000), "; then :; fi".repeat(1000));
+    let deep_nots = format!("[[ {}x ]]", "! ".repeat(10_000));
+    let deep_cases = format!("{}ls{}", "case x in x) ".repeat(30), "\nesac".repeat(30));
+    for line in [
+        long,
+        deep_brackets,
+        deep_substitutions,
+        deep_shells,
+        many,
+        deep_ifs,
+        deep_nots,
+        deep_cases,
+    ] {
+        let started = std::time::Instant::now();
+        let verdict = line_decision(&policy, &line, ApprovalPolicy::Auto);
+        assert_eq!(
+            verdict.decision,
+            Ask,
+            "{}: {}",
+            &line[..40.min(line.len())],
+            verdict.reason
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn a_client_layer_only_narrows_and_grants_cover_only_grantable_questions() {
+    let operator = file::parse(TEAM_POLICY, "team.toml", Layer::Operator).expect("loads");
+    let refused = file::parse(
+        "[[rule]]\ndecision = \"allow\"\ncommand = [\"curl\"]\n",
+        "session",
+        Layer::Session,
+    )
+    .expect_err("a client layer may not allow");
+    assert!(refused.contains("only ask or deny"), "{refused}");
+    let session = file::parse(
+        "[[rule]]\nname = \"no diff\"\ndecision = \"deny\"\ncommand = [\"git\", \"diff\"]\n",
+        "session ses_1",
+        Layer::Session,
+    )
+    .expect("a narrowing loads");
+    let policy = Policy::new(vec![
+        Arc::new(RuleSet::new(operator)),
+        Arc::new(RuleSet::new(session)),
+    ]);
+    let verdict = line_decision(&policy, "git status && git diff", ApprovalPolicy::Auto);
+    assert_eq!(verdict.decision, Deny);
+    assert_eq!(verdict.rule().expect("a rule").origin.layer, Layer::Session);
+
+    // A prefix grant of `git push` answers a push, never a denial nor an always-ask rule.
+    let grants = RuleSet::new(vec![
+        Rule::prefix_grant(
+            "g1".into(),
+            "session".into(),
+            "run_command",
+            &["git".into(), "push".into()],
+        ),
+        Rule::prefix_grant(
+            "g2".into(),
+            "session".into(),
+            "run_command",
+            &["pip".into(), "install".into()],
+        ),
+        Rule::prefix_grant(
+            "g3".into(),
+            "session".into(),
+            "run_command",
+            &["curl".into()],
+        ),
+    ]);
+    let decide = |line: &str| {
+        let parsed = shell::parse_line(line);
+        let arguments = json!({ "command": line });
+        let hosts = no_hosts();
+        policy.decide(
+            &Call {
+                tool: "run_command",
+                risk: Risk::Exec,
+                engine: "process",
+                arguments: &arguments,
+                workspace: None,
+                command: Some(&parsed),
+                hosts: &hosts,
+                grant_key: "k",
+            },
+            ApprovalPolicy::Risky,
+            &grants,
+        )
+    };
+    assert_eq!(decide("git push origin main").decision, Allow);
+    assert_eq!(decide("cargo test && git push").decision, Allow);
+    assert_eq!(decide("git pull").decision, Ask, "not what was granted");
+    assert_eq!(decide("pip install x").decision, Ask, "an always-ask rule");
+    assert_eq!(decide("curl x").decision, Deny, "a denial");
+    assert_eq!(
+        decide("./git push").decision,
+        Ask,
+        "not the program granted"
+    );
+    assert_eq!(decide("PATH=. git push").decision, Ask, "not as granted");
+    // The session's level asks, and under `always` an allowed call asks too.
+    assert_eq!(
+        line_decision(&policy, "cargo test", ApprovalPolicy::Always).decision,
+        Ask
+    );
+    assert_eq!(
+        line_decision(&policy, "git push", ApprovalPolicy::Never).decision,
+        Deny
+    );
+}
+
+#[test]
+fn rule_files_are_checked_field_by_field_and_name_the_line() {
+    let cases = [
+        ("[[rule]]\ndecision = \"maybe\"\n", "maybe"),
+        (
+            "[[rule]]\ndecision = \"deny\"\nfrobnicate = 1\n",
+            "frobnicate",
+        ),
+        (
+            "[[rule]]\ndecision = \"allow\"\ngrantable = true\n",
+            "grantable",
+        ),
+        ("[[rule]]\ndecision = \"deny\"\ncommand = []\n", "command"),
+        (
+            "[[rule]]\ndecision = \"deny\"\ncommand = [\"/usr/bin/curl\"]\n",
+            "by its name",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\nengine = \"docker\"\n",
+            "docker",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\nargs = [{ pointer = \"path\", exact = \"a\" }]\n",
+            "JSON pointer",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\nargs = [{ pointer = \"/p\", exact = \"a\", glob = \"b\" }]\n",
+            "exactly one",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\nargs = [{ pointer = \"/p\", regex = \"(\" }]\n",
+            "regex",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\nargs = [{ pointer = \"/p\", path = \"../x\" }]\n",
+            "relative to the workspace",
+        ),
+        (
+            "[[rule]]\ndecision = \"ask\"\nenv = [\"X\"]\ncommand = [\"x\"]\n",
+            "`env`",
+        ),
+        (
+            "\n\n[[rule]]\nname = \"n\"\ndecision = \"deny\"\ncommand = [\"git\"]\nmatch = [\"ls\"]\n",
+            "f.toml:3: rule `n`",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\ntool = \"w\"\nmatch = [\"ls\"]\n",
+            "no `command`",
+        ),
+        (
+            "[[rule]]\ndecision = \"deny\"\nargs = [{ pointer = \"/p\", prefix = \"/etc\" }]\nnot_match = [{ p = \"/etc/passwd\" }]\n",
+            "not_match",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = file::parse(text, "f.toml", Layer::Operator).expect_err(text);
+        assert!(err.contains(expected), "{text:?}: {err}");
+    }
+    let huge =
+        "[[rule]]\ndecision = \"deny\"\ncommand = [\"x\"]\n".repeat(file::MAX_CLIENT_RULES + 1);
+    let err = file::parse(&huge, "run", Layer::Run).expect_err("too many");
+    assert!(err.contains("at most"), "{err}");
 }

@@ -174,19 +174,87 @@ pub struct CommandLine {
     pub unresolved: Vec<String>,
 }
 
-/// Reads a shell command line.
+/// Reads a shell command line, as non-interactive bash (`run_command`'s shell) reads it.
 pub fn parse_line(line: &str) -> CommandLine {
-    let mut walk = Walk::default();
-    walk.program(line, 0, &[]);
-    walk.finish()
+    guarded(|walk| walk.program(line, 0, &[]))
 }
 
 /// Reads a program's argv as one simple command, unwrapping the wrappers it starts with.
 pub fn from_argv(argv: &[String]) -> CommandLine {
-    let mut walk = Walk::default();
-    let argv = argv.iter().map(|arg| Word::Known(arg.clone())).collect();
-    walk.command(argv, BTreeSet::new(), Vec::new(), 0, &[]);
-    walk.finish()
+    let argv: Vec<Word> = argv.iter().map(|arg| Word::Known(arg.clone())).collect();
+    guarded(|walk| walk.command(argv, BTreeSet::new(), Vec::new(), 0, &[]))
+}
+
+/// Runs a walk; a panic anywhere in it (the parser's word and token readers have
+/// `unwrap`s on hostile input) is a line that asks, never a lost task.
+fn guarded(walk: impl FnOnce(&mut Walk)) -> CommandLine {
+    let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut state = Walk::default();
+        walk(&mut state);
+        state.finish()
+    }));
+    walked.unwrap_or_else(|_| CommandLine {
+        commands: Vec::new(),
+        unresolved: vec!["the shell parser failed on the line".into()],
+    })
+}
+
+/// Non-interactive bash: no extended globs (`!(…)` is not a pattern there).
+fn options() -> ParserOptions {
+    ParserOptions {
+        enable_extended_globbing: false,
+        ..ParserOptions::default()
+    }
+}
+
+/// Compound commands (and `!`) a line may hold before it is not parsed: brush's recursive
+/// descent spends stack on each, and nested `case` items cost it time exponential in their
+/// depth; legitimate lines hold a handful.
+const MAX_COMPOUNDS: usize = 48;
+const MAX_CASES: usize = 8;
+
+/// Why `text` is not handed to the parser (or would be misread by it), if it should not be.
+fn hazard(text: &str) -> Option<String> {
+    if text.len() > MAX_LINE_BYTES {
+        return Some(format!(
+            "the line is {} bytes; lines over {MAX_LINE_BYTES} bytes are not read",
+            text.len()
+        ));
+    }
+    if bracket_depth(text) > MAX_BRACKET_DEPTH {
+        return Some(format!(
+            "the line nests brackets more than {MAX_BRACKET_DEPTH} deep"
+        ));
+    }
+    let words = text.split(|c: char| c.is_whitespace() || ";&|()<>`".contains(c));
+    let (mut compounds, mut cases) = (0, 0);
+    for word in words {
+        match word {
+            "case" => {
+                cases += 1;
+                compounds += 1;
+            }
+            "if" | "while" | "until" | "for" | "select" | "[[" | "!" | "function" | "{" => {
+                compounds += 1
+            }
+            _ => {}
+        }
+    }
+    if cases > MAX_CASES || compounds > MAX_COMPOUNDS {
+        return Some(format!(
+            "the line holds more compound commands than are read ({MAX_CASES} `case`, \
+             {MAX_COMPOUNDS} in all)"
+        ));
+    }
+    // brush starts an ANSI-C string at any `$'`, also an escaped `\$'` or `$$'`, where bash
+    // reads `$` then a plain quote: what it takes for one word the shell runs as commands.
+    let bytes = text.as_bytes();
+    for (at, pair) in bytes.windows(2).enumerate() {
+        if pair == b"$'" && at > 0 && matches!(bytes.get(at - 1), Some(b'\\' | b'$')) {
+            return Some("`\\$'` or `$$'` reads differently to the parser and to bash".into());
+        }
+    }
+    None
 }
 
 #[derive(Default)]
@@ -222,23 +290,11 @@ impl Walk {
                 "commands nest more than {MAX_DEPTH} deep (sh -c, eval, $(…))"
             ));
         }
-        if text.len() > MAX_LINE_BYTES {
-            return self.unresolved(format!(
-                "the line is {} bytes; lines over {MAX_LINE_BYTES} bytes are not read",
-                text.len()
-            ));
-        }
-        if bracket_depth(text) > MAX_BRACKET_DEPTH {
-            return self.unresolved(format!(
-                "the line nests brackets more than {MAX_BRACKET_DEPTH} deep"
-            ));
+        if let Some(hazard) = hazard(text) {
+            return self.unresolved(hazard);
         }
         let parsed = std::panic::catch_unwind(|| {
-            Parser::new(
-                std::io::Cursor::new(text.as_bytes()),
-                &ParserOptions::default(),
-            )
-            .parse_program()
+            Parser::new(std::io::Cursor::new(text.as_bytes()), &options()).parse_program()
         });
         match parsed {
             Ok(Ok(program)) => {
@@ -322,6 +378,12 @@ impl Walk {
         match compound {
             ast::CompoundCommand::Arithmetic(arithmetic) => {
                 self.arithmetic(&arithmetic.expr.value);
+                // `((curl x))` and `( (curl x) )` are arithmetic to brush and bash, but nested
+                // subshells to dash — `/bin/sh` on Debian, which runs `run_command`'s lines:
+                // the text is judged as the commands it may run as well.
+                let mut inner = via.to_vec();
+                inner.push("((…))");
+                self.program(&arithmetic.expr.value, depth + 1, &inner);
             }
             ast::CompoundCommand::ArithmeticForClause(clause) => {
                 for expr in [&clause.initializer, &clause.condition, &clause.updater]
@@ -336,11 +398,14 @@ impl Walk {
             ast::CompoundCommand::Subshell(subshell) => self.list(&subshell.list, depth, via),
             ast::CompoundCommand::ForClause(clause) => {
                 for value in clause.values.iter().flatten() {
-                    self.word(&value.value, depth, via);
+                    let word = self.word(&value.value, depth, via);
+                    self.literal_code(&word, "for");
                 }
                 // The loop's variable holds words the walk may not know.
                 self.assigned.insert(clause.variable_name.clone());
-                self.list(&clause.body.list, depth, via);
+                self.looped(depth, via, |walk, depth, via| {
+                    walk.list(&clause.body.list, depth, via)
+                });
             }
             ast::CompoundCommand::CaseClause(clause) => {
                 self.word(&clause.value.value, depth, via);
@@ -365,8 +430,10 @@ impl Walk {
             }
             ast::CompoundCommand::WhileClause(clause)
             | ast::CompoundCommand::UntilClause(clause) => {
-                self.list(&clause.0, depth, via);
-                self.list(&clause.1.list, depth, via);
+                self.looped(depth, via, |walk, depth, via| {
+                    walk.list(&clause.0, depth, via);
+                    walk.list(&clause.1.list, depth, via);
+                });
             }
             ast::CompoundCommand::Coprocess(coprocess) => {
                 self.pipeline(
@@ -379,6 +446,21 @@ impl Walk {
                     via,
                 );
             }
+        }
+    }
+
+    /// A loop's body: walked again when it set variables, for a later pass runs its earlier
+    /// commands with them set.
+    fn looped(
+        &mut self,
+        depth: usize,
+        via: &[&'static str],
+        body: impl Fn(&mut Walk, usize, &[&'static str]),
+    ) {
+        let before = self.assigned.len();
+        body(self, depth, via);
+        if self.assigned.len() != before {
+            body(self, depth, via);
         }
     }
 
@@ -399,16 +481,71 @@ impl Walk {
             ast::ExtendedTestExpr::Not(inner) | ast::ExtendedTestExpr::Parenthesized(inner) => {
                 self.test_expr(inner, depth, via)
             }
-            ast::ExtendedTestExpr::UnaryTest(_, operand) => {
+            ast::ExtendedTestExpr::UnaryTest(predicate, operand) => {
                 let word = self.word(&operand.value, depth, via);
                 self.literal_code(&word, "[[");
+                if word == Word::Unknown
+                    && matches!(
+                        predicate,
+                        ast::UnaryPredicate::ShellVariableIsSetAndAssigned
+                            | ast::UnaryPredicate::ShellVariableIsSetAndNameRef
+                    )
+                {
+                    self.unresolved(
+                        "`[[ -v ]]` evaluates a name not known before the line runs".into(),
+                    );
+                }
             }
-            ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
+            ast::ExtendedTestExpr::BinaryTest(predicate, left, right) => {
+                let arithmetic = matches!(
+                    predicate,
+                    ast::BinaryPredicate::ArithmeticEqualTo
+                        | ast::BinaryPredicate::ArithmeticNotEqualTo
+                        | ast::BinaryPredicate::ArithmeticLessThan
+                        | ast::BinaryPredicate::ArithmeticLessThanOrEqualTo
+                        | ast::BinaryPredicate::ArithmeticGreaterThan
+                        | ast::BinaryPredicate::ArithmeticGreaterThanOrEqualTo
+                );
                 for operand in [left, right] {
                     let word = self.word(&operand.value, depth, via);
                     self.literal_code(&word, "[[");
+                    if arithmetic && word == Word::Unknown {
+                        self.unresolved(
+                            "`[[` compares a value not known before the line runs as arithmetic, which bash evaluates".into(),
+                        );
+                    }
                 }
             }
+        }
+    }
+
+    /// Builtins that evaluate their arguments as arithmetic or variable names (and so run a
+    /// `$(…)` inside an array subscript of a value): a literal holding code, or a value not
+    /// known before the line runs, asks.
+    fn runtime_code(&mut self, program: &str, argv: &[Word]) {
+        let rest = argv.get(1..).unwrap_or_default();
+        if SUBSCRIPT_EVALUATORS.contains(&program) || program == "set" {
+            for word in rest {
+                self.literal_code(word, program);
+            }
+        }
+        let evaluates = match program {
+            "declare" | "typeset" | "local" | "export" | "readonly" | "unset" | "let" | "read"
+            | "mapfile" | "readarray" => true,
+            "printf" => rest.iter().any(|word| word.known() == Some("-v")),
+            "wait" => rest.iter().any(|word| word.known() == Some("-p")),
+            "test" | "[" => rest.iter().any(|word| {
+                matches!(
+                    word.known(),
+                    Some("-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge" | "-v" | "-R")
+                )
+            }),
+            _ => false,
+        };
+        if evaluates && rest.contains(&Word::Unknown) {
+            self.unresolved(format!(
+                "`{program}` evaluates a value not known before the line runs"
+            ));
         }
     }
 
@@ -468,7 +605,23 @@ impl Walk {
             }
             ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
                 if argv.is_empty() {
-                    env.insert(assignment_name(&assignment.name));
+                    if let ast::AssignmentName::ArrayElementName(_, index) = &assignment.name {
+                        let index = self.word(index, depth, via);
+                        self.literal_code(&index, "an array subscript");
+                        if index == Word::Unknown {
+                            self.unresolved(
+                                "an array subscript bash evaluates is not known before the line runs".into(),
+                            );
+                        }
+                    }
+                    let name = assignment_name(&assignment.name);
+                    if matches!(
+                        name.as_str(),
+                        "PS4" | "PS1" | "PROMPT_COMMAND" | "BASH_ENV" | "ENV"
+                    ) {
+                        self.unresolved(format!("`{name}` is run as code by bash"));
+                    }
+                    env.insert(name);
                     self.assignment_value(&assignment.value, depth, via);
                 } else {
                     // `export X=$(…)`: an argument of the builtin, substitutions judged.
@@ -531,6 +684,7 @@ impl Walk {
                 match target {
                     ast::IoFileRedirectTarget::Filename(word) => {
                         let word = self.word(&word.value, depth, via);
+                        self.redirect_target(&word);
                         if writing {
                             push_write(writes, word);
                         }
@@ -550,6 +704,9 @@ impl Walk {
                                     .chars()
                                     .all(|c| c.is_ascii_digit())
                         });
+                        if !descriptor {
+                            self.redirect_target(&word);
+                        }
                         if writing && !descriptor {
                             push_write(writes, word);
                         }
@@ -557,8 +714,9 @@ impl Walk {
                 }
             }
             ast::IoRedirect::HereDocument(_, doc) => {
+                self.here_document(doc);
                 if doc.requires_expansion {
-                    match word::parse_heredoc(&doc.doc.value, &ParserOptions::default()) {
+                    match word::parse_heredoc(&doc.doc.value, &options()) {
                         Ok(pieces) => {
                             let _ = self.pieces(&doc.doc.value, &pieces, depth, via, true);
                         }
@@ -571,14 +729,100 @@ impl Walk {
             }
             ast::IoRedirect::OutputAndError(word, _) => {
                 let word = self.word(&word.value, depth, via);
+                self.redirect_target(&word);
                 push_write(writes, word);
             }
         }
     }
 
+    /// A file a redirection opens: one not known before the line runs, or one of bash's
+    /// network paths (`/dev/tcp/HOST/PORT` opens a socket, reading or writing), is not judged.
+    fn redirect_target(&mut self, target: &Word) {
+        match target.known() {
+            None => {
+                self.unresolved("a redirection opens a file not known before the line runs".into())
+            }
+            Some(path) if path.starts_with("/dev/tcp/") || path.starts_with("/dev/udp/") => {
+                self.unresolved(format!("`{path}` is a network connection bash opens"))
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// A here-document whose end the parser and bash may see in different places asks: a tag
+    /// quoted in any but the plain ways, a body with a backslash-newline (bash joins it before
+    /// looking for the tag), or a body line that starts with the tag.
+    fn here_document(&mut self, doc: &ast::IoHereDocument) {
+        let raw = doc.here_end.value.as_str();
+        let plain = |tag: &str| {
+            !tag.is_empty()
+                && tag
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        };
+        let tag = if plain(raw) {
+            Some(raw)
+        } else {
+            [("'", "'"), ("\"", "\""), ("\\", "")]
+                .iter()
+                .find_map(|(open, close)| {
+                    raw.strip_prefix(open)
+                        .and_then(|rest| rest.strip_suffix(close))
+                        .filter(|tag| plain(tag))
+                })
+        };
+        let Some(tag) = tag else {
+            return self.unresolved(format!(
+                "the here-document tag `{raw}` is quoted in a way the policy does not read"
+            ));
+        };
+        let body = doc.doc.value.as_str();
+        let ends_early = body
+            .lines()
+            .any(|line| line.trim_start_matches('\t').starts_with(tag));
+        if (doc.requires_expansion && body.contains("\\\n")) || ends_early {
+            self.unresolved(format!(
+                "the here-document `{tag}` may end elsewhere for bash than for the parser"
+            ));
+        }
+    }
+
+    /// An expansion bash evaluates as code, or through which it assigns: arithmetic naming a
+    /// variable (its value is evaluated again, a subscript's `$(…)` run), indirection
+    /// (`${!x}`), transformations (`${x@P}` runs a prompt's substitutions), subscripts and
+    /// offsets (arithmetic again) ask; `${X:=…}` sets a variable the walk cannot follow.
+    fn expansion_hazards(&mut self, source: &str, arithmetic: bool) {
+        if arithmetic {
+            if source.chars().any(|c| c.is_ascii_alphabetic() || c == '_') {
+                self.unresolved(format!(
+                    "`${source}` evaluates variables, whose values bash evaluates again"
+                ));
+            }
+            return;
+        }
+        let Some(inner) = source.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+            return;
+        };
+        let name_end = inner
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(inner.len());
+        let operator = inner.get(name_end..).unwrap_or_default();
+        if inner.starts_with('!')
+            || operator.starts_with('@')
+            || operator.starts_with('[')
+            || (operator.starts_with(':')
+                && !matches!(operator.get(1..2), Some("-" | "=" | "+" | "?")))
+        {
+            self.unresolved(format!("`${source}` is evaluated by bash as code"));
+        }
+        if operator.starts_with('=') || operator.starts_with(":=") {
+            self.assigned.insert(UNKNOWN_VARIABLE.to_owned());
+        }
+    }
+
     /// A word with quotes removed, its substitutions judged as commands of their own.
     fn word(&mut self, raw: &str, depth: usize, via: &[&'static str]) -> Word {
-        match word::parse(raw, &ParserOptions::default()) {
+        match word::parse(raw, &options()) {
             Ok(pieces) => match self.pieces(raw, &pieces, depth, via, false) {
                 Some(text) => Word::Known(text),
                 None => Word::Unknown,
@@ -601,6 +845,20 @@ impl Walk {
     ) -> Option<String> {
         let mut text = Some(String::new());
         let unknown = |text: &mut Option<String>| *text = None;
+        // The word as brace expansion sees it: quoted parts stand in as one letter, so that
+        // `{"10",curl,x}` is still a brace expansion.
+        if !quoted {
+            let skeleton: String = pieces
+                .iter()
+                .map(|piece| match &piece.piece {
+                    WordPiece::Text(part) => part.clone(),
+                    _ => "q".to_owned(),
+                })
+                .collect();
+            if braces_expand(&skeleton) {
+                text = None;
+            }
+        }
         for piece in pieces {
             match &piece.piece {
                 WordPiece::Text(part) => {
@@ -650,16 +908,29 @@ impl Walk {
                 WordPiece::BackquotedCommandSubstitution(program) => {
                     let mut inner = via.to_vec();
                     inner.push("`…`");
-                    let program = program
-                        .replace("\\`", "`")
-                        .replace("\\$", "$")
-                        .replace("\\\\", "\\");
-                    self.program(&program, depth + 1, &inner);
+                    self.program(&unescape_backquoted(program, quoted), depth + 1, &inner);
+                    unknown(&mut text);
+                }
+                WordPiece::ArithmeticExpression(expr)
+                    if expr.value.contains(['\'', '"', '\\', ';', '|', '&', '\n']) =>
+                {
+                    // No arithmetic holds these: a shell that reads `$(( … ))` as a command
+                    // substitution of a subshell when it is not arithmetic runs it.
+                    let mut inner = via.to_vec();
+                    inner.push("$((…))");
+                    self.program(&expr.value, depth + 1, &inner);
                     unknown(&mut text);
                 }
                 WordPiece::ParameterExpansion(_) | WordPiece::ArithmeticExpression(_) => {
-                    // Their operands may hold substitutions the walk does not take apart.
-                    let source = raw.get(piece.start_index..piece.end_index).unwrap_or(raw);
+                    // Their operands may hold substitutions the walk does not take apart
+                    // (the leading `$` of the expansion itself aside).
+                    let source = raw
+                        .get(piece.start_index.saturating_add(1)..piece.end_index)
+                        .unwrap_or(raw);
+                    self.expansion_hazards(
+                        source,
+                        matches!(piece.piece, WordPiece::ArithmeticExpression(_)),
+                    );
                     if source.contains("$(")
                         || source.contains('`')
                         || source.contains("<(")
@@ -695,11 +966,7 @@ impl Walk {
             self.out.commands.push(command);
             return;
         };
-        if SUBSCRIPT_EVALUATORS.contains(&program.as_str()) {
-            for word in command.argv.iter().skip(1).cloned().collect::<Vec<_>>() {
-                self.literal_code(&word, &program);
-            }
-        }
+        self.runtime_code(&program, &command.argv);
         if OPAQUE_BUILTINS.contains(&program.as_str()) {
             self.unresolved(format!(
                 "`{program}` changes what later commands run, or runs code the policy cannot read"
@@ -709,16 +976,24 @@ impl Walk {
         }
         if ASSIGNING_BUILTINS.contains(&program.as_str()) {
             for word in command.argv.iter().skip(1) {
-                if let Some(name) = word.known().and_then(|text| text.split('=').next())
-                    && !name.starts_with('-')
-                {
-                    self.assigned
-                        .insert(name.split('[').next().unwrap_or(name).to_owned());
+                match word.known().and_then(|text| text.split('=').next()) {
+                    Some(name) if name.starts_with('-') || name.starts_with('+') => {}
+                    Some(name) => {
+                        self.assigned
+                            .insert(name.split('[').next().unwrap_or(name).to_owned());
+                    }
+                    // `export $(…)`: a name not known before the line runs.
+                    None => {
+                        self.assigned.insert(UNKNOWN_VARIABLE.to_owned());
+                    }
                 }
             }
             command.inert = true;
             self.out.commands.push(command);
             return;
+        }
+        if sets_unknown_variables(&program, &command.argv) {
+            self.assigned.insert(UNKNOWN_VARIABLE.to_owned());
         }
         if INERT_BUILTINS.contains(&program.as_str()) {
             command.inert = true;
@@ -727,13 +1002,16 @@ impl Walk {
         }
         let rest: Vec<Word> = command.argv.iter().skip(1).cloned().collect();
         let unwrapped = match program.as_str() {
-            "eval" => Some(Unwrap::Code(join_known(&rest), "eval")),
-            "trap" => match rest.first() {
+            "eval" => Some(Unwrap::Code(join_known(after_dashes(&rest)), "eval")),
+            "trap" => match after_dashes(&rest).first() {
                 Some(Word::Known(flag)) if flag.starts_with('-') => None,
                 Some(code) => Some(Unwrap::Code(code.known().map(str::to_owned), "trap")),
                 None => None,
             },
-            shell if SHELLS.contains(&shell) => shell_script(&rest),
+            shell if SHELLS.contains(&shell) => shell_script(shell, &rest),
+            runner if OPAQUE_RUNNERS.contains(&runner) => Some(Unwrap::Opaque(format!(
+                "`{runner}` runs a command the policy does not take apart"
+            ))),
             "exec" | "command" | "builtin" | "nohup" | "env" | "timeout" | "nice" | "stdbuf"
             | "setsid" | "time" | "ionice" | "xargs" | "sudo" | "doas" => {
                 Some(wrapped(&program, &rest))
@@ -749,14 +1027,24 @@ impl Walk {
             Some(Unwrap::Code(code, how)) => {
                 command.wrapper = true;
                 let env = command.env.clone();
+                // The wrapper's own redirections apply to what it runs.
+                let writes = std::mem::take(&mut command.writes);
                 self.out.commands.push(command);
+                self.inert_writes(writes, via);
                 match code {
                     Some(code) => {
                         let mut inner = via.to_vec();
                         inner.push(how);
+                        // `sh -c` runs in a shell of its own; `eval` and `trap` in this one,
+                        // whose variables they set for what comes after.
+                        let current_shell = how != "sh -c";
                         let saved = std::mem::replace(&mut self.assigned, env);
                         self.program(&code, depth + 1, &inner);
-                        self.assigned = saved;
+                        if current_shell {
+                            self.assigned.extend(saved);
+                        } else {
+                            self.assigned = saved;
+                        }
                     }
                     None => self.unresolved(format!(
                         "`{how}` runs text that is not known before the line runs"
@@ -772,9 +1060,11 @@ impl Walk {
                 command.wrapper = true;
                 let mut env = command.env.clone();
                 env.extend(added);
+                // The wrapper's redirections are the command's it runs.
+                let writes = std::mem::take(&mut command.writes);
                 self.out.commands.push(command);
                 if argv.is_empty() {
-                    return;
+                    return self.inert_writes(writes, via);
                 }
                 if depth + 1 > MAX_DEPTH {
                     return self.unresolved(format!(
@@ -784,7 +1074,7 @@ impl Walk {
                 let mut inner = via.to_vec();
                 inner.push(how);
                 let before = self.out.commands.len();
-                self.command(argv, env, Vec::new(), depth + 1, &inner);
+                self.command(argv, env, writes, depth + 1, &inner);
                 if open_tail && let Some(inner) = self.out.commands.get_mut(before) {
                     inner.open_tail = true;
                 }
@@ -809,6 +1099,12 @@ impl Walk {
         depth: usize,
         via: &[&'static str],
     ) {
+        if rest.contains(&Word::Unknown) {
+            // A word that expands may be `-exec` and the command after it.
+            return self.unresolved(
+                "`find` is given a word not known before the line runs, which may be an action that runs a command".into(),
+            );
+        }
         let mut words = rest.iter();
         while let Some(word) = words.next() {
             let Some(action) = word.known() else { continue };
@@ -842,6 +1138,68 @@ impl Walk {
     }
 }
 
+/// Stands for a variable the walk cannot name (`export $(…)`, `read`, `${X:=…}`): every later
+/// command has it set, so no rule's `env` list covers it.
+const UNKNOWN_VARIABLE: &str = "*";
+
+/// Runners the walk does not take apart: what they run is judged as not known.
+const OPAQUE_RUNNERS: &[&str] = &[
+    "taskset",
+    "chrt",
+    "flock",
+    "unshare",
+    "chroot",
+    "prlimit",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "busybox",
+    "script",
+    "watch",
+    "su",
+    "runuser",
+    "setpriv",
+    "systemd-run",
+    "firejail",
+    "nsenter",
+    "ssh-agent",
+    "dbus-run-session",
+    "fakeroot",
+    "proot",
+];
+
+/// Whether `program` with `argv` sets variables (or options that export them) the walk cannot
+/// name: `read`, `mapfile`, `getopts`, `printf -v`, `wait -p`, `unset`, `set -a` / `set -k`.
+fn sets_unknown_variables(program: &str, argv: &[Word]) -> bool {
+    let flag = |wanted: &[&str]| {
+        argv.iter().skip(1).any(|word| match word.known() {
+            Some(text) => wanted.iter().any(|flag| {
+                text == *flag
+                    || (flag.len() == 2
+                        && text.starts_with('-')
+                        && !text.starts_with("--")
+                        && text.contains(&flag[1..]))
+            }),
+            None => true,
+        })
+    };
+    match program {
+        "read" | "mapfile" | "readarray" | "getopts" | "unset" | "let" => true,
+        "printf" => flag(&["-v"]),
+        "wait" => flag(&["-p"]),
+        "set" => flag(&["-a", "-k", "allexport", "keyword"]),
+        _ => false,
+    }
+}
+
+/// `--` ends a builtin's options: what follows is its operand.
+fn after_dashes(words: &[Word]) -> &[Word] {
+    match words.first() {
+        Some(Word::Known(first)) if first == "--" => words.get(1..).unwrap_or_default(),
+        _ => words,
+    }
+}
+
 /// Builtins that run nothing but themselves.
 const INERT_BUILTINS: &[&str] = &[
     "cd", "pwd", "true", "false", ":", "echo", "printf", "test", "[", "exit", "return", "shift",
@@ -870,7 +1228,7 @@ fn join_known(words: &[Word]) -> Option<String> {
 }
 
 /// `sh [options] -c SCRIPT [name args…]`; a shell without `-c` reads a script file or stdin.
-fn shell_script(rest: &[Word]) -> Option<Unwrap> {
+fn shell_script(shell: &str, rest: &[Word]) -> Option<Unwrap> {
     let mut words = rest.iter();
     while let Some(word) = words.next() {
         let Some(text) = word.known() else {
@@ -881,11 +1239,40 @@ fn shell_script(rest: &[Word]) -> Option<Unwrap> {
         if text == "--" || !text.starts_with('-') && !text.starts_with('+') {
             return None;
         }
-        if text.starts_with('-') && !text.starts_with("--") && text.contains('c') {
-            return Some(Unwrap::Code(
-                words.next().and_then(Word::known).map(str::to_owned),
-                "sh -c",
-            ));
+        if let Some(long) = text.strip_prefix("--") {
+            // bash's long options that read nothing else; any other (`--rcfile FILE`,
+            // `--init-file FILE`) may make the next word a file the shell runs.
+            if matches!(
+                long,
+                "norc" | "noprofile" | "posix" | "login" | "noediting" | "verbose"
+            ) {
+                continue;
+            }
+            return Some(Unwrap::Opaque(format!(
+                "`{shell} {text}` is an option the policy does not read"
+            )));
+        }
+        if text.starts_with('-') && text.contains('c') {
+            let mut script = words.next();
+            if script.and_then(Word::known) == Some("--") {
+                script = words.next();
+            }
+            let script = script.and_then(Word::known).map(str::to_owned);
+            // Lines are read as bash reads them; another shell reads some differently
+            // (`$'…'`, `[[`, `((` and quotes inside `${…}` are bash's alone).
+            if shell != "bash"
+                && script.as_deref().is_some_and(|script| {
+                    script.contains("$'")
+                        || script.contains("[[")
+                        || script.contains("((")
+                        || script.contains("${")
+                })
+            {
+                return Some(Unwrap::Opaque(format!(
+                    "`{shell} -c` reads this line otherwise than bash"
+                )));
+            }
+            return Some(Unwrap::Code(script, "sh -c"));
         }
         if matches!(text, "-o" | "+o" | "-O" | "+O") {
             words.next();
@@ -1000,7 +1387,7 @@ fn wrapped(program: &str, rest: &[Word]) -> Unwrap {
             index += 1;
             break;
         }
-        if program == "env"
+        if matches!(program, "env" | "sudo" | "doas")
             && !text.starts_with('-')
             && let Some((name, _)) = text.split_once('=')
         {
@@ -1023,7 +1410,8 @@ fn wrapped(program: &str, rest: &[Word]) -> Unwrap {
             return Unwrap::Inert;
         }
         if program == "env"
-            && (text == "-S" || text.starts_with("--split-string") || text.starts_with("-S"))
+            && (text.starts_with("--split-string")
+                || (text.starts_with('-') && !text.starts_with("--") && text.contains('S')))
         {
             return opaque(
                 "splits a string into a command line, which the policy does not read".into(),
@@ -1136,9 +1524,37 @@ fn assignment_name(name: &ast::AssignmentName) -> String {
     }
 }
 
+/// The text a backquoted substitution runs: a backslash before `` ` ``, `$` or `\` (and,
+/// inside double quotes, `"`) is removed, in one pass left to right as the shell does.
+fn unescape_backquoted(text: &str, in_double_quotes: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some(&next))
+                if matches!(next, '`' | '$' | '\\') || (in_double_quotes && next == '"') =>
+            {
+                out.push(next);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether unquoted text expands when the line runs: a glob, or a brace expansion.
 fn expands(text: &str) -> bool {
-    if text.contains(['*', '?', '[', '~']) || text.contains("(") {
+    // A tilde that expands is a piece of its own (brush reads it at a word's start); one in
+    // a text piece (`HEAD~1`) is literal.
+    if text.contains(['*', '?']) || text.contains("(") {
+        return true;
+    }
+    // `[` is a pattern only with a `]` after it (`[` alone is the test builtin).
+    if text
+        .find('[')
+        .is_some_and(|open| text[open..].contains(']'))
+    {
         return true;
     }
     text.find('{').is_some_and(|open| {
@@ -1147,6 +1563,18 @@ fn expands(text: &str) -> bool {
             inside.contains(',') || inside.contains("..")
         })
     })
+}
+
+/// Whether `text` holds a brace expansion: `{a,b}` or `{1..3}`.
+fn braces_expand(text: &str) -> bool {
+    text.char_indices()
+        .filter(|(_, c)| *c == '{')
+        .any(|(open, _)| {
+            text[open..].find('}').is_some_and(|close| {
+                let inside = &text[open..open + close];
+                inside.contains(',') || inside.contains("..")
+            })
+        })
 }
 
 /// The deepest nesting of `(` and `{` in `text`, counted without regard to quoting (so it

@@ -46,3 +46,50 @@ fn dump() {
         eprintln!("{line:?}\n    => {}", show(line));
     }
 }
+
+#[test]
+#[ignore]
+fn nesting_cost() {
+    for depth in [2, 4, 6, 8, 10, 12, 14, 16] {
+        let line = format!("{}true{}", "echo $(".repeat(depth), ")".repeat(depth));
+        let started = std::time::Instant::now();
+        let parsed = parse_line(&line);
+        eprintln!(
+            "$( depth {depth}: {:?} ({} commands, {:?})",
+            started.elapsed(),
+            parsed.commands.len(),
+            parsed.unresolved
+        );
+    }
+    for depth in [8, 16, 32, 64] {
+        let line = format!("{}true{}", "(".repeat(depth), ")".repeat(depth));
+        let started = std::time::Instant::now();
+        let _ = parse_line(&line);
+        eprintln!("( depth {depth}: {:?}", started.elapsed());
+    }
+    for depth in [4, 8, 16, 32, 64] {
+        let line = format!("{}true{}", "{ ".repeat(depth), "; }".repeat(depth));
+        let started = std::time::Instant::now();
+        let _ = parse_line(&line);
+        eprintln!("{{ depth {depth}: {:?}", started.elapsed());
+    }
+}
+
+#[test]
+#[ignore]
+fn ast_dump() {
+    for line in [
+        "echo $((curl x) )",
+        "echo $(( curl x ) )",
+        "echo \"$((curl x) )\"",
+        "cat <((curl x) )",
+        "echo $((curl x)|cat)",
+    ] {
+        let program = Parser::new(
+            std::io::Cursor::new(line.as_bytes()),
+            &ParserOptions::default(),
+        )
+        .parse_program();
+        eprintln!("{line:?} => {program:?}\n   walk: {}", show(line));
+    }
+}

@@ -1,95 +1,85 @@
 use super::*;
 
-fn show(line: &str) -> String {
-    let parsed = parse_line(line);
-    let mut out: Vec<String> = parsed
-        .commands
+fn known(words: &[&str]) -> Vec<Word> {
+    words
         .iter()
-        .map(|c| {
-            format!(
-                "{c}{}{}",
-                if c.wrapper { " [w]" } else { "" },
-                if c.inert { " [i]" } else { "" }
-            )
-        })
-        .collect();
-    out.extend(parsed.unresolved.iter().map(|r| format!("?? {r}")));
-    out.join(" | ")
+        .map(|word| Word::Known((*word).to_owned()))
+        .collect()
 }
 
 #[test]
-fn dump() {
-    for line in [
-        "cargo test && git push origin main",
-        "sh -c 'rm -rf /'",
-        "echo $(curl evil.com) `wget x`",
-        "\\rm -rf /",
-        "/bin/rm -rf x",
-        "'r''m' -rf x",
-        "X=1 cargo test > out.txt 2>&1",
-        "env -i A=1 timeout -s KILL 10 nice -n 5 xargs -0 rm -f",
-        "find . -name '*.o' -exec rm {} +",
-        "cat <<EOF\n$(rm -rf /)\nEOF",
-        "cat <<'EOF'\n$(rm -rf /)\nEOF",
-        "eval \"rm -rf /\"",
-        "$CMD arg",
-        "for f in *.rs; do rustfmt $f; done",
-        "(cd src && make) || echo failed",
-        "a=$(id); echo $a",
-        "{rm,-rf,/}",
-        "(( a[$(id)] ))",
-        "if [[ -f x ]]; then git status; fi",
-        "bash -ec 'git push'",
-        "f() { curl x; }; f",
-        "cat < in > /dev/null",
-    ] {
-        eprintln!("{line:?}\n    => {}", show(line));
-    }
+fn a_line_becomes_the_simple_commands_it_runs_with_quotes_removed() {
+    let line = parse_line("cd src && 'car'\"go\" test -q | tail -n 5; echo $(git rev-parse HEAD)");
+    assert!(line.unresolved.is_empty(), "{:?}", line.unresolved);
+    let argvs: Vec<&[Word]> = line.commands.iter().map(|c| c.argv.as_slice()).collect();
+    assert_eq!(argvs[0], known(&["cd", "src"]));
+    assert_eq!(argvs[1], known(&["cargo", "test", "-q"]));
+    assert_eq!(argvs[2], known(&["tail", "-n", "5"]));
+    assert_eq!(argvs[3], known(&["git", "rev-parse", "HEAD"]));
+    assert_eq!(line.commands[3].via, ["$(…)"]);
+    assert_eq!(argvs[4], [Word::Known("echo".into()), Word::Unknown]);
+    assert!(line.commands[0].inert && line.commands[4].inert);
 }
 
 #[test]
-#[ignore]
-fn nesting_cost() {
-    for depth in [2, 4, 6, 8, 10, 12, 14, 16] {
-        let line = format!("{}true{}", "echo $(".repeat(depth), ")".repeat(depth));
-        let started = std::time::Instant::now();
-        let parsed = parse_line(&line);
-        eprintln!(
-            "$( depth {depth}: {:?} ({} commands, {:?})",
-            started.elapsed(),
-            parsed.commands.len(),
-            parsed.unresolved
-        );
-    }
-    for depth in [8, 16, 32, 64] {
-        let line = format!("{}true{}", "(".repeat(depth), ")".repeat(depth));
-        let started = std::time::Instant::now();
-        let _ = parse_line(&line);
-        eprintln!("( depth {depth}: {:?}", started.elapsed());
-    }
-    for depth in [4, 8, 16, 32, 64] {
-        let line = format!("{}true{}", "{ ".repeat(depth), "; }".repeat(depth));
-        let started = std::time::Instant::now();
-        let _ = parse_line(&line);
-        eprintln!("{{ depth {depth}: {:?}", started.elapsed());
-    }
+fn wrappers_unwrap_into_what_they_run_carrying_variables_and_redirections() {
+    let line = parse_line("env -i A=1 timeout -s KILL 10 nice -n 5 xargs -0 rm -f > log");
+    let last = line.commands.last().expect("the command run");
+    assert_eq!(last.argv, known(&["rm", "-f"]));
+    assert!(last.open_tail, "xargs adds arguments when it runs");
+    assert!(last.env.contains("A"));
+    assert_eq!(last.writes, known(&["log"]));
+    assert_eq!(last.via, ["env", "timeout", "nice", "xargs"]);
+    assert!(
+        line.commands[..line.commands.len() - 1]
+            .iter()
+            .all(|c| c.wrapper && c.writes.is_empty())
+    );
+
+    let line = parse_line("bash -ec -- 'git push' && eval \"cargo test\"");
+    let programs: Vec<Option<&str>> = line.commands.iter().map(SimpleCommand::program).collect();
+    assert_eq!(
+        programs,
+        [Some("bash"), Some("git"), Some("eval"), Some("cargo")]
+    );
 }
 
 #[test]
-#[ignore]
-fn ast_dump() {
-    for line in [
-        "echo $((curl x) )",
-        "echo $(( curl x ) )",
-        "echo \"$((curl x) )\"",
-        "cat <((curl x) )",
-        "echo $((curl x)|cat)",
-    ] {
-        let program = Parser::new(
-            std::io::Cursor::new(line.as_bytes()),
-            &ParserOptions::default(),
-        )
-        .parse_program();
-        eprintln!("{line:?} => {program:?}\n   walk: {}", show(line));
-    }
+fn assignments_before_a_command_and_earlier_in_the_line_are_its_environment() {
+    let line = parse_line("X=1 make; export Y=2; eval Z=3; cargo test");
+    assert_eq!(line.commands[0].env, BTreeSet::from(["X".to_owned()]));
+    let cargo = line.commands.last().expect("cargo");
+    assert!(
+        cargo.env.contains("Y") && cargo.env.contains("Z"),
+        "{:?}",
+        cargo.env
+    );
+    assert!(
+        !cargo.env.contains("X"),
+        "a prefix assignment holds for its command only"
+    );
+    let line = parse_line("read answer; ls");
+    assert!(
+        line.commands
+            .last()
+            .expect("ls")
+            .env
+            .contains(UNKNOWN_VARIABLE)
+    );
+}
+
+#[test]
+fn argv_tools_are_read_as_one_command() {
+    let line = from_argv(&["/usr/bin/grep".into(), "-r".into(), "$(id)".into()]);
+    assert_eq!(
+        line.commands.len(),
+        1,
+        "an argv is not shell: `$(id)` is a plain word"
+    );
+    assert_eq!(line.commands[0].program(), Some("grep"));
+    let line = from_argv(&["/bin/sh".into(), "-c".into(), "curl x".into()]);
+    assert_eq!(
+        line.commands.last().and_then(SimpleCommand::program),
+        Some("curl")
+    );
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::error::AgentError;
 use super::runtime::AgentRuntime;
 use crate::ids::SessionId;
-use crate::policy::rules::{Call, Decision, Policy, Rule, RuleRef, RuleSet, Verdict};
+use crate::policy::rules::{Call, Decision, Layer, Policy, Rule, RuleRef, RuleSet, Verdict, file};
 use crate::policy::{ApprovalPolicy, session_grant_key};
 use crate::store::{GrantRecord, Store, StoreError};
 use crate::tools::Tool;
@@ -91,19 +91,19 @@ pub fn short(key: &str) -> &str {
 }
 
 impl AgentRuntime {
-    /// The rules a call of `tenant` in `session` (if any) would be judged by, with `run_rules`
-    /// added as a run's.
+    /// The rules a call of `tenant` in a session (its rules `session_text`) would be judged by,
+    /// with `run_text` added as a run's rules.
     pub fn policy_for(
         &self,
         tenant: &str,
-        session_rules: &str,
+        session_text: &str,
         session_source: &str,
-        run_rules: &str,
+        run_text: &str,
     ) -> Result<Policy, AgentError> {
         let invalid = |field, reason| AgentError::Invalid { field, reason };
-        let session = super::launch::session_rules(session_rules, session_source)
+        let session = self::session_rules(session_text, session_source)
             .map_err(|reason| invalid("settings.rules", reason))?;
-        let run = super::launch::run_rules(run_rules).map_err(|reason| invalid("rules", reason))?;
+        let run = self::run_rules(run_text).map_err(|reason| invalid("rules", reason))?;
         Ok(Policy::new(vec![
             self.shared.policy.operator(tenant),
             Arc::new(RuleSet::new(session)),
@@ -197,12 +197,12 @@ impl AgentRuntime {
         if let Some(id) = session_id {
             let session = self.session(id, tenant).await?.session;
             let source = format!("session {id}");
-            let own = super::launch::session_rules(&session.settings.rules, &source).map_err(
-                |reason| AgentError::Invalid {
+            let own = session_rules(&session.settings.rules, &source).map_err(|reason| {
+                AgentError::Invalid {
                     field: "settings.rules",
                     reason,
-                },
-            )?;
+                }
+            })?;
             rules.extend(own.iter().map(Rule::reference));
             grants = self.shared.store.session_grants(id).await?;
         }
@@ -241,4 +241,20 @@ impl AgentRuntime {
             .await?;
         Ok(grant.clone())
     }
+}
+
+/// The rules a run's request adds, checked: ask and deny only, examples behaving.
+pub(crate) fn run_rules(text: &str) -> Result<Vec<Rule>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    file::parse(text, "the run's rules", Layer::Run)
+}
+
+/// The rules a session's settings add, checked the same way.
+pub(crate) fn session_rules(text: &str, source: &str) -> Result<Vec<Rule>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    file::parse(text, source, Layer::Session)
 }

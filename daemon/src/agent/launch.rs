@@ -9,6 +9,7 @@ use std::time::Duration;
 use airlock_proto::v1 as pb;
 
 use super::error::AgentError;
+use super::judge::{run_rules, session_rules};
 use super::live::LiveRun;
 use super::log::RunLog;
 use super::provider::{self, ModelSpec};
@@ -17,7 +18,7 @@ use super::runtime::AgentRuntime;
 use super::tokens;
 use crate::ids::{self, RunId};
 use crate::policy::ApprovalPolicy;
-use crate::policy::rules::{Layer, Policy, Rule, RuleSet, file};
+use crate::policy::rules::{Policy, RuleSet};
 use crate::store::{RunRecord, SessionRecord};
 use crate::tools::Tool;
 
@@ -249,20 +250,4 @@ pub(super) fn parse_model(config: &pb::ModelConfig) -> Result<ModelSpec, AgentEr
             ),
         ),
     }
-}
-
-/// The rules a run's request adds, checked: ask and deny only, examples behaving.
-pub(crate) fn run_rules(text: &str) -> Result<Vec<Rule>, String> {
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    file::parse(text, "the run's rules", Layer::Run)
-}
-
-/// The rules a session's settings add, checked the same way.
-pub(crate) fn session_rules(text: &str, source: &str) -> Result<Vec<Rule>, String> {
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    file::parse(text, source, Layer::Session)
 }

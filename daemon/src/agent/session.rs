@@ -78,7 +78,7 @@ impl AgentRuntime {
                 format!("no tool named `{tool}` is served"),
             ));
         }
-        super::launch::session_rules(&settings.rules, "the session's rules")
+        super::judge::session_rules(&settings.rules, "the session's rules")
             .map_err(|reason| invalid("settings.rules", reason))?;
         Ok(())
     }

@@ -27,10 +27,10 @@ const SECTION: &str = "13 policy";
 
 /// Ten simple commands in lists, a pipeline and a subshell: what a coding agent sends.
 pub const LINE: &str = "cargo fmt && cargo clippy -q && cargo test --workspace 2>&1 | tail -20; \
-     git status --short && git diff --stat && (cd src && grep -rn TODO . | sort | uniq -c)";
+     git status --short && git diff --stat && (cd src && grep -rn TODO . | head -n 20 | wc -l)";
 
 /// The programs of [`LINE`], each given twenty of the 1,000 rules.
-const PROGRAMS: &[&str] = &["cargo", "tail", "git", "cd", "grep", "sort", "uniq"];
+const PROGRAMS: &[&str] = &["cargo", "tail", "git", "cd", "grep", "head", "wc"];
 
 /// 1,000 rules: those naming the line's programs allow what it runs (the decision must look
 /// at all of them), the rest are about other programs and other tools.

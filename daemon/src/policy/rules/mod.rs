@@ -314,6 +314,9 @@ impl Rule {
 #[derive(Debug, Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    /// Whether a rule asks or denies by command: then what cannot be known before a line
+    /// runs might be what it names, and asks.
+    narrows_commands: bool,
     by_program: HashMap<String, Vec<usize>>,
     any_program: Vec<usize>,
     by_tool: HashMap<String, Vec<usize>>,
@@ -346,6 +349,9 @@ impl RuleSet {
                 },
             }
         }
+        set.narrows_commands = rules
+            .iter()
+            .any(|rule| rule.command.is_some() && rule.decision != Decision::Allow);
         set.rules = rules;
         set
     }
@@ -493,6 +499,19 @@ impl Policy {
         );
         let by_level =
             |unmatched: &(Decision, String)| (unmatched.0, By::Level(unmatched.1.clone()));
+        // What cannot be known before the line runs asks only where a rule asks or denies by
+        // command (it might be what the rule names); with none, the level decides it.
+        let narrows = self.layers.iter().any(|layer| layer.narrows_commands);
+        let unknown = |why: String| {
+            if narrows {
+                (Decision::Ask, By::Unresolved(why))
+            } else {
+                (
+                    unmatched.0,
+                    By::Level(format!("{} (not known before it runs: {why})", unmatched.1)),
+                )
+            }
+        };
         let mut judged = Vec::new();
         match call.command {
             None => {
@@ -535,7 +554,7 @@ impl Policy {
                     let (decision, by) = match found {
                         Some((decision, rule)) => (decision, By::Rule(rule.reference())),
                         None if command.program().is_none() => {
-                            (Decision::Ask, By::Unresolved("the program it runs".into()))
+                            unknown("the program it runs".into())
                         }
                         None if command.wrapper => continue,
                         None if command.inert && command.writes.is_empty() => {
@@ -557,10 +576,11 @@ impl Policy {
                     });
                 }
                 for why in &line.unresolved {
+                    let (decision, by) = unknown(why.clone());
                     judged.push(Judged {
                         subject: "the line".into(),
-                        decision: Decision::Ask,
-                        by: By::Unresolved(why.clone()),
+                        decision,
+                        by,
                         command: None,
                         words: Vec::new(),
                     });

@@ -53,15 +53,16 @@ const TABLE: &[(&str, Decision)] = &[
     ("ls -la", Allow),
     ("cat README.md", Allow),
     ("grep -rn TODO src", Allow),
-    ("make", Allow),
-    ("make test", Allow),
+    ("make", Ask),
+    ("make test", Ask),
     // Lists of allowed commands.
     ("cargo fmt && cargo clippy && cargo test", Allow),
     ("git status; git diff", Allow),
     ("cargo test || git status", Allow),
     ("cargo test 2>&1 | tail -20", Allow),
     ("cargo test > /dev/null 2>&1", Allow),
-    ("grep -rn foo src | sort | uniq -c | head", Allow),
+    ("grep -rn foo src | sort | uniq -c | head", Ask),
+    ("grep -rn foo src | head -5 | wc -l", Allow),
     ("(cd src && ls)", Allow),
     ("{ git status; git diff; }", Allow),
     ("cd tests && pytest -q", Allow),
@@ -91,7 +92,8 @@ const TABLE: &[(&str, Decision)] = &[
     ("timeout 600 cargo test", Allow),
     ("timeout -s KILL 60 pytest", Allow),
     ("nice -n 10 cargo build", Allow),
-    ("nohup make", Allow),
+    ("nohup make", Ask),
+    ("nohup cargo build", Allow),
     ("env cargo test", Allow),
     ("env RUST_LOG=debug cargo test", Allow),
     ("RUST_BACKTRACE=1 cargo test", Allow),
@@ -101,7 +103,7 @@ const TABLE: &[(&str, Decision)] = &[
     ("time cargo build", Allow),
     ("sh -c 'cargo test'", Allow),
     ("bash -c \"git status && git diff\"", Allow),
-    ("bash -lc 'cargo test'", Allow),
+    ("bash -lc 'cargo test'", Ask),
     ("sh -c \"sh -c 'ls'\"", Allow),
     ("eval 'git status'", Allow),
     ("eval git status", Allow),
@@ -193,7 +195,7 @@ const TABLE: &[(&str, Decision)] = &[
     // Arithmetic to bash, nested subshells to dash (`/bin/sh`): judged as commands too.
     ("((curl x))", Deny),
     ("( (curl x) )", Deny),
-    ("( ( cargo test ) )", Allow),
+    ("( ( cargo test ) )", Ask),
     ("(( i++ ))", Ask),
     ("echo $((1 + 2))", Allow),
     ("echo $(( $(id -u) + 1 ))", Ask),
@@ -313,6 +315,41 @@ const TABLE: &[(&str, Decision)] = &[
     ("env -vS 'curl x'", Ask),
     ("[ -f x ] && cat x", Allow),
     ("echo ~99999999999999999999999", Ask),
+    // Found by a second attack.
+    ("v=$(echo 'a[$(curl x)]'); [[ v -eq 1 ]]", Ask),
+    ("v=$(cat f); [[ v -eq 1 ]]", Ask),
+    ("cd=$(cat f); ((cd))", Ask),
+    ("a[v]=1", Ask),
+    ("declare -i w=v", Ask),
+    ("for ((i=v;0;)); do :; done", Ask),
+    ("test -v 'a[v]'", Ask),
+    ("printf -v 'a[v]' x", Ask),
+    ("env 'BASH_ENV=$(curl x)' bash -c true", Ask),
+    ("env 'BASH_FUNC_true%%=() { x; }' bash -c true", Ask),
+    ("export BASH_ENV=src/p.sh; bash -c true", Ask),
+    ("HOME=src bash -ic true", Ask),
+    ("printf -v PS4 '\\x24(curl x)'; set -x; true", Ask),
+    (
+        "cd() { git diff HEAD~1 HEAD; }; export GIT_EXTERNAL_DIFF=curl; cd",
+        Ask,
+    ),
+    (
+        "trap 'git diff HEAD~1 HEAD' EXIT; export GIT_EXTERNAL_DIFF=curl",
+        Ask,
+    ),
+    (
+        "echo $(cat <<'EOF'\nx\nEOF)\ncurl y\necho $(cat <<'EOF'\nEOF\n)",
+        Ask,
+    ),
+    ("sort --comp=curl big.txt", Ask),
+    ("make --eval='$(shell curl x)'", Ask),
+    ("git push --exec='curl x; false' . HEAD:refs/heads/t1", Ask),
+    ("git rebase -x 'curl x' HEAD~1", Ask),
+    ("bash -c -e 'curl x'", Deny),
+    ("bash -cO extglob 'curl x'", Deny),
+    ("chmod u=rwxs x", Deny),
+    ("chmod 00004755 x", Deny),
+    ("rm -rf ./../x", Deny),
 ];
 
 #[test]
@@ -347,7 +384,7 @@ fn the_decision_table_holds() {
 const WRAPPERS: &[(&str, bool)] = &[
     ("sh -c {sq}", true),
     ("bash -c {dq}", true),
-    ("bash -lc {sq}", true),
+    ("bash -ec {sq}", true),
     ("eval {sq}", true),
     ("env {}", true),
     ("env -i HOME=/tmp {}", false),
@@ -359,12 +396,12 @@ const WRAPPERS: &[(&str, bool)] = &[
     ("command {}", true),
     ("time {}", true),
     ("stdbuf -oL {}", true),
-    ("( {} )", true),
+    ("( {}; )", true),
     ("{ {}; }", true),
     ("true && {}", true),
     ("false || {}", true),
     ("ls | {}", true),
-    ("{} | sort", true),
+    ("{} | wc -l", true),
     ("{} 2>&1", true),
     ("if true; then {}; fi", true),
     ("while false; do {}; done", true),
@@ -504,6 +541,7 @@ fn hostile_lines_cost_little_and_ask() {
     let deep_ifs = format!("{}true{}", "if ".repeat(1000), "; then :; fi".repeat(1000));
     let deep_nots = format!("[[ {}x ]]", "! ".repeat(10_000));
     let deep_cases = format!("{}ls{}", "case x in x) ".repeat(30), "\nesac".repeat(30));
+    let long_chain = format!("[[ a{} ]]", "&&a".repeat(11_861));
     for line in [
         long,
         deep_brackets,
@@ -513,6 +551,7 @@ fn hostile_lines_cost_little_and_ask() {
         deep_ifs,
         deep_nots,
         deep_cases,
+        long_chain,
     ] {
         let started = std::time::Instant::now();
         let verdict = line_decision(&policy, &line, ApprovalPolicy::Auto);

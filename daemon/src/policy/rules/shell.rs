@@ -212,6 +212,8 @@ fn options() -> ParserOptions {
 /// depth; legitimate lines hold a handful.
 const MAX_COMPOUNDS: usize = 48;
 const MAX_CASES: usize = 8;
+const MAX_CHAINED: usize = 256;
+const MAX_BANGS: usize = 64;
 
 /// Why `text` is not handed to the parser (or would be misread by it), if it should not be.
 fn hazard(text: &str) -> Option<String> {
@@ -246,6 +248,13 @@ fn hazard(text: &str) -> Option<String> {
              {MAX_COMPOUNDS} in all)"
         ));
     }
+    // Long chains of `&&`/`||` (inside `[[ ]]` too) and runs of `!` recurse in the parser.
+    let chained = text.matches("&&").count() + text.matches("||").count();
+    if chained > MAX_CHAINED || text.matches('!').count() > MAX_BANGS {
+        return Some(format!(
+            "the line chains more than {MAX_CHAINED} `&&`/`||` or holds more than {MAX_BANGS} `!`"
+        ));
+    }
     // brush starts an ANSI-C string at any `$'`, also an escaped `\$'` or `$$'`, where bash
     // reads `$` then a plain quote: what it takes for one word the shell runs as commands.
     let bytes = text.as_bytes();
@@ -262,6 +271,8 @@ struct Walk {
     out: CommandLine,
     /// Variables assigned so far in the line, which every later command sees.
     assigned: BTreeSet<String>,
+    /// Functions the line defines: a command of that name runs a body judged elsewhere.
+    functions: BTreeSet<String>,
 }
 
 impl Walk {
@@ -338,6 +349,9 @@ impl Walk {
                     }
                 }
                 ast::Command::Function(function) => {
+                    // Its body runs where it is called, with the variables set by then: it is
+                    // judged here, and a call to it asks.
+                    self.functions.insert(function.fname.value.clone());
                     let ast::FunctionBody(body, redirects) = &function.body;
                     self.compound(body, depth, via);
                     if let Some(redirects) = redirects {
@@ -470,6 +484,14 @@ impl Walk {
         if expr.contains("$(") || expr.contains('`') {
             self.unresolved("an arithmetic expression runs a substitution".into());
         }
+        // A name in arithmetic is evaluated, and its value evaluated again as arithmetic
+        // (`v='a[$(cmd)]'; ((v))` runs cmd).
+        if expr.chars().any(|c| c.is_ascii_alphabetic() || c == '_') {
+            self.unresolved(
+                "an arithmetic expression evaluates variables, whose values bash evaluates again"
+                    .into(),
+            );
+        }
     }
 
     fn test_expr(&mut self, expr: &ast::ExtendedTestExpr, depth: usize, via: &[&'static str]) {
@@ -484,7 +506,7 @@ impl Walk {
             ast::ExtendedTestExpr::UnaryTest(predicate, operand) => {
                 let word = self.word(&operand.value, depth, via);
                 self.literal_code(&word, "[[");
-                if word == Word::Unknown
+                if (word == Word::Unknown || word.known().is_some_and(|text| text.contains('[')))
                     && matches!(
                         predicate,
                         ast::UnaryPredicate::ShellVariableIsSetAndAssigned
@@ -509,13 +531,23 @@ impl Walk {
                 for operand in [left, right] {
                     let word = self.word(&operand.value, depth, via);
                     self.literal_code(&word, "[[");
-                    if arithmetic && word == Word::Unknown {
+                    let names_variable = word.known().is_some_and(|text| {
+                        text.chars().any(|c| c.is_ascii_alphabetic() || c == '_')
+                    });
+                    if arithmetic && (word == Word::Unknown || names_variable) {
                         self.unresolved(
                             "`[[` compares a value not known before the line runs as arithmetic, which bash evaluates".into(),
                         );
                     }
                 }
             }
+        }
+    }
+
+    /// Setting a variable bash runs as code asks.
+    fn code_variable(&mut self, name: &str) {
+        if code_variable(name) {
+            self.unresolved(format!("`{name}` is run as code by bash"));
         }
     }
 
@@ -546,6 +578,34 @@ impl Walk {
             self.unresolved(format!(
                 "`{program}` evaluates a value not known before the line runs"
             ));
+        }
+        // Names these builtins set or read: one bash runs as code, or one with a subscript
+        // (evaluated as arithmetic, where a variable's value is evaluated again), asks; so
+        // does an integer attribute (`declare -i x=v` evaluates `v`) and `let`.
+        if evaluates || matches!(program, "getopts" | "printf" | "test" | "[") {
+            for word in rest.iter().filter_map(Word::known) {
+                let name = word.split('=').next().unwrap_or(word);
+                if code_variable(name.split('[').next().unwrap_or(name)) && evaluates {
+                    self.unresolved(format!(
+                        "`{program}` sets `{name}`, which bash runs as code"
+                    ));
+                }
+                if word.contains('[') && (evaluates || !word.starts_with('-')) {
+                    self.unresolved(format!(
+                        "`{program}` is given `{word}`, whose subscript bash evaluates"
+                    ));
+                }
+            }
+        }
+        let integer = matches!(
+            program,
+            "declare" | "typeset" | "local" | "export" | "readonly"
+        ) && rest
+            .iter()
+            .filter_map(Word::known)
+            .any(|word| word.starts_with('-') && !word.starts_with("--") && word.contains('i'));
+        if integer || program == "let" {
+            self.unresolved(format!("`{program}` evaluates its values as arithmetic"));
         }
     }
 
@@ -608,19 +668,17 @@ impl Walk {
                     if let ast::AssignmentName::ArrayElementName(_, index) = &assignment.name {
                         let index = self.word(index, depth, via);
                         self.literal_code(&index, "an array subscript");
-                        if index == Word::Unknown {
+                        let names_variable = index.known().is_some_and(|text| {
+                            text.chars().any(|c| c.is_ascii_alphabetic() || c == '_')
+                        });
+                        if index == Word::Unknown || names_variable {
                             self.unresolved(
                                 "an array subscript bash evaluates is not known before the line runs".into(),
                             );
                         }
                     }
                     let name = assignment_name(&assignment.name);
-                    if matches!(
-                        name.as_str(),
-                        "PS4" | "PS1" | "PROMPT_COMMAND" | "BASH_ENV" | "ENV"
-                    ) {
-                        self.unresolved(format!("`{name}` is run as code by bash"));
-                    }
+                    self.code_variable(&name);
                     env.insert(name);
                     self.assignment_value(&assignment.value, depth, via);
                 } else {
@@ -862,6 +920,13 @@ impl Walk {
         for piece in pieces {
             match &piece.piece {
                 WordPiece::Text(part) => {
+                    // The tokenizer splits words at blanks and operators: one that kept them
+                    // (a here-document it ended elsewhere than bash) was misread.
+                    if !quoted && part.contains([' ', '\t', '\n', ';', '|', '&', '<', '>']) {
+                        self.unresolved(format!(
+                            "the parser kept shell syntax inside the word `{part}`"
+                        ));
+                    }
                     if !quoted && expands(part) {
                         unknown(&mut text);
                     } else if let Some(text) = &mut text {
@@ -966,6 +1031,16 @@ impl Walk {
             self.out.commands.push(command);
             return;
         };
+        if command
+            .argv
+            .first()
+            .and_then(Word::known)
+            .is_some_and(|name| self.functions.contains(name))
+        {
+            self.unresolved(format!(
+                "`{program}` is a function the line defines; its body runs with the variables set by the time it is called"
+            ));
+        }
         self.runtime_code(&program, &command.argv);
         if OPAQUE_BUILTINS.contains(&program.as_str()) {
             self.unresolved(format!(
@@ -979,8 +1054,9 @@ impl Walk {
                 match word.known().and_then(|text| text.split('=').next()) {
                     Some(name) if name.starts_with('-') || name.starts_with('+') => {}
                     Some(name) => {
-                        self.assigned
-                            .insert(name.split('[').next().unwrap_or(name).to_owned());
+                        let name = name.split('[').next().unwrap_or(name);
+                        self.code_variable(name);
+                        self.assigned.insert(name.to_owned());
                     }
                     // `export $(…)`: a name not known before the line runs.
                     None => {
@@ -1005,7 +1081,13 @@ impl Walk {
             "eval" => Some(Unwrap::Code(join_known(after_dashes(&rest)), "eval")),
             "trap" => match after_dashes(&rest).first() {
                 Some(Word::Known(flag)) if flag.starts_with('-') => None,
-                Some(code) => Some(Unwrap::Code(code.known().map(str::to_owned), "trap")),
+                Some(code) => {
+                    // The code runs later (at exit, on a signal), with what is set by then.
+                    self.unresolved(
+                        "`trap` runs code later, with the variables set by then".into(),
+                    );
+                    Some(Unwrap::Code(code.known().map(str::to_owned), "trap"))
+                }
                 None => None,
             },
             shell if SHELLS.contains(&shell) => shell_script(shell, &rest),
@@ -1138,6 +1220,27 @@ impl Walk {
     }
 }
 
+/// Variables bash runs as code, or that make a bash it starts run code: prompts and xtrace's
+/// `PS4`, the startup file of a non-interactive bash (`BASH_ENV`, `ENV`), exported functions
+/// (`BASH_FUNC_name%%`), options turned on from the environment. Setting one asks.
+fn code_variable(name: &str) -> bool {
+    matches!(
+        name,
+        "PS0"
+            | "PS1"
+            | "PS2"
+            | "PS3"
+            | "PS4"
+            | "PROMPT_COMMAND"
+            | "BASH_ENV"
+            | "ENV"
+            | "SHELLOPTS"
+            | "BASHOPTS"
+            | "BASH_XTRACEFD"
+            | "EXECIGNORE"
+    ) || name.starts_with("BASH_FUNC_")
+}
+
 /// Stands for a variable the walk cannot name (`export $(…)`, `read`, `${X:=…}`): every later
 /// command has it set, so no rule's `env` list covers it.
 const UNKNOWN_VARIABLE: &str = "*";
@@ -1244,7 +1347,7 @@ fn shell_script(shell: &str, rest: &[Word]) -> Option<Unwrap> {
             // `--init-file FILE`) may make the next word a file the shell runs.
             if matches!(
                 long,
-                "norc" | "noprofile" | "posix" | "login" | "noediting" | "verbose"
+                "norc" | "noprofile" | "posix" | "noediting" | "verbose"
             ) {
                 continue;
             }
@@ -1252,9 +1355,30 @@ fn shell_script(shell: &str, rest: &[Word]) -> Option<Unwrap> {
                 "`{shell} {text}` is an option the policy does not read"
             )));
         }
+        if text.starts_with('-') && (text.contains('i') || text.contains('l')) {
+            // An interactive or login shell reads start-up files the walk does not.
+            return Some(Unwrap::Opaque(format!(
+                "`{shell} {text}` reads start-up files the policy does not"
+            )));
+        }
         if text.starts_with('-') && text.contains('c') {
+            // The shell reads options after `-c` too (`bash -c -e 'cmd'`, `-cO extglob`): the
+            // script is the first word that is neither one nor an option's value.
+            if text.ends_with('o') || text.ends_with('O') {
+                words.next();
+            }
             let mut script = words.next();
-            if script.and_then(Word::known) == Some("--") {
+            while let Some(option) = script.and_then(Word::known) {
+                if option == "--" {
+                    script = words.next();
+                    break;
+                }
+                if !(option.starts_with('-') || option.starts_with('+')) {
+                    break;
+                }
+                if option.ends_with('o') || option.ends_with('O') {
+                    words.next();
+                }
                 script = words.next();
             }
             let script = script.and_then(Word::known).map(str::to_owned);
@@ -1391,6 +1515,9 @@ fn wrapped(program: &str, rest: &[Word]) -> Unwrap {
             && !text.starts_with('-')
             && let Some((name, _)) = text.split_once('=')
         {
+            if code_variable(name) {
+                return opaque(format!("sets `{name}`, which bash runs as code"));
+            }
             env.insert(name.to_owned());
             index += 1;
             continue;

@@ -880,6 +880,15 @@ impl Walk {
 
     /// A word with quotes removed, its substitutions judged as commands of their own.
     fn word(&mut self, raw: &str, depth: usize, via: &[&'static str]) -> Word {
+        // Most words are plain: nothing in them quotes, expands or substitutes, so they are
+        // what they say (and the word parser, with its shared cache, is not needed).
+        if !raw.is_empty()
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_./:=,+@%-".contains(&b))
+        {
+            return Word::Known(raw.to_owned());
+        }
         match word::parse(raw, &options()) {
             Ok(pieces) => match self.pieces(raw, &pieces, depth, via, false) {
                 Some(text) => Word::Known(text),
@@ -905,7 +914,10 @@ impl Walk {
         let unknown = |text: &mut Option<String>| *text = None;
         // The word as brace expansion sees it: quoted parts stand in as one letter, so that
         // `{"10",curl,x}` is still a brace expansion.
-        if !quoted {
+        let braces = pieces
+            .iter()
+            .any(|piece| matches!(&piece.piece, WordPiece::Text(part) if part.contains('{')));
+        if !quoted && braces {
             let skeleton: String = pieces
                 .iter()
                 .map(|piece| match &piece.piece {

@@ -320,6 +320,8 @@ const TABLE: &[(&str, Decision)] = &[
     ("v=$(cat f); [[ v -eq 1 ]]", Ask),
     ("cd=$(cat f); ((cd))", Ask),
     ("a[v]=1", Ask),
+    ("v=$(cat src/f); a=([v]=1)", Ask),
+    ("a=([0]=x [1]=y)", Ask),
     ("declare -i w=v", Ask),
     ("for ((i=v;0;)); do :; done", Ask),
     ("test -v 'a[v]'", Ask),

@@ -703,10 +703,21 @@ impl Walk {
     ) {
         let words: Vec<&ast::Word> = match value {
             ast::AssignmentValue::Scalar(word) => vec![word],
-            ast::AssignmentValue::Array(items) => items
-                .iter()
-                .flat_map(|(key, value)| key.iter().chain(std::iter::once(value)))
-                .collect(),
+            ast::AssignmentValue::Array(items) => {
+                // An indexed array's keys are arithmetic (`a=([v]=1)` evaluates `v`'s value).
+                for key in items.iter().filter_map(|(key, _)| key.as_ref()) {
+                    let key = self.word(&key.value, depth, via);
+                    let names_variable = key.known().is_none_or(|text| {
+                        text.chars().any(|c| c.is_ascii_alphabetic() || c == '_')
+                    });
+                    if names_variable {
+                        self.unresolved(
+                            "an array's key names a variable, whose value bash evaluates".into(),
+                        );
+                    }
+                }
+                items.iter().map(|(_, value)| value).collect()
+            }
         };
         for word in words {
             let resolved = self.word(&word.value, depth, via);

@@ -34,23 +34,19 @@ pub enum StrMatch {
 }
 
 impl StrMatch {
+    /// A glob over a name or path: `*` stops at `/`, `**` crosses it.
     pub fn glob(pattern: &str) -> Result<StrMatch, String> {
-        let glob = GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|err| format!("invalid glob `{pattern}`: {err}"))?
-            .compile_matcher();
-        Ok(StrMatch::Glob {
-            pattern: pattern.to_owned(),
-            glob,
-        })
+        StrMatch::glob_with(pattern, true)
     }
 
     /// A glob over one word of a command: `*` matches `/` too (`-o/tmp/x`).
     pub fn word_glob(pattern: &str) -> Result<StrMatch, String> {
+        StrMatch::glob_with(pattern, false)
+    }
+
+    fn glob_with(pattern: &str, literal_separator: bool) -> Result<StrMatch, String> {
         let glob = GlobBuilder::new(pattern)
-            .literal_separator(false)
+            .literal_separator(literal_separator)
             .backslash_escape(true)
             .build()
             .map_err(|err| format!("invalid glob `{pattern}`: {err}"))?

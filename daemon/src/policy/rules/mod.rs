@@ -512,20 +512,24 @@ impl Policy {
                 )
             }
         };
+        // The call as a whole: its rule, or the level.
+        let whole_call = || {
+            let (decision, by) = match call_hit {
+                Some((decision, rule)) => (decision, By::Rule(rule.reference())),
+                None => by_level(&unmatched),
+            };
+            Judged {
+                subject: format!("the call of `{}`", call.tool),
+                decision,
+                by,
+                command: None,
+                words: Vec::new(),
+            }
+        };
         let mut judged = Vec::new();
         match call.command {
             None => {
-                let (decision, by) = match call_hit {
-                    Some((decision, rule)) => (decision, By::Rule(rule.reference())),
-                    None => by_level(&unmatched),
-                };
-                judged.push(Judged {
-                    subject: format!("the call of `{}`", call.tool),
-                    decision,
-                    by,
-                    command: None,
-                    words: Vec::new(),
-                });
+                judged.push(whole_call());
             }
             Some(line) => {
                 if let Some((decision @ (Decision::Ask | Decision::Deny), rule)) = call_hit {
@@ -586,17 +590,7 @@ impl Policy {
                     });
                 }
                 if judged.is_empty() {
-                    let (decision, by) = match call_hit {
-                        Some((decision, rule)) => (decision, By::Rule(rule.reference())),
-                        None => by_level(&unmatched),
-                    };
-                    judged.push(Judged {
-                        subject: format!("the call of `{}`", call.tool),
-                        decision,
-                        by,
-                        command: None,
-                        words: Vec::new(),
-                    });
+                    judged.push(whole_call());
                 }
             }
         }

@@ -1,0 +1,157 @@
+"""Where the daemon is and how to prove who this client is: the address, TLS, and the token.
+
+The same rules as the ``airlock`` CLI (``client/src/client/auth.rs``): a token given wins,
+else ``$AIRLOCK_TOKEN``, else the token file of a daemon on this host with the default state
+dir (``$XDG_STATE_HOME/airlock/token``, else ``~/.local/state/airlock/token``). Addresses are
+``http://host:port``, ``https://host:port``, ``unix:/path``, or a bare ``host:port``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+import grpc
+import grpc.aio
+
+from .errors import AirlockError
+
+__all__ = ["DEFAULT_ENDPOINT", "TOKEN_ENV", "Endpoint", "Token", "discover_token"]
+
+#: Where airlockd listens unless configured otherwise.
+DEFAULT_ENDPOINT = "http://127.0.0.1:7411"
+#: The environment variable a token is read from.
+TOKEN_ENV = "AIRLOCK_TOKEN"
+
+# A PEM file (a CA bundle, a chain, a key) or a token is a few kilobytes; a bound keeps a
+# mistyped path (a log, a device) from being read whole.
+_MAX_FILE_BYTES = 1024 * 1024
+# gRPC's own limit on a message is 4 MiB; the daemon's is the same, and a run's events and a
+# kept output's pages stay under it.
+_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    """The token sent with every call, and where it came from (for error messages)."""
+
+    value: str | None
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """A parsed daemon address."""
+
+    url: str
+    target: str
+    tls: bool
+
+    @classmethod
+    def parse(cls, raw: str) -> Endpoint:
+        raw = raw.strip()
+        if raw.startswith("unix:"):
+            if not raw[len("unix:") :].lstrip("/"):
+                raise AirlockError(f"invalid server address {raw!r}: unix: needs a socket path")
+            return cls(url=raw, target=raw, tls=False)
+        scheme, sep, rest = raw.partition("://")
+        if not sep:
+            scheme, rest = "http", raw
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
+            raise AirlockError(
+                f"invalid server address {raw!r}: unsupported scheme {scheme!r}; airlockd "
+                "speaks http://, https:// and unix:"
+            )
+        host = rest.rstrip("/")
+        if not host or "/" in host or any(c.isspace() for c in host):
+            raise AirlockError(f"invalid server address {raw!r}: expected host:port")
+        return cls(url=f"{scheme}://{host}", target=host, tls=scheme == "https")
+
+
+def default_state_dir() -> pathlib.Path:
+    """The daemon's default state dir, by the daemon's own rule."""
+    state = os.environ.get("XDG_STATE_HOME")
+    if state:
+        return pathlib.Path(state) / "airlock"
+    home = os.environ.get("HOME")
+    if home:
+        return pathlib.Path(home) / ".local" / "state" / "airlock"
+    return pathlib.Path(".airlock")
+
+
+def discover_token(given: str | None = None) -> Token:
+    """The token to send: ``given``, else ``$AIRLOCK_TOKEN``, else the default state dir's
+    token file; none when there is none anywhere (the daemon then answers UNAUTHENTICATED and
+    the error says where this client looked)."""
+    if given is not None and given.strip():
+        return Token(given.strip(), "given")
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return Token(env, f"${TOKEN_ENV}")
+    path = default_state_dir() / "token"
+    try:
+        text = _read_small(path, "token file")
+    except FileNotFoundError:
+        return Token(None, f"none: no token given, no ${TOKEN_ENV}, no {path}")
+    token = text.decode("utf-8", "replace").strip()
+    if not token:
+        return Token(None, f"none: {path} is empty")
+    return Token(token, str(path))
+
+
+def _read_small(path: pathlib.Path, what: str) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > _MAX_FILE_BYTES:
+            raise AirlockError(f"cannot read the {what} {path}: larger than {_MAX_FILE_BYTES} bytes")
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise AirlockError(f"cannot read the {what} {path}: {err.strerror or err}") from err
+
+
+def read_pem(path: str | os.PathLike[str], what: str) -> bytes:
+    """One PEM file of at most 1 MiB; ``what`` names it in the error."""
+    try:
+        return _read_small(pathlib.Path(path), what)
+    except FileNotFoundError as err:
+        raise AirlockError(f"cannot read the {what} {path}: no such file") from err
+
+
+def open_channel(
+    endpoint: Endpoint,
+    *,
+    ca_cert: str | os.PathLike[str] | None,
+    client_cert: str | os.PathLike[str] | None,
+    client_key: str | os.PathLike[str] | None,
+) -> grpc.aio.Channel:
+    """An asyncio channel to the daemon: plaintext, TLS (the daemon's certificate must chain
+    to ``ca_cert``, or to the system's roots when none is given), mutual TLS, or the Unix
+    socket."""
+    options = [
+        ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+        # A client that retries by itself would repeat a decision or an input; this one
+        # reports the failure and lets its caller decide.
+        ("grpc.enable_retries", 0),
+    ]
+    if (client_cert is None) != (client_key is None):
+        raise AirlockError("a client certificate goes with its key: give both client_cert and client_key")
+    if not endpoint.tls:
+        if ca_cert is not None or client_cert is not None:
+            raise AirlockError(
+                f"TLS files were given for {endpoint.url}, which is not https://: use "
+                "https://host:port for a daemon that serves TLS"
+            )
+        return grpc.aio.insecure_channel(endpoint.target, options=options)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read_pem(ca_cert, "CA") if ca_cert is not None else None,
+        private_key=read_pem(client_key, "client key") if client_key is not None else None,
+        certificate_chain=read_pem(client_cert, "client certificate")
+        if client_cert is not None
+        else None,
+    )
+    return grpc.aio.secure_channel(endpoint.target, credentials, options=options)

@@ -1,0 +1,264 @@
+"""Every way a call to airlockd can fail, as exception classes that follow proto/API.md.
+
+The daemon answers a call it refuses with a gRPC status whose message names the request field
+at fault first (``start.model.model: unknown model ...``); :func:`from_rpc_error` turns that
+status into the exception of its code, with the field and whether a retry can help. Failures
+of the conversation itself (nothing listening, a connection lost mid-call, a run's stream
+closed before the run finished) have classes of their own.
+
+A tool that ran and failed is *not* an exception: that is a ``ToolResult`` whose ``status``
+is not ``TOOL_STATUS_OK``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+
+__all__ = [
+    "AbortedError",
+    "AirlockError",
+    "ConnectionLostError",
+    "DataLossError",
+    "FailedPreconditionError",
+    "IncompleteRunError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "RpcError",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnreachableError",
+    "from_rpc_error",
+]
+
+# A field path as the daemon writes it: `tool`, `start.model.model`, `settings.rules`.
+_FIELD = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*$")
+
+
+class AirlockError(Exception):
+    """The base of every error this package raises."""
+
+    #: Whether the same call may succeed if sent again later (API.md's "retry?" column).
+    retryable: bool = False
+
+    def __init__(self, message: str, *, endpoint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        #: The daemon the call went to.
+        self.endpoint = endpoint
+
+
+class RpcError(AirlockError):
+    """The daemon answered a call with an error status."""
+
+    #: The gRPC status code this class stands for.
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, message: str, *, endpoint: str = "", method: str = "") -> None:
+        super().__init__(message, endpoint=endpoint)
+        #: The full method name of the call, ``/airlock.v1.Tools/ExecuteTool``.
+        self.method = method
+        head, sep, _ = message.partition(": ")
+        #: The request field at fault, as a path inside the request (``start.workspace``);
+        #: empty when the error names none.
+        self.field = head if sep and _FIELD.match(head) else ""
+
+
+class InvalidArgumentError(RpcError):
+    """A field is malformed, missing, or past its bound: fix the field."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFoundError(RpcError):
+    """An id or name that names nothing this caller may see (another tenant's run is exactly
+    as unknown as one that never existed)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class OutOfRangeError(RpcError):
+    """A position past the end: an output offset, an ``after_seq``."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
+class FailedPreconditionError(RpcError):
+    """Well-formed, but the state forbids it: cancelling a finished run, a decision whose
+    digest names another call, a review of a listing that changed since."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class UnauthenticatedError(RpcError):
+    """No token, a malformed ``authorization`` header, or a token this daemon does not know.
+
+    The message says where the token sent came from (``token_source``)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+    def __init__(
+        self, message: str, *, endpoint: str = "", method: str = "", token_source: str = ""
+    ) -> None:
+        super().__init__(message, endpoint=endpoint, method=method)
+        #: Where the token came from: ``given``, ``$AIRLOCK_TOKEN``, a file's path, or
+        #: ``none`` when there was none anywhere.
+        self.token_source = token_source
+
+
+class PermissionDeniedError(RpcError):
+    """The tenant may not use this tool, workspace or service, or a rule denies the call."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class ResourceExhaustedError(RpcError):
+    """The tenant's cap on concurrent runs or executions, or a message over the size limit:
+    later, when something finished."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    retryable = True
+
+
+class AbortedError(RpcError):
+    """In a fleet, another daemon took the run over while this one was writing for it: retry
+    on any daemon."""
+
+    code = grpc.StatusCode.ABORTED
+    retryable = True
+
+
+class UnavailableError(RpcError):
+    """The daemon cannot reach its store now, or it is stopping; in a fleet, the daemon
+    executing the run did not answer within its lease. Retry with backoff."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    retryable = True
+
+
+class DataLossError(RpcError):
+    """Stored data is damaged: tell the operator."""
+
+    code = grpc.StatusCode.DATA_LOSS
+
+
+class InternalError(RpcError):
+    """A bug of the daemon: report it."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+class UnimplementedError(RpcError):
+    """The daemon does not serve this call: it is older than this client (or the call is not
+    one of airlock's)."""
+
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class UnreachableError(AirlockError):
+    """Nothing answered at the daemon's address, or the TLS handshake with it failed."""
+
+    retryable = True
+
+
+class ConnectionLostError(AirlockError):
+    """The connection broke in the middle of a call: the daemon stopped, or the network
+    between failed. Whether a running tool finished is unknown to this client."""
+
+    retryable = True
+
+
+class IncompleteRunError(AirlockError):
+    """A run's stream ended before the run finished. The run belongs to the daemon, not to
+    the stream: it may still be going, and can be followed again from ``last_seq``."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, endpoint: str, run_id: str, last_seq: int) -> None:
+        super().__init__(message, endpoint=endpoint)
+        self.run_id = run_id
+        self.last_seq = last_seq
+
+
+_BY_CODE: dict[grpc.StatusCode, type[RpcError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidArgumentError,
+        NotFoundError,
+        OutOfRangeError,
+        FailedPreconditionError,
+        UnauthenticatedError,
+        PermissionDeniedError,
+        ResourceExhaustedError,
+        AbortedError,
+        UnavailableError,
+        DataLossError,
+        InternalError,
+        UnimplementedError,
+    )
+}
+
+
+def from_rpc_error(
+    error: grpc.RpcError, *, endpoint: str, method: str, token_source: str
+) -> AirlockError:
+    """The exception for a call to ``method`` that ended with ``error``'s status.
+
+    The one mapper every call of this package goes through."""
+    code: grpc.StatusCode = getattr(error, "code", lambda: grpc.StatusCode.UNKNOWN)()
+    details: str = getattr(error, "details", lambda: "")() or ""
+    if code == grpc.StatusCode.UNAVAILABLE and _is_transport_failure(details):
+        # grpc-core's words for a connection that could not be made, or broke: the daemon's
+        # own UNAVAILABLE (its store) says so in words of its own.
+        return ConnectionLostError(
+            f"lost the connection to airlockd at {endpoint}: {details}", endpoint=endpoint
+        )
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return UnimplementedError(
+            f"airlockd at {endpoint} does not serve {method.lstrip('/')}: it is older than "
+            f"this client ({details})",
+            endpoint=endpoint,
+            method=method,
+        )
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return UnauthenticatedError(
+            f"airlockd at {endpoint} refused the token ({token_source}): {details}; pass "
+            "token=... or set AIRLOCK_TOKEN to one of its tokens",
+            endpoint=endpoint,
+            method=method,
+            token_source=token_source,
+        )
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        # UNKNOWN, CANCELLED, DEADLINE_EXCEEDED, ALREADY_EXISTS: the daemon sends none of
+        # these; grpc-core makes them up for a call the transport or the caller ended.
+        return ConnectionLostError(
+            f"the call {method} to airlockd at {endpoint} ended with {code.name}: {details}",
+            endpoint=endpoint,
+        )
+    return cls(details, endpoint=endpoint, method=method)
+
+
+def _is_transport_failure(details: str) -> bool:
+    lowered = details.lower()
+    return any(
+        words in lowered
+        for words in (
+            "failed to connect",
+            "connection refused",
+            "socket closed",
+            "connection reset",
+            "broken pipe",
+            "stream removed",
+            "endpoint closing",
+            "ssl",
+            "handshake",
+            "connections to all backends failing",
+        )
+    )

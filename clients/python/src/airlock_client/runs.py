@@ -1,0 +1,278 @@
+"""One agent run followed on its bidirectional ``Agent.Run`` stream: its numbered events, and
+the decisions, cancel and input sent back.
+
+A run belongs to the daemon, not to the stream that started it. When the stream drops before
+the run finished (the daemon restarted, the network failed), a :class:`RunHandle` attaches
+again from the last committed event it received, by itself, for up to ``reattach_s``
+seconds: the caller sees every committed event once, in order. Streamed pieces (events with
+``delta`` set: the model's text and tool calls as they arrive) are never stored; a handle
+that re-attaches gets the committed event they led up to instead, which repeats them whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+import grpc
+import grpc.aio
+
+from airlock.v1 import agent_pb2, agent_pb2_grpc, approval_pb2, run_event_pb2
+
+from ._peer import Peer
+from .approvals import decision_for
+from .errors import (
+    AirlockError,
+    ConnectionLostError,
+    IncompleteRunError,
+    UnavailableError,
+)
+
+__all__ = ["RunHandle"]
+
+# How long a handle keeps trying to attach again after its stream dropped, from the last
+# event it received: a daemon restarting on the same state resumes its runs within seconds.
+DEFAULT_REATTACH_S = 30.0
+# The first pause between attempts; it doubles up to the cap.
+_FIRST_BACKOFF_S = 0.1
+_MAX_BACKOFF_S = 2.0
+# What a dropped stream looks like: these errors, and only these, are worth attaching again.
+_DROPPED = (ConnectionLostError, UnavailableError, IncompleteRunError)
+
+
+class RunHandle:
+    """Follows one run and steers it. ``async for event in handle`` yields every event, deltas
+    included (``event.delta``); :meth:`committed` only the stored ones, :meth:`text` the
+    model's text as it streams; :meth:`wait` runs to the end and returns ``RunFinished``.
+
+    Closing the handle (or leaving ``async with``) stops following the run; the run goes on.
+    """
+
+    def __init__(
+        self,
+        peer: Peer,
+        first: agent_pb2.RunRequest,
+        *,
+        run_id: str = "",
+        after_seq: int = 0,
+        reattach_s: float = DEFAULT_REATTACH_S,
+    ) -> None:
+        self._peer = peer
+        self._agent = agent_pb2_grpc.AgentStub(peer.channel)
+        self._first = first
+        self._reattach_s = reattach_s
+        self._call: grpc.aio.StreamStreamCall[agent_pb2.RunRequest, run_event_pb2.RunEvent] | None = None
+        self._buffered: run_event_pb2.RunEvent | None = None
+        #: The run's id: known from the start for an attached run, from the first event for
+        #: one this handle started.
+        self.run_id = run_id
+        #: The last committed event's seq (the ``after_seq`` to resume after it). Deltas do
+        #: not count: one carries the seq of the event it leads up to, not yet arrived.
+        self.last_seq = after_seq
+        #: The run's end, once ``run_finished`` arrived.
+        self.finished: run_event_pb2.RunFinished | None = None
+        #: How many times the stream dropped and was attached again.
+        self.reattached = 0
+
+    async def _open(self, request: agent_pb2.RunRequest) -> None:
+        """Opens a stream with ``request`` as its first message and reads its first event, so
+        that a refused request (a bad field, an unknown run, a seq past the end) is raised
+        here, not by the first read.
+
+        An attach after seq N asks for the events after N - 1 and drops event N, which it
+        already has: a run waiting for a person may have nothing new to say for a long time,
+        and the daemon's answer to an attach is otherwise only known with its first event."""
+        if self._call is not None:
+            self._call.cancel()
+        after_seq = request.attach.after_seq if request.WhichOneof("request") == "attach" else 0
+        if after_seq > 0:
+            request = _attach(request.attach.run_id, after_seq - 1)
+        call = self._agent.Run(metadata=self._peer.metadata)
+        self._call = call
+        try:
+            await call.write(request)
+            first = await call.read()
+        except grpc.RpcError as error:
+            raise self._peer.error(error, self._agent.Run) from None
+        if first is grpc.aio.EOF:
+            raise self._incomplete()
+        assert isinstance(first, run_event_pb2.RunEvent)
+        if after_seq > 0 and first.seq <= after_seq and not first.delta:
+            return
+        self._record(first)
+        self._buffered = first
+
+    async def __aenter__(self) -> RunHandle:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops following the run (the run goes on in the daemon)."""
+        if self._call is not None:
+            self._call.cancel()
+
+    def __aiter__(self) -> RunHandle:
+        return self
+
+    async def __anext__(self) -> run_event_pb2.RunEvent:
+        event = await self.next_event()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    async def next_event(self) -> run_event_pb2.RunEvent | None:
+        """The run's next event; None once the stream ended after ``run_finished``."""
+        if self._buffered is not None:
+            event, self._buffered = self._buffered, None
+            return event
+        dropped_at = 0.0
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            try:
+                return await self._read()
+            except _DROPPED:
+                now = time.monotonic()
+                dropped_at = dropped_at or now
+                if (
+                    not self.run_id
+                    or self.finished is not None
+                    or self._reattach_s <= 0
+                    or now - dropped_at > self._reattach_s
+                ):
+                    raise
+            # The stream dropped: attach again after the last committed event, until one
+            # attempt takes or the time is up (the last attempt's error is raised then).
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            try:
+                await self._open(_attach(self.run_id, self.last_seq))
+            except _DROPPED:
+                if time.monotonic() - dropped_at > self._reattach_s:
+                    raise
+                continue
+            self.reattached += 1
+
+    async def _read(self) -> run_event_pb2.RunEvent | None:
+        if self._buffered is not None:
+            event, self._buffered = self._buffered, None
+            return event
+        if self._call is None:
+            await self._open(self._first)
+            return await self._read()
+        try:
+            message = await self._call.read()
+        except grpc.RpcError as error:
+            raise self._peer.error(error, self._agent.Run) from None
+        if message is grpc.aio.EOF:
+            if self.finished is not None:
+                return None
+            raise self._incomplete()
+        assert isinstance(message, run_event_pb2.RunEvent)
+        self._record(message)
+        return message
+
+    def _record(self, event: run_event_pb2.RunEvent) -> None:
+        if not self.run_id and event.run_id:
+            self.run_id = event.run_id
+        if not event.delta:
+            self.last_seq = max(self.last_seq, event.seq)
+        if event.WhichOneof("event") == "run_finished":
+            self.finished = event.run_finished
+
+    def _incomplete(self) -> IncompleteRunError:
+        return IncompleteRunError(
+            f"airlockd at {self._peer.endpoint} closed the stream of run {self.run_id or '?'} "
+            f"before the run finished (last event received: {self.last_seq})",
+            endpoint=self._peer.endpoint,
+            run_id=self.run_id,
+            last_seq=self.last_seq,
+        )
+
+    async def committed(self) -> AsyncIterator[run_event_pb2.RunEvent]:
+        """The run's stored events, in order, without the streamed pieces."""
+        async for event in self:
+            if not event.delta:
+                yield event
+
+    async def text(self) -> AsyncIterator[str]:
+        """The model's text as it arrives: each streamed piece, or a whole ``model_text`` when
+        nothing of it was streamed (a model that does not stream, or a re-attach that missed
+        the pieces)."""
+        streamed: set[int] = set()
+        async for event in self:
+            kind = event.WhichOneof("event")
+            if kind == "text_delta":
+                streamed.add(event.seq)
+                yield event.text_delta.text
+            elif kind == "model_text" and event.seq not in streamed:
+                yield event.model_text.text
+
+    async def wait(self) -> run_event_pb2.RunFinished:
+        """Reads the run to its end and returns how it ended."""
+        async for _ in self:
+            pass
+        if self.finished is None:
+            raise self._incomplete()
+        return self.finished
+
+    async def decide(
+        self,
+        request: approval_pb2.ApprovalRequest,
+        *,
+        approve: bool,
+        for_session: bool = False,
+        reason: str = "",
+        grant_prefix: Sequence[str] = (),
+    ) -> None:
+        """Answers one of the run's approval requests, bound to the exact call it asks about
+        (its id and digest). A decision the daemon refuses comes back as a
+        ``decision_rejected`` event."""
+        await self._send(
+            agent_pb2.RunRequest(
+                decision=decision_for(
+                    request,
+                    approve=approve,
+                    for_session=for_session,
+                    reason=reason,
+                    grant_prefix=grant_prefix,
+                )
+            )
+        )
+
+    async def approve(self, request: approval_pb2.ApprovalRequest, *, for_session: bool = False) -> None:
+        """Approves ``request`` once, or for the rest of the session."""
+        await self.decide(request, approve=True, for_session=for_session)
+
+    async def deny(self, request: approval_pb2.ApprovalRequest, reason: str = "") -> None:
+        """Denies ``request``; the model is told ``reason``."""
+        await self.decide(request, approve=False, reason=reason)
+
+    async def cancel(self, reason: str = "") -> None:
+        """Stops the run; it ends ``CANCELLED``, which this stream then reports."""
+        await self._send(agent_pb2.RunRequest(cancel=agent_pb2.CancelRun(reason=reason)))
+
+    async def send_input(self, text: str) -> None:
+        """More input from the user, read before the run's next model call."""
+        await self._send(agent_pb2.RunRequest(input=agent_pb2.UserInput(text=text)))
+
+    async def _send(self, request: agent_pb2.RunRequest) -> None:
+        if self._call is None:
+            await self._open(self._first)
+        assert self._call is not None
+        try:
+            await self._call.write(request)
+        except grpc.RpcError as error:
+            raise self._peer.error(error, self._agent.Run) from None
+        except asyncio.InvalidStateError as error:
+            raise ConnectionLostError(
+                f"the stream of run {self.run_id} to airlockd at {self._peer.endpoint} is "
+                f"closed; the message was not sent ({error})",
+                endpoint=self._peer.endpoint,
+            ) from None
+
+
+def _attach(run_id: str, after_seq: int) -> agent_pb2.RunRequest:
+    return agent_pb2.RunRequest(attach=agent_pb2.AttachRun(run_id=run_id, after_seq=after_seq))
+

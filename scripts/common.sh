@@ -8,9 +8,10 @@ readonly AIRLOCK_RUST_TARGETS=(wasm32-wasip1 wasm32-wasip2)
 # builtins for the C plugin; python3 (with venv) reads `cargo metadata` and runs the
 # Python gRPC client test and the hosted MCP servers of the tests; nodejs (with npm) runs
 # the MCP servers from npm; libseccomp-dev is what the process engine compiles its seccomp
-# filter with (its library, libseccomp2, is part of every Debian system).
+# filter with (its library, libseccomp2, is part of every Debian system); openssl makes the
+# certificates of the client packages' TLS tests.
 # python3, nodejs, gcc, make and git are also the toolchains the `toolchains` profile mounts for run_command.
-readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git)
+readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl)
 
 die() {
     echo "${0##*/}: $*" >&2

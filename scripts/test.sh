@@ -3,7 +3,8 @@
 # WebAssembly modules the tests run, then the Rust tests of the whole workspace, the C
 # plugin's test, the example tool built in every language with a template and run through a
 # daemon (scripts/languages.sh), the web console rebuilt and checked against the committed
-# build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon, and
+# build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon,
+# the Python and TypeScript client packages against real daemons, and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
 # Debian's, started by scripts/postgres.sh in a directory under /tmp on a free loopback port (its
@@ -89,6 +90,8 @@ step "downloads and the WebAssembly modules, in the background: Debian packages 
     ensure_rust_targets
     scripts/build-wasm.sh
     tests/python/run.sh --install-only
+    clients/python/test.sh --install-only
+    clients/typescript/test.sh --install-only
     tests/mcp/install.sh
     scripts/languages.sh --install-only
     scripts/console.sh --install-only
@@ -144,6 +147,10 @@ scripts/languages.sh
 
 step "Python gRPC client"
 tests/python/run.sh
+
+step "client packages against real daemons: airlock-client for Python (mypy --strict, the framework adapters), @airlock/client for TypeScript (tsc --strict, gRPC and gRPC-Web)"
+clients/python/test.sh
+clients/typescript/test.sh
 
 step "eval suite (evals/coding.yaml: each task replayed from its cassette, tools for real)"
 scripts/evals.sh

@@ -77,7 +77,7 @@ pub async fn connect_with(
     options: &ConnectOptions,
 ) -> Result<AirlockClient, ClientError> {
     let endpoint = normalize_endpoint(endpoint)?;
-    let (token, token_source) = auth::discover_token(options.token.as_deref())?;
+    let (token, token_source) = auth::discover_token(options.token.as_deref(), &endpoint)?;
     let bearer = BearerToken::new(token.as_deref())?;
     let mut builder = Endpoint::from_shared(endpoint.clone())
         .map_err(|error| ClientError::InvalidEndpoint {

@@ -257,6 +257,12 @@ fn describe_unauthenticated(endpoint: &str, token: &TokenSource, reason: &str) -
              {}, which is not there)",
             looked_in.display()
         ),
+        TokenSource::Withheld { path } => format!(
+            "airlockd at {endpoint} needs an access token, and none was given: pass --token \
+             TOKEN or set {TOKEN_ENV} ({} holds the token of a daemon on this host, which is \
+             sent only to a Unix socket or a loopback address)",
+            path.display()
+        ),
         TokenSource::Given | TokenSource::Environment | TokenSource::File(_) => format!(
             "airlockd at {endpoint} does not accept {} ({reason}): pass this daemon's token \
              with --token or {TOKEN_ENV} (the file `token` in its state dir, or your tenant's \
@@ -463,6 +469,15 @@ mod tests {
              to /root/.local/state/airlock/token, which is not there)"
         );
         assert_eq!(missing.exit_code(), exit_code::NO_PERMISSION);
+        let withheld = refused(TokenSource::Withheld {
+            path: "/root/.local/state/airlock/token".into(),
+        });
+        assert_eq!(
+            withheld.to_string(),
+            "airlockd at http://h:1 needs an access token, and none was given: pass --token \
+             TOKEN or set AIRLOCK_TOKEN (/root/.local/state/airlock/token holds the token of a \
+             daemon on this host, which is sent only to a Unix socket or a loopback address)"
+        );
         for (source, named) in [
             (TokenSource::Given, "the access token given with --token"),
             (

@@ -17,6 +17,9 @@ pub enum TokenSource {
     File(PathBuf),
     /// None anywhere; this is where the token file was looked for.
     Missing { looked_in: PathBuf },
+    /// None given, and the token file at `path` not sent: it is the local daemon's, and the
+    /// daemon addressed is not on this host (a mistyped or hostile address would get it).
+    Withheld { path: PathBuf },
 }
 
 impl TokenSource {
@@ -30,7 +33,9 @@ impl TokenSource {
                  state dir)",
                 path.display()
             ),
-            TokenSource::Missing { .. } => "no access token".to_owned(),
+            TokenSource::Missing { .. } | TokenSource::Withheld { .. } => {
+                "no access token".to_owned()
+            }
         }
     }
 }

@@ -19,7 +19,10 @@ fn new_id(prefix: &str) -> String {
 fn check(prefix: &str, noun: &str, text: &str) -> Result<(), String> {
     let shape = format!("`{prefix}_` and 32 hex digits");
     if text.is_empty() {
-        return Err(format!("required: the id of a {noun} ({shape})"));
+        return Err(format!(
+            "required: the id of {} {noun} ({shape})",
+            article(noun)
+        ));
     }
     let valid = text
         .strip_prefix(prefix)
@@ -34,7 +37,19 @@ fn check(prefix: &str, noun: &str, text: &str) -> Result<(), String> {
         Ok(())
     } else {
         let shown: String = text.chars().take(80).collect();
-        Err(format!("`{shown}` is not a {noun} id ({shape})"))
+        Err(format!(
+            "`{shown}` is not {} {noun} id ({shape})",
+            article(noun)
+        ))
+    }
+}
+
+/// "a" or "an" before `noun` (every noun an id is named by starts with its sound's letter).
+fn article(noun: &str) -> &'static str {
+    if noun.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
     }
 }
 

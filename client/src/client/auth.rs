@@ -26,10 +26,16 @@ pub fn default_state_dir() -> PathBuf {
     PathBuf::from(".airlock")
 }
 
-/// The token to send and where it came from: `given` (a flag), else `$AIRLOCK_TOKEN`, else
-/// the token file of a daemon on this host with the default state dir. No token when there is
-/// none anywhere: the daemon will answer UNAUTHENTICATED, and the error says what to do.
-pub fn discover_token(given: Option<&str>) -> Result<(Option<String>, TokenSource), ClientError> {
+/// The token to send to `endpoint` and where it came from: `given` (a flag), else
+/// `$AIRLOCK_TOKEN`, else the token file of a daemon on this host with the default state dir —
+/// that one only when `endpoint` is on this host too ([`is_local`]): the local daemon's token
+/// is never sent to an address elsewhere, where a mistyped or hostile server would receive
+/// it. No token when there is none to send: the daemon will answer UNAUTHENTICATED, and the
+/// error says what to do.
+pub fn discover_token(
+    given: Option<&str>,
+    endpoint: &str,
+) -> Result<(Option<String>, TokenSource), ClientError> {
     if let Some(token) = given.map(str::trim).filter(|t| !t.is_empty()) {
         return Ok((Some(token.to_owned()), TokenSource::Given));
     }
@@ -41,10 +47,35 @@ pub fn discover_token(given: Option<&str>) -> Result<(Option<String>, TokenSourc
         return Ok((Some(token), TokenSource::Environment));
     }
     let path = default_state_dir().join(TOKEN_FILE);
+    if !is_local(endpoint) {
+        return Ok((None, TokenSource::Withheld { path }));
+    }
     Ok(match read_token_file(&path)? {
         Some(token) => (Some(token), TokenSource::File(path)),
         None => (None, TokenSource::Missing { looked_in: path }),
     })
+}
+
+/// Whether the daemon at `endpoint` (a URL as [`crate::connect`] normalises it, or
+/// `unix:/path`) is on this host: a Unix socket, `localhost`, or a loopback address.
+pub fn is_local(endpoint: &str) -> bool {
+    if endpoint.starts_with("unix:") {
+        return true;
+    }
+    let rest = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn read_token_file(path: &Path) -> Result<Option<String>, ClientError> {
@@ -92,7 +123,7 @@ mod tests {
 
     #[test]
     fn a_given_token_wins_and_a_missing_file_is_no_token() -> anyhow::Result<()> {
-        let (token, source) = discover_token(Some(" t1 "))?;
+        let (token, source) = discover_token(Some(" t1 "), "https://remote.example:7411")?;
         assert_eq!(token.as_deref(), Some("t1"));
         assert_eq!(source, TokenSource::Given);
         let dir = tempfile::tempdir()?;
@@ -103,6 +134,29 @@ mod tests {
             Some("abc")
         );
         Ok(())
+    }
+
+    #[test]
+    fn only_a_daemon_on_this_host_is_local() {
+        for local in [
+            "unix:/run/airlock.sock",
+            "http://127.0.0.1:7411",
+            "http://127.8.0.1:1",
+            "https://[::1]:7411",
+            "http://LOCALHOST:7411",
+            "http://localhost",
+        ] {
+            assert!(is_local(local), "{local}");
+        }
+        for remote in [
+            "https://airlock.example.com:7411",
+            "http://10.0.0.8:7411",
+            "http://127.0.0.1.example.com:1",
+            "http://[::2]:7411",
+            "http://localhost.example:7411",
+        ] {
+            assert!(!is_local(remote), "{remote}");
+        }
     }
 
     #[test]

@@ -12,8 +12,8 @@ use super::auth::caller;
 use super::error::ApiError;
 use super::limits;
 use super::request::{check_tool, check_workspace, parse_id};
-use crate::agent::AgentRuntime;
 use crate::agent::judge::{self, PolicyCheck};
+use crate::agent::{AgentError, AgentRuntime};
 use crate::ids::SessionId;
 use crate::policy::ApprovalPolicy;
 use crate::policy::rules::{Decision, Layer};
@@ -98,7 +98,13 @@ impl pb::policy_server::Policy for PolicyService {
                 },
             )
             .await
-            .map_err(ApiError::from)?;
+            .map_err(|err| match err {
+                // The tool is this request's `tool`, not a run's `tools` list.
+                AgentError::UnknownTool(_) | AgentError::ToolNotAllowed { .. } => {
+                    ApiError::Agent(err).at("tool")
+                }
+                other => ApiError::from(other),
+            })?;
         Ok(Response::new(wire::policy_verdict(&verdict)))
     }
 

@@ -402,6 +402,12 @@ async fn check_policy_explains_without_running_and_keeps_to_the_callers_tenant()
         "{refused:?}"
     );
     let refused = policy
+        .check_policy(check("no_such_tool", json!({})))
+        .await
+        .expect_err("no such tool");
+    assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
+    assert!(refused.message().starts_with("tool: "), "{refused:?}");
+    let refused = policy
         .check_policy(pb::CheckPolicyRequest {
             workspace: "/etc".into(),
             ..check("write_file", json!({"path": "passwd", "content": ""}))

@@ -85,7 +85,7 @@ async def connect(
         if client_key is not None
         else (os.environ.get("AIRLOCK_TLS_KEY") or None if tls else None),
     )
-    peer = Peer(endpoint=address.url, token=discover_token(token), channel=channel)
+    peer = Peer(endpoint=address.url, token=discover_token(token, address), channel=channel)
     stub = daemon_pb2_grpc.DaemonStub(channel)
     try:
         info = await stub.GetInfo(

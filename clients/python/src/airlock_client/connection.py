@@ -9,6 +9,7 @@ dir (``$XDG_STATE_HOME/airlock/token``, else ``~/.local/state/airlock/token``). 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import pathlib
 
@@ -70,6 +71,23 @@ class Endpoint:
         return cls(url=f"{scheme}://{host}", target=host, tls=scheme == "https")
 
 
+    def is_local(self) -> bool:
+        """Whether the daemon is on this host: a Unix socket or a loopback address."""
+        if self.target.startswith("unix:"):
+            return True
+        host = self.target
+        if host.startswith("["):
+            host = host[1 : host.find("]")] if "]" in host else host
+        else:
+            host = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        if host.lower() == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+
 def default_state_dir() -> pathlib.Path:
     """The daemon's default state dir, by the daemon's own rule."""
     state = os.environ.get("XDG_STATE_HOME")
@@ -81,16 +99,26 @@ def default_state_dir() -> pathlib.Path:
     return pathlib.Path(".airlock")
 
 
-def discover_token(given: str | None = None) -> Token:
+def discover_token(given: str | None = None, endpoint: Endpoint | None = None) -> Token:
     """The token to send: ``given``, else ``$AIRLOCK_TOKEN``, else the default state dir's
     token file; none when there is none anywhere (the daemon then answers UNAUTHENTICATED and
-    the error says where this client looked)."""
+    the error says where this client looked).
+
+    The token file is the local daemon's: it is sent only to a daemon on this host (a Unix
+    socket or a loopback address), never to ``endpoint`` elsewhere, where a mistyped or
+    hostile address would receive it."""
     if given is not None and given.strip():
         return Token(given.strip(), "given")
     env = os.environ.get(TOKEN_ENV, "").strip()
     if env:
         return Token(env, f"${TOKEN_ENV}")
     path = default_state_dir() / "token"
+    if endpoint is not None and not endpoint.is_local():
+        return Token(
+            None,
+            f"none: the token file {path} is only sent to a daemon on this host, not to "
+            f"{endpoint.url}; pass token=... or set ${TOKEN_ENV}",
+        )
     try:
         text = _read_small(path, "token file")
     except FileNotFoundError:

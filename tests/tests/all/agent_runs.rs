@@ -457,3 +457,27 @@ async fn user_input_during_a_run_reaches_the_model() {
     });
     assert_eq!(inputs, ["also check the README"]);
 }
+
+#[tokio::test]
+async fn input_sent_while_the_model_gives_its_final_answer_is_read_by_another_step() {
+    let (daemon, _extra) = daemon().await;
+    let workspace = workspace(&daemon);
+    let script = json!({"turns": [
+        {"final": "first answer", "delay_ms": 500},
+        {"final": "second answer"}
+    ]});
+    let mut run = daemon.start_run(scripted_run(&workspace, &script)).await;
+    run.until(|event| matches!(event, Event::ContextBuilt(_)).then_some(()))
+        .await;
+    run.send(pb::run_request::Request::Input(pb::UserInput {
+        text: "one more thing".into(),
+    }));
+    let finished = run.finished().await;
+    assert_eq!(finished.final_text, "second answer", "{finished:?}");
+    assert_eq!(finished.steps, 2, "{finished:?}");
+    let inputs = run.of(|event| match event {
+        Event::UserInput(input) => Some(input.text.clone()),
+        _ => None,
+    });
+    assert_eq!(inputs, ["one more thing"]);
+}

@@ -426,8 +426,8 @@ impl RunLoop {
         }
     }
 
-    /// The model's answer: a final text ends the run; proposed calls become the pending step,
-    /// checkpointed before any of them is touched.
+    /// The model's answer: a final text ends the run, unless the user sent input meanwhile;
+    /// proposed calls become the pending step, checkpointed before any of them is touched.
     fn take_proposals(&mut self, step_id: StepId, response: ModelResponse) -> Result<(), Halt> {
         let text = response.text.clone().unwrap_or_default();
         if !text.is_empty() {
@@ -447,6 +447,12 @@ impl RunLoop {
                 part: Part::Run,
                 counted: Counted::default(),
             });
+            if !self.input.is_empty() {
+                // The user spoke while the model answered: the answer is not the last word,
+                // and the next step reads what was said. (Input that arrives after this
+                // check is not read: the run has ended.)
+                return Ok(());
+            }
             return Err(Halt::Stop(Stop {
                 reason: StopReason::Final,
                 detail: String::new(),

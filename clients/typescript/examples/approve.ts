@@ -10,21 +10,26 @@ const [endpoint = process.env["AIRLOCK_SERVER"], workspace = process.env["AIRLOC
 const scriptFile = process.env["AIRLOCK_SCRIPT"];
 const client = await connect(endpoint);
 const terminal = createInterface({ input: process.stdin, output: process.stdout });
-const run = await client.startRun({
-  workspace,
-  input: process.env["AIRLOCK_INPUT"] ?? "Add a README.md saying what this project is.",
-  model: { model: process.env["AIRLOCK_MODEL"] ?? "openai:gpt-4.1-mini", script: scriptFile ? readFileSync(scriptFile, "utf8") : "" },
-  approvalPolicy: ApprovalPolicy.RISKY,
-});
-for await (const event of run) {
-  const e = event.event;
-  if (e.case === "textDelta") process.stdout.write(e.value.text);
-  if (e.case === "approvalRequested" && e.value.request) {
-    const request = e.value.request;
-    const answer = await terminal.question(`\n${request.tool} asks (${request.reason}):\n${request.preview?.text || request.argumentsJson}\nApprove? [y/N] `);
-    await run.decide(request, { approve: /^y(es)?$/i.test(answer.trim()), reason: "the person at the terminal said no" });
+try {
+  const run = await client.startRun({
+    workspace,
+    input: process.env["AIRLOCK_INPUT"] ?? "Add a README.md saying what this project is.",
+    model: { model: process.env["AIRLOCK_MODEL"] ?? "openai:gpt-4.1-mini", script: scriptFile ? readFileSync(scriptFile, "utf8") : "" },
+    approvalPolicy: ApprovalPolicy.RISKY,
+  });
+  for await (const event of run) {
+    const e = event.event;
+    if (e.case === "textDelta") process.stdout.write(e.value.text);
+    if (e.case === "approvalRequested" && e.value.request) {
+      const request = e.value.request;
+      const answer = await terminal.question(`\n${request.tool} asks (${request.reason}):\n${request.preview?.text || request.argumentsJson}\nApprove? [y/N] `);
+      const approve = /^y(es)?$/i.test(answer.trim());
+      await run.decide(request, approve ? { approve } : { approve, reason: "the person at the terminal said no" });
+    }
   }
+  console.log(`\nfinal: ${(await run.wait()).finalText}`);
+} finally {
+  // Also when the run fails: an open terminal or connection would keep the process alive.
+  terminal.close();
+  client.close();
 }
-console.log(`\nfinal: ${(await run.wait()).finalText}`);
-terminal.close();
-client.close();

@@ -6,7 +6,7 @@
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Context, type CallOptions, call, iterate, open, once, type OpenStream } from "./context.js";
-import { AirlockError, NotFoundError, FailedPreconditionError, StreamClosedError, Code, toAirlockError } from "./errors.js";
+import { AirlockError, NotFoundError, FailedPreconditionError, StreamClosedError, Code } from "./errors.js";
 import {
   type ApprovalDecisionSchema,
   type ApprovalRequest,
@@ -100,8 +100,12 @@ export class ApprovalConsole implements AsyncIterable<ApprovalRequest> {
     if (this.#closed) return undefined;
     try {
       const result = await this.#stream.next();
-      return result.done ? undefined : result.value;
+      if (!result.done) return result.value;
+      // The stream is over: a decision sent now would go nowhere, so decide() says so.
+      this.#decisions.end();
+      return undefined;
     } catch (error) {
+      this.#decisions.end();
       if (this.#closed) return undefined;
       throw error;
     }
@@ -188,6 +192,8 @@ export async function autoApprove(
       for await (const request of requests) {
         failures = 0;
         if (request.state !== ApprovalState.PENDING || answered.has(request.approvalId)) continue;
+        // The daemon filters by run; a request of another run is never this approver's to answer.
+        if (options.runId && request.runId !== options.runId) continue;
         answered.add(request.approvalId);
         const approve = await predicate(request);
         const reason = approve
@@ -200,6 +206,9 @@ export async function autoApprove(
         } catch (error) {
           // Answered elsewhere or expired meanwhile: nothing left to decide.
           if (error instanceof NotFoundError || error instanceof FailedPreconditionError) continue;
+          // Not answered: when the watch is opened again, the request (still pending) comes
+          // back and is decided then.
+          answered.delete(request.approvalId);
           throw error;
         }
         (approve ? summary.approved : summary.denied).push(request);
@@ -208,8 +217,9 @@ export async function autoApprove(
       return summary;
     } catch (error) {
       if (signal?.aborted) break;
-      const mapped = error instanceof AirlockError ? error : toAirlockError(error, ctx.peer);
-      if (!mapped.retryable || ++failures > (options.retries ?? 5)) throw mapped;
+      // The predicate's own failure (or onDecision's) is the caller's, as it was thrown.
+      if (!(error instanceof AirlockError)) throw error;
+      if (!error.retryable || ++failures > (options.retries ?? 5)) throw error;
       await sleep(Math.min(2000, 100 * 2 ** failures), signal);
     }
   }

@@ -12,7 +12,10 @@ import { DEFAULT_ENDPOINT, nodeTransport, parseEndpoint, type TransportOptions }
 import { discoverToken } from "./token.js";
 
 export interface ConnectOptions extends TransportOptions {
-  /** The access token; unset: $AIRLOCK_TOKEN, else the daemon's default state dir's `token`. */
+  /**
+   * The access token; unset: $AIRLOCK_TOKEN, else the daemon's default state dir's `token` —
+   * that file only for a daemon on this host (unix:, localhost, 127.0.0.0/8, ::1).
+   */
   token?: string | undefined;
   /** Ask the daemon (GetInfo) while connecting; default true. */
   verify?: boolean;
@@ -26,7 +29,7 @@ export interface ConnectOptions extends TransportOptions {
 export async function connect(endpoint?: string, options: ConnectOptions = {}): Promise<AirlockClient> {
   const env = process.env;
   const address = parseEndpoint(endpoint ?? (env["AIRLOCK_SERVER"] || DEFAULT_ENDPOINT));
-  const { token, source } = discoverToken(options.token);
+  const { token, source } = discoverToken(options.token, env, address);
   const tlsFromEnv = address.kind === "tcp" && address.tls;
   const { transport, session } = nodeTransport(
     address,

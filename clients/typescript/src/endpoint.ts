@@ -15,6 +15,16 @@ export const DEFAULT_ENDPOINT = "http://127.0.0.1:7411";
 /** A PEM file is a few kilobytes; a bound keeps a mistyped path (a log, a device) from being read whole. */
 const MAX_PEM_BYTES = 1024 * 1024;
 
+/**
+ * The largest message this client reads: the daemon's own bound on what it encodes
+ * (`MAX_ENCODING_MESSAGE_BYTES`, daemon/src/api/limits.rs). A reply over it is not one
+ * airlockd sends; it is refused from its length prefix, before it is buffered.
+ */
+export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+/** How often a connection with open streams is checked (HTTP/2 PING) unless configured. */
+export const DEFAULT_KEEPALIVE_MS = 30_000;
+
 export type Endpoint =
   | { kind: "tcp"; display: string; baseUrl: string; tls: boolean }
   | { kind: "unix"; display: string; baseUrl: string; path: string };
@@ -51,6 +61,20 @@ export function parseEndpoint(raw: string): Endpoint {
   return { kind: "tcp", display: withScheme, baseUrl: url.origin, tls };
 }
 
+/**
+ * Whether the daemon at `endpoint` is on this host: a Unix socket, `localhost`, or a loopback
+ * address (127.0.0.0/8, ::1). The host is the one the connection is made to (the URL's,
+ * normalised: `127.1` is 127.0.0.1), so nothing judged local here is reached elsewhere.
+ */
+export function isLocalEndpoint(endpoint: Endpoint): boolean {
+  if (endpoint.kind === "unix") return true;
+  let host = new URL(endpoint.baseUrl).hostname.toLowerCase();
+  if (host.startsWith("[") && host.endsWith("]")) host = host.slice(1, -1);
+  if (host === "localhost") return true;
+  if (net.isIPv4(host)) return host.split(".")[0] === "127";
+  return net.isIPv6(host) && host === "::1";
+}
+
 export interface TransportOptions {
   /** The CA that signed the daemon's certificate: a PEM file's path, or the PEM itself. */
   caCert?: string | undefined;
@@ -60,22 +84,47 @@ export interface TransportOptions {
   clientKey?: string | undefined;
   /** How long to wait for the connection (TCP, TLS) to be made. Default 5000. */
   connectTimeoutMs?: number | undefined;
+  /**
+   * While a call is open, check the connection with an HTTP/2 PING this often (ms), and drop
+   * it when the PING goes unanswered for 15 s: a daemon whose host vanished (no reset ever
+   * arrives) then fails the call with ConnectionLostError — and a RunHandle re-attaches —
+   * instead of waiting forever. Default 30000; 0 turns it off.
+   */
+  keepaliveMs?: number | undefined;
 }
 
-/** A PEM given inline, or read from its path (at most MAX_PEM_BYTES); `what` names it in errors. */
+/**
+ * A PEM given inline (anything holding a `-----BEGIN` line: `openssl pkcs12` puts "Bag
+ * Attributes" before it), or read from its path (at most MAX_PEM_BYTES); `what` names it in
+ * errors. An error names the path only when the value can be one: key material pasted whole
+ * never ends up in a message.
+ */
 export function readPem(value: string, what: string): string {
-  if (value.trimStart().startsWith("-----BEGIN")) return value;
+  if (value.includes("-----BEGIN")) return value;
+  const shown = looksLikePath(value)
+    ? ` ${JSON.stringify(value)}`
+    : " (the value given does not look like a path, and is not shown: a PEM needs its -----BEGIN line)";
   try {
     if (statSync(value).size > MAX_PEM_BYTES) {
-      throw new Error(`larger than ${MAX_PEM_BYTES} bytes`);
+      throw Object.assign(new Error(`larger than ${MAX_PEM_BYTES} bytes`), { code: "EFBIG" });
     }
     return readFileSync(value, "utf8");
   } catch (error) {
-    throw new CredentialsError(`cannot read the ${what} ${value}: ${(error as Error).message}`, {
-      code: Code.InvalidArgument,
-      cause: error,
-    });
+    // The fs error's message repeats the path: only its code is kept.
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason =
+      code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : code === "EFBIG" ? `larger than ${MAX_PEM_BYTES} bytes` : (code ?? "unreadable");
+    throw new CredentialsError(`cannot read the ${what}${shown}: ${reason}`, { code: Code.InvalidArgument });
   }
+}
+
+/** Whether `value` can be shown as a path: one short line, not a blob of base64. */
+function looksLikePath(value: string): boolean {
+  return (
+    value.length <= 1024 &&
+    !/[\x00-\x1f\x7f]/.test(value) &&
+    !/^[A-Za-z0-9+/=]{40,}$/.test(value.trim().replace(/^\/+/, ""))
+  );
 }
 
 /** The gRPC transport to `endpoint`, and the HTTP/2 session manager to close it with. */
@@ -106,15 +155,20 @@ export function nodeTransport(
       { code: Code.InvalidArgument, endpoint: endpoint.display },
     );
   }
+  const keepaliveMs = options.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
   const session = new Http2SessionManager(
     endpoint.baseUrl,
-    { connectTimeoutMs: options.connectTimeoutMs ?? 5000 },
+    {
+      connectTimeoutMs: options.connectTimeoutMs ?? 5000,
+      ...(keepaliveMs > 0 ? { pingIntervalMs: keepaliveMs, pingTimeoutMs: Math.min(15_000, keepaliveMs) } : {}),
+    },
     nodeOptions,
   );
   const transport = createGrpcTransport({
     baseUrl: endpoint.baseUrl,
     sessionManager: session,
     interceptors,
+    readMaxBytes: MAX_MESSAGE_BYTES,
   });
   return { transport, session };
 }

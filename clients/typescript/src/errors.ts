@@ -13,6 +13,8 @@ export type TokenSource =
   | { kind: "environment" }
   | { kind: "file"; path: string }
   | { kind: "missing"; lookedIn: string }
+  /** None given, and the token file at `path` not sent: the daemon at `endpoint` is not on this host. */
+  | { kind: "withheld"; path: string; endpoint: string }
   | { kind: "none" };
 
 /** The daemon a client talks to, as its errors name it. */
@@ -193,6 +195,8 @@ export function describeToken(token: TokenSource): string {
       return `the access token read from ${token.path}`;
     case "missing":
       return `no access token (none given, ${TOKEN_ENV} unset, and no ${token.lookedIn})`;
+    case "withheld":
+      return `no access token (none given, ${TOKEN_ENV} unset; ${token.path} is sent only to a daemon on this host)`;
     case "none":
       return "no access token";
   }
@@ -200,6 +204,13 @@ export function describeToken(token: TokenSource): string {
 
 function describeUnauthenticated(peer: Peer, reason: string): string {
   const token = peer.token;
+  if (token.kind === "withheld") {
+    return (
+      `airlockd at ${peer.endpoint} needs an access token, and none was given: pass the ` +
+      `\`token\` option or set ${TOKEN_ENV} (the token file ${token.path} is the local daemon's, ` +
+      `sent only to a daemon on this host — a unix: socket or a loopback address — not to ${token.endpoint})`
+    );
+  }
   if (token.kind === "missing" || token.kind === "none") {
     const where =
       token.kind === "missing"
@@ -266,6 +277,8 @@ function isBrokenConnection(codes: string[], messages: string[]): boolean {
         m.startsWith("http/2 stream closed") ||
         m.startsWith("protocol error: missing") ||
         m === "fetch failed" ||
+        // Keepalive: the connection stopped answering PINGs (its host vanished, a network cut).
+        m === "PING timed out" ||
         m.includes("terminated") ||
         m.includes("other side closed") ||
         m.includes("socket hang up") ||
@@ -340,6 +353,25 @@ export function toAirlockError(
         code: Code.Unauthenticated,
         rawMessage: tls,
       });
+    }
+    // What the server sent is not what airlockd sends: a message over the size airlockd
+    // encodes at most (refused from its length prefix, before it is buffered), or bytes that
+    // do not decode as the reply. Asking again gets the same: not retryable.
+    const limit = /larger than configured readMaxBytes (\d+)/.exec(ce.rawMessage);
+    if (ce.code === Code.ResourceExhausted && limit) {
+      const size = /message size (\d+)/.exec(ce.rawMessage)?.[1];
+      return new ResourceExhaustedError(
+        `airlockd at ${endpoint} sent a message${size ? ` of ${size} bytes` : ""} over this client's ` +
+          `limit of ${limit[1]} bytes, the most airlockd ever sends: is it airlockd?`,
+        { ...base, code: Code.ResourceExhausted, retryable: false, rawMessage: ce.rawMessage },
+      );
+    }
+    if (ce.code === Code.Internal && ce.rawMessage.startsWith("parse binary")) {
+      return new InternalError(
+        `airlockd at ${endpoint} sent a reply this client cannot read (${ce.rawMessage}): is it airlockd, ` +
+          `of the same airlock.v1 as this client?`,
+        { ...base, code: Code.Internal, rawMessage: ce.rawMessage },
+      );
     }
     // The caller's own AbortSignal (or deadline) ended the call: not a failure of the daemon.
     if (context.aborted || ce.code === Code.DeadlineExceeded) {

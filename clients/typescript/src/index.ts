@@ -3,7 +3,7 @@
 
 export { connect, type ConnectOptions } from "./connect.js";
 export { AirlockClient } from "./client.js";
-export { DEFAULT_ENDPOINT, parseEndpoint, type Endpoint } from "./endpoint.js";
+export { DEFAULT_ENDPOINT, MAX_MESSAGE_BYTES, isLocalEndpoint, parseEndpoint, type Endpoint } from "./endpoint.js";
 export { defaultStateDir, discoverToken, TOKEN_FILE } from "./token.js";
 export * from "./errors.js";
 export type { CallOptions } from "./context.js";

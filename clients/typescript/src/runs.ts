@@ -13,6 +13,7 @@ import {
   CanceledError,
   ConnectionLostError,
   IncompleteRunError,
+  InternalError,
   StreamClosedError,
   UnavailableError,
   UnreachableError,
@@ -520,6 +521,13 @@ export async function* allRuns(ctx: Context, options: ListRunsOptions = {}): Asy
   do {
     const page = await listRuns(ctx, { ...options, pageToken });
     yield* page.runs;
+    // A daemon that hands back the token it was given would page forever.
+    if (page.nextPageToken && page.nextPageToken === pageToken) {
+      throw new InternalError(`airlockd at ${ctx.peer.endpoint} answered page token ${JSON.stringify(pageToken)} with itself`, {
+        code: Code.Internal,
+        endpoint: ctx.peer.endpoint,
+      });
+    }
     pageToken = page.nextPageToken;
   } while (pageToken);
 }

@@ -3,6 +3,7 @@
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type Context, type CallOptions, call } from "./context.js";
+import { Code, InternalError } from "./errors.js";
 import {
   Agent,
   type CreateSessionRequestSchema,
@@ -49,6 +50,13 @@ export async function* allSessions(
   do {
     const page = await listSessions(ctx, { ...options, pageToken });
     yield* page.sessions;
+    // A daemon that hands back the token it was given would page forever.
+    if (page.nextPageToken && page.nextPageToken === pageToken) {
+      throw new InternalError(`airlockd at ${ctx.peer.endpoint} answered page token ${JSON.stringify(pageToken)} with itself`, {
+        code: Code.Internal,
+        endpoint: ctx.peer.endpoint,
+      });
+    }
     pageToken = page.nextPageToken;
   } while (pageToken);
 }

@@ -56,9 +56,11 @@ class Daemon:
         self.process.wait()
 
     def restart(self) -> None:
-        """Starts the daemon again on the same address, state and workspace."""
+        """Starts the daemon again on the same address, state and workspace, and waits until
+        it serves (the log's earlier lines say it served before)."""
+        served_before = self.log_text().count("airlockd serving")
         self.process = _spawn(self.args, self.log, append=True)
-        _wait_serving(self)
+        _wait_serving(self, served_before)
 
 
 def free_port() -> int:
@@ -75,12 +77,12 @@ def _spawn(args: list[str], log: pathlib.Path, append: bool = False) -> subproce
         return subprocess.Popen([str(AIRLOCKD), *args], cwd=REPO, stdout=out, stderr=out)
 
 
-def _wait_serving(daemon: Daemon) -> None:
+def _wait_serving(daemon: Daemon, served_before: int = 0) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if daemon.process.poll() is not None:
             pytest.fail(f"airlockd exited with {daemon.process.returncode}:\n{daemon.log_text()}")
-        if "airlockd serving" in daemon.log_text():
+        if daemon.log_text().count("airlockd serving") > served_before:
             return
         time.sleep(0.05)
     pytest.fail(f"airlockd did not start serving in {START_TIMEOUT_S} s:\n{daemon.log_text()}")

@@ -99,10 +99,15 @@ def test_tls_refusals_are_clear(mtls: Daemon, certificates: dict[str, pathlib.Pa
     # No client certificate: the daemon ends the handshake.
     with pytest.raises(airlock_client.UnreachableError) as no_identity:
         airlock_client.connect(mtls.endpoint, token=mtls.token, ca_cert=certificates["ca.pem"], timeout=3)
-    assert mtls.endpoint in str(no_identity.value)
+    assert str(no_identity.value).startswith(f"TLS with airlockd at {mtls.endpoint} failed")
+    assert "client_cert" in str(no_identity.value)
+    # Plaintext to a daemon that serves TLS.
+    with pytest.raises(airlock_client.UnreachableError) as plaintext:
+        airlock_client.connect(mtls.endpoint.replace("https://", "http://"), token=mtls.token, timeout=3)
+    assert "https://" in str(plaintext.value)
     # A CA that did not sign the daemon's certificate: this client ends it.
     other = make_certificates(scratch / "other-ca")
-    with pytest.raises(airlock_client.UnreachableError):
+    with pytest.raises(airlock_client.UnreachableError, match="CERTIFICATE_VERIFY_FAILED"):
         airlock_client.connect(
             mtls.endpoint,
             token=mtls.token,

@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 
 from .connection import Token
-from .errors import AirlockError, from_rpc_error
+from .errors import AirlockError, DataLossError, from_rpc_error
 
 T = TypeVar("T")
 
@@ -19,8 +19,8 @@ T = TypeVar("T")
 @dataclasses.dataclass(frozen=True)
 class Peer:
     endpoint: str
-    token: Token
-    channel: grpc.aio.Channel
+    token: Token = dataclasses.field(repr=False)
+    channel: grpc.aio.Channel = dataclasses.field(repr=False)
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -40,7 +40,27 @@ class Peer:
     async def unary(self, call: grpc.aio.UnaryUnaryMultiCallable[Any, T], request: Any) -> T:
         """One unary call, with the token, its failure mapped."""
         try:
-            response: Awaitable[T] = call(request, metadata=self.metadata)
-            return await response
+            pending: Awaitable[T | None] = call(request, metadata=self.metadata)
+            response = await pending
         except grpc.RpcError as error:
             raise self.error(error, call) from None
+        if response is None:
+            raise self._undecodable(call)
+        return response
+
+    def decoded(self, message: object, kind: type[T], call: Any) -> T:
+        """``message`` as read off a stream; grpc.aio reads one that does not decode as None."""
+        if not isinstance(message, kind):
+            raise self._undecodable(call)
+        return message
+
+    def _undecodable(self, call: Any) -> DataLossError:
+        method = getattr(call, "_method", b"")
+        if isinstance(method, bytes):
+            method = method.decode("ascii", "replace")
+        return DataLossError(
+            f"a reply of airlockd at {self.endpoint} to {method} does not decode as its "
+            "message: is the server airlockd, and of this API?",
+            endpoint=self.endpoint,
+            method=str(method),
+        )

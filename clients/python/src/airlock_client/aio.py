@@ -12,6 +12,7 @@ client for code that is not asyncio.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -41,7 +42,7 @@ from airlock.v1 import (
 from ._peer import Peer
 from .approvals import ApprovalConsole, AutoApprover, Predicate, decision_for
 from .connection import DEFAULT_ENDPOINT, Endpoint, discover_token, open_channel
-from .errors import NotFoundError, UnreachableError
+from .errors import DataLossError, NotFoundError, UnavailableError, UnreachableError
 from .execution import Execution
 from .runs import DEFAULT_REATTACH_S, RunHandle
 
@@ -85,23 +86,54 @@ async def connect(
         if client_key is not None
         else (os.environ.get("AIRLOCK_TLS_KEY") or None if tls else None),
     )
-    peer = Peer(endpoint=address.url, token=discover_token(token, address), channel=channel)
-    stub = daemon_pb2_grpc.DaemonStub(channel)
     try:
-        info = await stub.GetInfo(
-            daemon_pb2.GetInfoRequest(), metadata=peer.metadata, timeout=timeout, wait_for_ready=True
-        )
-    except grpc.RpcError as error:
-        await channel.close()
-        code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            details = error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
-            raise UnreachableError(
-                f"cannot reach airlockd at {address.url}: {details or code} — is it running?",
+        peer = Peer(endpoint=address.url, token=discover_token(token, address), channel=channel)
+        stub = daemon_pb2_grpc.DaemonStub(channel)
+        try:
+            # Not wait_for_ready: a refused connection or handshake fails now, with grpc-core's
+            # reason (connection refused, the certificate that failed), not at the deadline.
+            info = await stub.GetInfo(daemon_pb2.GetInfoRequest(), metadata=peer.metadata, timeout=timeout)
+        except grpc.RpcError as error:
+            refused = peer.error(error, stub.GetInfo)
+            if isinstance(refused, UnavailableError):
+                raise UnreachableError(
+                    unreachable_message(address, error_details(error)),
+                    endpoint=address.url,
+                    method="/airlock.v1.Daemon/GetInfo",
+                ) from None
+            raise refused from None
+        if info is None:
+            raise DataLossError(
+                f"the server at {address.url} answered GetInfo with a message that does not decode: "
+                "is it airlockd?",
                 endpoint=address.url,
-            ) from None
-        raise peer.error(error, stub.GetInfo) from None
+            )
+    except BaseException:
+        await channel.close()
+        raise
     return AsyncClient(peer, info)
+
+
+def error_details(error: grpc.RpcError) -> str:
+    code = getattr(error, "code", lambda: None)()
+    details = getattr(error, "details", lambda: "")() or ""
+    return details or (code.name if code is not None else str(error))
+
+
+def unreachable_message(address: Endpoint, details: str) -> str:
+    """Why connecting failed, in grpc-core's words, with what to check."""
+    lowered = details.lower()
+    if address.tls and any(w in lowered for w in ("tsi_", "handshake", "ssl", "certificate")):
+        return (
+            f"TLS with airlockd at {address.url} failed: {details} — is its certificate signed "
+            "by ca_cert, and does it require a client certificate (client_cert, client_key)?"
+        )
+    if not address.tls and "socket closed" in lowered:
+        return (
+            f"airlockd at {address.url} closed the connection: {details} — does it serve TLS? "
+            "Then the address is https://"
+        )
+    return f"cannot reach airlockd at {address.url}: {details} — is it running?"
 
 
 def policy_value(value: ApprovalPolicyLike) -> run_event_pb2.ApprovalPolicy.ValueType:
@@ -264,8 +296,30 @@ class AsyncClient:
                 return
 
     async def read_all_output(self, execution_id: str) -> bytes:
-        """The whole output kept for a call, byte for byte."""
-        return b"".join([chunk async for chunk in self.iter_output(execution_id)])
+        """The whole output kept for a call, byte for byte, checked against the digest the
+        daemon keeps of it (:class:`DataLossError` when they differ)."""
+        whole = bytearray()
+        digest = ""
+        offset = 0
+        while True:
+            page = await self.read_output(execution_id, offset, _OUTPUT_PAGE)
+            digest = digest or page.digest
+            if page.offset != offset or len(whole) + len(page.data) > page.total_bytes:
+                raise DataLossError(
+                    f"the kept output of {execution_id} came back out of order or past its "
+                    f"size ({page.total_bytes} bytes)",
+                    endpoint=self.endpoint,
+                )
+            whole += page.data
+            offset += len(page.data)
+            if page.eof or not page.data:
+                break
+        if digest and hashlib.sha256(whole).hexdigest() != digest.removeprefix("sha256:").lower():
+            raise DataLossError(
+                f"the kept output of {execution_id} does not match its digest {digest}",
+                endpoint=self.endpoint,
+            )
+        return bytes(whole)
 
     # --- runs ---------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import grpc.aio
 from airlock.v1 import agent_pb2_grpc, approval_pb2
 
 from ._peer import Peer
+from .errors import ConnectionLostError, UnavailableError
 
 __all__ = ["ApprovalConsole", "AutoApprover", "Predicate", "decision_for"]
 
@@ -63,11 +64,13 @@ class ApprovalConsole:
 
     Each update's ``state`` says what it is: ``PENDING`` (a request to answer), ``RESOLVED``
     (answered, here or elsewhere), ``EXPIRED``, or ``DECISION_REJECTED`` (a decision sent here
-    was refused; ``detail`` says why)."""
+    was refused; ``detail`` says why). Iteration ends when the daemon ends the stream or the
+    console is closed."""
 
     def __init__(self, peer: Peer) -> None:
         self._peer = peer
         self._agent = agent_pb2_grpc.AgentStub(peer.channel)
+        self._closed = False
         self._call: grpc.aio.StreamStreamCall[approval_pb2.ApprovalDecision, approval_pb2.ApprovalRequest] = (
             self._agent.Approvals(metadata=peer.metadata)
         )
@@ -85,16 +88,24 @@ class ApprovalConsole:
         return self
 
     async def __anext__(self) -> approval_pb2.ApprovalRequest:
+        if self._closed:
+            raise StopAsyncIteration
         try:
             message = await self._call.read()
         except grpc.RpcError as error:
-            if self._call.cancelled():
+            if self._closed:
                 raise StopAsyncIteration from None
             raise self._peer.error(error, self._agent.Approvals) from None
+        except asyncio.CancelledError:
+            # A read of a call closed on this side ends so; only the task's own
+            # cancellation is passed on.
+            task = asyncio.current_task()
+            if self._closed and not (task is not None and task.cancelling()):
+                raise StopAsyncIteration from None
+            raise
         if message is grpc.aio.EOF:
             raise StopAsyncIteration
-        assert isinstance(message, approval_pb2.ApprovalRequest)
-        return message
+        return self._peer.decoded(message, approval_pb2.ApprovalRequest, self._agent.Approvals)
 
     async def decide(
         self,
@@ -113,8 +124,15 @@ class ApprovalConsole:
             await self._call.write(decision)
         except grpc.RpcError as error:
             raise self._peer.error(error, self._agent.Approvals) from None
+        except asyncio.InvalidStateError:
+            raise ConnectionLostError(
+                f"the approver console of airlockd at {self._peer.endpoint} is closed; the "
+                "decision was not sent",
+                endpoint=self._peer.endpoint,
+            ) from None
 
     def close(self) -> None:
+        self._closed = True
         self._call.cancel()
 
     async def __aenter__(self) -> ApprovalConsole:
@@ -124,12 +142,20 @@ class ApprovalConsole:
         self.close()
 
 
+# The pauses of an auto-approver opening its console again after the daemon went away.
+_FIRST_BACKOFF_S = 0.1
+_MAX_BACKOFF_S = 2.0
+
+
 class AutoApprover:
     """Answers every pending request of the tenant's runs (or of one run) by a predicate:
     approved once when it returns True, denied with ``deny_reason`` otherwise. Runs in the
-    background between ``async with`` and its end.
+    background between ``async with`` and its end, opening its console again when the daemon
+    goes away and comes back. The predicate runs in a worker thread, so it may block (ask a
+    person) without stalling the client.
 
-    ``decided`` lists what it answered, in order: ``(request, approved)``."""
+    ``decided`` lists what it answered, in order: ``(request, approved)``. An error that stops
+    it (the predicate raised; the daemon refused the console) is raised by :meth:`stop`."""
 
     def __init__(
         self,
@@ -146,35 +172,54 @@ class AutoApprover:
         self._task: asyncio.Task[None] | None = None
         self._console: ApprovalConsole | None = None
         self.decided: list[tuple[approval_pb2.ApprovalRequest, bool]] = []
-        #: What stopped it early, when something did (the daemon went away).
+        #: What stopped it early, when something did.
         self.error: BaseException | None = None
 
     async def start(self) -> AutoApprover:
         """Opens the console and starts answering; returns once the console is open, so that
         no request asked after this returns is missed."""
         self._console = await ApprovalConsole(self._peer)._opened()
-        self._task = asyncio.get_running_loop().create_task(self._answer(self._console))
+        self._task = asyncio.get_running_loop().create_task(self._answer())
         return self
 
-    async def _answer(self, console: ApprovalConsole) -> None:
+    async def _answer(self) -> None:
+        backoff = _FIRST_BACKOFF_S
         try:
-            async for request in console:
-                if request.state != approval_pb2.APPROVAL_STATE_PENDING:
-                    continue
-                if self._run_id and request.run_id != self._run_id:
-                    continue
-                approved = bool(self._predicate(request))
-                await console.decide(
-                    request, approve=approved, reason="" if approved else self._deny_reason
-                )
-                self.decided.append((request, approved))
+            while True:
+                if self._console is None:
+                    try:
+                        self._console = await ApprovalConsole(self._peer)._opened()
+                    except UnavailableError:
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                        continue
+                try:
+                    async for request in self._console:
+                        backoff = _FIRST_BACKOFF_S
+                        await self._consider(self._console, request)
+                except UnavailableError:
+                    pass
+                # The daemon ended the stream (it stopped) or the connection broke: open
+                # another console once it is back.
+                self._console = None
+                await asyncio.sleep(backoff)
         except asyncio.CancelledError:
             raise
-        except BaseException as error:  # noqa: BLE001 - kept for the owner to see
+        except Exception as error:  # noqa: BLE001 - raised by stop()
             self.error = error
 
+    async def _consider(self, console: ApprovalConsole, request: approval_pb2.ApprovalRequest) -> None:
+        if request.state != approval_pb2.APPROVAL_STATE_PENDING:
+            return
+        if self._run_id and request.run_id != self._run_id:
+            return
+        approved = bool(await asyncio.to_thread(self._predicate, request))
+        await console.decide(request, approve=approved, reason="" if approved else self._deny_reason)
+        self.decided.append((request, approved))
+
     async def stop(self) -> None:
-        """Stops answering; requests still pending wait for someone else."""
+        """Stops answering (requests still pending wait for someone else); raises what
+        stopped it early, if anything did."""
         if self._console is not None:
             self._console.close()
         if self._task is not None:
@@ -183,6 +228,8 @@ class AutoApprover:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        if self.error is not None:
+            raise self.error
 
     async def __aenter__(self) -> AutoApprover:
         return await self.start()

@@ -12,6 +12,7 @@ import dataclasses
 import ipaddress
 import os
 import pathlib
+import re
 
 import grpc
 import grpc.aio
@@ -28,16 +29,24 @@ TOKEN_ENV = "AIRLOCK_TOKEN"
 # A PEM file (a CA bundle, a chain, a key) or a token is a few kilobytes; a bound keeps a
 # mistyped path (a log, a device) from being read whole.
 _MAX_FILE_BYTES = 1024 * 1024
-# gRPC's own limit on a message is 4 MiB; the daemon's is the same, and a run's events and a
-# kept output's pages stay under it.
-_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# The largest message the daemon sends (a page of kept output, a blob, a long run's trace:
+# `MAX_ENCODING_MESSAGE_BYTES` in daemon/src/api/limits.rs). A larger reply is refused from its
+# length prefix, before it is read, so a hostile server cannot make this client hold more.
+MAX_RECEIVE_BYTES = 16 * 1024 * 1024
+# The largest message the daemon reads (`MAX_DECODING_MESSAGE_BYTES`): a larger request would
+# be refused there anyway.
+MAX_SEND_BYTES = 4 * 1024 * 1024
+# A token is printable ASCII without spaces (a header value the daemon compares whole).
+_TOKEN = re.compile(r"^[\x21-\x7e]+$")
 
 
 @dataclasses.dataclass(frozen=True)
 class Token:
-    """The token sent with every call, and where it came from (for error messages)."""
+    """The token sent with every call, and where it came from (for error messages). Its
+    value is never part of its repr: a traceback with locals, a log of ``%r`` or a debugger
+    shows where it came from, not what it is."""
 
-    value: str | None
+    value: str | None = dataclasses.field(repr=False)
     source: str
 
 
@@ -66,7 +75,7 @@ class Endpoint:
                 "speaks http://, https:// and unix:"
             )
         host = rest.rstrip("/")
-        if not host or "/" in host or any(c.isspace() for c in host):
+        if not host or "/" in host or "@" in host or any(c.isspace() for c in host):
             raise AirlockError(f"invalid server address {raw!r}: expected host:port")
         return cls(url=f"{scheme}://{host}", target=host, tls=scheme == "https")
 
@@ -108,10 +117,10 @@ def discover_token(given: str | None = None, endpoint: Endpoint | None = None) -
     socket or a loopback address), never to ``endpoint`` elsewhere, where a mistyped or
     hostile address would receive it."""
     if given is not None and given.strip():
-        return Token(given.strip(), "given")
+        return _checked(Token(given.strip(), "given"))
     env = os.environ.get(TOKEN_ENV, "").strip()
     if env:
-        return Token(env, f"${TOKEN_ENV}")
+        return _checked(Token(env, f"${TOKEN_ENV}"))
     path = default_state_dir() / "token"
     if endpoint is not None and not endpoint.is_local():
         return Token(
@@ -126,7 +135,13 @@ def discover_token(given: str | None = None, endpoint: Endpoint | None = None) -
     token = text.decode("utf-8", "replace").strip()
     if not token:
         return Token(None, f"none: {path} is empty")
-    return Token(token, str(path))
+    return _checked(Token(token, str(path)))
+
+
+def _checked(token: Token) -> Token:
+    if token.value is not None and not _TOKEN.match(token.value):
+        raise AirlockError(f"the token ({token.source}) is not printable ASCII without spaces")
+    return token
 
 
 def _read_small(path: pathlib.Path, what: str) -> bytes:
@@ -141,27 +156,43 @@ def _read_small(path: pathlib.Path, what: str) -> bytes:
         raise AirlockError(f"cannot read the {what} {path}: {err.strerror or err}") from err
 
 
-def read_pem(path: str | os.PathLike[str], what: str) -> bytes:
-    """One PEM file of at most 1 MiB; ``what`` names it in the error."""
+def read_pem(value: str | os.PathLike[str] | bytes, what: str) -> bytes:
+    """A PEM document: given inline (text with a ``-----BEGIN`` line), else read from the file
+    it names (at most 1 MiB). An error names the file only when the value looks like a path:
+    key material passed where a path was expected is never echoed."""
+    if isinstance(value, bytes):
+        return value
+    text = os.fspath(value)
+    if "-----BEGIN" in text:
+        return text.encode()
+    shown = text if len(text) <= 4096 and "\n" not in text else "(a value that is not a path)"
     try:
-        return _read_small(pathlib.Path(path), what)
+        return _read_small(pathlib.Path(text), what)
     except FileNotFoundError as err:
-        raise AirlockError(f"cannot read the {what} {path}: no such file") from err
+        raise AirlockError(f"cannot read the {what} {shown}: no such file") from err
+    except AirlockError as err:
+        raise AirlockError(str(err).replace(text, shown)) from None
 
 
 def open_channel(
     endpoint: Endpoint,
     *,
-    ca_cert: str | os.PathLike[str] | None,
-    client_cert: str | os.PathLike[str] | None,
-    client_key: str | os.PathLike[str] | None,
+    ca_cert: str | os.PathLike[str] | bytes | None,
+    client_cert: str | os.PathLike[str] | bytes | None,
+    client_key: str | os.PathLike[str] | bytes | None,
 ) -> grpc.aio.Channel:
     """An asyncio channel to the daemon: plaintext, TLS (the daemon's certificate must chain
     to ``ca_cert``, or to the system's roots when none is given), mutual TLS, or the Unix
     socket."""
     options = [
-        ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+        ("grpc.max_send_message_length", MAX_SEND_BYTES),
+        # A connection that went silent (a host gone, a freezing middlebox) is found within a
+        # minute while a call is open, rather than never: an HTTP/2 PING every 30 s, 20 s to
+        # answer. The daemon allows pings this often.
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.http2.max_pings_without_data", 0),
         # A client that retries by itself would repeat a decision or an input; this one
         # reports the failure and lets its caller decide.
         ("grpc.enable_retries", 0),

@@ -161,17 +161,23 @@ class UnimplementedError(RpcError):
     code = grpc.StatusCode.UNIMPLEMENTED
 
 
-class UnreachableError(AirlockError):
-    """Nothing answered at the daemon's address, or the TLS handshake with it failed."""
+class UnreachableError(UnavailableError):
+    """Nothing answered at the daemon's address, or the TLS handshake with it failed. An
+    :class:`UnavailableError`: ``except UnavailableError`` catches every failure worth
+    retrying with backoff."""
 
-    retryable = True
+    def __init__(self, message: str, *, endpoint: str = "", method: str = "") -> None:
+        super().__init__(message, endpoint=endpoint, method=method)
+        self.field = ""
 
 
-class ConnectionLostError(AirlockError):
+class ConnectionLostError(UnavailableError):
     """The connection broke in the middle of a call: the daemon stopped, or the network
     between failed. Whether a running tool finished is unknown to this client."""
 
-    retryable = True
+    def __init__(self, message: str, *, endpoint: str = "", method: str = "") -> None:
+        super().__init__(message, endpoint=endpoint, method=method)
+        self.field = ""
 
 
 class IncompleteRunError(AirlockError):
@@ -213,16 +219,34 @@ def from_rpc_error(
     The one mapper every call of this package goes through."""
     code: grpc.StatusCode = getattr(error, "code", lambda: grpc.StatusCode.UNKNOWN)()
     details: str = getattr(error, "details", lambda: "")() or ""
-    if code == grpc.StatusCode.UNAVAILABLE and _is_transport_failure(details):
-        # grpc-core's words for a connection that could not be made, or broke: the daemon's
-        # own UNAVAILABLE (its store) says so in words of its own.
-        return ConnectionLostError(
-            f"lost the connection to airlockd at {endpoint}: {details}", endpoint=endpoint
+    transport = _transport_failure(code, details)
+    if transport == "unreachable":
+        return UnreachableError(
+            f"cannot reach airlockd at {endpoint}: {details} — is it running?",
+            endpoint=endpoint,
+            method=method,
         )
+    if transport == "lost":
+        return ConnectionLostError(
+            f"lost the connection to airlockd at {endpoint} during {method}: {details or code.name}",
+            endpoint=endpoint,
+            method=method,
+        )
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
+        # grpc-core's own refusal of a reply over this client's limit: the same request
+        # would get the same reply.
+        error_ = ResourceExhaustedError(
+            f"a reply of airlockd at {endpoint} to {method} is over this client's limit of "
+            f"{16 * 1024 * 1024} bytes: {details}",
+            endpoint=endpoint,
+            method=method,
+        )
+        error_.retryable = False
+        return error_
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return UnimplementedError(
             f"airlockd at {endpoint} does not serve {method.lstrip('/')}: it is older than "
-            f"this client ({details})",
+            f"this client ({details or 'unimplemented'})",
             endpoint=endpoint,
             method=method,
         )
@@ -236,29 +260,43 @@ def from_rpc_error(
         )
     cls = _BY_CODE.get(code)
     if cls is None:
-        # UNKNOWN, CANCELLED, DEADLINE_EXCEEDED, ALREADY_EXISTS: the daemon sends none of
-        # these; grpc-core makes them up for a call the transport or the caller ended.
-        return ConnectionLostError(
-            f"the call {method} to airlockd at {endpoint} ended with {code.name}: {details}",
-            endpoint=endpoint,
-        )
+        # UNKNOWN, ALREADY_EXISTS: codes the daemon does not send; kept as they came.
+        unknown = RpcError(f"{code.name}: {details}", endpoint=endpoint, method=method)
+        unknown.code = code
+        return unknown
     return cls(details, endpoint=endpoint, method=method)
 
 
-def _is_transport_failure(details: str) -> bool:
+# grpc-core's words for a connection it could not make.
+_UNREACHABLE = ("failed to connect", "connection refused", "connections to all backends failing", "dns resolution failed")
+# Its words for a connection that broke, or a call the transport ended.
+_LOST = (
+    "socket closed",
+    "connection reset",
+    "broken pipe",
+    "stream removed",
+    "endpoint closing",
+    "keepalive",
+    "ping timeout",
+    "goaway",
+    "internal error from core",
+    "handshake",
+    "ssl",
+    "tls",
+)
+
+
+def _transport_failure(code: grpc.StatusCode, details: str) -> str:
+    """``unreachable``, ``lost`` or ``""`` (the daemon's own status) for a call's end."""
     lowered = details.lower()
-    return any(
-        words in lowered
-        for words in (
-            "failed to connect",
-            "connection refused",
-            "socket closed",
-            "connection reset",
-            "broken pipe",
-            "stream removed",
-            "endpoint closing",
-            "ssl",
-            "handshake",
-            "connections to all backends failing",
-        )
-    )
+    if code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
+        # The daemon sends neither: a reset stream (a daemon stopping resets its streams)
+        # or a deadline this client set.
+        return "lost"
+    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+        return ""
+    if any(words in lowered for words in _UNREACHABLE):
+        return "unreachable"
+    if any(words in lowered for words in _LOST):
+        return "lost"
+    return ""

@@ -9,6 +9,8 @@ person first: its ``approval`` event carries the request, answered with
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import grpc.aio
 
@@ -18,6 +20,10 @@ from ._peer import Peer
 from .errors import ConnectionLostError
 
 __all__ = ["Execution"]
+
+#: The most of each stream an :class:`Execution` keeps (``stdout``, ``stderr``): the largest
+#: output the daemon keeps for a call. What a server streams past it is counted, not kept.
+MAX_KEPT_OUTPUT = 16 * 1024 * 1024
 
 
 class Execution:
@@ -33,35 +39,49 @@ class Execution:
         )
         #: The id that names the call, once ``started`` arrived.
         self.execution_id = ""
-        #: What the tool wrote on standard output and standard error so far.
+        #: What the tool wrote on standard output and standard error so far (the first
+        #: ``MAX_KEPT_OUTPUT`` bytes of each), and how much it wrote in all.
         self.stdout = bytearray()
         self.stderr = bytearray()
+        self.output_bytes = 0
         #: The approval request the call waits on, when it asked one.
         self.approval: approval_pb2.ApprovalRequest | None = None
         self.finished: tool_pb2.ToolResult | None = None
+        self._closed = False
 
     def __aiter__(self) -> Execution:
         return self
 
     async def __anext__(self) -> tools_pb2.ExecuteToolEvent:
-        if self.finished is not None:
+        if self.finished is not None or self._closed:
             raise StopAsyncIteration
         try:
-            event = await self._call.read()
+            message = await self._call.read()
         except grpc.RpcError as error:
+            if self._closed:
+                raise StopAsyncIteration from None
             raise self._peer.error(error, self._stub.ExecuteTool) from None
-        if event is grpc.aio.EOF:
+        except asyncio.CancelledError:
+            # A read of a call closed on this side ends so; only the task's own
+            # cancellation is passed on.
+            task = asyncio.current_task()
+            if self._closed and not (task is not None and task.cancelling()):
+                raise StopAsyncIteration from None
+            raise
+        if message is grpc.aio.EOF:
             raise ConnectionLostError(
                 f"airlockd at {self._peer.endpoint} closed the call's stream before sending its result",
                 endpoint=self._peer.endpoint,
             )
-        assert isinstance(event, tools_pb2.ExecuteToolEvent)
+        event = self._peer.decoded(message, tools_pb2.ExecuteToolEvent, self._stub.ExecuteTool)
         kind = event.WhichOneof("event")
         if kind == "started":
             self.execution_id = event.started.execution_id
         elif kind == "output":
             sink = self.stderr if event.output.stream == tools_pb2.OUTPUT_STREAM_STDERR else self.stdout
-            sink.extend(event.output.data)
+            data = event.output.data
+            self.output_bytes += len(data)
+            sink.extend(data[: max(0, MAX_KEPT_OUTPUT - len(sink))])
         elif kind == "approval":
             self.approval = event.approval
         elif kind == "finished":
@@ -73,11 +93,13 @@ class Execution:
         """Reads the call to its end and returns its result."""
         async for _ in self:
             pass
-        assert self.finished is not None
+        if self.finished is None:  # pragma: no cover - __anext__ ends only after `finished`
+            raise ConnectionLostError("the call's stream ended without its result", endpoint=self._peer.endpoint)
         return self.finished
 
     def close(self) -> None:
         """Stops reading; a call still running is cancelled."""
+        self._closed = True
         self._call.cancel()
 
     async def __aenter__(self) -> Execution:

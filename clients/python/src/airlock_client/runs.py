@@ -2,11 +2,14 @@
 the decisions, cancel and input sent back.
 
 A run belongs to the daemon, not to the stream that started it. When the stream drops before
-the run finished (the daemon restarted, the network failed), a :class:`RunHandle` attaches
-again from the last committed event it received, by itself, for up to ``reattach_s``
-seconds: the caller sees every committed event once, in order. Streamed pieces (events with
-``delta`` set: the model's text and tool calls as they arrive) are never stored; a handle
-that re-attaches gets the committed event they led up to instead, which repeats them whole.
+the run finished (the daemon restarted, the network failed, a read was interrupted), a
+:class:`RunHandle` attaches again from the last committed event it received, by itself, for
+up to ``reattach_s`` seconds: the caller sees every committed event once, in order. Decisions
+and a cancel sent and not yet answered by an event are sent again on the new stream (the
+daemon answers a repeated one with ``decision_rejected``, harmlessly); a decision sent while
+the stream is down waits for it. Streamed pieces (events with ``delta`` set: the model's text
+and tool calls as they arrive) are never stored; a handle that re-attaches gets the committed
+event they led up to instead, which repeats them whole.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from airlock.v1 import agent_pb2, agent_pb2_grpc, approval_pb2, run_event_pb2
 from ._peer import Peer
 from .approvals import decision_for
 from .errors import (
-    AirlockError,
     ConnectionLostError,
     IncompleteRunError,
     UnavailableError,
@@ -36,8 +38,9 @@ DEFAULT_REATTACH_S = 30.0
 # The first pause between attempts; it doubles up to the cap.
 _FIRST_BACKOFF_S = 0.1
 _MAX_BACKOFF_S = 2.0
-# What a dropped stream looks like: these errors, and only these, are worth attaching again.
-_DROPPED = (ConnectionLostError, UnavailableError, IncompleteRunError)
+# What a dropped stream looks like: these errors (UnavailableError covers a lost connection
+# and an unreachable daemon), and only these, are worth attaching again.
+_DROPPED = (UnavailableError, IncompleteRunError)
 
 
 class RunHandle:
@@ -63,6 +66,11 @@ class RunHandle:
         self._reattach_s = reattach_s
         self._call: grpc.aio.StreamStreamCall[agent_pb2.RunRequest, run_event_pb2.RunEvent] | None = None
         self._buffered: run_event_pb2.RunEvent | None = None
+        self._closed = False
+        # Decisions (by approval id) and the cancel sent and not yet answered by an event:
+        # sent again whenever the stream is opened again.
+        self._unanswered: dict[str, agent_pb2.RunRequest] = {}
+        self._cancel: agent_pb2.RunRequest | None = None
         #: The run's id: known from the start for an attached run, from the first event for
         #: one this handle started.
         self.run_id = run_id
@@ -79,9 +87,9 @@ class RunHandle:
         that a refused request (a bad field, an unknown run, a seq past the end) is raised
         here, not by the first read.
 
-        An attach after seq N asks for the events after N - 1 and drops event N, which it
-        already has: a run waiting for a person may have nothing new to say for a long time,
-        and the daemon's answer to an attach is otherwise only known with its first event."""
+        An attach after seq N asks for the events after N - 1 and does not hand out event N
+        again: a run waiting for a person may have nothing new to say for a long time, and
+        the daemon's answer to an attach is otherwise only known with its first event."""
         if self._call is not None:
             self._call.cancel()
         after_seq = request.attach.after_seq if request.WhichOneof("request") == "attach" else 0
@@ -96,11 +104,10 @@ class RunHandle:
             raise self._peer.error(error, self._agent.Run) from None
         if first is grpc.aio.EOF:
             raise self._incomplete()
-        assert isinstance(first, run_event_pb2.RunEvent)
-        if after_seq > 0 and first.seq <= after_seq and not first.delta:
-            return
-        self._record(first)
-        self._buffered = first
+        event = self._event(first)
+        self._record(event)
+        if not (after_seq > 0 and event.seq <= after_seq and not event.delta):
+            self._buffered = event
 
     async def __aenter__(self) -> RunHandle:
         return self
@@ -109,7 +116,8 @@ class RunHandle:
         self.close()
 
     def close(self) -> None:
-        """Stops following the run (the run goes on in the daemon)."""
+        """Stops following the run (the run goes on in the daemon); iteration then ends."""
+        self._closed = True
         if self._call is not None:
             self._call.cancel()
 
@@ -123,10 +131,8 @@ class RunHandle:
         return event
 
     async def next_event(self) -> run_event_pb2.RunEvent | None:
-        """The run's next event; None once the stream ended after ``run_finished``."""
-        if self._buffered is not None:
-            event, self._buffered = self._buffered, None
-            return event
+        """The run's next event; None once the stream ended after ``run_finished``, or the
+        handle was closed."""
         dropped_at = 0.0
         backoff = _FIRST_BACKOFF_S
         while True:
@@ -136,7 +142,8 @@ class RunHandle:
                 now = time.monotonic()
                 dropped_at = dropped_at or now
                 if (
-                    not self.run_id
+                    self._closed
+                    or not self.run_id
                     or self.finished is not None
                     or self._reattach_s <= 0
                     or now - dropped_at > self._reattach_s
@@ -153,33 +160,62 @@ class RunHandle:
                     raise
                 continue
             self.reattached += 1
+            await self._resend()
 
     async def _read(self) -> run_event_pb2.RunEvent | None:
         if self._buffered is not None:
             event, self._buffered = self._buffered, None
             return event
+        if self._closed:
+            return None
         if self._call is None:
             await self._open(self._first)
             return await self._read()
         try:
             message = await self._call.read()
         except grpc.RpcError as error:
+            if self._closed:
+                return None
             raise self._peer.error(error, self._agent.Run) from None
+        except asyncio.CancelledError:
+            # grpc.aio ends a read of a call cancelled on this side with CancelledError:
+            # the handle was closed, or an interrupted read cancelled the call (a Ctrl-C in
+            # the blocking client), which the next read recovers from by attaching again.
+            task = asyncio.current_task()
+            if self._closed:
+                return None
+            if task is not None and task.cancelling():
+                raise
+            raise ConnectionLostError(
+                f"the stream of run {self.run_id} was cancelled on this side",
+                endpoint=self._peer.endpoint,
+                method="/airlock.v1.Agent/Run",
+            ) from None
         if message is grpc.aio.EOF:
-            if self.finished is not None:
+            if self.finished is not None or self._closed:
                 return None
             raise self._incomplete()
-        assert isinstance(message, run_event_pb2.RunEvent)
-        self._record(message)
-        return message
+        event = self._event(message)
+        self._record(event)
+        return event
+
+    def _event(self, message: object) -> run_event_pb2.RunEvent:
+        return self._peer.decoded(message, run_event_pb2.RunEvent, self._agent.Run)
 
     def _record(self, event: run_event_pb2.RunEvent) -> None:
         if not self.run_id and event.run_id:
             self.run_id = event.run_id
         if not event.delta:
             self.last_seq = max(self.last_seq, event.seq)
-        if event.WhichOneof("event") == "run_finished":
+        kind = event.WhichOneof("event")
+        if kind == "approval_resolved":
+            self._unanswered.pop(event.approval_resolved.approval_id, None)
+        elif kind == "decision_rejected":
+            self._unanswered.pop(event.decision_rejected.approval_id, None)
+        elif kind == "run_finished":
             self.finished = event.run_finished
+            self._unanswered.clear()
+            self._cancel = None
 
     def _incomplete(self) -> IncompleteRunError:
         return IncompleteRunError(
@@ -197,17 +233,21 @@ class RunHandle:
                 yield event
 
     async def text(self) -> AsyncIterator[str]:
-        """The model's text as it arrives: each streamed piece, or a whole ``model_text`` when
-        nothing of it was streamed (a model that does not stream, or a re-attach that missed
-        the pieces)."""
-        streamed: set[int] = set()
+        """The model's text as it arrives: each streamed piece, then whatever of the whole
+        ``model_text`` was not streamed (all of it for a model that does not stream, the rest
+        after a re-attach that missed pieces)."""
+        streamed: dict[int, str] = {}
         async for event in self:
             kind = event.WhichOneof("event")
             if kind == "text_delta":
-                streamed.add(event.seq)
+                streamed[event.seq] = streamed.get(event.seq, "") + event.text_delta.text
                 yield event.text_delta.text
-            elif kind == "model_text" and event.seq not in streamed:
-                yield event.model_text.text
+            elif kind == "model_text":
+                whole = event.model_text.text
+                already = streamed.pop(event.seq, "")
+                rest = whole[len(already) :] if whole.startswith(already) else whole
+                if rest:
+                    yield rest
 
     async def wait(self) -> run_event_pb2.RunFinished:
         """Reads the run to its end and returns how it ended."""
@@ -229,17 +269,12 @@ class RunHandle:
         """Answers one of the run's approval requests, bound to the exact call it asks about
         (its id and digest). A decision the daemon refuses comes back as a
         ``decision_rejected`` event."""
-        await self._send(
-            agent_pb2.RunRequest(
-                decision=decision_for(
-                    request,
-                    approve=approve,
-                    for_session=for_session,
-                    reason=reason,
-                    grant_prefix=grant_prefix,
-                )
-            )
+        decision = decision_for(
+            request, approve=approve, for_session=for_session, reason=reason, grant_prefix=grant_prefix
         )
+        message = agent_pb2.RunRequest(decision=decision)
+        self._unanswered[decision.approval_id] = message
+        await self._send(message, keep=True)
 
     async def approve(self, request: approval_pb2.ApprovalRequest, *, for_session: bool = False) -> None:
         """Approves ``request`` once, or for the rest of the session."""
@@ -251,28 +286,45 @@ class RunHandle:
 
     async def cancel(self, reason: str = "") -> None:
         """Stops the run; it ends ``CANCELLED``, which this stream then reports."""
-        await self._send(agent_pb2.RunRequest(cancel=agent_pb2.CancelRun(reason=reason)))
+        self._cancel = agent_pb2.RunRequest(cancel=agent_pb2.CancelRun(reason=reason))
+        await self._send(self._cancel, keep=True)
 
     async def send_input(self, text: str) -> None:
-        """More input from the user, read before the run's next model call."""
-        await self._send(agent_pb2.RunRequest(input=agent_pb2.UserInput(text=text)))
+        """More input from the user, read at the start of the run's next step. Raises
+        :class:`ConnectionLostError` when the stream is down: input is not sent twice."""
+        await self._send(agent_pb2.RunRequest(input=agent_pb2.UserInput(text=text)), keep=False)
 
-    async def _send(self, request: agent_pb2.RunRequest) -> None:
+    async def _send(self, request: agent_pb2.RunRequest, *, keep: bool) -> None:
+        """Writes ``request``; one that is ``keep`` (a decision, the cancel) and cannot be
+        written now is sent when the stream is open again."""
+        if self._closed:
+            raise ConnectionLostError(
+                f"the handle of run {self.run_id} is closed; the message was not sent",
+                endpoint=self._peer.endpoint,
+            )
         if self._call is None:
             await self._open(self._first)
         assert self._call is not None
         try:
             await self._call.write(request)
-        except grpc.RpcError as error:
-            raise self._peer.error(error, self._agent.Run) from None
-        except asyncio.InvalidStateError as error:
+        except (grpc.RpcError, asyncio.InvalidStateError) as error:
+            if keep:
+                return
+            cause = self._peer.error(error, self._agent.Run) if isinstance(error, grpc.RpcError) else error
             raise ConnectionLostError(
                 f"the stream of run {self.run_id} to airlockd at {self._peer.endpoint} is "
-                f"closed; the message was not sent ({error})",
+                f"down; the input was not sent ({cause})",
                 endpoint=self._peer.endpoint,
             ) from None
+
+    async def _resend(self) -> None:
+        """After attaching again: what is still unanswered, on the new stream."""
+        pending = list(self._unanswered.values())
+        if self._cancel is not None:
+            pending.append(self._cancel)
+        for request in pending:
+            await self._send(request, keep=True)
 
 
 def _attach(run_id: str, after_seq: int) -> agent_pb2.RunRequest:
     return agent_pb2.RunRequest(attach=agent_pb2.AttachRun(run_id=run_id, after_seq=after_seq))
-

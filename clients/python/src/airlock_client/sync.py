@@ -41,10 +41,25 @@ class _Loop:
         self._thread.start()
 
     def run(self, awaitable: Awaitable[R]) -> R:
-        async def wrapped() -> R:
-            return await awaitable
+        """Runs ``awaitable`` on the loop and waits for it. Interrupted (Ctrl-C), it cancels
+        the awaitable and waits for it to have stopped before passing the interruption on:
+        nothing goes on reading a stream behind the caller's back."""
+        stopped = threading.Event()
 
-        return asyncio.run_coroutine_threadsafe(wrapped(), self.loop).result()
+        async def wrapped() -> R:
+            try:
+                return await awaitable
+            finally:
+                stopped.set()
+
+        future = asyncio.run_coroutine_threadsafe(wrapped(), self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                future.cancel()
+                stopped.wait(timeout=5)
+            raise
 
     def iterate(self, iterator: AsyncIterator[R]) -> Iterator[R]:
         try:
@@ -55,8 +70,18 @@ class _Loop:
                     return
         finally:
             closing = getattr(iterator, "aclose", None)
-            if closing is not None and self.loop.is_running():
-                self.run(closing())
+            if closing is not None and not self.loop.is_closed():
+                if threading.current_thread() is self._thread:
+                    # Finalised on the loop's own thread (by the garbage collector): waiting
+                    # here for the loop would wait forever.
+                    self.loop.create_task(closing())
+                elif self.loop.is_running():
+                    self.run(closing())
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Runs ``callback`` on the loop, unless the loop is gone (its client closed)."""
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
         if self.loop.is_running():
@@ -260,7 +285,7 @@ class RunHandle(_Wrapper[AsyncRunHandle]):
 
     def close(self) -> None:
         """Stops following the run (the run goes on in the daemon)."""
-        self._loop.loop.call_soon_threadsafe(self._aio.close)
+        self._loop.call_soon(self._aio.close)
 
     def committed(self) -> Iterator[run_event_pb2.RunEvent]:
         """The run's stored events, without the streamed pieces."""
@@ -305,7 +330,7 @@ class Execution(_Wrapper[AsyncExecution]):
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._loop.loop.call_soon_threadsafe(self._aio.close)
+        self._loop.call_soon(self._aio.close)
 
     result = _blocking(AsyncExecution.result)
 
@@ -323,7 +348,7 @@ class ApprovalConsole(_Wrapper[AsyncApprovalConsole]):
         self.close()
 
     def close(self) -> None:
-        self._loop.loop.call_soon_threadsafe(self._aio.close)
+        self._loop.call_soon(self._aio.close)
 
     decide = _blocking(AsyncApprovalConsole.decide)
 

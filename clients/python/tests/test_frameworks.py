@@ -36,7 +36,8 @@ def approve_writes_to(name: str) -> Any:
 def test_langgraph_agent_calls_airlock_tools(client: airlock_client.Client, daemon: Daemon) -> None:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, ToolMessage
-    from langgraph.prebuilt import create_react_agent
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
 
     from airlock_client.frameworks.langchain import airlock_tools
 
@@ -63,8 +64,20 @@ def test_langgraph_agent_calls_airlock_tools(client: airlock_client.Client, daem
         approver=approve_writes_to("lg.txt"),
     )
     assert [tool.name for tool in tools] == ["write_file", "read_file"]
-    agent = create_react_agent(FakeToolModel(messages=iter(turns)), tools)
-    state = agent.invoke({"messages": [("user", "write lg.txt")]})
+    model = FakeToolModel(messages=iter(turns)).bind_tools(tools)
+
+    def think(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    # The agent loop as LangGraph builds it: the model, then the tools it called, until it
+    # calls none.
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", think)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    state = graph.compile().invoke({"messages": [("user", "write lg.txt")]})
     replies = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
     assert replies["call_w"].status == "success"
     assert (daemon.workspace / "lg.txt").read_text() == "from langgraph\n"

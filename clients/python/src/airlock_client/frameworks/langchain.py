@@ -1,5 +1,4 @@
-"""airlock's tools as LangChain tools, for LangChain agents and LangGraph's ``ToolNode`` and
-``create_react_agent``.
+"""airlock's tools as LangChain tools, for LangChain agents and LangGraph's ``ToolNode``.
 
 Each tool is a ``StructuredTool`` with the daemon's name, description and JSON schema. A call
 goes through ``Tools.ExecuteTool``: the daemon's policy judges it, an approval it asks is

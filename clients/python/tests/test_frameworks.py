@@ -55,6 +55,10 @@ def test_langgraph_agent_calls_airlock_tools(client: airlock_client.Client, daem
         ),
         AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": 7}, "id": "call_bad"}]),
         AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": "lg.txt"}, "id": "call_r"}]),
+        # Arguments LangChain would take for its own reach the daemon, which refuses them.
+        AIMessage(
+            content="", tool_calls=[{"name": "read_file", "args": {"path": "lg.txt", "config": "x"}, "id": "call_c"}]
+        ),
         AIMessage(content="all done"),
     ]
     tools = airlock_tools(
@@ -87,6 +91,8 @@ def test_langgraph_agent_calls_airlock_tools(client: airlock_client.Client, daem
     assert replies["call_bad"].status == "error"
     assert "invalid arguments" in str(replies["call_bad"].content)
     assert "from langgraph" in str(replies["call_r"].content)
+    assert replies["call_c"].status == "error"
+    assert "config" in str(replies["call_c"].content)
     assert state["messages"][-1].content == "all done"
 
     # The same tools from asyncio code.
@@ -152,3 +158,20 @@ def test_openai_agents_sdk_agent_calls_airlock_tools(client: airlock_client.Clie
     outputs = {o["call_id"]: str(o["output"]) for o in seen_outputs}
     assert outputs["c2"].startswith("error: denied"), outputs
     assert "sdk.txt" in outputs["c3"], outputs
+
+
+def test_an_approver_that_fails_fails_the_call_and_nothing_runs(client: airlock_client.Client, daemon: Daemon) -> None:
+    from airlock_client.frameworks.langchain import airlock_tools
+
+    def approver(request: approval_pb2.ApprovalRequest) -> bool:
+        raise RuntimeError("the approval service is down")
+
+    (write,) = airlock_tools(client, workspace=str(daemon.workspace), names=["write_file"], approver=approver)
+    reply = write.invoke(
+        {"type": "tool_call", "name": "write_file", "id": "call_x", "args": {"path": "x.txt", "content": "x"}}
+    )
+    assert reply.status == "error"
+    assert "the approver failed" in str(reply.content) and "approval service is down" in str(reply.content)
+    assert not (daemon.workspace / "x.txt").exists()
+    # The client is not stuck behind it.
+    assert client.list_tools()

@@ -10,6 +10,7 @@ import json
 import pathlib
 import signal
 import threading
+import traceback
 from collections.abc import Iterator
 from concurrent import futures
 
@@ -46,13 +47,54 @@ def test_a_decision_made_while_the_daemon_is_down_reaches_it_when_it_is_back(scr
             request = until_asked(run)
             crashing.kill()
             run.approve(request)  # the stream is gone: kept, and sent once the run is followed again
-            threading.Thread(target=crashing.restart, daemon=True).start()
+            restart = threading.Thread(target=crashing.restart, daemon=True)
+            restart.start()
             finished = run.wait()
+            restart.join(60)
             assert finished.final_text == "written", finished
             assert run.reattached >= 1
         assert (crashing.workspace / "down.txt").read_text() == "d\n"
     finally:
         assert crashing.stop() == 0, crashing.log_text()
+
+
+def test_an_auto_approver_outlives_a_daemon_restart(scratch: pathlib.Path) -> None:
+    crashing = start_daemon(scratch, "approver")
+    try:
+        with airlock_client.connect(crashing.endpoint, token=crashing.token) as client:
+            with client.auto_approve(lambda request: True) as approver:
+                crashing.kill()
+                crashing.restart()
+                # A run asked after the restart is answered by the console opened again.
+                run = client.start_run("write", workspace=crashing.workspace, script=write_script("a.txt", "a\n"))
+                assert run.wait().final_text == "written"
+            assert [r.tool for r, ok in approver.decided] == ["write_file"]
+    finally:
+        assert crashing.stop() == 0, crashing.log_text()
+
+
+def test_closing_the_client_ends_a_wait_in_another_thread(daemon: Daemon) -> None:
+    client = airlock_client.connect(daemon.endpoint, token=daemon.token)
+    run = client.start_run("write", workspace=daemon.workspace, script=write_script("closed.txt", "x\n"))
+    until_asked(run)
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            run.wait()
+        except BaseException as error:  # noqa: BLE001 - what the test looks at
+            outcome.append(error)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    client.close()
+    waiter.join(10)
+    assert not waiter.is_alive(), "the wait outlived its client"
+    assert outcome and isinstance(outcome[0], airlock_client.ConnectionLostError), outcome
+    with pytest.raises(airlock_client.ConnectionLostError):
+        client.list_tools()
+    with airlock_client.connect(daemon.endpoint, token=daemon.token) as other:
+        other.cancel_run(run.run_id, "the test is over")  # asks nobody after this test
 
 
 def test_a_finished_run_attached_at_its_end_ends_at_once(client: airlock_client.Client, daemon: Daemon) -> None:
@@ -172,9 +214,13 @@ def test_the_token_and_keys_never_show(tmp_path: pathlib.Path, client: airlock_c
     key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n"
     # Inline PEM is taken as PEM; key material given as a path is never echoed.
     assert read_pem(key, "client key") == key.encode()
-    with pytest.raises(airlock_client.AirlockError) as unreadable:
-        read_pem("Bag Attributes\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg", "client key")
-    assert "MIGHAgEAMBMG" not in str(unreadable.value)
+    for leaked in ("Bag Attributes\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg", "MIGHAgEAMBMGByqGSM49/AgEGCCq+GSM49AwEHBG0wawIBAQQg"):
+        with pytest.raises(airlock_client.AirlockError) as unreadable:
+            read_pem(leaked, "client key")
+        shown = "".join(traceback.format_exception(unreadable.value))
+        assert "MIGHAgEAMBMG" not in shown, shown
+    with pytest.raises(airlock_client.AirlockError, match="missing.pem: no such file"):
+        read_pem(str(tmp_path / "missing.pem"), "CA")
     with pytest.raises(airlock_client.AirlockError, match="not printable ASCII"):
         airlock_client.connect(daemon.endpoint, token="two\nlines")
 

@@ -210,11 +210,13 @@ def test_a_run_is_followed_across_a_daemon_crash(scratch: pathlib.Path) -> None:
                     asked.append(event.approval_requested.request)
                     # The daemon dies while the run waits; it comes back on the same state.
                     crashing.kill()
-                    threading.Thread(target=crashing.restart, daemon=True).start()
+                    restart = threading.Thread(target=crashing.restart, daemon=True)
+                    restart.start()
                 elif kind(event) == "run_resumed":
                     # The resumed run still waits on the request asked before the crash.
                     run.approve(asked[0])
             assert len(asked) == 1
+            restart.join(60)
             assert run.reattached >= 1
             assert run.finished is not None and run.finished.final_text == "written", run.finished
         assert (crashing.workspace / "crash.txt").read_text() == "c\n"

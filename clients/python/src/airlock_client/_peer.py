@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 
 from .connection import Token
-from .errors import AirlockError, DataLossError, from_rpc_error
+from .errors import AirlockError, ConnectionLostError, DataLossError, from_rpc_error
 
 T = TypeVar("T")
 
@@ -21,6 +21,12 @@ class Peer:
     endpoint: str
     token: Token = dataclasses.field(repr=False)
     channel: grpc.aio.Channel = dataclasses.field(repr=False)
+    #: Set by the client's close(): calls after it fail as a lost connection.
+    closed: list[bool] = dataclasses.field(default_factory=lambda: [False], repr=False)
+
+    def check_open(self) -> None:
+        if self.closed[0]:
+            raise ConnectionLostError(f"the client of airlockd at {self.endpoint} is closed", endpoint=self.endpoint)
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -39,6 +45,7 @@ class Peer:
 
     async def unary(self, call: grpc.aio.UnaryUnaryMultiCallable[Any, T], request: Any) -> T:
         """One unary call, with the token, its failure mapped."""
+        self.check_open()
         try:
             pending: Awaitable[T | None] = call(request, metadata=self.metadata)
             response = await pending

@@ -42,9 +42,9 @@ from airlock.v1 import (
 from ._peer import Peer
 from .approvals import ApprovalConsole, AutoApprover, Predicate, decision_for
 from .connection import DEFAULT_ENDPOINT, Endpoint, discover_token, open_channel
-from .errors import DataLossError, NotFoundError, UnavailableError, UnreachableError
+from .errors import DataLossError, InvalidArgumentError, NotFoundError, UnavailableError, UnreachableError
 from .execution import Execution
-from .runs import DEFAULT_REATTACH_S, RunHandle
+from .runs import DEFAULT_REATTACH_S, MAX_INPUT_BYTES, RunHandle
 
 __all__ = ["AsyncClient", "connect"]
 
@@ -188,6 +188,8 @@ class AsyncClient:
         return self._peer.endpoint
 
     async def close(self) -> None:
+        """Closes the connection: calls still open end, later ones fail as a lost connection."""
+        self._peer.closed[0] = True
         await self._peer.channel.close()
 
     async def __aenter__(self) -> AsyncClient:
@@ -291,7 +293,12 @@ class AsyncClient:
             page = await self.read_output(execution_id, offset, _OUTPUT_PAGE)
             if page.data:
                 yield page.data
-            offset = page.offset + len(page.data)
+            if page.offset != offset:
+                raise DataLossError(
+                    f"the kept output of {execution_id} came back from {page.offset}, not {offset}",
+                    endpoint=self.endpoint,
+                )
+            offset += len(page.data)
             if page.eof or not page.data:
                 return
 
@@ -358,6 +365,8 @@ class AsyncClient:
             instructions=instructions,
             rules=rules,
         )
+        if len(input.encode()) > MAX_INPUT_BYTES:
+            raise InvalidArgumentError(f"start.input: over {MAX_INPUT_BYTES} bytes", endpoint=self.endpoint)
         handle = RunHandle(self._peer, agent_pb2.RunRequest(start=start), reattach_s=reattach_s)
         await handle._open(agent_pb2.RunRequest(start=start))
         return handle
@@ -372,10 +381,11 @@ class AsyncClient:
 
     async def watch_run(self, run_id: str, after_seq: int = 0) -> AsyncIterator[run_event_pb2.RunEvent]:
         """A run's events, read only (``WatchRun``, what gRPC-Web clients use)."""
+        self._peer.check_open()
         call = self._agent.WatchRun(agent_pb2.AttachRun(run_id=run_id, after_seq=after_seq), metadata=self._peer.metadata)
         try:
             async for event in call:
-                yield event
+                yield self._peer.decoded(event, run_event_pb2.RunEvent, self._agent.WatchRun)
         except grpc.RpcError as error:
             raise self._peer.error(error, self._agent.WatchRun) from None
         finally:
@@ -400,13 +410,15 @@ class AsyncClient:
     async def iter_runs(self, *, session_id: str = "", state: int = 0) -> AsyncIterator[agent_pb2.RunInfo]:
         """Every run, newest first, the pages read as needed."""
         token = ""
+        seen: set[str] = set()
         while True:
             page = await self.list_runs(session_id=session_id, state=state, page_token=token)
             for run in page.runs:
                 yield run
             token = page.next_page_token
-            if not token:
+            if not token or token in seen:  # a server that hands back a page twice: stop
                 return
+            seen.add(token)
 
     async def cancel_run(self, run_id: str, reason: str = "") -> None:
         """Stops a run; it ends ``CANCELLED`` with ``reason`` as its detail."""
@@ -440,13 +452,15 @@ class AsyncClient:
     async def iter_sessions(self) -> AsyncIterator[agent_pb2.Session]:
         """Every session of this client's tenant, most recently active first."""
         token = ""
+        seen: set[str] = set()
         while True:
             page = await self._peer.unary(self._agent.ListSessions, agent_pb2.ListSessionsRequest(page_token=token))
             for session in page.sessions:
                 yield session
             token = page.next_page_token
-            if not token:
+            if not token or token in seen:  # a server that hands back a page twice: stop
                 return
+            seen.add(token)
 
     # --- approvals ----------------------------------------------------------------------
 
@@ -461,10 +475,11 @@ class AsyncClient:
     async def watch_approvals(self, run_id: str = "") -> AsyncIterator[approval_pb2.ApprovalRequest]:
         """Approval requests and their updates (of one run, or all), read only; answer with
         :meth:`decide`."""
+        self._peer.check_open()
         call = self._agent.WatchApprovals(approval_pb2.WatchApprovalsRequest(run_id=run_id), metadata=self._peer.metadata)
         try:
             async for request in call:
-                yield request
+                yield self._peer.decoded(request, approval_pb2.ApprovalRequest, self._agent.WatchApprovals)
         except grpc.RpcError as error:
             raise self._peer.error(error, self._agent.WatchApprovals) from None
         finally:

@@ -100,9 +100,17 @@ class ApprovalConsole:
             # A read of a call closed on this side ends so; only the task's own
             # cancellation is passed on.
             task = asyncio.current_task()
-            if self._closed and not (task is not None and task.cancelling()):
+            if task is not None and task.cancelling():
+                raise
+            if self._closed:
                 raise StopAsyncIteration from None
-            raise
+            # A read interrupted by its caller (Ctrl-C in the blocking client) cancelled the
+            # call: what it would have said is lost.
+            raise ConnectionLostError(
+                "a read of this approver console was interrupted, which ended its call to airlockd at "
+                f"{self._peer.endpoint}",
+                endpoint=self._peer.endpoint,
+            ) from None
         if message is grpc.aio.EOF:
             raise StopAsyncIteration
         return self._peer.decoded(message, approval_pb2.ApprovalRequest, self._agent.Approvals)

@@ -36,6 +36,9 @@ MAX_RECEIVE_BYTES = 16 * 1024 * 1024
 # The largest message the daemon reads (`MAX_DECODING_MESSAGE_BYTES`): a larger request would
 # be refused there anyway.
 MAX_SEND_BYTES = 4 * 1024 * 1024
+# What a file name a person types looks like: no spaces, and a dot in its last part (`ca.pem`,
+# `/etc/airlock/client.key`). Base64 key material has no dot.
+_FILE_NAME = re.compile(r"[\w./~+-]*\.[\w-]+")
 # A token is printable ASCII without spaces (a header value the daemon compares whole).
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")
 
@@ -158,20 +161,30 @@ def _read_small(path: pathlib.Path, what: str) -> bytes:
 
 def read_pem(value: str | os.PathLike[str] | bytes, what: str) -> bytes:
     """A PEM document: given inline (text with a ``-----BEGIN`` line), else read from the file
-    it names (at most 1 MiB). An error names the file only when the value looks like a path:
-    key material passed where a path was expected is never echoed."""
+    it names (at most 1 MiB). Key material passed where a path was expected is never echoed,
+    in the message or in a chained exception: the value is named only when it is a
+    ``PathLike`` or looks like a file name (no spaces, an extension)."""
     if isinstance(value, bytes):
         return value
     text = os.fspath(value)
     if "-----BEGIN" in text:
         return text.encode()
-    shown = text if len(text) <= 4096 and "\n" not in text else "(a value that is not a path)"
+    looks_like_a_path = isinstance(value, os.PathLike) or (
+        len(text) < 256 and _FILE_NAME.fullmatch(text) is not None
+    )
+    shown = text if looks_like_a_path else "(the value given, which is neither PEM text nor a file name)"
     try:
-        return _read_small(pathlib.Path(text), what)
-    except FileNotFoundError as err:
-        raise AirlockError(f"cannot read the {what} {shown}: no such file") from err
-    except AirlockError as err:
-        raise AirlockError(str(err).replace(text, shown)) from None
+        size = os.stat(text).st_size
+        if size > _MAX_FILE_BYTES:
+            raise AirlockError(f"cannot read the {what} {shown}: larger than {_MAX_FILE_BYTES} bytes")
+        with open(text, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise AirlockError(f"cannot read the {what} {shown}: {reason}") from None
+    raise AirlockError(f"cannot read the {what} {shown}: no such file") from None
 
 
 def open_channel(
@@ -193,12 +206,22 @@ def open_channel(
         ("grpc.keepalive_time_ms", 30_000),
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.http2.max_pings_without_data", 0),
+        # After a drop, try again within a fraction of a second, and never wait more than 2 s
+        # between tries: grpc's defaults (1 s, growing to 120 s) would leave a run handle or an
+        # auto-approver failing fast long after the daemon is back.
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
         # A client that retries by itself would repeat a decision or an input; this one
         # reports the failure and lets its caller decide.
         ("grpc.enable_retries", 0),
     ]
     if (client_cert is None) != (client_key is None):
         raise AirlockError("a client certificate goes with its key: give both client_cert and client_key")
+    if endpoint.is_local():
+        # A daemon on this host is reached directly, never through $http_proxy: the local
+        # daemon's token goes only to it.
+        options.append(("grpc.enable_http_proxy", 0))
     if not endpoint.tls:
         if ca_cert is not None or client_cert is not None:
             raise AirlockError(

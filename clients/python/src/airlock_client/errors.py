@@ -233,16 +233,20 @@ def from_rpc_error(
             method=method,
         )
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
-        # grpc-core's own refusal of a reply over this client's limit: the same request
-        # would get the same reply.
-        error_ = ResourceExhaustedError(
-            f"a reply of airlockd at {endpoint} to {method} is over this client's limit of "
+        # grpc-core's own refusal, on this side, of a message over a limit: the same call
+        # would meet the same refusal.
+        sent = details.lower().startswith("sent")
+        refused = ResourceExhaustedError(
+            f"a request to airlockd at {endpoint} ({method}) is over the daemon's limit of "
+            f"{4 * 1024 * 1024} bytes: {details}"
+            if sent
+            else f"a reply of airlockd at {endpoint} to {method} is over this client's limit of "
             f"{16 * 1024 * 1024} bytes: {details}",
             endpoint=endpoint,
             method=method,
         )
-        error_.retryable = False
-        return error_
+        refused.retryable = False
+        return refused
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return UnimplementedError(
             f"airlockd at {endpoint} does not serve {method.lstrip('/')}: it is older than "
@@ -267,23 +271,31 @@ def from_rpc_error(
     return cls(details, endpoint=endpoint, method=method)
 
 
-# grpc-core's words for a connection it could not make.
-_UNREACHABLE = ("failed to connect", "connection refused", "connections to all backends failing", "dns resolution failed")
-# Its words for a connection that broke, or a call the transport ended.
+# grpc-core's words for a connection it could not make (UNAVAILABLE).
+_UNREACHABLE = (
+    "failed to connect to all addresses",
+    "connection refused",
+    "connections to all backends failing",
+    "dns resolution failed",
+)
+# Its words for a connection that broke under a call (UNAVAILABLE or UNKNOWN).
 _LOST = (
     "socket closed",
-    "connection reset",
+    "connection reset by peer",
     "broken pipe",
     "stream removed",
     "endpoint closing",
-    "keepalive",
+    "keepalive watchdog timeout",
     "ping timeout",
-    "goaway",
-    "internal error from core",
-    "handshake",
-    "ssl",
-    "tls",
+    "goaway received",
+    "tls handshake failed",
+    "ssl handshake failed",
+    "handshake read failed",
+    "handshake write failed",
 )
+# Its words, as INTERNAL, for a write on a connection that is gone or a stream reset: the
+# daemon's own INTERNAL is a bug, never read by these heuristics.
+_LOST_INTERNAL = ("internal error from core", "received rst_stream")
 
 
 def _transport_failure(code: grpc.StatusCode, details: str) -> str:
@@ -293,7 +305,9 @@ def _transport_failure(code: grpc.StatusCode, details: str) -> str:
         # The daemon sends neither: a reset stream (a daemon stopping resets its streams)
         # or a deadline this client set.
         return "lost"
-    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN):
+    if code == grpc.StatusCode.INTERNAL:
+        return "lost" if lowered.startswith(_LOST_INTERNAL) else ""
+    if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
         return ""
     if any(words in lowered for words in _UNREACHABLE):
         return "unreachable"

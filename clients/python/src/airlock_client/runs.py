@@ -27,6 +27,7 @@ from .approvals import decision_for
 from .errors import (
     ConnectionLostError,
     IncompleteRunError,
+    InvalidArgumentError,
     UnavailableError,
 )
 
@@ -38,6 +39,9 @@ DEFAULT_REATTACH_S = 30.0
 # The first pause between attempts; it doubles up to the cap.
 _FIRST_BACKOFF_S = 0.1
 _MAX_BACKOFF_S = 2.0
+#: The longest input a run takes (`start.input`, and each later input): the daemon's bound,
+#: checked here so that an oversized one is refused alone instead of failing the whole stream.
+MAX_INPUT_BYTES = 256 * 1024
 # What a dropped stream looks like: these errors (UnavailableError covers a lost connection
 # and an unreachable daemon), and only these, are worth attaching again.
 _DROPPED = (UnavailableError, IncompleteRunError)
@@ -90,6 +94,7 @@ class RunHandle:
         An attach after seq N asks for the events after N - 1 and does not hand out event N
         again: a run waiting for a person may have nothing new to say for a long time, and
         the daemon's answer to an attach is otherwise only known with its first event."""
+        self._peer.check_open()
         if self._call is not None:
             self._call.cancel()
         after_seq = request.attach.after_seq if request.WhichOneof("request") == "attach" else 0
@@ -104,6 +109,10 @@ class RunHandle:
             raise self._peer.error(error, self._agent.Run) from None
         if first is grpc.aio.EOF:
             raise self._incomplete()
+        if self._closed:
+            # Closed while this stream opened (a re-attach in its backoff): not followed.
+            call.cancel()
+            return
         event = self._event(first)
         self._record(event)
         if not (after_seq > 0 and event.seq <= after_seq and not event.delta):
@@ -143,6 +152,7 @@ class RunHandle:
                 dropped_at = dropped_at or now
                 if (
                     self._closed
+                    or self._peer.closed[0]
                     or not self.run_id
                     or self.finished is not None
                     or self._reattach_s <= 0
@@ -153,12 +163,16 @@ class RunHandle:
             # attempt takes or the time is up (the last attempt's error is raised then).
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            if self._closed:
+                return None
             try:
                 await self._open(_attach(self.run_id, self.last_seq))
             except _DROPPED:
-                if time.monotonic() - dropped_at > self._reattach_s:
+                if self._peer.closed[0] or time.monotonic() - dropped_at > self._reattach_s:
                     raise
                 continue
+            if self._closed:
+                return None
             self.reattached += 1
             await self._resend()
 
@@ -182,10 +196,10 @@ class RunHandle:
             # the handle was closed, or an interrupted read cancelled the call (a Ctrl-C in
             # the blocking client), which the next read recovers from by attaching again.
             task = asyncio.current_task()
-            if self._closed:
-                return None
             if task is not None and task.cancelling():
                 raise
+            if self._closed:
+                return None
             raise ConnectionLostError(
                 f"the stream of run {self.run_id} was cancelled on this side",
                 endpoint=self._peer.endpoint,
@@ -235,16 +249,21 @@ class RunHandle:
     async def text(self) -> AsyncIterator[str]:
         """The model's text as it arrives: each streamed piece, then whatever of the whole
         ``model_text`` was not streamed (all of it for a model that does not stream, the rest
-        after a re-attach that missed pieces)."""
-        streamed: dict[int, str] = {}
+        after a re-attach that missed pieces: those that come after it are not used, since
+        the ones lost in between cannot be told apart)."""
+        streamed: dict[int, tuple[int, str]] = {}
         async for event in self:
             kind = event.WhichOneof("event")
             if kind == "text_delta":
-                streamed[event.seq] = streamed.get(event.seq, "") + event.text_delta.text
-                yield event.text_delta.text
+                epoch, text = streamed.get(event.seq, (self.reattached, ""))
+                if epoch == self.reattached:
+                    streamed[event.seq] = (epoch, text + event.text_delta.text)
+                    yield event.text_delta.text
+                else:
+                    streamed[event.seq] = (epoch, text)
             elif kind == "model_text":
                 whole = event.model_text.text
-                already = streamed.pop(event.seq, "")
+                _, already = streamed.pop(event.seq, (0, ""))
                 rest = whole[len(already) :] if whole.startswith(already) else whole
                 if rest:
                     yield rest
@@ -292,6 +311,8 @@ class RunHandle:
     async def send_input(self, text: str) -> None:
         """More input from the user, read at the start of the run's next step. Raises
         :class:`ConnectionLostError` when the stream is down: input is not sent twice."""
+        if len(text.encode()) > MAX_INPUT_BYTES:
+            raise InvalidArgumentError(f"input.text: over {MAX_INPUT_BYTES} bytes", endpoint=self._peer.endpoint)
         await self._send(agent_pb2.RunRequest(input=agent_pb2.UserInput(text=text)), keep=False)
 
     async def _send(self, request: agent_pb2.RunRequest, *, keep: bool) -> None:

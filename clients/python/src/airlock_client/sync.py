@@ -22,6 +22,7 @@ from . import aio
 from .approvals import ApprovalConsole as AsyncApprovalConsole
 from .approvals import AutoApprover as AsyncAutoApprover
 from .approvals import Predicate
+from .errors import ConnectionLostError
 from .execution import Execution as AsyncExecution
 from .runs import RunHandle as AsyncRunHandle
 
@@ -37,6 +38,7 @@ class _Loop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.closing = False
         self._thread = threading.Thread(target=self.loop.run_forever, name="airlock-client", daemon=True)
         self._thread.start()
 
@@ -44,6 +46,11 @@ class _Loop:
         """Runs ``awaitable`` on the loop and waits for it. Interrupted (Ctrl-C), it cancels
         the awaitable and waits for it to have stopped before passing the interruption on:
         nothing goes on reading a stream behind the caller's back."""
+        if self.closing or self.loop.is_closed() or not self.loop.is_running():
+            closing = getattr(awaitable, "close", None)
+            if closing is not None:
+                closing()  # never awaited: say so to nobody
+            raise ConnectionLostError("this client is closed", endpoint="")
         stopped = threading.Event()
 
         async def wrapped() -> R:
@@ -55,6 +62,10 @@ class _Loop:
         future = asyncio.run_coroutine_threadsafe(wrapped(), self.loop)
         try:
             return future.result()
+        except concurrent.futures.CancelledError:
+            if self.closing:
+                raise ConnectionLostError("this client was closed while the call waited", endpoint="") from None
+            raise
         except BaseException:
             if not future.done():
                 future.cancel()
@@ -84,7 +95,21 @@ class _Loop:
             self.loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
+        """Cancels what still runs on the loop (a read another thread waits on ends with its
+        cancellation), then stops the loop and its thread."""
+        self.closing = True
         if self.loop.is_running():
+
+            async def cancel_all() -> None:
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+            try:
+                asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(timeout=5)
+            except (concurrent.futures.TimeoutError, RuntimeError):
+                pass
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5)
         if not self._thread.is_alive() and not self.loop.is_closed():
@@ -179,7 +204,9 @@ class Client:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop.loop)
 
     def close(self) -> None:
-        if self._loop.loop.is_running():
+        """Closes the connection; a call another thread waits on ends with
+        :class:`ConnectionLostError`, and so does any later call."""
+        if self._loop.loop.is_running() and not self._loop.closing:
             self._loop.run(self._aio.close())
         self._loop.stop()
 

@@ -13,7 +13,7 @@ from typing import Any
 from airlock.v1 import approval_pb2, tool_pb2
 
 from ..approvals import Predicate
-from ..errors import AirlockError
+from ..errors import AirlockError, ConnectionLostError
 from ..sync import Client
 
 
@@ -62,12 +62,19 @@ class Binding:
         return [by_name[name] for name in names]
 
     def call(self, tool: tool_pb2.ToolInfo, arguments: Mapping[str, Any]) -> Outcome:
-        """The call, made on the client's loop, waited for from this thread."""
-        return self.client.run_coroutine(self._call(tool, arguments)).result()
+        """The call, made on the client's loop, waited for from this thread (a Ctrl-C here
+        cancels it: a call still asking is withdrawn, a running tool stopped)."""
+        return self.client._loop.run(self._call(tool, arguments))
 
     async def acall(self, tool: tool_pb2.ToolInfo, arguments: Mapping[str, Any]) -> Outcome:
-        """The call, made on the client's loop, awaited from the caller's."""
-        return await asyncio.wrap_future(self.client.run_coroutine(self._call(tool, arguments)))
+        """The call, made on the client's loop, awaited from the caller's; cancelling the
+        caller cancels it."""
+        future = self.client.run_coroutine(self._call(tool, arguments))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
 
     async def _call(self, tool: tool_pb2.ToolInfo, arguments: Mapping[str, Any]) -> Outcome:
         client = self.client.asyncio
@@ -80,16 +87,30 @@ class Binding:
             ) as execution:
                 async for event in execution:
                     if event.WhichOneof("event") == "approval" and self.approver is not None:
-                        await self._answer(event.approval)
+                        refused = await self._answer(event.approval)
+                        if refused is not None:
+                            return refused
                 result = await execution.result()
+        except ConnectionLostError as error:
+            return Outcome(
+                ok=False,
+                text=f"the connection to airlock broke during the call; whether it took effect is unknown ({error.message})",
+            )
         except AirlockError as error:
-            return Outcome(ok=False, text=f"airlock refused the call: {error}")
+            return Outcome(ok=False, text=f"airlock refused the call: {error.message}")
         return describe(result)
 
-    async def _answer(self, request: approval_pb2.ApprovalRequest) -> None:
+    async def _answer(self, request: approval_pb2.ApprovalRequest) -> Outcome | None:
+        """Puts ``request`` to the approver, in a worker thread (it may ask a person, or call
+        airlock itself); a failed approver fails the call, which then never runs."""
         assert self.approver is not None
-        approved = bool(self.approver(request))
+        try:
+            approved = bool(await asyncio.to_thread(self.approver, request))
+        except Exception as error:  # noqa: BLE001 - told to the model, the call withdrawn
+            await self.client.asyncio.decide(request, approve=False, reason="the approver failed")
+            return Outcome(ok=False, text=f"the approver failed, nothing ran: {type(error).__name__}: {error}")
         await self.client.asyncio.decide(request, approve=approved, reason="" if approved else self.deny_reason)
+        return None
 
 
 # What the model is told of each failed status, before the tool's or daemon's own words.

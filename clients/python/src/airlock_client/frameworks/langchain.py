@@ -1,6 +1,6 @@
 """airlock's tools as LangChain tools, for LangChain agents and LangGraph's ``ToolNode``.
 
-Each tool is a ``StructuredTool`` with the daemon's name, description and JSON schema. A call
+Each tool is a ``BaseTool`` with the daemon's name, description and JSON schema. A call
 goes through ``Tools.ExecuteTool``: the daemon's policy judges it, an approval it asks is
 answered by ``approver`` (or by a person on the console when there is none), and a call that
 did not succeed raises ``ToolException`` with what went wrong, which LangChain hands the model
@@ -9,9 +9,11 @@ as the tool's message (``handle_tool_error``) with ``status="error"``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import ConfigDict
 
 from airlock.v1 import tool_pb2
 
@@ -37,24 +39,45 @@ def airlock_tools(
     return [_tool(binding, info) for info in binding.tools(names)]
 
 
+class AirlockTool(BaseTool):
+    """One of the daemon's tools. The model's arguments reach the daemon as one document:
+    LangChain would otherwise take arguments named ``config`` or ``run_manager`` for its own."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    binding: Binding
+    info: tool_pb2.ToolInfo
+
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if isinstance(tool_input, str):
+            try:
+                tool_input = json.loads(tool_input)
+            except json.JSONDecodeError as error:
+                raise ToolException(f"invalid arguments, nothing ran: not JSON ({error})") from None
+        if not isinstance(tool_input, dict):
+            raise ToolException("invalid arguments, nothing ran: the arguments must be a JSON object")
+        return (tool_input,), {}
+
+    def _run(self, arguments: dict[str, Any]) -> str:
+        outcome = self.binding.call(self.info, arguments)
+        if not outcome.ok:
+            raise ToolException(outcome.text)
+        return outcome.text
+
+    async def _arun(self, arguments: dict[str, Any]) -> str:
+        outcome = await self.binding.acall(self.info, arguments)
+        if not outcome.ok:
+            raise ToolException(outcome.text)
+        return outcome.text
+
+
 def _tool(binding: Binding, tool: tool_pb2.ToolInfo) -> BaseTool:
-    def run(**arguments: Any) -> str:
-        outcome = binding.call(tool, arguments)
-        if not outcome.ok:
-            raise ToolException(outcome.text)
-        return outcome.text
-
-    async def arun(**arguments: Any) -> str:
-        outcome = await binding.acall(tool, arguments)
-        if not outcome.ok:
-            raise ToolException(outcome.text)
-        return outcome.text
-
-    return StructuredTool(
+    return AirlockTool(
         name=tool.name,
         description=tool.description,
         args_schema=schema_of(tool),
-        func=run,
-        coroutine=arun,
         handle_tool_error=True,
+        binding=binding,
+        info=tool,
     )

@@ -75,16 +75,18 @@ async def connect(
     its certificate must chain to; ``client_cert`` and ``client_key`` (else $AIRLOCK_TLS_CERT
     and $AIRLOCK_TLS_KEY) are this client's, for a daemon that requires one (mutual TLS)."""
     address = Endpoint.parse(endpoint or os.environ.get("AIRLOCK_SERVER") or DEFAULT_ENDPOINT)
-    tls = address.tls
+
+    def tls_file(given: str | os.PathLike[str] | None, variable: str) -> str | os.PathLike[str] | None:
+        # The environment's TLS files are for an https:// daemon only.
+        if given is not None or not address.tls:
+            return given
+        return os.environ.get(variable) or None
+
     channel = open_channel(
         address,
-        ca_cert=ca_cert if ca_cert is not None else (os.environ.get("AIRLOCK_TLS_CA") or None if tls else None),
-        client_cert=client_cert
-        if client_cert is not None
-        else (os.environ.get("AIRLOCK_TLS_CERT") or None if tls else None),
-        client_key=client_key
-        if client_key is not None
-        else (os.environ.get("AIRLOCK_TLS_KEY") or None if tls else None),
+        ca_cert=tls_file(ca_cert, "AIRLOCK_TLS_CA"),
+        client_cert=tls_file(client_cert, "AIRLOCK_TLS_CERT"),
+        client_key=tls_file(client_key, "AIRLOCK_TLS_KEY"),
     )
     try:
         peer = Peer(endpoint=address.url, token=discover_token(token, address), channel=channel)

@@ -86,7 +86,7 @@ class _Loop:
                     # Finalised on the loop's own thread (by the garbage collector): waiting
                     # here for the loop would wait forever.
                     self.loop.create_task(closing())
-                elif self.loop.is_running():
+                elif self.loop.is_running() and not self.closing:
                     self.run(closing())
 
     def call_soon(self, callback: Callable[[], object]) -> None:

@@ -3,8 +3,9 @@ and the one place a failed call becomes an exception of :mod:`airlock_client.err
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -54,6 +55,40 @@ class Peer:
         if response is None:
             raise self._undecodable(call)
         return response
+
+    async def read(
+        self,
+        stream: Any,
+        kind: type[T],
+        call: Any,
+        *,
+        closed: Callable[[], bool],
+        what: str,
+    ) -> T | None:
+        """The next message of ``stream`` (a call of ``call``); None at its end, or once it
+        was closed on this side (``closed()``). grpc.aio ends a read of a call cancelled on
+        this side with CancelledError: the task's own cancellation is passed on, a close ends
+        the stream, and any other (a read interrupted by its caller, which cancelled the call)
+        is a lost connection — what the call would have said is gone."""
+        try:
+            message = await stream.read()
+        except grpc.RpcError as error:
+            if closed():
+                return None
+            raise self.error(error, call) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            if closed():
+                return None
+            raise ConnectionLostError(
+                f"a read of this {what} was interrupted, which ended its call to airlockd at {self.endpoint}",
+                endpoint=self.endpoint,
+            ) from None
+        if message is grpc.aio.EOF:
+            return None
+        return self.decoded(message, kind, call)
 
     def decoded(self, message: object, kind: type[T], call: Any) -> T:
         """``message`` as read off a stream; grpc.aio reads one that does not decode as None."""

@@ -88,32 +88,16 @@ class ApprovalConsole:
         return self
 
     async def __anext__(self) -> approval_pb2.ApprovalRequest:
-        if self._closed:
+        request = await self._peer.read(
+            self._call,
+            approval_pb2.ApprovalRequest,
+            self._agent.Approvals,
+            closed=lambda: self._closed,
+            what="approver console",
+        )
+        if request is None:
             raise StopAsyncIteration
-        try:
-            message = await self._call.read()
-        except grpc.RpcError as error:
-            if self._closed:
-                raise StopAsyncIteration from None
-            raise self._peer.error(error, self._agent.Approvals) from None
-        except asyncio.CancelledError:
-            # A read of a call closed on this side ends so; only the task's own
-            # cancellation is passed on.
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise
-            if self._closed:
-                raise StopAsyncIteration from None
-            # A read interrupted by its caller (Ctrl-C in the blocking client) cancelled the
-            # call: what it would have said is lost.
-            raise ConnectionLostError(
-                "a read of this approver console was interrupted, which ended its call to airlockd at "
-                f"{self._peer.endpoint}",
-                endpoint=self._peer.endpoint,
-            ) from None
-        if message is grpc.aio.EOF:
-            raise StopAsyncIteration
-        return self._peer.decoded(message, approval_pb2.ApprovalRequest, self._agent.Approvals)
+        return request
 
     async def decide(
         self,

@@ -9,8 +9,6 @@ person first: its ``approval`` event carries the request, answered with
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import grpc.aio
 
@@ -55,33 +53,20 @@ class Execution:
     async def __anext__(self) -> tools_pb2.ExecuteToolEvent:
         if self.finished is not None or self._closed:
             raise StopAsyncIteration
-        try:
-            message = await self._call.read()
-        except grpc.RpcError as error:
+        event = await self._peer.read(
+            self._call,
+            tools_pb2.ExecuteToolEvent,
+            self._stub.ExecuteTool,
+            closed=lambda: self._closed,
+            what="tool call",
+        )
+        if event is None:
             if self._closed:
-                raise StopAsyncIteration from None
-            raise self._peer.error(error, self._stub.ExecuteTool) from None
-        except asyncio.CancelledError:
-            # A read of a call closed on this side ends so; only the task's own
-            # cancellation is passed on.
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise
-            if self._closed:
-                raise StopAsyncIteration from None
-            # A read interrupted by its caller (Ctrl-C in the blocking client) cancelled the
-            # call: what it would have said is lost.
-            raise ConnectionLostError(
-                "a read of this tool call was interrupted, which ended its call to airlockd at "
-                f"{self._peer.endpoint}",
-                endpoint=self._peer.endpoint,
-            ) from None
-        if message is grpc.aio.EOF:
+                raise StopAsyncIteration
             raise ConnectionLostError(
                 f"airlockd at {self._peer.endpoint} closed the call's stream before sending its result",
                 endpoint=self._peer.endpoint,
             )
-        event = self._peer.decoded(message, tools_pb2.ExecuteToolEvent, self._stub.ExecuteTool)
         kind = event.WhichOneof("event")
         if kind == "started":
             self.execution_id = event.started.execution_id

@@ -178,38 +178,20 @@ class RunHandle:
 
     async def _read(self) -> run_event_pb2.RunEvent | None:
         if self._buffered is not None:
-            event, self._buffered = self._buffered, None
-            return event
+            buffered, self._buffered = self._buffered, None
+            return buffered
         if self._closed:
             return None
         if self._call is None:
             await self._open(self._first)
             return await self._read()
-        try:
-            message = await self._call.read()
-        except grpc.RpcError as error:
-            if self._closed:
-                return None
-            raise self._peer.error(error, self._agent.Run) from None
-        except asyncio.CancelledError:
-            # grpc.aio ends a read of a call cancelled on this side with CancelledError:
-            # the handle was closed, or an interrupted read cancelled the call (a Ctrl-C in
-            # the blocking client), which the next read recovers from by attaching again.
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise
-            if self._closed:
-                return None
-            raise ConnectionLostError(
-                f"the stream of run {self.run_id} was cancelled on this side",
-                endpoint=self._peer.endpoint,
-                method="/airlock.v1.Agent/Run",
-            ) from None
-        if message is grpc.aio.EOF:
+        event = await self._peer.read(
+            self._call, run_event_pb2.RunEvent, self._agent.Run, closed=lambda: self._closed, what="run's stream"
+        )
+        if event is None:
             if self.finished is not None or self._closed:
                 return None
             raise self._incomplete()
-        event = self._event(message)
         self._record(event)
         return event
 

@@ -208,6 +208,24 @@ def test_a_server_that_is_not_airlockd_is_named_not_believed() -> None:
         server.stop(None)
 
 
+def test_a_server_that_pages_in_a_circle_is_refused_not_followed() -> None:
+    from airlock.v1 import agent_pb2
+
+    page = agent_pb2.ListRunsResponse(runs=[agent_pb2.RunInfo(run_id="run_" + "1" * 32)], next_page_token="again")
+    server, address = serve_raw(
+        {"airlock.v1.Daemon/GetInfo": b"", "airlock.v1.Agent/ListRuns": page.SerializeToString()}
+    )
+    try:
+        with airlock_client.connect(address, token="t") as client:
+            listed = []
+            with pytest.raises(airlock_client.InternalError, match="page token 'again' again"):
+                for run in client.iter_runs():
+                    listed.append(run.run_id)
+            assert len(listed) == 2  # the first page, and the one the token named
+    finally:
+        server.stop(None)
+
+
 def test_the_token_and_keys_never_show(tmp_path: pathlib.Path, client: airlock_client.Client, daemon: Daemon) -> None:
     assert daemon.token not in repr(Token(daemon.token, "given"))
     assert daemon.token not in repr(client.asyncio._peer)

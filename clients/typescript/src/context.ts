@@ -4,7 +4,7 @@
 
 import type { DescMessage, DescMethodStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import type { Interceptor, Transport } from "@connectrpc/connect";
-import { type Peer, toAirlockError } from "./errors.js";
+import { Code, InternalError, type Peer, toAirlockError } from "./errors.js";
 
 /** What every concern module needs: the transport to the daemon, and how errors name it. */
 export interface Context {
@@ -120,4 +120,30 @@ export function bearer(token: string | undefined): Interceptor {
     if (token) req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
+}
+
+/**
+ * Every item of a paged list, page after page: `page(token)` fetches one page, `items` takes
+ * its items. A daemon that hands back a token it gave before would page forever: that is an
+ * InternalError naming it.
+ */
+export async function* allPages<P extends { nextPageToken: string }, T>(
+  ctx: Context,
+  page: (pageToken: string) => Promise<P>,
+  items: (page: P) => T[],
+): AsyncGenerator<T, void, undefined> {
+  const seen = new Set<string>();
+  let pageToken = "";
+  do {
+    const next = await page(pageToken);
+    yield* items(next);
+    seen.add(pageToken);
+    if (next.nextPageToken && seen.has(next.nextPageToken)) {
+      throw new InternalError(
+        `airlockd at ${ctx.peer.endpoint} answered with page token ${JSON.stringify(next.nextPageToken)} again`,
+        { code: Code.Internal, endpoint: ctx.peer.endpoint },
+      );
+    }
+    pageToken = next.nextPageToken;
+  } while (pageToken);
 }

@@ -6,14 +6,13 @@
 // Browser-safe: the Run stream needs the Node entry; WatchRun works over gRPC-Web.
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { type Context, type CallOptions, call, iterate, open, once, type OpenStream } from "./context.js";
+import { type Context, type CallOptions, allPages, call, iterate, open, once, type OpenStream } from "./context.js";
 import { type DecisionOptions, decideApproval, decisionFor } from "./approvals.js";
 import {
   AirlockError,
   CanceledError,
   ConnectionLostError,
   IncompleteRunError,
-  InternalError,
   StreamClosedError,
   UnavailableError,
   UnreachableError,
@@ -516,20 +515,8 @@ export function listRuns(ctx: Context, options: ListRunsOptions = {}): Promise<L
 }
 
 /** Every run (in `sessionId`, in `state`, when set), newest first, page after page. */
-export async function* allRuns(ctx: Context, options: ListRunsOptions = {}): AsyncGenerator<RunInfo, void, undefined> {
-  let pageToken = "";
-  do {
-    const page = await listRuns(ctx, { ...options, pageToken });
-    yield* page.runs;
-    // A daemon that hands back the token it was given would page forever.
-    if (page.nextPageToken && page.nextPageToken === pageToken) {
-      throw new InternalError(`airlockd at ${ctx.peer.endpoint} answered page token ${JSON.stringify(pageToken)} with itself`, {
-        code: Code.Internal,
-        endpoint: ctx.peer.endpoint,
-      });
-    }
-    pageToken = page.nextPageToken;
-  } while (pageToken);
+export function allRuns(ctx: Context, options: ListRunsOptions = {}): AsyncGenerator<RunInfo, void, undefined> {
+  return allPages(ctx, (pageToken) => listRuns(ctx, { ...options, pageToken }), (page) => page.runs);
 }
 
 /** A live list of runs: the ListRuns page first, then each run again whenever it changes. */

@@ -2,8 +2,7 @@
 // on — create one, read one, list them. Browser-safe.
 
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type Context, type CallOptions, call } from "./context.js";
-import { Code, InternalError } from "./errors.js";
+import { type Context, type CallOptions, allPages, call } from "./context.js";
 import {
   Agent,
   type CreateSessionRequestSchema,
@@ -42,21 +41,9 @@ export function listSessions(ctx: Context, options: ListSessionsOptions = {}): P
 }
 
 /** Every session of the tenant, most recently active first, page after page. */
-export async function* allSessions(
+export function allSessions(
   ctx: Context,
   options: ListSessionsOptions = {},
 ): AsyncGenerator<Session, void, undefined> {
-  let pageToken = "";
-  do {
-    const page = await listSessions(ctx, { ...options, pageToken });
-    yield* page.sessions;
-    // A daemon that hands back the token it was given would page forever.
-    if (page.nextPageToken && page.nextPageToken === pageToken) {
-      throw new InternalError(`airlockd at ${ctx.peer.endpoint} answered page token ${JSON.stringify(pageToken)} with itself`, {
-        code: Code.Internal,
-        endpoint: ctx.peer.endpoint,
-      });
-    }
-    pageToken = page.nextPageToken;
-  } while (pageToken);
+  return allPages(ctx, (pageToken) => listSessions(ctx, { ...options, pageToken }), (page) => page.sessions);
 }

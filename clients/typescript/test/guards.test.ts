@@ -185,6 +185,42 @@ describe("key material never ends up in an error", () => {
   });
 });
 
+describe("a server that pages in a circle", () => {
+  it("is refused with the token it repeated, not followed forever", async () => {
+    const { ListRunsResponseSchema, RunInfoSchema } = await import("../src/gen/airlock/v1/agent_pb.js");
+    const page = toBinary(
+      ListRunsResponseSchema,
+      create(ListRunsResponseSchema, {
+        runs: [create(RunInfoSchema, { runId: `run_${"1".repeat(32)}` })],
+        nextPageToken: "again",
+      }),
+    );
+    const circle = await fakeDaemon((stream, path) => {
+      if (path.endsWith("/GetInfo")) return reply(stream, [toBinary(DaemonInfoSchema, create(DaemonInfoSchema, { version: "fake" }))]);
+      if (path.endsWith("/ListRuns")) return reply(stream, [page]);
+      return refuse(stream, 12, "not here");
+    }, "127.0.0.1");
+    const client = await connect(`http://127.0.0.1:${circle.port}`, { token: "t" });
+    try {
+      const listed: string[] = [];
+      await assert.rejects(
+        (async () => {
+          for await (const run of client.allRuns()) listed.push(run.runId);
+        })(),
+        (error: unknown) => {
+          assert.ok(error instanceof InternalError, String(error));
+          assert.match(error.message, /page token "again" again/);
+          return true;
+        },
+      );
+      assert.equal(listed.length, 2, "the first page, and the one the token named");
+    } finally {
+      client.close();
+      await circle.close();
+    }
+  });
+});
+
 describe("a server that is not airlockd", () => {
   let fake: FakeDaemon;
   const info = (version: string) => toBinary(DaemonInfoSchema, create(DaemonInfoSchema, { version, tenant: "default" }));

@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
@@ -42,7 +42,7 @@ from airlock.v1 import (
 from ._peer import Peer
 from .approvals import ApprovalConsole, AutoApprover, Predicate, decision_for
 from .connection import DEFAULT_ENDPOINT, Endpoint, discover_token, open_channel
-from .errors import DataLossError, InvalidArgumentError, NotFoundError, UnavailableError, UnreachableError
+from .errors import DataLossError, InternalError, InvalidArgumentError, NotFoundError, UnavailableError, UnreachableError
 from .execution import Execution
 from .runs import DEFAULT_REATTACH_S, MAX_INPUT_BYTES, RunHandle
 
@@ -56,6 +56,15 @@ CONNECT_TIMEOUT_S = 5.0
 _OUTPUT_PAGE = 1024 * 1024
 
 ApprovalPolicyLike = str | int | None
+T = TypeVar("T")
+
+
+class _Page(Protocol):
+    @property
+    def next_page_token(self) -> str: ...
+
+
+P = TypeVar("P", bound=_Page)
 
 
 async def connect(
@@ -199,6 +208,29 @@ class AsyncClient:
 
     async def __aexit__(self, *_: object) -> None:
         await self.close()
+
+    async def _pages(
+        self,
+        page: Callable[[str], Awaitable[P]],
+        items: Callable[[P], Iterable[T]],
+    ) -> AsyncIterator[T]:
+        """Every item of a paged list: ``page(token)`` fetches a page, ``items`` takes its
+        items. A daemon that hands back a token it gave before would page forever: that is an
+        :class:`InternalError` naming it."""
+        token = ""
+        seen: set[str] = set()
+        while True:
+            next_page = await page(token)
+            for item in items(next_page):
+                yield item
+            seen.add(token)
+            token = next_page.next_page_token
+            if not token:
+                return
+            if token in seen:
+                raise InternalError(
+                    f"airlockd at {self.endpoint} answered with page token {token!r} again", endpoint=self.endpoint
+                )
 
     # --- the daemon -------------------------------------------------------------------
 
@@ -411,16 +443,11 @@ class AsyncClient:
 
     async def iter_runs(self, *, session_id: str = "", state: int = 0) -> AsyncIterator[agent_pb2.RunInfo]:
         """Every run, newest first, the pages read as needed."""
-        token = ""
-        seen: set[str] = set()
-        while True:
-            page = await self.list_runs(session_id=session_id, state=state, page_token=token)
-            for run in page.runs:
-                yield run
-            token = page.next_page_token
-            if not token or token in seen:  # a server that hands back a page twice: stop
-                return
-            seen.add(token)
+        async for run in self._pages(
+            lambda token: self.list_runs(session_id=session_id, state=state, page_token=token),
+            lambda page: page.runs,
+        ):
+            yield run
 
     async def cancel_run(self, run_id: str, reason: str = "") -> None:
         """Stops a run; it ends ``CANCELLED`` with ``reason`` as its detail."""
@@ -453,16 +480,11 @@ class AsyncClient:
 
     async def iter_sessions(self) -> AsyncIterator[agent_pb2.Session]:
         """Every session of this client's tenant, most recently active first."""
-        token = ""
-        seen: set[str] = set()
-        while True:
-            page = await self._peer.unary(self._agent.ListSessions, agent_pb2.ListSessionsRequest(page_token=token))
-            for session in page.sessions:
-                yield session
-            token = page.next_page_token
-            if not token or token in seen:  # a server that hands back a page twice: stop
-                return
-            seen.add(token)
+        async for session in self._pages(
+            lambda token: self._peer.unary(self._agent.ListSessions, agent_pb2.ListSessionsRequest(page_token=token)),
+            lambda page: page.sessions,
+        ):
+            yield session
 
     # --- approvals ----------------------------------------------------------------------
 

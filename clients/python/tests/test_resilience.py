@@ -195,6 +195,17 @@ def test_a_server_that_is_not_airlockd_is_named_not_believed() -> None:
             airlock_client.connect(address, token="t")
     finally:
         server.stop(None)
+    # A reply over gRPC's default 4 MiB and under the daemon's 16 MiB (a large blob, a long
+    # trace) is read.
+    from airlock.v1 import tool_pb2, tools_pb2
+
+    large = tools_pb2.ListToolsResponse(tools=[tool_pb2.ToolInfo(name="big", description="d" * (6 * 1024 * 1024))])
+    server, address = serve_raw({"airlock.v1.Daemon/GetInfo": b"", "airlock.v1.Tools/ListTools": large.SerializeToString()})
+    try:
+        with airlock_client.connect(address, token="t") as client:
+            assert len(client.list_tools()[0].description) == 6 * 1024 * 1024
+    finally:
+        server.stop(None)
     # A reply larger than the daemon ever sends: refused from its length, not read.
     huge = b"\x0a" + b"\x80\x80\x80\x0a" + b"x" * (20 * 1024 * 1024)
     server, address = serve_raw({"airlock.v1.Daemon/GetInfo": b"", "airlock.v1.Tools/ListTools": huge})

@@ -1,4 +1,4 @@
-//! Compiles `airlock/v1/*.proto`, and the OTLP trace subset under `otlp/`, with protox, a
+//! Compiles `airlock/v1/*.proto`, and the OTLP subset under `otlp/` (traces, metrics, logs), with protox, a
 //! pure-Rust protobuf compiler, so that building the workspace never needs a `protoc` binary
 //! on the machine.
 
@@ -16,6 +16,10 @@ const OTLP_PROTOS: &[&str] = &[
     "opentelemetry/proto/resource/v1/resource.proto",
     "opentelemetry/proto/trace/v1/trace.proto",
     "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+    "opentelemetry/proto/metrics/v1/metrics.proto",
+    "opentelemetry/proto/collector/metrics/v1/metrics_service.proto",
+    "opentelemetry/proto/logs/v1/logs.proto",
+    "opentelemetry/proto/collector/logs/v1/logs_service.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

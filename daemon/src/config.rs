@@ -21,11 +21,13 @@ pub use crate::engine::mcp::trust::TrustMode;
 mod error;
 mod listen;
 mod store;
+mod telemetry;
 mod tenants;
 
 pub use error::ConfigError;
 pub use listen::{ListenAddr, TlsFiles};
 pub use store::{ChangesFile, DEFAULT_BLOB_CAP_BYTES, StoreBackend, StoreFile};
+pub use telemetry::{AuditFile, HeaderValue, MetricsFile, OtlpFile, OtlpProtocol};
 pub use tenants::{ApprovalRights, AuthSettings, McpOAuthSettings, OAuthTenantRule, TenantFile};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7411";
@@ -67,8 +69,13 @@ pub struct DaemonConfig {
     /// The cap of the blob store that keeps change sets' contents for undo (`[changes]
     /// blob_cap`); past it the least recently used go.
     pub blob_cap_bytes: u64,
-    /// The OpenTelemetry collector spans are exported to (OTLP/gRPC); none when unset.
-    pub otlp_endpoint: Option<String>,
+    /// The OpenTelemetry collector (`[otlp]`, its endpoint also from `otlp_endpoint` or
+    /// `--otlp-endpoint`); the environment's `OTEL_EXPORTER_OTLP_*` fill in the rest.
+    pub otlp: OtlpFile,
+    /// The Prometheus endpoint and whether metrics are recorded.
+    pub metrics: MetricsFile,
+    /// Whether the audit log records.
+    pub audit: bool,
     /// How tools' egress resolves names.
     pub egress: EgressSettings,
     /// Where to serve MCP over Streamable HTTP (`/mcp`); off when unset.
@@ -111,8 +118,15 @@ pub struct ConfigFile {
     pub store: StoreFile,
     #[serde(default)]
     pub changes: ChangesFile,
-    /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317`.
+    /// OTLP/gRPC address of an OpenTelemetry collector, e.g. `http://127.0.0.1:4317` (the
+    /// same as `[otlp] endpoint`).
     pub otlp_endpoint: Option<String>,
+    #[serde(default)]
+    pub otlp: OtlpFile,
+    #[serde(default)]
+    pub metrics: MetricsFile,
+    #[serde(default)]
+    pub audit: AuditFile,
     pub mcp_listen: Option<std::net::SocketAddr>,
     /// `"first-use"` (the default) or `"explicit"`.
     pub mcp_trust: Option<TrustMode>,
@@ -243,6 +257,8 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     pub workspace_roots: Vec<PathBuf>,
     pub otlp_endpoint: Option<String>,
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub metrics_token_file: Option<PathBuf>,
     pub mcp_listen: Option<std::net::SocketAddr>,
     pub no_console: bool,
     pub console_dir: Option<PathBuf>,
@@ -287,6 +303,10 @@ impl ConfigFile {
         if let Some(ListenAddr::Unix(path)) = &mut file.listen {
             anchor(path);
         }
+        file.metrics.token_file.iter_mut().for_each(anchor);
+        file.otlp.ca_file.iter_mut().for_each(anchor);
+        file.otlp.client_cert_file.iter_mut().for_each(anchor);
+        file.otlp.client_key_file.iter_mut().for_each(anchor);
         Ok(file)
     }
 }
@@ -315,6 +335,10 @@ impl DaemonConfig {
     /// Merges defaults, `file` and `overrides`.
     pub fn resolve(file: ConfigFile, overrides: Overrides) -> Result<DaemonConfig, ConfigError> {
         let cwd = std::env::current_dir().map_err(ConfigError::CurrentDir)?;
+        let otlp_endpoint = match (file.otlp_endpoint.clone(), file.otlp.endpoint.clone()) {
+            (Some(_), Some(_)) => return Err(ConfigError::OtlpEndpointTwice),
+            (top, table) => top.or(table),
+        };
         let mut tools_dirs = Vec::new();
         let default_tools = cwd.join(DEFAULT_TOOLS_DIR);
         if default_tools.is_dir() {
@@ -399,7 +423,19 @@ impl DaemonConfig {
                 .changes
                 .blob_cap
                 .map_or(DEFAULT_BLOB_CAP_BYTES, |cap| cap.0),
-            otlp_endpoint: overrides.otlp_endpoint.or(file.otlp_endpoint),
+            otlp: OtlpFile {
+                endpoint: overrides.otlp_endpoint.or(otlp_endpoint),
+                ..file.otlp
+            },
+            metrics: MetricsFile {
+                listen: overrides.metrics_listen.or(file.metrics.listen),
+                token_file: overrides
+                    .metrics_token_file
+                    .map(|path| cwd.join(path))
+                    .or(file.metrics.token_file),
+                record: file.metrics.record,
+            },
+            audit: file.audit.enabled.unwrap_or(true),
             mcp_listen: overrides.mcp_listen.or(file.mcp_listen),
             mcp_trust: file.mcp_trust.unwrap_or_default(),
             mcp_oauth: file.mcp_oauth,

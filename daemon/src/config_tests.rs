@@ -97,7 +97,8 @@ fn the_otlp_endpoint_comes_from_the_flag_else_the_file() {
             },
         )
         .expect("resolves")
-        .otlp_endpoint
+        .otlp
+        .endpoint
     };
     assert_eq!(resolve(None).as_deref(), Some("http://collector:4317"));
     assert_eq!(
@@ -106,7 +107,69 @@ fn the_otlp_endpoint_comes_from_the_flag_else_the_file() {
     );
     let none =
         DaemonConfig::resolve(ConfigFile::default(), Overrides::default()).expect("resolves");
-    assert_eq!(none.otlp_endpoint, None);
+    assert_eq!(none.otlp.endpoint, None);
+}
+
+#[test]
+fn the_otlp_table_metrics_and_audit_are_read_and_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("airlockd.toml");
+    std::fs::write(
+        &path,
+        r#"
+[otlp]
+endpoint = "https://collector:4318"
+protocol = "http/protobuf"
+headers = { "x-api-key" = "secret-key" }
+ca_file = "ca.pem"
+timeout_ms = 2500
+signals = ["traces", "logs"]
+
+[metrics]
+listen = "0.0.0.0:9464"
+token_file = "metrics-token"
+
+[audit]
+enabled = false
+"#,
+    )
+    .expect("write");
+    let config = DaemonConfig::resolve(
+        ConfigFile::load(&path).expect("parses"),
+        Overrides::default(),
+    )
+    .expect("resolves");
+    assert_eq!(
+        config.otlp.endpoint.as_deref(),
+        Some("https://collector:4318")
+    );
+    assert_eq!(config.otlp.protocol, Some(OtlpProtocol::HttpProtobuf));
+    assert_eq!(config.otlp.ca_file, Some(dir.path().join("ca.pem")));
+    assert_eq!(
+        config.metrics.token_file,
+        Some(dir.path().join("metrics-token"))
+    );
+    assert!(!config.audit);
+    // The header's value is a secret: Debug never shows it.
+    let shown = format!("{config:?}");
+    assert!(!shown.contains("secret-key"), "{shown}");
+    assert!(shown.contains("x-api-key"), "{shown}");
+
+    std::fs::write(
+        &path,
+        "otlp_endpoint = \"http://a:4317\"\n[otlp]\nendpoint = \"http://b:4317\"\n",
+    )
+    .expect("write");
+    let twice = DaemonConfig::resolve(
+        ConfigFile::load(&path).expect("parses"),
+        Overrides::default(),
+    )
+    .expect_err("two endpoints are refused");
+    assert!(twice.to_string().contains("set twice"), "{twice}");
+    std::fs::write(&path, "[otlp]\nprotocol = \"http/json\"\n").expect("write");
+    assert!(ConfigFile::load(&path).is_err(), "http/json is not offered");
+    std::fs::write(&path, "[metrics]\nlisten = \"127.0.0.1:1\"\nport = 2\n").expect("write");
+    assert!(ConfigFile::load(&path).is_err(), "unknown keys are refused");
 }
 
 #[test]

@@ -23,8 +23,10 @@ use crate::policy::PolicyBook;
 use crate::profile::Profiles;
 use crate::retention::Retention;
 use crate::store::{Leases, PostgresStore, Relay, SqliteStore, Store, StoreError, StoreOptions};
+use crate::telemetry::audit_log::AuditLog;
+use crate::telemetry::otlp::settings::{self as otlp_settings, SettingsError};
+use crate::telemetry::otlp::{Exporters, OtlpError};
 use crate::tools::{Executor, Registry, ToolLoadError};
-use crate::trace::otlp::{OtlpError, OtlpExporter, OtlpSettings};
 use crate::trace::{SpanSink, Tracer};
 use crate::workspace::WorkspaceRoots;
 
@@ -74,6 +76,10 @@ pub enum StartError {
     Serve(#[from] api::ServeError),
     #[error(transparent)]
     Otlp(#[from] OtlpError),
+    #[error("OTLP settings: {0}")]
+    OtlpSettings(#[from] SettingsError),
+    #[error(transparent)]
+    Metrics(#[from] api::metrics_http::MetricsError),
     #[error("[mcp_oauth]: {0}")]
     McpOAuth(String),
     #[error("{0}")]
@@ -98,7 +104,10 @@ pub struct Daemon {
     /// The MCP endpoint's OAuth resource server, when `[mcp_oauth]` configures one.
     oauth: Option<Arc<api::oauth::ResourceServer>>,
     refused: Vec<ToolLoadError>,
-    otlp: Option<Arc<OtlpExporter>>,
+    exporters: Arc<Exporters>,
+    /// The Prometheus endpoint's socket and token, bound by [`Daemon::bind`].
+    metrics_listener:
+        std::sync::Mutex<Option<(tokio::net::TcpListener, api::metrics_http::ScrapeToken)>>,
 }
 
 impl Daemon {
@@ -211,15 +220,22 @@ impl Daemon {
                 .with_resolver(resolver)
                 .with_changes(changes),
         );
-        let otlp = match &config.otlp_endpoint {
-            Some(endpoint) => {
-                let exporter = OtlpExporter::start(OtlpSettings::new(endpoint.clone()))?;
-                tracing::info!(endpoint = %exporter.endpoint(), "exporting traces over OTLP");
-                Some(exporter)
-            }
-            None => None,
-        };
-        let sink = otlp.clone().map(|exporter| exporter as Arc<dyn SpanSink>);
+        let record_metrics = config.metrics.record.unwrap_or(true);
+        crate::metrics::global().set_enabled(record_metrics);
+        let otlp = otlp_settings::resolve(&config.otlp, &otlp_settings::process_env)?;
+        let exporters = Arc::new(Exporters::start(&otlp, record_metrics)?);
+        if config.audit {
+            crate::audit::install(Arc::new(AuditLog::new(
+                store.clone(),
+                exporters.logs.clone(),
+                tokio::runtime::Handle::current(),
+            )));
+            audit_start(&config, &tenants);
+        }
+        let sink = exporters
+            .spans
+            .clone()
+            .map(|exporter| exporter as Arc<dyn SpanSink>);
         let tracer = Arc::new(Tracer::new(sink));
         let agents = Arc::new(AgentRuntime::new(
             executor.clone(),
@@ -228,6 +244,10 @@ impl Daemon {
             config.agent.clone(),
             policy,
         ));
+        crate::metrics::global().set_source(Arc::new(Sampler {
+            agents: agents.clone(),
+            executor: executor.clone(),
+        }));
         mcp.set_asker(Arc::new(api::direct_approval::DirectApprovals::new(
             executor.clone(),
             &agents,
@@ -250,7 +270,8 @@ impl Daemon {
             tenants,
             oauth,
             refused,
-            otlp,
+            exporters,
+            metrics_listener: std::sync::Mutex::new(None),
         })
     }
 
@@ -279,6 +300,18 @@ impl Daemon {
     /// Binds the configured address, and the MCP endpoint's when one is configured.
     pub async fn bind(&self) -> Result<api::Listener, StartError> {
         let listener = api::Listener::bind(&self.config.listen).await?;
+        if let Some(addr) = self.config.metrics.listen {
+            let token = api::metrics_http::ScrapeToken::load(
+                addr,
+                self.config.metrics.token_file.as_deref(),
+            )?;
+            let metrics = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| api::metrics_http::MetricsError::Listen { addr, source })?;
+            if let Ok(mut slot) = self.metrics_listener.lock() {
+                *slot = Some((metrics, token));
+            }
+        }
         if let Some(addr) = self.config.mcp_listen {
             let mcp = tokio::net::TcpListener::bind(addr)
                 .await
@@ -307,19 +340,9 @@ impl Daemon {
         listener: api::Listener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartError> {
-        let otlp = self.otlp.clone();
+        let exporters = self.exporters.clone();
         let served = self.serve_until_drained(listener, shutdown).await;
-        if let Some(otlp) = otlp {
-            otlp.shutdown(OTLP_FLUSH_TIMEOUT).await;
-            let stats = otlp.stats();
-            tracing::info!(
-                endpoint = %otlp.endpoint(),
-                exported = stats.exported,
-                dropped = stats.dropped,
-                failed = stats.failed,
-                "spans sent to the OTLP collector while serving"
-            );
-        }
+        exporters.shutdown(OTLP_FLUSH_TIMEOUT).await;
         served
     }
 
@@ -409,6 +432,20 @@ impl Daemon {
             ));
         }
         let _stop_mcp = serving_mcp.drop_guard();
+        let metrics_listener = self
+            .metrics_listener
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take());
+        let serving_metrics = CancellationToken::new();
+        if let Some((listener, token)) = metrics_listener {
+            tokio::spawn(api::metrics_http::serve(
+                listener,
+                token,
+                serving_metrics.clone(),
+            ));
+        }
+        let _stop_metrics = serving_metrics.drop_guard();
         let services = api::Services {
             executor: self.executor.clone(),
             calls,
@@ -426,6 +463,70 @@ impl Daemon {
             let _ = leaving.await;
         }
         served
+    }
+}
+
+/// Where the scrape-time gauges come from: the runs, the approvals, the engines' pools and
+/// the stores of bytes.
+struct Sampler {
+    agents: Arc<AgentRuntime>,
+    executor: Arc<Executor>,
+}
+
+impl crate::metrics::Sample for Sampler {
+    fn sample(&self) -> crate::metrics::Sampled {
+        let approvals = self.agents.approvals();
+        let waiting = approvals.runs_waiting();
+        let live = self.agents.live_run_ids().len();
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        crate::metrics::Sampled {
+            runs_running: gauge(live.saturating_sub(waiting)),
+            runs_waiting_approval: gauge(waiting),
+            approvals_pending: gauge(approvals.pending_count()),
+            approvals_oldest_age: approvals.oldest_pending_age(),
+            blob_store_bytes: self
+                .executor
+                .changes()
+                .map_or(0, |changes| changes.blobs().used()),
+            output_kept_bytes: self.executor.kept_outputs().map_or(0, |kept| kept.bytes()),
+        }
+    }
+}
+
+/// The acts of a start: the configuration this daemon serves with, and each tenant it
+/// serves, in the audit log (a changed configuration is told apart by its digest).
+fn audit_start(config: &DaemonConfig, tenants: &api::Tenants) {
+    use sha2::Digest as _;
+    let described = format!(
+        "listen={:?} tools={:?} profiles={:?} roots={:?} policy={:?} store={} mcp_trust={:?} retention={:?}",
+        config.listen,
+        config.tools_dirs,
+        config.profiles_dir,
+        config.workspace_roots,
+        config.policy_files,
+        match &config.store {
+            StoreBackend::Sqlite { .. } => "sqlite",
+            StoreBackend::Postgres { .. } => "postgres",
+        },
+        config.mcp_trust,
+        config.retention,
+    );
+    let digest = hex::encode(sha2::Sha256::digest(described.as_bytes()));
+    crate::audit::record(
+        crate::audit::Act::new(crate::domain::DEFAULT_TENANT, "config.loaded")
+            .actor("daemon")
+            .subject(env!("CARGO_PKG_VERSION"))
+            .reason("the daemon started with this configuration")
+            .detail("digest", digest)
+            .detail("configuration", described),
+    );
+    for name in tenants.names() {
+        crate::audit::record(
+            crate::audit::Act::new(name, "tenant.loaded")
+                .actor("daemon")
+                .subject(name)
+                .reason("the daemon serves this tenant"),
+        );
     }
 }
 

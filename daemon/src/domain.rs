@@ -11,6 +11,10 @@ use airlock_proto::v1 as pb;
 
 use crate::ids::{ExecutionId, RunId};
 
+/// The tenant of the token the daemon creates in its state dir, with every right: its
+/// operator.
+pub const DEFAULT_TENANT: &str = "default";
+
 /// Why a run stopped. A stop always says why (DESIGN: "decide to continue").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StopReason {

@@ -17,13 +17,15 @@
 //! 4. `agent` — the run loop, its context, providers, sessions
 //! 5. `tools`, `wire` — the registry and executor; domain values as API messages
 //! 6. `engine` — the WebAssembly, process and MCP engines
-//! 7. `changes`, `egress`, `policy`, `output`, `secrets`, `trace`, `profile`, `workspace`,
-//!    `http_client` — what the engines and the loop are built from
+//! 7. `changes`, `egress`, `policy`, `output`, `secrets`, `trace`, `telemetry`, `profile`,
+//!    `workspace`, `http_client` — what the engines and the loop are built from
 //! 8. `store` — the run store and its two backends
-//! 9. `domain`, `ids`, `cancel`, `pause` — values every layer names
+//! 9. `domain`, `ids`, `cancel`, `pause`, `metrics`, `audit` — values every layer names (and the
+//!    metrics registry every layer counts in)
 
 mod agent;
 mod api;
+mod audit;
 mod cancel;
 mod changes;
 mod check;
@@ -35,6 +37,7 @@ mod engine;
 mod fleet;
 mod http_client;
 mod ids;
+mod metrics;
 mod output;
 mod pause;
 mod policy;
@@ -42,6 +45,7 @@ mod profile;
 mod retention;
 mod secrets;
 mod store;
+mod telemetry;
 mod tools;
 mod trace;
 mod wire;

@@ -52,10 +52,19 @@ struct Args {
     /// current directory].
     #[arg(long = "workspace-root", value_name = "DIR")]
     workspace_roots: Vec<PathBuf>,
-    /// Export traces to this OpenTelemetry collector over OTLP/gRPC, e.g.
-    /// http://127.0.0.1:4317 (plaintext; a bare host:port means http).
+    /// Export traces, metrics and the audit log to this OpenTelemetry collector, e.g.
+    /// http://127.0.0.1:4317 or https://collector:4317 (gRPC unless [otlp] protocol or
+    /// OTEL_EXPORTER_OTLP_PROTOCOL says http/protobuf). The OTEL_EXPORTER_OTLP_* variables
+    /// set the rest (headers, certificates, timeout), or the endpoint when this is unset.
     #[arg(long, value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (off unless set). A non-loopback
+    /// address needs --metrics-token-file.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// The bearer token scrapes of --metrics-listen must send, read from FILE.
+    #[arg(long, value_name = "FILE")]
+    metrics_token_file: Option<PathBuf>,
     /// Also serve airlock's tools over MCP (Streamable HTTP, path /mcp) on this address, with
     /// the same tokens and tenants; off unless set.
     #[arg(long, value_name = "ADDR")]
@@ -136,6 +145,8 @@ fn main() -> anyhow::Result<()> {
             state_dir: args.state_dir,
             workspace_roots: args.workspace_roots,
             otlp_endpoint: args.otlp_endpoint,
+            metrics_listen: args.metrics_listen,
+            metrics_token_file: args.metrics_token_file,
             mcp_listen: args.mcp_listen,
             no_console: args.no_console,
             console_dir: args.console_dir,

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cancel::or_cancel;
 use crate::ids;
 use crate::output::{KeptError, KeptOutputs};
+use crate::store::audit::{AuditDraft, CHECKPOINT};
 use crate::store::{Store, StoreError};
 use crate::tools::MAX_TIMEOUT_MS;
 
@@ -32,6 +33,8 @@ pub struct Swept {
     pub sessions: u64,
     pub outputs: u64,
     pub executions: u64,
+    /// Audit records cut from the chains' beginnings (at a checkpoint).
+    pub audit_records: u64,
 }
 
 impl Swept {
@@ -98,6 +101,24 @@ impl Retention {
         let longest_call = i64::try_from(MAX_TIMEOUT_MS).unwrap_or(i64::MAX);
         let owners_before_ms = before_ms.min(ids::now_ms().saturating_sub(longest_call));
         swept.executions = self.store.forget_executions(owners_before_ms).await?;
+        // Each chain gets a checkpoint now, where a later sweep may cut it; this sweep cuts
+        // at the newest checkpoint an earlier one left that is older than the age.
+        for tenant in self.store.audit_tenants().await? {
+            self.store
+                .append_audit(&AuditDraft {
+                    tenant: tenant.clone(),
+                    at_ms: ids::now_ms(),
+                    kind: CHECKPOINT.to_owned(),
+                    actor: "daemon".to_owned(),
+                    subject: String::new(),
+                    reason: "retention checkpoint: records before it may be removed once they \
+                             are older than the retention age"
+                        .to_owned(),
+                    details: "{}".to_owned(),
+                })
+                .await?;
+            swept.audit_records += self.store.cut_audit(&tenant, before_ms).await?;
+        }
         Ok(swept)
     }
 

@@ -1,6 +1,6 @@
 //! The `airlock.v1` API as Rust types: messages, the tonic client and server for every service,
 //! and the encoded file descriptor set that the daemon serves through gRPC reflection; and
-//! [`otlp`], the part of the OpenTelemetry protocol the daemon exports traces with.
+//! [`otlp`], the part of the OpenTelemetry protocol the daemon exports traces, metrics and logs with.
 //!
 //! The `.proto` files under `proto/airlock/v1` are the contract; this crate only compiles them.
 
@@ -69,9 +69,10 @@ pub mod v1 {
     }
 }
 
-/// OTLP/gRPC trace export (OTLP 1.x), generated from airlock's wire-compatible subset in
-/// `proto/otlp`: `collector::trace::v1` has the `TraceService` client (what the daemon's
-/// exporter sends with) and server (what a test's receiver serves).
+/// OTLP export (OTLP 1.x), generated from the files in
+/// `proto/otlp`: the `collector::{trace,metrics,logs}::v1` services' clients (what the
+/// daemon's exporters send with) and servers (what a test's receiver serves). The metrics and
+/// logs files are opentelemetry-proto v1.11's own, unchanged.
 ///
 /// The modules nest as the protobuf packages do below `opentelemetry.proto`, because the
 /// generated code names the messages of the other packages by relative paths.
@@ -97,11 +98,39 @@ pub mod otlp {
         }
     }
 
+    pub mod metrics {
+        /// `opentelemetry.proto.metrics.v1`.
+        pub mod v1 {
+            tonic::include_proto!("opentelemetry.proto.metrics.v1");
+        }
+    }
+
+    pub mod logs {
+        /// `opentelemetry.proto.logs.v1`.
+        pub mod v1 {
+            tonic::include_proto!("opentelemetry.proto.logs.v1");
+        }
+    }
+
     pub mod collector {
         pub mod trace {
             /// `opentelemetry.proto.collector.trace.v1`.
             pub mod v1 {
                 tonic::include_proto!("opentelemetry.proto.collector.trace.v1");
+            }
+        }
+
+        pub mod metrics {
+            /// `opentelemetry.proto.collector.metrics.v1`.
+            pub mod v1 {
+                tonic::include_proto!("opentelemetry.proto.collector.metrics.v1");
+            }
+        }
+
+        pub mod logs {
+            /// `opentelemetry.proto.collector.logs.v1`.
+            pub mod v1 {
+                tonic::include_proto!("opentelemetry.proto.collector.logs.v1");
             }
         }
     }

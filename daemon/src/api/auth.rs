@@ -5,14 +5,52 @@
 //! so does server reflection: it describes the public `airlock.v1` schema, the same text as
 //! the protos in the repository, and answers nothing about runs, tools or tenants.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tonic::service::Interceptor;
 use tonic::transport::server::UdsConnectInfo;
 use tonic::{Request, Status};
 
 use super::error::ApiError;
-use super::tenants::{Tenant, Tenants};
+use super::tenants::{DEFAULT_TENANT, Tenant, Tenants};
+use crate::audit::{self, Act};
+
+/// How long a connection's token outcome stays in [`Audited`]: a connection that keeps
+/// calling is recorded once in this window, a new one from the same peer once more after it.
+const AUDIT_WINDOW: Duration = Duration::from_secs(10 * 60);
+
+/// The most connections [`Audited`] remembers; past it, those older than the window go, and
+/// if that is not enough, all (a flood of connections is then recorded again, not lost).
+const AUDITED_CONNECTIONS: usize = 4096;
+
+/// The connections whose token was already recorded as accepted or refused, by peer and
+/// outcome: the audit log records a connection's token once, not each of its calls.
+#[derive(Default)]
+struct Audited(Mutex<HashMap<String, Instant>>);
+
+impl Audited {
+    /// Whether `key` is new in the window (and notes it).
+    fn first(&self, key: String) -> bool {
+        let now = Instant::now();
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < AUDIT_WINDOW)
+        {
+            return false;
+        }
+        if seen.len() >= AUDITED_CONNECTIONS {
+            seen.retain(|_, at| now.duration_since(*at) < AUDIT_WINDOW);
+            if seen.len() >= AUDITED_CONNECTIONS {
+                seen.clear();
+            }
+        }
+        seen.insert(key, now);
+        true
+    }
+}
 
 /// Checks the token of each request and attaches its tenant.
 #[derive(Clone)]
@@ -20,6 +58,7 @@ pub struct Authenticate {
     tenants: Arc<Tenants>,
     /// Requests on the Unix socket without a token act as `default` (`unix_socket_trust`).
     unix_socket_trust: bool,
+    audited: Arc<Audited>,
 }
 
 impl Authenticate {
@@ -27,31 +66,105 @@ impl Authenticate {
         Authenticate {
             tenants,
             unix_socket_trust,
+            audited: Arc::default(),
         }
+    }
+
+    /// Records a connection's token outcome in the audit log, once per connection: in the
+    /// tenant's chain when accepted, the operator's when refused.
+    fn audit(&self, request: &Request<()>, outcome: Result<&Tenant, &str>) {
+        let peer = match (
+            request.remote_addr(),
+            request.extensions().get::<UdsConnectInfo>(),
+        ) {
+            (Some(addr), _) => addr.to_string(),
+            (None, Some(unix)) => unix.peer_cred.map_or_else(
+                || "unix socket".to_owned(),
+                |cred| {
+                    format!(
+                        "unix socket, pid {}, uid {}",
+                        cred.pid().unwrap_or_default(),
+                        cred.uid()
+                    )
+                },
+            ),
+            (None, None) => "unknown peer".to_owned(),
+        };
+        let key = match outcome {
+            Ok(tenant) => format!("{peer}|ok|{}", tenant.name),
+            Err(why) => format!("{peer}|refused|{why}"),
+        };
+        if !self.audited.first(key) {
+            return;
+        }
+        let act = match outcome {
+            Ok(tenant) => Act::new(&tenant.name, "auth.accepted")
+                .actor(&tenant.name)
+                .subject(&peer)
+                .reason("the connection's token names this tenant"),
+            Err(why) => Act::new(DEFAULT_TENANT, "auth.refused")
+                .actor("unknown")
+                .subject(&peer)
+                .reason(why),
+        };
+        audit::record(act.detail("edge", "grpc"));
     }
 }
 
 impl Interceptor for Authenticate {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        match self.identify(request) {
+            Ok(request) => Ok(request),
+            Err(refused) => Err(refused),
+        }
+    }
+}
+
+impl Authenticate {
+    fn identify(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let refused = |request: &Request<()>, error: ApiError| -> Status {
+            let status: Status = error.into();
+            self.audit(request, Err(status.message()));
+            status
+        };
         let header = match request.metadata().get("authorization") {
-            Some(value) => Some(value.to_str().map_err(|_| {
-                ApiError::Unauthenticated("the authorization metadata is not printable ASCII")
-            })?),
+            Some(value) => match value.to_str() {
+                Ok(text) => Some(text.to_owned()),
+                Err(_) => {
+                    return Err(refused(
+                        &request,
+                        ApiError::Unauthenticated(
+                            "the authorization metadata is not printable ASCII",
+                        ),
+                    ));
+                }
+            },
             None => None,
         };
         let tenant = match header {
             Some(value) => {
-                let token = value
+                let Some(token) = value
                     .strip_prefix("Bearer ")
                     .or_else(|| value.strip_prefix("bearer "))
-                    .ok_or(ApiError::Unauthenticated(
-                        "the authorization metadata must be `Bearer <token>`",
-                    ))?;
-                self.tenants
-                    .identify(token.trim())
-                    .ok_or(ApiError::Unauthenticated(
-                        "the access token is not valid for this daemon",
-                    ))?
+                else {
+                    return Err(refused(
+                        &request,
+                        ApiError::Unauthenticated(
+                            "the authorization metadata must be `Bearer <token>`",
+                        ),
+                    ));
+                };
+                match self.tenants.identify(token.trim()) {
+                    Some(tenant) => tenant,
+                    None => {
+                        return Err(refused(
+                            &request,
+                            ApiError::Unauthenticated(
+                                "the access token is not valid for this daemon",
+                            ),
+                        ));
+                    }
+                }
             }
             None if self.unix_socket_trust
                 && request.extensions().get::<UdsConnectInfo>().is_some() =>
@@ -59,13 +172,16 @@ impl Interceptor for Authenticate {
                 self.tenants.default_tenant().clone()
             }
             None => {
-                return Err(ApiError::Unauthenticated(
-                    "this daemon needs an access token: send `authorization: Bearer <token>` \
-                     (the `airlock` CLI reads it from the daemon's state dir, `token`)",
-                )
-                .into());
+                return Err(refused(
+                    &request,
+                    ApiError::Unauthenticated(
+                        "this daemon needs an access token: send `authorization: Bearer <token>` \
+                         (the `airlock` CLI reads it from the daemon's state dir, `token`)",
+                    ),
+                ));
             }
         };
+        self.audit(&request, Ok(&tenant));
         request.extensions_mut().insert(Caller(tenant));
         Ok(request)
     }

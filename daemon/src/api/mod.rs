@@ -3,6 +3,7 @@
 //! every `Tools` and `Agent` call carries a tenant's token ([`auth`]).
 
 mod agent;
+mod audit;
 pub mod auth;
 mod batched_writes;
 mod console;
@@ -14,6 +15,7 @@ pub mod limits;
 pub mod listen;
 pub mod mcp;
 mod message_size;
+pub mod metrics_http;
 pub mod oauth;
 mod policy;
 mod quota;
@@ -28,6 +30,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use airlock_proto::v1::agent_server::AgentServer;
+use airlock_proto::v1::audit_server::AuditServer;
 use airlock_proto::v1::daemon_server::DaemonServer;
 use airlock_proto::v1::policy_server::PolicyServer;
 use airlock_proto::v1::tools_server::ToolsServer;
@@ -114,9 +117,13 @@ pub async fn serve(
         retention,
         trust_dir,
     ));
-    let tools = ToolsServer::new(tools::ToolsService::new(calls, store))
+    let tools = ToolsServer::new(tools::ToolsService::new(calls, store.clone()))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
+    let audit = AuditServer::new(audit::AuditService::new(store.clone()));
+    health
+        .set_serving::<AuditServer<audit::AuditService>>()
+        .await;
     let policy = PolicyServer::new(policy::PolicyService::new(agents.clone()));
     health
         .set_serving::<PolicyServer<policy::PolicyService>>()
@@ -150,6 +157,9 @@ pub async fn serve(
             InterceptedService::new(policy, authenticate.clone()),
         )))
         .add_service(console::browser_facing(LimitMessages::new(
+            InterceptedService::new(audit, authenticate.clone()),
+        )))
+        .add_service(console::browser_facing(LimitMessages::new(
             InterceptedService::new(agent, authenticate),
         )));
     let routes = console::add_pages(routes.routes().into_axum_router(), &console);
@@ -167,6 +177,9 @@ pub async fn serve(
             .await;
         health
             .set_not_serving::<PolicyServer<policy::PolicyService>>()
+            .await;
+        health
+            .set_not_serving::<AuditServer<audit::AuditService>>()
             .await;
     };
     // The listener is kept (not moved) so that a Unix socket's file is removed when it drops.

@@ -11,8 +11,7 @@ use super::token_file::{self, SecretFileError};
 use crate::config::{ApprovalRights, AuthSettings, TenantFile};
 use crate::workspace::{WorkspaceError, WorkspaceRoots};
 
-/// The tenant of the token the daemon creates in its state dir, with every right.
-pub const DEFAULT_TENANT: &str = "default";
+pub use crate::domain::DEFAULT_TENANT;
 
 /// Runs one tenant may have going at once unless its entry says otherwise: enough for a busy
 /// interactive user or a CI fleet's share, low enough that one tenant cannot take the whole

@@ -123,6 +123,14 @@ impl Blobs {
         Ok(())
     }
 
+    /// The bytes the store holds, as last counted.
+    pub fn used(&self) -> u64 {
+        *self
+            .used
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
     /// The content of a blob, if the store still has it.
     pub fn read(&self, digest: &str) -> std::io::Result<Option<Vec<u8>>> {
         let Some(path) = self.path(digest) else {

@@ -22,4 +22,6 @@ pub enum ConfigError {
         "[egress] hosts: `{name}` must be a DNS name (no wildcard, no address) mapped to at least one address"
     )]
     EgressHost { name: String },
+    #[error("the OTLP endpoint is set twice: keep either `otlp_endpoint` or `[otlp] endpoint`")]
+    OtlpEndpointTwice,
 }

@@ -15,6 +15,8 @@ use super::ledger::Ledger;
 use super::metered::MeteredStream;
 use super::resolver::Resolver;
 use super::rules::{Rules, Verdict, forbidden_address};
+use crate::audit::{self, Act};
+use crate::domain::DEFAULT_TENANT;
 use crate::profile::{HostMatch, HostPattern};
 
 /// Longest one connection attempt may take. Generous for a slow host, short enough that a
@@ -104,6 +106,11 @@ pub struct Gate {
     /// connections to one host wait for the same answer.
     answers: tokio::sync::Mutex<HashMap<(String, u16), bool>>,
     ledger: Ledger,
+    /// The tenant whose tool connects: its audit chain and its metrics' label.
+    tenant: Option<String>,
+    /// The decisions already in the audit log for this gate: a tool that reconnects in a loop
+    /// leaves one record per host and outcome, not one per attempt.
+    audited: std::sync::Mutex<std::collections::HashSet<(String, u16, bool)>>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -121,7 +128,41 @@ impl Gate {
     /// answer for. Each of the server's calls takes into its own ledger what this one gained
     /// while the call was in flight (see `engine::mcp`'s `tool`).
     pub fn detached(&self) -> Gate {
-        Gate::new(self.rules.clone(), self.resolver.clone(), None)
+        Gate::new(self.rules.clone(), self.resolver.clone(), None).with_tenant(self.tenant.clone())
+    }
+
+    /// Names the tenant whose tool this gate guards.
+    pub fn with_tenant(mut self, tenant: Option<String>) -> Gate {
+        self.tenant = tenant;
+        self
+    }
+
+    /// Counts a decision, and records it in the tenant's audit chain the first time.
+    fn report(&self, host: &str, port: u16, refusal: Option<&Refusal>) {
+        let allowed = refusal.is_none();
+        crate::metrics::global().egress(self.tenant.as_deref(), allowed);
+        let first = self
+            .audited
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert((host.to_owned(), port, allowed));
+        if first {
+            let act = Act::new(
+                self.tenant.as_deref().unwrap_or(DEFAULT_TENANT),
+                if allowed {
+                    "egress.allowed"
+                } else {
+                    "egress.refused"
+                },
+            )
+            .actor("egress gate")
+            .subject(format!("{host}:{port}"))
+            .reason(refusal.map_or_else(
+                || "the profile's network rules allow it".to_owned(),
+                ToString::to_string,
+            ));
+            audit::record(act);
+        }
     }
 
     pub fn new(
@@ -135,6 +176,8 @@ impl Gate {
             approver,
             answers: tokio::sync::Mutex::default(),
             ledger: Ledger::default(),
+            tenant: None,
+            audited: std::sync::Mutex::default(),
         }
     }
 
@@ -151,6 +194,7 @@ impl Gate {
                 host: host.to_owned(),
             };
             tracing::debug!(%refusal, "egress refused");
+            self.report(host, port, Some(&refusal));
             return Err(refusal);
         };
         let checked = self.check(&host, port).await;
@@ -158,6 +202,7 @@ impl Gate {
             tracing::debug!(%refusal, "egress refused");
             self.ledger.refused(&host, port, &refusal.to_string());
         }
+        self.report(&host, port, checked.as_ref().err());
         checked
     }
 

@@ -74,6 +74,8 @@ pub struct KeptOutputs {
     /// evicting do not interleave (a blob is never removed while another call is adding a
     /// reference to it).
     total: Mutex<u64>,
+    /// `total` as last published, for readers that cannot wait for its lock (the metrics).
+    published: std::sync::atomic::AtomicU64,
 }
 
 impl KeptOutputs {
@@ -100,6 +102,7 @@ impl KeptOutputs {
             store,
             limits,
             total: Mutex::new(total),
+            published: std::sync::atomic::AtomicU64::new(total),
         })
     }
 
@@ -138,7 +141,18 @@ impl KeptOutputs {
             };
             *total = total.saturating_sub(self.forget(&oldest).await?);
         }
+        self.publish(*total);
         Ok(())
+    }
+
+    /// The bytes of every kept output's blob, as last counted.
+    pub fn bytes(&self) -> u64 {
+        self.published.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn publish(&self, total: u64) {
+        self.published
+            .store(total, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Deletes the outputs kept before `before_ms` (retention); how many went.
@@ -151,6 +165,7 @@ impl KeptOutputs {
         loop {
             let old = self.store.outputs_before(before_ms, BATCH).await?;
             if old.is_empty() {
+                self.publish(*total);
                 return Ok(swept);
             }
             for output in &old {

@@ -61,6 +61,8 @@ pub enum Outcome {
 
 struct Pending {
     request: pb::ApprovalRequest,
+    /// When it was registered: the metrics' age of the oldest waiting request.
+    since: std::time::Instant,
     answer: oneshot::Sender<Answer>,
     /// Whether approver consoles have been told of it ([`Asked::outcome`]); until then it is
     /// answered only by a client that already knows its id (the run's own, from its log).
@@ -101,6 +103,7 @@ impl ApprovalBroker {
             request.approval_id.clone(),
             Pending {
                 request: request.clone(),
+                since: std::time::Instant::now(),
                 answer,
                 announced: false,
             },
@@ -224,6 +227,27 @@ impl ApprovalBroker {
 
     pub fn pending_count(&self) -> usize {
         self.lock().pending.len()
+    }
+
+    /// How many runs wait for at least one answer.
+    pub fn runs_waiting(&self) -> usize {
+        self.lock()
+            .pending
+            .values()
+            .filter(|pending| !pending.request.run_id.is_empty())
+            .map(|pending| pending.request.run_id.as_str())
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    }
+
+    /// How long the oldest pending request has waited; zero when none waits.
+    pub fn oldest_pending_age(&self) -> std::time::Duration {
+        self.lock()
+            .pending
+            .values()
+            .map(|pending| pending.since.elapsed())
+            .max()
+            .unwrap_or_default()
     }
 
     /// Removes a request without an answer and tells the approvers who saw it.

@@ -13,6 +13,7 @@
 //! async runtime: a backend does its work elsewhere (SQLite on a writer thread of its own,
 //! a server database over the network).
 
+pub mod audit;
 #[cfg(test)]
 mod conformance;
 mod postgres;
@@ -430,6 +431,29 @@ pub trait Store: Send + Sync {
     /// everything recorded for them, and the sessions left without runs; at most `limit`
     /// runs at a time.
     fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted>;
+
+    /// Places `draft` at the end of its tenant's audit chain; the record as placed.
+    fn append_audit(&self, draft: &audit::AuditDraft) -> Pending<audit::AuditRecord>;
+
+    /// A tenant's audit records after `after_seq` and from `since_ms` on, in order; at most
+    /// `limit`.
+    fn audit_records(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        since_ms: i64,
+        limit: usize,
+    ) -> Pending<Vec<audit::AuditRecord>>;
+
+    /// The sequence number of a tenant's last audit record, as its head row says.
+    fn audit_head(&self, tenant: &str) -> Pending<Option<u64>>;
+
+    /// The tenants that have an audit chain.
+    fn audit_tenants(&self) -> Pending<Vec<String>>;
+
+    /// Deletes a tenant's audit records before its newest checkpoint older than
+    /// `before_ms`; how many.
+    fn cut_audit(&self, tenant: &str, before_ms: i64) -> Pending<u64>;
 }
 
 /// What a store that several daemons share offers beyond [`Store`]: each daemon's lease,

@@ -221,6 +221,25 @@ pub(crate) const TABLES: &[Table] = &[
             col("exchange", Text),
         ],
     ),
+    table(
+        "audit_log",
+        &[
+            col("tenant", Text),
+            col("seq", BigInt),
+            col("at_ms", BigInt),
+            col("kind", Text),
+            col("actor", Text),
+            col("subject", Text),
+            col("reason", Text),
+            col("details", Text),
+            col("prev", Text),
+            col("digest", Text),
+        ],
+    ),
+    table(
+        "audit_heads",
+        &[col("tenant", Text), col("seq", BigInt), col("digest", Text)],
+    ),
     Table {
         name: "nodes",
         columns: &[

@@ -287,6 +287,13 @@ impl Executor {
             Ok(arguments) => arguments,
             Err(err) => {
                 let result = ToolResult::refused(ToolStatus::InvalidArguments, err.to_string());
+                crate::metrics::global().tool_call(
+                    tool.name(),
+                    tool.manifest.engine().as_str(),
+                    call.tenant.as_deref(),
+                    result.status.as_str(),
+                    Duration::ZERO,
+                );
                 let _ = events.send(ExecutionEvent::Finished(result.clone()));
                 return result;
             }
@@ -322,11 +329,14 @@ impl Executor {
         let stats = Arc::new(RunStats::default());
         let egress = match &profile.network {
             NetworkPolicy::None => None,
-            NetworkPolicy::AllowList { .. } => Some(Arc::new(Gate::new(
-                Rules::for_profile(&profile),
-                self.resolver.clone(),
-                call.egress_approver.clone(),
-            ))),
+            NetworkPolicy::AllowList { .. } => Some(Arc::new(
+                Gate::new(
+                    Rules::for_profile(&profile),
+                    self.resolver.clone(),
+                    call.egress_approver.clone(),
+                )
+                .with_tenant(call.tenant.clone()),
+            )),
         };
         let changed = Arc::new(std::sync::OnceLock::new());
         // The tool reads the arguments as validated, re-serialised: a parser of its own can
@@ -346,6 +356,7 @@ impl Executor {
             deadline: Instant::now() + call.timeout,
             questions: call.questions.clone(),
         };
+        let metrics_tenant = call.tenant.clone();
         let tenant = call.tenant;
         let started = Instant::now();
         let workspace = launch.workspace.clone();
@@ -476,6 +487,13 @@ impl Executor {
                 .map(|gate| gate.ledger().snapshot())
                 .unwrap_or_default(),
         };
+        crate::metrics::global().tool_call(
+            tool.name(),
+            tool.manifest.engine().as_str(),
+            metrics_tenant.as_deref(),
+            result.status.as_str(),
+            duration,
+        );
         let _ = events.send(ExecutionEvent::Finished(result.clone()));
         result
     }

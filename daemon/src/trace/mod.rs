@@ -2,11 +2,10 @@
 //! call, validation, permission decision, tool execution — with timings, tokens, argument
 //! digests, approval outcomes, errors and resource use. An ended span goes to the run's own
 //! sink (the run log, which stores it with the run's next event, in the same transaction:
-//! `Agent.GetTrace` reads them) and at once to an exporter when one is configured ([`otlp`]).
+//! `Agent.GetTrace` reads them) and at once to an exporter when one is configured
+//! (`telemetry::otlp`).
 //! A span in progress is a [`Span`]: it ends when it is dropped, so no path can leave one
 //! open.
-
-pub mod otlp;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -20,6 +20,7 @@ use pb::run_event::Event;
 use serde_json::Value;
 
 use super::super::log::RunLog;
+use crate::audit::{self, Act};
 use crate::domain::{DecidedBy, Decision};
 use crate::egress::EgressApprover;
 use crate::ids::{self, ApprovalId, CallId, RunId, SessionId, StepId};
@@ -95,6 +96,8 @@ pub struct Approvals {
     log: Arc<RunLog>,
     run_id: RunId,
     session_id: SessionId,
+    /// The run's tenant: whose audit chain its questions and answers go in.
+    tenant: String,
     policy: ApprovalPolicy,
     timeout: Duration,
     approved_hosts: ApprovedHosts,
@@ -106,6 +109,7 @@ impl Approvals {
         store: Arc<dyn Store>,
         log: Arc<RunLog>,
         session_id: SessionId,
+        tenant: String,
         policy: ApprovalPolicy,
         timeout: Duration,
     ) -> Approvals {
@@ -115,6 +119,7 @@ impl Approvals {
             store,
             log,
             session_id,
+            tenant,
             policy,
             timeout,
             approved_hosts: ApprovedHosts::default(),
@@ -178,6 +183,16 @@ impl Approvals {
         // Registered before its event can be published: the run's own client may answer
         // the moment it reads it.
         let asked = self.broker.register(request.clone());
+        audit::record(
+            Act::new(&self.tenant, "approval.requested")
+                .actor("policy")
+                .subject(&request.tool)
+                .reason(&request.reason)
+                .detail("approval_id", request.approval_id.as_str())
+                .detail("run_id", request.run_id.as_str())
+                .detail("call_id", request.call_id.as_str())
+                .detail("digest", request.digest.as_str()),
+        );
         let saved = self.store.save_approval(&request);
         self.log
             .append(Some(question.step_id), Approvals::requested(&request));
@@ -230,6 +245,27 @@ impl Approvals {
                     .add_session_grant(&self.grant(question, grant_prefix)),
             );
         }
+        let outcome = match (resolution.decision, resolution.decided_by) {
+            (_, DecidedBy::Deadline) => "expired",
+            (Decision::Deny, _) => "denied",
+            (Decision::ApproveOnce | Decision::ApproveSession, _) => "approved",
+        };
+        let scope = match resolution.decision {
+            Decision::ApproveOnce => "once",
+            Decision::ApproveSession => "session",
+            Decision::Deny => "none",
+        };
+        crate::metrics::global().approval_decided(outcome);
+        audit::record(
+            Act::new(&self.tenant, "approval.decided")
+                .actor(resolution.decided_by.as_str())
+                .subject(question.tool.name())
+                .reason(&resolution.reason)
+                .detail("approval_id", approval_id.as_str())
+                .detail("run_id", self.run_id.as_str())
+                .detail("decision", outcome)
+                .detail("scope", scope),
+        );
         let kept = self.store.resolve_approval(&approval_id, &resolution);
         let answered = Answered {
             approval_id: Some(approval_id),

@@ -84,6 +84,7 @@ impl RunLoop {
             shared.store.clone(),
             log.clone(),
             session.session_id.clone(),
+            record.tenant.clone(),
             resolved.policy,
             resolved.limits.approval_timeout,
         ));

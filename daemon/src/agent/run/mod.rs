@@ -29,6 +29,8 @@ mod run_loop;
 mod state;
 
 use crate::changes::WorkspaceIgnores;
+use crate::metrics::ModelCall;
+use crate::telemetry::otlp::spans::provider_and_model;
 
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
@@ -119,6 +121,7 @@ impl RunLoop {
     /// One step: a model call and the calls it proposes, or — for a run resumed in the
     /// middle of one — the calls it had not finished.
     async fn step(&mut self) -> Result<(), Halt> {
+        let started = std::time::Instant::now();
         let mut span = self.recorder.span("step", self.recorder.root_id());
         if self.pending.is_some() {
             span.set("resumed", true);
@@ -150,6 +153,7 @@ impl RunLoop {
         if let Some(mut span) = self.step_span.take() {
             span.set("index", self.budget.steps);
         }
+        crate::metrics::global().run_step(&self.run.tenant, started.elapsed());
         self.progress
             .end_step(self.budget.limits.max_idle_steps)
             .map_err(|no| stop(StopReason::NoProgress, no.0))
@@ -328,7 +332,9 @@ impl RunLoop {
         raw_tokens: u64,
     ) -> Result<ModelResponse, Halt> {
         let mut span = self.recorder.span("model", &self.step_parent());
-        span.set("model", self.provider.describe());
+        let described = self.provider.describe();
+        span.set("model", &described);
+        let started = std::time::Instant::now();
         let (sender, mut receiver) = mpsc::unbounded_channel();
         let events = move |event: ProviderEvent| {
             let _ = sender.send(event);
@@ -368,6 +374,14 @@ impl RunLoop {
                 return Err(halt);
             }
         };
+        let (provider, model) = provider_and_model(&described);
+        crate::metrics::global().model_call(&ModelCall {
+            provider,
+            model,
+            duration: started.elapsed(),
+            input_tokens: response.usage.input_tokens,
+            output_tokens: response.usage.output_tokens,
+        });
         span.set("input_tokens", response.usage.input_tokens);
         span.set("output_tokens", response.usage.output_tokens);
         span.set("tool_calls", response.tool_calls.len());

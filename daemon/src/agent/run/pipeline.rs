@@ -22,6 +22,7 @@ use super::approvals::{Answered, Approvals, Question, Subject};
 use super::budget::{FailureKey, FailureKind, Halt, stop};
 use super::recorder::CallEvent;
 use super::run_loop::RunLoop;
+use crate::audit::{self, Act};
 use crate::changes;
 use crate::domain::ExecutionOwner;
 use crate::domain::{DecidedBy, Decision as DecidedDecision, StopReason};
@@ -176,6 +177,19 @@ impl RunLoop {
             span.set("policy.rule.layer", rule.origin.layer.as_str());
             span.set("policy.rule.source", &rule.origin.source);
             span.set("policy.rule.line", rule.origin.line);
+            audit::record(
+                Act::new(&self.run.tenant, "policy.matched")
+                    .actor("policy")
+                    .subject(valid.tool.name())
+                    .reason(&verdict.reason)
+                    .detail("rule", rule.name.as_str())
+                    .detail("layer", rule.origin.layer.as_str())
+                    .detail("source", rule.origin.source.as_str())
+                    .detail("line", rule.origin.line)
+                    .detail("decision", verdict.decision.as_str())
+                    .detail("run_id", self.recorder.log().run_id().as_str())
+                    .detail("call_id", proposed.call_id.as_str()),
+            );
         }
         let refusal = match verdict.decision {
             Decision::Allow => {
@@ -612,6 +626,9 @@ fn tool_attributes(span: &mut Span, call_id: &CallId, tool: &str, result: &ToolR
         span.set("exit_code", code);
     }
     let metadata = &result.metadata;
+    if let Some(engine) = metadata.engine {
+        span.set("engine", engine.as_str());
+    }
     span.set("peak_memory_bytes", metadata.peak_memory_bytes);
     span.set("cpu_time_us", metadata.cpu_time.as_micros());
     span.set(

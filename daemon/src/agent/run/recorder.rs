@@ -147,6 +147,7 @@ impl Recorder {
                 self.created_at_ms.saturating_mul(1_000_000),
             );
             root.set("stop_reason", stop.reason.name());
+            crate::metrics::global().run_finished(stop.reason.name());
             root.set("steps", steps);
             root.set("input_tokens", usage.input_tokens);
             root.set("output_tokens", usage.output_tokens);

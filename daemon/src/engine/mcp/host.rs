@@ -329,6 +329,7 @@ impl Host {
                 entry.failures = 0;
             }
             entry.instance = None;
+            crate::metrics::global().mcp_instances(-1);
             entry.failures = entry.failures.saturating_add(1);
             entry.failed_at = Some(Instant::now());
         }
@@ -349,6 +350,7 @@ impl Host {
         };
         instance.in_flight.fetch_add(1, Ordering::SeqCst);
         entry.instance = Some(instance.clone());
+        crate::metrics::global().mcp_instances(1);
         drop(entry);
         self.start_reaper();
         Ok(Lease {
@@ -417,6 +419,7 @@ async fn reap_idle(host: Weak<Host>, idle: Duration, interval: Duration) {
             if idle_now {
                 tracing::info!(server = %host.name, "stopping an idle MCP server instance");
                 entry.instance = None;
+                crate::metrics::global().mcp_instances(-1);
                 continue;
             }
             // A writing server between calls: still within its bounds? (No call can start

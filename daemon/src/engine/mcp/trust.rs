@@ -36,6 +36,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use crate::audit::{self, Act};
+use crate::domain::DEFAULT_TENANT;
+
 /// Where trust records live, in the shared dir.
 pub const TRUST_DIR: &str = "mcp-trust";
 
@@ -204,6 +207,8 @@ impl TrustStore {
         let fresh = cached.as_ref().is_some_and(|(identity, record)| {
             Some(*identity) == current && record.seen == *listing
         });
+        // Whether this listing was recorded now, and whether as the server's first.
+        let mut recorded = None;
         if !fresh {
             // The identity is taken before the read: a file replaced in between is read
             // again next time, never missed.
@@ -214,6 +219,7 @@ impl TrustStore {
                 // First listed (this listing is the trusted one), or listed otherwise than
                 // last seen: recorded, under the lock.
                 _ => Some(update(&self.path, |record| {
+                    recorded = Some(record.is_none());
                     let mut record = record.unwrap_or_else(|| Record {
                         trusted: match self.mode {
                             TrustMode::FirstUse => listing.clone(),
@@ -231,13 +237,53 @@ impl TrustStore {
         let Some((_, record)) = cached.as_ref() else {
             return Err("the trust record was not read".into());
         };
-        Ok(listing
+        let withheld: BTreeMap<String, Distrust> = listing
             .iter()
             .filter_map(|(tool, listed)| {
                 self.verdict(record, tool, listed)
                     .map(|verdict| (tool.clone(), verdict))
             })
-            .collect())
+            .collect();
+        if let Some(first) = recorded {
+            self.audit(listing, &withheld, first);
+        }
+        Ok(withheld)
+    }
+
+    /// Records in the operator's audit chain how a listing recorded now was taken.
+    fn audit(
+        &self,
+        listing: &BTreeMap<String, String>,
+        withheld: &BTreeMap<String, Distrust>,
+        first: bool,
+    ) {
+        let server = self
+            .path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tools: Vec<&String> = listing.keys().collect();
+        let act = if withheld.is_empty() {
+            Act::new(DEFAULT_TENANT, "mcp.trust.accepted")
+                .actor(if first { "first use" } else { "trust record" })
+                .reason("the server's listing is trusted")
+        } else {
+            let names: Vec<&String> = withheld.keys().collect();
+            Act::new(DEFAULT_TENANT, "mcp.trust.refused")
+                .actor(match self.mode {
+                    TrustMode::FirstUse => "trust record",
+                    TrustMode::Explicit => "explicit trust",
+                })
+                .reason(
+                    "the server listed tools that are not trusted; they are withheld until an \
+                     operator reviews them",
+                )
+                .detail("withheld", serde_json::json!(names))
+        };
+        audit::record(
+            act.subject(server)
+                .detail("tools", serde_json::json!(tools)),
+        );
     }
 
     /// Why the tool `tool`, loaded as `digest`, is withheld now, if it is: what the registry
@@ -431,7 +477,17 @@ pub fn accept_seen(
     match (updated, since_review) {
         (_, Some(refused)) => Err(refused),
         (Err(message), None) => Err(AcceptError::Record(message)),
-        (Ok(_), None) => Ok(changed),
+        (Ok(_), None) => {
+            audit::record(
+                Act::new(DEFAULT_TENANT, "mcp.trust.accepted")
+                    .actor("operator")
+                    .subject(server)
+                    .reason("an operator trusted the listing last seen")
+                    .detail("reviewed", reviewed.unwrap_or_default())
+                    .detail("changed", serde_json::json!(changed)),
+            );
+            Ok(changed)
+        }
     }
 }
 

@@ -401,18 +401,21 @@ fn build_spare(
         mount: sandbox::hold_mount(pid),
     };
     match start(pid, &prepared, go, Until::Parked) {
-        Ok(go) => Ok(Spare {
-            parked: spare::Parked {
-                pidfd: pidfd.as_raw_fd(),
-            },
-            key,
-            workspace_identity,
-            prepared,
-            pid,
-            pidfd,
-            held,
-            go,
-            stack,
+        Ok(go) => Ok({
+            crate::metrics::global().sandboxes_ready(1);
+            Spare {
+                parked: spare::Parked {
+                    pidfd: pidfd.as_raw_fd(),
+                },
+                key,
+                workspace_identity,
+                prepared,
+                pid,
+                pidfd,
+                held,
+                go,
+                stack,
+            }
         }),
         Err(message) => {
             pidfd::kill(pidfd.as_raw_fd());
@@ -434,6 +437,7 @@ enum Released {
 
 /// Hands `spare` the call's program and lets it execute.
 fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunStats>) -> Released {
+    crate::metrics::global().sandboxes_ready(-1);
     spare.prepared.set_args(call.argv.clone(), call.env.clone());
     // A call the keeper refuses fails here: a sandbox built anew would be refused alike.
     let armed = match call
@@ -485,6 +489,7 @@ fn arm(keeper: &Keeper, process: BorrowedFd<'_>, deadline: Instant) -> Result<Ar
 
 /// Kills a spare no call will take, and hands it to the reaper.
 fn discard(shared: &Shared, spare: Spare) {
+    crate::metrics::global().sandboxes_ready(-1);
     // Killed before its plan and stack are let go: a killed process never runs user code again.
     pidfd::kill(spare.pidfd.as_raw_fd());
     let (sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), Arc::new(RunStats::default()));

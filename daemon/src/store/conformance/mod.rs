@@ -4,6 +4,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod audit;
 mod fixtures;
 mod journal;
 mod retention;
@@ -28,4 +29,6 @@ pub async fn conformance(store: &dyn Store) {
     retention::outputs_and_owners_round_trip(store).await;
     retention::old_outputs_and_owners_go_and_nothing_else(store, &tenant).await;
     retention::old_finished_runs_are_deleted_and_nothing_else(store, &tenant).await;
+    audit::chains_link_in_order_per_tenant(store, &tenant).await;
+    audit::retention_cuts_only_at_an_old_checkpoint(store, &tenant).await;
 }

@@ -190,6 +190,29 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE session_grants ADD COLUMN covers TEXT NOT NULL DEFAULT '';
     ALTER TABLE session_grants ADD COLUMN created_at_ms BIGINT NOT NULL DEFAULT 0;
 "#,
+    // 6: the audit log, one hash chain per tenant (see `store::audit`), and each chain's
+    // head, whose row lock orders two daemons appending for one tenant.
+    r#"
+    CREATE TABLE audit_log (
+        tenant TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        details TEXT NOT NULL,
+        prev TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (tenant, seq)
+    );
+    CREATE INDEX audit_log_by_time ON audit_log(tenant, at_ms);
+    CREATE TABLE audit_heads (
+        tenant TEXT PRIMARY KEY,
+        seq BIGINT NOT NULL,
+        digest TEXT NOT NULL
+    );
+"#,
 ];
 
 /// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are

@@ -11,6 +11,7 @@ use super::PostgresStore;
 use super::client::Pg;
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
+use crate::store::audit::{AuditDraft, AuditRecord};
 use crate::store::queries;
 use crate::store::rows::EventRow;
 use crate::store::{
@@ -345,6 +346,46 @@ impl Store for PostgresStore {
         self.writer.write(
             None,
             move |c| on_pg!(c, () => queries::runs::delete_finished_runs(c, before_ms, limit)),
+        )
+    }
+
+    fn append_audit(&self, draft: &AuditDraft) -> Pending<AuditRecord> {
+        let draft = draft.clone();
+        self.writer.write(
+            None,
+            move |c| on_pg!(c, (draft) => queries::audit::append(c, draft)),
+        )
+    }
+
+    fn audit_records(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        since_ms: i64,
+        limit: usize,
+    ) -> Pending<Vec<AuditRecord>> {
+        let tenant = tenant.to_owned();
+        self.writer.read(move |c| {
+            on_pg!(c, (tenant) => queries::audit::records(c, tenant, after_seq, since_ms, limit))
+        })
+    }
+
+    fn audit_head(&self, tenant: &str) -> Pending<Option<u64>> {
+        let tenant = tenant.to_owned();
+        self.writer
+            .read(move |c| on_pg!(c, (tenant) => queries::audit::head(c, tenant)))
+    }
+
+    fn audit_tenants(&self) -> Pending<Vec<String>> {
+        self.writer
+            .read(move |c| on_pg!(c, () => queries::audit::tenants(c)))
+    }
+
+    fn cut_audit(&self, tenant: &str, before_ms: i64) -> Pending<u64> {
+        let tenant = tenant.to_owned();
+        self.writer.write(
+            None,
+            move |c| on_pg!(c, (tenant) => queries::audit::cut(c, tenant, before_ms)),
         )
     }
 }

@@ -208,7 +208,10 @@ async fn serve(
         let mut writes: Vec<Box<dyn Write>> = batch.drain(..).map(|(_, write)| write).collect();
         let committing = async {
             let client = writer_connection(&pool, &mut connection).await?;
-            commit_batch(&client, &mut writes).await
+            let started = std::time::Instant::now();
+            let committed = commit_batch(&client, &mut writes).await;
+            crate::metrics::global().store_commit("postgres", started.elapsed());
+            committed
         };
         // A batch the server never answers is failed, and its connection closed: the
         // server, should it wake up, rolls the open transaction back when it reads the close

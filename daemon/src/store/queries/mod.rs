@@ -6,6 +6,7 @@
 //! transaction; none of them begins or ends one.
 
 pub(super) mod approvals;
+pub(super) mod audit;
 pub(super) mod events;
 pub(super) mod outputs;
 pub(super) mod runs;

@@ -23,6 +23,7 @@ use super::{
 };
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
+use crate::store::audit::{AuditDraft, AuditRecord};
 use crate::store::queries;
 use crate::store::rows::EventRow;
 use sql::{Lite, drive};
@@ -464,6 +465,48 @@ impl Store for SqliteStore {
                 limit,
             ))
         })
+    }
+
+    fn append_audit(&self, draft: &AuditDraft) -> Pending<AuditRecord> {
+        let draft = draft.clone();
+        self.writer
+            .write(move |c| drive(queries::audit::append(&Lite(c), &draft)))
+    }
+
+    fn audit_records(
+        &self,
+        tenant: &str,
+        after_seq: u64,
+        since_ms: i64,
+        limit: usize,
+    ) -> Pending<Vec<AuditRecord>> {
+        let tenant = tenant.to_owned();
+        self.writer.read(move |c| {
+            drive(queries::audit::records(
+                &Lite(c),
+                &tenant,
+                after_seq,
+                since_ms,
+                limit,
+            ))
+        })
+    }
+
+    fn audit_head(&self, tenant: &str) -> Pending<Option<u64>> {
+        let tenant = tenant.to_owned();
+        self.writer
+            .read(move |c| drive(queries::audit::head(&Lite(c), &tenant)))
+    }
+
+    fn audit_tenants(&self) -> Pending<Vec<String>> {
+        self.writer
+            .read(move |c| drive(queries::audit::tenants(&Lite(c))))
+    }
+
+    fn cut_audit(&self, tenant: &str, before_ms: i64) -> Pending<u64> {
+        let tenant = tenant.to_owned();
+        self.writer
+            .write(move |c| drive(queries::audit::cut(&Lite(c), &tenant, before_ms)))
     }
 
     fn forget_executions(&self, before_ms: i64) -> Pending<u64> {

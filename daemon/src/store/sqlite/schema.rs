@@ -146,6 +146,29 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE session_grants ADD COLUMN covers TEXT NOT NULL DEFAULT '';
     ALTER TABLE session_grants ADD COLUMN created_at_ms INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 10: the audit log, one hash chain per tenant (see `store::audit`), and each chain's
+    // head: its last sequence number and digest, updated with every record.
+    r#"
+    CREATE TABLE audit_log (
+        tenant TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        details TEXT NOT NULL,
+        prev TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (tenant, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX audit_log_by_time ON audit_log(tenant, at_ms);
+    CREATE TABLE audit_heads (
+        tenant TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        digest TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

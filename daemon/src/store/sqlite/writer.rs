@@ -164,7 +164,9 @@ fn serve(connection: Connection, queue: Receiver<Job>, before_commit: Option<Bef
             }
         }
         if !writes.is_empty() {
+            let started = std::time::Instant::now();
             let failed = commit_batch(&connection, &mut writes, before_commit.as_ref()).err();
+            crate::metrics::global().store_commit("sqlite", started.elapsed());
             for write in writes {
                 write.answer(failed.clone());
             }

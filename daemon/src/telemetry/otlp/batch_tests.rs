@@ -12,7 +12,27 @@ use airlock_proto::otlp::collector::trace::v1::{
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use airlock_proto::otlp::resource::v1::Resource;
+use airlock_proto::v1 as pb;
+use tokio::sync::mpsc;
+use tonic::Code;
+
 use super::*;
+use crate::telemetry::otlp::spans::{SpanExporter, Spans};
+use crate::telemetry::otlp::transport::{TransportError, retryable_code};
+use crate::trace::SpanSink;
+
+fn start(settings: OtlpSettings) -> Result<Arc<SpanExporter>, OtlpError> {
+    SpanExporter::start(
+        settings,
+        Spans {
+            resource: Resource::default(),
+        },
+    )
+}
 
 /// A collector that answers with `script` in order (then accepts), and keeps what it
 /// accepted.
@@ -116,7 +136,7 @@ fn settings(endpoint: &str) -> OtlpSettings {
 
 /// Waits until the exporter has counted `spans` exported: it counts a batch when the
 /// collector's answer reaches it, a moment after the collector has the spans.
-async fn counted(exporter: &OtlpExporter, spans: u64) {
+async fn counted(exporter: &SpanExporter, spans: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while exporter.stats().exported < spans {
         assert!(Instant::now() < deadline, "{:?}", exporter.stats());
@@ -136,12 +156,12 @@ fn closed_port() -> String {
 #[tokio::test]
 async fn spans_travel_in_batches_and_are_counted() {
     let collector = Collector::default();
-    let exporter = OtlpExporter::start(settings(&collector.serve().await)).unwrap();
-    for name in ["context", "model", "step"] {
+    let exporter = start(settings(&collector.serve().await)).unwrap();
+    for name in ["context", "permission", "step"] {
         exporter.export(&span(name));
     }
     collector.wait_for(3).await;
-    assert_eq!(collector.names(), ["context", "model", "step"]);
+    assert_eq!(collector.names(), ["context", "permission", "step"]);
     assert_eq!(collector.requests(), 1, "one batch within the delay");
     counted(&exporter, 3).await;
     assert_eq!(
@@ -157,7 +177,7 @@ async fn spans_travel_in_batches_and_are_counted() {
 #[tokio::test]
 async fn a_full_batch_goes_without_waiting_for_the_delay() {
     let collector = Collector::default();
-    let exporter = OtlpExporter::start(OtlpSettings {
+    let exporter = start(OtlpSettings {
         max_batch: 2,
         batch_delay: Duration::from_secs(3600),
         ..OtlpSettings::new(collector.serve().await)
@@ -176,32 +196,32 @@ async fn a_full_batch_goes_without_waiting_for_the_delay() {
 #[tokio::test]
 async fn shutdown_sends_what_is_queued_then_refuses_more() {
     let collector = Collector::default();
-    let exporter = OtlpExporter::start(OtlpSettings {
+    let exporter = start(OtlpSettings {
         batch_delay: Duration::from_secs(3600),
         ..OtlpSettings::new(collector.serve().await)
     })
     .unwrap();
-    exporter.export(&span("tool"));
-    exporter.export(&span("run"));
+    exporter.export(&span("validate"));
+    exporter.export(&span("context"));
     assert!(exporter.shutdown(Duration::from_secs(10)).await);
-    assert_eq!(collector.names(), ["tool", "run"]);
+    assert_eq!(collector.names(), ["validate", "context"]);
     exporter.export(&span("late"));
     assert_eq!(exporter.stats().dropped, 1);
     assert!(
         exporter.shutdown(Duration::from_secs(10)).await,
         "idempotent"
     );
-    assert_eq!(collector.names(), ["tool", "run"]);
+    assert_eq!(collector.names(), ["validate", "context"]);
 }
 
 #[tokio::test]
 async fn transient_failures_are_retried_with_the_same_spans() {
     let collector = Collector::scripted([Err(Code::Unavailable), Err(Code::DeadlineExceeded)]);
-    let exporter = OtlpExporter::start(settings(&collector.serve().await)).unwrap();
-    exporter.export(&span("model"));
+    let exporter = start(settings(&collector.serve().await)).unwrap();
+    exporter.export(&span("permission"));
     collector.wait_for(1).await;
     assert_eq!(collector.calls.load(Ordering::SeqCst), 3);
-    assert_eq!(collector.names(), ["model"]);
+    assert_eq!(collector.names(), ["permission"]);
     counted(&exporter, 1).await;
     assert_eq!(exporter.stats().exported, 1);
 }
@@ -209,7 +229,7 @@ async fn transient_failures_are_retried_with_the_same_spans() {
 #[tokio::test]
 async fn a_refusal_is_final_and_later_batches_still_go() {
     let collector = Collector::scripted([Err(Code::InvalidArgument)]);
-    let exporter = OtlpExporter::start(settings(&collector.serve().await)).unwrap();
+    let exporter = start(settings(&collector.serve().await)).unwrap();
     exporter.export(&span("refused"));
     let deadline = Instant::now() + Duration::from_secs(20);
     while exporter.stats().failed < 1 {
@@ -225,7 +245,7 @@ async fn a_refusal_is_final_and_later_batches_still_go() {
 #[tokio::test]
 async fn spans_a_collector_rejects_are_counted_as_failed() {
     let collector = Collector::scripted([Ok(1)]);
-    let exporter = OtlpExporter::start(settings(&collector.serve().await)).unwrap();
+    let exporter = start(settings(&collector.serve().await)).unwrap();
     exporter.export(&span("a"));
     exporter.export(&span("b"));
     collector.wait_for(2).await;
@@ -242,10 +262,10 @@ async fn spans_a_collector_rejects_are_counted_as_failed() {
 
 #[tokio::test]
 async fn a_collector_that_is_down_costs_spans_not_time() {
-    let exporter = OtlpExporter::start(settings(&closed_port())).unwrap();
+    let exporter = start(settings(&closed_port())).unwrap();
     let started = Instant::now();
     for _ in 0..100 {
-        exporter.export(&span("model"));
+        exporter.export(&span("permission"));
     }
     assert!(
         started.elapsed() < Duration::from_millis(500),
@@ -275,7 +295,7 @@ async fn a_collector_that_is_down_costs_spans_not_time() {
 async fn a_full_queue_drops_spans_instead_of_waiting() {
     // An exporter whose worker never reads: the queue fills and stays full.
     let (queue, _spans) = mpsc::channel(2);
-    let exporter = OtlpExporter {
+    let exporter: SpanExporter = BatchExporter {
         queue,
         counters: Arc::default(),
         stop: Mutex::new(None),
@@ -290,35 +310,43 @@ async fn a_full_queue_drops_spans_instead_of_waiting() {
 #[tokio::test]
 async fn endpoints_are_checked_at_start() {
     for (endpoint, reason) in [
-        ("https://collector:4317", "TLS is not supported"),
         ("grpc://collector:4317", "unsupported scheme"),
         ("http://", ""),
         ("collector 4317", ""),
     ] {
-        match OtlpExporter::start(OtlpSettings::new(endpoint)) {
-            Err(OtlpError::InvalidEndpoint { reason: got, .. }) => {
+        match start(OtlpSettings::new(endpoint)) {
+            Err(OtlpError::Transport(TransportError::InvalidEndpoint { reason: got, .. })) => {
                 assert!(got.contains(reason), "{endpoint}: {got}");
             }
             Err(other) => panic!("{endpoint}: {other}"),
             Ok(_) => panic!("{endpoint} was accepted"),
         }
     }
-    assert!(OtlpExporter::start(OtlpSettings::new("127.0.0.1:4317")).is_ok());
+    assert!(start(OtlpSettings::new("127.0.0.1:4317")).is_ok());
+    // TLS: the Mozilla roots unless a CA file is named.
+    assert!(start(OtlpSettings::new("https://collector.example:4317")).is_ok());
+    // A CA file with a plaintext endpoint is a mistake worth refusing.
+    let mut plain_with_ca = OtlpSettings::new("http://collector:4317");
+    plain_with_ca.transport.ca_file = Some("/nonexistent/ca.pem".into());
+    assert!(matches!(
+        start(plain_with_ca),
+        Err(OtlpError::Transport(TransportError::File { .. }))
+    ));
 }
 
 #[test]
 fn starting_outside_a_runtime_is_an_error_not_a_panic() {
     assert!(matches!(
-        OtlpExporter::start(OtlpSettings::new("http://127.0.0.1:4317")),
+        start(OtlpSettings::new("http://127.0.0.1:4317")),
         Err(OtlpError::NoRuntime)
     ));
 }
 
 #[test]
 fn only_transient_codes_are_retried() {
-    assert!(retryable(Code::Unavailable));
-    assert!(retryable(Code::DeadlineExceeded));
-    assert!(!retryable(Code::InvalidArgument));
-    assert!(!retryable(Code::ResourceExhausted));
-    assert!(!retryable(Code::Unimplemented));
+    assert!(retryable_code(Code::Unavailable));
+    assert!(retryable_code(Code::DeadlineExceeded));
+    assert!(!retryable_code(Code::InvalidArgument));
+    assert!(!retryable_code(Code::ResourceExhausted));
+    assert!(!retryable_code(Code::Unimplemented));
 }

@@ -11,11 +11,15 @@
     queries.py coverage EXPOSITION SPEC...
         what a workload made, from a daemon's exposition: each SPEC is
         `metric:label=v1,v2` (a series with each value), `metric:label=` (series with the
-        label, any value) or `metric:>0` (a sample above 0). Exits 1 naming what is missing
+        label, any value) or `metric:>0` (a sample above 0); a SPEC starting with `?` is only
+        reported. Exits 1 naming what is missing
+    queries.py scraped PROMETHEUS_URL EPOCH
+        waits (up to 20 s) until Prometheus has scraped job "airlock" after EPOCH (seconds)
     queries.py live PROMETHEUS_URL DASHBOARD RULES EXPOSITION
         against a Prometheus scraping a daemon (job "airlock"; EXPOSITION is what the
         daemon's endpoint served): every rule loaded and evaluated without error; every
-        panel query returns series; every alert expression evaluates; and every series
+        panel query returns series, one at least with a number (not NaN: a quantile or a
+        ratio over counters that did not grow); every alert expression evaluates; and every series
         selector in either (`metric{matchers}`) matches series, so no query passes on an
         `or` branch or an absent metric. Exits 1 naming each query that failed.
 
@@ -336,15 +340,16 @@ def coverage(exposition, specs):
     samples = exposition_samples(exposition)
     missing = []
     for spec in specs:
-        metric, _, want = spec.partition(":")
+        required = not spec.startswith("?")
+        metric, _, want = spec.lstrip("?").partition(":")
         of_metric = [(labels, value) for name, labels, value in samples if name == metric]
         if want.startswith(">"):
             floor = float(want[1:])
             values = [value for _, value in of_metric]
             ok = any(value > floor for value in values)
             shown = ", ".join(f"{value:g}" for value in values) or "no sample"
-            print(f"  {'ok  ' if ok else 'MISS'} {metric} {want}: {shown}")
-            if not ok:
+            print(f"  {'ok  ' if ok else 'MISS' if required else 'none'} {metric} {want}: {shown}")
+            if not ok and required:
                 missing.append(spec)
             continue
         name, _, wanted = want.partition("=")
@@ -354,13 +359,36 @@ def coverage(exposition, specs):
         detail = f"{name} = {', '.join(present) or 'none'}"
         if absent:
             detail += f"; missing: {', '.join(absent)}"
-        print(f"  {'ok  ' if ok else 'MISS'} {metric}: {detail}")
-        if not ok:
+        print(f"  {'ok  ' if ok else 'MISS' if required else 'none'} {metric}: {detail}")
+        if not ok and required:
             missing.append(spec)
     if missing:
         print(f"the workload did not make: {', '.join(missing)}")
         return 1
     return 0
+
+
+def scraped(url, epoch):
+    """Waits until job "airlock" has been scraped after `epoch`."""
+    prometheus = Prometheus(url)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            result = prometheus.query('timestamp(up{job="airlock"} == 1)')
+            if result and min(float(s["value"][1]) for s in result) > float(epoch):
+                print(f"scraped at {min(float(s['value'][1]) for s in result):.3f}")
+                return 0
+        except (OSError, RuntimeError):
+            pass
+        if time.monotonic() > deadline:
+            print(f'queries.py: Prometheus did not scrape job "airlock" after {epoch}')
+            return 1
+        time.sleep(0.2)
+
+
+def finite(series):
+    value = series["value"][1] if isinstance(series, dict) else series[1]
+    return value not in ("NaN", "+Inf", "-Inf")
 
 
 def wait_for_scrapes(prometheus, deadline):
@@ -453,11 +481,14 @@ def live(url, dashboard_path, rules_path, exposition):
             continue
         before = len(failures)
         count = check_selectors(label, expr)
+        numbers = sum(1 for series in result if finite(series))
         if not result:
             failures.append(f"{label}: no series: {expr}")
-        ok = len(failures) == before and result
-        print(f"  {'ok  ' if ok else 'FAIL'} {label}: {len(result)} series, "
-              f"{count} selectors with series")
+        elif not numbers:
+            failures.append(f"{label}: every series is NaN or infinite: {expr}")
+        ok = len(failures) == before
+        print(f"  {'ok  ' if ok else 'FAIL'} {label}: {len(result)} series "
+              f"({numbers} with a number), {count} selectors")
 
     print("== alert expressions: each evaluates, and each selector in it matches series")
     for rule in alert_rules:
@@ -473,7 +504,7 @@ def live(url, dashboard_path, rules_path, exposition):
         condition = f"condition holds for {len(result)} series now" if result else \
             "condition does not hold now"
         print(f"  {'ok  ' if len(failures) == before else 'FAIL'} {label}: {condition}; "
-              f"{count} selectors with series")
+              f"{count} selectors")
 
     print("== series selectors checked")
     for selector, count in sorted(checked_selectors.items()):
@@ -488,8 +519,8 @@ def live(url, dashboard_path, rules_path, exposition):
         for failure in failures:
             print(f"  {failure}")
         return 1
-    print("\nevery panel query returned series; every alert expression evaluated; every "
-          "selector matched series")
+    print("\nevery panel query returned series with numbers; every alert rule evaluated; "
+          "every selector matched series")
     return 0
 
 
@@ -506,6 +537,8 @@ def main(argv):
         return syntax(*argv[1:])
     if len(argv) >= 3 and argv[0] == "coverage":
         return coverage(argv[1], argv[2:])
+    if len(argv) == 3 and argv[0] == "scraped":
+        return scraped(argv[1], argv[2])
     if len(argv) == 5 and argv[0] == "live":
         return live(*argv[1:])
     print(__doc__, file=sys.stderr)

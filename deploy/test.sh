@@ -23,7 +23,7 @@ cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
 # Everything this script prints, in order: one stream.
-exec
+exec 1>&2
 
 static_only=0
 case "${1:-}" in
@@ -160,6 +160,7 @@ server="http://127.0.0.1:$port"
 metrics_url="http://127.0.0.1:$metrics_port/metrics"
 start "$work/airlockd.log" "$airlockd" --listen "127.0.0.1:$port" --state-dir "$work/state" \
     --workspace-root "$work/root" --tools-dir "$work/tools" --profiles-dir "$work/profiles" \
+    --policy deploy/testdata/policy.toml \
     --metrics-listen "127.0.0.1:$metrics_port" --metrics-token-file "$work/metrics.token"
 daemon_pid=$started_pid
 for _ in $(seq 300); do
@@ -188,6 +189,35 @@ status="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer not-t
 [[ $status == 401 || $status == 403 ]] || die "a scrape with a wrong token got HTTP $status"
 echo "without a token: refused; with a wrong one: refused (HTTP $status)"
 
+step "Prometheus scraping the daemon every second with alerts.yml loaded, before the workload"
+prometheus_port="$(free_port)"
+prometheus_url="http://127.0.0.1:$prometheus_port"
+mkdir -p "$work/prometheus"
+cat >"$work/prometheus/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $repo/deploy/prometheus/alerts.yml
+scrape_configs:
+  - job_name: airlock
+    authorization:
+      credentials_file: $work/metrics.token
+    static_configs:
+      - targets: ["127.0.0.1:$metrics_port"]
+EOF
+run promtool check config "$work/prometheus/prometheus.yml"
+start "$work/prometheus.log" prometheus --config.file "$work/prometheus/prometheus.yml" \
+    --storage.tsdb.path "$work/prometheus/data" --web.listen-address "127.0.0.1:$prometheus_port"
+prometheus_pid=$started_pid
+for _ in $(seq 200); do
+    curl -sf "$prometheus_url/-/ready" >/dev/null 2>&1 && break
+    kill -0 "$prometheus_pid" 2>/dev/null || die "prometheus exited"
+    sleep 0.1
+done
+curl -sf "$prometheus_url/-/ready" >/dev/null || die "prometheus is not ready"
+echo "prometheus on $prometheus_url (log: $work/prometheus.log)"
+
 # Runs `airlock ARGS` expecting exit status STATUS, with a deadline (no step of the workload
 # may hang the test); its output goes to the workload's log.
 expect() {
@@ -201,29 +231,42 @@ expect() {
     }
 }
 
-step "workload: tool calls (wasm, process, mcp; ok and failing), egress allowed and refused"
-expect 0 tools exec read_file --args '{"path": "notes.txt"}' --workspace "$workspace"
-expect 1 tools exec read_file --args '{"path": "missing.txt"}' --workspace "$workspace"
-expect 0 tools exec list_dir --workspace "$workspace"
-expect 0 tools exec grep --args '{"pattern": "metrics"}' --workspace "$workspace"
-expect 0 tools exec workspace_grep --args '{"pattern": "metrics"}' --workspace "$workspace"
-expect 1 tools exec workspace_grep --args '{"pattern": "no line has this"}' --workspace "$workspace"
-expect 0 tools exec echo__echo --args '{"text": "hello"}' --workspace "$workspace"
-expect 0 tools exec fetch --args "{\"url\": \"http://127.0.0.1:$http_port/hello.txt\"}" --workspace "$workspace"
-grep -q "hello from the upstream" "$work/workload.log" || die "the egress tool did not reach the upstream"
-expect 0 tools exec fetch --args '{"url": "http://refused.example/"}' --workspace "$workspace"
-grep -q "egress to refused.example:80 refused" "$work/workload.log" ||
-    die "the egress gate did not refuse refused.example"
+# Tool calls of the three engines, failing ones too, egress allowed and refused, and agent
+# runs of a scripted model (steps, model calls, tokens, a write, a kept output; stop reasons
+# final, max steps and model error). Run twice, with scrapes between, so that counters and
+# histograms grow between scrapes: rates and quantiles then have values.
+workload() {
+    expect 0 tools exec read_file --args '{"path": "notes.txt"}' --workspace "$workspace"
+    expect 1 tools exec read_file --args '{"path": "missing.txt"}' --workspace "$workspace"
+    expect 0 tools exec list_dir --workspace "$workspace"
+    expect 0 tools exec grep --args '{"pattern": "metrics"}' --workspace "$workspace"
+    expect 0 tools exec workspace_grep --args '{"pattern": "metrics"}' --workspace "$workspace"
+    expect 1 tools exec workspace_grep --args '{"pattern": "no line has this"}' --workspace "$workspace"
+    expect 0 tools exec echo__echo --args '{"text": "hello"}' --workspace "$workspace"
+    # Arguments the tool's schema refuses (exit 2), a command past its deadline (4), a call
+    # the operator's policy refuses (77: deploy/testdata/policy.toml).
+    expect 2 tools exec read_file --args '{}' --workspace "$workspace"
+    expect 4 tools exec run_command --args '{"command": "sleep 10", "workdir": "."}' --timeout-ms 300 \
+        --workspace "$workspace"
+    expect 77 tools exec wc --args '{"path": "notes.txt"}' --workspace "$workspace"
+    : >"$work/workload.log"
+    expect 0 tools exec fetch --args "{\"url\": \"http://127.0.0.1:$http_port/hello.txt\"}" --workspace "$workspace"
+    grep -q "hello from the upstream" "$work/workload.log" || die "the egress tool did not reach the upstream"
+    expect 0 tools exec fetch --args '{"url": "http://refused.example/"}' --workspace "$workspace"
+    grep -q "egress to refused.example:80 refused" "$work/workload.log" ||
+        die "the egress gate did not refuse refused.example"
+    expect 0 run "look at the notes" --workspace "$workspace" --policy auto \
+        --model "scripted:$repo/deploy/testdata/steps.yaml" </dev/null
+    # The step budget: a run stopped by --max-steps exits 6.
+    expect 6 run "look again" --workspace "$workspace" --policy never --max-steps 1 \
+        --model "scripted:$repo/deploy/testdata/steps.yaml" </dev/null
+    # A model that runs out of turns: a model error, exit 69.
+    expect 69 run "read the notes" --workspace "$workspace" --policy never \
+        --model "scripted:$repo/deploy/testdata/exhausted.yaml" </dev/null
+}
 
-step "workload: agent runs with a scripted model (steps, model calls, tokens; stop reasons)"
-expect 0 run "look at the notes" --workspace "$workspace" --policy never \
-    --model "scripted:$repo/deploy/testdata/steps.yaml" </dev/null
-# The step budget: a run stopped by --max-steps exits 6.
-expect 6 run "look again" --workspace "$workspace" --policy never --max-steps 1 \
-    --model "scripted:$repo/deploy/testdata/steps.yaml" </dev/null
-# A model that runs out of turns: a model error, exit 69.
-expect 69 run "read the notes" --workspace "$workspace" --policy never \
-    --model "scripted:$repo/deploy/testdata/exhausted.yaml" </dev/null
+step "workload: tool calls (wasm, process, mcp; ok and failing), egress, agent runs"
+workload
 
 step "workload: approvals approved, denied, expired, and one left waiting"
 ask=(--workspace "$workspace" --policy always --model "scripted:$repo/deploy/testdata/ask.yaml")
@@ -259,17 +302,22 @@ waiting_run "wait for an answer"
 waiting="$run_id"
 echo "run $waiting waits for an approval while Prometheus scrapes"
 
-step "the metrics endpoint with the token: promtool check metrics"
+step "workload, a second time, once Prometheus has scraped the first"
+run python3 deploy/queries.py scraped "$prometheus_url" "$(date +%s.%N)"
+workload
+
+step "the metrics endpoint with the token (Prometheus text format): promtool check metrics"
 curl -sS --fail -H "Authorization: Bearer $(cat "$work/metrics.token")" "$metrics_url" \
     -o "$work/metrics.txt" -D "$work/metrics.headers"
-echo "content type: $(grep -i '^content-type' "$work/metrics.headers" | tr -d '\r')"
+grep -i '^content-type' "$work/metrics.headers" | tr -d '\r'
 echo "$(grep -vc '^#' "$work/metrics.txt") samples in $(grep -c '^# TYPE' "$work/metrics.txt") families"
 run promtool check metrics <"$work/metrics.txt"
 
-step "what the workload made (series of the exposition by label value)"
+step "what the workload made (the exposition's series by label value; ? marks what is not required)"
 python3 deploy/queries.py coverage "$work/metrics.txt" \
     'airlock_tool_calls_total:engine=wasm,process,mcp' \
-    'airlock_tool_calls_total:status=ok,error' \
+    'airlock_tool_calls_total:status=OK,TOOL_ERROR,TIMEOUT,INVALID_ARGUMENTS' \
+    'airlock_tool_calls_total:status=DENIED' \
     'airlock_tool_call_duration_seconds_count:engine=wasm,process,mcp' \
     'airlock_runs:state=running,waiting_approval' \
     'airlock_runs_finished_total:reason=' \
@@ -280,38 +328,15 @@ python3 deploy/queries.py coverage "$work/metrics.txt" \
     'gen_ai_client_token_usage_count:gen_ai_token_type=input,output' \
     'airlock_approvals_pending:>0' \
     'airlock_approvals_pending_oldest_age_seconds:>0' \
-    'airlock_mcp_instances:>0'
-
-step "Prometheus scraping the daemon every second, alerts.yml loaded"
-prometheus_port="$(free_port)"
-mkdir -p "$work/prometheus"
-cat >"$work/prometheus/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - $repo/deploy/prometheus/alerts.yml
-scrape_configs:
-  - job_name: airlock
-    authorization:
-      credentials_file: $work/metrics.token
-    static_configs:
-      - targets: ["127.0.0.1:$metrics_port"]
-EOF
-run promtool check config "$work/prometheus/prometheus.yml"
-start "$work/prometheus.log" prometheus --config.file "$work/prometheus/prometheus.yml" \
-    --storage.tsdb.path "$work/prometheus/data" --web.listen-address "127.0.0.1:$prometheus_port"
-prometheus_pid=$started_pid
-for _ in $(seq 200); do
-    curl -sf "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null 2>&1 && break
-    kill -0 "$prometheus_pid" 2>/dev/null || die "prometheus exited"
-    sleep 0.1
-done
-curl -sf "http://127.0.0.1:$prometheus_port/-/ready" >/dev/null || die "prometheus is not ready"
-echo "prometheus on http://127.0.0.1:$prometheus_port (log: $work/prometheus.log)"
+    'airlock_mcp_instances:>0' \
+    'airlock_blob_store_usage_bytes:>0' \
+    'airlock_output_kept_usage_bytes:>0'
 
 step "every panel query returns series; every alert rule evaluates; every selector matches"
-run python3 deploy/queries.py live "http://127.0.0.1:$prometheus_port" deploy/grafana/airlock.json \
+# Prometheus asks for OpenMetrics (its Accept header names it first): its scrapes, which must
+# succeed, check that format.
+run python3 deploy/queries.py scraped "$prometheus_url" "$(date +%s.%N)"
+run python3 deploy/queries.py live "$prometheus_url" deploy/grafana/airlock.json \
     deploy/prometheus/alerts.yml "$work/metrics.txt"
 
 step "ending the waiting run; stopping the daemon"

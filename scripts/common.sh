@@ -11,7 +11,9 @@ readonly AIRLOCK_RUST_TARGETS=(wasm32-wasip1 wasm32-wasip2)
 # filter with (its library, libseccomp2, is part of every Debian system); openssl makes the
 # certificates of the client packages' TLS tests.
 # python3, nodejs, gcc, make and git are also the toolchains the `toolchains` profile mounts for run_command.
-readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl)
+# prometheus (with promtool) and curl run deploy/test.sh: the alert rules, the dashboard's
+# queries against a Prometheus that scrapes a daemon.
+readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl prometheus curl)
 
 die() {
     echo "${0##*/}: $*" >&2

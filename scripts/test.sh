@@ -4,7 +4,8 @@
 # plugin's test, the example tool built in every language with a template and run through a
 # daemon (scripts/languages.sh), the web console rebuilt and checked against the committed
 # build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon,
-# the Python and TypeScript client packages against real daemons, and
+# the Python and TypeScript client packages against real daemons, the deploy/ dashboards and
+# alert rules against a Debian Prometheus scraping a daemon (deploy/test.sh), and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
 # Debian's, started by scripts/postgres.sh in a directory under /tmp on a free loopback port (its
@@ -144,6 +145,9 @@ sdk/cpp/test.sh
 
 step "tools in every language (sdk/<lang>: tools new, build, check, then the vectors through airlockd)"
 scripts/languages.sh
+
+step "deploy/: the alert rules and their unit tests, the Grafana dashboard, and Prometheus scraping a daemon's metrics (deploy/test.sh)"
+deploy/test.sh
 
 step "Python gRPC client"
 tests/python/run.sh

@@ -10,8 +10,8 @@ use crate::error::CliError;
 use crate::output::Output;
 use crate::server::Server;
 use crate::{
-    approvals, attach, changes, chat, eval, exec, full_output, gc, hints, info, mcp, policy, run,
-    runs, sessions, tools, trace,
+    approvals, attach, audit, changes, chat, eval, exec, full_output, gc, hints, info, mcp, policy,
+    run, runs, sessions, tools, trace,
 };
 
 /// Drive airlockd: list the tools it serves and run them in its sandboxes, run agents, talk
@@ -63,6 +63,9 @@ pub(crate) enum Command {
     Fork(changes::ForkArgs),
     /// Delete finished runs and kept outputs older than an age (the operator's command).
     Gc(gc::GcArgs),
+    /// Your tenant's tamper-evident audit log: export it as JSON lines, verify its chain.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Serve airlock's tools to an MCP client over stdio (for an IDE's MCP configuration);
     /// `airlock mcp add` hosts an MCP server from PyPI or npm.
     Mcp(mcp::McpArgs),
@@ -105,6 +108,7 @@ impl Cli {
                 Command::Revert(args) => changes::revert(args, &self.server, out).await,
                 Command::Fork(args) => changes::fork(args, &self.server, out).await,
                 Command::Gc(args) => gc::run(args, &self.server, out).await,
+                Command::Audit(command) => audit::run(command, &self.server, out).await,
                 Command::Mcp(args) => mcp::run(args, &self.server, out).await,
                 Command::Eval(command) => eval::run(command, &self.server, out).await,
                 Command::Exec(args) => exec::run(args, &self.server, out).await,

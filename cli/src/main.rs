@@ -10,6 +10,7 @@ mod approvals;
 mod arguments;
 mod ask;
 mod attach;
+mod audit;
 mod author;
 mod changes;
 mod chat;

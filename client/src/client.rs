@@ -18,6 +18,7 @@ use self::auth::BearerToken;
 pub use self::tls_probe::speaks_tls;
 use crate::error::{ClientError, Peer};
 use crate::proto::agent_client::AgentClient;
+use crate::proto::audit_client::AuditClient;
 use crate::proto::daemon_client::DaemonClient;
 use crate::proto::execute_tool_event::Event;
 use crate::proto::policy_client::PolicyClient;
@@ -109,7 +110,8 @@ pub async fn connect_with(
         tools: ToolsClient::new(channel.clone()),
         agent: AgentClient::new(channel.clone()),
         daemon: DaemonClient::new(channel.clone()),
-        policy: PolicyClient::new(channel),
+        policy: PolicyClient::new(channel.clone()),
+        audit: AuditClient::new(channel),
         peer: Arc::new(Peer {
             endpoint,
             token: token_source,
@@ -217,6 +219,7 @@ pub struct AirlockClient {
     agent: AgentClient<AuthedChannel>,
     daemon: DaemonClient<AuthedChannel>,
     policy: PolicyClient<AuthedChannel>,
+    audit: AuditClient<AuthedChannel>,
     peer: Arc<Peer>,
 }
 
@@ -260,6 +263,43 @@ impl AirlockClient {
 
     /// What the policy would decide for a call of `request.tool`, and every rule and level
     /// behind it. Runs and asks nothing.
+    /// One page of this client's tenant's audit records after `after_seq`, from `since_ms`.
+    pub async fn audit_records(
+        &self,
+        after_seq: u64,
+        since_ms: i64,
+        page_size: u32,
+    ) -> Result<crate::proto::ListAuditRecordsResponse, ClientError> {
+        let response = self
+            .audit
+            .clone()
+            .list_audit_records(crate::proto::ListAuditRecordsRequest {
+                after_seq,
+                since_ms,
+                page_size,
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
+    /// Verifies this client's tenant's audit chain; with `expect_head`, that it still holds
+    /// that digest.
+    pub async fn verify_audit(
+        &self,
+        expect_head: &str,
+    ) -> Result<crate::proto::VerifyAuditResponse, ClientError> {
+        let response = self
+            .audit
+            .clone()
+            .verify_audit(crate::proto::VerifyAuditRequest {
+                expect_head: expect_head.to_owned(),
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(response.into_inner())
+    }
+
     pub async fn check_policy(
         &self,
         request: crate::proto::CheckPolicyRequest,

@@ -1,15 +1,16 @@
 //! The audit log's front door: every part of the daemon that does something security-relevant
 //! — accepts or refuses a connection's token, asks for or decides an approval, matches a
 //! policy rule, trusts or refuses an MCP listing, allows or refuses egress, loads a tenant or
-//! a configuration, reverts or forks a run — says so here with [`record`], and the sink the
-//! daemon installed ([`install`]) chains it in the store and exports it.
+//! a configuration, reverts or forks a run — says so with [`Auditor::record`], and the sink
+//! the daemon installed ([`Auditor::install`]) chains it in the store and exports it.
 //!
-//! The sink is the process's, as `tracing`'s dispatcher is: the acts come from every layer,
-//! and passing a handle through each of them would thread one more argument through the
-//! engines, the gate and the edges for a call that must not fail. Before a sink is installed
-//! (unit tests, `check-tool`) acts are dropped.
+//! An [`Auditor`] is a shared slot, handed to the parts as they are built and filled once the
+//! store is open: the MCP engine's trust records and the registry exist before the store
+//! does. Each daemon has its own (several may share a process: the tests run many). Acts
+//! recorded before the sink is installed, or by an auditor nobody installs one in (unit
+//! tests, `check-tool`), are dropped.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock};
 
 /// One act, as its part of the daemon tells it.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,17 +70,46 @@ pub trait AuditSink: Send + Sync {
     fn record(&self, act: Act);
 }
 
-static SINK: RwLock<Option<Arc<dyn AuditSink>>> = RwLock::new(None);
+/// A daemon's way into its audit log; clones share it.
+#[derive(Clone, Default)]
+pub struct Auditor(Arc<OnceLock<Arc<dyn AuditSink>>>);
 
-/// Sends every act from now on to `sink`.
-pub fn install(sink: Arc<dyn AuditSink>) {
-    *SINK.write().unwrap_or_else(PoisonError::into_inner) = Some(sink);
+impl std::fmt::Debug for Auditor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Auditor")
+            .field(&self.0.get().is_some())
+            .finish()
+    }
 }
 
-/// Records `act` in its tenant's chain.
-pub fn record(act: Act) {
-    let sink = SINK.read().unwrap_or_else(PoisonError::into_inner).clone();
-    if let Some(sink) = sink {
-        sink.record(act);
+impl Auditor {
+    /// Sends every act from now on to `sink`; only the first call counts.
+    pub fn install(&self, sink: Arc<dyn AuditSink>) {
+        let _ = self.0.set(sink);
+    }
+
+    /// Records `act` in its tenant's chain.
+    pub fn record(&self, act: Act) {
+        if let Some(sink) = self.0.get() {
+            sink.record(act);
+        }
+    }
+}
+
+/// An auditor with the tenant whose acts it records: what a run's parts hold.
+#[derive(Clone, Debug)]
+pub struct TenantAudit {
+    pub tenant: String,
+    pub auditor: Auditor,
+}
+
+impl TenantAudit {
+    /// A new act of this tenant's.
+    pub fn act(&self, kind: &'static str) -> Act {
+        Act::new(&self.tenant, kind)
+    }
+
+    pub fn record(&self, act: Act) {
+        self.auditor.record(act);
     }
 }

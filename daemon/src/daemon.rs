@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentRuntime;
 use crate::api;
+use crate::audit::{Act, Auditor};
 use crate::config::{DaemonConfig, StoreBackend};
 use crate::egress::Resolver;
 use crate::engine::Engines;
@@ -151,6 +152,8 @@ impl Daemon {
                 tracing::warn!(error = %err, "tools that write the workspace will be refused");
             })
             .map_err(|err| err.to_string());
+        // Filled once the store is open; the parts built before it hold it already.
+        let auditor = Auditor::default();
         let mcp = Arc::new(
             McpEngine::new(
                 process.clone(),
@@ -159,7 +162,8 @@ impl Daemon {
                 resolver.clone(),
                 changes.as_ref().ok().cloned(),
             )
-            .with_default_trust(config.mcp_trust),
+            .with_default_trust(config.mcp_trust)
+            .with_auditor(auditor.clone()),
         );
         let engines = Engines::default()
             .with(Arc::new(wasm))
@@ -218,19 +222,20 @@ impl Daemon {
             Executor::new(Arc::new(registry), workspaces)
                 .with_kept_outputs(Arc::new(kept))
                 .with_resolver(resolver)
-                .with_changes(changes),
+                .with_changes(changes)
+                .with_auditor(auditor.clone()),
         );
         let record_metrics = config.metrics.record.unwrap_or(true);
         crate::metrics::global().set_enabled(record_metrics);
         let otlp = otlp_settings::resolve(&config.otlp, &otlp_settings::process_env)?;
         let exporters = Arc::new(Exporters::start(&otlp, record_metrics)?);
         if config.audit {
-            crate::audit::install(Arc::new(AuditLog::new(
+            auditor.install(Arc::new(AuditLog::new(
                 store.clone(),
                 exporters.logs.clone(),
                 tokio::runtime::Handle::current(),
             )));
-            audit_start(&config, &tenants);
+            audit_start(&auditor, &config, &tenants);
         }
         let sink = exporters
             .spans
@@ -321,6 +326,15 @@ impl Daemon {
             }
         }
         Ok(listener)
+    }
+
+    /// Where the Prometheus endpoint listens, once bound.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_listener
+            .lock()
+            .ok()?
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     /// Where the MCP endpoint listens, once bound.
@@ -495,7 +509,7 @@ impl crate::metrics::Sample for Sampler {
 
 /// The acts of a start: the configuration this daemon serves with, and each tenant it
 /// serves, in the audit log (a changed configuration is told apart by its digest).
-fn audit_start(config: &DaemonConfig, tenants: &api::Tenants) {
+fn audit_start(auditor: &Auditor, config: &DaemonConfig, tenants: &api::Tenants) {
     use sha2::Digest as _;
     let described = format!(
         "listen={:?} tools={:?} profiles={:?} roots={:?} policy={:?} store={} mcp_trust={:?} retention={:?}",
@@ -512,8 +526,8 @@ fn audit_start(config: &DaemonConfig, tenants: &api::Tenants) {
         config.retention,
     );
     let digest = hex::encode(sha2::Sha256::digest(described.as_bytes()));
-    crate::audit::record(
-        crate::audit::Act::new(crate::domain::DEFAULT_TENANT, "config.loaded")
+    auditor.record(
+        Act::new(crate::domain::DEFAULT_TENANT, "config.loaded")
             .actor("daemon")
             .subject(env!("CARGO_PKG_VERSION"))
             .reason("the daemon started with this configuration")
@@ -521,8 +535,8 @@ fn audit_start(config: &DaemonConfig, tenants: &api::Tenants) {
             .detail("configuration", described),
     );
     for name in tenants.names() {
-        crate::audit::record(
-            crate::audit::Act::new(name, "tenant.loaded")
+        auditor.record(
+            Act::new(name, "tenant.loaded")
                 .actor("daemon")
                 .subject(name)
                 .reason("the daemon serves this tenant"),

@@ -39,9 +39,12 @@ NAMES = {
     "build_info": "airlock_build_info",
 }
 
-# The tool call statuses that count as failures in the error ratio (the alert's too):
-# `denied` is the policy working and `cancelled` a client's choice.
-FAILED = "error|timeout"
+# The tool call statuses (the `status` label: the API's ToolStatus names) that count as
+# failures in the error ratio, as in alerts.yml's AirlockToolErrorRatioHigh. Not failures:
+# OK, DENIED (the policy working), CANCELLED (a client's choice) and INVALID_ARGUMENTS (the
+# model's mistake, refused before anything ran).
+FAILED = "TOOL_ERROR|TIMEOUT|SANDBOX_ERROR|LIMIT_EXCEEDED|OUTCOME_UNKNOWN"
+FAILED_TEXT = "failed (TOOL_ERROR, TIMEOUT, SANDBOX_ERROR, LIMIT_EXCEEDED or OUTCOME_UNKNOWN)"
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # The template variables every query filters by: a daemon (instance) and, where the metric
@@ -141,7 +144,6 @@ def right_axis(ref, unit):
         "matcher": {"id": "byFrameRefID", "options": ref},
         "properties": [
             {"id": "unit", "value": unit},
-            {"id": "decimals", "value": None},
             {"id": "custom.axisPlacement", "value": "right"},
         ],
     }
@@ -184,7 +186,7 @@ def panels():
              "{{version}}"),
         stat("Tool calls", "Tool calls finished per second, every tool and status.", "reqps",
              f"sum({calls})", thresholds("blue")),
-        stat("Tool error ratio", f"Share of tool calls that ended {FAILED.replace('|', ' or ')}.",
+        stat("Tool error ratio", f"Share of tool calls that {FAILED_TEXT}.",
              "percentunit", f"sum({failed}) / sum({calls})",
              thresholds("green", (0.1, "orange"), (0.5, "red"))),
         stat("Live runs", "Runs live in the daemons, running or waiting for an approval.",
@@ -201,7 +203,7 @@ def panels():
                    targets((f"sum by (tool, status) ({calls})", "{{tool}} {{status}}")),
                    stack=True),
         timeseries("Tool error ratio by tool",
-                   f"Share of each tool's calls that ended {FAILED.replace('|', ' or ')} "
+                   f"Share of each tool's calls that {FAILED_TEXT} "
                    "(0 for a tool with calls and no failures). Includes a model's own "
                    "mistakes (a file that does not exist): compare tools, and watch changes.",
                    "percentunit",

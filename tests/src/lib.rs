@@ -307,8 +307,12 @@ pub struct DaemonOptions {
     pub module_cache_dir: Option<PathBuf>,
     pub max_concurrent_calls: u32,
     pub agent: AgentSettings,
-    /// An OTLP/gRPC collector to export spans to.
-    pub otlp_endpoint: Option<String>,
+    /// The OpenTelemetry collector to export to (`[otlp]`).
+    pub otlp: airlock_daemon::config::OtlpFile,
+    /// The Prometheus endpoint (`[metrics]`); off unless `listen` is set.
+    pub metrics: airlock_daemon::config::MetricsFile,
+    /// Whether the audit log records (on, as by default).
+    pub audit: bool,
     /// Tenants besides `default`, and Unix socket trust.
     pub auth: AuthSettings,
     /// Where to listen; a loopback port when unset.
@@ -337,7 +341,9 @@ impl Default for DaemonOptions {
             module_cache_dir: Some(shared_module_cache()),
             max_concurrent_calls: 16,
             agent: AgentSettings::default(),
-            otlp_endpoint: None,
+            otlp: Default::default(),
+            metrics: Default::default(),
+            audit: true,
             auth: AuthSettings::default(),
             listen: None,
             tls: None,
@@ -362,6 +368,8 @@ pub struct TestDaemon {
     pub state_dir: PathBuf,
     /// Where the daemon serves MCP, when `mcp_listen` was set.
     pub mcp_addr: Option<std::net::SocketAddr>,
+    /// Where the Prometheus endpoint listens, when `metrics.listen` was set.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     refused: Vec<String>,
     _state: Option<TempDir>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -398,7 +406,9 @@ impl TestDaemon {
             store: StoreBackend::default(),
             retention: None,
             blob_cap_bytes: airlock_daemon::config::DEFAULT_BLOB_CAP_BYTES,
-            otlp_endpoint: options.otlp_endpoint,
+            otlp: options.otlp,
+            metrics: options.metrics,
+            audit: options.audit,
             egress: Default::default(),
             mcp_listen: options.mcp_listen,
             mcp_trust: options.mcp_trust,
@@ -415,6 +425,7 @@ impl TestDaemon {
         let token = read_token(&state_dir);
         let listener = daemon.bind().await.expect("bind loopback");
         let mcp_addr = daemon.mcp_addr();
+        let metrics_addr = daemon.metrics_addr();
         let endpoint = match listener.local_addr() {
             Some(addr) if tls => format!("https://localhost:{}", addr.port()),
             Some(addr) => format!("http://{addr}"),
@@ -439,6 +450,7 @@ impl TestDaemon {
             workspace_root,
             state_dir,
             mcp_addr,
+            metrics_addr,
             refused,
             _state: state,
             shutdown: Some(shutdown),

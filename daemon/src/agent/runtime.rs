@@ -73,6 +73,11 @@ impl AgentRuntime {
         self.shared.executor.registry()
     }
 
+    /// The daemon's audit log.
+    pub fn auditor(&self) -> &crate::audit::Auditor {
+        self.shared.executor.auditor()
+    }
+
     /// The daemon's workspace roots.
     pub fn workspaces(&self) -> &crate::workspace::WorkspaceRoots {
         self.shared.executor.workspaces()

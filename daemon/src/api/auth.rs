@@ -15,7 +15,7 @@ use tonic::{Request, Status};
 
 use super::error::ApiError;
 use super::tenants::{DEFAULT_TENANT, Tenant, Tenants};
-use crate::audit::{self, Act};
+use crate::audit::{Act, Auditor};
 
 /// How long a connection's token outcome stays in [`Audited`]: a connection that keeps
 /// calling is recorded once in this window, a new one from the same peer once more after it.
@@ -52,26 +52,65 @@ impl Audited {
     }
 }
 
+/// Records each connection's token outcome in the audit log, once per connection: in the
+/// tenant's chain when accepted, the operator's when refused. The gRPC edge and the MCP edge
+/// both record through it.
+#[derive(Clone, Default)]
+pub struct ConnectionAudit {
+    auditor: Auditor,
+    audited: Arc<Audited>,
+}
+
+impl ConnectionAudit {
+    pub fn new(auditor: Auditor) -> ConnectionAudit {
+        ConnectionAudit {
+            auditor,
+            audited: Arc::default(),
+        }
+    }
+
+    /// `peer` presented a token on `edge` that named `outcome`'s tenant, or was refused for
+    /// `outcome`'s reason.
+    pub fn record(&self, edge: &'static str, peer: &str, outcome: Result<&Tenant, &str>) {
+        let key = match outcome {
+            Ok(tenant) => format!("{edge}|{peer}|ok|{}", tenant.name),
+            Err(why) => format!("{edge}|{peer}|refused|{why}"),
+        };
+        if !self.audited.first(key) {
+            return;
+        }
+        let act = match outcome {
+            Ok(tenant) => Act::new(&tenant.name, "auth.accepted")
+                .actor(&tenant.name)
+                .subject(peer)
+                .reason("the connection's token names this tenant"),
+            Err(why) => Act::new(DEFAULT_TENANT, "auth.refused")
+                .actor("unknown")
+                .subject(peer)
+                .reason(why),
+        };
+        self.auditor.record(act.detail("edge", edge));
+    }
+}
+
 /// Checks the token of each request and attaches its tenant.
 #[derive(Clone)]
 pub struct Authenticate {
     tenants: Arc<Tenants>,
     /// Requests on the Unix socket without a token act as `default` (`unix_socket_trust`).
     unix_socket_trust: bool,
-    audited: Arc<Audited>,
+    audit: ConnectionAudit,
 }
 
 impl Authenticate {
-    pub fn new(tenants: Arc<Tenants>, unix_socket_trust: bool) -> Authenticate {
+    pub fn new(tenants: Arc<Tenants>, unix_socket_trust: bool, auditor: Auditor) -> Authenticate {
         Authenticate {
             tenants,
             unix_socket_trust,
-            audited: Arc::default(),
+            audit: ConnectionAudit::new(auditor),
         }
     }
 
-    /// Records a connection's token outcome in the audit log, once per connection: in the
-    /// tenant's chain when accepted, the operator's when refused.
     fn audit(&self, request: &Request<()>, outcome: Result<&Tenant, &str>) {
         let peer = match (
             request.remote_addr(),
@@ -90,24 +129,7 @@ impl Authenticate {
             ),
             (None, None) => "unknown peer".to_owned(),
         };
-        let key = match outcome {
-            Ok(tenant) => format!("{peer}|ok|{}", tenant.name),
-            Err(why) => format!("{peer}|refused|{why}"),
-        };
-        if !self.audited.first(key) {
-            return;
-        }
-        let act = match outcome {
-            Ok(tenant) => Act::new(&tenant.name, "auth.accepted")
-                .actor(&tenant.name)
-                .subject(&peer)
-                .reason("the connection's token names this tenant"),
-            Err(why) => Act::new(DEFAULT_TENANT, "auth.refused")
-                .actor("unknown")
-                .subject(&peer)
-                .reason(why),
-        };
-        audit::record(act.detail("edge", "grpc"));
+        self.audit.record("grpc", &peer, outcome);
     }
 }
 
@@ -216,7 +238,7 @@ mod tests {
             Tenants::load(state.path(), &AuthSettings::default(), &roots).expect("tenants");
         let token = std::fs::read_to_string(state.path().join("token")).expect("token");
         (
-            Authenticate::new(Arc::new(tenants), trust),
+            Authenticate::new(Arc::new(tenants), trust, Auditor::default()),
             token.trim().to_owned(),
             state,
         )

@@ -14,6 +14,7 @@ use super::error::ApiError;
 use super::limits;
 use super::tenants::DEFAULT_TENANT;
 use crate::agent::MAX_INPUT_BYTES;
+use crate::audit::Act;
 use crate::engine::mcp::trust::AcceptError;
 use crate::output::MAX_PAGE_BYTES;
 use crate::retention::Retention;
@@ -165,6 +166,14 @@ impl pb::daemon_server::Daemon for DaemonService {
             }
         })?;
         tracing::warn!(%server, ?accepted, ?reviewed, tenant = %tenant.name, "MCP server's tools trusted as last listed");
+        self.executor.auditor().record(
+            Act::new(DEFAULT_TENANT, "mcp.trust.accepted")
+                .actor(&tenant.name)
+                .subject(&server)
+                .reason("an operator trusted the listing last seen")
+                .detail("reviewed", reviewed.unwrap_or_default())
+                .detail("changed", serde_json::json!(accepted)),
+        );
         Ok(Response::new(pb::TrustMcpServerResponse {
             accepted,
             differences: Vec::new(),

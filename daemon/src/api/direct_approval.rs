@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use super::tenants::Tenant;
+use crate::audit::Act;
 use crate::domain::Decision;
 use crate::ids::{self, ApprovalId};
 use crate::policy::rules;
@@ -138,7 +139,63 @@ impl DirectApprovals {
         };
         // No session: an "approve for the session" answers this call alone.
         let asked = self.broker.register(request.clone());
+        self.executor.auditor().record(
+            Act::new(tenant, "approval.requested")
+                .actor("policy")
+                .subject(&request.tool)
+                .reason(&request.reason)
+                .detail("approval_id", request.approval_id.as_str())
+                .detail("digest", request.digest.as_str()),
+        );
         Some((request, asked))
+    }
+
+    /// Records how the question about `call` of `tenant` was answered — the audit log's
+    /// decision and who made it, the metrics' outcome, a denied call — and returns the
+    /// result of a call it refused (`None`: approved).
+    pub fn settle(
+        &self,
+        tenant: &str,
+        call: &Call,
+        approval_id: &str,
+        outcome: Outcome,
+    ) -> Option<ToolResult> {
+        let (label, decided_by, reason) = match &outcome {
+            Outcome::Answered(answer) => (
+                if answer.decision.approves() {
+                    "approved"
+                } else {
+                    "denied"
+                },
+                answer.decided_by.as_str(),
+                answer.reason.clone(),
+            ),
+            Outcome::Expired => (
+                "expired",
+                "deadline",
+                "no answer by the deadline".to_owned(),
+            ),
+        };
+        crate::metrics::global().approval_decided(label);
+        self.executor.auditor().record(
+            Act::new(tenant, "approval.decided")
+                .actor(decided_by)
+                .subject(call.tool.name())
+                .reason(reason)
+                .detail("approval_id", approval_id)
+                .detail("decision", label),
+        );
+        let refused = refusal(outcome);
+        if refused.is_some() {
+            crate::metrics::global().tool_call(
+                call.tool.name(),
+                call.tool.manifest.engine().as_str(),
+                Some(tenant),
+                ToolStatus::Denied.as_str(),
+                std::time::Duration::ZERO,
+            );
+        }
+        refused
     }
 }
 

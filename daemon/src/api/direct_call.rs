@@ -19,6 +19,7 @@ use super::limits;
 use super::quota::{Quota, Slot};
 use super::request::{check_tool, check_workspace};
 use super::tenants::Tenant;
+use crate::audit::Act;
 use crate::policy::rules::{self, Decision, Policy, RuleSet};
 use crate::policy::{ApprovalPolicy, PolicyBook};
 use crate::tools::{Call, CallRequest, Executor, Tool};
@@ -108,7 +109,27 @@ impl DirectCalls {
             ApprovalPolicy::Auto
         };
         let verdict = self.judge(tenant, &call, level);
+        if let Some(rule) = verdict.rule() {
+            self.executor.auditor().record(
+                Act::new(&tenant.name, "policy.matched")
+                    .actor("policy")
+                    .subject(call.tool.name())
+                    .reason(&verdict.reason)
+                    .detail("rule", rule.name.as_str())
+                    .detail("layer", rule.origin.layer.as_str())
+                    .detail("source", rule.origin.source.as_str())
+                    .detail("line", rule.origin.line)
+                    .detail("decision", verdict.decision.as_str()),
+            );
+        }
         if verdict.decision == Decision::Deny {
+            crate::metrics::global().tool_call(
+                call.tool.name(),
+                call.tool.manifest.engine().as_str(),
+                Some(&tenant.name),
+                crate::tools::ToolStatus::Denied.as_str(),
+                std::time::Duration::ZERO,
+            );
             return Err(ApiError::PolicyDenied(verdict.reason));
         }
         call.verdict = Some(Arc::new(verdict));

@@ -108,7 +108,11 @@ pub async fn serve(
     };
     let reflection_v1 = reflection().build_v1()?;
     let reflection_v1alpha = reflection().build_v1alpha()?;
-    let authenticate = auth::Authenticate::new(access.tenants, access.unix_socket_trust);
+    let authenticate = auth::Authenticate::new(
+        access.tenants,
+        access.unix_socket_trust,
+        executor.auditor().clone(),
+    );
     health
         .set_serving::<DaemonServer<daemon::DaemonService>>()
         .await;

@@ -14,7 +14,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::{Request, Response, Status};
 
 use super::auth::caller;
-use super::direct_approval::{self, DirectApprovals};
+use super::direct_approval::DirectApprovals;
 use super::direct_call::{Admitted, DirectCall, DirectCalls};
 use super::error::ApiError;
 use super::quota::Slot;
@@ -126,13 +126,14 @@ impl pb::tools_server::Tools for ToolsService {
                 && let Some((question, asked)) =
                     approvals.register(&asker, &call, &call_cancel).await
             {
+                let approval_id = question.approval_id.clone();
                 let _ = ask.send(question);
                 let outcome = tokio::select! {
                     outcome = asked.outcome() => outcome,
                     // Dropping the question withdraws it from the consoles.
                     () = call_cancel.cancelled() => return,
                 };
-                if let Some(refused) = direct_approval::refusal(outcome) {
+                if let Some(refused) = approvals.settle(&asker, &call, &approval_id, outcome) {
                     let _ = events.send(ExecutionEvent::Finished(refused));
                     return;
                 }

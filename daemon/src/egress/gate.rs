@@ -15,7 +15,7 @@ use super::ledger::Ledger;
 use super::metered::MeteredStream;
 use super::resolver::Resolver;
 use super::rules::{Rules, Verdict, forbidden_address};
-use crate::audit::{self, Act};
+use crate::audit::{Act, Auditor};
 use crate::domain::DEFAULT_TENANT;
 use crate::profile::{HostMatch, HostPattern};
 
@@ -108,6 +108,7 @@ pub struct Gate {
     ledger: Ledger,
     /// The tenant whose tool connects: its audit chain and its metrics' label.
     tenant: Option<String>,
+    auditor: Auditor,
     /// The decisions already in the audit log for this gate: a tool that reconnects in a loop
     /// leaves one record per host and outcome, not one per attempt.
     audited: std::sync::Mutex<std::collections::HashSet<(String, u16, bool)>>,
@@ -128,11 +129,13 @@ impl Gate {
     /// answer for. Each of the server's calls takes into its own ledger what this one gained
     /// while the call was in flight (see `engine::mcp`'s `tool`).
     pub fn detached(&self) -> Gate {
-        Gate::new(self.rules.clone(), self.resolver.clone(), None).with_tenant(self.tenant.clone())
+        Gate::new(self.rules.clone(), self.resolver.clone(), None)
+            .with_audit(self.auditor.clone(), self.tenant.clone())
     }
 
-    /// Names the tenant whose tool this gate guards.
-    pub fn with_tenant(mut self, tenant: Option<String>) -> Gate {
+    /// Records this gate's decisions in `tenant`'s audit chain (the operator's when none).
+    pub fn with_audit(mut self, auditor: Auditor, tenant: Option<String>) -> Gate {
+        self.auditor = auditor;
         self.tenant = tenant;
         self
     }
@@ -161,7 +164,7 @@ impl Gate {
                 || "the profile's network rules allow it".to_owned(),
                 ToString::to_string,
             ));
-            audit::record(act);
+            self.auditor.record(act);
         }
     }
 
@@ -177,6 +180,7 @@ impl Gate {
             answers: tokio::sync::Mutex::default(),
             ledger: Ledger::default(),
             tenant: None,
+            auditor: Auditor::default(),
             audited: std::sync::Mutex::default(),
         }
     }

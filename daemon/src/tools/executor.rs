@@ -5,6 +5,7 @@
 //! came out into a [`ToolResult`] under the tool's output policy. Stopping a call means
 //! dropping the engine's future; engines guarantee that stops the tool's work.
 
+use crate::audit::Auditor;
 use crate::policy::rules::Verdict;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -154,6 +155,8 @@ pub struct Executor {
     /// Where writing calls' overlays and change sets are made; none where this host cannot
     /// (then such calls are refused, naming the layer).
     changes: Result<Changes, Arc<str>>,
+    /// The daemon's audit log, for every part that runs calls.
+    auditor: Auditor,
 }
 
 /// Why a call stopped before its tool finished.
@@ -178,6 +181,7 @@ impl Executor {
             kept: None,
             resolver: Arc::default(),
             changes: Err("no change-set store was configured".into()),
+            auditor: Auditor::default(),
         }
     }
 
@@ -194,6 +198,17 @@ impl Executor {
 
     /// Resolves egress hosts with `resolver` (the daemon's, built once from `[egress]`)
     /// rather than the system's alone.
+    /// Records what the calls do in `auditor`'s log.
+    pub fn with_auditor(mut self, auditor: Auditor) -> Executor {
+        self.auditor = auditor;
+        self
+    }
+
+    /// The daemon's audit log.
+    pub fn auditor(&self) -> &Auditor {
+        &self.auditor
+    }
+
     pub fn with_resolver(mut self, resolver: Arc<Resolver>) -> Executor {
         self.resolver = resolver;
         self
@@ -335,7 +350,7 @@ impl Executor {
                     self.resolver.clone(),
                     call.egress_approver.clone(),
                 )
-                .with_tenant(call.tenant.clone()),
+                .with_audit(self.auditor.clone(), call.tenant.clone()),
             )),
         };
         let changed = Arc::new(std::sync::OnceLock::new());

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use airlock_daemon::config::OtlpFile;
 use airlock_proto::otlp::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -155,7 +156,10 @@ async fn a_runs_spans_reach_the_collector_as_stored() {
     let receiver = Receiver::default();
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins")],
-        otlp_endpoint: Some(receiver.serve().await),
+        otlp: OtlpFile {
+            endpoint: Some(receiver.serve().await),
+            ..OtlpFile::default()
+        },
         ..DaemonOptions::default()
     })
     .await;
@@ -217,7 +221,10 @@ async fn a_collector_that_is_down_costs_no_run_and_no_stored_span() {
     drop(closed);
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![repo_root().join("plugins")],
-        otlp_endpoint: Some(endpoint),
+        otlp: OtlpFile {
+            endpoint: Some(endpoint),
+            ..OtlpFile::default()
+        },
         ..DaemonOptions::default()
     })
     .await;

@@ -20,7 +20,7 @@ use pb::run_event::Event;
 use serde_json::Value;
 
 use super::super::log::RunLog;
-use crate::audit::{self, Act};
+use crate::audit::TenantAudit;
 use crate::domain::{DecidedBy, Decision};
 use crate::egress::EgressApprover;
 use crate::ids::{self, ApprovalId, CallId, RunId, SessionId, StepId};
@@ -96,8 +96,8 @@ pub struct Approvals {
     log: Arc<RunLog>,
     run_id: RunId,
     session_id: SessionId,
-    /// The run's tenant: whose audit chain its questions and answers go in.
-    tenant: String,
+    /// The run's tenant's audit chain: where its questions and answers are recorded.
+    audit: TenantAudit,
     policy: ApprovalPolicy,
     timeout: Duration,
     approved_hosts: ApprovedHosts,
@@ -109,7 +109,7 @@ impl Approvals {
         store: Arc<dyn Store>,
         log: Arc<RunLog>,
         session_id: SessionId,
-        tenant: String,
+        audit: TenantAudit,
         policy: ApprovalPolicy,
         timeout: Duration,
     ) -> Approvals {
@@ -119,7 +119,7 @@ impl Approvals {
             store,
             log,
             session_id,
-            tenant,
+            audit,
             policy,
             timeout,
             approved_hosts: ApprovedHosts::default(),
@@ -183,8 +183,9 @@ impl Approvals {
         // Registered before its event can be published: the run's own client may answer
         // the moment it reads it.
         let asked = self.broker.register(request.clone());
-        audit::record(
-            Act::new(&self.tenant, "approval.requested")
+        self.audit.record(
+            self.audit
+                .act("approval.requested")
                 .actor("policy")
                 .subject(&request.tool)
                 .reason(&request.reason)
@@ -256,8 +257,9 @@ impl Approvals {
             Decision::Deny => "none",
         };
         crate::metrics::global().approval_decided(outcome);
-        audit::record(
-            Act::new(&self.tenant, "approval.decided")
+        self.audit.record(
+            self.audit
+                .act("approval.decided")
                 .actor(resolution.decided_by.as_str())
                 .subject(question.tool.name())
                 .reason(&resolution.reason)

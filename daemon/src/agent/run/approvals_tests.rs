@@ -193,7 +193,10 @@ async fn a_connection_is_asked_about_like_a_call_and_approved_for_the_run() {
         harness.store.clone(),
         log.clone(),
         run.session_id.clone(),
-        "default".to_owned(),
+        crate::audit::TenantAudit {
+            tenant: "default".to_owned(),
+            auditor: crate::audit::Auditor::default(),
+        },
         ApprovalPolicy::Risky,
         Duration::from_secs(60),
     ));
@@ -263,7 +266,10 @@ async fn under_never_a_connection_is_refused_without_asking() {
         harness.store.clone(),
         log.clone(),
         run.session_id.clone(),
-        "default".to_owned(),
+        crate::audit::TenantAudit {
+            tenant: "default".to_owned(),
+            auditor: crate::audit::Auditor::default(),
+        },
         ApprovalPolicy::Never,
         Duration::from_secs(60),
     ));

@@ -21,6 +21,7 @@ use super::budget::{Budget, RunLimits};
 use super::recorder::{CallEvent, Recorder};
 use super::run_loop::{RunLoop, tool_set};
 use super::state::LoopState;
+use crate::audit::TenantAudit;
 use crate::ids::{CallId, TurnId};
 use crate::policy::ApprovalPolicy;
 use crate::policy::rules::{Policy, RuleSet};
@@ -84,7 +85,10 @@ impl RunLoop {
             shared.store.clone(),
             log.clone(),
             session.session_id.clone(),
-            record.tenant.clone(),
+            TenantAudit {
+                tenant: record.tenant.clone(),
+                auditor: shared.executor.auditor().clone(),
+            },
             resolved.policy,
             resolved.limits.approval_timeout,
         ));

@@ -22,7 +22,7 @@ use super::approvals::{Answered, Approvals, Question, Subject};
 use super::budget::{FailureKey, FailureKind, Halt, stop};
 use super::recorder::CallEvent;
 use super::run_loop::RunLoop;
-use crate::audit::{self, Act};
+use crate::audit::Act;
 use crate::changes;
 use crate::domain::ExecutionOwner;
 use crate::domain::{DecidedBy, Decision as DecidedDecision, StopReason};
@@ -177,7 +177,7 @@ impl RunLoop {
             span.set("policy.rule.layer", rule.origin.layer.as_str());
             span.set("policy.rule.source", &rule.origin.source);
             span.set("policy.rule.line", rule.origin.line);
-            audit::record(
+            self.shared.executor.auditor().record(
                 Act::new(&self.run.tenant, "policy.matched")
                     .actor("policy")
                     .subject(valid.tool.name())
@@ -243,6 +243,13 @@ impl RunLoop {
         };
         if let Some(reason) = &refusal {
             span.set("refusal", reason);
+            crate::metrics::global().tool_call(
+                valid.tool.name(),
+                valid.tool.manifest.engine().as_str(),
+                Some(&self.run.tenant),
+                crate::tools::ToolStatus::Denied.as_str(),
+                std::time::Duration::ZERO,
+            );
         }
         Ok(refusal)
     }

@@ -11,6 +11,7 @@ use super::access::owned_run;
 use crate::agent::{AgentRuntime, changes_page};
 use crate::api::auth::caller;
 use crate::api::error::ApiError;
+use crate::audit::Act;
 
 /// The change calls of the `Agent` service.
 pub(super) struct Changes {
@@ -79,6 +80,20 @@ impl Changes {
             .revert(&run_id, request.to_step, request.force)
             .await
             .map_err(ApiError::from)?;
+        self.runtime.auditor().record(
+            Act::new(&tenant.name, "run.reverted")
+                .actor(&tenant.name)
+                .subject(run_id.as_str())
+                .reason(if request.force {
+                    "a run's workspace was put back before a step, over conflicts"
+                } else {
+                    "a run's workspace was put back before a step"
+                })
+                .detail("to_step", request.to_step)
+                .detail("restored", report.restored.len())
+                .detail("removed", report.removed.len())
+                .detail("unrestorable", report.unrestorable.len()),
+        );
         Ok(Response::new(pb::RevertRunResponse {
             restored: report.restored,
             removed: report.removed,

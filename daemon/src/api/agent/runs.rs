@@ -18,6 +18,7 @@ use crate::api::error::ApiError;
 use crate::api::quota::Turns;
 use crate::api::request::{parse_id, run_page_token, runs_query, verdict};
 use crate::api::tenants::Tenant;
+use crate::audit::Act;
 use crate::config::ApprovalRights;
 use crate::ids::RunId;
 use crate::store::{RunRecord, RunState, StoreError};
@@ -328,6 +329,15 @@ impl Runs {
                 .await
                 .map_err(ApiError::from)?
         };
+        self.runtime.auditor().record(
+            Act::new(&tenant.name, "run.forked")
+                .actor(&tenant.name)
+                .subject(live.run_id.as_str())
+                .reason("a run was forked from an earlier run's step")
+                .detail("from_run_id", run_id.as_str())
+                .detail("at_step", request.at_step)
+                .detail("copy_workspace", request.copy_workspace),
+        );
         let run = self
             .runtime
             .run(&live.run_id)

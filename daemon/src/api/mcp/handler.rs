@@ -32,7 +32,7 @@ use super::McpCaller;
 use super::mrtr::{self, Retry, States, Step};
 use super::relay::{self, Asking, Flight, Landed, Offers, Parked, Resumed};
 use super::replies::{answer, refusal};
-use crate::api::direct_approval::{self, DirectApprovals, InBand};
+use crate::api::direct_approval::{DirectApprovals, InBand};
 use crate::api::direct_call::{Admitted, DirectCall, DirectCalls};
 use crate::api::tenants::Tenant;
 use crate::engine::ToolKind;
@@ -312,7 +312,11 @@ impl ServerHandler for ToolServer {
                     }
                 }
             };
-            if let Some(result) = direct_approval::refusal(outcome) {
+            if let Some(result) =
+                self.calls
+                    .approvals
+                    .settle(&tenant.name, &call, &question.approval_id, outcome)
+            {
                 return refused(format!("DENIED: {}", result.error_message));
             }
         }

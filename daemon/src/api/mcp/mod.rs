@@ -47,9 +47,11 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::auth::ConnectionAudit;
 use super::direct_call::DirectCalls;
 use super::oauth::{self, Refusal, ResourceServer};
 use super::tenants::{Tenant, Tenants};
+use crate::audit::Auditor;
 use sessions::Sessions;
 
 pub use handler::ToolServer;
@@ -74,6 +76,8 @@ pub struct Endpoint {
     tenants: Arc<Tenants>,
     /// Access tokens of an OAuth authorization server, when one is configured.
     oauth: Option<Arc<ResourceServer>>,
+    /// Where each connection's token outcome is recorded.
+    audit: ConnectionAudit,
 }
 
 /// Serves MCP on `listener` until `stop` is cancelled.
@@ -85,7 +89,10 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let local = listener.local_addr().ok();
-    let endpoint = Endpoint::new(local, tenants, calls, &stop).with_oauth(oauth);
+    let auditor = calls.executor.auditor().clone();
+    let endpoint = Endpoint::new(local, tenants, calls, &stop)
+        .with_oauth(oauth)
+        .with_auditor(auditor);
     tracing::info!(listen = ?local, path = PATH, "serving MCP over Streamable HTTP");
     loop {
         let accepted = tokio::select! {
@@ -148,7 +155,14 @@ impl Endpoint {
             sessions: Arc::new(Sessions::new(manager)),
             tenants,
             oauth: None,
+            audit: ConnectionAudit::default(),
         }
+    }
+
+    /// Records each connection's token outcome in `auditor`'s log.
+    pub fn with_auditor(mut self, auditor: Auditor) -> Endpoint {
+        self.audit = ConnectionAudit::new(auditor);
+        self
     }
 
     /// The endpoint taking `oauth`'s access tokens too, and serving its metadata.
@@ -256,9 +270,19 @@ impl Endpoint {
             return plain(StatusCode::NOT_FOUND, "airlock serves MCP at /mcp");
         }
         let tenant = match self.authenticate(request.headers()).await {
-            Ok(tenant) => tenant,
+            Ok(tenant) => {
+                self.audit.record("mcp", &peer.to_string(), Ok(&tenant));
+                tenant
+            }
             Err(refusal) => {
                 tracing::debug!(%peer, ?refusal, "MCP request without a valid token");
+                let why = match &refusal {
+                    Refusal::Missing => "no bearer token",
+                    Refusal::Invalid(why)
+                    | Refusal::Insufficient(why)
+                    | Refusal::Unavailable(why) => why.as_str(),
+                };
+                self.audit.record("mcp", &peer.to_string(), Err(why));
                 return self.refuse(&refusal);
             }
         };

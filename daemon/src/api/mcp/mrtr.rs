@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::replies::refusal_text;
-use crate::api::direct_approval::{self, InBand};
+use crate::api::direct_approval::InBand;
 use crate::api::direct_call::DirectCalls;
 use crate::api::tenants::Tenant;
 use crate::domain::Decision;
@@ -283,7 +283,12 @@ pub async fn approve(
             cancel,
         )
         .await;
-    match outcome.map(direct_approval::refusal) {
+    let settled = outcome.map(|outcome| {
+        calls
+            .approvals
+            .settle(&tenant.name, call, &approval_id, outcome)
+    });
+    match settled {
         None => Step::Refused(STALE_STATE.to_owned()),
         Some(None) => Step::Proceed,
         Some(Some(result)) => Step::Refused(format!("DENIED: {}", result.error_message)),

@@ -28,6 +28,7 @@ pub(super) mod questions;
 mod tool;
 pub mod trust;
 
+use crate::audit::Auditor;
 use crate::changes::Changes;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -65,6 +66,8 @@ pub struct McpEngine {
     /// engine that only shows what a daemon would serve (`airlockd check-tool`), over trust
     /// records of its own.
     review_only: bool,
+    /// The daemon's audit log, filled once the store is open.
+    auditor: Auditor,
 }
 
 impl McpEngine {
@@ -84,6 +87,7 @@ impl McpEngine {
             changes,
             default_trust: trust::TrustMode::default(),
             review_only: false,
+            auditor: Auditor::default(),
         }
     }
 
@@ -97,6 +101,12 @@ impl McpEngine {
     /// Trusts servers whose manifests do not say as `mode` (the daemon's `mcp_trust`).
     pub fn with_default_trust(mut self, mode: trust::TrustMode) -> McpEngine {
         self.default_trust = mode;
+        self
+    }
+
+    /// Records hosted servers' listings, taken or withheld, in `auditor`'s log.
+    pub fn with_auditor(mut self, auditor: Auditor) -> McpEngine {
+        self.auditor = auditor;
         self
     }
 
@@ -155,7 +165,8 @@ impl McpEngine {
             } else {
                 spec.trust.unwrap_or(self.default_trust)
             },
-        );
+        )
+        .with_auditor(self.auditor.clone());
         let host = Arc::new(
             Host::new(
                 image.name.clone(),

@@ -36,7 +36,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{self, Act};
+use crate::audit::{Act, Auditor};
 use crate::domain::DEFAULT_TENANT;
 
 /// Where trust records live, in the shared dir.
@@ -152,6 +152,8 @@ pub struct TrustStore {
     mode: TrustMode,
     /// The record as last read or written, and the identity of the file it was read from.
     cached: Mutex<Option<(FileIdentity, Record)>>,
+    /// Where a listing taken or withheld is recorded.
+    auditor: Auditor,
 }
 
 /// What tells one version of a record's file from another: each write is a new file
@@ -187,7 +189,14 @@ impl TrustStore {
             pins,
             mode,
             cached: Mutex::new(None),
+            auditor: Auditor::default(),
         }
+    }
+
+    /// Records each listing taken or withheld in `auditor`'s log (the operator's chain).
+    pub fn with_auditor(mut self, auditor: Auditor) -> TrustStore {
+        self.auditor = auditor;
+        self
     }
 
     /// Checks a listing (tool → digest) against what is trusted, and records it as seen,
@@ -280,7 +289,7 @@ impl TrustStore {
                 )
                 .detail("withheld", serde_json::json!(names))
         };
-        audit::record(
+        self.auditor.record(
             act.subject(server)
                 .detail("tools", serde_json::json!(tools)),
         );
@@ -477,17 +486,7 @@ pub fn accept_seen(
     match (updated, since_review) {
         (_, Some(refused)) => Err(refused),
         (Err(message), None) => Err(AcceptError::Record(message)),
-        (Ok(_), None) => {
-            audit::record(
-                Act::new(DEFAULT_TENANT, "mcp.trust.accepted")
-                    .actor("operator")
-                    .subject(server)
-                    .reason("an operator trusted the listing last seen")
-                    .detail("reviewed", reviewed.unwrap_or_default())
-                    .detail("changed", serde_json::json!(changed)),
-            );
-            Ok(changed)
-        }
+        (Ok(_), None) => Ok(changed),
     }
 }
 

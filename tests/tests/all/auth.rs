@@ -815,14 +815,14 @@ async fn concurrent_requests_never_pass_a_tenants_caps() {
 }
 
 /// A CA, a server certificate for `localhost` and a client certificate, as PEM files.
-struct Pki {
-    dir: TempDir,
-    ca: String,
-    client_cert: String,
-    client_key: String,
+pub(crate) struct Pki {
+    pub(crate) dir: TempDir,
+    pub(crate) ca: String,
+    pub(crate) client_cert: String,
+    pub(crate) client_key: String,
 }
 
-fn pki() -> Pki {
+pub(crate) fn pki() -> Pki {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
     let dir = tempfile::tempdir().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();

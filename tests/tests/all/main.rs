@@ -57,6 +57,7 @@ mod run_reattach;
 mod sessions;
 mod store_failures;
 mod streaming;
+mod telemetry;
 mod trace_export;
 mod typed_components;
 mod wasm_sandbox;

@@ -177,7 +177,14 @@ async fn a_runs_spans_reach_the_collector_as_stored() {
         let sent = by_id.get(stored.span_id.as_str()).unwrap_or_else(|| {
             panic!("span {} ({}) was not exported", stored.span_id, stored.name)
         });
-        assert_eq!(sent.name, stored.name);
+        // Exported in the GenAI conventions' words: a run is `invoke_agent`, a model call
+        // `chat {model}`, a tool call `execute_tool {tool}`; other spans keep their names.
+        match stored.name.as_str() {
+            "run" => assert_eq!(sent.name, "invoke_agent airlock"),
+            "model" => assert!(sent.name.starts_with("chat "), "{sent:?}"),
+            "tool" => assert!(sent.name.starts_with("execute_tool "), "{sent:?}"),
+            other => assert_eq!(sent.name, other),
+        }
         assert_eq!(
             sent.parent_span_id, stored.parent_span_id,
             "{}",
@@ -187,9 +194,17 @@ async fn a_runs_spans_reach_the_collector_as_stored() {
         assert_eq!(sent.end, u64::try_from(stored.end_unix_nano).unwrap());
         assert!(sent.end >= sent.start, "{sent:?}");
         assert_eq!(sent.service_name.as_deref(), Some("airlockd"));
+        // Each attribute as stored: under its conventional name, or airlock's under
+        // `airlock.`.
         for attribute in &stored.attributes {
+            let conventional = match attribute.key.as_str() {
+                "input_tokens" => "gen_ai.usage.input_tokens".to_owned(),
+                "output_tokens" => "gen_ai.usage.output_tokens".to_owned(),
+                "tool" => "gen_ai.tool.name".to_owned(),
+                other => format!("airlock.{other}"),
+            };
             assert_eq!(
-                sent.attributes.get(&attribute.key),
+                sent.attributes.get(&conventional),
                 Some(&attribute.value),
                 "attribute {} of {}",
                 attribute.key,
@@ -203,7 +218,7 @@ async fn a_runs_spans_reach_the_collector_as_stored() {
         .filter(|s| s.parent_span_id.is_empty())
         .collect();
     assert_eq!(roots.len(), 1, "{roots:#?}");
-    assert_eq!(roots[0].name, "run");
+    assert_eq!(roots[0].name, "invoke_agent airlock");
     for span in &exported {
         assert!(
             span.parent_span_id.is_empty() || by_id.contains_key(span.parent_span_id.as_str()),

@@ -8,7 +8,7 @@
 #                                    judges nothing and never installs wasmtime-cli
 #   scripts/bench.sh [--smoke] ARGS  ARGS go to airlock-bench (sections: wasm process agent
 #                                    scale cold mcp changes streaming cassettes languages console
-#                                    fleet;
+#                                    fleet policy telemetry;
 #                                    --scale 10,100; --output FILE; --languages-dir DIR)
 #   scripts/bench.sh wasm            the warm call's figures and targets alone, in under a
 #                                    minute once built (issue 24)

@@ -111,7 +111,7 @@ pub async fn connect_with(
         agent: AgentClient::new(channel.clone()),
         daemon: DaemonClient::new(channel.clone()),
         policy: PolicyClient::new(channel.clone()),
-        audit: AuditClient::new(channel),
+        audit: AuditClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES),
         peer: Arc::new(Peer {
             endpoint,
             token: token_source,
@@ -210,6 +210,10 @@ fn innermost_reason(error: &(dyn StdError + 'static)) -> String {
         Some(_) | None => innermost.to_string(),
     }
 }
+
+/// The largest audit page this client reads: the daemon's reply limit (16 MiB); its pages
+/// end near 4 MiB, past tonic's 4 MiB default.
+const MAX_REPLY_BYTES: usize = 16 << 20;
 
 /// A connection to one daemon. Cloning is cheap and clones share the connection, so a clone
 /// can cancel a call while another clone reads its events.

@@ -6,11 +6,16 @@
 //!
 //! An [`Auditor`] is a shared slot, handed to the parts as they are built and filled once the
 //! store is open: the MCP engine's trust records and the registry exist before the store
-//! does. Each daemon has its own (several may share a process: the tests run many). Acts
-//! recorded before the sink is installed, or by an auditor nobody installs one in (unit
-//! tests, `check-tool`), are dropped.
+//! does, and what they record while loading (a listing trusted on first use) waits in the
+//! slot — up to [`MAX_EARLY_ACTS`] — until the sink is installed. Each daemon has its own
+//! (several may share a process: the tests run many). An auditor nobody installs a sink in
+//! (unit tests, `check-tool`) keeps at most that many acts, and drops the rest.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// Acts kept until the sink is installed: what loading the tools records (a few per hosted
+/// server) fits many times over.
+pub const MAX_EARLY_ACTS: usize = 1024;
 
 /// One act, as its part of the daemon tells it.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,28 +75,49 @@ pub trait AuditSink: Send + Sync {
     fn record(&self, act: Act);
 }
 
+#[derive(Default)]
+struct Slot {
+    sink: OnceLock<Arc<dyn AuditSink>>,
+    /// What was recorded before the sink was installed, in order.
+    early: Mutex<Vec<Act>>,
+}
+
 /// A daemon's way into its audit log; clones share it.
 #[derive(Clone, Default)]
-pub struct Auditor(Arc<OnceLock<Arc<dyn AuditSink>>>);
+pub struct Auditor(Arc<Slot>);
 
 impl std::fmt::Debug for Auditor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Auditor")
-            .field(&self.0.get().is_some())
+            .field(&self.0.sink.get().is_some())
             .finish()
     }
 }
 
 impl Auditor {
-    /// Sends every act from now on to `sink`; only the first call counts.
+    /// Sends every act from now on to `sink`, after those recorded before; only the first
+    /// call counts.
     pub fn install(&self, sink: Arc<dyn AuditSink>) {
-        let _ = self.0.set(sink);
+        // Under the lock: an act recorded meanwhile waits for the early ones to go first.
+        let mut early = self.0.early.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.0.sink.set(sink.clone()).is_ok() {
+            for act in early.drain(..) {
+                sink.record(act);
+            }
+        }
     }
 
     /// Records `act` in its tenant's chain.
     pub fn record(&self, act: Act) {
-        if let Some(sink) = self.0.get() {
+        if let Some(sink) = self.0.sink.get() {
             sink.record(act);
+            return;
+        }
+        let mut early = self.0.early.lock().unwrap_or_else(PoisonError::into_inner);
+        match self.0.sink.get() {
+            Some(sink) => sink.record(act),
+            None if early.len() < MAX_EARLY_ACTS => early.push(act),
+            None => {}
         }
     }
 }

@@ -407,6 +407,7 @@ async fn run_examples(
             change_journal: None,
             questions: None,
             verdict: None,
+            trace_parent: None,
         };
         let result = executor.run(call, events, CancellationToken::new()).await;
         let verdict = judge(&example, &result);

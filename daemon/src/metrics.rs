@@ -14,8 +14,9 @@
 //! [`Sample`] source the daemon registers ([`Metrics::set_source`]). The registry is the
 //! process's ([`global`]): the counters describe the process, as a Prometheus target does.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -86,6 +87,13 @@ families! {
     BUILD_INFO = "airlock_build_info", "airlock.build.info", "1",
         "Always 1, labelled with the daemon's version";
 }
+
+/// The most (provider, model) pairs the GenAI families label series with; later ones are
+/// counted under the model `_other`. Every other label's values are bounded by the
+/// operator's configuration (tools, tenants) or by the code (statuses, engines), but a model's
+/// name can come from a client (a replayed cassette names its own): without a bound, a tenant
+/// could make the registry, every scrape and every export grow without end.
+pub const MAX_MODEL_SERIES: usize = 64;
 
 /// Prometheus label names whose OpenTelemetry attribute names have dots.
 pub const DOTTED_LABELS: &[(&str, &str)] = &[
@@ -228,12 +236,27 @@ pub struct Metrics {
     model_duration: Family<ModelLabels, Histogram, fn() -> Histogram>,
     token_usage: Family<TokenLabels, Histogram, fn() -> Histogram>,
     source: RwLock<Option<Arc<dyn Sample>>>,
+    /// The (provider, model) pairs with series of their own, at most [`MAX_MODEL_SERIES`].
+    models: Mutex<HashSet<(String, String)>>,
 }
 
 /// The process's metrics.
 pub fn global() -> &'static Metrics {
     static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
     &METRICS
+}
+
+/// The longest label value a model or provider name keeps (bytes): model names are short;
+/// a longer one is cut, so no series' size follows a client's string.
+const MAX_LABEL_BYTES: usize = 128;
+
+/// `value` cut to [`MAX_LABEL_BYTES`] on a character boundary.
+fn label(value: &str) -> String {
+    let mut end = value.len().min(MAX_LABEL_BYTES);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    value[..end].to_owned()
 }
 
 /// `value` as a Prometheus gauge's `i64`, saturating.
@@ -264,6 +287,7 @@ impl Metrics {
             model_duration: Family::new_with_constructor(call_buckets as fn() -> Histogram),
             token_usage: Family::new_with_constructor(token_buckets as fn() -> Histogram),
             source: RwLock::new(None),
+            models: Mutex::default(),
             registry: Registry::default(),
         };
         let register =
@@ -491,12 +515,28 @@ impl Metrics {
         if !self.on() {
             return;
         }
+        let mut labels = ModelLabels {
+            gen_ai_operation_name: "chat",
+            gen_ai_provider_name: label(call.provider),
+            gen_ai_request_model: label(call.model),
+        };
+        {
+            let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+            let pair = (
+                labels.gen_ai_provider_name.clone(),
+                labels.gen_ai_request_model.clone(),
+            );
+            if !models.contains(&pair) {
+                if models.len() < MAX_MODEL_SERIES {
+                    models.insert(pair);
+                } else {
+                    labels.gen_ai_provider_name = "_other".to_owned();
+                    labels.gen_ai_request_model = "_other".to_owned();
+                }
+            }
+        }
         self.model_duration
-            .get_or_create(&ModelLabels {
-                gen_ai_operation_name: "chat",
-                gen_ai_provider_name: call.provider.to_owned(),
-                gen_ai_request_model: call.model.to_owned(),
-            })
+            .get_or_create(&labels)
             .observe(call.duration.as_secs_f64());
         for (token_type, count) in [("input", call.input_tokens), ("output", call.output_tokens)] {
             // Precision lost past 2^53 tokens in one call is no loss.
@@ -504,8 +544,8 @@ impl Metrics {
             self.token_usage
                 .get_or_create(&TokenLabels {
                     gen_ai_token_type: token_type,
-                    gen_ai_provider_name: call.provider.to_owned(),
-                    gen_ai_request_model: call.model.to_owned(),
+                    gen_ai_provider_name: labels.gen_ai_provider_name.clone(),
+                    gen_ai_request_model: labels.gen_ai_request_model.clone(),
                 })
                 .observe(count as f64);
         }

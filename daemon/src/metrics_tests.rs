@@ -108,3 +108,21 @@ fn a_hostile_label_value_cannot_break_the_exposition() {
     let text = metrics.prometheus_text().unwrap();
     assert!(!text.contains("\nairlock_fake_total 9"), "{text}");
 }
+
+#[test]
+fn client_chosen_model_names_cannot_grow_the_registry_without_end() {
+    let metrics = Metrics::new();
+    for n in 0..1000 {
+        metrics.model_call(&ModelCall {
+            provider: "airlock",
+            model: &format!("model-{n}"),
+            duration: Duration::from_millis(1),
+            input_tokens: 1,
+            output_tokens: 1,
+        });
+    }
+    assert_eq!(metrics.models.lock().unwrap().len(), MAX_MODEL_SERIES);
+    let text = metrics.prometheus_text().unwrap();
+    assert!(text.contains("gen_ai_request_model=\"_other\""), "{text}");
+    assert!(!text.contains("model-999"), "{text}");
+}

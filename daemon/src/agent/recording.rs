@@ -56,6 +56,10 @@ impl ModelProvider for Recording {
         self.inner.describe()
     }
 
+    fn replayed(&self) -> bool {
+        self.inner.replayed()
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

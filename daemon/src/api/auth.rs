@@ -17,16 +17,19 @@ use super::error::ApiError;
 use super::tenants::{DEFAULT_TENANT, Tenant, Tenants};
 use crate::audit::{Act, Auditor};
 
-/// How long a connection's token outcome stays in [`Audited`]: a connection that keeps
-/// calling is recorded once in this window, a new one from the same peer once more after it.
+/// How long a peer's token outcome stays in [`Audited`]: a peer that keeps calling or
+/// connecting is recorded once in this window, and once more after it.
 const AUDIT_WINDOW: Duration = Duration::from_secs(10 * 60);
 
-/// The most connections [`Audited`] remembers; past it, those older than the window go, and
-/// if that is not enough, all (a flood of connections is then recorded again, not lost).
-const AUDITED_CONNECTIONS: usize = 4096;
+/// The most peer-and-outcome pairs [`Audited`] remembers. Past it, those older than the
+/// window go; if the rest are all fresh (thousands of addresses refused in ten minutes), a
+/// new one is not recorded: a flood from many addresses costs the log a bounded number of
+/// records, which say it began.
+const AUDITED_PEERS: usize = 4096;
 
-/// The connections whose token was already recorded as accepted or refused, by peer and
-/// outcome: the audit log records a connection's token once, not each of its calls.
+/// The peers whose token outcome was already recorded, by address (not port: each new
+/// connection has its own), edge and outcome — the tenant accepted, or refused at all, never
+/// the refusal's words, which may carry a client's bytes (a JWT's key id).
 #[derive(Default)]
 struct Audited(Mutex<HashMap<String, Instant>>);
 
@@ -41,10 +44,10 @@ impl Audited {
         {
             return false;
         }
-        if seen.len() >= AUDITED_CONNECTIONS {
+        if seen.len() >= AUDITED_PEERS {
             seen.retain(|_, at| now.duration_since(*at) < AUDIT_WINDOW);
-            if seen.len() >= AUDITED_CONNECTIONS {
-                seen.clear();
+            if seen.len() >= AUDITED_PEERS {
+                return false;
             }
         }
         seen.insert(key, now);
@@ -69,12 +72,19 @@ impl ConnectionAudit {
         }
     }
 
-    /// `peer` presented a token on `edge` that named `outcome`'s tenant, or was refused for
-    /// `outcome`'s reason.
+    /// `peer` (an address, with its port) presented a token on `edge` that named
+    /// `outcome`'s tenant, or was refused for `outcome`'s reason.
     pub fn record(&self, edge: &'static str, peer: &str, outcome: Result<&Tenant, &str>) {
+        let address = peer.rsplit_once(':').map_or(peer, |(address, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                address
+            } else {
+                peer
+            }
+        });
         let key = match outcome {
-            Ok(tenant) => format!("{edge}|{peer}|ok|{}", tenant.name),
-            Err(why) => format!("{edge}|{peer}|refused|{why}"),
+            Ok(tenant) => format!("{edge}|{address}|ok|{}", tenant.name),
+            Err(_) => format!("{edge}|{address}|refused"),
         };
         if !self.audited.first(key) {
             return;

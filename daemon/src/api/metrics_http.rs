@@ -13,10 +13,11 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use subtle::ConstantTimeEq as _;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +29,20 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 
 /// The longest token file read: a token is a line; anything longer is not one.
 const MAX_TOKEN_BYTES: u64 = 4096;
+
+/// Scrapes served at once: Prometheus scrapes a target one request at a time; a few
+/// scrapers and a person's curl fit many times over. A connection past it is closed at once,
+/// so a peer holding connections open cannot take the daemon's file descriptors.
+const MAX_CONNECTIONS: usize = 64;
+
+/// How long a connection may take to send its request's head, and how long one may stay
+/// open at all: a scrape is one small request; a slow sender is a slowloris.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The pause after a failed accept (out of file descriptors): without it the loop would
+/// spin and log as fast as it can.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -165,6 +180,7 @@ pub async fn serve(listener: tokio::net::TcpListener, token: ScrapeToken, stop: 
         token = token.0.is_some(),
         "serving Prometheus metrics"
     );
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => return,
@@ -174,23 +190,60 @@ pub async fn serve(listener: tokio::net::TcpListener, token: ScrapeToken, stop: 
             Ok((stream, _)) => stream,
             Err(err) => {
                 tracing::warn!(error = %err, "cannot accept a metrics connection");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Closed unanswered: every slot is held by a connection still open.
+            continue;
         };
         let token = token.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let handle = hyper::service::service_fn(move |request| {
                 let response = route(&request, &token);
                 async move { Ok::<_, Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), handle);
             tokio::pin!(connection);
             tokio::select! {
                 _ = &mut connection => {}
+                () = tokio::time::sleep(CONNECTION_LIFETIME) => {}
                 () = stop.cancelled() => connection.as_mut().graceful_shutdown(),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_public_address_needs_a_token_and_a_token_file_must_hold_one() {
+        let public: SocketAddr = "0.0.0.0:9464".parse().unwrap();
+        let loopback: SocketAddr = "127.0.0.1:9464".parse().unwrap();
+        assert!(matches!(
+            ScrapeToken::load(public, None),
+            Err(MetricsError::NoToken { .. })
+        ));
+        assert!(ScrapeToken::load(loopback, None).unwrap().0.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        assert!(ScrapeToken::load(public, Some(&empty)).is_err());
+        let huge = dir.path().join("huge");
+        std::fs::write(&huge, "x".repeat(10_000)).unwrap();
+        assert!(ScrapeToken::load(public, Some(&huge)).is_err());
+        let good = dir.path().join("token");
+        std::fs::write(&good, "  s3cret \n").unwrap();
+        let token = ScrapeToken::load(public, Some(&good)).unwrap();
+        assert_eq!(token.0.as_deref(), Some(&b"s3cret"[..]));
+        assert!(ScrapeToken::load(public, Some(&dir.path().join("missing"))).is_err());
     }
 }

@@ -124,7 +124,8 @@ pub async fn serve(
     let tools = ToolsServer::new(tools::ToolsService::new(calls, store.clone()))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
         .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
-    let audit = AuditServer::new(audit::AuditService::new(store.clone()));
+    let audit = AuditServer::new(audit::AuditService::new(store.clone()))
+        .max_encoding_message_size(limits::MAX_ENCODING_MESSAGE_BYTES);
     health
         .set_serving::<AuditServer<audit::AuditService>>()
         .await;

@@ -114,6 +114,11 @@ pub struct Gate {
     audited: std::sync::Mutex<std::collections::HashSet<(String, u16, bool)>>,
 }
 
+/// The host-and-outcome pairs one gate records in the audit log: a tool's real connections
+/// are a handful of hosts; past this many it is probing, and each further attempt would be a
+/// durable write the tool could repeat without end.
+const MAX_AUDITED_HOSTS: usize = 32;
+
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
@@ -140,15 +145,41 @@ impl Gate {
         self
     }
 
-    /// Counts a decision, and records it in the tenant's audit chain the first time.
+    /// Counts a decision, and records it in the tenant's audit chain the first time for its
+    /// host and outcome — for at most [`MAX_AUDITED_HOSTS`] of them per gate, then once more
+    /// to say that the gate's further decisions are counted, not recorded.
     fn report(&self, host: &str, port: u16, refusal: Option<&Refusal>) {
         let allowed = refusal.is_none();
         crate::metrics::global().egress(self.tenant.as_deref(), allowed);
-        let first = self
-            .audited
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert((host.to_owned(), port, allowed));
+        let first = {
+            let mut audited = self
+                .audited
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let key = (host.to_owned(), port, allowed);
+            if audited.contains(&key) {
+                false
+            } else if audited.len() < MAX_AUDITED_HOSTS {
+                audited.insert(key)
+            } else {
+                // The set is full: the marker goes in once, and nothing after it.
+                if audited.insert((String::new(), 0, false)) {
+                    self.auditor.record(
+                        Act::new(
+                            self.tenant.as_deref().unwrap_or(DEFAULT_TENANT),
+                            "egress.unrecorded",
+                        )
+                        .actor("egress gate")
+                        .reason(
+                            "a tool tried more hosts than the audit log records per call; its \
+                             further decisions are counted in the metrics only",
+                        )
+                        .detail("recorded", MAX_AUDITED_HOSTS),
+                    );
+                }
+                false
+            }
+        };
         if first {
             let act = Act::new(
                 self.tenant.as_deref().unwrap_or(DEFAULT_TENANT),
@@ -198,7 +229,14 @@ impl Gate {
                 host: host.to_owned(),
             };
             tracing::debug!(%refusal, "egress refused");
-            self.report(host, port, Some(&refusal));
+            // Not the tool's string itself: any bytes, of any length, would be recorded.
+            self.report(
+                &format!("<an invalid host name of {} bytes>", host.len()),
+                port,
+                Some(&Refusal::InvalidHost {
+                    host: String::new(),
+                }),
+            );
             return Err(refusal);
         };
         let checked = self.check(&host, port).await;

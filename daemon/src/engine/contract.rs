@@ -106,6 +106,10 @@ pub struct Launch {
     pub deadline: std::time::Instant,
     /// The MCP client that made the call, when it can answer a hosted server's questions.
     pub questions: Option<Arc<dyn Questions>>,
+    /// The W3C `traceparent` of the span the call runs under (a run's tool span): a hosted
+    /// MCP server is given it in the request's `_meta`, so its own spans continue the run's
+    /// trace, as the MCP semantic conventions propagate context.
+    pub trace_parent: Option<String>,
 }
 
 impl Launch {

@@ -129,6 +129,14 @@ pub enum Broken {
     )]
     Truncated { last: u64, head: u64 },
     #[error(
+        "the chain goes on past its head (record {head}) to record {last}: records were added outside the daemon"
+    )]
+    BeyondHead { head: u64, last: u64 },
+    #[error(
+        "record {seq}: its digest is not the one the chain's head names (the last record was replaced)"
+    )]
+    HeadMismatch { seq: u64 },
+    #[error(
         "the expected head {expected} is not in the chain (its last record is {last}): the chain was truncated or rewritten"
     )]
     MissingHead { expected: String, last: u64 },
@@ -213,15 +221,20 @@ impl Verifier {
         Ok(())
     }
 
-    /// Checks the end: `head` is the sequence number the store's head row names.
-    pub fn finish(self, head: Option<u64>) -> Result<Verified, Broken> {
-        if let Some(head) = head
-            && head > self.verified.last
-        {
-            return Err(Broken::Truncated {
-                last: self.verified.last,
-                head,
-            });
+    /// Checks the end against `head`: the sequence number and digest the store's head row
+    /// names, written with each record.
+    pub fn finish(self, head: Option<(u64, String)>) -> Result<Verified, Broken> {
+        if let Some((seq, digest)) = head {
+            let last = self.verified.last;
+            if seq > last {
+                return Err(Broken::Truncated { last, head: seq });
+            }
+            if seq < last {
+                return Err(Broken::BeyondHead { head: seq, last });
+            }
+            if last > 0 && digest != self.verified.head {
+                return Err(Broken::HeadMismatch { seq: last });
+            }
         }
         if !self.expected_found {
             return Err(Broken::MissingHead {
@@ -238,7 +251,7 @@ impl Verifier {
 pub fn verify(
     tenant: &str,
     records: &[AuditRecord],
-    head: Option<u64>,
+    head: Option<(u64, String)>,
     expect_head: Option<&str>,
 ) -> Result<Verified, Broken> {
     let mut verifier = Verifier::new(tenant, expect_head);

@@ -36,7 +36,13 @@ fn chain(tenant: &str, len: u64, checkpoint_every: u64) -> Vec<AuditRecord> {
 #[test]
 fn an_untouched_chain_verifies_and_names_its_head() {
     let records = chain("acme", 10, 4);
-    let verified = verify("acme", &records, Some(10), Some(&records[9].digest)).unwrap();
+    let verified = verify(
+        "acme",
+        &records,
+        Some((10, records[9].digest.clone())),
+        Some(&records[9].digest),
+    )
+    .unwrap();
     assert_eq!(
         verified,
         Verified {
@@ -68,11 +74,12 @@ fn fields_cannot_be_shifted_between_each_other() {
 fn retention_cuts_at_a_checkpoint_and_nowhere_else() {
     let records = chain("acme", 12, 4);
     // Cut before record 8 (a checkpoint): accepted.
-    let verified = verify("acme", &records[7..], Some(12), None).unwrap();
+    let head = Some((12, records[11].digest.clone()));
+    let verified = verify("acme", &records[7..], head.clone(), None).unwrap();
     assert_eq!((verified.first, verified.last), (8, 12));
     // Cut before record 7 (not one): refused.
     assert_eq!(
-        verify("acme", &records[6..], Some(12), None),
+        verify("acme", &records[6..], head, None),
         Err(Broken::Headless { seq: 7 })
     );
 }
@@ -81,13 +88,23 @@ fn retention_cuts_at_a_checkpoint_and_nowhere_else() {
 fn a_truncated_tail_is_caught_by_the_head_row_or_the_kept_head() {
     let records = chain("acme", 6, 100);
     assert_eq!(
-        verify("acme", &records[..4], Some(6), None),
+        verify(
+            "acme",
+            &records[..4],
+            Some((6, records[5].digest.clone())),
+            None
+        ),
         Err(Broken::Truncated { last: 4, head: 6 })
     );
     // The head row rewritten too: only the digest the operator kept tells.
     let kept = records[5].digest.clone();
     assert_eq!(
-        verify("acme", &records[..4], Some(4), Some(&kept)),
+        verify(
+            "acme",
+            &records[..4],
+            Some((4, records[3].digest.clone())),
+            Some(&kept)
+        ),
         Err(Broken::MissingHead {
             expected: kept,
             last: 4
@@ -192,7 +209,12 @@ fn every_tampering_is_refused_at_its_first_bad_record() {
         let Some(first_bad) = tamper(&mut records, &mut rng) else {
             continue;
         };
-        let result = verify("acme", &records, Some(len), None);
+        let result = verify(
+            "acme",
+            &records,
+            Some((len, original[original.len() - 1].digest.clone())),
+            None,
+        );
         let named = match &result {
             Err(
                 Broken::Edited { seq }
@@ -200,9 +222,13 @@ fn every_tampering_is_refused_at_its_first_bad_record() {
                 | Broken::Unlinked { seq }
                 | Broken::Headless { seq },
             ) => Some(*seq),
-            Err(Broken::Truncated { .. } | Broken::MissingHead { .. } | Broken::Foreign { .. }) => {
-                None
-            }
+            Err(
+                Broken::Truncated { .. }
+                | Broken::MissingHead { .. }
+                | Broken::Foreign { .. }
+                | Broken::BeyondHead { .. }
+                | Broken::HeadMismatch { .. },
+            ) => None,
             Ok(_) => panic!(
                 "seed {seed}, case {case}: a tampered chain verified:\n{records:#?}\nwas:\n{original:#?}"
             ),
@@ -218,5 +244,37 @@ fn every_tampering_is_refused_at_its_first_bad_record() {
     assert!(
         refused > cases / 2,
         "seed {seed}: only {refused} tamperings tried"
+    );
+}
+
+#[test]
+fn records_forged_past_the_head_or_a_replaced_last_record_are_caught_by_the_head_row() {
+    let records = chain("acme", 5, 100);
+    // Two more records, linked and digested right, appended outside the daemon.
+    let mut longer = records.clone();
+    for seq in 6..=7 {
+        let prev = longer[longer.len() - 1].digest.clone();
+        longer.push(AuditRecord::chain(
+            &draft("acme", "auth.accepted", seq),
+            seq,
+            &prev,
+        ));
+    }
+    assert_eq!(
+        verify("acme", &longer, Some((5, records[4].digest.clone())), None),
+        Err(Broken::BeyondHead { head: 5, last: 7 })
+    );
+    // The last record replaced by one digested right.
+    let mut replaced = records.clone();
+    replaced[4].reason = "nothing happened".into();
+    replaced[4].digest = replaced[4].expected_digest();
+    assert_eq!(
+        verify(
+            "acme",
+            &replaced,
+            Some((5, records[4].digest.clone())),
+            None
+        ),
+        Err(Broken::HeadMismatch { seq: 5 })
     );
 }

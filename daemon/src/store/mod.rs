@@ -445,8 +445,8 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Pending<Vec<audit::AuditRecord>>;
 
-    /// The sequence number of a tenant's last audit record, as its head row says.
-    fn audit_head(&self, tenant: &str) -> Pending<Option<u64>>;
+    /// The sequence number and digest of a tenant's last audit record, as its head row says.
+    fn audit_head(&self, tenant: &str) -> Pending<Option<(u64, String)>>;
 
     /// The tenants that have an audit chain.
     fn audit_tenants(&self) -> Pending<Vec<String>>;

@@ -21,8 +21,20 @@ const MAX_FIELD_BYTES: usize = 1024;
 /// of its size.
 const MAX_DETAILS_BYTES: usize = 16 * 1024;
 
-/// `text` cut to `max` bytes on a character boundary, marked when cut.
-fn bounded(mut text: String, max: usize) -> String {
+/// `text` cut to `max` bytes on a character boundary, marked when cut, its control
+/// characters (but tab and newline) replaced: PostgreSQL's text refuses NUL, and a record a
+/// store refuses would be an act left out of the log by whoever chose the bytes.
+fn bounded(text: String, max: usize) -> String {
+    let mut text: String = text
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                char::REPLACEMENT_CHARACTER
+            } else {
+                c
+            }
+        })
+        .collect();
     if text.len() > max {
         let mut end = max - '…'.len_utf8();
         while !text.is_char_boundary(end) {

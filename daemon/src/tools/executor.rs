@@ -91,6 +91,8 @@ pub struct Call {
     /// For a call outside any run: what the operator's rules decided of it at admission
     /// (`ask` puts it to a person before it runs). A run's calls are judged by its gate.
     pub verdict: Option<Arc<Verdict>>,
+    /// As in [`Launch::trace_parent`].
+    pub trace_parent: Option<String>,
 }
 
 impl Call {
@@ -103,6 +105,12 @@ impl Call {
     /// Journals the call's change set with `journal` before applying it.
     pub fn with_change_journal(mut self, journal: Arc<dyn ChangeJournal>) -> Call {
         self.change_journal = Some(journal);
+        self
+    }
+
+    /// Runs the call under the span `trace_parent` names (a W3C `traceparent`).
+    pub fn with_trace_parent(mut self, trace_parent: String) -> Call {
+        self.trace_parent = Some(trace_parent);
         self
     }
 
@@ -267,6 +275,7 @@ impl Executor {
             change_journal: None,
             questions: None,
             verdict: None,
+            trace_parent: None,
         })
     }
 
@@ -370,6 +379,7 @@ impl Executor {
             call_id: execution_id.clone(),
             deadline: Instant::now() + call.timeout,
             questions: call.questions.clone(),
+            trace_parent: call.trace_parent.clone(),
         };
         let metrics_tenant = call.tenant.clone();
         let tenant = call.tenant;

@@ -147,6 +147,12 @@ impl Span {
         &self.span_id
     }
 
+    /// This span as a W3C `traceparent` (version 00, sampled): how a peer continues the
+    /// trace under it.
+    pub fn traceparent(&self) -> String {
+        format!("00-{}-{}-01", self.trace.trace_id, self.span_id)
+    }
+
     pub fn set(&mut self, key: &str, value: impl ToString) {
         if self.attributes.len() >= MAX_ATTRIBUTES {
             return;

@@ -376,6 +376,7 @@ impl Executor {
             call_id: airlock_daemon::testing::ExecutionId::new(),
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
             questions: None,
+            trace_parent: None,
         };
         let exit = self.tool.run(launch).await;
         let summary = capture.finish();

@@ -26,6 +26,7 @@ mod scale;
 mod stats;
 mod streaming;
 mod subprocess;
+mod telemetry;
 mod wasm_call;
 
 use std::path::PathBuf;
@@ -97,6 +98,8 @@ enum Section {
     /// 13: the permission gate's decision: a 10-command line against 1,000 rules, against the
     /// gate before rules.
     Policy,
+    /// 14: what metrics and the audit log cost a warm call and a loop step, on against off.
+    Telemetry,
 }
 
 /// What every section gets.
@@ -217,6 +220,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Console, _) => console::run(bench, &mut report).await,
             (Section::Fleet, _) => fleet::run(bench, &mut report).await,
             (Section::Policy, _) => policy::run(bench, &mut report).await,
+            (Section::Telemetry, _) => telemetry::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

@@ -329,6 +329,7 @@ impl EngineCall<'_> {
             call_id: airlock_daemon::testing::ExecutionId::new(),
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
             questions: None,
+            trace_parent: None,
         };
         let started = Instant::now();
         let exit = self.tool.run(launch).await;

@@ -200,6 +200,7 @@ async fn call_in_process(
         call_id: airlock_daemon::testing::ExecutionId::new(),
         deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
         questions: None,
+        trace_parent: None,
     };
     let started = Instant::now();
     let exit = tool.run(launch).await;

@@ -115,6 +115,12 @@ def secret() -> str:
     return "the token is " + os.environ.get("HOSTILE_TOKEN", "<unset>")
 
 
+@server.tool(description="Answers with the trace context its request carried (`_meta.traceparent`).")
+def trace_context(ctx: Context) -> str:
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", ""))
+
+
 @server.tool(description="Asks the client for its roots.")
 async def roots(ctx: Context) -> list[str]:
     listed = await ctx.session.list_roots()

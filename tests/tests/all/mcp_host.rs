@@ -649,6 +649,44 @@ async fn in_a_run_a_hosted_tool_is_approved_like_any_and_a_crash_is_an_unknown_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_server_continues_the_runs_trace_under_the_tool_span() {
+    use pb::run_event::Event;
+    let hosted = host("trace", "").await;
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": "hostile__trace_context", "arguments": {}}]},
+        {"final": "done"}
+    ]});
+    let mut run = hosted
+        .start_run(airlock_tests::scripted_run(&hosted.ws, &script))
+        .await;
+    run.finished().await;
+    let said: Vec<String> = run.of(|event| match event {
+        Event::ToolFinished(finished) => finished.result.as_ref().map(|r| r.content.clone()),
+        _ => None,
+    });
+    let run_id = run.seen[0].run_id.clone();
+    let trace = hosted
+        .agent()
+        .await
+        .get_trace(pb::GetTraceRequest { run_id })
+        .await
+        .unwrap()
+        .into_inner();
+    let tool = trace
+        .spans
+        .iter()
+        .find(|span| span.name == "tool")
+        .expect("the tool span");
+    // The MCP semantic conventions' propagation: the W3C traceparent in `_meta`, naming
+    // the run's trace and the tool call's span, sampled.
+    let expected = format!("00-{}-{}-01", trace.trace_id, tool.span_id);
+    assert!(
+        said.iter().any(|content| content.contains(&expected)),
+        "the server was told {said:?}, not {expected}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_filesystem_example_serves_the_workspace_and_nothing_else() {
     // The example manifest and profile as shipped, with the server where the tests'
     // installer put it rather than where `npm install --global` would.

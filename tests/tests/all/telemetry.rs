@@ -680,7 +680,7 @@ async fn verify_names_the_first_edited_removed_or_truncated_record() {
 
     // Each case on a copy of the intact store (with its journal files, if any are left).
     let intact = store_files(state.path());
-    let cases: [(&str, &str, &[&str]); 4] = [
+    let cases: [(&str, &str, &[&str]); 5] = [
         (
             "UPDATE audit_log SET reason = 'nothing to see' WHERE tenant = 'default' AND seq = 2",
             "record 2: its digest does not match",
@@ -694,6 +694,14 @@ async fn verify_names_the_first_edited_removed_or_truncated_record() {
         (
             "DELETE FROM audit_log WHERE tenant = 'default' AND seq = 1",
             "starts at record 2, which is not a checkpoint",
+            &[],
+        ),
+        // A record added past the head, its digest right: the head row tells.
+        (
+            "INSERT INTO audit_log (tenant, seq, at_ms, kind, actor, subject, reason, details, prev, digest)
+             SELECT tenant, seq + 1000, at_ms, kind, actor, subject, reason, details, prev, digest
+             FROM audit_log WHERE tenant = 'default' AND seq = 1",
+            "goes on past its head",
             &[],
         ),
         // The tail cut and the head row rewritten to match: only the kept head tells.

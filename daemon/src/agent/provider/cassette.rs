@@ -110,6 +110,10 @@ impl ModelProvider for Replay {
         self.cassette.model.clone()
     }
 
+    fn replayed(&self) -> bool {
+        true
+    }
+
     async fn complete(
         &self,
         request: &ModelRequest,

@@ -230,6 +230,13 @@ pub trait ModelProvider: Send + Sync {
     /// `provider:model`, for events and traces.
     fn describe(&self) -> String;
 
+    /// Whether the model's answers come from the run's client (a replayed cassette): then
+    /// its usage is no provider's, and the metrics count it as airlock's `replay`, whatever
+    /// model the cassette names.
+    fn replayed(&self) -> bool {
+        false
+    }
+
     /// Asks the model for its next step. Dropping the future abandons the call.
     async fn complete(
         &self,

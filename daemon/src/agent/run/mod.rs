@@ -374,7 +374,11 @@ impl RunLoop {
                 return Err(halt);
             }
         };
-        let (provider, model) = provider_and_model(&described);
+        let (provider, model) = if self.provider.replayed() {
+            ("airlock", "replay")
+        } else {
+            provider_and_model(&described)
+        };
         crate::metrics::global().model_call(&ModelCall {
             provider,
             model,

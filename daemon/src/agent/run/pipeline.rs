@@ -470,11 +470,13 @@ impl RunLoop {
                         ..
                     }
                 );
-                let call = call.with_change_journal(Arc::new(EffectJournal {
-                    store: self.shared.store.clone(),
-                    run_id: run_id.clone(),
-                    call_id: proposed.call_id.clone(),
-                }));
+                let call = call
+                    .with_change_journal(Arc::new(EffectJournal {
+                        store: self.shared.store.clone(),
+                        run_id: run_id.clone(),
+                        call_id: proposed.call_id.clone(),
+                    }))
+                    .with_trace_parent(span.traceparent());
                 let call = if asks {
                     call.with_egress_approver(self.approvals.for_connections(
                         proposed.step_id.clone(),

@@ -440,6 +440,7 @@ async fn reap_idle(host: Weak<Host>, idle: Duration, interval: Duration) {
                         "stopping an MCP server instance that wrote past its bounds between calls; nothing of it is applied"
                     );
                     if let Some(instance) = entry.instance.take() {
+                        crate::metrics::global().mcp_instances(-1);
                         instance.kill();
                     }
                 }

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ErrorCode, JsonObject, RequestMetaObject,
+};
 use rmcp::service::ServiceError;
 use serde_json::{Value, json};
 
@@ -131,6 +133,16 @@ impl McpTool {
         }
         let mut params = CallToolRequestParams::new(self.tool.clone());
         params.arguments = Some(arguments);
+        // The run's trace goes on in the server, for a server that traces (the MCP
+        // semantic conventions' propagation: `traceparent` in the request's `_meta`).
+        if let Some(trace_parent) = &launch.trace_parent {
+            let mut meta = RequestMetaObject::default();
+            meta.insert(
+                "traceparent".to_owned(),
+                serde_json::Value::String(trace_parent.clone()),
+            );
+            params.meta = Some(meta);
+        }
         let mut watch = Abandoned {
             lease: Some(lease),
             serial: instance.serial.is_some(),

@@ -154,6 +154,9 @@ pub struct TrustStore {
     cached: Mutex<Option<(FileIdentity, Record)>>,
     /// Where a listing taken or withheld is recorded.
     auditor: Auditor,
+    /// The tools withheld when a listing was last recorded: a server that lists one way,
+    /// then another, then back is recorded when what it may serve changes, not at each call.
+    audited: Mutex<Option<Vec<String>>>,
 }
 
 /// What tells one version of a record's file from another: each write is a new file
@@ -190,6 +193,7 @@ impl TrustStore {
             mode,
             cached: Mutex::new(None),
             auditor: Auditor::default(),
+            audited: Mutex::new(None),
         }
     }
 
@@ -266,18 +270,31 @@ impl TrustStore {
         withheld: &BTreeMap<String, Distrust>,
         first: bool,
     ) {
+        /// The tool names a record lists: a server may list thousands.
+        const MAX_NAMES: usize = 100;
+        let names: Vec<String> = withheld.keys().cloned().collect();
+        {
+            let mut audited = self
+                .audited
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if audited.as_ref() == Some(&names) {
+                return;
+            }
+            *audited = Some(names);
+        }
         let server = self
             .path
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tools: Vec<&String> = listing.keys().collect();
+        let tools: Vec<&String> = listing.keys().take(MAX_NAMES).collect();
         let act = if withheld.is_empty() {
             Act::new(DEFAULT_TENANT, "mcp.trust.accepted")
                 .actor(if first { "first use" } else { "trust record" })
                 .reason("the server's listing is trusted")
         } else {
-            let names: Vec<&String> = withheld.keys().collect();
+            let names: Vec<&String> = withheld.keys().take(MAX_NAMES).collect();
             Act::new(DEFAULT_TENANT, "mcp.trust.refused")
                 .actor(match self.mode {
                     TrustMode::FirstUse => "trust record",
@@ -291,7 +308,9 @@ impl TrustStore {
         };
         self.auditor.record(
             act.subject(server)
-                .detail("tools", serde_json::json!(tools)),
+                .detail("tools", serde_json::json!(tools))
+                .detail("listed", listing.len())
+                .detail("withheld_count", withheld.len()),
         );
     }
 

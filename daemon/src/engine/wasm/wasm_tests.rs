@@ -42,6 +42,7 @@ fn launch(profile: Arc<Profile>) -> Launch {
         call_id: crate::ids::ExecutionId::new(),
         deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
         questions: None,
+        trace_parent: None,
     }
 }
 

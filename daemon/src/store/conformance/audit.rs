@@ -64,6 +64,10 @@ pub(super) async fn chains_link_in_order_per_tenant(store: &dyn Store, tenant: &
     let tenants = store.audit_tenants().await.expect("tenants");
     assert!(tenants.contains(&tenant.to_owned()) && tenants.contains(&other));
     assert_eq!(store.audit_head("nobody-at-all").await.expect("head"), None);
+    assert_eq!(
+        store.audit_head(tenant).await.expect("head"),
+        records.last().map(|r| (r.seq, r.digest.clone()))
+    );
 }
 
 pub(super) async fn retention_cuts_only_at_an_old_checkpoint(store: &dyn Store, tenant: &str) {

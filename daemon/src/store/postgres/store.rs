@@ -370,7 +370,7 @@ impl Store for PostgresStore {
         })
     }
 
-    fn audit_head(&self, tenant: &str) -> Pending<Option<u64>> {
+    fn audit_head(&self, tenant: &str) -> Pending<Option<(u64, String)>> {
         let tenant = tenant.to_owned();
         self.writer
             .read(move |c| on_pg!(c, (tenant) => queries::audit::head(c, tenant)))

@@ -90,14 +90,18 @@ pub(in crate::store) async fn records<S: Sql>(
     .collect()
 }
 
-/// The sequence number the tenant's head row names; none for a tenant with no chain.
-pub(in crate::store) async fn head<S: Sql>(c: &S, tenant: &str) -> StoreResult<Option<u64>> {
+/// The sequence number and digest the tenant's head row names; none for a tenant with no
+/// chain.
+pub(in crate::store) async fn head<S: Sql>(
+    c: &S,
+    tenant: &str,
+) -> StoreResult<Option<(u64, String)>> {
     c.query_opt(
-        "SELECT seq FROM audit_heads WHERE tenant = $1",
+        "SELECT seq, digest FROM audit_heads WHERE tenant = $1",
         args![tenant],
     )
     .await?
-    .map(|mut row| Ok(u64::try_from(row.get::<i64>(0)?).unwrap_or(0)))
+    .map(|mut row| Ok((u64::try_from(row.get::<i64>(0)?).unwrap_or(0), row.get(1)?)))
     .transpose()
 }
 

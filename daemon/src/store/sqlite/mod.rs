@@ -492,7 +492,7 @@ impl Store for SqliteStore {
         })
     }
 
-    fn audit_head(&self, tenant: &str) -> Pending<Option<u64>> {
+    fn audit_head(&self, tenant: &str) -> Pending<Option<(u64, String)>> {
         let tenant = tenant.to_owned();
         self.writer
             .read(move |c| drive(queries::audit::head(&Lite(c), &tenant)))

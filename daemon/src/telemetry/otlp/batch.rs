@@ -158,7 +158,7 @@ impl<B: Batch> BatchExporter<B> {
             queue,
             counters,
             stop: Mutex::new(Some(stop)),
-            endpoint: settings.transport.endpoint,
+            endpoint: super::transport::shown(&settings.transport.endpoint),
         }))
     }
 
@@ -333,7 +333,7 @@ impl<B: Batch> Worker<B> {
                         tracing::warn!(
                             %endpoint,
                             rejected,
-                            %message,
+                            message = super::transport::cut_message(&message),
                             "the OTLP collector rejected part of a batch of {}",
                             B::NOUN
                         );

@@ -213,7 +213,7 @@ impl MetricsExporter {
                         tracing::warn!(
                             endpoint,
                             rejected = partial.rejected_data_points,
-                            message = %partial.error_message,
+                            message = super::transport::cut_message(&partial.error_message),
                             "the OTLP collector rejected some metric points"
                         );
                     }

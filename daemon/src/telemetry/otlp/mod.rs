@@ -62,7 +62,7 @@ impl Exporters {
             let exporter =
                 metrics::MetricsExporter::new(transport, resource, config.metrics_interval)?;
             tracing::info!(
-                endpoint = %transport.endpoint,
+                endpoint = %transport::shown(&transport.endpoint),
                 protocol = transport.protocol.as_str(),
                 interval = ?config.metrics_interval,
                 "exporting metrics over OTLP"

@@ -7,6 +7,13 @@
 //! CLIENT_KEY,TIMEOUT}`, `OTEL_METRIC_EXPORT_INTERVAL`, `OTEL_SERVICE_NAME` and
 //! `OTEL_RESOURCE_ATTRIBUTES`. A signal is exported only when some endpoint is given for it:
 //! the daemon never sends to a default address nobody configured.
+//!
+//! Where airlock departs from the SDKs' defaults, on purpose: the protocol is gRPC unless
+//! told otherwise (the SDKs recommend http/protobuf; airlock's `otlp_endpoint` was gRPC
+//! first); a bare `host:port` is plaintext (the SDKs read it as TLS unless
+//! `OTEL_EXPORTER_OTLP_INSECURE`), and is refused when headers would travel over it; and
+//! `OTEL_SDK_DISABLED=true` turns off every signal, the file's too — it is the switch an
+//! operator reaches for to silence export at once.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -337,25 +344,34 @@ fn parse_ms(name: &str, value: &str) -> Result<u64, SettingsError> {
 /// Keys are lowercased, as gRPC metadata and HTTP/2 need them.
 fn parse_headers(name: &str, text: &str) -> Result<Vec<(String, String)>, SettingsError> {
     let mut headers = Vec::new();
-    for pair in text
+    // Errors name an entry by its place, never its text: a malformed entry may be a secret
+    // (`Authorization: Bearer …` written with a colon).
+    for (index, pair) in text
         .split(',')
         .map(str::trim)
         .filter(|pair| !pair.is_empty())
+        .enumerate()
     {
+        let entry = index + 1;
         let Some((key, value)) = pair.split_once('=') else {
-            // The value may be an API key: the pair is not repeated in the error.
-            return Err(invalid(name, "an entry is not of the form key=value"));
+            return Err(invalid(
+                name,
+                format!("entry {entry} is not of the form key=value"),
+            ));
         };
         let value = percent_encoding::percent_decode_str(value.trim())
             .decode_utf8()
-            .map_err(|_| invalid(name, format!("the value of {key:?} is not UTF-8")))?;
+            .map_err(|_| invalid(name, format!("the value of entry {entry} is not UTF-8")))?;
         let key = key.trim().to_ascii_lowercase();
         if key.is_empty()
             || !key
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         {
-            return Err(invalid(name, format!("{key:?} is not a header name")));
+            return Err(invalid(
+                name,
+                format!("entry {entry}'s name is not a header name"),
+            ));
         }
         headers.push((key, value.into_owned()));
     }
@@ -364,7 +380,8 @@ fn parse_headers(name: &str, text: &str) -> Result<Vec<(String, String)>, Settin
 
 /// `service.name`, `service.version`, `service.instance.id`, then `OTEL_RESOURCE_ATTRIBUTES`.
 /// `OTEL_SERVICE_NAME` names the service before the attributes' `service.name` does; the
-/// version and the instance are the daemon's own.
+/// version is the daemon's own; the instance is the attributes' (a pod's name) or a fresh
+/// UUID.
 fn resource(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
     let mut extra: Vec<(String, String)> = Vec::new();
     if let Some(text) = env("OTEL_RESOURCE_ATTRIBUTES") {
@@ -396,7 +413,10 @@ fn resource(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
         ),
         (
             "service.instance.id".to_owned(),
-            uuid::Uuid::new_v4().to_string(),
+            extra
+                .iter()
+                .find(|(key, _)| key == "service.instance.id")
+                .map_or_else(|| uuid::Uuid::new_v4().to_string(), |(_, id)| id.clone()),
         ),
     ];
     extra.retain(|(key, _)| !attributes.iter().any(|(k, _)| k == key));

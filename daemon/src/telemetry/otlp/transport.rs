@@ -72,6 +72,47 @@ impl std::fmt::Debug for Transport {
     }
 }
 
+/// `endpoint` as it may be shown in a log line or an error: without the user and password a
+/// URL may carry (`https://user:key@…`, which reqwest sends as Basic credentials) or its
+/// query.
+pub fn shown(endpoint: &str) -> String {
+    let (scheme, rest) = match endpoint.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, endpoint),
+    };
+    let rest = rest.split_once('?').map_or(rest, |(before, _)| before);
+    let rest = match rest.split_once('/') {
+        Some((authority, path)) => {
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{host}/{path}")
+        }
+        None => rest
+            .rsplit_once('@')
+            .map_or(rest, |(_, host)| host)
+            .to_owned(),
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://{rest}"),
+        None => rest,
+    }
+}
+
+/// A collector's words (a partial success's message) cut for a log line: a collector must
+/// not fill the daemon's log.
+pub fn cut_message(message: &str) -> &str {
+    const MAX: usize = 512;
+    if message.len() <= MAX {
+        return message;
+    }
+    let mut end = MAX;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}
+
 fn read_file(what: &'static str, path: &std::path::Path) -> Result<Vec<u8>, TransportError> {
     std::fs::read(path).map_err(|err| TransportError::File {
         what,
@@ -86,11 +127,20 @@ impl Transport {
     /// its connection task, so this runs inside a Tokio runtime.
     pub fn new(settings: &TransportSettings) -> Result<Transport, TransportError> {
         let invalid = |reason: String| TransportError::InvalidEndpoint {
-            endpoint: settings.endpoint.clone(),
+            endpoint: shown(&settings.endpoint),
             reason,
         };
         let raw = settings.endpoint.trim();
         let (url, tls) = match raw.split_once("://") {
+            // A bare `host:port` is plaintext, as airlock always read it; headers (an API
+            // key) are not sent where nobody said whether they travel in the clear.
+            None if !settings.headers.is_empty() => {
+                return Err(invalid(
+                    "headers are configured and the endpoint names no scheme: write https:// \
+                     to send them encrypted, or http:// to send them in the clear"
+                        .to_owned(),
+                ));
+            }
             None => (format!("http://{raw}"), false),
             Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") => (raw.to_owned(), false),
             Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => (raw.to_owned(), true),
@@ -188,7 +238,7 @@ impl Transport {
             path: PathAndQuery::from_static(settings.signal.grpc_path()),
             headers,
             timeout: settings.timeout,
-            endpoint: settings.endpoint.clone(),
+            endpoint: shown(&settings.endpoint),
         })
     }
 
@@ -262,7 +312,8 @@ impl Transport {
         let response = post.send().await.map_err(|err| Failure {
             retryable: true,
             retry_after: None,
-            message: format!("cannot send: {}", error_chain(&err)),
+            // Without the URL, which may carry credentials.
+            message: format!("cannot send: {}", error_chain(&err.without_url())),
         })?;
         let status = response.status();
         let retry_after = response

@@ -432,7 +432,9 @@ pub trait Store: Send + Sync {
     /// runs at a time.
     fn delete_finished_runs(&self, before_ms: i64, limit: usize) -> Pending<Deleted>;
 
-    /// Places `draft` at the end of its tenant's audit chain; the record as placed.
+    /// Places `draft` at the end of its tenant's audit chain; the record as placed. Appends
+    /// handed over together may be placed in either order (PostgreSQL runs each in a short
+    /// transaction of its own, apart from the batches of runs' writes), each once.
     fn append_audit(&self, draft: &audit::AuditDraft) -> Pending<audit::AuditRecord>;
 
     /// A tenant's audit records after `after_seq` and from `since_ms` on, in order; at most

@@ -18,7 +18,8 @@ fn draft(tenant: &str, kind: &str, at_ms: i64) -> AuditDraft {
 
 pub(super) async fn chains_link_in_order_per_tenant(store: &dyn Store, tenant: &str) {
     let other = format!("{tenant}-other");
-    // Handed over together, as acts arrive from many tasks: the store orders them.
+    // Handed over together, as acts arrive from many tasks: the store places them, in an
+    // order of its choosing, each once, in one chain per tenant.
     let pending: Vec<_> = (0..40)
         .map(|n| {
             let to = if n % 3 == 0 { &other } else { tenant };
@@ -27,7 +28,11 @@ pub(super) async fn chains_link_in_order_per_tenant(store: &dyn Store, tenant: &
         .collect();
     let placed = futures::future::join_all(pending).await;
     let placed: Vec<_> = placed.into_iter().map(|r| r.expect("appended")).collect();
-    let first = placed.iter().find(|r| r.tenant == tenant).expect("one");
+    let first = placed
+        .iter()
+        .filter(|r| r.tenant == tenant)
+        .min_by_key(|r| r.seq)
+        .expect("one");
     assert_eq!((first.seq, first.prev.as_str()), (1, GENESIS));
 
     let records = store.audit_records(tenant, 0, 0, 1000).await.expect("read");

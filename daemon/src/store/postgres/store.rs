@@ -351,10 +351,8 @@ impl Store for PostgresStore {
 
     fn append_audit(&self, draft: &AuditDraft) -> Pending<AuditRecord> {
         let draft = draft.clone();
-        self.writer.write(
-            None,
-            move |c| on_pg!(c, (draft) => queries::audit::append(c, draft)),
-        )
+        self.writer
+            .transaction(move |c| on_pg!(c, (draft) => queries::audit::append(c, draft)))
     }
 
     fn audit_records(

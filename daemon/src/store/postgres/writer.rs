@@ -183,6 +183,37 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Runs `work` in a transaction of its own on a pooled connection, apart from the
+    /// writer's batches, after the writes handed before it: what takes a row lock there (an
+    /// audit chain's head row, which orders two daemons appending for one tenant) holds it
+    /// for that transaction's few statements, not for a batch of every run's writes — so
+    /// appends of a fleet for one tenant take turns without holding up anyone's run, and two
+    /// of them can never wait on each other's batches. A lock held past `lock_timeout` (a
+    /// stuck peer) fails this request alone.
+    pub(super) fn transaction<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Conn) -> BoxFuture<'static, StoreResult<T>> + Send + 'static,
+    ) -> Pending<T> {
+        self.read(move |c| {
+            async move {
+                statement(&c, "BEGIN; SET LOCAL lock_timeout = '5s'").await?;
+                match work(c.clone()).await {
+                    Ok(value) => {
+                        statement(&c, "COMMIT").await?;
+                        Ok(value)
+                    }
+                    Err(error) => {
+                        let _ = statement(&c, "ROLLBACK").await;
+                        Err(error)
+                    }
+                }
+            }
+            .boxed()
+        })
+    }
+}
+
 /// A panic inside a request's work is that request's error, not the end of the store.
 async fn guarded<T>(work: BoxFuture<'static, StoreResult<T>>) -> StoreResult<T> {
     AssertUnwindSafe(work)

@@ -302,7 +302,8 @@ impl Daemon {
         &self.tenants
     }
 
-    /// Binds the configured address, and the MCP endpoint's when one is configured.
+    /// Binds the configured address, and the MCP and metrics endpoints' when configured (a
+    /// metrics address off loopback without a token file is refused here).
     pub async fn bind(&self) -> Result<api::Listener, StartError> {
         let listener = api::Listener::bind(&self.config.listen).await?;
         if let Some(addr) = self.config.metrics.listen {

@@ -83,8 +83,6 @@ pub enum OtlpError {
     Transport(#[from] TransportError),
     #[error("the OTLP exporter must be started inside a Tokio runtime")]
     NoRuntime,
-    #[error(transparent)]
-    Settings(#[from] super::settings::SettingsError),
 }
 
 /// What one signal's batches are made of, and how the collector's answer counts them.

@@ -126,3 +126,30 @@ fn client_chosen_model_names_cannot_grow_the_registry_without_end() {
     assert!(text.contains("gen_ai_request_model=\"_other\""), "{text}");
     assert!(!text.contains("model-999"), "{text}");
 }
+
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn what_a_steps_recordings_cost() {
+    let metrics = Metrics::new();
+    let started = std::time::Instant::now();
+    let n = 200_000;
+    for _ in 0..n {
+        metrics.tool_call(
+            "echo",
+            "wasm",
+            Some("bench"),
+            "OK",
+            Duration::from_micros(80),
+        );
+        metrics.run_step("bench", Duration::from_micros(150));
+        metrics.model_call(&ModelCall {
+            provider: "airlock",
+            model: "scripted",
+            duration: Duration::from_micros(10),
+            input_tokens: 100,
+            output_tokens: 10,
+        });
+        metrics.store_commit("sqlite", Duration::from_micros(50));
+    }
+    eprintln!("{:?} per step", started.elapsed() / n);
+}

@@ -183,7 +183,7 @@ impl LogsService for Received {
 }
 
 /// A run that reads a file, then answers: spans of every kind, an audit record or two.
-async fn traced_run(daemon: &TestDaemon) {
+async fn traced_run(daemon: &TestDaemon) -> airlock_proto::v1::Trace {
     let workspace = daemon.workspace("w");
     std::fs::write(workspace.join("notes.txt"), "alpha\n").unwrap();
     let script = json!({"turns": [
@@ -192,6 +192,14 @@ async fn traced_run(daemon: &TestDaemon) {
     ]});
     let mut run = daemon.start_run(scripted_run(&workspace, &script)).await;
     run.finished().await;
+    let run_id = run.seen[0].run_id.clone();
+    daemon
+        .agent()
+        .await
+        .get_trace(airlock_proto::v1::GetTraceRequest { run_id })
+        .await
+        .unwrap()
+        .into_inner()
 }
 
 #[tokio::test]
@@ -309,10 +317,13 @@ async fn traces_metrics_and_audit_records_reach_a_collector_over_mutual_tls_with
 
 /// An OTLP/HTTP collector: POSTs of protobuf to `/v1/{traces,metrics,logs}`; the first
 /// `unavailable` requests are answered 503 with `Retry-After: 0`.
-async fn http_collector(received: Received, unavailable: usize) -> String {
+async fn http_collector(
+    received: Received,
+    unavailable: usize,
+    refused: Arc<AtomicUsize>,
+) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let refused = Arc::new(AtomicUsize::new(0));
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -344,7 +355,11 @@ async fn http_collector(received: Received, unavailable: usize) -> String {
                                         .body(Full::new(Bytes::from(body)))
                                         .unwrap()
                                 };
-                                if refused.fetch_add(1, Ordering::SeqCst) < unavailable {
+                                // Span exports only: each refused batch must come again, or spans of
+                                // the run would be missing.
+                                if path == "/v1/traces"
+                                    && refused.fetch_add(1, Ordering::SeqCst) < unavailable
+                                {
                                     return Ok::<_, Infallible>(answer(503, Vec::new()));
                                 }
                                 assert!(typed, "an OTLP/HTTP export says application/x-protobuf");
@@ -387,7 +402,8 @@ async fn http_collector(received: Received, unavailable: usize) -> String {
 #[tokio::test]
 async fn http_protobuf_export_retries_a_collector_that_asks_to_wait() {
     let received = Received::default();
-    let endpoint = http_collector(received.clone(), 2).await;
+    let refused = Arc::new(AtomicUsize::new(0));
+    let endpoint = http_collector(received.clone(), 2, refused.clone()).await;
     let mut headers = BTreeMap::new();
     headers.insert("x-api-key".to_owned(), HeaderValue("http-key".to_owned()));
     let daemon = TestDaemon::start(DaemonOptions {
@@ -402,16 +418,26 @@ async fn http_protobuf_export_retries_a_collector_that_asks_to_wait() {
         ..DaemonOptions::default()
     })
     .await;
-    traced_run(&daemon).await;
+    let trace = traced_run(&daemon).await;
     received
-        .wait("every signal over HTTP after two 503s", |r| {
-            r.span_names_and_attributes()
-                .iter()
-                .any(|(name, _)| name == "invoke_agent airlock")
-                && !r.metric_names().is_empty()
-                && !r.log_kinds().is_empty()
-        })
+        .wait(
+            "every span of the run, and the other signals, after two 503s",
+            |r| {
+                r.span_names_and_attributes().len() >= trace.spans.len()
+                    && !r.metric_names().is_empty()
+                    && !r.log_kinds().is_empty()
+            },
+        )
         .await;
+    assert!(
+        refused.load(Ordering::SeqCst) >= 2,
+        "the collector refused twice"
+    );
+    assert_eq!(
+        received.span_names_and_attributes().len(),
+        trace.spans.len(),
+        "each span exported once, the refused batches sent again"
+    );
     let keys = received.keys.lock().unwrap().clone();
     assert!(
         keys.iter().all(|k| k.as_deref() == Some("http-key")),

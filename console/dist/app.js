@@ -446,5 +446,5 @@ ${e?p`<span class="muted" title=${`airlockd ${e.version}`}>${e.tenant||"default"
 <button type="button" class="quiet" onClick=${()=>Ae("")}>Sign out</button>
 </div>
 </header>
-<main id="main" tabindex="-1" ref=${o}>${u}</main>
+<main id="main" tabindex="-1" ref=${o} data-route=${n.hash||"#/runs"}>${u}</main>
 `}function Jl(){return Y("Not found"),p`<div class="page"><h1>Not found</h1><p>No page here. <a href="#/runs">Go to the runs</a>.</p></div>`}var cs=document.getElementById("app"),ds=()=>mn(p`<${Kl} />`,cs);addEventListener("pagehide",()=>mn(null,cs));addEventListener("pageshow",e=>{e.persisted&&ds()});ds();

@@ -118,7 +118,7 @@ function Shell({ daemon, setDaemon }) {
         <button type="button" class="quiet" onClick=${() => signOut("")}>Sign out</button>
       </div>
     </header>
-    <main id="main" tabindex="-1" ref=${main}>${page}</main>
+    <main id="main" tabindex="-1" ref=${main} data-route=${route.hash || "#/runs"}>${page}</main>
   `;
 }
 

@@ -49,10 +49,14 @@ pub(crate) async fn console_at(daemon: &TestDaemon, route: &str) -> Browser {
             .goto(&format!("{}/{route}", daemon.endpoint))
             .await
             .unwrap();
+        // The hash changes at once, the page on the next `hashchange`: until then the
+        // previous page (the runs list, unfiltered) is still the one in the DOM.
         browser
             .wait_until(
                 &format!("the route {route}"),
-                &format!("return location.hash === {route:?};"),
+                &format!(
+                    "return document.querySelector('main#main')?.dataset.route === {route:?};"
+                ),
             )
             .await;
     }

@@ -55,8 +55,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", default_value = airlock_eval::run::DEFAULT_RESULTS)]
     results: PathBuf,
 
-    /// Where attempts' workspaces are made; must lie inside one of the daemon's workspace
-    /// roots [default: <first root>/.airlock-eval/<result id>].
+    /// Where attempts' workspaces are made, in DIR/<result id>/; must lie inside one of the
+    /// daemon's workspace roots [default: <first root>/.airlock-eval].
     #[arg(long, value_name = "DIR")]
     scratch: Option<PathBuf>,
 

@@ -23,6 +23,10 @@ pub enum RunsCommand {
         /// Only runs in this state.
         #[arg(long, value_enum)]
         state: Option<StateFilter>,
+        /// Only runs whose task (input) contains this text; ASCII letters match in either
+        /// case.
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// List at most this many; 0 lists them all.
         #[arg(long, value_name = "N", default_value_t = 50)]
         limit: u32,
@@ -86,6 +90,7 @@ pub async fn run<O: Write, E: Write>(
         RunsCommand::List {
             session,
             state,
+            search,
             limit,
             json,
         } => {
@@ -95,6 +100,7 @@ pub async fn run<O: Write, E: Write>(
                 state: state.map_or(RunState::Unspecified, RunState::from) as i32,
                 page_size: 0,
                 page_token: String::new(),
+                query: search.unwrap_or_default(),
             };
             let (runs, more) = fetch(&client, filter, limit).await?;
             list(&runs, json, more, limit, out)?;

@@ -47,6 +47,10 @@ pub enum ToolsCommand {
         /// else: refused when the server has listed something else since.
         #[arg(long, value_name = "DIGEST")]
         review: Option<String>,
+        /// Refuse the listing instead (the reviewed one, with `--review`): its changed and
+        /// new tools stay refused, and reviews say so until the server lists anew.
+        #[arg(long, conflicts_with = "show")]
+        refuse: bool,
     },
     /// Make a new tool project in a language, from its template (no daemon needed).
     New(super::author::NewArgs),
@@ -75,13 +79,14 @@ pub async fn run<O: Write, E: Write>(
             server: name,
             show,
             review,
+            refuse,
         } => {
             let how = match (show, review) {
                 (true, _) => super::trust::How::Show,
                 (false, Some(digest)) => super::trust::How::Reviewed(digest),
                 (false, None) => super::trust::How::ReviewNow,
             };
-            return super::trust::run(&name, how, server, out).await;
+            return super::trust::run(&name, how, refuse, server, out).await;
         }
         ToolsCommand::List { json } => (None, json),
         ToolsCommand::Show { name, json } => (Some(name), json),

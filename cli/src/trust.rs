@@ -1,5 +1,5 @@
-//! `airlock tools trust SERVER [--show | --review DIGEST]`: an operator's review and
-//! acceptance of a hosted MCP server's listing. `--show` prints, field by field, how each
+//! `airlock tools trust SERVER [--show | --review DIGEST] [--refuse]`: an operator's review
+//! and acceptance (or refusal) of a hosted MCP server's listing. `--show` prints, field by field, how each
 //! tool the server last listed differs from what is trusted — its name, description, input
 //! schema and annotations, the parts a model reads — with the digest of that listing, and
 //! trusts nothing. `--review DIGEST` trusts the listing that review showed, and nothing
@@ -36,6 +36,7 @@ pub enum How {
 pub async fn run<O: Write, E: Write>(
     name: &str,
     how: How,
+    refuse: bool,
     server: &Server,
     out: &mut Output<O, E>,
 ) -> Result<u8, CliError> {
@@ -63,6 +64,14 @@ pub async fn run<O: Write, E: Write>(
              `airlock tools trust {name} --show` printed (a daemon that prints none is too old \
              to bind an acceptance to a review; upgrade it)"
         )));
+    }
+    if refuse {
+        client.refuse_mcp_server(name, &reviewed).await?;
+        out.line(&format!(
+            "MCP server `{name}`: listing {reviewed} refused; its changed and new tools stay \
+             refused"
+        ))?;
+        return Ok(exit_code::OK);
     }
     let accepted = client.trust_mcp_server(name, Some(&reviewed)).await?;
     let line = if accepted.is_empty() {

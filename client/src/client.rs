@@ -362,10 +362,29 @@ impl AirlockClient {
                 server: server.to_owned(),
                 show: false,
                 reviewed: reviewed.unwrap_or_default().to_owned(),
+                refuse: false,
             })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;
         Ok(response.into_inner().accepted)
+    }
+
+    /// Refuses the tool listing hosted MCP server `server` last gave — with `reviewed`, only
+    /// if it is still the listing that review showed: its changed and new tools stay refused,
+    /// and reviews show the refusal until the server lists something else. The default
+    /// tenant's call.
+    pub async fn refuse_mcp_server(&self, server: &str, reviewed: &str) -> Result<(), ClientError> {
+        self.daemon
+            .clone()
+            .trust_mcp_server(crate::proto::TrustMcpServerRequest {
+                server: server.to_owned(),
+                show: false,
+                reviewed: reviewed.to_owned(),
+                refuse: true,
+            })
+            .await
+            .map_err(|status| ClientError::rpc(&self.peer, status))?;
+        Ok(())
     }
 
     /// What `airlock tools trust SERVER` would accept: each tool whose trusted and last seen
@@ -382,6 +401,7 @@ impl AirlockClient {
                 server: server.to_owned(),
                 show: true,
                 reviewed: String::new(),
+                refuse: false,
             })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?

@@ -24,6 +24,7 @@ mod store;
 mod telemetry;
 mod tenants;
 
+pub use crate::notify::{ApprovalsFile, WebhookFile, WebhookFormat};
 pub use error::ConfigError;
 pub use listen::{ListenAddr, TlsFiles};
 pub use store::{ChangesFile, DEFAULT_BLOB_CAP_BYTES, StoreBackend, StoreFile};
@@ -90,6 +91,8 @@ pub struct DaemonConfig {
     pub console: ConsoleSettings,
     /// The operator's rule files for every tenant (`[policy] files`, then `--policy`).
     pub policy_files: Vec<PathBuf>,
+    /// Where approval requests are posted, and the links that answer them.
+    pub approvals: ApprovalsFile,
 }
 
 /// The TOML file. Relative paths in it are relative to the file.
@@ -137,6 +140,8 @@ pub struct ConfigFile {
     pub console: ConsoleSettings,
     #[serde(default)]
     pub policy: PolicySettings,
+    #[serde(default)]
+    pub approvals: ApprovalsFile,
 }
 
 /// `[policy]`: the operator's rule files, for every tenant (a tenant's own `policy_files`
@@ -159,6 +164,40 @@ pub struct ConsoleSettings {
     /// Serve the console's files from this directory, read on each request, instead of
     /// those built into the daemon: for working on the console (`console/dist`).
     pub dir: Option<PathBuf>,
+    /// The models the console's "New run" form offers (`DaemonInfo.models`), the default
+    /// first: "openai:MODEL", "anthropic:MODEL". A request may still name any model.
+    #[serde(default)]
+    pub models: Vec<String>,
+}
+
+/// A list longer than this is not one a person picks from.
+pub const MAX_CONSOLE_MODELS: usize = 64;
+
+/// The longest model name offered: provider, colon and a model id.
+pub const MAX_MODEL_NAME_BYTES: usize = 200;
+
+impl ConsoleSettings {
+    /// Refuses a model list no form can offer: too long, or a name empty, too long, with
+    /// control characters or without its provider.
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.models.len() > MAX_CONSOLE_MODELS {
+            return Err(ConfigError::ConsoleModel(format!(
+                "{} models, over the {MAX_CONSOLE_MODELS} a form offers",
+                self.models.len()
+            )));
+        }
+        for model in &self.models {
+            let named = model
+                .split_once(':')
+                .is_some_and(|(provider, id)| !provider.is_empty() && !id.is_empty());
+            if !named || model.len() > MAX_MODEL_NAME_BYTES || model.chars().any(char::is_control) {
+                return Err(ConfigError::ConsoleModel(format!(
+                    "{model:?} is not \"provider:model\" of at most {MAX_MODEL_NAME_BYTES} bytes"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for ConsoleSettings {
@@ -166,6 +205,7 @@ impl Default for ConsoleSettings {
         ConsoleSettings {
             enabled: true,
             dir: None,
+            models: Vec::new(),
         }
     }
 }
@@ -289,6 +329,10 @@ impl ConfigFile {
         file.module_cache_dir.iter_mut().for_each(anchor);
         file.store.shared_dir.iter_mut().for_each(anchor);
         file.console.dir.iter_mut().for_each(anchor);
+        for webhook in &mut file.approvals.webhooks {
+            webhook.url_file.iter_mut().for_each(anchor);
+            webhook.secret_file.iter_mut().for_each(anchor);
+        }
         file.policy.files.iter_mut().for_each(anchor);
         if let Some(tls) = &mut file.tls {
             anchor(&mut tls.cert);
@@ -381,6 +425,8 @@ impl DaemonConfig {
             &file.store,
         )?;
         let mut console = file.console;
+        console.check()?;
+        file.approvals.check().map_err(ConfigError::Approvals)?;
         console.enabled &= !overrides.no_console;
         if let Some(dir) = overrides.console_dir {
             console.dir = Some(cwd.join(dir));
@@ -452,6 +498,7 @@ impl DaemonConfig {
                         .map(|path| cwd.join(path)),
                 )
                 .collect(),
+            approvals: file.approvals,
         })
     }
 }

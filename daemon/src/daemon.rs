@@ -85,6 +85,8 @@ pub enum StartError {
     McpOAuth(String),
     #[error("{0}")]
     Policy(String),
+    #[error("[approvals]: {0}")]
+    Approvals(String),
     #[error("cannot listen for MCP on {addr}: {source}")]
     McpListen {
         addr: std::net::SocketAddr,
@@ -109,6 +111,11 @@ pub struct Daemon {
     /// The Prometheus endpoint's socket and token, bound by [`Daemon::bind`].
     metrics_listener:
         std::sync::Mutex<Option<(tokio::net::TcpListener, api::metrics_http::ScrapeToken)>>,
+    /// Approval webhooks and the key of their links, when `[approvals]` has a public URL.
+    approvals: Option<(
+        crate::notify::NotifySettings,
+        Arc<crate::notify::links::LinkKey>,
+    )>,
 }
 
 impl Daemon {
@@ -192,6 +199,11 @@ impl Daemon {
             tenants = ?tenants.names(),
             "access tokens loaded"
         );
+        let approvals =
+            crate::notify::resolve(&config.approvals, &shared_dir, &tenants.names(), |path| {
+                api::token_file::read_secret_file(path).map_err(|err| err.to_string())
+            })
+            .map_err(StartError::Approvals)?;
         let tenant_policies: Vec<(String, Vec<PathBuf>)> = config
             .auth
             .tenants
@@ -277,6 +289,7 @@ impl Daemon {
             refused,
             exporters,
             metrics_listener: std::sync::Mutex::new(None),
+            approvals,
         })
     }
 
@@ -461,6 +474,27 @@ impl Daemon {
             ));
         }
         let _stop_metrics = serving_metrics.drop_guard();
+        let notifying = CancellationToken::new();
+        let links = match &self.approvals {
+            Some((settings, key)) => {
+                if !settings.webhooks.is_empty() {
+                    crate::notify::start(
+                        self.agents.clone(),
+                        settings.clone(),
+                        key.clone(),
+                        notifying.clone(),
+                    )
+                    .map_err(StartError::Approvals)?;
+                }
+                Some(api::approval_links::LinkState::new(
+                    key.clone(),
+                    self.tenants.clone(),
+                    self.agents.clone(),
+                ))
+            }
+            None => None,
+        };
+        let _stop_notifying = notifying.drop_guard();
         let services = api::Services {
             executor: self.executor.clone(),
             calls,
@@ -469,6 +503,7 @@ impl Daemon {
             retention,
             trust_dir: self.config.shared_dir().to_owned(),
             console: self.config.console.clone(),
+            links,
         };
         let server = api::serve(services, listener, access, shutdown);
         let served = drain(server, stopping_rx, grace, &executor).await;

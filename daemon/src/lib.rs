@@ -13,7 +13,8 @@
 //!
 //! 1. `daemon`, `check` — assembling the daemon; the `check-tool` entry point
 //! 2. `api` — the gRPC, gRPC-Web, MCP and HTTP edges, translation only
-//! 3. `config`, `fleet`, `retention` — the config file; work shared by a fleet; clean-up
+//! 3. `config`, `fleet`, `retention`, `notify` — the config file; work shared by a fleet;
+//!    clean-up; approval requests posted to people's webhooks
 //! 4. `agent` — the run loop, its context, providers, sessions
 //! 5. `tools`, `wire` — the registry and executor; domain values as API messages
 //! 6. `engine` — the WebAssembly, process and MCP engines
@@ -39,6 +40,7 @@ mod fleet;
 mod http_client;
 mod ids;
 mod metrics;
+mod notify;
 mod output;
 mod pause;
 mod policy;

@@ -92,11 +92,14 @@ pub struct Env<'a> {
 /// The verdict of a run that passed its timeout.
 pub const TIMEOUT_GRADER: &str = "timeout";
 
+/// How the error of an attempt the daemon's unavailability kept from running begins.
+pub const NOT_RUN: &str = "not run: ";
+
 pub async fn run(plan: &Plan<'_>, env: &Env<'_>) -> AttemptRecord {
     let task = plan.task;
     let gone = env.gone.borrow().clone();
     if let Some(error) = gone {
-        return unfinished(plan, format!("not run: {error}"), Outcome::default());
+        return unfinished(plan, format!("{NOT_RUN}{error}"), Outcome::default());
     }
     // Nobody may be listening any more (the eval was interrupted): nothing to tell then.
     let _ = env.progress.send(plan.started_line());
@@ -105,8 +108,10 @@ pub async fn run(plan: &Plan<'_>, env: &Env<'_>) -> AttemptRecord {
     let prepared = tokio::task::spawn_blocking(move || prepare(fixture.as_ref(), &dest)).await;
     let workspace = match prepared {
         Ok(Ok(workspace)) => workspace,
-        Ok(Err(error)) => return unfinished(plan, error, Outcome::default()),
-        Err(error) => return unfinished(plan, error.to_string(), Outcome::default()),
+        // What is at the path (if anything) is not this attempt's: never reported as its
+        // kept workspace.
+        Ok(Err(error)) => return not_prepared(plan, error),
+        Err(error) => return not_prepared(plan, error.to_string()),
     };
     let settings = &task.settings;
     let start = StartRun {
@@ -192,6 +197,14 @@ pub async fn run(plan: &Plan<'_>, env: &Env<'_>) -> AttemptRecord {
 }
 
 /// The record of an attempt that could not finish; its workspace is named when it was made.
+/// An attempt whose workspace could not be made: unfinished, with no workspace of its own.
+fn not_prepared(plan: &Plan<'_>, error: String) -> AttemptRecord {
+    let mut record = unfinished(plan, error, Outcome::default());
+    record.workspace = String::new();
+    record.workspace_kept = false;
+    record
+}
+
 pub fn unfinished(plan: &Plan<'_>, error: String, outcome: Outcome) -> AttemptRecord {
     let made = plan.workspace.is_dir();
     AttemptRecord {

@@ -170,7 +170,9 @@ fn scratch_dir(
             roots.join(", ")
         )));
     }
-    Ok(resolved)
+    // Each result's attempts in a directory of their own: the workspaces an earlier result
+    // kept there (its failed attempts') are never in the way of this one's.
+    Ok(resolved.join(result_id))
 }
 
 /// Runs the suite `args` names against the daemon `connect` reaches (at `endpoint`, the
@@ -230,8 +232,11 @@ pub async fn run<C: Console, I: Future<Output = ()>>(
             out.line(&format!("airlock: {error}; no attempt can run"))?;
             let mut records = Vec::with_capacity(plans.len());
             for plan in &plans {
-                let record =
-                    attempt::unfinished(plan, format!("not run: {error}"), Default::default());
+                let record = attempt::unfinished(
+                    plan,
+                    format!("{}{error}", attempt::NOT_RUN),
+                    Default::default(),
+                );
                 out.line(&plan.ended_line(&record))?;
                 records.push(record);
             }
@@ -239,8 +244,9 @@ pub async fn run<C: Console, I: Future<Output = ()>>(
         }
     };
     let records = clean_up(records, args.keep_workspaces);
-    if args.scratch.is_none() {
-        // Only the directory this command made, and only when nothing was kept in it.
+    // Only the directory this command made (the result's own), and only when nothing was
+    // kept in it.
+    if unreachable.is_none() {
         let _ = std::fs::remove_dir(&scratch);
     }
 
@@ -384,6 +390,26 @@ fn clean_up(mut records: Vec<AttemptRecord>, keep_all: bool) -> Vec<AttemptRecor
     records
 }
 
+/// The exit code of a result with unfinished attempts: the daemon's unavailability when
+/// that is what stopped them (an attempt never run for it, or a run that got no further),
+/// else an I/O error here (an attempt whose workspace could not be made never reached the
+/// daemon).
+fn unfinished_code(records: &[AttemptRecord]) -> u8 {
+    let local = records.iter().any(|record| {
+        record.status == AttemptStatus::Unfinished
+            && record.run_id.is_empty()
+            && record
+                .error
+                .as_deref()
+                .is_some_and(|error| !error.starts_with(attempt::NOT_RUN))
+    });
+    if local {
+        exit_code::IO_ERROR
+    } else {
+        exit_code::UNAVAILABLE
+    }
+}
+
 /// What a report says about its run besides the attempts.
 pub struct Meta {
     pub result_id: String,
@@ -433,7 +459,7 @@ pub fn build_report(suite: &Suite, meta: Meta, records: Vec<AttemptRecord>) -> R
     let (status, code) = if meta.interrupted {
         (AttemptStatus::Unfinished, exit_code::INTERRUPTED)
     } else if totals.unfinished > 0 {
-        (AttemptStatus::Unfinished, exit_code::UNAVAILABLE)
+        (AttemptStatus::Unfinished, unfinished_code(&records))
     } else if thresholds.iter().all(|check| check.passed) {
         (AttemptStatus::Passed, exit_code::OK)
     } else {

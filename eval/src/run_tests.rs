@@ -88,7 +88,8 @@ fn scratch_must_lie_inside_a_root() -> anyhow::Result<()> {
     );
     assert_eq!(
         scratch_dir(Some(&root.join("s")), &roots, "e", "id")?,
-        root.join("s")
+        root.join("s/id"),
+        "each result's attempts in a directory of their own"
     );
     let Err(error) = scratch_dir(Some(&dir.path().join("outside")), &roots, "e", "id") else {
         panic!("a scratch outside the roots was accepted");

@@ -326,6 +326,8 @@ pub struct DaemonOptions {
     pub mcp_oauth: Option<airlock_daemon::config::McpOAuthSettings>,
     /// The web console: the built-in pages unless set otherwise.
     pub console: ConsoleSettings,
+    /// `[approvals]`: webhooks and the links they carry.
+    pub approvals: airlock_daemon::config::ApprovalsFile,
     /// How a hosted server that says nothing is trusted (`mcp_trust`).
     pub mcp_trust: airlock_daemon::config::TrustMode,
     /// The operator's policy rule files, for every tenant (`[policy] files`).
@@ -352,6 +354,7 @@ impl Default for DaemonOptions {
             mcp_oauth: None,
             policy_files: Vec::new(),
             console: ConsoleSettings::default(),
+            approvals: Default::default(),
             mcp_trust: Default::default(),
         }
     }
@@ -415,6 +418,7 @@ impl TestDaemon {
             mcp_oauth: options.mcp_oauth,
             console: options.console,
             policy_files: options.policy_files,
+            approvals: options.approvals,
         };
         let daemon = Daemon::build(config).await.expect("daemon builds");
         let refused = daemon

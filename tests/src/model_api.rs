@@ -37,6 +37,8 @@ pub struct Received {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Value,
+    /// The body's bytes as they came (what a signature is taken over).
+    pub raw: Vec<u8>,
 }
 
 /// What one request is answered with.
@@ -125,11 +127,13 @@ impl ModelApi {
             assert!(n > 0, "the request body was cut");
             buffer.extend_from_slice(&chunk[..n]);
         }
-        let body = serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap();
+        let raw = buffer[head_end..head_end + length].to_vec();
+        let body = serde_json::from_slice(&raw).unwrap();
         self.received.lock().unwrap().push(Received {
             path,
             headers,
             body,
+            raw,
         });
         let reply = self
             .replies

@@ -238,6 +238,7 @@ impl AirlockClient {
                 run_id: run_id.to_owned(),
                 to_step,
                 force,
+                dry_run: false,
             })
             .await
             .map_err(|status| ClientError::rpc(&self.peer, status))?;

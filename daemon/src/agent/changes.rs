@@ -18,8 +18,10 @@ use super::error::AgentError;
 use super::live::LiveRun;
 use super::run::LoopState;
 use super::runtime::AgentRuntime;
-use super::start::RunOwner;
-use crate::changes::{ChangeSet, RelPath, RevertError, RevertPlan, RevertReport, copy_contents};
+use super::start::{Carried, RunOwner};
+use crate::changes::{
+    ChangeSet, Changes, Conflict, RelPath, RevertError, RevertPlan, RevertReport, copy_contents,
+};
 use crate::ids::{CallId, RunId};
 use crate::store::RunRecord;
 use crate::wire;
@@ -178,6 +180,49 @@ impl AgentRuntime {
         to_step: u32,
         force: bool,
     ) -> Result<RevertReport, AgentError> {
+        let (plan, workspace, changes) = self.revert_plan(run_id, to_step).await?;
+        tokio::task::spawn_blocking(move || {
+            let report = plan.execute_at(&workspace, changes.blobs(), force)?;
+            // Hosted servers over the workspace are shown what the revert put back.
+            if let Ok(root) = crate::changes::open_workspace(&workspace) {
+                let paths: Vec<RelPath> = report
+                    .restored
+                    .iter()
+                    .chain(&report.removed)
+                    .filter_map(|path| RelPath::new(path.as_bytes()).ok())
+                    .collect();
+                changes
+                    .views()
+                    .landed(std::os::fd::AsFd::as_fd(&root), paths.iter());
+            }
+            Ok(report)
+        })
+        .await
+        .map_err(|err| AgentError::Changes(format!("the revert panicked: {err}")))?
+        .map_err(revert_error)
+    }
+
+    /// What [`AgentRuntime::revert`] would do now, and the conflicts it would be refused for
+    /// without `force`; changes nothing.
+    pub async fn preview_revert(
+        &self,
+        run_id: &RunId,
+        to_step: u32,
+    ) -> Result<(RevertReport, Vec<Conflict>), AgentError> {
+        let (plan, workspace, _) = self.revert_plan(run_id, to_step).await?;
+        tokio::task::spawn_blocking(move || plan.preview_at(&workspace))
+            .await
+            .map_err(|err| AgentError::Changes(format!("the revert's preview panicked: {err}")))?
+            .map_err(revert_error)
+    }
+
+    /// The plan of a revert of a finished run to before `to_step`, its workspace, and the
+    /// change sets' store.
+    async fn revert_plan(
+        &self,
+        run_id: &RunId,
+        to_step: u32,
+    ) -> Result<(RevertPlan, PathBuf, Changes), AgentError> {
         if self.live_run(run_id).is_some() {
             return Err(AgentError::RunLive(run_id.to_string()));
         }
@@ -219,28 +264,14 @@ impl AgentRuntime {
                 "this daemon keeps no change sets (its change-set store is unavailable)".into(),
             ));
         };
-        tokio::task::spawn_blocking(move || {
-            let report = plan.execute_at(&workspace, changes.blobs(), force)?;
-            // Hosted servers over the workspace are shown what the revert put back.
-            if let Ok(root) = crate::changes::open_workspace(&workspace) {
-                let paths: Vec<RelPath> = report
-                    .restored
-                    .iter()
-                    .chain(&report.removed)
-                    .filter_map(|path| RelPath::new(path.as_bytes()).ok())
-                    .collect();
-                changes
-                    .views()
-                    .landed(std::os::fd::AsFd::as_fd(&root), paths.iter());
-            }
-            Ok(report)
-        })
-        .await
-        .map_err(|err| AgentError::Changes(format!("the revert panicked: {err}")))?
-        .map_err(|err| match err {
-            RevertError::Conflicts(_) => AgentError::RevertConflicts(err.to_string()),
-            RevertError::Io { .. } => AgentError::Changes(err.to_string()),
-        })
+        Ok((plan, workspace, changes))
+    }
+}
+
+fn revert_error(err: RevertError) -> AgentError {
+    match err {
+        RevertError::Conflicts(_) => AgentError::RevertConflicts(err.to_string()),
+        RevertError::Io { .. } => AgentError::Changes(err.to_string()),
     }
 }
 
@@ -249,7 +280,8 @@ pub struct Fork {
     /// The new run's request: the old run's, in the same session or (once it is made) in the
     /// copy.
     pub start: pb::StartRun,
-    earlier: Vec<Entry>,
+    /// The run forked, and its conversation up to the step forked at.
+    carried: Carried,
     copy: Option<WorkspaceCopy>,
 }
 
@@ -371,7 +403,10 @@ impl AgentRuntime {
         };
         Ok(Fork {
             start,
-            earlier,
+            carried: Carried {
+                from: run_id.clone(),
+                earlier,
+            },
             copy,
         })
     }
@@ -423,7 +458,10 @@ impl AgentRuntime {
             .map_err(AgentError::Changes)?;
             fork.start.workspace = to.to_string_lossy().into_owned();
         }
-        Ok(self.start_from(fork.start, owner, fork.earlier).await?.live)
+        Ok(self
+            .start_from(fork.start, owner, Some(fork.carried))
+            .await?
+            .live)
     }
 
     /// Hands every event of a run, in order, to `visit`, a page at a time.

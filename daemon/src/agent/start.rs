@@ -18,7 +18,7 @@ use super::runtime::AgentRuntime;
 use super::session;
 use crate::domain::Usage;
 use crate::ids::{self, RunId, SessionId, TraceId, TurnId};
-use crate::store::{RunRecord, RunState, SessionRecord};
+use crate::store::{RunFilter, RunRecord, RunState, SessionRecord};
 use crate::wire;
 
 /// The task's input is short: a sentence, a page at most.
@@ -74,16 +74,17 @@ impl AgentRuntime {
         start: pb::StartRun,
         owner: &RunOwner,
     ) -> Result<Started, AgentError> {
-        self.start_from(start, owner, Vec::new()).await
+        self.start_from(start, owner, None).await
     }
 
-    /// Starts a run whose conversation begins with `earlier` (a fork's), then `start.input`;
-    /// without `earlier`, a run in an existing session continues its conversation.
+    /// Starts a run whose conversation begins with what it carries from another run (a
+    /// fork's), then `start.input`; without, a run in an existing session continues its
+    /// conversation.
     pub(crate) async fn start_from(
         &self,
         start: pb::StartRun,
         owner: &RunOwner,
-        earlier: Vec<context::Entry>,
+        carried: Option<Carried>,
     ) -> Result<Started, AgentError> {
         if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
             return Err(AgentError::TooManyRuns {
@@ -112,7 +113,7 @@ impl AgentRuntime {
                 .await?
             }
         };
-        let opening = self.opening(&session, earlier).await?;
+        let opening = self.opening(&session, carried).await?;
 
         let run_id = RunId::new();
         let turn_id = TurnId::new();
@@ -172,7 +173,39 @@ impl AgentRuntime {
                 run_id: live.run_id.to_string(),
             });
         }
-        session::inherit(&session.settings, start)
+        let mut start = session::inherit(&session.settings, start)?;
+        if start
+            .model
+            .as_ref()
+            .is_none_or(|model| model.model.is_empty())
+        {
+            // A session a run started (`airlock run` without `--session`) has no model of
+            // its own: its next runs go on with the model its latest run used.
+            let latest = RunFilter {
+                session_id: Some(session.session_id.clone()),
+                ..RunFilter::default()
+            };
+            let (runs, _) = self.shared.store.list_runs(&latest, 1, None).await?;
+            match runs
+                .into_iter()
+                .next()
+                .and_then(|run| run.start.model)
+                .filter(|model| !model.model.is_empty())
+            {
+                Some(model) => start.model = Some(model),
+                None => {
+                    return Err(AgentError::Invalid {
+                        field: "model",
+                        reason: format!(
+                            "session {} has no model of its own and no earlier run to take one \
+                             from: name the model (`--model` on the command line)",
+                            session.session_id
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(start)
     }
 
     /// Refuses a run without a workspace whose tools work in one.
@@ -220,12 +253,21 @@ impl AgentRuntime {
     async fn opening(
         &self,
         session: &SessionRecord,
-        earlier: Vec<context::Entry>,
+        carried: Option<Carried>,
     ) -> Result<Opening, AgentError> {
-        let (continues, earlier) = if earlier.is_empty() {
-            self.history(&session.session_id).await?
-        } else {
-            (None, earlier)
+        let (continues, earlier, messages) = match carried {
+            Some(Carried { from, earlier }) => {
+                let messages = earlier.len();
+                (Some(from), earlier, messages)
+            }
+            None => {
+                let (continues, earlier) = self.history(&session.session_id).await?;
+                let messages = earlier
+                    .iter()
+                    .filter(|entry| entry.part == context::Part::History)
+                    .count();
+                (continues, earlier, messages)
+            }
         };
         let project = match session.workspace.clone() {
             Some(workspace) => tokio::task::spawn_blocking(move || {
@@ -239,6 +281,7 @@ impl AgentRuntime {
         Ok(Opening {
             continues,
             earlier,
+            messages,
             project,
         })
     }
@@ -261,12 +304,22 @@ pub(super) fn check_input(text: &str, field: &'static str) -> Result<(), AgentEr
 
 /// What a new run opens with, besides its input.
 struct Opening {
-    /// The run whose conversation it continues, if any.
+    /// The run whose conversation it continues (its session's latest, or the run it forks),
+    /// if any.
     continues: Option<RunId>,
     /// The conversation before its input.
     earlier: Vec<context::Entry>,
+    /// How many of `earlier`'s messages came from another run.
+    messages: usize,
     /// The workspace's project instructions (AGENTS.md).
     project: Option<String>,
+}
+
+/// What a fork carries from the run it forks: that run, and its conversation up to the
+/// step forked at.
+pub(crate) struct Carried {
+    pub(crate) from: RunId,
+    pub(crate) earlier: Vec<context::Entry>,
 }
 
 /// The record of a new run.
@@ -304,11 +357,7 @@ fn started_event(
     resolved: &Resolved,
     opening: &Opening,
 ) -> pb::RunEvent {
-    let history_messages = opening
-        .earlier
-        .iter()
-        .filter(|entry| entry.part == context::Part::History)
-        .count();
+    let history_messages = opening.messages;
     let start = &record.start;
     pb::RunEvent {
         run_id: record.run_id.to_string(),

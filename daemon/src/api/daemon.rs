@@ -12,10 +12,9 @@ use tonic::{Request, Response, Status};
 use super::auth::caller;
 use super::error::ApiError;
 use super::limits;
+use super::mcp_trust::McpTrust;
 use super::tenants::DEFAULT_TENANT;
 use crate::agent::MAX_INPUT_BYTES;
-use crate::audit::Act;
-use crate::engine::mcp::trust::AcceptError;
 use crate::output::MAX_PAGE_BYTES;
 use crate::retention::Retention;
 use crate::tools::Executor;
@@ -23,8 +22,10 @@ use crate::tools::Executor;
 pub struct DaemonService {
     executor: Arc<Executor>,
     retention: Arc<Retention>,
-    /// Where hosted MCP servers' trust records are.
-    trust_dir: PathBuf,
+    /// Reviews of hosted MCP servers' listings.
+    trust: McpTrust,
+    /// The models offered for new runs (`[console] models`).
+    models: Vec<String>,
 }
 
 impl DaemonService {
@@ -32,17 +33,19 @@ impl DaemonService {
         executor: Arc<Executor>,
         retention: Arc<Retention>,
         trust_dir: PathBuf,
+        models: Vec<String>,
     ) -> DaemonService {
         DaemonService {
+            trust: McpTrust::new(executor.clone(), trust_dir),
             executor,
             retention,
-            trust_dir,
+            models,
         }
     }
 }
 
 /// Fails unless `tenant` is the daemon's operator, who alone may do `what`.
-fn operator_only(tenant: &super::tenants::Tenant, what: &str) -> Result<(), ApiError> {
+pub(super) fn operator_only(tenant: &super::tenants::Tenant, what: &str) -> Result<(), ApiError> {
     if tenant.name == DEFAULT_TENANT {
         return Ok(());
     }
@@ -78,6 +81,7 @@ impl pb::daemon_server::Daemon for DaemonService {
                 max_concurrent_runs: tenant.max_concurrent_runs,
                 max_concurrent_executions: tenant.max_concurrent_executions,
             }),
+            models: self.models.clone(),
         }))
     }
 
@@ -119,65 +123,18 @@ impl pb::daemon_server::Daemon for DaemonService {
         let tenant = caller(&request)?;
         // Trust decides what every tenant's runs may call.
         operator_only(&tenant, "change what is trusted")?;
-        let request = request.into_inner();
-        let server = request.server;
-        let hosted = self.executor.registry().loaded().any(|tool| {
-            tool.manifest
-                .origin
-                .as_ref()
-                .is_some_and(|origin| origin.server == server)
-        });
-        let recorded = crate::engine::mcp::trust::is_recorded(&self.trust_dir, &server);
-        if !hosted && !recorded {
-            return Err(ApiError::NotFound {
-                kind: "MCP server",
-                id: server,
-            }
-            .into());
-        }
-        if request.show {
-            let review = crate::engine::mcp::trust::review(&self.trust_dir, &server)
-                .map_err(|message| ApiError::invalid("server", message))?;
-            let json = |definition: Option<serde_json::Value>| {
-                definition
-                    .map(|value| value.to_string())
-                    .unwrap_or_default()
-            };
-            return Ok(Response::new(pb::TrustMcpServerResponse {
-                accepted: Vec::new(),
-                listing: review.listing,
-                differences: review
-                    .differences
-                    .into_iter()
-                    .map(|difference| pb::McpToolDifference {
-                        tool: difference.tool,
-                        trusted_json: json(difference.trusted),
-                        seen_json: json(difference.seen),
-                    })
-                    .collect(),
-            }));
-        }
-        let reviewed = Some(request.reviewed.as_str()).filter(|reviewed| !reviewed.is_empty());
-        let accepted = crate::engine::mcp::trust::accept_seen(&self.trust_dir, &server, reviewed)
-            .map_err(|err| match err {
-            AcceptError::Record(message) => ApiError::invalid("server", message),
-            changed @ AcceptError::ChangedSinceReview { .. } => {
-                ApiError::Stale(changed.to_string()).at("reviewed")
-            }
-        })?;
-        tracing::warn!(%server, ?accepted, ?reviewed, tenant = %tenant.name, "MCP server's tools trusted as last listed");
-        self.executor.auditor().record(
-            Act::new(DEFAULT_TENANT, "mcp.trust.accepted")
-                .actor(&tenant.name)
-                .subject(&server)
-                .reason("an operator trusted the listing last seen")
-                .detail("reviewed", reviewed.unwrap_or_default())
-                .detail("changed", serde_json::json!(accepted)),
-        );
-        Ok(Response::new(pb::TrustMcpServerResponse {
-            accepted,
-            differences: Vec::new(),
-            listing: String::new(),
-        }))
+        Ok(Response::new(
+            self.trust.decide(&tenant, request.into_inner())?,
+        ))
+    }
+
+    async fn list_mcp_servers(
+        &self,
+        request: Request<pb::ListMcpServersRequest>,
+    ) -> Result<Response<pb::ListMcpServersResponse>, Status> {
+        let tenant = caller(&request)?;
+        // What every tenant's runs may call, and from where: the operator's to review.
+        operator_only(&tenant, "review hosted MCP servers")?;
+        Ok(Response::new(self.trust.list()?))
     }
 }

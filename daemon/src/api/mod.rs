@@ -3,6 +3,7 @@
 //! every `Tools` and `Agent` call carries a tenant's token ([`auth`]).
 
 mod agent;
+pub mod approval_links;
 mod audit;
 pub mod auth;
 mod batched_writes;
@@ -14,6 +15,7 @@ mod error;
 pub mod limits;
 pub mod listen;
 pub mod mcp;
+mod mcp_trust;
 mod message_size;
 pub mod metrics_http;
 pub mod oauth;
@@ -74,6 +76,8 @@ pub struct Services {
     pub trust_dir: std::path::PathBuf,
     /// The web console's pages, beside the services.
     pub console: ConsoleSettings,
+    /// Approval links, when `[approvals]` configures them.
+    pub links: Option<approval_links::LinkState>,
 }
 
 /// Serves every service on `listener` until `shutdown` resolves, then stops accepting and
@@ -92,6 +96,7 @@ pub async fn serve(
         retention,
         trust_dir,
         console,
+        links,
     } = services;
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -120,6 +125,7 @@ pub async fn serve(
         executor.clone(),
         retention,
         trust_dir,
+        console.models.clone(),
     ));
     let tools = ToolsServer::new(tools::ToolsService::new(calls, store.clone()))
         .max_decoding_message_size(limits::MAX_DECODING_MESSAGE_BYTES)
@@ -167,7 +173,11 @@ pub async fn serve(
         .add_service(console::browser_facing(LimitMessages::new(
             InterceptedService::new(agent, authenticate),
         )));
-    let routes = console::add_pages(routes.routes().into_axum_router(), &console);
+    let mut routes = routes.routes().into_axum_router();
+    if let Some(links) = links {
+        routes = approval_links::add_routes(routes, links);
+    }
+    let routes = console::add_pages(routes, &console);
     let router = server.add_routes(routes.into());
     let stopped = async {
         shutdown.await;

@@ -85,6 +85,10 @@ fn invalid_page_token() -> ApiError {
 
 /// What a ListRuns or WatchRuns request asks for: the filter (always the caller's tenant),
 /// the page size, and where the page starts.
+/// A search of runs by their input is a scan of the tenant's runs: 200 bytes is more than
+/// anyone types into a search box, and bounds the work each row costs.
+pub const MAX_RUN_QUERY_BYTES: usize = 200;
+
 pub fn runs_query(
     tenant: &Tenant,
     request: &pb::ListRunsRequest,
@@ -105,10 +109,20 @@ pub fn runs_query(
         .map(|id| parse_id(SessionId::parse, id, "session_id"))
         .transpose()?;
     let after = parse_run_page_token(&request.page_token)?;
+    if request.query.len() > MAX_RUN_QUERY_BYTES {
+        return Err(ApiError::invalid(
+            "query",
+            format!(
+                "{} bytes, over the {MAX_RUN_QUERY_BYTES} a search of runs may be",
+                request.query.len()
+            ),
+        ));
+    }
     let filter = RunFilter {
         session_id,
         state,
         tenant: Some(tenant.name.clone()),
+        text: wire::non_empty(&request.query).map(str::to_owned),
     };
     Ok((filter, page_size(request.page_size), after))
 }

@@ -49,7 +49,7 @@ pub use idmap::{IdMap, NOBODY};
 pub use lower::open_workspace;
 pub use overlay::{Overlay, Upper};
 pub use rel::{NotRelative, RelPath};
-pub use revert::{RevertError, RevertPlan, RevertReport, reconcile};
+pub use revert::{Conflict, RevertError, RevertPlan, RevertReport, reconcile};
 pub use sync::ServerWrites;
 pub use types::{Change, ChangeError, ChangeSet, Kind, Node, Refusal, State};
 pub use views::Views;

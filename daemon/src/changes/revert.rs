@@ -356,6 +356,31 @@ pub fn reconcile(workspace: &std::path::Path, set: &mut ChangeSet) -> std::io::R
 }
 
 impl RevertPlan {
+    /// What [`RevertPlan::execute`] would do now, changing nothing (blocking): the paths it
+    /// would restore and remove, and the conflicts it would be refused for without `force`.
+    /// A content the blob store no longer keeps is named only by the revert itself.
+    pub fn preview_at(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<(RevertReport, Vec<Conflict>), RevertError> {
+        let workspace = open_workspace(path).map_err(|source| RevertError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let workspace = workspace.as_fd();
+        let mut report = RevertReport::default();
+        for (path, target) in &self.targets {
+            let now = current(workspace, path);
+            match (&target.restore, &now) {
+                (None, Some(_)) => report.removed.push(path.to_string()),
+                (Some(restore), Some(now)) if same(restore, now) => {}
+                (Some(_), _) => report.restored.push(path.to_string()),
+                (None, None) => {}
+            }
+        }
+        Ok((report, self.conflicts(workspace)))
+    }
+
     /// Reverts the workspace at `path` (blocking); see [`RevertPlan::execute`].
     pub fn execute_at(
         &self,

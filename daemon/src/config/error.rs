@@ -24,4 +24,8 @@ pub enum ConfigError {
     EgressHost { name: String },
     #[error("the OTLP endpoint is set twice: keep either `otlp_endpoint` or `[otlp] endpoint`")]
     OtlpEndpointTwice,
+    #[error("[console] models: {0}")]
+    ConsoleModel(String),
+    #[error("[approvals]: {0}")]
+    Approvals(String),
 }

@@ -192,6 +192,35 @@ pub struct RunFilter {
     pub state: Option<RunState>,
     /// Only the runs of this tenant.
     pub tenant: Option<String>,
+    /// Only runs whose input contains this text, ASCII letters in either case.
+    pub text: Option<String>,
+}
+
+impl RunFilter {
+    /// Whether a run's input holds the filter's text, as the store's query decides it:
+    /// ASCII letters match in either case.
+    pub fn matches_text(&self, input: &str) -> bool {
+        self.text.as_deref().is_none_or(|text| {
+            let text = text.to_ascii_lowercase();
+            input.to_ascii_lowercase().contains(&text)
+        })
+    }
+
+    /// The filter's text as a `LIKE` pattern over `lower(input)`, `!` escaping.
+    pub(crate) fn like_pattern(&self) -> Option<String> {
+        self.text.as_deref().map(|text| {
+            let mut pattern = String::with_capacity(text.len() + 2);
+            pattern.push('%');
+            for c in text.chars() {
+                if matches!(c, '%' | '_' | '!') {
+                    pattern.push('!');
+                }
+                pattern.push(c.to_ascii_lowercase());
+            }
+            pattern.push('%');
+            pattern
+        })
+    }
 }
 
 /// Where a page of runs ended: the next page starts after this run (runs are listed newest

@@ -129,6 +129,7 @@ pub(crate) const TABLES: &[Table] = &[
             col("tenant", Text),
             postgres(null("owner", Text)),
             postgres(col("epoch", BigInt)),
+            null("input", Text),
         ],
     ),
     table(

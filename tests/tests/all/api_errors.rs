@@ -874,6 +874,7 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                             server: "fs".into(),
                             show: true,
                             reviewed: String::new(),
+                            refuse: false,
                         })
                         .await
                         .map(|_| ())
@@ -888,6 +889,7 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                         server: "nobody".into(),
                         show: false,
                         reviewed: "0".repeat(64),
+                        refuse: false,
                     })
                     .await
                     .map(|_| ())

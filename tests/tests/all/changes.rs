@@ -348,15 +348,54 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
         first_context(&fork) > first_context(&run),
         "step 1 carried over"
     );
+    // The fork says what it carried: the run it forks, and that run's messages before step 2
+    // (the input, the first call and its result).
+    let started = fork.of(|event| match event {
+        pb::run_event::Event::RunStarted(started) => Some(started.clone()),
+        _ => None,
+    })[0]
+        .clone();
+    assert_eq!(started.continues_run_id, run_id);
+    assert_eq!(started.history_messages, 3, "{started:?}");
+    // So its cassette is refused as a continued run's is: it could never replay.
+    let cassette = agent
+        .get_cassette(pb::GetCassetteRequest {
+            run_id: forked.run_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(cassette.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        cassette.message().contains(&run_id),
+        "{}",
+        cassette.message()
+    );
     assert!(copy.join("status.txt").exists());
     assert!(std::fs::read_to_string(workspace.join("status.txt")).is_ok());
 
+    // A dry run says what undoing the last step would do, and does nothing.
+    let preview = agent
+        .revert_run(pb::RevertRunRequest {
+            run_id: run_id.clone(),
+            to_step: 3,
+            dry_run: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(preview.removed, ["status.txt"]);
+    assert!(preview.restored.is_empty() && preview.conflicts.is_empty());
+    assert!(
+        workspace.join("status.txt").exists(),
+        "a dry run changes nothing"
+    );
     // Undo the last step only: the patch stays.
     agent
         .revert_run(pb::RevertRunRequest {
             run_id: run_id.clone(),
             to_step: 3,
-            force: false,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -369,11 +408,30 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
 
     // Someone edits the patched file: undoing the patch is refused, naming it, unless forced.
     std::fs::write(workspace.join("calc.py"), "edited by hand\n").unwrap();
+    let preview = agent
+        .revert_run(pb::RevertRunRequest {
+            run_id: run_id.clone(),
+            to_step: 1,
+            dry_run: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        preview
+            .conflicts
+            .iter()
+            .map(|conflict| (conflict.path.as_str(), conflict.reason.as_str()))
+            .collect::<Vec<_>>(),
+        [("calc.py", "changed since the run wrote it")]
+    );
+    assert_eq!(preview.restored, ["calc.py"]);
     let refused = agent
         .revert_run(pb::RevertRunRequest {
             run_id: run_id.clone(),
             to_step: 1,
-            force: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -392,6 +450,7 @@ async fn a_run_tests_patches_and_passes_and_its_changes_are_listed_and_reverted(
             run_id: run_id.clone(),
             to_step: 1,
             force: true,
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -267,7 +267,7 @@ async fn a_run_that_makes_a_hundred_thousand_files_stays_readable_and_revertible
         .revert_run(pb::RevertRunRequest {
             run_id,
             to_step: 1,
-            force: false,
+            ..Default::default()
         })
         .await
         .unwrap()

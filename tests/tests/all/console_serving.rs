@@ -18,14 +18,19 @@ use tonic::service::interceptor::InterceptedService;
 use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService};
 use tower_layer::Layer;
 
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 /// One HTTP/1.1 request, as a browser sends it.
-async fn http1(method: Method, url: &str, headers: &[(&str, &str)], body: Bytes) -> Answer {
+pub(crate) async fn http1(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Answer {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let mut request = Request::builder().method(method).uri(url);
     for (name, value) in headers {
@@ -130,6 +135,7 @@ async fn without_the_console_its_pages_are_404_and_the_api_stays() {
         console: ConsoleSettings {
             enabled: false,
             dir: None,
+            models: Vec::new(),
         },
         ..DaemonOptions::default()
     })
@@ -160,6 +166,7 @@ async fn a_console_dir_is_read_on_each_request() {
         console: ConsoleSettings {
             enabled: true,
             dir: Some(dir.path().to_owned()),
+            models: Vec::new(),
         },
         ..DaemonOptions::default()
     })
@@ -221,13 +228,13 @@ async fn a_call_from_another_sites_page_is_refused_before_any_service() {
     }
 }
 
-type WebChannel = InterceptedService<
+pub(crate) type WebChannel = InterceptedService<
     GrpcWebClientService<Client<HttpConnector, GrpcWebCall<tonic::body::Body>>>,
     BearerToken,
 >;
 
 /// An `Agent` client speaking gRPC-Web over HTTP/1.1, as a browser's library does.
-fn web_agent(endpoint: &str, token: &str) -> pb::agent_client::AgentClient<WebChannel> {
+pub(crate) fn web_agent(endpoint: &str, token: &str) -> pb::agent_client::AgentClient<WebChannel> {
     let http = Client::builder(TokioExecutor::new()).build_http();
     let web = GrpcWebClientLayer::new().layer(http);
     pb::agent_client::AgentClient::with_origin(

@@ -217,7 +217,7 @@ async fn tokens_kept_outputs_and_change_sets_serve_on_every_daemon() {
         .revert_run(pb::RevertRunRequest {
             run_id,
             to_step: 1,
-            force: false,
+            ..Default::default()
         })
         .await
         .unwrap();

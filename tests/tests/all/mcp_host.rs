@@ -422,6 +422,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
             server: "hostile".into(),
             show: false,
             reviewed: "0".repeat(64),
+            refuse: false,
         })
         .await
         .unwrap_err();
@@ -446,6 +447,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
             server: "hostile".into(),
             show: true,
             reviewed: String::new(),
+            refuse: false,
         })
         .await
         .unwrap()
@@ -456,6 +458,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
             server: "hostile".into(),
             show: false,
             reviewed: review.listing,
+            refuse: false,
         })
         .await
         .unwrap()
@@ -475,6 +478,7 @@ async fn a_changed_tool_is_refused_until_an_operator_trusts_it() {
             show: false,
             server: "../hostile".into(),
             reviewed: String::new(),
+            refuse: false,
         })
         .await
         .unwrap_err();

@@ -141,9 +141,9 @@ impl Approvals {
     }
 }
 
-/// Answers `decision` for `tenant`'s console: another tenant's request is answered as if it
-/// were not pending at all.
-async fn decide_as(
+/// Answers `decision` for `tenant`'s console (or an approval link sent for `tenant`):
+/// another tenant's request is answered as if it were not pending at all.
+pub(in crate::api) async fn decide_as(
     runtime: &AgentRuntime,
     tenant: &Tenant,
     decision: &pb::ApprovalDecision,

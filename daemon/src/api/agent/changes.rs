@@ -12,6 +12,7 @@ use crate::agent::{AgentRuntime, changes_page};
 use crate::api::auth::caller;
 use crate::api::error::ApiError;
 use crate::audit::Act;
+use crate::changes::Conflict;
 
 /// The change calls of the `Agent` service.
 pub(super) struct Changes {
@@ -75,6 +76,19 @@ impl Changes {
         let tenant = caller(&request)?;
         let request = request.into_inner();
         let run_id = owned_run(&self.runtime, &tenant, &request.run_id, "run_id").await?;
+        if request.dry_run {
+            let (report, conflicts) = self
+                .runtime
+                .preview_revert(&run_id, request.to_step)
+                .await
+                .map_err(ApiError::from)?;
+            return Ok(Response::new(pb::RevertRunResponse {
+                restored: report.restored,
+                removed: report.removed,
+                unrestorable: Vec::new(),
+                conflicts: conflicts.into_iter().map(revert_conflict).collect(),
+            }));
+        }
         let report = self
             .runtime
             .revert(&run_id, request.to_step, request.force)
@@ -100,11 +114,16 @@ impl Changes {
             unrestorable: report
                 .unrestorable
                 .into_iter()
-                .map(|conflict| pb::RevertConflict {
-                    path: conflict.path,
-                    reason: conflict.reason,
-                })
+                .map(revert_conflict)
                 .collect(),
+            conflicts: Vec::new(),
         }))
+    }
+}
+
+fn revert_conflict(conflict: Conflict) -> pb::RevertConflict {
+    pb::RevertConflict {
+        path: conflict.path,
+        reason: conflict.reason,
     }
 }

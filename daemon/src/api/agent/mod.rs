@@ -30,6 +30,8 @@ use runs::Runs;
 use sessions::Sessions;
 use traces::Traces;
 
+pub(super) use approvals::decide_as;
+
 pub struct AgentService {
     sessions: Sessions,
     runs: Runs,
@@ -80,6 +82,15 @@ impl pb::agent_server::Agent for AgentService {
         request: Request<Streaming<pb::RunRequest>>,
     ) -> Result<Response<Self::RunStream>, Status> {
         self.runs.run(request).await
+    }
+
+    type StartRunStream = EventStream<pb::RunEvent>;
+
+    async fn start_run(
+        &self,
+        request: Request<pb::StartRun>,
+    ) -> Result<Response<Self::StartRunStream>, Status> {
+        self.runs.start_streaming(request).await
     }
 
     type ApprovalsStream = EventStream<pb::ApprovalRequest>;

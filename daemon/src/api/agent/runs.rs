@@ -1,4 +1,4 @@
-//! Runs: `Run` (start or attach, then steer on the same stream), `WatchRun`, `CancelRun`,
+//! Runs: `Run` (start or attach, then steer on the same stream), `StartRun`, `WatchRun`, `CancelRun`,
 //! `GetRun`, `ListRuns`, `WatchRuns` and `ForkRun`. A tenant's run starts take turns, so that
 //! its cap on live runs holds under concurrent starts.
 
@@ -73,6 +73,36 @@ impl Runs {
         Ok((run_id, events))
     }
 
+    /// Starts a run of `tenant`'s, in its turn; errors name fields of the `StartRun`.
+    async fn start(
+        &self,
+        tenant: &Tenant,
+        mut start: pb::StartRun,
+    ) -> Result<(RunId, mpsc::Receiver<Result<pb::RunEvent, StoreError>>), ApiError> {
+        check_start(&self.runtime, tenant, &mut start)?;
+        let owner = run_owner(tenant);
+        let _turn = self.starts.take(&tenant.name).await;
+        let started = self
+            .runtime
+            .start(start, &owner)
+            .await
+            .map_err(ApiError::from)?;
+        Ok((started.live.run_id.clone(), started.events))
+    }
+
+    /// `StartRun`: `Run`'s start for a client that cannot stream both ways. The run is the
+    /// daemon's once started: a client that goes leaves it running.
+    pub(super) async fn start_streaming(
+        &self,
+        request: Request<pb::StartRun>,
+    ) -> Result<Response<EventStream<pb::RunEvent>>, Status> {
+        let tenant = caller(&request)?;
+        let (_, events) = self.start(&tenant, request.into_inner()).await?;
+        let stream = ReceiverStream::new(events)
+            .map(|event| event.map_err(|err| Status::from(ApiError::from(err))));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     pub(super) async fn run(
         &self,
         request: Request<Streaming<pb::RunRequest>>,
@@ -83,18 +113,10 @@ impl Runs {
             ApiError::invalid("request", "the stream ended before its first message")
         })?;
         let (run_id, events) = match first.request {
-            Some(pb::run_request::Request::Start(mut start)) => {
-                check_start(&self.runtime, &tenant, &mut start).map_err(|err| err.at("start"))?;
-                let owner = run_owner(&tenant);
-                let started = {
-                    let _turn = self.starts.take(&tenant.name).await;
-                    self.runtime
-                        .start(start, &owner)
-                        .await
-                        .map_err(|err| ApiError::from(err).at("start"))?
-                };
-                (started.live.run_id.clone(), started.events)
-            }
+            Some(pb::run_request::Request::Start(start)) => self
+                .start(&tenant, start)
+                .await
+                .map_err(|err| err.at("start"))?,
             Some(pb::run_request::Request::Attach(attach)) => self
                 .attach(&tenant, &attach)
                 .await
@@ -266,7 +288,8 @@ impl Runs {
                                 && filter
                                     .session_id
                                     .as_ref()
-                                    .is_none_or(|session| run.session_id == *session);
+                                    .is_none_or(|session| run.session_id == *session)
+                                && filter.matches_text(&run.start.input);
                             if wanted && sender.send(Ok(run_info(run))).await.is_err() {
                                 return;
                             }

@@ -100,6 +100,11 @@ pub struct Record {
     /// loaded as one of these stays served, its calls checked against the live listing.
     #[serde(default)]
     pub accepted: std::collections::BTreeSet<String>,
+    /// The digest of a listing an operator refused: a review shows it as refused until the
+    /// server lists something else. Written only when set, so that a record nobody refused
+    /// stays readable by daemons from before refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl Record {
@@ -457,6 +462,68 @@ pub enum AcceptError {
     },
 }
 
+/// The servers with a trust record in `shared_dir`, by name.
+pub fn recorded_servers(shared_dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(shared_dir.join(TRUST_DIR)) else {
+        return Vec::new();
+    };
+    let mut servers: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let server = name.strip_suffix(".json")?.to_owned();
+            is_recorded(shared_dir, &server).then_some(server)
+        })
+        .collect();
+    servers.sort();
+    servers
+}
+
+/// What refusing a server's listing does: records that an operator refused the listing
+/// last seen — when `reviewed` names a review, only if that review showed this very
+/// listing. Its changed and new tools stay refused as they were; nothing is trusted.
+/// Returns the digest of the listing refused.
+pub fn refuse_seen(
+    shared_dir: &Path,
+    server: &str,
+    reviewed: Option<&str>,
+) -> Result<String, AcceptError> {
+    let path = record_path(shared_dir, server);
+    let unknown = || {
+        format!(
+            "no MCP server `{server}` has been listed by a daemon with shared dir {}",
+            shared_dir.display()
+        )
+    };
+    if !path.is_file() {
+        return Err(AcceptError::Record(unknown()));
+    }
+    let mut since_review = None;
+    let mut refused = String::new();
+    let updated = update(&path, |record| {
+        let mut record = record.ok_or_else(unknown)?;
+        let seen = listing_digest(&record.seen);
+        if let Some(reviewed) = reviewed
+            && reviewed != seen
+        {
+            since_review = Some(AcceptError::ChangedSinceReview {
+                server: server.to_owned(),
+                reviewed: reviewed.to_owned(),
+                seen,
+            });
+            return Err(String::new());
+        }
+        record.refused = Some(seen.clone());
+        refused = seen;
+        Ok(record)
+    });
+    match (updated, since_review) {
+        (_, Some(changed)) => Err(changed),
+        (Err(message), None) => Err(AcceptError::Record(message)),
+        (Ok(_), None) => Ok(refused),
+    }
+}
+
 /// What `airlock tools trust SERVER` does: marks the listing last seen (by any daemon
 /// sharing the dir) as trusted — when `reviewed` names a review, only if that review showed
 /// this very listing. Returns the tools whose trust changed.
@@ -498,6 +565,7 @@ pub fn accept_seen(
             .map(|(tool, _)| tool.clone())
             .collect();
         record.trusted = record.seen.clone();
+        record.refused = None;
         record.accepted.extend(record.trusted.values().cloned());
         record.remember(BTreeMap::new());
         Ok(record)
@@ -515,6 +583,8 @@ pub fn accept_seen(
 pub struct Review {
     pub differences: Vec<Difference>,
     pub listing: String,
+    /// An operator refused exactly this listing.
+    pub refused: bool,
 }
 
 /// One difference between what is trusted and what was last seen of a tool.
@@ -554,9 +624,11 @@ pub fn review(shared_dir: &Path, server: &str) -> Result<Review, String> {
             seen: record.seen.get(tool).map(definition),
         })
         .collect();
+    let listing = listing_digest(&record.seen);
     Ok(Review {
         differences,
-        listing: listing_digest(&record.seen),
+        refused: record.refused.as_ref() == Some(&listing),
+        listing,
     })
 }
 
@@ -615,6 +687,7 @@ mod tests {
                 .is_empty()
         );
         assert!(accept_seen(state.path(), "other", None).is_err());
+        assert_eq!(recorded_servers(state.path()), ["srv"]);
         assert!(is_recorded(state.path(), "srv"));
         assert!(!is_recorded(state.path(), "../srv"));
         assert!(!is_recorded(state.path(), "other"));
@@ -831,5 +904,50 @@ mod tests {
             ["a", "b"]
         );
         assert_eq!(store.withheld("a", "3"), None);
+    }
+
+    #[test]
+    fn a_refusal_keeps_the_change_refused_and_lasts_until_the_next_listing() {
+        let state = tempfile::tempdir().expect("tempdir");
+        let store = TrustStore::new(state.path(), "srv", BTreeMap::new(), TrustMode::FirstUse);
+        store
+            .check(&listing(&[("a", "1")]), &BTreeMap::new)
+            .expect("first");
+        store
+            .check(&listing(&[("a", "2")]), &BTreeMap::new)
+            .expect("changed");
+        let reviewed = review(state.path(), "srv").expect("review");
+        assert!(!reviewed.refused);
+        // Bound to a review like an acceptance: a stale one is refused, nothing recorded.
+        assert!(matches!(
+            refuse_seen(state.path(), "srv", Some("not-the-listing")),
+            Err(AcceptError::ChangedSinceReview { .. })
+        ));
+        assert!(!review(state.path(), "srv").expect("review").refused);
+        assert_eq!(
+            refuse_seen(state.path(), "srv", Some(&reviewed.listing)).expect("refuse"),
+            reviewed.listing
+        );
+        let after = review(state.path(), "srv").expect("review");
+        assert!(after.refused);
+        assert_eq!(after.differences, reviewed.differences);
+        assert_eq!(
+            store.withheld("a", "2"),
+            Some(Distrust::Changed {
+                trusted: "1".into(),
+                listed: "2".into()
+            }),
+            "a refused change stays refused"
+        );
+        // The server lists something else: up for review again.
+        store
+            .check(&listing(&[("a", "3")]), &BTreeMap::new)
+            .expect("changed again");
+        assert!(!review(state.path(), "srv").expect("review").refused);
+        // An acceptance clears the refusal.
+        refuse_seen(state.path(), "srv", None).expect("refuse");
+        accept_seen(state.path(), "srv", None).expect("accept");
+        let accepted = review(state.path(), "srv").expect("review");
+        assert!(!accepted.refused && accepted.differences.is_empty());
     }
 }

@@ -230,6 +230,7 @@ pub(super) async fn runs_page_newest_first_with_filters(store: &dyn Store, tenan
         session_id: Some(session.session_id.clone()),
         state: None,
         tenant: Some(tenant.clone()),
+        text: None,
     };
     let (first, cursor) = store.list_runs(&filter, 2, None).await.expect("page");
     assert_eq!(
@@ -272,6 +273,35 @@ pub(super) async fn runs_page_newest_first_with_filters(store: &dyn Store, tenan
             .0
             .is_empty()
     );
+    // A search by input: ASCII letters in either case, `%`, `_` and `!` taken literally.
+    let searched = |text: &str| RunFilter {
+        text: Some(text.to_owned()),
+        ..every.clone()
+    };
+    let (found, _) = store
+        .list_runs(&searched("TASK AT 102"), 100, None)
+        .await
+        .expect("search");
+    assert_eq!(
+        found.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[2]]
+    );
+    for literal in ["task%", "task_at", "!"] {
+        let (found, _) = store
+            .list_runs(&searched(literal), 100, None)
+            .await
+            .expect("search");
+        assert!(found.is_empty(), "{literal} matched {found:?}");
+    }
+    let (paged, cursor) = store
+        .list_runs(&searched("task at 10"), 2, None)
+        .await
+        .expect("search");
+    assert_eq!(
+        paged.iter().map(|r| &r.run_id).collect::<Vec<_>>(),
+        [&ids[4], &ids[3]]
+    );
+    assert!(cursor.is_some());
     let nobody = RunFilter {
         tenant: Some(format!("{tenant}-nobody")),
         ..RunFilter::default()

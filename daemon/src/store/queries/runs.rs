@@ -61,19 +61,22 @@ pub(in crate::store) async fn create_run<S: Sql>(
         Some(owner) if S::DIALECT.leases() => {
             let mut owned = columns.to_vec();
             owned.push(owner.as_str().into());
+            owned.push(run.start.input.as_str().into());
             c.execute(
                 &format!(
-                    "INSERT INTO runs ({RUN_COLUMNS}, owner, epoch)
-                     VALUES ({values}, $17, {FIRST_EPOCH})"
+                    "INSERT INTO runs ({RUN_COLUMNS}, owner, epoch, input)
+                     VALUES ({values}, $17, {FIRST_EPOCH}, $18)"
                 ),
                 &owned,
             )
             .await?
         }
         _ => {
+            let mut with_input = columns.to_vec();
+            with_input.push(run.start.input.as_str().into());
             c.execute(
-                &format!("INSERT INTO runs ({RUN_COLUMNS}) VALUES ({values})"),
-                &columns,
+                &format!("INSERT INTO runs ({RUN_COLUMNS}, input) VALUES ({values}, $17)"),
+                &with_input,
             )
             .await?
         }
@@ -84,6 +87,38 @@ pub(in crate::store) async fn create_run<S: Sql>(
     )
     .await
     .map(|_| ())
+}
+
+/// Copies each run's input out of its `start` into the `input` column searches read, for
+/// the runs recorded before the column was (schema 11 of SQLite's, 7 of PostgreSQL's); a
+/// daemon does it as it opens the store. Idempotent: daemons of a fleet opening at once
+/// write the same values.
+pub(in crate::store) async fn copy_out_inputs<S: Sql>(c: &S) -> StoreResult<u64> {
+    /// Rows read at once: each is a run's `start`, a few KiB at most.
+    const BATCH: usize = 500;
+    let mut copied = 0;
+    loop {
+        let rows = c
+            .query(
+                "SELECT run_id, start FROM runs WHERE input IS NULL LIMIT $1",
+                args![count_param(BATCH)],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(copied);
+        }
+        for mut row in rows {
+            let run_id: String = row.get(0)?;
+            let start = pb::StartRun::decode(row.get::<Vec<u8>>(1)?.as_slice())
+                .map_err(|err| StoreError::Corrupt(format!("run {run_id}'s start: {err}")))?;
+            copied += c
+                .execute(
+                    "UPDATE runs SET input = $2 WHERE run_id = $1",
+                    args![&run_id, &start.input],
+                )
+                .await?;
+        }
+    }
 }
 
 pub(in crate::store) async fn run<S: Sql>(c: &S, run_id: &RunId) -> StoreResult<Option<RunRecord>> {
@@ -102,6 +137,7 @@ pub(in crate::store) async fn list_runs<S: Sql>(
     limit: usize,
     after: Option<&RunCursor>,
 ) -> StoreResult<(Vec<RunRecord>, Option<RunCursor>)> {
+    let pattern = filter.like_pattern();
     let runs = c
         .query(
             &format!(
@@ -111,6 +147,7 @@ pub(in crate::store) async fn list_runs<S: Sql>(
                    AND ($3::bigint IS NULL OR created_at_ms < $3
                         OR (created_at_ms = $3 AND run_id < $4))
                    AND ($6::text IS NULL OR tenant = $6)
+                   AND ($7::text IS NULL OR lower(input) LIKE $7 ESCAPE '!')
                  ORDER BY created_at_ms DESC, run_id DESC
                  LIMIT $5"
             ),
@@ -121,6 +158,7 @@ pub(in crate::store) async fn list_runs<S: Sql>(
                 after.map(|cursor| cursor.run_id.as_str()),
                 count_param(limit.saturating_add(1)),
                 filter.tenant.as_ref(),
+                pattern.as_deref(),
             ],
         )
         .await?

@@ -126,6 +126,7 @@ fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connectio
         return Err(damaged(format!("integrity check failed: {check}")));
     }
     schema::migrate(&connection).map_err(damaged)?;
+    drive(queries::runs::copy_out_inputs(&Lite(&connection)))?;
     // An empty write takes the exclusive lock now, and exclusive mode keeps it: a second
     // daemon is refused at its start rather than at its first event.
     connection
@@ -549,6 +550,13 @@ mod tests {
         assert_eq!(run.steps, 3);
         assert_eq!(run.tenant, "default");
         assert_eq!(run.start.input, "copy notes");
+        // Its input was copied out of `start` for searches as the store opened.
+        let searched = RunFilter {
+            text: Some("COPY".into()),
+            ..RunFilter::default()
+        };
+        let (found, _) = store.list_runs(&searched, 10, None).await.expect("search");
+        assert_eq!(found.len(), 1, "the old run is found by its task");
         let events = store
             .events_after(&run.run_id, 0, 100)
             .await

@@ -169,6 +169,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         digest TEXT NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 11: a run's input (the task) in a column of its own, for a search of runs by it; null
+    // until the daemon opening the store copies it out of `start` (`copy_out_inputs`).
+    r#"
+    ALTER TABLE runs ADD COLUMN input TEXT;
+    "#,
 ];
 
 /// Brings the database at `connection` to the newest schema.

@@ -5,7 +5,6 @@
 //! sending again, and after how long the collector asked for.
 
 use std::str::FromStr as _;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::uri::PathAndQuery;
@@ -217,7 +216,7 @@ impl Transport {
                     return Err(invalid("no host".to_owned()));
                 }
                 crate::http_client::install_crypto_provider();
-                let tls_config = rustls_config(ca.as_deref(), identity.as_ref())
+                let tls_config = crate::http_client::tls_config(ca.as_deref(), identity.as_ref())
                     .map_err(|reason| invalid(format!("TLS: {reason}")))?;
                 let client = reqwest::Client::builder()
                     .tls_backend_preconfigured(tls_config)
@@ -361,48 +360,6 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// The TLS settings of HTTP exports: `ca` or the Mozilla roots, and the client identity.
-fn rustls_config(
-    ca: Option<&[u8]>,
-    identity: Option<&(Vec<u8>, Vec<u8>)>,
-) -> Result<rustls::ClientConfig, String> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
-        Some(pem) => {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|err| format!("the CA file: {err}"))?;
-                roots
-                    .add(cert)
-                    .map_err(|err| format!("the CA file: {err}"))?;
-            }
-            if roots.is_empty() {
-                return Err("the CA file holds no certificate".to_owned());
-            }
-        }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|err| err.to_string())?
-        .with_root_certificates(roots);
-    match identity {
-        None => Ok(builder.with_no_client_auth()),
-        Some((cert, key)) => {
-            let chain = CertificateDer::pem_slice_iter(cert)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|err| format!("the client certificate: {err}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key)
-                .map_err(|err| format!("the client key: {err}"))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|err| format!("the client certificate: {err}"))
-        }
-    }
 }
 
 /// Whether a failed gRPC `Export` may succeed if sent again, as the OTLP specification

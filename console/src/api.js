@@ -1,6 +1,6 @@
 // The daemon's API in the browser: the descriptor set it serves (/airlock.binpb) is the one
 // source of truth — no generated code. This module loads it into a registry, makes gRPC-Web
-// clients for Agent, Tools and Daemon over one same-origin transport that carries the
+// clients for Agent, Tools, Daemon and Policy over one same-origin transport that carries the
 // access token, names enum values, and turns RPC failures into messages for the page.
 
 import { createFileRegistry, fromBinary } from "@bufbuild/protobuf";
@@ -16,7 +16,7 @@ export { Code };
 let registry = null;
 
 /** The clients; set by init(). */
-export const api = { agent: null, tools: null, daemon: null };
+export const api = { agent: null, tools: null, daemon: null, policy: null };
 
 /** Fetches the descriptor set and makes the clients. Throws with a readable message. */
 export async function init() {
@@ -43,6 +43,7 @@ export async function init() {
   api.agent = service("airlock.v1.Agent");
   api.tools = service("airlock.v1.Tools");
   api.daemon = service("airlock.v1.Daemon");
+  api.policy = service("airlock.v1.Policy");
 }
 
 /**

@@ -1,6 +1,7 @@
 // The access token: kept in sessionStorage (key "airlock.token") for this tab only, sent
 // only as the authorization header (api.js), never put in a URL or logged. Signing out, or
 // any call failing UNAUTHENTICATED, clears it and brings back the sign-in form with a message.
+// Being per tab, it is not in a new tab or window: the sign-in form says so (login.js).
 
 import { createStore } from "./store.js";
 
@@ -15,10 +16,11 @@ function read() {
 }
 
 /**
- * { token, message, checking }: message is why the sign-in form is shown again, if it is;
- * checking is true while a token just entered is being tried (the form stays up).
+ * { token, message, checking, signedOut }: message is why the sign-in form is shown again,
+ * if it is; checking is true while a token just entered is being tried (the form stays up);
+ * signedOut is true after the user signed out (rather than a tab that never had a token).
  */
-export const authStore = createStore({ token: read(), message: "", checking: false });
+export const authStore = createStore({ token: read(), message: "", checking: false, signedOut: false });
 
 export function getToken() {
   return authStore.get().token;
@@ -31,7 +33,7 @@ export function setToken(token, { checking = false } = {}) {
   } catch {
     // Storage refused (private mode, quota): the token lasts as long as the page.
   }
-  authStore.set({ token, message: "", checking });
+  authStore.set({ token, message: "", checking, signedOut: false });
 }
 
 /** The token was accepted: open the console. */
@@ -39,7 +41,7 @@ export function confirmSignIn() {
   authStore.set({ ...authStore.get(), checking: false, message: "" });
 }
 
-/** Forgets the token; `message` is shown on the sign-in form. */
+/** Forgets the token; `message` is shown on the sign-in form. Without one, the user signed out. */
 export function signOut(message = "") {
   try {
     sessionStorage.removeItem(KEY);
@@ -47,7 +49,8 @@ export function signOut(message = "") {
     // Nothing stored.
   }
   const s = authStore.get();
-  if (s.token || s.message !== message || s.checking) {
-    authStore.set({ token: "", message, checking: false });
+  const signedOut = !message;
+  if (s.token || s.message !== message || s.checking || s.signedOut !== signedOut) {
+    authStore.set({ token: "", message, checking: false, signedOut });
   }
 }

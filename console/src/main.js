@@ -12,6 +12,10 @@ import { ApprovalsPage } from "./pages/approvals.js";
 import { LoginPage } from "./pages/login.js";
 import { RunPage } from "./pages/run.js";
 import { RunsPage } from "./pages/runs.js";
+import { EvalsPage } from "./pages/evals.js";
+import { NewRunPage } from "./pages/new-run.js";
+import { PolicyPage } from "./pages/policy.js";
+import { SessionPage } from "./pages/session.js";
 import { ToolsPage } from "./pages/tools.js";
 import { TracePage } from "./pages/trace.js";
 import { useRoute } from "./router.js";
@@ -78,7 +82,7 @@ function Shell({ daemon, setDaemon }) {
     window.scrollTo(0, 0);
   }, [route.page, route.runId]);
 
-  const section = route.page === "run" || route.page === "trace" ? "runs" : route.page;
+  const section = ["run", "trace", "session"].includes(route.page) ? "runs" : route.page;
   const link = (href, name, label, extra = null) => html`
     <a href=${href} class=${section === name ? "active" : ""} aria-current=${section === name ? "page" : undefined}>${label}${extra}</a>`;
 
@@ -93,11 +97,23 @@ function Shell({ daemon, setDaemon }) {
     case "trace":
       page = html`<${TracePage} key=${route.runId} runId=${route.runId} />`;
       break;
+    case "new":
+      page = html`<${NewRunPage} query=${route.query} />`;
+      break;
+    case "session":
+      page = html`<${SessionPage} key=${route.sessionId} sessionId=${route.sessionId} />`;
+      break;
     case "approvals":
       page = html`<${ApprovalsPage} />`;
       break;
     case "tools":
-      page = html`<${ToolsPage} />`;
+      page = html`<${ToolsPage} daemon=${daemon} />`;
+      break;
+    case "policy":
+      page = html`<${PolicyPage} query=${route.query} />`;
+      break;
+    case "evals":
+      page = html`<${EvalsPage} />`;
       break;
     default:
       page = html`<${NotFound} />`;
@@ -111,7 +127,10 @@ function Shell({ daemon, setDaemon }) {
         ${link("#/runs", "runs", "Runs")}
         ${link("#/approvals", "approvals", "Approvals", html`
           <span class=${`count${approvals.pending ? " hot" : ""}`} data-testid="approvals-count">${approvals.pending}</span><span class="sr-only"> pending</span>`)}
+        ${link("#/new", "new", "New run")}
         ${link("#/tools", "tools", "Tools")}
+        ${link("#/policy", "policy", "Policy")}
+        ${link("#/evals", "evals", "Evals")}
       </nav>
       <div class="who">
         ${daemon ? html`<span class="muted" title=${`airlockd ${daemon.version}`}>${daemon.tenant || "default"} · v${daemon.version}</span>` : null}

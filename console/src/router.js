@@ -1,5 +1,6 @@
-// Hash routing (the daemon serves only `/`): #/runs, #/runs?session=…&state=…,
-// #/runs/<id>, #/runs/<id>/trace, #/approvals, #/tools.
+// Hash routing (the daemon serves only `/`): #/runs, #/runs?session=…&state=…&q=…,
+// #/runs/<id>, #/runs/<id>/trace, #/new, #/sessions/<id>, #/approvals, #/tools, #/policy,
+// #/evals.
 
 import { useEffect, useState } from "preact/hooks";
 
@@ -14,8 +15,12 @@ export function parseHash(hash) {
   if (parts.length === 0 || (first === "runs" && parts.length === 1)) return { page: "runs", query };
   if (first === "runs" && parts.length === 2) return { page: "run", runId: second, query };
   if (first === "runs" && parts.length === 3 && third === "trace") return { page: "trace", runId: second, query };
+  if (first === "new" && parts.length === 1) return { page: "new", query };
+  if (first === "sessions" && parts.length === 2) return { page: "session", sessionId: second, query };
   if (first === "approvals" && parts.length === 1) return { page: "approvals", query };
   if (first === "tools" && parts.length === 1) return { page: "tools", query };
+  if (first === "policy" && parts.length === 1) return { page: "policy", query };
+  if (first === "evals" && parts.length === 1) return { page: "evals", query };
   return { page: "notfound", query, path };
 }
 
@@ -36,11 +41,17 @@ export function traceHref(runId) {
   return `#/runs/${encodeURIComponent(runId)}/trace`;
 }
 
+/** The hash of a session's page. */
+export function sessionHref(sessionId) {
+  return `#/sessions/${encodeURIComponent(sessionId)}`;
+}
+
 /** The hash of the runs list with filters (empty ones left out). */
-export function runsHref({ session = "", state = "" } = {}) {
+export function runsHref({ session = "", state = "", q = "" } = {}) {
   const query = new URLSearchParams();
   if (session) query.set("session", session);
   if (state) query.set("state", state);
+  if (q) query.set("q", q);
   const text = query.toString();
   return text ? `#/runs?${text}` : "#/runs";
 }

@@ -2,17 +2,20 @@
 // WatchApprovals stream (approvals-store.js) — the tool, its run, risk, reason, profile, the
 // exact arguments, the preview (a diff side by side), a countdown to the deadline — and
 // the three answers. A decision names the approval and digest the card carries in its
-// data-approval-id / data-digest attributes when the button is clicked.
+// data-approval-id / data-digest attributes when the button is clicked. A card turns expired
+// the moment its deadline passes (a timer at the deadline), its buttons disabled. The recent
+// list says why a denied call was denied. ApprovalCard is the run page's inline card too.
 
-import { useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enumName, enumNumber, errorMessage } from "../api.js";
 import { approvalsStore, markSent } from "../approvals-store.js";
 import { CodeBlock, RiskBadge, useNow, useTitle } from "../components.js";
 import { useStore } from "../store.js";
 import { DiffView } from "../diff-view.js";
-import { formatCountdown, localDateTime, num, prettyJson, relativeTime } from "../format.js";
+import { localDateTime, num, prettyJson, relativeTime } from "../format.js";
 import { html } from "../html.js";
 import { runHref } from "../router.js";
+import { approvalCountdown, approvalLeftMs } from "../undo.js";
 
 /** Each button's Decision, by its name in the descriptor set the daemon serves. */
 const DECISIONS = { once: "APPROVE_ONCE", session: "APPROVE_SESSION", deny: "DENY" };
@@ -53,6 +56,7 @@ export function ApprovalsPage() {
               <strong>${r.request.tool}</strong>
               ${r.request.runId ? html`<a class="mono" href=${runHref(r.request.runId)}>${r.request.runId}</a>` : null}
               ${r.request.detail ? html`<span class="muted">${r.request.detail}</span>` : null}
+              ${r.reason ? html`<span class="recent-reason" data-testid="recent-reason">“${r.reason}”</span>` : null}
               <span class="muted" title=${localDateTime(r.at)}>${relativeTime(r.at, now)}</span>
             </li>`)}
           </ul>
@@ -61,16 +65,58 @@ export function ApprovalsPage() {
   `;
 }
 
-function ApprovalCard({ item, now }) {
+/** True from the moment `deadlineMs` (the browser's clock) passes: a timer set at it. */
+function useDeadlinePassed(deadlineMs) {
+  const deadline = num(deadlineMs);
+  const [passed, setPassed] = useState(() => deadline > 0 && Date.now() >= deadline);
+  useEffect(() => {
+    if (!deadline) return undefined;
+    const left = deadline - Date.now();
+    if (left <= 0) {
+      setPassed(true);
+      return undefined;
+    }
+    setPassed(false);
+    // setTimeout holds at most 2^31 - 1 ms; a later deadline is looked at again then.
+    let timer = setTimeout(function check() {
+      const rest = deadline - Date.now();
+      if (rest <= 0) setPassed(true);
+      else timer = setTimeout(check, Math.min(rest, 2 ** 31 - 1));
+    }, Math.min(left, 2 ** 31 - 1));
+    return () => clearTimeout(timer);
+  }, [deadline]);
+  return passed;
+}
+
+/**
+ * One approval request with its answers. `level`: the heading level of its title (2 in the
+ * inbox, 3 inside the run page's section); `timeoutMs`: the approval's timeout when known
+ * (the countdown never shows more).
+ */
+export function ApprovalCard({ item, now, level = 2, timeoutMs = 0 }) {
   const r = item.request;
   const id = domId(r.approvalId);
   const [error, setError] = useState("");
   const [reasonError, setReasonError] = useState("");
   const [busy, setBusy] = useState(false);
+  // Sent from this card: for a card the app-wide store does not hold (`item.local`: the run
+  // page's, from the run's events), what keeps its buttons disabled until the answer shows.
+  const [sentHere, setSentHere] = useState(false);
+  const sent = item.local ? sentHere : item.sent;
   const reasonRef = useRef(null);
-  const phase = item.phase;
-  const locked = busy || item.sent || phase !== "pending";
+  const passed = useDeadlinePassed(r.deadlineMs);
+  // Expired here as the deadline passes, before the daemon's update says so.
+  const phase = item.phase === "pending" && passed ? "expired" : item.phase;
+  const locked = busy || sent || phase !== "pending";
   const preview = r.preview;
+  const Title = level === 3 ? "h3" : "h2";
+  const Sub = level === 3 ? "h4" : "h3";
+
+  useEffect(() => {
+    if (!sentHere) return undefined;
+    const timer = setTimeout(() => setSentHere(false), 20_000);
+    return () => clearTimeout(timer);
+  }, [sentHere]);
 
   const decide = async (event, which) => {
     // What the card says when the button is pressed: the approval and the digest it shows.
@@ -91,7 +137,8 @@ function ApprovalCard({ item, now }) {
     setBusy(true);
     try {
       await api.agent.decideApproval({ approvalId, decision: enumNumber("airlock.v1.Decision", DECISIONS[which]), reason, digest });
-      markSent(r.approvalId, true);
+      setSentHere(true);
+      markSent(r.approvalId, true, reason);
       // Should the stream's update never come, let the card be answered again.
       setTimeout(() => markSent(r.approvalId, false), 20_000);
     } catch (err) {
@@ -102,17 +149,18 @@ function ApprovalCard({ item, now }) {
 
   const network = r.network?.host ? `${r.network.host}:${r.network.port}` : "";
   const deadline = num(r.deadlineMs);
-  const left = deadline - now;
+  const left = approvalLeftMs(deadline, now, timeoutMs);
 
   return html`
-    <article class=${`card approval phase-${phase}${item.sent ? " sent" : ""}`} data-testid="approval"
+    <article class=${`card approval phase-${phase}${sent ? " sent" : ""}`} data-testid="approval"
       data-approval-id=${r.approvalId} data-digest=${r.digest} data-state=${enumName("airlock.v1.ApprovalState", r.state)}
-      aria-labelledby=${`${id}-title`}>
+      data-phase=${phase} aria-labelledby=${`${id}-title`}>
       <header class="approval-head">
-        <h2 id=${`${id}-title`} class="tool-name">${r.tool}</h2>
+        <${Title} id=${`${id}-title`} class="tool-name">${r.tool}<//>
         <${RiskBadge} risk=${r.risk} />
         ${phase === "pending"
-          ? html`<span class=${`deadline${left < 30_000 ? " soon" : ""}`} data-testid="deadline" title=${deadline ? `Denied if unanswered by ${localDateTime(deadline)}` : ""}>${formatCountdown(deadline, now)}</span>`
+          ? html`<span class=${`deadline${left < 30_000 ? " soon" : ""}`} data-testid="deadline" data-left-ms=${String(Math.round(left))}
+              title=${deadline ? `Denied if unanswered by ${localDateTime(deadline)}` : ""}>${approvalCountdown(deadline, now, timeoutMs)}</span>`
           : html`<span class=${`badge ${phase === "answered" ? "status-ok" : "status-error"}`} data-testid="approval-phase">${phase}</span>`}
       </header>
       <dl class="kv approval-facts">
@@ -121,12 +169,14 @@ function ApprovalCard({ item, now }) {
         <div><dt>Profile</dt><dd>${r.profile || "—"}</dd></div>
         ${network ? html`<div><dt>Network access</dt><dd><code>${network}</code> <span class="muted">(this run only)</span></dd></div>` : null}
         ${r.sessionId ? html`<div><dt>Session</dt><dd class="mono">${r.sessionId}</dd></div>` : null}
-        ${phase !== "pending" && r.detail ? html`<div><dt>Outcome</dt><dd>${r.detail}</dd></div>` : null}
+        ${phase !== "pending" && (r.detail || phase === "expired")
+          ? html`<div><dt>Outcome</dt><dd>${r.detail || "no answer by the deadline"}${item.reason ? html` <span data-testid="denial-reason">“${item.reason}”</span>` : null}</dd></div>`
+          : null}
       </dl>
-      ${phase === "pending" ? html`<h3 class="h4">Arguments</h3>
+      ${phase === "pending" ? html`<${Sub} class="h4">Arguments<//>
       <${CodeBlock} text=${prettyJson(r.argumentsJson)} label=${`Arguments of ${r.tool}`} testid="arguments" />` : null}
       ${phase === "pending" && preview && (preview.text || preview.error) ? html`
-        <h3 class="h4">Preview <span class="muted">(${preview.kind || "none"})</span></h3>
+        <${Sub} class="h4">Preview <span class="muted">(${preview.kind || "none"})</span><//>
         ${preview.kind === "diff" && preview.text
           ? html`<${DiffView} text=${preview.text} label="Preview" />`
           : preview.text ? html`<${CodeBlock} text=${preview.text} label=${`Preview (${preview.kind})`} testid="preview" />` : null}
@@ -145,7 +195,7 @@ function ApprovalCard({ item, now }) {
           <button type="button" class="primary" data-testid="approve-once" disabled=${locked} onClick=${(e) => decide(e, "once")}>Approve once</button>
           <button type="button" data-testid="approve-session" disabled=${locked} onClick=${(e) => decide(e, "session")}>Approve for session</button>
           <button type="button" class="danger" data-testid="deny" disabled=${locked} onClick=${(e) => decide(e, "deny")}>Deny</button>
-          ${item.sent && phase === "pending" ? html`<span class="sent-note" role="status">Sent</span>` : null}
+          ${sent && phase === "pending" ? html`<span class="sent-note" role="status">Sent</span>` : null}
           ${busy ? html`<span class="muted" role="status">Sending…</span>` : null}
         </div>
       </div>

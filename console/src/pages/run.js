@@ -1,16 +1,24 @@
 // One run (#/runs/<id>): its summary from Agent.GetRun, kept live by its events; the events
 // themselves from Agent.WatchRun (all of them, then live ones, reconnecting from the last
 // seq after a failure), with streamed deltas merged into one pending row until the event
-// they lead up to is committed; a cancel button while it runs; its change sets.
+// they lead up to is committed; a cancel button while it runs; the approvals it waits for,
+// answered in place; its change sets, each step's with its diffs, and once the run has
+// finished, a revert to before a step (a dry run first: what it would restore and remove,
+// and the conflicts, which only a confirmed forced revert overrides) and a fork at a step.
 
-import { useEffect, useRef, useState } from "preact/hooks";
-import { api, enumName, enumNumber, enumTitle, errorCode, isAbort, isFinalError, Code } from "../api.js";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, enumName, enumNumber, enumTitle, errorCode, errorMessage, isAbort, isFinalError, Code } from "../api.js";
+import { approvalsStore } from "../approvals-store.js";
 import { ErrorAlert, Loading, StateBadge, Time, sleep, useBatchedRender, useMedia, useNow, useTitle } from "../components.js";
 import { CHANGES_PAGE, MAX_CHANGES_PAGE, changesRead, mergeChangePages } from "../change-pages.js";
+import { DiffView } from "../diff-view.js";
 import { ChangeList, describe } from "../events.js";
-import { formatDuration, formatInt, localDateTime, num } from "../format.js";
+import { firstLine, formatDuration, formatInt, localDateTime, num } from "../format.js";
 import { html } from "../html.js";
-import { runsHref, traceHref } from "../router.js";
+import { navigate, runHref, runsHref, traceHref } from "../router.js";
+import { useStore } from "../store.js";
+import { ApprovalCard } from "./approvals.js";
+import { approvalTimeoutMs, asText, askedTimes, firstOfStep, listHead, pendingFromEvents, revertPlan, unifiedDiff } from "../undo.js";
 import { VirtualList, rowStyle } from "../virtual-list.js";
 
 let eventsMarked = false;
@@ -42,6 +50,8 @@ export function RunPage({ runId }) {
   const d = data.current;
   const render = useBatchedRender();
   const now = useNow(5000);
+  // The revert or fork dialog open: { kind: "revert" | "fork", step, opener }.
+  const [dialog, setDialog] = useState(null);
 
   useEffect(() => {
     const controller = new AbortController();
@@ -129,6 +139,7 @@ export function RunPage({ runId }) {
   const info = d.info;
   // No such run (or no run of the caller's, or no run id at all): say so once.
   const notFound = !info && d.infoError && [Code.NotFound, Code.InvalidArgument, Code.PermissionDenied].includes(errorCode(d.infoError));
+  const finished = d.finished || info?.state === runState("FINISHED");
 
   return html`
     <div class="page run-page">
@@ -147,9 +158,15 @@ export function RunPage({ runId }) {
       ${d.infoError && !info && html`<${ErrorAlert} error=${d.infoError} />`}
       ${!info && !d.infoError && html`<${Loading} label="Loading the run…" />`}
       ${info && html`<${Summary} info=${info} now=${now} />`}
+      ${!notFound && html`<${RunApprovals} runId=${runId} events=${d.events} count=${d.events.length} live=${!finished} />`}
       ${!notFound && html`<${Events} d=${d} render=${render} />`}
       ${d.changesError && !notFound && html`<${ErrorAlert} error=${d.changesError} />`}
-      ${d.changes?.steps?.length ? html`<${Changes} changes=${d.changes} loading=${d.loadingChanges} more=${moreChanges} />` : null}
+      ${d.changes?.steps?.length
+        ? html`<${Changes} runId=${runId} changes=${d.changes} loading=${d.loadingChanges} more=${moreChanges} finished=${finished && !!info}
+            open=${(kind, step, opener) => setDialog({ kind, step, opener })} />`
+        : null}
+      ${dialog?.kind === "revert" ? html`<${RevertDialog} runId=${runId} step=${dialog.step} opener=${dialog.opener} onClose=${() => setDialog(null)} />` : null}
+      ${dialog?.kind === "fork" ? html`<${ForkDialog} runId=${runId} step=${dialog.step} input=${info?.input ?? ""} opener=${dialog.opener} onClose=${() => setDialog(null)} />` : null}
     </div>
   `;
 }
@@ -180,7 +197,7 @@ function Summary({ info, now }) {
         <div class="wide"><dt>Trace</dt><dd><a class="mono break" href=${traceHref(info.runId)}>${info.traceId || "trace"}</a></dd></div>
       </dl>
       ${info.state === runState("WAITING_FOR_APPROVAL")
-        ? html`<p class="note waiting-note">The run waits for an approval: answer it in <a href="#/approvals">Approvals</a>.</p>`
+        ? html`<p class="note waiting-note">The run waits for an approval: answer it below, or in <a href="#/approvals">Approvals</a>.</p>`
         : null}
       <div class="texts">
         <div>
@@ -197,17 +214,32 @@ function Summary({ info, now }) {
     </section>`;
 }
 
-function Changes({ changes, loading, more }) {
+function Changes({ runId, changes, loading, more, finished, open }) {
   const total = num(changes.totalChanges);
   const read = changesRead(changes);
+  const first = firstOfStep(changes.steps);
   return html`
     <section class="card" aria-labelledby="changes-title" data-testid="changes" data-read=${String(read)} data-total=${String(total)}>
       <h2 id="changes-title">Changes</h2>
       <p class="muted">${formatInt(total)} ${total === 1 ? "file change" : "file changes"}${changes.workspace ? html` in <code>${changes.workspace}</code>` : null}</p>
+      ${finished
+        ? null
+        : html`<p class="note undo-note" data-testid="undo-note">Revert and fork are available once the run has finished.</p>`}
       <ol class="step-changes">
-        ${changes.steps.map((s) => html`<li>
-          <h3 class="h4">Step ${s.step} · ${s.tool} <span class="muted mono">${s.callId}</span></h3>
+        ${changes.steps.map((s, i) => html`<li data-testid="step-changes" data-step=${String(s.step)}>
+          <div class="step-head">
+            <h3 class="h4">Step ${s.step} · ${s.tool} <span class="muted mono">${s.callId}</span></h3>
+            ${finished && first[i]
+              ? html`<div class="step-actions">
+                  <button type="button" data-testid="revert-step" data-step=${String(s.step)} onClick=${(e) => open("revert", s.step, e.currentTarget)}>
+                    Revert to before step ${s.step}</button>
+                  <button type="button" data-testid="fork-step" data-step=${String(s.step)} onClick=${(e) => open("fork", s.step, e.currentTarget)}>
+                    Fork at step ${s.step}</button>
+                </div>`
+              : null}
+          </div>
           <${ChangeList} changeSet=${s.changeSet} limit=${Infinity} />
+          <${StepDiffs} runId=${runId} changeSet=${s.changeSet} step=${s.step} index=${i} />
         </li>`)}
       </ol>
       ${num(changes.nextOffset) > 0
@@ -215,6 +247,325 @@ function Changes({ changes, loading, more }) {
             ${loading ? "Loading…" : `Show more changes (${formatInt(read)} of ${formatInt(total)} read)`}</button></p>`
         : null}
     </section>`;
+}
+
+/** The most files of a step whose diffs are read at once. */
+const MAX_DIFFS = 50;
+
+/** A file's bytes on one side of a change, by digest ("" for a side without a file). */
+async function sideText(runId, state, signal) {
+  if (!state || enumName("airlock.v1.NodeKind", state.node) !== "FILE" || !state.digest) return "";
+  const blob = await api.agent.readBlob({ runId, digest: state.digest }, { signal });
+  return asText(blob.content);
+}
+
+/** One change's diff: { path, text } or { path, note } when it cannot be shown. */
+async function changeDiff(runId, change, signal) {
+  const path = change.path;
+  if (change.digestOnly) return { path, note: `contents not kept (${change.digestOnly})` };
+  const kind = enumName("airlock.v1.ChangeKind", change.kind);
+  const nodes = [change.before, change.after].filter(Boolean).map((f) => enumName("airlock.v1.NodeKind", f.node));
+  if (nodes.length && nodes.every((n) => n !== "FILE")) return { path, note: nodes.includes("DIR") ? "a directory" : "a symbolic link" };
+  if (kind === "RENAMED" && change.before?.digest === change.after?.digest) return { path, note: `renamed from ${change.from}, contents unchanged` };
+  try {
+    const [before, after] = await Promise.all([sideText(runId, change.before, signal), sideText(runId, change.after, signal)]);
+    if (before === null || after === null) return { path, note: "binary contents: no text diff" };
+    const text = unifiedDiff(before, after, path, { added: !change.before, deleted: !change.after });
+    if (text === null) return { path, note: "too long to diff here" };
+    if (text === "") return { path, note: "contents unchanged (mode or type only)" };
+    return { path, text };
+  } catch (err) {
+    if (isAbort(err, signal)) throw err;
+    return { path, note: `not readable: ${errorMessage(err)}` };
+  }
+}
+
+/** A step's diffs, read (ReadBlob, both sides of each file) when asked for. */
+function StepDiffs({ runId, changeSet, step, index }) {
+  const [state, setState] = useState({ open: false, loading: false, diffs: null });
+  const controller = useRef(null);
+  useEffect(() => () => controller.current?.abort(), []);
+  const changes = changeSet?.changes ?? [];
+  if (!changes.length) return null;
+
+  const toggle = async () => {
+    if (state.open) {
+      controller.current?.abort();
+      setState({ open: false, loading: false, diffs: state.diffs });
+      return;
+    }
+    if (state.diffs) {
+      setState({ ...state, open: true });
+      return;
+    }
+    const c = new AbortController();
+    controller.current = c;
+    setState({ open: true, loading: true, diffs: null });
+    try {
+      const diffs = [];
+      for (const change of changes.slice(0, MAX_DIFFS)) diffs.push(await changeDiff(runId, change, c.signal));
+      if (!c.signal.aborted) setState({ open: true, loading: false, diffs });
+    } catch (err) {
+      if (!isAbort(err, c.signal)) setState({ open: true, loading: false, diffs: [{ path: "", note: errorMessage(err) }] });
+    }
+  };
+
+  const id = `step-diffs-${index}`;
+  return html`
+    <div class="step-diffs">
+      <button type="button" class="link-button" data-testid="step-diffs" data-step=${String(step)} aria-expanded=${state.open ? "true" : "false"}
+        aria-controls=${state.open ? id : undefined} onClick=${toggle}>
+        ${state.open ? "Hide the diffs" : "Show the diffs"}<span class="sr-only"> of step ${step}</span></button>
+      ${state.open
+        ? html`<div id=${id} class="step-diffs-body" data-testid="step-diff-list">
+            ${state.loading ? html`<${Loading} label="Reading the files…" />` : null}
+            ${(state.diffs ?? []).map((f) => f.text
+              ? html`<${DiffView} text=${f.text} label=${`Diff of step ${step}`} />`
+              : html`<p class="note"><code>${f.path}</code>${f.path ? ": " : ""}${f.note}</p>`)}
+            ${changes.length > MAX_DIFFS && !state.loading
+              ? html`<p class="note">The first ${formatInt(MAX_DIFFS)} of ${formatInt(changes.length)} files are shown.</p>`
+              : null}
+          </div>`
+        : null}
+    </div>`;
+}
+
+/** The approvals the run waits for (and ones just answered), each to answer in place. */
+function RunApprovals({ runId, events, count, live }) {
+  const store = useStore(approvalsStore);
+  const now = useNow(1000);
+  // The events only grow: read them again when there are more.
+  const { pending, asked } = useMemo(() => ({ pending: pendingFromEvents(events), asked: askedTimes(events) }), [events, count]);
+  const cards = [];
+  const shown = new Set();
+  for (const item of store.items.values()) {
+    if (item.request.runId !== runId) continue;
+    shown.add(item.request.approvalId);
+    cards.push(item);
+  }
+  // Asked in the run's events, not (yet, or any more) in the app-wide inbox.
+  if (live) {
+    for (const p of pending) {
+      if (!shown.has(p.request.approvalId)) cards.push({ request: p.request, phase: "pending", sent: false, local: true });
+    }
+  }
+  if (!cards.length) return null;
+  return html`
+    <section class="card run-approvals" aria-labelledby="run-approvals-title" data-testid="run-approvals">
+      <h2 id="run-approvals-title">Waiting for approval</h2>
+      <p class="note">The run waits for an answer to this exact call; the same requests are in <a href="#/approvals">Approvals</a>.</p>
+      <div class="cards">
+        ${cards.map((item) => html`<${ApprovalCard} key=${item.request.approvalId} item=${item} now=${now} level=${3}
+          timeoutMs=${approvalTimeoutMs(item.request.deadlineMs, asked.get(item.request.approvalId))} />`)}
+      </div>
+    </section>`;
+}
+
+/**
+ * A modal dialog (the native <dialog>): focus moves to its title as it opens, Escape closes
+ * it, and focus goes back to the button that opened it.
+ */
+function Dialog({ id, title, opener, onClose, testid, children }) {
+  const ref = useRef(null);
+  const heading = useRef(null);
+  const gone = useRef(false);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (dialog && !dialog.open && typeof dialog.showModal === "function") dialog.showModal();
+    heading.current?.focus();
+    return () => {
+      gone.current = true;
+      // Out of the top layer first: while a modal dialog is open, the page behind it is inert
+      // and its buttons cannot take the focus.
+      if (dialog?.open) dialog.close();
+      if (opener?.isConnected) opener.focus();
+    };
+  }, []);
+  const close = () => {
+    if (!gone.current) onClose();
+  };
+  return html`
+    <dialog ref=${ref} class="undo-dialog" aria-labelledby=${`${id}-title`} data-testid=${testid}
+      onCancel=${(e) => {
+        e.preventDefault();
+        close();
+      }}
+      onClose=${close}>
+      <div class="dialog-head">
+        <h2 id=${`${id}-title`} tabindex="-1" ref=${heading}>${title}</h2>
+        <button type="button" class="quiet" data-testid="dialog-close" onClick=${onClose}>Close</button>
+      </div>
+      ${children}
+    </dialog>`;
+}
+
+function PathList({ items, testid, label, conflict = false }) {
+  const { shown, more } = listHead(items);
+  if (!shown.length) return null;
+  return html`
+    <h3 class="h4">${label} <span class="muted">(${formatInt(items.length)})</span></h3>
+    <ul class=${`plan-list${conflict ? " conflicts" : ""}`} data-testid=${testid}>
+      ${shown.map((item) => typeof item === "string"
+        ? html`<li><code>${item}</code></li>`
+        : html`<li data-path=${item.path}><code>${item.path}</code>${item.reason ? html`<span class="reason">${item.reason}</span>` : null}</li>`)}
+    </ul>
+    ${more ? html`<p class="muted">and ${formatInt(more)} more</p>` : null}`;
+}
+
+/** What a revert would do (dry run) or did: its lists. */
+function PlanLists({ plan, done }) {
+  return html`
+    <${PathList} items=${plan.conflicts} testid="revert-conflicts" label="Conflicts: changed since by something other than the run" conflict=${true} />
+    <${PathList} items=${plan.restored} testid="revert-restored" label=${done ? "Restored" : "Would be restored"} />
+    <${PathList} items=${plan.removed} testid="revert-removed" label=${done ? "Removed" : "Would be removed"} />
+    <${PathList} items=${plan.unrestorable} testid="revert-unrestorable" label="Cannot be put back byte for byte" />`;
+}
+
+/**
+ * Revert to before a step: a dry run first, shown; then the revert, or — when paths
+ * conflict — only a forced revert, after ticking that their changes will be lost.
+ */
+function RevertDialog({ runId, step, opener, onClose }) {
+  const [state, setState] = useState({ phase: "checking", plan: null, error: null, result: null, refused: "" });
+  const [understood, setUnderstood] = useState(false);
+  const alive = useRef(true);
+  const controller = useRef(null);
+  const set = (patch) => alive.current && setState((s) => ({ ...s, ...patch }));
+
+  const check = async () => {
+    controller.current?.abort();
+    const c = new AbortController();
+    controller.current = c;
+    set({ phase: "checking", error: null });
+    setUnderstood(false);
+    try {
+      const plan = await api.agent.revertRun({ runId, toStep: step, dryRun: true }, { signal: c.signal });
+      set({ phase: "ready", plan: revertPlan(plan) });
+    } catch (err) {
+      if (isAbort(err, c.signal)) return;
+      set({ phase: "ready", plan: null, error: err });
+    }
+  };
+
+  useEffect(() => {
+    check();
+    return () => {
+      alive.current = false;
+      controller.current?.abort();
+    };
+  }, []);
+
+  const revert = async (force) => {
+    set({ phase: "reverting", error: null, refused: "" });
+    try {
+      // Not aborted by closing the dialog: once sent, the daemon decides.
+      const result = await api.agent.revertRun({ runId, toStep: step, force });
+      set({ phase: "done", result: revertPlan(result) });
+    } catch (err) {
+      if (errorCode(err) === Code.FailedPrecondition) {
+        // Something changed since the dry run: say what the daemon said, and look again.
+        set({ refused: errorMessage(err) });
+        await check();
+      } else {
+        set({ phase: "ready", error: err });
+      }
+    }
+  };
+
+  const { phase, plan, result } = state;
+  // Keyboard users go on from where the dialog now is: its close button once reverted, the
+  // confirmation once a refused revert showed conflicts.
+  const closeButton = useRef(null);
+  const understand = useRef(null);
+  useEffect(() => {
+    if (phase === "done") closeButton.current?.focus();
+    else if (phase === "ready" && state.refused) understand.current?.focus();
+  }, [phase, state.refused]);
+  return html`
+    <${Dialog} id="revert" title=${`Revert to before step ${step}`} opener=${opener} onClose=${onClose} testid="revert-dialog">
+      <p class="muted">Puts the workspace back as it was before step ${step}: every change of this step and the later ones is undone.</p>
+      ${state.refused ? html`<p role="alert" class="alert" data-testid="revert-refused">${state.refused}</p>` : null}
+      <${ErrorAlert} error=${state.error} testid="revert-error" />
+      ${phase === "checking" ? html`<${Loading} label="Checking what a revert would do…" />` : null}
+      ${phase === "done" && result
+        ? html`<div role="status" data-testid="revert-done">
+            <p class="done-note">Reverted to before step ${step}.</p>
+            ${result.nothing ? html`<p class="muted">Nothing needed changing.</p>` : html`<${PlanLists} plan=${result} done=${true} />`}
+          </div>
+          <div class="dialog-buttons"><button type="button" class="primary" data-testid="revert-close" ref=${closeButton} onClick=${onClose}>Close</button></div>`
+        : null}
+      ${(phase === "ready" || phase === "reverting") && plan
+        ? html`<div data-testid="revert-plan" data-conflicts=${String(plan.conflicts.length)}>
+            ${plan.nothing ? html`<p class="muted" data-testid="revert-nothing">Nothing to undo: the workspace already is as it was before step ${step}.</p>` : null}
+            <${PlanLists} plan=${plan} done=${false} />
+          </div>
+          ${plan.needsForce
+            ? html`<div class="force">
+                <p class="warn-text">A revert is refused while these paths conflict: their changes since the run would be overwritten.</p>
+                <div class="check">
+                  <input type="checkbox" id="revert-understand" data-testid="revert-understand" ref=${understand} checked=${understood}
+                    disabled=${phase === "reverting"} onChange=${(e) => setUnderstood(e.currentTarget.checked)} />
+                  <label for="revert-understand">I understand the changes listed above will be lost</label>
+                </div>
+                <div class="dialog-buttons">
+                  <button type="button" class="danger" data-testid="revert-force" disabled=${!understood || phase === "reverting"} onClick=${() => revert(true)}>
+                    ${phase === "reverting" ? "Reverting…" : "Revert anyway (their changes are lost)"}</button>
+                  <button type="button" onClick=${onClose}>Cancel</button>
+                </div>
+              </div>`
+            : html`<div class="dialog-buttons">
+                <button type="button" class="primary" data-testid="revert-confirm" disabled=${phase === "reverting"} onClick=${() => revert(false)}>
+                  ${phase === "reverting" ? "Reverting…" : "Revert"}</button>
+                <button type="button" onClick=${onClose}>Cancel</button>
+              </div>`}`
+        : null}
+      ${phase === "ready" && !plan ? html`<div class="dialog-buttons"><button type="button" onClick=${check}>Try again</button></div>` : null}
+    <//>`;
+}
+
+/** Fork at a step: a new run from the conversation up to it, then its page. */
+function ForkDialog({ runId, step, input, opener, onClose }) {
+  const [copy, setCopy] = useState(true);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const text = useRef(null);
+
+  const submit = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const info = await api.agent.forkRun({ runId, atStep: step, copyWorkspace: copy, input: text.current.value.trim() });
+      navigate(runHref(info.runId));
+    } catch (err) {
+      setError(err);
+      setBusy(false);
+    }
+  };
+
+  return html`
+    <${Dialog} id="fork" title=${`Fork at step ${step}`} opener=${opener} onClose=${onClose} testid="fork-dialog">
+      <p class="muted">Starts a new run whose conversation is this run's up to the start of step ${step}.</p>
+      <form data-testid="fork-form" onSubmit=${submit} novalidate>
+        <div class="check">
+          <input type="checkbox" id="fork-copy" data-testid="fork-copy" checked=${copy} onChange=${(e) => setCopy(e.currentTarget.checked)} aria-describedby="fork-copy-hint" />
+          <label for="fork-copy">In a copy of the workspace</label>
+        </div>
+        <p class="hint" id="fork-copy-hint">${copy
+          ? `A copy of the workspace as it was before step ${step}, made next to it, in a new session; the original stays as it is.`
+          : "In this run's session and workspace, as the workspace is now."}</p>
+        <div class="field">
+          <label for="fork-input">New input <span class="muted">(optional)</span></label>
+          <textarea id="fork-input" data-testid="fork-input" rows="3" ref=${text} aria-describedby="fork-input-hint"></textarea>
+          <p class="hint" id="fork-input-hint">Empty: the run's own input${input ? html` (“${firstLine(input, 120)}”)` : null}.</p>
+        </div>
+        <${ErrorAlert} error=${error} testid="fork-error" />
+        <div class="dialog-buttons">
+          <button type="submit" class="primary" data-testid="fork-submit" disabled=${busy}>${busy ? "Forking…" : "Fork"}</button>
+          <button type="button" onClick=${onClose}>Cancel</button>
+        </div>
+      </form>
+    <//>`;
 }
 
 /** Rows: committed events then pending deltas. A row's key stays the same while it lives. */

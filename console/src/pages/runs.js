@@ -1,14 +1,18 @@
-// The runs list (#/runs?session=…&state=…): the first page of Agent.ListRuns at once, more
+// The runs list (#/runs?session=…&state=…&q=…): the first page of Agent.ListRuns at once, more
 // pages as the user scrolls near the end, and Agent.WatchRuns keeping rows live (a changed
-// run updated in place, a new one inserted newest first). A virtual table: only the rows in
-// view are in the DOM, so ten thousand runs scroll as fast as ten.
+// run updated in place, a new one inserted newest first when it matches the filters). Each
+// row: the run, its state, its task, model, workspace, outcome, steps, session (a link to
+// the session's page) and when it started; "Task contains" searches the tasks (the daemon's
+// `query`). A virtual table: only the rows in view are in the DOM, so ten thousand runs
+// scroll as fast as ten.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enumName, enumLabel, enumNumber, isAbort, isFinalError } from "../api.js";
 import { ErrorAlert, Loading, StateBadge, Time, sleep, useBatchedRender, useMedia, useNow, useTitle } from "../components.js";
 import { formatInt, num } from "../format.js";
 import { html } from "../html.js";
-import { navigate, runHref, runsHref } from "../router.js";
+import { navigate, runHref, runsHref, sessionHref } from "../router.js";
+import { MAX_QUERY_BYTES, lastPathComponent, matchesQuery, oneLine, utf8Length } from "../start-form.js";
 import { VirtualList, rowStyle } from "../virtual-list.js";
 
 const PAGE_SIZE = 100;
@@ -24,13 +28,32 @@ const STATES = [
 const COLUMNS = [
   ["c-id", "Run"],
   ["c-state", "State"],
+  ["c-task", "Task"],
   ["c-model", "Model"],
+  ["c-ws", "Workspace"],
+  ["c-stop", "Outcome"],
   ["c-steps c-num", "Steps"],
-  ["c-tokens c-num", "Tokens"],
-  ["c-stop", "Stop reason"],
   ["c-session", "Session"],
   ["c-started", "Started"],
 ];
+
+/** How a finished run ended, in words (the Outcome column). */
+const OUTCOMES = {
+  FINAL: "Answered",
+  MAX_STEPS: "Out of steps",
+  BUDGET_EXHAUSTED: "Budget spent",
+  REPEATED_ERRORS: "Repeated errors",
+  CANCELLED: "Cancelled",
+  PERMISSION_DENIED: "Denied",
+  MODEL_ERROR: "Model error",
+  NO_PROGRESS: "No progress",
+};
+
+function outcome(info) {
+  const name = enumName("airlock.v1.StopReason", info.stopReason);
+  if (name === "UNSPECIFIED") return "";
+  return OUTCOMES[name] ?? enumLabel("airlock.v1.StopReason", info.stopReason);
+}
 
 // performance.mark("airlock:rows") once per page load, when the first rows are in the DOM.
 let rowsMarked = false;
@@ -39,30 +62,56 @@ export function RunsPage({ query }) {
   useTitle("Runs");
   const session = query.get("session") ?? "";
   const stateKey = STATES.some((s) => s.key === query.get("state")) ? query.get("state") : "";
+  const q = query.get("q") ?? "";
   const [sessionText, setSessionText] = useState(session);
+  const [qText, setQText] = useState(q);
   const typing = useRef(null);
 
   useEffect(() => setSessionText(session), [session]);
+  useEffect(() => setQText(q), [q]);
   useEffect(() => () => clearTimeout(typing.current), []);
 
-  const apply = (next) => navigate(runsHref({ session, state: stateKey, ...next }), { replace: true });
+  const apply = (next) => navigate(runsHref({ session, state: stateKey, q, ...next }), { replace: true });
+  // Both text filters apply a moment after the typing stops, as one.
+  const later = (next) => {
+    clearTimeout(typing.current);
+    typing.current = setTimeout(() => apply(next), 400);
+  };
   const onSessionInput = (event) => {
     const value = event.currentTarget.value;
     setSessionText(value);
-    clearTimeout(typing.current);
-    typing.current = setTimeout(() => apply({ session: value.trim() }), 400);
+    later({ session: value.trim(), q: qText });
+  };
+  const onQueryInput = (event) => {
+    const value = event.currentTarget.value;
+    setQText(value);
+    later({ session: sessionText.trim(), q: value });
   };
   const onSubmit = (event) => {
     event.preventDefault();
     clearTimeout(typing.current);
-    apply({ session: sessionText.trim() });
+    apply({ session: sessionText.trim(), q: qText });
   };
+  // The state applies at once, with whatever the text filters hold by then.
+  const onStateChange = (event) => {
+    clearTimeout(typing.current);
+    apply({ state: event.currentTarget.value, session: sessionText.trim(), q: qText });
+  };
+  const qTooLong = utf8Length(q) > MAX_QUERY_BYTES;
 
   return html`
     <div class="page runs-page">
       <div class="page-head">
-        <h1>Runs</h1>
+        <div class="runs-title">
+          <h1>Runs</h1>
+          <a class="button primary" href="#/new" data-testid="new-run-link">New run</a>
+        </div>
         <form class="filters" role="search" aria-label="Filter runs" onSubmit=${onSubmit}>
+          <div class="field field-q">
+            <label for="filter-q">Task contains</label>
+            <input id="filter-q" type="search" autocomplete="off" spellcheck="false" maxlength=${MAX_QUERY_BYTES}
+              value=${qText} onInput=${onQueryInput} aria-invalid=${qTooLong ? "true" : undefined} />
+          </div>
           <div class="field">
             <label for="filter-session">Session</label>
             <input id="filter-session" type="search" placeholder="ses_…" autocomplete="off" spellcheck="false"
@@ -70,18 +119,21 @@ export function RunsPage({ query }) {
           </div>
           <div class="field">
             <label for="filter-state">State</label>
-            <select id="filter-state" value=${stateKey} onChange=${(e) => apply({ state: e.currentTarget.value })}>
+            <select id="filter-state" value=${stateKey} onChange=${onStateChange}>
               ${STATES.map((s) => html`<option value=${s.key}>${s.label}</option>`)}
             </select>
           </div>
         </form>
       </div>
-      <${RunsTable} key=${`${session}|${stateKey}`} session=${session} state=${enumNumber("airlock.v1.RunState", STATES.find((s) => s.key === stateKey).state)} />
+      ${qTooLong
+        ? html`<p role="alert" class="alert">The search is ${formatInt(utf8Length(q))} bytes long; at most ${MAX_QUERY_BYTES} are searched for.</p>`
+        : html`<${RunsTable} key=${`${session}|${stateKey}|${q}`} session=${session} query=${q}
+            state=${enumNumber("airlock.v1.RunState", STATES.find((s) => s.key === stateKey).state)} />`}
     </div>
   `;
 }
 
-function RunsTable({ session, state }) {
+function RunsTable({ session, state, query }) {
   const data = useRef(null);
   if (!data.current) {
     data.current = { rows: [], byId: new Map(), next: "", loaded: false, more: false, error: null, moreError: null, liveError: null };
@@ -97,7 +149,7 @@ function RunsTable({ session, state }) {
     signal.current = controller.signal;
     (async () => {
       try {
-        const res = await api.agent.listRuns({ sessionId: session, state, pageSize: PAGE_SIZE }, { signal: controller.signal });
+        const res = await api.agent.listRuns({ sessionId: session, state, query, pageSize: PAGE_SIZE }, { signal: controller.signal });
         addPage(d, res);
       } catch (err) {
         if (isAbort(err, controller.signal)) return;
@@ -107,7 +159,7 @@ function RunsTable({ session, state }) {
         return;
       }
       render();
-      watch(d, { session, state }, controller.signal, render);
+      watch(d, { session, state, query }, controller.signal, render);
     })();
     return () => controller.abort();
   }, []);
@@ -118,7 +170,7 @@ function RunsTable({ session, state }) {
     d.moreError = null;
     render();
     try {
-      const res = await api.agent.listRuns({ sessionId: session, state, pageSize: PAGE_SIZE, pageToken: d.next }, { signal: signal.current });
+      const res = await api.agent.listRuns({ sessionId: session, state, query, pageSize: PAGE_SIZE, pageToken: d.next }, { signal: signal.current });
       addPage(d, res);
     } catch (err) {
       if (isAbort(err, signal.current)) return;
@@ -136,7 +188,7 @@ function RunsTable({ session, state }) {
   if (d.error) return html`<${ErrorAlert} error=${d.error} />`;
 
   const count = d.rows.length;
-  const rowHeight = compact ? 76 : 40;
+  const rowHeight = compact ? 94 : 40;
   const done = !d.next;
 
   const header = html`
@@ -149,20 +201,21 @@ function RunsTable({ session, state }) {
   const renderRow = (i, pos) => {
     const info = d.rows[i].info;
     const stateName = enumName("airlock.v1.RunState", info.state);
-    const tokens = num(info.usage?.inputTokens) + num(info.usage?.outputTokens);
-    const stop = enumLabel("airlock.v1.StopReason", info.stopReason);
+    const stop = outcome(info);
+    const task = oneLine(info.input, 160);
     return html`
       <div role="row" class="run-row" key=${info.runId} aria-rowindex=${i + 2} style=${rowStyle(pos)}
         data-testid="run-row" data-run-id=${info.runId} data-state=${stateName}>
         <div role="cell" class="c-id"><a class="mono" href=${runHref(info.runId)}>${info.runId}</a></div>
         <div role="cell" class="c-state"><${StateBadge} state=${info.state} stopReason=${info.stopReason} /></div>
-        <div role="cell" class="c-model" title=${info.model}>${info.model || "—"}</div>
+        <div role="cell" class="c-task" title=${info.input} data-testid="run-task">${task || "—"}</div>
+        <div role="cell" class="c-model" title=${info.model} data-testid="run-model">${info.model || "—"}</div>
+        <div role="cell" class="c-ws mono" title=${info.workspace} data-testid="run-workspace">${lastPathComponent(info.workspace) || "—"}</div>
+        <div role="cell" class="c-stop" data-testid="run-outcome">${stop || "—"}</div>
         <div role="cell" class="c-steps c-num" data-label="steps">${formatInt(info.steps)}</div>
-        <div role="cell" class="c-tokens c-num" data-label="tokens">${formatInt(tokens)}</div>
-        <div role="cell" class="c-stop">${stop || html`<span class="muted">—</span>`}</div>
         <div role="cell" class="c-session">
           ${info.sessionId
-            ? html`<a class="mono subtle" href=${runsHref({ session: info.sessionId })} title="Only this session's runs">${info.sessionId}</a>`
+            ? html`<a class="mono subtle" href=${sessionHref(info.sessionId)} title="The session's page">${info.sessionId}</a>`
             : "—"}
         </div>
         <div role="cell" class="c-started"><${Time} ms=${info.createdAtMs} now=${now} /></div>
@@ -227,13 +280,15 @@ function before(a, b) {
   return ta !== tb ? ta > tb : a.runId > b.runId;
 }
 
-function upsert(d, info, state) {
+function upsert(d, info, { state, query }) {
   const row = d.byId.get(info.runId);
   if (row) {
     row.info = info;
     return;
   }
   if (state && info.state !== state) return;
+  // The daemon sends changes of runs it matched; a new one joins only if it matches too.
+  if (query && !matchesQuery(info.input, query)) return;
   // Older than every loaded run while more pages remain: it comes with a later page.
   const last = d.rows[d.rows.length - 1]?.info;
   if (d.next && last && before(last, info)) return;
@@ -249,12 +304,12 @@ function upsert(d, info, state) {
   d.rows.splice(lo, 0, fresh);
 }
 
-async function watch(d, { session, state }, signal, render) {
+async function watch(d, { session, state, query }, signal, render) {
   while (!signal.aborted) {
     try {
-      for await (const info of api.agent.watchRuns({ sessionId: session, state, pageSize: 1 }, { signal })) {
+      for await (const info of api.agent.watchRuns({ sessionId: session, state, query, pageSize: 1 }, { signal })) {
         if (d.liveError) d.liveError = null;
-        upsert(d, info, state);
+        upsert(d, info, { state, query });
         render();
       }
     } catch (err) {

@@ -1,7 +1,8 @@
 // A run's trace (#/runs/<id>/trace) as a waterfall: one row per span of Agent.GetTrace,
 // indented by its depth in the tree, a bar placed in % of the run span's duration, the
-// duration, error spans marked, the slowest span below the root marked "slowest". Each
-// row's button toggles the span's attributes.
+// duration, error spans marked, the slowest span below the root marked "slowest" — by its
+// work, the time it waited for a person (an approval) left out — and the waits marked as
+// such. Each row's button toggles the span's attributes.
 
 import { useEffect, useState } from "preact/hooks";
 import { api, enumName, isAbort } from "../api.js";
@@ -76,7 +77,9 @@ export function TracePage({ runId }) {
           <span><span class="muted">Duration</span> ${formatDuration(layout.totalMs)}</span>
           <span><span class="muted">Spans</span> ${trace.spans.length}</span>
           <span><span class="muted">Errors</span> ${errors}</span>
+          ${layout.waitedMs > 0 ? html`<span data-testid="trace-waited"><span class="muted">Waiting for people</span> ${formatDuration(layout.waitedMs)}</span>` : null}
         </p>
+        ${layout.waitedMs > 0 ? html`<p class="note">Time spent waiting for a person to answer an approval is not counted as work: the span marked “slowest” is the one whose own work took longest.</p>` : null}
         ${!layout.root && trace.spans.length ? html`<p class="note">The run has not ended: its own span is recorded when it does. Times are relative to the first span.</p>` : null}
         ${trace.spans.length === 0 ? html`<p class="muted">No spans recorded yet.</p>` : html`
           <div class="waterfall">
@@ -99,16 +102,17 @@ function SpanRow({ row, slowest, open, onToggle }) {
   const isError = status === "ERROR";
   const id = `span-${s.spanId}`;
   const q = qualifier(s);
-  const cls = ["span-row", isError ? "error" : "", slowest ? "slowest" : "", row.isRoot ? "root" : "", open ? "open" : ""].filter(Boolean).join(" ");
+  const cls = ["span-row", isError ? "error" : "", slowest ? "slowest" : "", row.isRoot ? "root" : "", row.isWait ? "wait" : "", open ? "open" : ""].filter(Boolean).join(" ");
   return html`
-    <li class=${cls} data-testid="span" data-span-id=${s.spanId} data-name=${s.name} data-status=${status}>
+    <li class=${cls} data-testid="span" data-span-id=${s.spanId} data-name=${s.name} data-status=${status} data-wait=${row.isWait ? "true" : undefined}>
       <button type="button" class="span-button" aria-expanded=${open ? "true" : "false"} aria-controls=${open ? `${id}-attrs` : undefined}
         onClick=${() => onToggle(s.spanId)}>
         <span class="span-name" style=${{ paddingInlineStart: `${row.depth * 16}px` }}>
           <span class="chevron" aria-hidden="true">${open ? "▾" : "▸"}</span>
           <span class="name">${s.name}</span>${q ? html` <span class="qual">${s.name === "step" ? `#${q}` : q}</span>` : null}
           ${isError ? html` <span class="badge status-error">error</span>` : null}
-          ${slowest ? html` <span class="badge slow">slowest</span>` : null}
+          ${slowest ? html` <span class="badge slow" title="The longest work below the run, time waiting for a person left out">slowest</span>` : null}
+          ${row.isWait ? html` <span class="badge tone-waiting">waited for a person</span>` : null}
         </span>
         <span class="span-track">
           <span class="bar" style=${{ left: `${row.left}%`, width: `${row.width}%` }}></span>
@@ -121,6 +125,8 @@ function SpanRow({ row, slowest, open, onToggle }) {
           ${s.parentSpanId ? html`<div><dt>parent</dt><dd class="mono">${s.parentSpanId}</dd></div>` : null}
           <div><dt>start</dt><dd>+${formatDuration(row.offsetMs)}</dd></div>
           <div><dt>duration</dt><dd>${formatDuration(row.durationMs)}</dd></div>
+          ${row.waitMs > 0 && !row.isWait ? html`<div><dt>waiting for people</dt><dd>${formatDuration(row.waitMs)}</dd></div>
+            <div><dt>work</dt><dd>${formatDuration(row.workMs)}</dd></div>` : null}
           <div><dt>status</dt><dd>${status.toLowerCase()}${s.statusMessage ? `: ${s.statusMessage}` : ""}</dd></div>
           ${s.attributes.map((a) => html`<div><dt>${a.key}</dt><dd class="break">${a.value}</dd></div>`)}
         </dl>` : null}

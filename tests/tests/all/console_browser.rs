@@ -19,7 +19,7 @@ use crate::agent_approvals::{
 };
 use crate::auth::{ALICE, BOB, TwoTenants};
 
-fn css_attr(value: &str) -> String {
+pub(crate) fn css_attr(value: &str) -> String {
     serde_json::to_string(value).unwrap()
 }
 
@@ -63,11 +63,11 @@ pub(crate) async fn console_at(daemon: &TestDaemon, route: &str) -> Browser {
     browser
 }
 
-async fn text_of(browser: &Browser, css: &str) -> String {
+pub(crate) async fn text_of(browser: &Browser, css: &str) -> String {
     browser.wait_for(css).await.text().await.unwrap()
 }
 
-async fn click(browser: &Browser, css: &str) {
+pub(crate) async fn click(browser: &Browser, css: &str) {
     browser.wait_for(css).await.click().await.unwrap();
 }
 
@@ -625,7 +625,7 @@ async fn every_page_is_accessible_fits_a_phone_and_loads_nothing_from_elsewhere(
     run.finished().await;
 }
 
-async fn check_page(browser: &Browser, name: &str) {
+pub(crate) async fn check_page(browser: &Browser, name: &str) {
     let violations = browser.accessibility_violations().await;
     assert!(violations.is_empty(), "{name}: {violations:#?}");
     let fits = browser

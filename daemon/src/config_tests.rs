@@ -428,3 +428,84 @@ fn a_tls_key_without_a_certificate_is_refused() {
     .expect_err("incomplete");
     assert!(matches!(err, ConfigError::TlsIncomplete), "{err}");
 }
+
+#[test]
+fn the_models_offered_and_the_approval_webhooks_are_read_and_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("airlockd.toml");
+    let resolve = |text: &str| {
+        std::fs::write(&path, text).expect("write");
+        let file = ConfigFile::load(&path).map_err(|err| err.to_string())?;
+        DaemonConfig::resolve(file, Overrides::default()).map_err(|err| err.to_string())
+    };
+    let config = resolve(
+        r#"
+        [console]
+        models = ["openai:gpt-4.1", "anthropic:claude-sonnet-4"]
+        [approvals]
+        public_url = "https://airlock.example.com/"
+        link_ttl_s = 600
+        [[approvals.webhooks]]
+        name = "team-chat"
+        url_file = "hook.url"
+        format = "slack"
+        tenant = "default"
+        secret_file = "hook.secret"
+        "#,
+    )
+    .expect("resolves");
+    assert_eq!(config.console.models.len(), 2);
+    let hook = &config.approvals.webhooks[0];
+    assert_eq!(hook.format, WebhookFormat::Slack);
+    // Files named in the file are relative to it.
+    assert_eq!(hook.url_file, Some(dir.path().join("hook.url")));
+    assert_eq!(hook.secret_file, Some(dir.path().join("hook.secret")));
+
+    for (text, says) in [
+        ("[console]\nmodels = [\"gpt-4\"]", "provider:model"),
+        ("[console]\nmodels = [\"openai:\"]", "provider:model"),
+        (
+            "[[approvals.webhooks]]\nname = \"a\"\nurl = \"https://h/x\"",
+            "public_url is required",
+        ),
+        (
+            "[approvals]\npublic_url = \"ftp://h\"",
+            "an http or https URL",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h/?token=1\"",
+            "no query",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\nlink_ttl_s = 0",
+            "link_ttl_s",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\nlink_ttl_s = 86401",
+            "to a day",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\n[[approvals.webhooks]]\nname = \"a b\"\nurl = \"https://h/x\"",
+            "letters, digits",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\n[[approvals.webhooks]]\nname = \"a\"",
+            "exactly one of url and url_file",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\n[[approvals.webhooks]]\nname = \"a\"\nurl = \"https://h/x\"\n[[approvals.webhooks]]\nname = \"a\"\nurl = \"https://h/y\"",
+            "named twice",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\n[[approvals.webhooks]]\nname = \"a\"\nurl = \"file:///etc/passwd\"",
+            "http or https",
+        ),
+        (
+            "[approvals]\npublic_url = \"https://h\"\n[[approvals.webhooks]]\nname = \"a\"\nurl = \"https://h/x\"\nformat = \"teams\"",
+            "unknown variant",
+        ),
+    ] {
+        let err = resolve(text).expect_err(text);
+        assert!(err.contains(says), "{text}: {err}");
+    }
+}

@@ -895,6 +895,75 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
                     .map(|_| ())
             }
         }),
+        case(
+            "ListRuns, a search too long",
+            Code::InvalidArgument,
+            "query",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .list_runs(pb::ListRunsRequest {
+                            query: "q".repeat(201),
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
+            "RevertRun, dry run of an unknown run",
+            Code::NotFound,
+            "run_id",
+            {
+                let c = c.clone();
+                async move {
+                    agent(&c)
+                        .revert_run(pb::RevertRunRequest {
+                            run_id: unknown("run"),
+                            to_step: 1,
+                            dry_run: true,
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        // Daemon.ListMcpServers
+        case(
+            "ListMcpServers, not the default tenant",
+            Code::PermissionDenied,
+            "",
+            {
+                let ci = ci.clone();
+                async move {
+                    pb::daemon_client::DaemonClient::new(ci)
+                        .list_mcp_servers(pb::ListMcpServersRequest {})
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
+        case(
+            "TrustMcpServer, refusing as another tenant",
+            Code::PermissionDenied,
+            "",
+            {
+                let ci = ci.clone();
+                async move {
+                    pb::daemon_client::DaemonClient::new(ci)
+                        .trust_mcp_server(pb::TrustMcpServerRequest {
+                            server: "fs".into(),
+                            refuse: true,
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|_| ())
+                }
+            },
+        ),
         // Daemon.CollectGarbage
         case(
             "CollectGarbage, not the default tenant",
@@ -951,6 +1020,106 @@ async fn every_malformed_field_gets_its_status_and_names_the_field() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// StartRun is Run's start for browsers: every start Run refuses, it refuses with the same
+/// status and message (its fields named from the request itself, not `start.`), for the
+/// same tenant — one path, two edges.
+#[tokio::test]
+async fn start_run_refuses_every_start_run_refuses_and_says_the_same() {
+    let secrets = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![repo_root().join("plugins")],
+        auth: ci_tenant(secrets.path(), &["read_file"]),
+        ..DaemonOptions::default()
+    })
+    .await;
+    let workspace = daemon.workspace("project");
+    let channel = daemon.authed_channel().await;
+    let ci = daemon.channel_with_token(CI_TOKEN).await;
+    let big = "x".repeat(1024 * 1024 + 1);
+    type Edit = Box<dyn Fn(&mut pb::StartRun)>;
+    let edits: Vec<(&str, &AuthedChannel, Edit)> = vec![
+        ("no input", &channel, Box::new(|s| s.input.clear())),
+        (
+            "an input too long",
+            &channel,
+            Box::new(move |s| s.input = big.clone()),
+        ),
+        (
+            "unknown model",
+            &channel,
+            Box::new(|s| s.model.as_mut().unwrap().model = "x".into()),
+        ),
+        (
+            "unknown tool",
+            &channel,
+            Box::new(|s| s.tools = vec!["nope".into()]),
+        ),
+        (
+            "malformed session id",
+            &channel,
+            Box::new(|s| s.session_id = "ses_x".into()),
+        ),
+        (
+            "unknown session",
+            &channel,
+            Box::new(|s| s.session_id = unknown("ses")),
+        ),
+        (
+            "unknown approval policy",
+            &channel,
+            Box::new(|s| s.approval_policy = 99),
+        ),
+        (
+            "workspace outside the roots",
+            &channel,
+            Box::new(|s| s.workspace = "/etc".into()),
+        ),
+        (
+            "no workspace for tools that need one",
+            &channel,
+            Box::new(|s| s.workspace.clear()),
+        ),
+        (
+            "a tool the tenant may not use",
+            &ci,
+            Box::new(|s| s.tools = vec!["list_dir".into()]),
+        ),
+        (
+            "rules that do not parse",
+            &channel,
+            Box::new(|s| s.rules = "[[rule]".into()),
+        ),
+    ];
+    for (what, channel, edit) in edits {
+        let mut start = scripted_run(&workspace, &json!({"turns": [{"final": "x"}]}));
+        edit(&mut start);
+        let by_run = open_run(
+            channel.clone(),
+            pb::run_request::Request::Start(start.clone()),
+        )
+        .await
+        .expect_err(what);
+        let by_start = match agent(channel).start_run(start).await {
+            Ok(events) => events.into_inner().message().await.map(|_| ()),
+            Err(status) => Err(status),
+        }
+        .expect_err(what);
+        assert_eq!(
+            by_start.code(),
+            by_run.code(),
+            "{what}: {by_start:?} / {by_run:?}"
+        );
+        assert_eq!(
+            by_start.message(),
+            by_run
+                .message()
+                .strip_prefix("start.")
+                .unwrap_or(by_run.message()),
+            "{what}"
+        );
+    }
 }
 
 #[tokio::test]

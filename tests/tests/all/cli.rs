@@ -502,3 +502,49 @@ async fn unknown_runs_and_executions_are_named_in_the_error() {
         assert!(output.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `airlock run --session SES` without `--model`, in a session an earlier `airlock run`
+/// started (so the session has no model of its own): the run goes on with the model the
+/// session's latest run used.
+#[tokio::test]
+async fn run_in_a_session_goes_on_with_its_latest_model() {
+    let (daemon, extra) = daemon().await;
+    let workspace = daemon.workspace("project");
+    let script = extra.path().join("answer.json");
+    std::fs::write(&script, r#"{"turns": [{"final": "All done."}]}"#).unwrap();
+    let first = airlock(
+        &daemon.endpoint,
+        &[
+            "run",
+            "first task",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--model",
+            &format!("scripted:{}", script.display()),
+        ],
+    )
+    .await;
+    let transcript = text(&first.stdout);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let session = transcript
+        .lines()
+        .next()
+        .and_then(|line| line.split(" in session ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session in the transcript:\n{transcript}"))
+        .trim_end_matches(':')
+        .to_owned();
+    let next = airlock(
+        &daemon.endpoint,
+        &["run", "and again", "--session", &session],
+    )
+    .await;
+    let stdout = text(&next.stdout);
+    assert_eq!(
+        next.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&next.stderr)
+    );
+    assert!(stdout.trim_end().ends_with("All done."), "{stdout}");
+}

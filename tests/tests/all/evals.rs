@@ -555,3 +555,61 @@ tasks:
     // The report is on disk too, for CI to read after the fact.
     assert!(dir.join("results/crash").is_dir());
 }
+
+/// `--scratch DIR` a second time, after an attempt failed and its workspace was kept there:
+/// each result's attempts get a directory of their own, so the second run runs every attempt
+/// again (it used to fail them all with "File exists", and exit as if the daemon were down).
+#[tokio::test]
+async fn a_scratch_dir_is_used_again_after_a_failed_attempt_kept_its_workspace() {
+    let daemon = daemon(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    fixture(dir);
+    write(dir, "good.yaml", GOOD_SCRIPT);
+    write(
+        dir,
+        "suite.yaml",
+        r#"
+suite: scratch
+defaults:
+  model: {scripted: good.yaml}
+  approver: deny_all
+  tools: [write_file]
+tasks:
+  - id: notes
+    input: Write hello to NOTES.md.
+    workspace: fixture
+    graders:
+      - file_equals: {path: NOTES.md, content: "hello\n"}
+"#,
+    );
+    let scratch = daemon.workspace("scratch");
+    let mut roots = Vec::new();
+    for _ in 0..2 {
+        let run = eval(
+            &daemon.endpoint,
+            &daemon.token,
+            dir,
+            &[
+                "run",
+                "suite.yaml",
+                "--results",
+                "results",
+                "--scratch",
+                scratch.to_str().unwrap(),
+                "--json",
+            ],
+        )
+        .await;
+        assert_eq!(run.code, 1, "the attempt fails its grader\n{}", run.stderr);
+        let report = report(&run);
+        let attempt = &report["tasks"][0]["attempts"][0];
+        assert_eq!(attempt["status"], "failed", "{attempt:#}");
+        assert!(attempt["error"].is_null(), "{attempt:#}");
+        assert_eq!(attempt["workspace_kept"], true, "{attempt:#}");
+        let root = report["workspaces"]["root"].as_str().unwrap().to_owned();
+        assert!(root.starts_with(scratch.to_str().unwrap()), "{root}");
+        roots.push(root);
+    }
+    assert_ne!(roots[0], roots[1], "each result in a directory of its own");
+}

@@ -141,12 +141,13 @@ export function canonicalJson(value) {
   return JSON.stringify(sortKeys(value), null, 2) ?? "null";
 }
 
+// Built with Object.fromEntries, which defines each key as an own property: an assignment
+// would make a hostile server's `__proto__` key the copy's prototype instead, and that field
+// would vanish from the review while the model still reads it.
 function sortKeys(value) {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value && typeof value === "object") {
-    const out = {};
-    for (const key of Object.keys(value).sort()) out[key] = sortKeys(value[key]);
-    return out;
+    return Object.fromEntries(Object.keys(value).sort().map((key) => [key, sortKeys(value[key])]));
   }
   return value;
 }

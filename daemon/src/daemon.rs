@@ -490,6 +490,7 @@ impl Daemon {
                     key.clone(),
                     self.tenants.clone(),
                     self.agents.clone(),
+                    &settings.public_url,
                 ))
             }
             None => None,

@@ -3,7 +3,9 @@
 //!
 //! Both come from Debian (`scripts/console.sh` installs them); a missing one is a panic that
 //! says how to install it, never a skipped test. At most [`MAX_BROWSERS`] run at once, so a
-//! 2-core machine running the whole suite is not swamped by renderers.
+//! 2-core machine running the whole suite is not swamped by renderers — and so a test holds
+//! one browser at a time (closing one before it opens the next): two tests each holding one
+//! and waiting for a second would wait for each other.
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -299,6 +299,10 @@ pub(super) fn check_input(text: &str, field: &'static str) -> Result<(), AgentEr
             text.len()
         ));
     }
+    // No text a person writes holds one, and PostgreSQL's text columns refuse it.
+    if let Some(at) = text.find('\0') {
+        return invalid(format!("the input holds a NUL character (at byte {at})"));
+    }
     Ok(())
 }
 

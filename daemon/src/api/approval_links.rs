@@ -41,21 +41,47 @@ const MAX_REMEMBERED: usize = 65_536;
 
 #[derive(Clone)]
 pub struct LinkState {
-    pub key: Arc<LinkKey>,
-    pub tenants: Arc<Tenants>,
-    pub runtime: Arc<AgentRuntime>,
+    key: Arc<LinkKey>,
+    tenants: Arc<Tenants>,
+    runtime: Arc<AgentRuntime>,
+    /// The origin of the links (`[approvals] public_url`'s scheme, host and port): a POST
+    /// a browser sends from any other page is refused.
+    origin: String,
     /// Nonces of links used, with when each expires.
     used: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl LinkState {
-    pub fn new(key: Arc<LinkKey>, tenants: Arc<Tenants>, runtime: Arc<AgentRuntime>) -> LinkState {
+    pub fn new(
+        key: Arc<LinkKey>,
+        tenants: Arc<Tenants>,
+        runtime: Arc<AgentRuntime>,
+        public_url: &str,
+    ) -> LinkState {
+        let origin = reqwest::Url::parse(public_url)
+            .map(|url| url.origin().ascii_serialization())
+            .unwrap_or_default();
         LinkState {
             key,
             tenants,
             runtime,
+            origin,
             used: Arc::default(),
         }
+    }
+
+    /// Whether a POST carrying `headers` comes from the link's own page (or from no page at
+    /// all: a client that is not a browser sends neither header). A browser says where a
+    /// form was sent from: another site's page, knowing a link, must not make a person's
+    /// browser (inside the network that reaches the daemon) use it.
+    fn same_origin(&self, headers: &http::HeaderMap) -> bool {
+        let site_ok = headers
+            .get("sec-fetch-site")
+            .is_none_or(|site| matches!(site.as_bytes(), b"same-origin" | b"none"));
+        let origin_ok = headers
+            .get(header::ORIGIN)
+            .is_none_or(|origin| origin.as_bytes() == self.origin.as_bytes());
+        site_ok && origin_ok
     }
 
     /// Takes the single use of the link with `claims`; false when it was taken before.
@@ -98,6 +124,7 @@ async fn show(State(state): State<LinkState>, Path(token): Path<String>) -> Resp
             StatusCode::GONE,
             "Nothing to decide",
             "This approval was already decided, or its deadline passed.",
+            &[],
             None,
         );
     };
@@ -106,6 +133,7 @@ async fn show(State(state): State<LinkState>, Path(token): Path<String>) -> Resp
             StatusCode::CONFLICT,
             "Not this call",
             "The call waiting under this approval is not the one the link was sent for.",
+            &[],
             None,
         );
     }
@@ -113,27 +141,58 @@ async fn show(State(state): State<LinkState>, Path(token): Path<String>) -> Resp
         LinkDecision::Approve => "Approve",
         LinkDecision::Deny => "Deny",
     };
-    let what = format!(
-        "{verb} the call of {} in run {} (tenant {})? Its arguments: {}",
-        request.tool,
-        if request.run_id.is_empty() {
-            "—"
-        } else {
-            &request.run_id
-        },
-        claims.tenant,
-        crate::notify::excerpt(&request.arguments_json),
-    );
+    // The whole call, as the console shows it: what is decided is never cut from view
+    // (a message's arguments are; this page is where a person sees all of them).
+    let mut details = vec![
+        ("Tool", request.tool.clone()),
+        ("Tenant", claims.tenant.clone()),
+        (
+            "Run",
+            if request.run_id.is_empty() {
+                "— (a call outside any run)".to_owned()
+            } else {
+                request.run_id.clone()
+            },
+        ),
+        (
+            "Risk",
+            pb::Risk::try_from(request.risk)
+                .map(|risk| risk.as_str_name().to_owned())
+                .unwrap_or_default(),
+        ),
+        ("Why it asks", request.reason.clone()),
+    ];
+    if let Some(network) = &request.network {
+        details.push((
+            "Connection to",
+            format!("{}:{}", network.host, network.port),
+        ));
+    }
+    details.push(("Arguments", request.arguments_json.clone()));
     page(
         StatusCode::OK,
         &format!("{verb} this call?"),
-        &what,
+        &format!("{verb} exactly this call, once:"),
+        &details,
         Some(verb),
     )
 }
 
 /// Decides the approval the link names, once.
-async fn decide(State(state): State<LinkState>, Path(token): Path<String>) -> Response {
+async fn decide(
+    State(state): State<LinkState>,
+    Path(token): Path<String>,
+    headers: http::HeaderMap,
+) -> Response {
+    if !state.same_origin(&headers) {
+        return page(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "An approval link decides only from its own page: open the link and use its button.",
+            &[],
+            None,
+        );
+    }
     let claims = match state.key.verify(&token, now_ms()) {
         Ok(claims) => claims,
         Err(err) => return refused(&err),
@@ -143,6 +202,7 @@ async fn decide(State(state): State<LinkState>, Path(token): Path<String>) -> Re
             StatusCode::GONE,
             "Link already used",
             "Each approval link works once; this one has been used.",
+            &[],
             None,
         );
     }
@@ -151,6 +211,7 @@ async fn decide(State(state): State<LinkState>, Path(token): Path<String>) -> Re
             StatusCode::FORBIDDEN,
             "Refused",
             "The tenant this link decides for is not configured any more.",
+            &[],
             None,
         );
     };
@@ -188,12 +249,14 @@ async fn decide(State(state): State<LinkState>, Path(token): Path<String>) -> Re
                 StatusCode::OK,
                 "Approved",
                 "Approved once: the call runs.",
+                &[],
                 None,
             ),
             LinkDecision::Deny => page(
                 StatusCode::OK,
                 "Denied",
                 "Denied: the call does not run, and the run is told so.",
+                &[],
                 None,
             ),
         },
@@ -206,32 +269,66 @@ async fn decide(State(state): State<LinkState>, Path(token): Path<String>) -> Re
                 Code::InvalidArgument => (StatusCode::BAD_REQUEST, "Not decided"),
                 _ => (StatusCode::SERVICE_UNAVAILABLE, "Not decided"),
             };
-            page(code, title, status.message(), None)
+            page(code, title, status.message(), &[], None)
         }
     }
 }
 
 fn refused(err: &LinkError) -> Response {
     match err {
-        LinkError::Forged => page(StatusCode::FORBIDDEN, "Refused", &err.to_string(), None),
-        LinkError::Expired => page(StatusCode::GONE, "Link expired", &err.to_string(), None),
+        LinkError::Forged => page(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            &err.to_string(),
+            &[],
+            None,
+        ),
+        LinkError::Expired => page(
+            StatusCode::GONE,
+            "Link expired",
+            &err.to_string(),
+            &[],
+            None,
+        ),
     }
 }
 
-/// An HTML page saying `text` under `title`, with a button that posts to this same URL when
+/// An HTML page saying `text` under `title`, then each of `details` (a label and its value,
+/// shown whole, as preformatted text), with a button that posts to this same URL when
 /// `button` names one.
-fn page(status: StatusCode, title: &str, text: &str, button: Option<&str>) -> Response {
+fn page(
+    status: StatusCode,
+    title: &str,
+    text: &str,
+    details: &[(&str, String)],
+    button: Option<&str>,
+) -> Response {
     let form = button.map_or_else(String::new, |label| {
         format!(
             "<form method=\"post\"><button type=\"submit\">{}</button></form>",
             escape(label)
         )
     });
+    let details = if details.is_empty() {
+        String::new()
+    } else {
+        let rows: String = details
+            .iter()
+            .map(|(label, value)| {
+                format!(
+                    "<dt>{}</dt><dd><pre>{}</pre></dd>",
+                    escape(label),
+                    escape(value)
+                )
+            })
+            .collect();
+        format!("<dl>{rows}</dl>")
+    };
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"robots\" content=\"noindex\"><title>{title} · airlock</title></head>\
-         <body><main><h1>{title}</h1><p>{text}</p>{form}</main></body></html>",
+         <body><main><h1>{title}</h1><p>{text}</p>{details}{form}</main></body></html>",
         title = escape(title),
         text = escape(text),
     );

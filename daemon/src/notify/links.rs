@@ -16,7 +16,7 @@
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -101,53 +101,79 @@ impl std::fmt::Debug for LinkKey {
 }
 
 impl LinkKey {
-    /// The key in `shared_dir`, made (32 random bytes, mode 0600) when there is none. Two
-    /// daemons making it at once: one creates the file, the other reads it.
+    /// The key in `shared_dir`, made (32 random bytes, mode 0600) when there is none: written
+    /// whole to a file of its own, then linked into place, which fails if a key is there —
+    /// two daemons making it at once agree on the one linked first, and a crash leaves no
+    /// short key behind.
     pub fn load_or_create(shared_dir: &Path) -> Result<LinkKey, String> {
         let path = shared_dir.join(KEY_FILE);
         let shown = |err: std::io::Error| format!("{}: {err}", path.display());
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(mut file) => {
-                let mut bytes = [0u8; 32];
-                getrandom::fill(&mut bytes).map_err(|err| format!("no randomness: {err}"))?;
-                file.write_all(&bytes).map_err(shown)?;
-                file.sync_all().map_err(shown)?;
-                Ok(LinkKey::from_bytes(&bytes))
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Self::read(&path),
+        match Self::read(&path) {
+            Ok(Some(key)) => return Ok(key),
+            Ok(None) => {}
+            Err(err) => return Err(err),
+        }
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|err| format!("no randomness: {err}"))?;
+        let draft = shared_dir.join(format!(".{KEY_FILE}.{}", nonce()));
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&draft)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            std::fs::hard_link(&draft, &path)
+        })();
+        let _ = std::fs::remove_file(&draft);
+        match written {
+            Ok(()) => Ok(LinkKey::from_bytes(&bytes)),
+            // Another daemon linked its key first: that one is the fleet's.
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Self::read(&path)?
+                .ok_or_else(|| format!("{}: the approval link key vanished", path.display())),
             Err(err) => Err(shown(err)),
         }
     }
 
-    fn read(path: &PathBuf) -> Result<LinkKey, String> {
+    /// The key at `path`, none when there is no file. It is opened without following a
+    /// symlink, and checked on the open file — a regular file of this process's user, mode
+    /// 0600, 32 bytes — so what is checked is what is read.
+    fn read(path: &Path) -> Result<Option<LinkKey>, String> {
+        use std::io::Read as _;
         use std::os::unix::fs::MetadataExt as _;
         let shown = |err: std::io::Error| format!("{}: {err}", path.display());
-        // Its maker may still be writing it: a short file is read again for a moment.
-        for _ in 0..50 {
-            let metadata = std::fs::symlink_metadata(path).map_err(shown)?;
-            if !metadata.is_file() || metadata.mode() & 0o077 != 0 {
-                return Err(format!(
-                    "{}: the approval link key must be a regular file only its owner may read \
-                     (mode 0600)",
-                    path.display()
-                ));
-            }
-            let bytes = std::fs::read(path).map_err(shown)?;
-            if bytes.len() == 32 {
-                return Ok(LinkKey::from_bytes(&bytes));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+        {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(shown(err)),
+        };
+        let metadata = file.metadata().map_err(shown)?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        if !metadata.is_file() || metadata.mode() & 0o077 != 0 || metadata.uid() != uid {
+            return Err(format!(
+                "{}: the approval link key must be a regular file of this daemon's user that \
+                 only its owner may read (mode 0600)",
+                path.display()
+            ));
         }
-        Err(format!(
-            "{}: the approval link key is not 32 bytes: remove it to make a new one (links \
-             already sent stop working)",
-            path.display()
-        ))
+        let mut bytes = Vec::with_capacity(33);
+        std::io::Read::take(&file, 33)
+            .read_to_end(&mut bytes)
+            .map_err(shown)?;
+        if bytes.len() != 32 {
+            return Err(format!(
+                "{}: the approval link key is not 32 bytes: remove it to make a new one (links \
+                 already sent stop working)",
+                path.display()
+            ));
+        }
+        Ok(Some(LinkKey::from_bytes(&bytes)))
     }
 
     pub fn from_bytes(bytes: &[u8]) -> LinkKey {

@@ -137,6 +137,28 @@ fn the_key_is_made_once_private_and_shared_by_every_daemon_of_the_dir() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let refused = LinkKey::load_or_create(dir.path()).expect_err("readable by others");
     assert!(refused.contains("0600"), "{refused}");
+    // A symlink planted at the key's path (to a file of known bytes) is never followed.
+    let planted = dir.path().join("known");
+    std::fs::write(&planted, [1u8; 32]).expect("known bytes");
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::remove_file(&path).expect("remove");
+    std::os::unix::fs::symlink(&planted, &path).expect("symlink");
+    assert!(
+        LinkKey::load_or_create(dir.path()).is_err(),
+        "a symlinked key was read"
+    );
+    // A short key (its maker cut off) is refused, naming the remedy; no draft is left.
+    std::fs::remove_file(&path).expect("remove");
+    std::fs::write(&path, [1u8; 16]).expect("short");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let short = LinkKey::load_or_create(dir.path()).expect_err("short");
+    assert!(short.contains("remove it"), "{short}");
+    let drafts = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with('.'))
+        .count();
+    assert_eq!(drafts, 0);
 }
 
 #[test]

@@ -9,9 +9,13 @@ use serde_json::{Value, json};
 
 use super::settings::WebhookFormat;
 
-/// The arguments shown, at most: enough to judge most calls, and within Slack's 3,000
-/// characters a text block holds; the full call is one click away on the console.
+/// The arguments shown, at most: enough to judge most calls; the whole call is on the
+/// link's page, where the decision is made.
 pub const MAX_ARGUMENTS_CHARS: usize = 1500;
+
+/// What a Slack text block holds, less room for the fence: escaping can make text five
+/// times longer (`&` → `&amp;`), so the escaped text is cut again to fit.
+const MAX_SLACK_BLOCK_CHARS: usize = 2900;
 
 /// Any other text from a run (tool name, reason, host) shown, at most.
 const MAX_TEXT_CHARS: usize = 300;
@@ -23,11 +27,6 @@ pub struct Links {
     /// The run's page on the console, when the request is a run's.
     pub run: Option<String>,
     pub expires_ms: i64,
-}
-
-/// A call's arguments as a page shows them: cut as a message cuts them.
-pub fn excerpt(arguments: &str) -> String {
-    cut(arguments, MAX_ARGUMENTS_CHARS).0
 }
 
 /// `text` cut to `max` characters, and whether it was cut.
@@ -50,6 +49,20 @@ fn slack_escape(text: &str) -> String {
 /// fence early (each becomes a modifier grave accent, which reads the same).
 fn slack_code(text: &str) -> String {
     slack_escape(text).replace('`', "\u{2cb}")
+}
+
+/// Escaped text cut to `max` characters, never inside an escape (`&amp;` is cut whole).
+fn cut_escaped(text: &str, max: usize) -> String {
+    let Some((at, _)) = text.char_indices().nth(max) else {
+        return text.to_owned();
+    };
+    let mut end = at;
+    if let Some(amp) = text[..at].rfind('&')
+        && !text[amp..at].contains(';')
+    {
+        end = amp;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Text for Slack's inline formatting (outside a code block): escaped, and with no
@@ -114,9 +127,21 @@ pub fn body(
                 ),
                 None => format!("`{}` asks to run", slack_code(&tool)),
             };
-            let mut header = format!("Approval needed ({tenant}): {asked}");
+            let mut header = format!("Approval needed ({}): {asked}", slack_plain(tenant));
             if !reason.is_empty() {
-                header.push_str(&format!("\n_{}_", slack_plain(&reason)));
+                // In code: a URL there is text, never a link beside the daemon's buttons.
+                header.push_str(&format!("\n`{}`", slack_code(&reason)));
+            }
+            let hidden = request
+                .arguments_json
+                .chars()
+                .count()
+                .saturating_sub(MAX_ARGUMENTS_CHARS);
+            if arguments_cut {
+                header.push_str(&format!(
+                    "\n*{hidden} more characters of the arguments are not shown here: the \
+                     link's page shows the whole call before anything is decided.*"
+                ));
             }
             let mut buttons = vec![
                 json!({"type": "button", "text": {"type": "plain_text", "text": "Approve"},
@@ -135,7 +160,7 @@ pub fn body(
                 "blocks": [
                     {"type": "section", "text": {"type": "mrkdwn", "text": header}},
                     {"type": "section", "text": {"type": "mrkdwn",
-                        "text": format!("```{}```", slack_code(&arguments))}},
+                        "text": format!("```{}```", cut_escaped(&slack_code(&arguments), MAX_SLACK_BLOCK_CHARS))}},
                     {"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
                         "risk {} · each link works once, until <!date^{}^{{time}}|the deadline> · approval {}",
                         slack_plain(&risk),
@@ -202,6 +227,27 @@ mod tests {
         let buttons = body["blocks"][3]["elements"].as_array().expect("buttons");
         assert_eq!(buttons.len(), 3);
         assert_eq!(buttons[0]["url"], "https://a/approve/x");
+    }
+
+    #[test]
+    fn escaping_never_takes_a_block_past_slacks_limit() {
+        let amplified = "&".repeat(MAX_ARGUMENTS_CHARS * 2);
+        let body = body(
+            WebhookFormat::Slack,
+            "team",
+            "default",
+            &request(&amplified),
+            &links(),
+        );
+        let code = body["blocks"][1]["text"]["text"].as_str().expect("text");
+        assert!(code.chars().count() <= 3000, "{}", code.chars().count());
+        assert!(
+            code.trim_end_matches("```")
+                .trim_end_matches('…')
+                .ends_with("&amp;")
+        );
+        let header = body["blocks"][0]["text"]["text"].as_str().expect("header");
+        assert!(header.contains("1500 more characters"), "{header}");
     }
 
     #[test]

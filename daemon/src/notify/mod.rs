@@ -18,14 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_proto::v1 as pb;
-use tokio::sync::{Semaphore, broadcast};
+use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentRuntime;
 use crate::ids::{RunId, now_ms};
 use links::{Claims, LinkDecision, LinkKey};
 use message::Links;
-pub use message::excerpt;
 pub use settings::{ApprovalsFile, WebhookFile, WebhookFormat};
 
 /// A post that gets no answer within this is given up (and retried): a receiver that slow
@@ -36,9 +35,15 @@ const POST_TIMEOUT: Duration = Duration::from_secs(10);
 /// limiting for a few seconds still gets the message, a dead one costs under a minute.
 const RETRY_WAITS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(5)];
 
-/// Posts in flight at once, over every webhook. More waiting than this are dropped: an
-/// approval is also on every console, and a receiver this far behind is down.
-const MAX_POSTS_IN_FLIGHT: usize = 32;
+/// Posts in flight at once to one webhook: a burst of requests reaches a working receiver
+/// together, and a slow one holds at most this many connections.
+const POSTS_IN_FLIGHT: usize = 4;
+
+/// Requests waiting for one webhook; more are dropped with a warning (each is on every
+/// console anyway). Each webhook has its own queue, so a receiver that hangs — a tenant's
+/// own, or one under attack — delays and drops only its own requests, never another
+/// webhook's.
+const QUEUED: usize = 64;
 
 /// Approval ids remembered as posted (a request is seen again on each update); the oldest
 /// is forgotten first, long after it was decided.
@@ -100,11 +105,39 @@ pub fn start(
         settings,
         key,
         client,
-        in_flight: Arc::new(Semaphore::new(MAX_POSTS_IN_FLIGHT)),
     });
+    let mut queues = Vec::with_capacity(notifier.settings.webhooks.len());
+    for webhook in notifier.settings.webhooks.clone() {
+        let (queue, mut waiting) = mpsc::channel::<Arc<pb::ApprovalRequest>>(QUEUED);
+        let (notifier, stop) = (notifier.clone(), stop.clone());
+        tokio::spawn(async move {
+            let in_flight = Arc::new(Semaphore::new(POSTS_IN_FLIGHT));
+            loop {
+                let request = tokio::select! {
+                    request = waiting.recv() => match request {
+                        Some(request) => request,
+                        None => return,
+                    },
+                    () = stop.cancelled() => return,
+                };
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let (notifier, webhook, stop) = (notifier.clone(), webhook.clone(), stop.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = notifier.post(&webhook, &request) => {}
+                        () = stop.cancelled() => {}
+                    }
+                    drop(permit);
+                });
+            }
+        });
+        queues.push(queue);
+    }
     Ok(tokio::spawn(async move {
         tokio::select! {
-            () = notifier.follow() => {}
+            () = notifier.follow(&queues) => {}
             () = stop.cancelled() => {}
         }
     }))
@@ -115,24 +148,26 @@ struct Notifier {
     settings: NotifySettings,
     key: Arc<LinkKey>,
     client: reqwest::Client,
-    in_flight: Arc<Semaphore>,
 }
 
+/// Each webhook's queue, in the order of `NotifySettings::webhooks`.
+type Queues = [mpsc::Sender<Arc<pb::ApprovalRequest>>];
+
 impl Notifier {
-    async fn follow(self: &Arc<Self>) {
+    async fn follow(&self, queues: &Queues) {
         let (pending, mut updates) = self.runtime.approvals().subscribe();
         let mut posted = Posted::default();
         for request in pending {
-            self.notice(&mut posted, request).await;
+            self.notice(queues, &mut posted, request).await;
         }
         loop {
             match updates.recv().await {
-                Ok(request) => self.notice(&mut posted, request).await,
+                Ok(request) => self.notice(queues, &mut posted, request).await,
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     let (pending, fresh) = self.runtime.approvals().subscribe();
                     updates = fresh;
                     for request in pending {
-                        self.notice(&mut posted, request).await;
+                        self.notice(queues, &mut posted, request).await;
                     }
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
@@ -140,8 +175,8 @@ impl Notifier {
         }
     }
 
-    /// Posts `request` if it is a pending one not posted yet.
-    async fn notice(self: &Arc<Self>, posted: &mut Posted, request: pb::ApprovalRequest) {
+    /// Queues `request` for its tenant's webhooks if it is a pending one not queued yet.
+    async fn notice(&self, queues: &Queues, posted: &mut Posted, request: pb::ApprovalRequest) {
         if request.state != pb::ApprovalState::Pending as i32 || !posted.first(&request) {
             return;
         }
@@ -157,21 +192,13 @@ impl Notifier {
             }
         };
         let request = Arc::new(request);
-        for webhook in self
-            .settings
-            .webhooks
-            .iter()
-            .filter(|webhook| webhook.tenant == tenant)
-        {
-            let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-                tracing::warn!(webhook = %webhook.name, approval = %request.approval_id, "approval not posted: {MAX_POSTS_IN_FLIGHT} posts are waiting on slow receivers");
+        for (webhook, queue) in self.settings.webhooks.iter().zip(queues) {
+            if webhook.tenant != tenant {
                 continue;
-            };
-            let (notifier, webhook, request) = (self.clone(), webhook.clone(), request.clone());
-            tokio::spawn(async move {
-                notifier.post(&webhook, &request).await;
-                drop(permit);
-            });
+            }
+            if queue.try_send(request.clone()).is_err() {
+                tracing::warn!(webhook = %webhook.name, approval = %request.approval_id, "approval not posted: {QUEUED} requests are waiting on this webhook's receiver");
+            }
         }
     }
 

@@ -33,7 +33,7 @@ pub struct ApprovalsFile {
 }
 
 /// `[[approvals.webhooks]]`: one receiver of approval requests.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookFile {
     /// Names the webhook in logs, the audit log and the links it sent.
@@ -53,6 +53,20 @@ pub struct WebhookFile {
     /// A file holding a secret the daemon signs each body with (`X-Airlock-Signature`), so
     /// that the receiver can tell airlock's posts from forged ones.
     pub secret_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for WebhookFile {
+    /// An inline `url` is a credential: shown only as whether it is set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookFile")
+            .field("name", &self.name)
+            .field("url", &self.url.as_ref().map(|_| "<hidden>"))
+            .field("url_file", &self.url_file)
+            .field("format", &self.format)
+            .field("tenant", &self.tenant)
+            .field("secret_file", &self.secret_file)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -1042,6 +1042,11 @@ async fn start_run_refuses_every_start_run_refuses_and_says_the_same() {
     let edits: Vec<(&str, &AuthedChannel, Edit)> = vec![
         ("no input", &channel, Box::new(|s| s.input.clear())),
         (
+            "an input with a NUL",
+            &channel,
+            Box::new(|s| s.input = "a\0b".into()),
+        ),
+        (
             "an input too long",
             &channel,
             Box::new(move |s| s.input = big.clone()),

@@ -242,6 +242,22 @@ async fn a_request_reaches_both_webhooks_and_its_link_decides_exactly_that_call_
             == pb::RunState::WaitingForApproval as i32
     );
 
+    // The page shows the whole call, whatever a message cut.
+    assert!(
+        page.contains("Arguments") && page.contains("calc.py") && page.contains("write_file"),
+        "{page}"
+    );
+
+    // Another site's page posting the link through a person's browser: refused before the
+    // link is looked at (and so not used up).
+    for (name, value) in [
+        ("origin", "https://evil.example"),
+        ("sec-fetch-site", "cross-site"),
+    ] {
+        let answer = http1(Method::POST, &approve, &[(name, value)], Bytes::new()).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{name}");
+    }
+
     // A forged link: any change to the token is refused and decides nothing.
     let forged = format!(
         "{}{}",

@@ -554,8 +554,9 @@ async fn a_tenants_console_never_sees_another_tenants_runs_or_approvals() {
     browser.close().await;
 }
 
-/// Every page at a desktop's and at a phone's width: no serious or critical accessibility
-/// violation, nothing wider than the screen, and nothing loaded from anywhere but the daemon.
+/// Every page at a desktop's and at a phone's width, light and dark: no serious or critical
+/// accessibility violation, nothing wider than the screen, and nothing loaded from anywhere
+/// but the daemon.
 #[tokio::test]
 async fn every_page_is_accessible_fits_a_phone_and_loads_nothing_from_elsewhere() {
     let daemon = daemon().await;
@@ -625,7 +626,43 @@ async fn every_page_is_accessible_fits_a_phone_and_loads_nothing_from_elsewhere(
     run.finished().await;
 }
 
+/// Makes the page use its dark palette whatever the browser prefers: each
+/// `(prefers-color-scheme: dark)` rule of the console's stylesheet applies to all media
+/// (through the CSSOM, which the daemon's CSP allows). Returns whether the page is dark.
+const FORCE_DARK: &str = "window.__forcedDark = window.__forcedDark || [];
+  for (const sheet of document.styleSheets) {
+    for (const rule of sheet.cssRules) {
+      if (rule instanceof CSSMediaRule && /prefers-color-scheme:\\s*dark/.test(rule.media.mediaText)) {
+        window.__forcedDark.push([rule, rule.media.mediaText]);
+        rule.media.mediaText = 'all';
+      }
+    }
+  }
+  document.documentElement.style.colorScheme = 'dark';
+  return window.__forcedDark.length > 0 && getComputedStyle(document.body).backgroundColor === 'rgb(15, 18, 23)';";
+
+/// Undoes [`FORCE_DARK`].
+const UNFORCE_DARK: &str =
+    "for (const [rule, text] of window.__forcedDark || []) rule.media.mediaText = text;
+  window.__forcedDark = [];
+  document.documentElement.style.colorScheme = '';
+  return true;";
+
+/// The page as it is now, in the light palette and then in the dark one: no serious or
+/// critical accessibility violation, nothing wider than the screen, nothing loaded from
+/// anywhere but the daemon, one main landmark; a screenshot of each (`name`, `name-dark`).
 pub(crate) async fn check_page(browser: &Browser, name: &str) {
+    check_palette(browser, name).await;
+    assert_eq!(
+        browser.eval(FORCE_DARK).await,
+        Value::Bool(true),
+        "{name}: the dark palette applies"
+    );
+    check_palette(browser, &format!("{name}-dark")).await;
+    browser.eval(UNFORCE_DARK).await;
+}
+
+async fn check_palette(browser: &Browser, name: &str) {
     let violations = browser.accessibility_violations().await;
     assert!(violations.is_empty(), "{name}: {violations:#?}");
     let fits = browser

@@ -158,39 +158,6 @@ async fn tab_to(browser: &Browser, testid: &str) {
     }
 }
 
-/// Makes the page use its dark palette whatever the browser prefers: each
-/// `(prefers-color-scheme: dark)` rule of the console's stylesheet applies to all media
-/// (through the CSSOM, which the daemon's CSP allows). Returns whether the page is dark.
-const FORCE_DARK: &str = "window.__forcedDark = window.__forcedDark || [];
-  for (const sheet of document.styleSheets) {
-    for (const rule of sheet.cssRules) {
-      if (rule instanceof CSSMediaRule && /prefers-color-scheme:\\s*dark/.test(rule.media.mediaText)) {
-        window.__forcedDark.push([rule, rule.media.mediaText]);
-        rule.media.mediaText = 'all';
-      }
-    }
-  }
-  document.documentElement.style.colorScheme = 'dark';
-  return window.__forcedDark.length > 0 && getComputedStyle(document.body).backgroundColor === 'rgb(15, 18, 23)';";
-
-/// Undoes [`FORCE_DARK`].
-const UNFORCE_DARK: &str =
-    "for (const [rule, text] of window.__forcedDark || []) rule.media.mediaText = text;
-  window.__forcedDark = [];
-  document.documentElement.style.colorScheme = '';
-  return true;";
-
-/// [`check_page`] in the dark palette, then back to the light one.
-async fn check_dark(browser: &Browser, name: &str) {
-    assert_eq!(
-        browser.eval(FORCE_DARK).await,
-        Value::Bool(true),
-        "{name}: the dark palette applies"
-    );
-    check_page(browser, name).await;
-    browser.eval(UNFORCE_DARK).await;
-}
-
 const REVIEW_ROW: &str = "[data-testid=mcp-server][data-server=drift]";
 const DESCRIPTION: &str =
     "[data-testid=mcp-difference][data-tool=read][data-change=changed] [data-part=description]";
@@ -257,6 +224,14 @@ async fn a_changed_listing_is_reviewed_side_by_side_refused_and_later_trusted() 
         "{server:?}"
     );
 
+    // At a phone's width the two sides are stacked, and nothing is wider than the screen
+    // (first: a test holds one browser at a time, as browsers are shared out two at once).
+    let phone = console_on(&daemon, Viewport::PHONE, "#/tools").await;
+    open_review(&phone, PULLED).await;
+    assert_eq!(sides(&phone).await, json!([false, true]), "stacked");
+    check_page(&phone, "tools-review-phone").await;
+    phone.close().await;
+
     let browser = console_at(&daemon, "#/tools").await;
     browser
         .wait_for(&format!(
@@ -286,15 +261,6 @@ async fn a_changed_listing_is_reviewed_side_by_side_refused_and_later_trusted() 
         json!(0)
     );
     check_page(&browser, "tools-review").await;
-    check_dark(&browser, "tools-review-dark").await;
-
-    // At a phone's width the two sides are stacked, and nothing is wider than the screen.
-    let phone = console_on(&daemon, Viewport::PHONE, "#/tools").await;
-    open_review(&phone, PULLED).await;
-    assert_eq!(sides(&phone).await, json!([false, true]), "stacked");
-    check_page(&phone, "tools-review-phone").await;
-    check_dark(&phone, "tools-review-phone-dark").await;
-    phone.close().await;
 
     // Refused: the tool stays refused, and the list says so.
     click(&browser, "[data-testid=mcp-refuse]").await;
@@ -434,6 +400,32 @@ async fn a_sessions_grant_is_listed_and_revoked_on_the_policy_page() {
         css_attr(&grant.grant_id)
     );
 
+    // At a phone's width, opened from its address, with the confirmation showing (first: a
+    // test holds one browser at a time, as browsers are shared out two at once).
+    let phone = console_on(
+        &daemon,
+        Viewport::PHONE,
+        &format!("#/policy?session={session}"),
+    )
+    .await;
+    assert_eq!(
+        phone
+            .eval("return document.querySelector('#policy-session').value;")
+            .await,
+        json!(session),
+        "the session from the address fills the box"
+    );
+    click(&phone, &format!("{row} [data-testid=revoke]")).await;
+    phone
+        .wait_for(&format!("{row} [data-testid=revoke-confirm]"))
+        .await;
+    check_page(&phone, "policy-phone").await;
+    // Kept after all: nothing is revoked.
+    click(&phone, &format!("{row} [data-testid=revoke-cancel]")).await;
+    phone.wait_for(&format!("{row} [data-testid=revoke]")).await;
+    phone.close().await;
+    assert_eq!(grants(&daemon, &session).await.len(), 1);
+
     // The session typed in, as a person would.
     let browser = console_at(&daemon, "#/policy").await;
     browser
@@ -456,32 +448,7 @@ async fn a_sessions_grant_is_listed_and_revoked_on_the_policy_page() {
         "the page's address names the session"
     );
     check_page(&browser, "policy").await;
-    check_dark(&browser, "policy-dark").await;
 
-    // At a phone's width, opened from its address, with the confirmation showing.
-    let phone = console_on(
-        &daemon,
-        Viewport::PHONE,
-        &format!("#/policy?session={session}"),
-    )
-    .await;
-    assert_eq!(
-        phone
-            .eval("return document.querySelector('#policy-session').value;")
-            .await,
-        json!(session),
-        "the session from the address fills the box"
-    );
-    click(&phone, &format!("{row} [data-testid=revoke]")).await;
-    phone
-        .wait_for(&format!("{row} [data-testid=revoke-confirm]"))
-        .await;
-    check_page(&phone, "policy-phone").await;
-    check_dark(&phone, "policy-phone-dark").await;
-    // Kept after all: nothing is revoked.
-    click(&phone, &format!("{row} [data-testid=revoke-cancel]")).await;
-    phone.wait_for(&format!("{row} [data-testid=revoke]")).await;
-    phone.close().await;
     assert_eq!(grants(&daemon, &session).await.len(), 1);
 
     // Revoked with the keyboard alone: Revoke, then the confirmation, which has the focus.
@@ -579,7 +546,6 @@ async fn an_eval_report_and_a_comparison_are_read_from_files_in_the_browser() {
         json!(7)
     );
     check_page(&browser, "evals").await;
-    check_dark(&browser, "evals-dark").await;
     // Read here, sent nowhere.
     assert_eq!(
         browser
@@ -636,12 +602,10 @@ async fn an_eval_report_and_a_comparison_are_read_from_files_in_the_browser() {
     choose(&phone, &[fixture("report.json")]).await;
     phone.wait_for("[data-testid=eval-pass-rate]").await;
     check_page(&phone, "evals-phone").await;
-    check_dark(&phone, "evals-phone-dark").await;
     click(&phone, "[data-testid=eval-drop] button").await;
     choose(&phone, &[fixture("compare.json")]).await;
     phone.wait_for("[data-testid=eval-comparison]").await;
     check_page(&phone, "evals-comparison-phone").await;
-    check_dark(&phone, "evals-comparison-phone-dark").await;
     phone.close().await;
 }
 

@@ -20,7 +20,7 @@ use pb::run_event::Event;
 use serde_json::{Value, json};
 
 use crate::agent_approvals::{FIXED, daemon, waiting_write, workspace};
-use crate::console_browser::console_at;
+use crate::console_browser::{check_page, console_at};
 
 /// The one model the operator offers in these tests, served by the model API on loopback.
 const MODEL: &str = "openai:test-model";
@@ -604,50 +604,6 @@ async fn a_session_is_continued_from_its_page_once_its_run_is_answered() {
     browser.close().await;
 }
 
-/// Makes the page use its dark palette whatever the browser prefers: each
-/// `(prefers-color-scheme: dark)` rule of the console's stylesheet applies to all media.
-/// Returns how many rules it changed.
-const FORCE_DARK: &str = "window.__forcedDark = window.__forcedDark || [];
-  for (const sheet of document.styleSheets) {
-    for (const rule of sheet.cssRules) {
-      if (rule instanceof CSSMediaRule && /prefers-color-scheme:\\s*dark/.test(rule.media.mediaText)) {
-        window.__forcedDark.push([rule, rule.media.mediaText]);
-        rule.media.mediaText = 'all';
-      }
-    }
-  }
-  document.documentElement.style.colorScheme = 'dark';
-  return window.__forcedDark.length;";
-
-/// Undoes [`FORCE_DARK`].
-const UNFORCE_DARK: &str =
-    "for (const [rule, text] of window.__forcedDark || []) rule.media.mediaText = text;
-  window.__forcedDark = [];
-  document.documentElement.style.colorScheme = '';
-  return true;";
-
-/// No serious or critical axe finding and nothing wider than the screen, in the light
-/// palette and in the dark one.
-async fn check_light_and_dark(browser: &Browser, name: &str) {
-    for dark in [false, true] {
-        let name = if dark {
-            let forced = browser.eval(FORCE_DARK).await;
-            assert!(forced.as_u64().unwrap_or(0) >= 1, "no dark rules: {forced}");
-            format!("{name}-dark")
-        } else {
-            name.to_owned()
-        };
-        let violations = browser.accessibility_violations().await;
-        assert!(violations.is_empty(), "{name}: {violations:#?}");
-        let fits = browser
-            .eval("return document.documentElement.scrollWidth <= window.innerWidth;")
-            .await;
-        assert_eq!(fits, Value::Bool(true), "{name} scrolls sideways");
-        browser.save_screenshot(&name).await;
-    }
-    browser.eval(UNFORCE_DARK).await;
-}
-
 /// The New run form (with no model list: a model typed) and a session's page (its run
 /// waiting for approval) at a desktop's and a phone's width, light and dark.
 #[tokio::test]
@@ -672,7 +628,7 @@ async fn the_new_run_form_and_the_session_page_are_accessible_and_fit_a_phone() 
                 .await,
             json!("INPUT")
         );
-        check_light_and_dark(&browser, &format!("new-run{suffix}")).await;
+        check_page(&browser, &format!("new-run{suffix}")).await;
         // The tools' section open, with its checkboxes.
         browser
             .wait_for("[data-testid=tools-summary]")
@@ -680,7 +636,7 @@ async fn the_new_run_form_and_the_session_page_are_accessible_and_fit_a_phone() 
             .click()
             .await
             .unwrap();
-        check_light_and_dark(&browser, &format!("new-run-tools{suffix}")).await;
+        check_page(&browser, &format!("new-run-tools{suffix}")).await;
 
         browser
             .goto(&format!("{}/#/sessions/{session_id}", daemon.endpoint))
@@ -690,7 +646,7 @@ async fn the_new_run_form_and_the_session_page_are_accessible_and_fit_a_phone() 
             .wait_for("[data-testid=session-run][data-state=WAITING_FOR_APPROVAL]")
             .await;
         browser.wait_for("[data-testid=continue-busy]").await;
-        check_light_and_dark(&browser, &format!("session{suffix}")).await;
+        check_page(&browser, &format!("session{suffix}")).await;
         browser.close().await;
     }
     run.decide(&request.approval_id, pb::Decision::ApproveOnce, "");

@@ -19,7 +19,7 @@ use fantoccini::key::Key;
 use serde_json::{Value, json};
 
 use crate::agent_approvals::{FIXED, daemon, resolutions, start, workspace, write_then_react};
-use crate::console_browser::console_at;
+use crate::console_browser::{check_page, console_at};
 
 /// calc.py as `workspace` writes it, before any run.
 const ORIGINAL: &str = "def mean(v):\n    return sum(v) / (len(v) - 1)\n";
@@ -430,37 +430,6 @@ async fn the_sign_in_form_says_why_it_asks_and_refuses_a_token_with_a_typographi
     browser.close().await;
 }
 
-/// Applies the console's dark palette as `prefers-color-scheme: dark` would: its rules
-/// copied out of their media queries (the page's own stylesheet, through the CSSOM, which
-/// the daemon's CSP allows) and the dark colour scheme for form controls.
-const DARK: &str = r#"
-  const rules = [];
-  const collect = (rule) => {
-    const condition = rule.conditionText ?? rule.media?.mediaText ?? "";
-    if (rule.media && /prefers-color-scheme:\s*dark/.test(condition)) {
-      for (const inner of rule.cssRules) rules.push(inner.cssText);
-    } else if (rule.cssRules && !rule.media) {
-      for (const inner of rule.cssRules) collect(inner);
-    }
-  };
-  for (const sheet of document.styleSheets) for (const rule of sheet.cssRules) collect(rule);
-  const sheet = document.styleSheets[0];
-  for (const text of rules) sheet.insertRule(text, sheet.cssRules.length);
-  document.documentElement.style.colorScheme = "dark";
-  return rules.length > 0 && getComputedStyle(document.body).backgroundColor === "rgb(15, 18, 23)";
-"#;
-
-/// No serious or critical axe finding and nothing wider than the screen, as the page is now.
-async fn check_dialog(browser: &Browser, name: &str) {
-    let violations = browser.accessibility_violations().await;
-    assert!(violations.is_empty(), "{name}: {violations:#?}");
-    let fits = browser
-        .eval("return document.documentElement.scrollWidth <= window.innerWidth;")
-        .await;
-    assert_eq!(fits, Value::Bool(true), "{name} scrolls sideways");
-    browser.save_screenshot(name).await;
-}
-
 #[tokio::test]
 async fn the_revert_and_fork_dialogs_are_accessible_and_fit_a_phone_light_and_dark() {
     let daemon = daemon().await;
@@ -483,15 +452,12 @@ async fn the_revert_and_fork_dialogs_are_accessible_and_fit_a_phone_light_and_da
         browser
             .wait_for("[data-testid=revert-plan][data-conflicts='1']")
             .await;
-        check_dialog(&browser, &format!("undo-revert{suffix}")).await;
+        check_page(&browser, &format!("undo-revert{suffix}")).await;
         click(&browser, "[data-testid=dialog-close]").await;
         click(&browser, &fork_button(2)).await;
         browser.wait_for("[data-testid=fork-form]").await;
-        check_dialog(&browser, &format!("undo-fork{suffix}")).await;
-
-        // The same, dark.
-        assert_eq!(browser.eval(DARK).await, Value::Bool(true), "dark palette");
-        check_dialog(&browser, &format!("undo-fork-dark{suffix}")).await;
+        // Each in the light and the dark palette.
+        check_page(&browser, &format!("undo-fork{suffix}")).await;
         browser.press(Key::Escape).await;
         browser
             .wait_until(
@@ -499,11 +465,6 @@ async fn the_revert_and_fork_dialogs_are_accessible_and_fit_a_phone_light_and_da
                 "return !document.querySelector('[data-testid=fork-dialog]');",
             )
             .await;
-        open_revert(&browser, 1).await;
-        browser
-            .wait_for("[data-testid=revert-plan][data-conflicts='1']")
-            .await;
-        check_dialog(&browser, &format!("undo-revert-dark{suffix}")).await;
         browser.close().await;
     }
     assert_eq!(

@@ -246,6 +246,9 @@ impl TrustStore {
                         ..Record::default()
                     });
                     record.seen = listing.clone();
+                    // A refusal was of the listing before; dropping it also keeps the record
+                    // readable by daemons from before refusals once it no longer matters.
+                    record.refused = None;
                     record.accepted.extend(record.trusted.values().cloned());
                     record.remember(definitions());
                     Ok(record)
@@ -944,6 +947,11 @@ mod tests {
             .check(&listing(&[("a", "3")]), &BTreeMap::new)
             .expect("changed again");
         assert!(!review(state.path(), "srv").expect("review").refused);
+        let text = std::fs::read_to_string(record_path(state.path(), "srv")).expect("record");
+        assert!(
+            !text.contains("refused"),
+            "a refusal of an older listing is dropped, so older daemons read the record: {text}"
+        );
         // An acceptance clears the refusal.
         refuse_seen(state.path(), "srv", None).expect("refuse");
         accept_seen(state.path(), "srv", None).expect("accept");

@@ -36,6 +36,7 @@ pub(in crate::store) async fn create_run<S: Sql>(
         run.start.encode_to_vec(),
         domain::usage(&run.usage).encode_to_vec(),
     );
+    let input = searchable(&run.start.input);
     let columns: [Arg<'_>; 16] = [
         run.run_id.as_str().into(),
         run.session_id.as_str().into(),
@@ -61,7 +62,7 @@ pub(in crate::store) async fn create_run<S: Sql>(
         Some(owner) if S::DIALECT.leases() => {
             let mut owned = columns.to_vec();
             owned.push(owner.as_str().into());
-            owned.push(run.start.input.as_str().into());
+            owned.push(input.as_str().into());
             c.execute(
                 &format!(
                     "INSERT INTO runs ({RUN_COLUMNS}, owner, epoch, input)
@@ -73,7 +74,7 @@ pub(in crate::store) async fn create_run<S: Sql>(
         }
         _ => {
             let mut with_input = columns.to_vec();
-            with_input.push(run.start.input.as_str().into());
+            with_input.push(input.as_str().into());
             c.execute(
                 &format!("INSERT INTO runs ({RUN_COLUMNS}, input) VALUES ({values}, $17)"),
                 &with_input,
@@ -89,13 +90,22 @@ pub(in crate::store) async fn create_run<S: Sql>(
     .map(|_| ())
 }
 
+/// A run's input as the `input` column keeps it, for searches: text as it is, but for NUL
+/// (which PostgreSQL's text refuses), made U+FFFD. Inputs are checked for NUL as runs start;
+/// runs recorded before that check may hold one.
+fn searchable(input: &str) -> String {
+    input.replace('\0', "\u{fffd}")
+}
+
 /// Copies each run's input out of its `start` into the `input` column searches read, for
 /// the runs recorded before the column was (schema 11 of SQLite's, 7 of PostgreSQL's); a
 /// daemon does it as it opens the store. Idempotent: daemons of a fleet opening at once
-/// write the same values.
+/// write the same values. A `start` that does not decode costs its run the search, never
+/// the store's opening: its input is kept empty.
 pub(in crate::store) async fn copy_out_inputs<S: Sql>(c: &S) -> StoreResult<u64> {
-    /// Rows read at once: each is a run's `start`, a few KiB at most.
-    const BATCH: usize = 500;
+    /// Rows read at once: a run's `start` holds its input, up to 256 KiB, so a batch stays
+    /// within a few MiB however long the inputs.
+    const BATCH: usize = 16;
     let mut copied = 0;
     loop {
         let rows = c
@@ -109,12 +119,17 @@ pub(in crate::store) async fn copy_out_inputs<S: Sql>(c: &S) -> StoreResult<u64>
         }
         for mut row in rows {
             let run_id: String = row.get(0)?;
-            let start = pb::StartRun::decode(row.get::<Vec<u8>>(1)?.as_slice())
-                .map_err(|err| StoreError::Corrupt(format!("run {run_id}'s start: {err}")))?;
+            let input = match pb::StartRun::decode(row.get::<Vec<u8>>(1)?.as_slice()) {
+                Ok(start) => searchable(&start.input),
+                Err(err) => {
+                    tracing::warn!(run = %run_id, error = %err, "a run's start does not decode: it cannot be searched by its input");
+                    String::new()
+                }
+            };
             copied += c
                 .execute(
                     "UPDATE runs SET input = $2 WHERE run_id = $1",
-                    args![&run_id, &start.input],
+                    args![&run_id, &input],
                 )
                 .await?;
         }

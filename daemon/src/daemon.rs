@@ -490,7 +490,7 @@ impl Daemon {
                     key.clone(),
                     self.tenants.clone(),
                     self.agents.clone(),
-                    &settings.public_url,
+                    settings.origin.clone(),
                 ))
             }
             None => None,

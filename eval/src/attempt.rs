@@ -193,18 +193,21 @@ pub async fn run(plan: &Plan<'_>, env: &Env<'_>) -> AttemptRecord {
         trace: TraceLink::of(&outcome),
         outcome,
         verdicts,
+        failed_here: false,
     }
 }
 
-/// The record of an attempt that could not finish; its workspace is named when it was made.
-/// An attempt whose workspace could not be made: unfinished, with no workspace of its own.
+/// An attempt whose workspace could not be made: unfinished, with no workspace of its own,
+/// failed here rather than by the daemon.
 fn not_prepared(plan: &Plan<'_>, error: String) -> AttemptRecord {
     let mut record = unfinished(plan, error, Outcome::default());
     record.workspace = String::new();
     record.workspace_kept = false;
+    record.failed_here = true;
     record
 }
 
+/// The record of an attempt that could not finish; its workspace is named when it was made.
 pub fn unfinished(plan: &Plan<'_>, error: String, outcome: Outcome) -> AttemptRecord {
     let made = plan.workspace.is_dir();
     AttemptRecord {
@@ -222,6 +225,7 @@ pub fn unfinished(plan: &Plan<'_>, error: String, outcome: Outcome) -> AttemptRe
         trace: TraceLink::of(&outcome),
         outcome,
         verdicts: Vec::new(),
+        failed_here: false,
     }
 }
 

@@ -128,6 +128,11 @@ pub struct AttemptRecord {
     pub trace: Option<TraceLink>,
     pub outcome: Outcome,
     pub verdicts: Vec<VerdictRecord>,
+    /// The attempt never reached the daemon for a reason of this machine's (its workspace
+    /// could not be made): what the exit code tells from the daemon's unavailability. Not
+    /// written to the report.
+    #[serde(skip)]
+    pub failed_here: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -375,6 +380,7 @@ pub mod tests {
                     "expected final, got max_steps".to_owned()
                 },
             }],
+            failed_here: false,
         }
     }
 

@@ -390,20 +390,12 @@ fn clean_up(mut records: Vec<AttemptRecord>, keep_all: bool) -> Vec<AttemptRecor
     records
 }
 
-/// The exit code of a result with unfinished attempts: the daemon's unavailability when
-/// that is what stopped them (an attempt never run for it, or a run that got no further),
-/// else an I/O error here (an attempt whose workspace could not be made never reached the
-/// daemon).
+/// The exit code of a result with unfinished attempts: an I/O error here when one of them
+/// failed on this machine (its workspace could not be made, so it never reached the daemon),
+/// else the daemon's unavailability (an attempt never run for it, or a run that got no
+/// further).
 fn unfinished_code(records: &[AttemptRecord]) -> u8 {
-    let local = records.iter().any(|record| {
-        record.status == AttemptStatus::Unfinished
-            && record.run_id.is_empty()
-            && record
-                .error
-                .as_deref()
-                .is_some_and(|error| !error.starts_with(attempt::NOT_RUN))
-    });
-    if local {
+    if records.iter().any(|record| record.failed_here) {
         exit_code::IO_ERROR
     } else {
         exit_code::UNAVAILABLE

@@ -34,9 +34,10 @@ use crate::notify::links::{Claims, LinkDecision, LinkError, LinkKey};
 const CONTENT_SECURITY_POLICY: &str =
     "default-src 'none'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// Links used, remembered until they expire: each is minted for one approval and lives at
-/// most a day, so this holds a day's links at the very most; past it the oldest go first
-/// (the approval itself, decided once, still refuses them).
+/// Links used, remembered until they expire (at most a day). The count is capped all the
+/// same, since nothing bounds how many links are used in a day: past it, the links that
+/// expire soonest are forgotten first — and a forgotten link's approval, decided once, still
+/// refuses it.
 const MAX_REMEMBERED: usize = 65_536;
 
 #[derive(Clone)]
@@ -52,15 +53,13 @@ pub struct LinkState {
 }
 
 impl LinkState {
+    /// `origin` is the links' origin (`NotifySettings::origin`).
     pub fn new(
         key: Arc<LinkKey>,
         tenants: Arc<Tenants>,
         runtime: Arc<AgentRuntime>,
-        public_url: &str,
+        origin: String,
     ) -> LinkState {
-        let origin = reqwest::Url::parse(public_url)
-            .map(|url| url.origin().ascii_serialization())
-            .unwrap_or_default();
         LinkState {
             key,
             tenants,
@@ -73,15 +72,18 @@ impl LinkState {
     /// Whether a POST carrying `headers` comes from the link's own page (or from no page at
     /// all: a client that is not a browser sends neither header). A browser says where a
     /// form was sent from: another site's page, knowing a link, must not make a person's
-    /// browser (inside the network that reaches the daemon) use it.
+    /// browser (inside the network that reaches the daemon) use it. `Sec-Fetch-Site`, which
+    /// every current browser sends, decides when present (`same-origin`: the link's page;
+    /// `none`: typed or opened by the person); else `Origin`, when present, must be the
+    /// links' own. (The page's referrer policy is `same-origin`, so its form's `Origin` is
+    /// the real one, never `null`.)
     fn same_origin(&self, headers: &http::HeaderMap) -> bool {
-        let site_ok = headers
-            .get("sec-fetch-site")
-            .is_none_or(|site| matches!(site.as_bytes(), b"same-origin" | b"none"));
-        let origin_ok = headers
+        if let Some(site) = headers.get("sec-fetch-site") {
+            return matches!(site.as_bytes(), b"same-origin" | b"none");
+        }
+        headers
             .get(header::ORIGIN)
-            .is_none_or(|origin| origin.as_bytes() == self.origin.as_bytes());
-        site_ok && origin_ok
+            .is_none_or(|origin| origin.as_bytes() == self.origin.as_bytes())
     }
 
     /// Takes the single use of the link with `claims`; false when it was taken before.
@@ -342,9 +344,12 @@ fn page(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
     );
+    // The URL is the credential: it goes as a referrer only to this same origin (the form's
+    // own POST), never to another site — and a form on a `no-referrer` page would send
+    // `Origin: null`, which the POST could not be told apart by.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(

@@ -83,12 +83,12 @@ fn invalid_page_token() -> ApiError {
     )
 }
 
-/// What a ListRuns or WatchRuns request asks for: the filter (always the caller's tenant),
-/// the page size, and where the page starts.
 /// A search of runs by their input is a scan of the tenant's runs: 200 bytes is more than
 /// anyone types into a search box, and bounds the work each row costs.
 pub const MAX_RUN_QUERY_BYTES: usize = 200;
 
+/// What a ListRuns or WatchRuns request asks for: the filter (always the caller's tenant),
+/// the page size, and where the page starts.
 pub fn runs_query(
     tenant: &Tenant,
     request: &pb::ListRunsRequest,

@@ -115,7 +115,7 @@ impl LinkKey {
         }
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|err| format!("no randomness: {err}"))?;
-        let draft = shared_dir.join(format!(".{KEY_FILE}.{}", nonce()));
+        let draft = shared_dir.join(format!(".{KEY_FILE}.{}", nonce()?));
         let written = (|| {
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
@@ -137,15 +137,18 @@ impl LinkKey {
     }
 
     /// The key at `path`, none when there is no file. It is opened without following a
-    /// symlink, and checked on the open file — a regular file of this process's user, mode
-    /// 0600, 32 bytes — so what is checked is what is read.
+    /// symlink and without waiting (a FIFO planted there cannot hold up the start), and
+    /// checked on the open file — a regular file, mode 0600, 32 bytes — so what is checked
+    /// is what is read. Its owner is not checked, as the access token's beside it is not: the
+    /// shared dir is the daemon's own (0700), and on a fleet's network file system the owner
+    /// may be mapped to another uid.
     fn read(path: &Path) -> Result<Option<LinkKey>, String> {
         use std::io::Read as _;
         use std::os::unix::fs::MetadataExt as _;
         let shown = |err: std::io::Error| format!("{}: {err}", path.display());
         let file = match std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
         {
             Ok(file) => file,
@@ -153,12 +156,10 @@ impl LinkKey {
             Err(err) => return Err(shown(err)),
         };
         let metadata = file.metadata().map_err(shown)?;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::geteuid() };
-        if !metadata.is_file() || metadata.mode() & 0o077 != 0 || metadata.uid() != uid {
+        if !metadata.is_file() || metadata.mode() & 0o077 != 0 {
             return Err(format!(
-                "{}: the approval link key must be a regular file of this daemon's user that \
-                 only its owner may read (mode 0600)",
+                "{}: the approval link key must be a regular file only its owner may read \
+                 (mode 0600)",
                 path.display()
             ));
         }
@@ -221,13 +222,11 @@ impl LinkKey {
     }
 }
 
-/// 16 random bytes, hex: a link's nonce.
-pub fn nonce() -> String {
+/// 16 random bytes, hex: a link's nonce (and a draft key file's name).
+pub fn nonce() -> Result<String, String> {
     let mut bytes = [0u8; 16];
-    // Without randomness the process cannot run safely at all; an all-zero nonce would
-    // only make two links of one decision share their single use.
-    let _ = getrandom::fill(&mut bytes);
-    hex::encode(bytes)
+    getrandom::fill(&mut bytes).map_err(|err| format!("no randomness: {err}"))?;
+    Ok(hex::encode(bytes))
 }
 
 /// HMAC-SHA256 of `t.body` with a webhook's secret, for `X-Airlock-Signature:

@@ -1,3 +1,6 @@
+//! Approval links' tokens and key: a search for any edit of a token that still verifies,
+//! and the key file's checks.
+
 use super::*;
 
 fn claims() -> Claims {
@@ -7,7 +10,7 @@ fn claims() -> Claims {
         tenant: "default".into(),
         decision: LinkDecision::Approve,
         expires_ms: 2_000,
-        nonce: nonce(),
+        nonce: nonce().expect("randomness"),
         webhook: "team".into(),
     }
 }
@@ -146,6 +149,17 @@ fn the_key_is_made_once_private_and_shared_by_every_daemon_of_the_dir() {
     assert!(
         LinkKey::load_or_create(dir.path()).is_err(),
         "a symlinked key was read"
+    );
+    // A FIFO planted there is refused at once, not waited on.
+    std::fs::remove_file(&path).expect("remove");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    assert!(
+        LinkKey::load_or_create(dir.path()).is_err(),
+        "a FIFO was read"
     );
     // A short key (its maker cut off) is refused, naming the remedy; no draft is left.
     std::fs::remove_file(&path).expect("remove");

@@ -51,24 +51,30 @@ fn slack_code(text: &str) -> String {
     slack_escape(text).replace('`', "\u{2cb}")
 }
 
-/// Escaped text cut to `max` characters, never inside an escape (`&amp;` is cut whole).
-fn cut_escaped(text: &str, max: usize) -> String {
-    let Some((at, _)) = text.char_indices().nth(max) else {
-        return text.to_owned();
-    };
-    let mut end = at;
-    if let Some(amp) = text[..at].rfind('&')
-        && !text[amp..at].contains(';')
-    {
-        end = amp;
-    }
-    format!("{}…", &text[..end])
-}
-
-/// Text for Slack's inline formatting (outside a code block): escaped, and with no
-/// formatting characters left to restyle it.
+/// Text for Slack's inline formatting (outside code): escaped, and with no formatting
+/// characters left to restyle it.
 fn slack_plain(text: &str) -> String {
     slack_escape(text).replace(['`', '*', '_', '~'], " ")
+}
+
+/// `text` for inside Slack code ([`slack_code`]), as much of it as fits in `max` characters
+/// once escaped and in `MAX_ARGUMENTS_CHARS` before; and how many of `text`'s characters were
+/// left out.
+fn slack_code_within(text: &str, max: usize) -> (String, usize) {
+    let mut shown = String::new();
+    let mut length = 0;
+    let mut taken = 0;
+    for c in text.chars() {
+        let escaped = slack_code(c.encode_utf8(&mut [0; 4]));
+        let width = escaped.chars().count();
+        if taken == MAX_ARGUMENTS_CHARS || length + width > max {
+            break;
+        }
+        shown.push_str(&escaped);
+        length += width;
+        taken += 1;
+    }
+    (shown, text.chars().count() - taken)
 }
 
 /// The body for `request` (of `tenant`) in `format`.
@@ -119,25 +125,24 @@ pub fn body(
             },
         }),
         WebhookFormat::Slack => {
+            // Each piece of a run's text in the header within a sixth of the block, so the
+            // header stays within Slack's limit whatever its escaping makes of them.
+            let piece = |text: &str| slack_code_within(text, MAX_SLACK_BLOCK_CHARS / 6).0;
             let asked = match &network {
                 Some((host, port)) => format!(
                     "`{}` asks to connect to `{}:{port}`",
-                    slack_code(&tool),
-                    slack_code(host)
+                    piece(&tool),
+                    piece(host)
                 ),
-                None => format!("`{}` asks to run", slack_code(&tool)),
+                None => format!("`{}` asks to run", piece(&tool)),
             };
             let mut header = format!("Approval needed ({}): {asked}", slack_plain(tenant));
             if !reason.is_empty() {
                 // In code: a URL there is text, never a link beside the daemon's buttons.
-                header.push_str(&format!("\n`{}`", slack_code(&reason)));
+                header.push_str(&format!("\n`{}`", piece(&reason)));
             }
-            let hidden = request
-                .arguments_json
-                .chars()
-                .count()
-                .saturating_sub(MAX_ARGUMENTS_CHARS);
-            if arguments_cut {
+            let (shown, hidden) = slack_code_within(&request.arguments_json, MAX_SLACK_BLOCK_CHARS);
+            if hidden > 0 {
                 header.push_str(&format!(
                     "\n*{hidden} more characters of the arguments are not shown here: the \
                      link's page shows the whole call before anything is decided.*"
@@ -160,7 +165,7 @@ pub fn body(
                 "blocks": [
                     {"type": "section", "text": {"type": "mrkdwn", "text": header}},
                     {"type": "section", "text": {"type": "mrkdwn",
-                        "text": format!("```{}```", cut_escaped(&slack_code(&arguments), MAX_SLACK_BLOCK_CHARS))}},
+                        "text": format!("```{shown}```")}},
                     {"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
                         "risk {} · each link works once, until <!date^{}^{{time}}|the deadline> · approval {}",
                         slack_plain(&risk),
@@ -229,25 +234,35 @@ mod tests {
         assert_eq!(buttons[0]["url"], "https://a/approve/x");
     }
 
-    #[test]
-    fn escaping_never_takes_a_block_past_slacks_limit() {
-        let amplified = "&".repeat(MAX_ARGUMENTS_CHARS * 2);
-        let body = body(
+    fn slack_body(arguments: &str) -> Value {
+        body(
             WebhookFormat::Slack,
             "team",
             "default",
-            &request(&amplified),
+            &request(arguments),
             &links(),
-        );
+        )
+    }
+
+    /// Characters that escape to five each: fewer are shown than the cut allows, within
+    /// Slack's limit, and the note counts exactly those left out.
+    #[test]
+    fn escaping_never_takes_a_block_past_slacks_limit() {
+        let body = slack_body(&"&".repeat(1400));
         let code = body["blocks"][1]["text"]["text"].as_str().expect("text");
         assert!(code.chars().count() <= 3000, "{}", code.chars().count());
-        assert!(
-            code.trim_end_matches("```")
-                .trim_end_matches('…')
-                .ends_with("&amp;")
-        );
+        let inner = code.trim_start_matches("```").trim_end_matches("```");
+        assert_eq!(inner, "&amp;".repeat(MAX_SLACK_BLOCK_CHARS / 5));
         let header = body["blocks"][0]["text"]["text"].as_str().expect("header");
-        assert!(header.contains("1500 more characters"), "{header}");
+        let hidden = 1400 - MAX_SLACK_BLOCK_CHARS / 5;
+        assert!(
+            header.contains(&format!("{hidden} more characters")),
+            "{header}"
+        );
+        // Short enough: all of it, and no note.
+        let body = slack_body(r#"{"a":1}"#);
+        let header = body["blocks"][0]["text"]["text"].as_str().expect("header");
+        assert!(!header.contains("more characters"), "{header}");
     }
 
     #[test]

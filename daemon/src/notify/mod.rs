@@ -76,6 +76,8 @@ impl std::fmt::Debug for Webhook {
 pub struct NotifySettings {
     /// The base of the links, without a trailing slash.
     pub public_url: String,
+    /// Its origin: what a browser names as `Origin` on the links' page.
+    pub origin: String,
     pub link_ttl: Duration,
     pub webhooks: Vec<Webhook>,
 }
@@ -202,33 +204,42 @@ impl Notifier {
         }
     }
 
-    /// The two links of `request` for `webhook`.
-    fn links(&self, webhook: &Webhook, request: &pb::ApprovalRequest) -> Links {
+    /// The two links of `request` for `webhook`; none (with a warning) when the system has
+    /// no randomness for their nonces.
+    fn links(&self, webhook: &Webhook, request: &pb::ApprovalRequest) -> Option<Links> {
         let ttl = i64::try_from(self.settings.link_ttl.as_millis()).unwrap_or(i64::MAX);
         let expires_ms = now_ms().saturating_add(ttl).min(request.deadline_ms);
-        let link = |decision| {
+        let link = |decision| -> Result<String, String> {
             let token = self.key.mint(&Claims {
                 approval_id: request.approval_id.clone(),
                 digest: request.digest.clone(),
                 tenant: webhook.tenant.clone(),
                 decision,
                 expires_ms,
-                nonce: links::nonce(),
+                nonce: links::nonce()?,
                 webhook: webhook.name.clone(),
             });
-            format!("{}/approve/{token}", self.settings.public_url)
+            Ok(format!("{}/approve/{token}", self.settings.public_url))
         };
-        Links {
-            approve: link(LinkDecision::Approve),
-            deny: link(LinkDecision::Deny),
-            run: (!request.run_id.is_empty())
-                .then(|| format!("{}/#/runs/{}", self.settings.public_url, request.run_id)),
-            expires_ms,
+        match (link(LinkDecision::Approve), link(LinkDecision::Deny)) {
+            (Ok(approve), Ok(deny)) => Some(Links {
+                approve,
+                deny,
+                run: (!request.run_id.is_empty())
+                    .then(|| format!("{}/#/runs/{}", self.settings.public_url, request.run_id)),
+                expires_ms,
+            }),
+            (Err(err), _) | (_, Err(err)) => {
+                tracing::warn!(webhook = %webhook.name, approval = %request.approval_id, error = %err, "approval not posted");
+                None
+            }
         }
     }
 
     async fn post(&self, webhook: &Webhook, request: &pb::ApprovalRequest) {
-        let links = self.links(webhook, request);
+        let Some(links) = self.links(webhook, request) else {
+            return;
+        };
         let body = message::body(
             webhook.format,
             &webhook.name,
@@ -239,6 +250,17 @@ impl Notifier {
         let body = body.to_string().into_bytes();
         let mut waits = RETRY_WAITS.iter();
         loop {
+            // A request that waited in the queue (or for a retry) may be decided by now: its
+            // links would only say so.
+            if now_ms() >= request.deadline_ms
+                || self
+                    .runtime
+                    .pending_approval(&request.approval_id)
+                    .await
+                    .is_none()
+            {
+                return;
+            }
             let mut post = self
                 .client
                 .post(webhook.url.clone())
@@ -316,7 +338,7 @@ pub fn resolve(
     let Some(public_url) = &file.public_url else {
         return Ok(None);
     };
-    let public_url = settings::public_url(public_url)?;
+    let (public_url, origin) = settings::public_url(public_url)?;
     let mut webhooks = Vec::with_capacity(file.webhooks.len());
     for webhook in &file.webhooks {
         let named = |reason: String| format!("webhook `{}`: {reason}", webhook.name);
@@ -351,6 +373,7 @@ pub fn resolve(
     Ok(Some((
         NotifySettings {
             public_url,
+            origin,
             link_ttl: Duration::from_secs(
                 file.link_ttl_s.unwrap_or(settings::DEFAULT_LINK_TTL_SECS),
             ),

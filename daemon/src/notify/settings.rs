@@ -77,15 +77,6 @@ pub enum WebhookFormat {
     Slack,
 }
 
-impl WebhookFormat {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WebhookFormat::Json => "json",
-            WebhookFormat::Slack => "slack",
-        }
-    }
-}
-
 impl ApprovalsFile {
     /// Refuses what no daemon could post or link with: a webhook without exactly one of
     /// `url` and `url_file`, names that are not short words or repeat, too many webhooks,
@@ -144,21 +135,28 @@ impl ApprovalsFile {
     }
 }
 
-/// The links' base: an http(s) URL with a host, and nothing after its path.
-pub fn public_url(text: &str) -> Result<String, String> {
+/// The links' base: an http(s) URL with a host, and nothing after its path; with it, the
+/// links' origin (what a browser sends as `Origin` from their page). A path is kept in the
+/// links (`<public_url>/approve/…`); the daemon serves `/approve/…`, so a proxy in front of
+/// it must take the path off.
+pub fn public_url(text: &str) -> Result<(String, String), String> {
     let url = reqwest::Url::parse(text).map_err(|err| format!("public_url {text:?}: {err}"))?;
     if !matches!(url.scheme(), "http" | "https")
         || url.host_str().is_none_or(str::is_empty)
         || url.query().is_some()
         || url.fragment().is_some()
         || !url.username().is_empty()
+        || url.password().is_some()
     {
         return Err(format!(
             "public_url {text:?}: an http or https URL with a host and no query, fragment or \
              user"
         ));
     }
-    Ok(url.as_str().trim_end_matches('/').to_owned())
+    Ok((
+        url.as_str().trim_end_matches('/').to_owned(),
+        url.origin().ascii_serialization(),
+    ))
 }
 
 /// A webhook's URL: http or https, with a host. Its text is never shown (it is a

@@ -192,13 +192,15 @@ pub struct RunFilter {
     pub state: Option<RunState>,
     /// Only the runs of this tenant.
     pub tenant: Option<String>,
-    /// Only runs whose input contains this text, ASCII letters in either case.
+    /// Only runs whose input contains this text, letters in either case as the store's
+    /// `lower()` folds them: ASCII letters on both backends, every letter on PostgreSQL.
     pub text: Option<String>,
 }
 
 impl RunFilter {
-    /// Whether a run's input holds the filter's text, as the store's query decides it:
-    /// ASCII letters match in either case.
+    /// Whether a run's input holds the filter's text, as SQLite's query decides it: ASCII
+    /// letters match in either case. (What `WatchRuns` checks new runs by; on PostgreSQL
+    /// its listing folds other letters' case too.)
     pub fn matches_text(&self, input: &str) -> bool {
         self.text.as_deref().is_none_or(|text| {
             let text = text.to_ascii_lowercase();
@@ -206,7 +208,8 @@ impl RunFilter {
         })
     }
 
-    /// The filter's text as a `LIKE` pattern over `lower(input)`, `!` escaping.
+    /// The filter's text as a `LIKE` pattern (compared, lowered, with `lower(input)`), `!`
+    /// escaping.
     pub(crate) fn like_pattern(&self) -> Option<String> {
         self.text.as_deref().map(|text| {
             let mut pattern = String::with_capacity(text.len() + 2);

@@ -7,6 +7,7 @@ use airlock_daemon::config::{
     ApprovalRights, ApprovalsFile, AuthSettings, WebhookFile, WebhookFormat,
 };
 use airlock_proto::v1 as pb;
+use airlock_tests::browser::{Browser, Viewport};
 use airlock_tests::model_api::{ModelApi, Received};
 use airlock_tests::{DaemonOptions, TestDaemon, private_file, repo_root, tenant};
 use bytes::Bytes;
@@ -294,9 +295,10 @@ async fn a_request_reaches_both_webhooks_and_its_link_decides_exactly_that_call_
     assert_eq!(status, StatusCode::GONE, "{page}");
     assert!(page.contains("Nothing to decide"), "{page}");
 
-    // The pages keep to themselves: no script, no referrer for the token in the URL.
+    // The pages keep to themselves: no script, the URL (the token) a referrer only to their
+    // own origin.
     let answer = http1(Method::GET, &approve, &[], Bytes::new()).await;
-    assert_eq!(answer.headers["referrer-policy"], "no-referrer");
+    assert_eq!(answer.headers["referrer-policy"], "same-origin");
     assert_eq!(answer.headers["cache-control"], "no-store");
     assert!(
         answer.headers["content-security-policy"]
@@ -380,4 +382,39 @@ async fn a_signed_link_for_another_tenants_call_decides_nothing() {
     assert_eq!(info.state, pb::RunState::WaitingForApproval as i32);
     run.decide(&request.approval_id, pb::Decision::Deny, "");
     run.finished().await;
+}
+
+/// The link as a person uses it: opened in a real browser (Chromium), its page's button
+/// clicked — the form's POST carries the page's own origin and fetch metadata, and decides.
+#[tokio::test]
+async fn a_person_approves_from_the_links_page_in_a_browser() {
+    let hooked = hooked(2, None, None).await;
+    let daemon = &hooked.daemon;
+    let workspace = workspace(daemon, "w");
+    let (mut run, _) = waiting_write(daemon, &workspace).await;
+    let posts = posts(&hooked.receiver, 2).await;
+    let approve = post_of(&posts, "/hooks/json").body["links"]["approve"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let browser = Browser::open(Viewport::DESKTOP).await;
+    browser.goto(&approve).await.unwrap();
+    browser
+        .wait_for("form[method=post] button[type=submit]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_until(
+            "the page to say the call was approved",
+            "return document.querySelector('h1')?.textContent === 'Approved';",
+        )
+        .await;
+    browser.close().await;
+    assert_eq!(run.finished().await.final_text, "written");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("calc.py")).unwrap(),
+        FIXED
+    );
 }

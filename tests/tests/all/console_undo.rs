@@ -113,16 +113,14 @@ async fn a_finished_run_is_reverted_to_before_a_step_from_its_page() {
     let browser = console_at(&daemon, &format!("#/runs/{run_id}")).await;
     // Each step's change set, with its diff on request.
     click(&browser, "[data-testid=step-diffs][data-step='2']").await;
-    let added = browser
-        .eval(
+    // The two contents are read (ReadBlob) after the click: the diff shows when they come.
+    browser
+        .wait_until(
+            "step 2's diff, with the line it added",
             "return [...document.querySelectorAll('[data-testid=step-diff-list] [data-testid=diff] td.add:not(.num)')]
-               .map(e => e.textContent).join('\\n');",
+               .some(e => e.textContent.includes('max(len(v), 1)'));",
         )
         .await;
-    assert!(
-        added.as_str().unwrap().contains("max(len(v), 1)"),
-        "{added}"
-    );
 
     open_revert(&browser, 1).await;
     assert_eq!(

@@ -1,6 +1,6 @@
-//! Runs: `Run` (start or attach, then steer on the same stream), `StartRun`, `WatchRun`, `CancelRun`,
-//! `GetRun`, `ListRuns`, `WatchRuns` and `ForkRun`. A tenant's run starts take turns, so that
-//! its cap on live runs holds under concurrent starts.
+//! Runs: `Run` (start or attach, then steer on the same stream), `StartRun`, `WatchRun`,
+//! `CancelRun`, `GetRun`, `ListRuns`, `WatchRuns` and `ForkRun`. A tenant's run starts take
+//! turns, so that its cap on live runs holds under concurrent starts.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -217,6 +217,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // until the daemon opening the store copies it out of `start` (`copy_out_inputs`).
     r#"
     ALTER TABLE runs ADD COLUMN input TEXT;
+    CREATE INDEX runs_without_input ON runs(run_id) WHERE input IS NULL;
 "#,
 ];
 

@@ -99,39 +99,61 @@ fn searchable(input: &str) -> String {
 
 /// Copies each run's input out of its `start` into the `input` column searches read, for
 /// the runs recorded before the column was (schema 11 of SQLite's, 7 of PostgreSQL's); a
-/// daemon does it as it opens the store. Idempotent: daemons of a fleet opening at once
-/// write the same values. A `start` that does not decode costs its run the search, never
-/// the store's opening: its input is kept empty.
+/// daemon does it as it opens the store. The runs still to copy are found through a partial
+/// index (`runs_without_input`), in run id order from where the last batch ended, so the
+/// copy is one pass however many runs there are, and an open after it costs one empty
+/// index lookup; each batch is one transaction. Idempotent: daemons of a fleet opening at
+/// once write the same values. A `start` that does not decode costs its run the search,
+/// never the store's opening: its input is kept empty.
 pub(in crate::store) async fn copy_out_inputs<S: Sql>(c: &S) -> StoreResult<u64> {
     /// Rows read at once: a run's `start` holds its input, up to 256 KiB, so a batch stays
-    /// within a few MiB however long the inputs.
-    const BATCH: usize = 16;
+    /// within tens of MiB however long the inputs, and a transaction holds a few hundred rows.
+    const BATCH: usize = 200;
     let mut copied = 0;
+    let mut after = String::new();
     loop {
         let rows = c
             .query(
-                "SELECT run_id, start FROM runs WHERE input IS NULL LIMIT $1",
-                args![count_param(BATCH)],
+                "SELECT run_id, start FROM runs WHERE input IS NULL AND run_id > $1
+                 ORDER BY run_id LIMIT $2",
+                args![&after, count_param(BATCH)],
             )
             .await?;
         if rows.is_empty() {
             return Ok(copied);
         }
-        for mut row in rows {
-            let run_id: String = row.get(0)?;
-            let input = match pb::StartRun::decode(row.get::<Vec<u8>>(1)?.as_slice()) {
-                Ok(start) => searchable(&start.input),
-                Err(err) => {
-                    tracing::warn!(run = %run_id, error = %err, "a run's start does not decode: it cannot be searched by its input");
-                    String::new()
-                }
-            };
-            copied += c
-                .execute(
-                    "UPDATE runs SET input = $2 WHERE run_id = $1",
-                    args![&run_id, &input],
-                )
-                .await?;
+        c.execute("BEGIN", &[]).await?;
+        let batch = async {
+            let mut copied = 0;
+            for mut row in rows {
+                let run_id: String = row.get(0)?;
+                let input = match pb::StartRun::decode(row.get::<Vec<u8>>(1)?.as_slice()) {
+                    Ok(start) => searchable(&start.input),
+                    Err(err) => {
+                        tracing::warn!(run = %run_id, error = %err, "a run's start does not decode: it cannot be searched by its input");
+                        String::new()
+                    }
+                };
+                copied += c
+                    .execute(
+                        "UPDATE runs SET input = $2 WHERE run_id = $1",
+                        args![&run_id, &input],
+                    )
+                    .await?;
+                after = run_id;
+            }
+            Ok::<u64, StoreError>(copied)
+        }
+        .await;
+        match batch {
+            Ok(batch) => {
+                c.execute("COMMIT", &[]).await?;
+                copied += batch;
+            }
+            Err(err) => {
+                let _ = c.execute("ROLLBACK", &[]).await;
+                return Err(err);
+            }
         }
     }
 }
@@ -162,7 +184,7 @@ pub(in crate::store) async fn list_runs<S: Sql>(
                    AND ($3::bigint IS NULL OR created_at_ms < $3
                         OR (created_at_ms = $3 AND run_id < $4))
                    AND ($6::text IS NULL OR tenant = $6)
-                   AND ($7::text IS NULL OR lower(input) LIKE $7 ESCAPE '!')
+                   AND ($7::text IS NULL OR lower(input) LIKE lower($7) ESCAPE '!')
                  ORDER BY created_at_ms DESC, run_id DESC
                  LIMIT $5"
             ),

@@ -1,5 +1,5 @@
 //! What `airlock info` prints: the daemon's version, the workspace roots the client may use,
-//! and its limits.
+//! the models its operator offers, and its limits.
 
 use serde::Serialize;
 
@@ -14,6 +14,7 @@ pub fn daemon_info_json(info: &DaemonInfo) -> String {
         version: &'a str,
         tenant: &'a str,
         workspace_roots: &'a [String],
+        models: &'a [String],
         limits: Option<LimitsView>,
     }
     #[derive(Serialize)]
@@ -29,6 +30,7 @@ pub fn daemon_info_json(info: &DaemonInfo) -> String {
         version: &info.version,
         tenant: &info.tenant,
         workspace_roots: &info.workspace_roots,
+        models: &info.models,
         limits: info.limits.as_ref().map(|limits| LimitsView {
             max_arguments_bytes: limits.max_arguments_bytes,
             max_input_bytes: limits.max_input_bytes,
@@ -52,6 +54,9 @@ pub fn daemon_info_text(endpoint: &str, info: &DaemonInfo) -> String {
             info.workspace_roots.join(", ")
         }
     );
+    if !info.models.is_empty() {
+        text.push_str(&format!("models offered: {}\n", info.models.join(", ")));
+    }
     let limits = info.limits.unwrap_or_default();
     text.push_str(&format!(
         "limits: arguments {}, input {}, request {}, output page {}, {} runs and {} tool calls at once\n",
@@ -125,6 +130,7 @@ mod tests {
             version: "0.1.0".to_owned(),
             tenant: "default".to_owned(),
             workspace_roots: vec!["/srv/work".to_owned()],
+            models: vec!["openai:gpt-4.1".to_owned()],
             limits: Some(DaemonLimits {
                 max_arguments_bytes: 1 << 20,
                 max_input_bytes: 256 << 10,
@@ -142,11 +148,12 @@ mod tests {
         assert_eq!(
             text,
             "airlockd 0.1.0 at http://127.0.0.1:7411\ntenant: default\nworkspace roots: \
-             /srv/work\nlimits: arguments 1.0 MiB, input 256.0 KiB, request 4.0 MiB, output \
+             /srv/work\nmodels offered: openai:gpt-4.1\nlimits: arguments 1.0 MiB, input 256.0 KiB, request 4.0 MiB, output \
              page 1.0 MiB, 64 runs and 64 tool calls at once\n"
         );
         let json: serde_json::Value = serde_json::from_str(&daemon_info_json(&info()))?;
         assert_eq!(json["workspace_roots"][0], "/srv/work");
+        assert_eq!(json["models"][0], "openai:gpt-4.1");
         assert_eq!(json["limits"]["max_concurrent_runs"], 64);
         Ok(())
     }

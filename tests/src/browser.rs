@@ -4,8 +4,8 @@
 //! Both come from Debian (`scripts/console.sh` installs them); a missing one is a panic that
 //! says how to install it, never a skipped test. At most [`MAX_BROWSERS`] run at once, so a
 //! 2-core machine running the whole suite is not swamped by renderers — and so a test holds
-//! one browser at a time (closing one before it opens the next): two tests each holding one
-//! and waiting for a second would wait for each other.
+//! one browser at a time (closing one before it opens the next): a test holding one and
+//! waiting for a second would wait for itself.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -24,8 +24,11 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::repo_root;
 
-/// Browsers alive at once: each is several processes and a renderer's CPU.
-const MAX_BROWSERS: usize = 2;
+/// Browsers alive at once: each is several processes and, while a page renders or axe
+/// checks it, a whole core. With two of them (and some 35 browser tests) the rest of the suite
+/// on a 2-core machine starved: a fleet test's 5 s database deadline and a page's own wait
+/// both ran out in CI. One at a time keeps a core for everything else.
+const MAX_BROWSERS: usize = 1;
 
 /// How long a page has to show what a test waits for: a bound on liveness, never a speed
 /// check (a passing wait ends as soon as the page shows it). Generous: the suite runs browsers

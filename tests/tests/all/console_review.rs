@@ -225,7 +225,7 @@ async fn a_changed_listing_is_reviewed_side_by_side_refused_and_later_trusted() 
     );
 
     // At a phone's width the two sides are stacked, and nothing is wider than the screen
-    // (first: a test holds one browser at a time, as browsers are shared out two at once).
+    // (first: a test holds one browser at a time, as browsers are shared out one at a time).
     let phone = console_on(&daemon, Viewport::PHONE, "#/tools").await;
     open_review(&phone, PULLED).await;
     assert_eq!(sides(&phone).await, json!([false, true]), "stacked");
@@ -401,7 +401,7 @@ async fn a_sessions_grant_is_listed_and_revoked_on_the_policy_page() {
     );
 
     // At a phone's width, opened from its address, with the confirmation showing (first: a
-    // test holds one browser at a time, as browsers are shared out two at once).
+    // test holds one browser at a time, as browsers are shared out one at a time).
     let phone = console_on(
         &daemon,
         Viewport::PHONE,

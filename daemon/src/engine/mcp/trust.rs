@@ -482,15 +482,16 @@ pub fn recorded_servers(shared_dir: &Path) -> Vec<String> {
     servers
 }
 
-/// What refusing a server's listing does: records that an operator refused the listing
-/// last seen — when `reviewed` names a review, only if that review showed this very
-/// listing. Its changed and new tools stay refused as they were; nothing is trusted.
-/// Returns the digest of the listing refused.
-pub fn refuse_seen(
+/// Changes `server`'s record with `decide`, given the record and the digest of the listing
+/// last seen — when `reviewed` names a review, only if that review showed this very listing
+/// (else nothing is written, and the daemons' cached records stay good). What an operator's
+/// acceptance and refusal share.
+fn decide_on_seen<T>(
     shared_dir: &Path,
     server: &str,
     reviewed: Option<&str>,
-) -> Result<String, AcceptError> {
+    decide: impl FnOnce(&mut Record, String) -> T,
+) -> Result<T, AcceptError> {
     let path = record_path(shared_dir, server);
     let unknown = || {
         format!(
@@ -502,7 +503,7 @@ pub fn refuse_seen(
         return Err(AcceptError::Record(unknown()));
     }
     let mut since_review = None;
-    let mut refused = String::new();
+    let mut decided = None;
     let updated = update(&path, |record| {
         let mut record = record.ok_or_else(unknown)?;
         let seen = listing_digest(&record.seen);
@@ -516,15 +517,32 @@ pub fn refuse_seen(
             });
             return Err(String::new());
         }
-        record.refused = Some(seen.clone());
-        refused = seen;
+        decided = Some(decide(&mut record, seen));
         Ok(record)
     });
-    match (updated, since_review) {
-        (_, Some(changed)) => Err(changed),
-        (Err(message), None) => Err(AcceptError::Record(message)),
-        (Ok(_), None) => Ok(refused),
+    match (updated, since_review, decided) {
+        (_, Some(changed), _) => Err(changed),
+        (Err(message), None, _) => Err(AcceptError::Record(message)),
+        (Ok(_), None, Some(decided)) => Ok(decided),
+        (Ok(_), None, None) => Err(AcceptError::Record(format!(
+            "the trust record of MCP server `{server}` was not changed"
+        ))),
     }
+}
+
+/// What refusing a server's listing does: records that an operator refused the listing
+/// last seen — when `reviewed` names a review, only if that review showed this very
+/// listing. Its changed and new tools stay refused as they were; nothing is trusted.
+/// Returns the digest of the listing refused.
+pub fn refuse_seen(
+    shared_dir: &Path,
+    server: &str,
+    reviewed: Option<&str>,
+) -> Result<String, AcceptError> {
+    decide_on_seen(shared_dir, server, reviewed, |record, seen| {
+        record.refused = Some(seen.clone());
+        seen
+    })
 }
 
 /// What `airlock tools trust SERVER` does: marks the listing last seen (by any daemon
@@ -535,33 +553,8 @@ pub fn accept_seen(
     server: &str,
     reviewed: Option<&str>,
 ) -> Result<Vec<String>, AcceptError> {
-    let path = record_path(shared_dir, server);
-    let unknown = || {
-        format!(
-            "no MCP server `{server}` has been listed by a daemon with shared dir {}",
-            shared_dir.display()
-        )
-    };
-    if !path.is_file() {
-        return Err(AcceptError::Record(unknown()));
-    }
-    let mut changed = Vec::new();
-    let mut since_review = None;
-    let updated = update(&path, |record| {
-        let mut record = record.ok_or_else(unknown)?;
-        let seen = listing_digest(&record.seen);
-        if let Some(reviewed) = reviewed
-            && reviewed != seen
-        {
-            since_review = Some(AcceptError::ChangedSinceReview {
-                server: server.to_owned(),
-                reviewed: reviewed.to_owned(),
-                seen,
-            });
-            // Nothing written: the daemons' cached records stay good.
-            return Err(String::new());
-        }
-        changed = record
+    decide_on_seen(shared_dir, server, reviewed, |record, _| {
+        let changed = record
             .seen
             .iter()
             .filter(|(tool, digest)| record.trusted.get(*tool) != Some(*digest))
@@ -571,13 +564,8 @@ pub fn accept_seen(
         record.refused = None;
         record.accepted.extend(record.trusted.values().cloned());
         record.remember(BTreeMap::new());
-        Ok(record)
-    });
-    match (updated, since_review) {
-        (_, Some(refused)) => Err(refused),
-        (Err(message), None) => Err(AcceptError::Record(message)),
-        (Ok(_), None) => Ok(changed),
-    }
+        changed
+    })
 }
 
 /// What a review shows: the differences, and the digest of the listing they were taken

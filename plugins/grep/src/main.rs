@@ -3,6 +3,7 @@
 
 mod excerpt;
 mod glob;
+mod lines;
 mod search;
 
 use airlock_sdk::Workspace;

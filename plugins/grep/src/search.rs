@@ -10,14 +10,13 @@ use std::path::PathBuf;
 use airlock_sdk::IoResultExt;
 use airlock_sdk::ToolError;
 use airlock_sdk::Workspace;
-use regex::bytes::Regex;
-use regex::bytes::RegexBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 
 use crate::excerpt::excerpt;
 use crate::glob::Glob;
+use crate::lines::Lines;
 
 /// Matches returned when the call does not say.
 pub const DEFAULT_MAX_MATCHES: usize = 100;
@@ -102,9 +101,7 @@ pub fn grep(workspace: &Workspace, args: &GrepArgs) -> Result<GrepOutput, ToolEr
             "max_matches must be between 1 and {MAX_MATCHES_LIMIT}"
         )));
     }
-    let regex = RegexBuilder::new(&args.pattern)
-        .case_insensitive(args.case_insensitive)
-        .build()
+    let regex = Lines::new(&args.pattern, args.case_insensitive)
         .map_err(|err| ToolError::new(format!("invalid regular expression: {err}")))?;
     let glob = args.glob.as_deref().map(Glob::new).transpose()?;
     let root = workspace.resolve(&args.path)?;
@@ -146,7 +143,7 @@ pub fn grep(workspace: &Workspace, args: &GrepArgs) -> Result<GrepOutput, ToolEr
 
 struct Search<'a> {
     workspace: &'a Workspace,
-    regex: Regex,
+    regex: Lines,
     max_matches: usize,
     output: GrepOutput,
     unreported_errors: u64,
@@ -214,7 +211,9 @@ impl Search<'_> {
             self.output.files_skipped_too_large += 1;
             return Flow::Continue;
         }
-        let mut bytes = Vec::new();
+        // Room for the whole file and one byte more, so that it is read in one call and the
+        // next finds its end, rather than in reads that double from 32 bytes.
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
         let read =
             File::open(path).and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes));
         if let Err(err) = read {
@@ -236,24 +235,23 @@ impl Search<'_> {
             return Flow::Continue;
         }
         let shown = self.workspace.display(path);
-        // A final line ending ends the last line; it does not start an empty one.
-        let text = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-        for (index, line) in text.split(|&byte| byte == b'\n').enumerate() {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(found) = self.regex.find(line) else {
-                continue;
-            };
-            if self.output.matches.len() == self.max_matches {
-                self.output.truncated = true;
-                return Flow::Stop;
+        let mut flow = Flow::Continue;
+        let (matches, max_matches) = (&mut self.output.matches, self.max_matches);
+        let truncated = &mut self.output.truncated;
+        self.regex.each(&bytes, |index, line, start| {
+            if matches.len() == max_matches {
+                *truncated = true;
+                flow = Flow::Stop;
+                return false;
             }
-            self.output.matches.push(Match {
+            matches.push(Match {
                 path: shown.clone(),
                 line_number: index as u64 + 1,
-                line: excerpt(line, found.start()),
+                line: excerpt(line, start),
             });
-        }
-        Flow::Continue
+            true
+        });
+        flow
     }
 
     fn error(&mut self, err: &std::io::Error, path: &Path) {

@@ -127,7 +127,12 @@ fn read_bounded(path: &Path, shown: &str) -> Result<Vec<u8>, ToolError> {
     if metadata.len() > MAX_FILE_BYTES {
         return Err(too_large());
     }
-    let mut bytes = Vec::new();
+    // Room for the whole file and one byte more: read in one call, the next finds its end.
+    let mut bytes = Vec::with_capacity(
+        usize::try_from(metadata.len())
+            .unwrap_or(0)
+            .saturating_add(1),
+    );
     File::open(path)
         .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
         .with_path(shown)?;

@@ -17,6 +17,15 @@ pub const TRUE: &str = "true";
 pub const GREP: &str = "workspace_grep";
 /// What the grep benchmarks search for; the workspace has one match per file.
 pub const GREP_PATTERN: &str = "needle_[0-9]+";
+/// The shipped WebAssembly tools that touch files, served as users get them.
+pub const READ_FILE: &str = "read_file";
+pub const LIST_DIR: &str = "list_dir";
+pub const WASM_GREP: &str = "grep";
+/// A 1 KiB text file at the workspace's root, for `read_file`; it has no match for grep.
+pub const SMALL_FILE: &str = "notes.txt";
+/// What a recursive `list_dir` of the workspace lists: four folders, the files in them and
+/// [`SMALL_FILE`].
+pub const LIST_DIR_ENTRIES: usize = 4 + WORKSPACE_FILES + 1;
 
 /// Files and lines of the workspace grep searches: a small project's worth of source.
 const WORKSPACE_FILES: usize = 40;
@@ -113,13 +122,25 @@ impl Fixtures {
                  input_schema = {{ type = \"object\" }}\n"
             ),
         )?;
-        // The shipped plugin, as users get it: its manifest and schema.
-        let plugin = self.repo.join("plugins").join(GREP);
-        let folder = self.tools_dir.join(GREP);
-        std::fs::create_dir_all(&folder)?;
-        for file in ["tool.toml", "schema.json"] {
-            std::fs::copy(plugin.join(file), folder.join(file))
-                .with_context(|| format!("cannot copy {}", plugin.join(file).display()))?;
+        // The shipped plugins, as users get them: manifest, schema and (for the WebAssembly
+        // ones, built by scripts/build-wasm.sh) module.
+        for (name, module) in [
+            (GREP, None),
+            (READ_FILE, Some("read_file.wasm")),
+            (LIST_DIR, Some("list_dir.wasm")),
+            (WASM_GREP, Some("grep.wasm")),
+        ] {
+            let plugin = self.repo.join("plugins").join(name);
+            let folder = self.tools_dir.join(name);
+            std::fs::create_dir_all(&folder)?;
+            for file in ["tool.toml", "schema.json"].into_iter().chain(module) {
+                std::fs::copy(plugin.join(file), folder.join(file)).with_context(|| {
+                    format!(
+                        "cannot copy {} (scripts/build-wasm.sh builds the plugins' modules)",
+                        plugin.join(file).display()
+                    )
+                })?;
+            }
         }
         Ok(())
     }
@@ -174,8 +195,10 @@ impl Fixtures {
     }
 }
 
-/// Source-like files with one matching line each.
+/// Source-like files with one matching line each, and [`SMALL_FILE`].
 fn write_workspace(dir: &Path) -> anyhow::Result<()> {
+    let line = "A small file the benchmarks read whole, one line of many alike.\n";
+    std::fs::write(dir.join(SMALL_FILE), line.repeat(1024 / line.len()))?;
     for file in 0..WORKSPACE_FILES {
         let sub = dir.join(format!("module_{}", file % 4));
         std::fs::create_dir_all(&sub)?;

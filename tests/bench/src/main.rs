@@ -28,6 +28,7 @@ mod streaming;
 mod subprocess;
 mod telemetry;
 mod wasm_call;
+mod wasm_files;
 
 use std::path::PathBuf;
 

@@ -99,6 +99,7 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
     report.compare("grpc-c1", "inproc");
 
     cli_peers(bench, report).await?;
+    crate::wasm_files::run(bench, daemon, report).await?;
 
     let targets = [
         (
@@ -163,56 +164,85 @@ pub async fn run(bench: &Bench, daemon: &Airlockd, report: &mut Report) -> anyho
 
 /// The engine alone: a fresh store, WASI context and instance per call, as the daemon does.
 async fn in_process(bench: &Bench, calls: usize, warmup: usize) -> anyhow::Result<Samples> {
-    let engine = WasmEngine::new(&WasmConfig {
-        cache_dir: bench.fixtures.fresh_dir("inproc-cache-")?,
-        max_concurrent_calls: 16,
-    })?;
-    let profile = profile(&bench.fixtures.profiles_dir, "strict")?;
-    let manifest = Manifest::load(&bench.fixtures.manifest(ECHO))?;
-    let tool = engine.load(&manifest.image, &profile)?;
-    for _ in 0..warmup {
-        call_in_process(tool.as_ref(), &profile).await?;
-    }
-    let mut latencies = Vec::with_capacity(calls);
-    for _ in 0..calls {
-        latencies.push(call_in_process(tool.as_ref(), &profile).await?);
-    }
-    Ok(Samples::sequential(latencies))
+    let call = InProcess {
+        manifest: bench.fixtures.manifest(ECHO),
+        profile: "strict",
+        arguments: ARGUMENTS,
+        workspace: None,
+        expect: ANSWER,
+    };
+    call.measure(bench, calls, warmup).await
 }
 
-async fn call_in_process(
-    tool: &dyn LoadedTool,
-    profile: &Arc<Profile>,
-) -> anyhow::Result<Duration> {
-    let capture = OutputCapture::new(CAPTURE_LIMIT, None);
-    let launch = Launch {
-        stdin: Bytes::from_static(ARGUMENTS.as_bytes()),
-        workspace: None,
-        overlay: None,
-        changed: Default::default(),
-        profile: profile.clone(),
-        capture: capture.clone(),
-        stats: Arc::new(RunStats::default()),
-        // No network: the benchmarked tools run under `network = "none"`.
-        egress: None,
-        secrets: Default::default(),
-        tenant: None,
-        call_id: airlock_daemon::testing::ExecutionId::new(),
-        deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
-        questions: None,
-        trace_parent: None,
-    };
-    let started = Instant::now();
-    let exit = tool.run(launch).await;
-    let elapsed = started.elapsed();
-    let stdout = capture.finish().stdout;
-    if exit != Exit::Code(0) || !String::from_utf8_lossy(&stdout).contains(ANSWER) {
-        bail!(
-            "the in-process call ended with {exit:?}, stdout {:?}",
-            String::from_utf8_lossy(&stdout)
-        );
+/// One tool called by the engine in this process, without the daemon around it.
+pub struct InProcess<'a> {
+    pub manifest: std::path::PathBuf,
+    pub profile: &'a str,
+    pub arguments: &'a str,
+    pub workspace: Option<&'a Path>,
+    /// What its stdout must contain.
+    pub expect: &'a str,
+}
+
+impl InProcess<'_> {
+    pub async fn measure(
+        &self,
+        bench: &Bench,
+        calls: usize,
+        warmup: usize,
+    ) -> anyhow::Result<Samples> {
+        let engine = WasmEngine::new(&WasmConfig {
+            cache_dir: bench.fixtures.fresh_dir("inproc-cache-")?,
+            max_concurrent_calls: 16,
+        })?;
+        let profile = profile(&bench.fixtures.profiles_dir, self.profile)?;
+        let manifest = Manifest::load(&self.manifest)?;
+        let tool = engine.load(&manifest.image, &profile)?;
+        for _ in 0..warmup {
+            self.call(tool.as_ref(), &profile).await?;
+        }
+        let mut latencies = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            latencies.push(self.call(tool.as_ref(), &profile).await?);
+        }
+        Ok(Samples::sequential(latencies))
     }
-    Ok(elapsed)
+
+    async fn call(
+        &self,
+        tool: &dyn LoadedTool,
+        profile: &Arc<Profile>,
+    ) -> anyhow::Result<Duration> {
+        let capture = OutputCapture::new(CAPTURE_LIMIT, None);
+        let launch = Launch {
+            stdin: Bytes::copy_from_slice(self.arguments.as_bytes()),
+            workspace: self.workspace.map(Path::to_path_buf),
+            overlay: None,
+            changed: Default::default(),
+            profile: profile.clone(),
+            capture: capture.clone(),
+            stats: Arc::new(RunStats::default()),
+            // No network: the benchmarked tools run under `network = "none"`.
+            egress: None,
+            secrets: Default::default(),
+            tenant: None,
+            call_id: airlock_daemon::testing::ExecutionId::new(),
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            questions: None,
+            trace_parent: None,
+        };
+        let started = Instant::now();
+        let exit = tool.run(launch).await;
+        let elapsed = started.elapsed();
+        let stdout = capture.finish().stdout;
+        if exit != Exit::Code(0) || !String::from_utf8_lossy(&stdout).contains(self.expect) {
+            bail!(
+                "the in-process call ended with {exit:?}, stdout {:?}",
+                String::from_utf8_lossy(&stdout)
+            );
+        }
+        Ok(elapsed)
+    }
 }
 
 /// A profile of the repository's `sandbox-profiles/` (a broken one says why when asked for).

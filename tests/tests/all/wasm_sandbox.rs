@@ -120,6 +120,46 @@ async fn a_tool_blocked_in_a_host_call_is_stopped_at_its_deadline() {
     assert_serves_next_call(&daemon).await;
 }
 
+/// File calls run on the thread that polls the call: a FIFO in the workspace that nobody
+/// writes to holds that thread in the kernel at `open`. Four such calls at once — more than
+/// the daemon's runtime has threads — each still end at their deadline, and the daemon
+/// answers the next call (the stall watch interrupts the stuck `open`s).
+#[tokio::test]
+async fn calls_stuck_opening_a_fifo_end_at_their_deadline() {
+    let (daemon, _tools, _profiles) =
+        daemon_with(&[("fs_ops", hostile("fs_ops"), "profile = \"readonly\"")]).await;
+    let workspace = daemon.workspace("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(workspace.join("pipe"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let read_the_pipe = || {
+        daemon.exec_request(pb::ExecuteToolRequest {
+            tool: "fs_ops".into(),
+            arguments_json:
+                json!({"ops": [{"op": "read_repeatedly", "path": "pipe", "times": 1000}]})
+                    .to_string(),
+            workspace: workspace.to_string_lossy().into_owned(),
+            timeout_ms: 500,
+            require_approval: false,
+        })
+    };
+    let started = Instant::now();
+    let ends = futures::future::join_all((0..4).map(|_| read_the_pipe())).await;
+    for execution in ends {
+        execution
+            .expect("accepted")
+            .assert_status(ToolStatus::Timeout);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_serves_next_call(&daemon).await;
+}
+
 #[tokio::test]
 async fn a_loop_in_the_start_function_is_stopped_during_instantiation() {
     let (daemon, _tools, _profiles) = daemon_with(&[(

@@ -39,7 +39,12 @@ pub(super) fn wasi_context(
         .envs(&launch.env())
         .allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false);
+        .allow_ip_name_lookup(false)
+        // Filesystem calls are served on the call's own thread: a read from the page cache
+        // costs less than the hop to tokio's blocking pool and back that each would take
+        // otherwise, and a tool makes dozens. The one call this mode would let block for as
+        // long as the guest asks, a preview 1 sleep, is served by a timer (`timer`).
+        .allow_blocking_current_thread(true);
     let grants = launch
         .profile
         .resolve_files(launch.workspace.as_deref())

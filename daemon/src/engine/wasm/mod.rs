@@ -31,7 +31,9 @@ mod http;
 mod limits;
 mod preopen;
 mod retire;
+mod stall;
 mod stdio;
+mod timer;
 mod typed;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +66,7 @@ use cpu::CpuMetered;
 use http::Egress;
 use limits::Limiter;
 use retire::Retirement;
+use stall::Stalls;
 use typed::TypedPre;
 
 pub use retire::on_worker_park;
@@ -139,6 +142,7 @@ pub struct WasmEngine {
     /// Shared with every loaded tool: calls must keep yielding after the engine that loaded
     /// them is gone.
     ticker: Arc<EpochTicker>,
+    stalls: Arc<Stalls>,
 }
 
 impl WasmEngine {
@@ -176,18 +180,23 @@ impl WasmEngine {
             &mut state.wasi
         })
         .map_err(setup)?;
+        timer::add_to_linker(&mut modules).map_err(setup)?;
         let mut components = ComponentLinker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut components).map_err(setup)?;
         let mut networked = components.clone();
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut networked).map_err(setup)?;
 
+        let stalls = Arc::new(Stalls::default());
         let cache =
             ModuleCache::open(&config.cache_dir, &engine).map_err(|source| SetupError::Cache {
                 path: config.cache_dir.clone(),
                 source,
             })?;
         Ok(WasmEngine {
-            ticker: Arc::new(EpochTicker::start(engine.clone()).map_err(SetupError::Ticker)?),
+            ticker: Arc::new(
+                EpochTicker::start(engine.clone(), stalls.clone()).map_err(SetupError::Ticker)?,
+            ),
+            stalls,
             engine,
             modules,
             components,
@@ -380,6 +389,7 @@ impl Engine for WasmEngine {
             tls: networked.then(|| self.tls.clone()),
             calls: self.calls.clone(),
             retirement: self.retirement.clone(),
+            stalls: self.stalls.clone(),
             _ticker: self.ticker.clone(),
         }))
     }
@@ -461,6 +471,7 @@ struct WasmTool {
     tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
     calls: Arc<Semaphore>,
     retirement: Retirement,
+    stalls: Arc<Stalls>,
     _ticker: Arc<EpochTicker>,
 }
 
@@ -531,9 +542,12 @@ impl WasmTool {
             };
             exit_of(result)
         };
-        match CpuMetered::new(run, launch.stats.clone(), launch.profile.limits.cpu_time).await {
-            Ok(exit) => exit,
-            Err(hit) => Exit::LimitExceeded(hit.to_string()),
+        let metered = CpuMetered::new(run, launch.stats.clone(), launch.profile.limits.cpu_time);
+        match self.stalls.watch(metered, launch.deadline).await {
+            Some(Ok(exit)) => exit,
+            Some(Err(hit)) => Exit::LimitExceeded(hit.to_string()),
+            // Not run past its deadline, even where the runtime's timer is late (`stall`).
+            None => Exit::PastDeadline,
         }
     }
 
@@ -563,7 +577,8 @@ struct EpochTicker {
 }
 
 impl EpochTicker {
-    fn start(engine: Wasmtime) -> std::io::Result<EpochTicker> {
+    /// Also frees, each tick, the threads of calls stuck in a system call (`stall`).
+    fn start(engine: Wasmtime, stalls: Arc<Stalls>) -> std::io::Result<EpochTicker> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new()
@@ -572,6 +587,10 @@ impl EpochTicker {
                 while !stopped.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
+                    let freed = stalls.interrupt();
+                    if freed > 0 {
+                        tracing::debug!(calls = freed, "interrupted calls stuck in a system call");
+                    }
                 }
             })?;
         Ok(EpochTicker {

@@ -351,3 +351,178 @@ fn modules_and_command_components_report_their_kind() {
     let tool = load_under(ALLOW_LIST, &command).expect("loads");
     assert_eq!(tool.kind(), ToolKind::WasmCommand);
 }
+
+/// A module that polls `clocks` (userdata, relative timeout in ns) with its subscriptions at
+/// `subs`, and traps unless the poll succeeded with one event, the clock of `fires`.
+fn poll_module(subs: u32, clocks: &[(u64, u64)], fires: u64) -> String {
+    let mut stores = String::new();
+    for (index, (userdata, timeout)) in clocks.iter().enumerate() {
+        let at = subs + 48 * index as u32;
+        stores.push_str(&format!(
+            "(i64.store (i32.const {at}) (i64.const {userdata}))
+             (i32.store8 (i32.const {}) (i32.const 0))
+             (i32.store (i32.const {}) (i32.const 1))
+             (i64.store (i32.const {}) (i64.const {timeout}))
+             (i32.store16 (i32.const {}) (i32.const 0))\n",
+            at + 8,
+            at + 16,
+            at + 24,
+            at + 40,
+        ));
+    }
+    format!(
+        r#"(module
+          (import "wasi_snapshot_preview1" "poll_oneoff"
+            (func $poll (param i32 i32 i32 i32) (result i32)))
+          (memory (export "memory") 1)
+          (func (export "_start")
+            {stores}
+            (if (call $poll (i32.const {subs}) (i32.const 1024) (i32.const {n}) (i32.const 2048))
+              (then unreachable))
+            (if (i32.ne (i32.load (i32.const 2048)) (i32.const 1)) (then unreachable))
+            (if (i64.ne (i64.load (i32.const 1024)) (i64.const {fires})) (then unreachable))
+            (if (i32.load8_u (i32.const 1034)) (then unreachable))))"#,
+        n = clocks.len(),
+    )
+}
+
+/// Runs `tool` on a runtime of one thread, as a worker serves calls, for at most `limit`;
+/// panics if that thread is held far past `limit` (as a sleep on it would hold it).
+fn run_on_one_thread(tool: Arc<dyn LoadedTool>, limit: Duration) -> Option<Exit> {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let profile = strict();
+        let exit = runtime
+            .block_on(async { tokio::time::timeout(limit, tool.run(launch(profile))).await });
+        let _ = done.send(exit.ok());
+    });
+    result
+        .recv_timeout(limit + Duration::from_secs(20))
+        .expect("the call held its thread past its deadline")
+}
+
+fn strict() -> Arc<Profile> {
+    let (profiles, _) =
+        Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+    profiles.get("strict").expect("strict profile")
+}
+
+fn engine(dir: &Path) -> WasmEngine {
+    WasmEngine::new(&WasmConfig {
+        cache_dir: dir.join("cache"),
+        max_concurrent_calls: 2,
+    })
+    .expect("engine")
+}
+
+/// Filesystem calls run on the call's thread, but a preview 1 sleep does not: an hour's
+/// sleep is dropped at the call's deadline, and the thread it ran on is free at once.
+#[test]
+fn a_modules_sleep_waits_on_a_timer_not_on_its_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine(dir.path());
+    let hour = 3_600_000_000_000u64;
+    let tool = load(&engine, dir.path(), &poll_module(0, &[(7, hour)], 7));
+    let started = Instant::now();
+    assert_eq!(run_on_one_thread(tool, Duration::from_millis(200)), None);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A short sleep ends, its event written as wasmtime-wasi writes it.
+    let tool = load(&engine, dir.path(), &poll_module(0, &[(7, 10_000_000)], 7));
+    assert_eq!(
+        run_on_one_thread(tool, Duration::from_secs(10)),
+        Some(Exit::Code(0))
+    );
+}
+
+/// Polls the shadow leaves to wasmtime-wasi still work, and none of them sleeps on the
+/// thread: two timers (the first to fire is the event), and a misaligned subscription,
+/// which traps before any wait.
+#[test]
+fn other_polls_go_to_wasmtime_wasi() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine(dir.path());
+    let hour = 3_600_000_000_000u64;
+    let tool = load(
+        &engine,
+        dir.path(),
+        &poll_module(0, &[(1, hour), (2, 5_000_000)], 2),
+    );
+    assert_eq!(
+        run_on_one_thread(tool, Duration::from_secs(10)),
+        Some(Exit::Code(0))
+    );
+    let tool = load(&engine, dir.path(), &poll_module(4, &[(7, hour)], 7));
+    let exit = run_on_one_thread(tool, Duration::from_secs(10));
+    assert!(
+        matches!(exit, Some(Exit::Trap(_))),
+        "a misaligned subscription: {exit:?}"
+    );
+}
+
+/// A guest that opens a FIFO in its workspace, again and again, with nobody writing to it:
+/// each open blocks the thread that polls the call in the kernel. The call still ends at its
+/// deadline, the thread given back by the stall watch within `STALL_LIMIT` or so.
+#[test]
+fn a_call_stuck_opening_a_fifo_ends_at_its_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).expect("workspace");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        workspace.join("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    let engine = engine(dir.path());
+    // fd 3 is the first preopen: the workspace, under the `readonly` profile.
+    let wat = r#"(module
+      (import "wasi_snapshot_preview1" "path_open"
+        (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+      (memory (export "memory") 1)
+      (data (i32.const 0) "fifo")
+      (func (export "_start")
+        (loop $again
+          (drop (call $open (i32.const 3) (i32.const 0) (i32.const 0) (i32.const 4)
+                            (i32.const 0) (i64.const 2) (i64.const 0) (i32.const 0)
+                            (i32.const 16)))
+          (br $again))))"#;
+    std::fs::write(dir.path().join("t.wasm"), wat::parse_str(wat).expect("wat")).expect("write");
+    let (profiles, _) =
+        Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+    let profile = profiles.get("readonly").expect("readonly profile");
+    let tool = engine.load(&image(dir.path()), &profile).expect("loads");
+    let (done, result) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut launch = launch(profile);
+        launch.workspace = Some(workspace);
+        let exit = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_millis(300), tool.run(launch)).await
+        });
+        let _ = done.send(exit.is_err());
+    });
+    let timed_out = result
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the call held its thread in the kernel past its deadline");
+    assert!(timed_out, "the call ended on its own");
+    assert!(
+        started.elapsed() < Duration::from_millis(300) + stall::STALL_LIMIT * 4,
+        "{:?}",
+        started.elapsed()
+    );
+}

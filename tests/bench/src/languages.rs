@@ -25,7 +25,7 @@ use crate::Bench;
 use crate::client;
 use crate::cold_start::module_size;
 use crate::daemon::{Airlockd, DaemonSpec};
-use crate::report::{Report, cost};
+use crate::report::{Check, Report, cost};
 use crate::stats::{Samples, format_duration};
 
 const SECTION: &str = "10 languages";
@@ -119,6 +119,22 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     }
     let peer_p50 = peer.map(|index| measured[index].call.p50());
     report.table(&summary(&tools, &measured, peer_p50));
+    // Issue 54: the example tool's warm call, whose file calls run on the call's own thread,
+    // within 3× the health check in every language but Python (whose runtime starts an
+    // interpreter each call).
+    for tool in tools.iter().filter(|tool| tool.lang != "python") {
+        report.target(
+            &format!(
+                "{}: the example tool's warm call ≤ 3× the health check",
+                tool.lang
+            ),
+            Check::Ratio {
+                ours: key(tool, "call"),
+                peer: key(tool, "health"),
+                max: 3.0,
+            },
+        );
+    }
     Ok(())
 }
 

@@ -1,14 +1,18 @@
-//! Starting sandboxes: the launcher thread that clones each sandbox's first process, the
-//! pool that prepares namespaces and cgroups ahead of time, the spare it builds for the next
-//! call, and the reaper.
+//! Starting sandboxes: the launcher threads that clone each sandbox's first process, the
+//! pool that prepares namespaces and cgroups ahead of time, the spare each launcher builds
+//! for the next call, and the reaper.
 //!
-//! Sandboxes are cloned from one long-lived thread of the daemon, for three reasons. The
-//! first process shares the thread's memory (`CLONE_VM`) and runs on a stack the thread
-//! owns until it executes the tool; one thread cloning one sandbox at a time makes that
-//! stack's ownership simple. The first process's parent is this thread, and its parent-death
-//! signal fires when *the thread* exits, so the thread must live as long as the engine (a
-//! pooled runtime thread would not). And the thread enters a pre-made network and IPC
-//! namespace before each clone, which is per-thread state no runtime thread should carry.
+//! Sandboxes are cloned from long-lived threads of the daemon — one per core, up to
+//! [`MAX_LAUNCHERS`], taking calls from one queue — for three reasons. The first process
+//! shares its thread's memory (`CLONE_VM`) and runs on a stack the thread owns until it
+//! executes the tool; a thread cloning one sandbox at a time makes that stack's ownership
+//! simple. The first process's parent is its thread, and its parent-death signal fires when
+//! *the thread* exits, so the threads must live as long as the engine (a pooled runtime thread
+//! would not). And a thread enters a pre-made network and IPC namespace before each clone,
+//! which is per-thread state no runtime thread should carry. More than one launcher lets a
+//! burst of calls build sandboxes side by side: most of a sandbox's making is waiting for
+//! its first process and for the kernel (an unmount waits for an RCU grace period, which the
+//! kernel runs one at a time for every thread), so one launcher left the cores idle.
 //!
 //! Creating a network namespace costs more than the rest of a sandbox together (about 1.5 ms
 //! against 0.3 ms here), and an IPC namespace most of the rest; the pool makes both, and
@@ -17,15 +21,15 @@
 //! one a finished such sandbox left quiet (see `network.rs`). When the pool is empty the
 //! sandbox creates its own, at the old cost.
 //!
-//! Between calls the thread builds the next call's whole sandbox ahead and parks it (see
+//! Between calls each launcher builds the next call's whole sandbox ahead and parks it (see
 //! `spare.rs`); a call that finds one fitting only hands it its arguments. Calls already
 //! waiting are served before a spare is built.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -89,14 +93,18 @@ impl Launcher {
             keeper,
         });
         let (jobs, queue) = mpsc::channel();
+        let queue = Arc::new(Mutex::new(queue));
         let mut threads = Vec::new();
-        let launcher_shared = shared.clone();
-        let stack = Stack::new()?;
-        threads.push(
-            std::thread::Builder::new()
-                .name("airlock-launcher".into())
-                .spawn(move || launcher_loop(&launcher_shared, stack, queue))?,
-        );
+        for _ in 0..launchers() {
+            let launcher_shared = shared.clone();
+            let queue = queue.clone();
+            let stack = Stack::new()?;
+            threads.push(
+                std::thread::Builder::new()
+                    .name("airlock-launcher".into())
+                    .spawn(move || launcher_loop(&launcher_shared, stack, &queue))?,
+            );
+        }
         let filler = shared.clone();
         threads.push(
             std::thread::Builder::new()
@@ -170,7 +178,42 @@ impl Drop for Launcher {
     }
 }
 
-fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
+/// Launcher threads: one per core, up to [`MAX_LAUNCHERS`]. Each builds one sandbox at a
+/// time, most of it in the kernel (namespaces, mounts, the clone): more threads than cores
+/// would only take turns on them.
+fn launchers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_LAUNCHERS)
+}
+
+/// Each launcher keeps a spare sandbox built ahead (a process, its namespaces and cgroup):
+/// four is what a burst of calls on a small machine uses.
+const MAX_LAUNCHERS: usize = 4;
+
+/// The next job: waits for one, or (`wait` false) only takes one already queued. Launchers
+/// share the queue; one that finds it held by another waiting for a job knows it is empty.
+fn next_job(jobs: &Mutex<Receiver<Job>>, wait: bool) -> Result<Option<Job>, TryRecvError> {
+    if wait {
+        let queue = jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        return queue
+            .recv()
+            .map(Some)
+            .map_err(|_| TryRecvError::Disconnected);
+    }
+    let queue = match jobs.try_lock() {
+        Ok(queue) => queue,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return Ok(None),
+    };
+    match queue.try_recv() {
+        Ok(job) => Ok(Some(job)),
+        Err(TryRecvError::Empty) => Ok(None),
+        Err(TryRecvError::Disconnected) => Err(TryRecvError::Disconnected),
+    }
+}
+
+fn launcher_loop(shared: &Shared, stack: Stack, jobs: &Mutex<Receiver<Job>>) {
     // No signal handler of the daemon may ever run on this thread's clones (they inherit the
     // mask and block everything until they execute the tool).
     // SAFETY: a full set is a valid mask; changing this thread's mask affects no other.
@@ -185,9 +228,9 @@ fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
     loop {
         let job = match waiting.take() {
             Some(job) => job,
-            None => match jobs.recv() {
-                Ok(job) => job,
-                Err(_) => break,
+            None => match next_job(jobs, true) {
+                Ok(Some(job)) => job,
+                Ok(None) | Err(_) => break,
             },
         };
         // A test's pause must land in the sandbox of the call it names, not a spare.
@@ -222,13 +265,13 @@ fn launcher_loop(shared: &Shared, stack: Stack, jobs: Receiver<Job>) {
         };
         (job.reply)(result);
         // Calls already waiting come before the next one's spare.
-        match jobs.try_recv() {
-            Ok(next) => {
+        match next_job(jobs, false) {
+            Ok(Some(next)) => {
                 waiting = Some(next);
                 continue;
             }
-            Err(TryRecvError::Disconnected) => break,
-            Err(TryRecvError::Empty) => {}
+            Err(_) => break,
+            Ok(None) => {}
         }
         if let Some(key) = key {
             spare = build_spare(shared, home.as_ref(), key)

@@ -133,10 +133,7 @@ impl<F: Future> Future for Watched<F> {
         this.watch
             .since_us
             .store(this.stalls.micros(), Ordering::Release);
-        this.watch.thread.store(
-            rustix::thread::gettid().as_raw_nonzero().get(),
-            Ordering::Release,
-        );
+        this.watch.thread.store(current_tid(), Ordering::Release);
         let poll = this.inner.as_mut().poll(cx);
         this.watch.thread.store(0, Ordering::Release);
         poll.map(Some)
@@ -147,6 +144,14 @@ impl<F> Drop for Watched<F> {
     fn drop(&mut self) {
         self.stalls.forget(&self.watch);
     }
+}
+
+/// The kernel's id of the calling thread, asked once per thread (a system call).
+fn current_tid() -> i32 {
+    thread_local! {
+        static TID: i32 = rustix::thread::gettid().as_raw_nonzero().get();
+    }
+    TID.with(|tid| *tid)
 }
 
 /// Sends `SIGURG` to thread `tid` of this process.

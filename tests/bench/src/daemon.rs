@@ -36,9 +36,9 @@ pub struct DaemonSpec {
     pub config_tables: String,
 }
 
-/// Runs and executions the bench's tenant may have at once: the scale section keeps a
+/// Runs and executions the bench's tenant may have at once: the scale section keeps ten
 /// thousand runs waiting, far above a tenant's default cap.
-const BENCH_TENANT_CAP: u32 = 5000;
+const BENCH_TENANT_CAP: u32 = 20_000;
 
 /// Where the bench tenant's token is kept, beside the daemon's own state.
 fn bench_token_file(spec: &DaemonSpec) -> PathBuf {

@@ -56,7 +56,7 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     wasmtime: Option<PathBuf>,
     /// How many runs wait at once in the scale section.
-    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000])]
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1000, 10000])]
     scale: Vec<usize>,
     /// The example tool built in each language, one `wordstats_<lang>/` project each (as
     /// scripts/languages.sh makes them); the languages section is skipped without it.

@@ -27,9 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_daemon::testing::{
-    CallRules, ChangeRules, ChangeSet, Changes, Deadline, Engine, Exclusions, Exit, Launch,
-    LoadedTool, Manifest, Modes, OutputCapture, Overlay, ProcessConfig, ProcessEngine, Profile,
-    RunStats,
+    CallRules, ChangeRules, ChangeSet, Changes, Deadline, Engine, Exclusions, Exit, LoadedTool,
+    Manifest, Modes, OutputCapture, Overlay, ProcessConfig, ProcessEngine, Profile,
 };
 use anyhow::{Context, bail};
 use bytes::Bytes;
@@ -361,23 +360,13 @@ impl Executor {
 
     async fn call(&self, case: &Case, overlay: Option<Arc<Overlay>>) -> anyhow::Result<()> {
         let capture = OutputCapture::new(CAPTURE_LIMIT, None);
-        let launch = Launch {
-            stdin: Bytes::from(case.arguments.clone()),
-            workspace: Some(case.workspace.clone()),
+        let launch = crate::fixtures::launch(
+            Bytes::from(case.arguments.clone()),
+            Some(case.workspace.clone()),
             overlay,
-            changed: Default::default(),
-            profile: self.profile.clone(),
-            capture: capture.clone(),
-            stats: Arc::new(RunStats::default()),
-            // The toolchains profile has no network.
-            egress: None,
-            secrets: Default::default(),
-            tenant: None,
-            call_id: airlock_daemon::testing::ExecutionId::new(),
-            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
-            questions: None,
-            trace_parent: None,
-        };
+            self.profile.clone(),
+            capture.clone(),
+        );
         let exit = self.tool.run(launch).await;
         let summary = capture.finish();
         let stdout = String::from_utf8_lossy(&summary.stdout);

@@ -380,3 +380,31 @@ pub fn write_command() -> String {
          while [ $i -lt {WRITE_MODIFIED} ]; do i=$((i+1)); echo changed >> data/file_$i.txt; done"
     )
 }
+
+/// One call's launch as the engines get it from the executor: `stdin`, `workspace` (mounted
+/// through `overlay` when there is one), `profile`, output into `capture`, no network (every
+/// benchmarked tool runs under `network = "none"`), a minute to run.
+pub fn launch(
+    stdin: bytes::Bytes,
+    workspace: Option<PathBuf>,
+    overlay: Option<std::sync::Arc<airlock_daemon::testing::Overlay>>,
+    profile: std::sync::Arc<airlock_daemon::testing::Profile>,
+    capture: std::sync::Arc<airlock_daemon::testing::OutputCapture>,
+) -> airlock_daemon::testing::Launch {
+    airlock_daemon::testing::Launch {
+        stdin,
+        workspace,
+        overlay,
+        changed: Default::default(),
+        profile,
+        capture,
+        stats: std::sync::Arc::new(airlock_daemon::testing::RunStats::default()),
+        egress: None,
+        secrets: Default::default(),
+        tenant: None,
+        call_id: airlock_daemon::testing::ExecutionId::new(),
+        deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+        questions: None,
+        trace_parent: None,
+    }
+}

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_daemon::testing::{
-    Engine, Exit, Launch, LoadedTool, Manifest, OutputCapture, ProcessConfig, ProcessEngine,
-    Profile, RunStats,
+    Engine, Exit, LoadedTool, Manifest, OutputCapture, ProcessConfig, ProcessEngine, Profile,
 };
 use airlock_proto::v1::tools_client::ToolsClient;
 use anyhow::bail;
@@ -314,23 +313,13 @@ impl EngineCall<'_> {
 
     async fn once(&self) -> anyhow::Result<Duration> {
         let capture = OutputCapture::new(CAPTURE_LIMIT, None);
-        let launch = Launch {
-            stdin: Bytes::from(self.program.arguments.clone()),
-            workspace: Some(self.workspace.to_owned()),
-            overlay: None,
-            changed: Default::default(),
-            profile: self.profile.clone(),
-            capture: capture.clone(),
-            stats: Arc::new(RunStats::default()),
-            // No network: the benchmarked tools run under `network = "none"`.
-            egress: None,
-            secrets: Default::default(),
-            tenant: None,
-            call_id: airlock_daemon::testing::ExecutionId::new(),
-            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
-            questions: None,
-            trace_parent: None,
-        };
+        let launch = crate::fixtures::launch(
+            Bytes::from(self.program.arguments.clone()),
+            Some(self.workspace.to_owned()),
+            None,
+            self.profile.clone(),
+            capture.clone(),
+        );
         let started = Instant::now();
         let exit = self.tool.run(launch).await;
         let elapsed = started.elapsed();

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airlock_daemon::testing::{
-    Engine, Exit, Launch, LoadedTool, Manifest, OutputCapture, Profile, Profiles, RunStats,
-    WasmConfig, WasmEngine,
+    Engine, Exit, LoadedTool, Manifest, OutputCapture, Profile, Profiles, WasmConfig, WasmEngine,
 };
 use airlock_proto::v1::tools_client::ToolsClient;
 use anyhow::{Context, bail};
@@ -214,23 +213,13 @@ impl InProcess<'_> {
         profile: &Arc<Profile>,
     ) -> anyhow::Result<Duration> {
         let capture = OutputCapture::new(CAPTURE_LIMIT, None);
-        let launch = Launch {
-            stdin: Bytes::copy_from_slice(self.arguments.as_bytes()),
-            workspace: self.workspace.map(Path::to_path_buf),
-            overlay: None,
-            changed: Default::default(),
-            profile: profile.clone(),
-            capture: capture.clone(),
-            stats: Arc::new(RunStats::default()),
-            // No network: the benchmarked tools run under `network = "none"`.
-            egress: None,
-            secrets: Default::default(),
-            tenant: None,
-            call_id: airlock_daemon::testing::ExecutionId::new(),
-            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
-            questions: None,
-            trace_parent: None,
-        };
+        let launch = crate::fixtures::launch(
+            Bytes::copy_from_slice(self.arguments.as_bytes()),
+            self.workspace.map(Path::to_path_buf),
+            None,
+            profile.clone(),
+            capture.clone(),
+        );
         let started = Instant::now();
         let exit = tool.run(launch).await;
         let elapsed = started.elapsed();

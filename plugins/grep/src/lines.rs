@@ -16,8 +16,11 @@
 //!   touches `L`, and `L` is checked, or it ends before `L`, and the next search starts at
 //!   or before `L`.
 //! - That holds unless the pattern asserts something about the text's own edges: `\A`,
-//!   `\z`, or `^`/`$` with multi-line mode turned off inside it (`(?-m)`). Such a pattern,
-//!   and one the syntax parser cannot read, is searched line by line.
+//!   `\z`, or `^`/`$` with multi-line or CRLF mode turned off inside it (`(?-m)`, `(?-R)`,
+//!   where `$` holds only before `\n`, not before a CRLF line's `\r`). Such a pattern, and
+//!   one the syntax parser cannot read, is searched line by line.
+//! - The whole-file regex cannot match `\n` or `\r` (`within_lines`): a line's own match
+//!   holds neither, and no search then runs past the line its match could start in.
 //! - It also needs the line to hold the same bytes in both: CRLF mode's `.` does not match
 //!   `\r`, which a line keeps unless it is its last byte. A file with such a `\r` is
 //!   searched line by line.
@@ -28,7 +31,10 @@
 //! `lines_tests.rs` compares both ways on many random patterns and texts.
 
 use regex::bytes::{Regex, RegexBuilder};
-use regex_syntax::hir::Look;
+use regex_syntax::hir::{
+    Capture, Class, ClassBytes, ClassBytesRange, ClassUnicode, ClassUnicodeRange, Hir, HirKind,
+    Literal, Look, Repetition,
+};
 
 /// A pattern, as the line-by-line regex and, where it finds the same lines, the
 /// whole-text one.
@@ -42,16 +48,10 @@ impl Lines {
         let line = RegexBuilder::new(pattern)
             .case_insensitive(case_insensitive)
             .build()?;
-        let whole = match line_local(pattern, case_insensitive) {
-            true => RegexBuilder::new(pattern)
-                .case_insensitive(case_insensitive)
-                .multi_line(true)
-                .crlf(true)
-                .build()
-                .ok(),
-            false => None,
-        };
-        Ok(Lines { line, whole })
+        Ok(Lines {
+            line,
+            whole: whole_file(pattern, case_insensitive),
+        })
     }
 
     /// Calls `found(index, line, start)` for each line `text` has that matches, in order —
@@ -125,21 +125,75 @@ fn without_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-/// Whether `pattern`, compiled in multi-line mode, asserts nothing about the edges of the
-/// whole text.
-fn line_local(pattern: &str, case_insensitive: bool) -> bool {
-    let parsed = regex_syntax::ParserBuilder::new()
+/// The whole-file regex of `pattern`, when it has one: the pattern in multi-line CRLF mode,
+/// with `\n` and `\r` taken out of every class and literal ([`within_lines`]). None for a
+/// pattern that asserts something about the edges of the whole text or of `\n` alone (`\A`,
+/// `\z`, and `^`/`$` with multi-line or CRLF mode turned off inside it), or that does not
+/// parse or print back as a pattern.
+fn whole_file(pattern: &str, case_insensitive: bool) -> Option<Regex> {
+    let hir = regex_syntax::ParserBuilder::new()
         .case_insensitive(case_insensitive)
         .multi_line(true)
         .crlf(true)
         // As `regex::bytes` parses: a pattern may match bytes that are not UTF-8.
         .utf8(false)
         .build()
-        .parse(pattern);
-    parsed.is_ok_and(|hir| {
-        let looks = hir.properties().look_set();
-        !looks.contains(Look::Start) && !looks.contains(Look::End)
-    })
+        .parse(pattern)
+        .ok()?;
+    let looks = hir.properties().look_set();
+    if [Look::Start, Look::End, Look::StartLF, Look::EndLF]
+        .into_iter()
+        .any(|look| looks.contains(look))
+    {
+        return None;
+    }
+    RegexBuilder::new(&within_lines(&hir).to_string())
+        .build()
+        .ok()
+}
+
+/// `hir` unable to match `\n` or `\r`: taken out of every class, and a literal holding one
+/// never matches. A line's own match holds neither (lines end at `\n`, and a file with a `\r`
+/// a line keeps is searched line by line), so none is lost; and no search runs on past the
+/// end of the line a match could start in — a part that could cross lines (`[^;]*`, `\s*`)
+/// would otherwise keep each search going to the end of the file, a file's search quadratic
+/// in its lines.
+fn within_lines(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => hir.clone(),
+        HirKind::Literal(Literal(bytes)) => {
+            match bytes.contains(&b'\n') || bytes.contains(&b'\r') {
+                true => Hir::fail(),
+                false => hir.clone(),
+            }
+        }
+        HirKind::Class(Class::Unicode(class)) => {
+            let mut class = class.clone();
+            class.difference(&ClassUnicode::new([
+                ClassUnicodeRange::new('\n', '\n'),
+                ClassUnicodeRange::new('\r', '\r'),
+            ]));
+            Hir::class(Class::Unicode(class))
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            let mut class = class.clone();
+            class.difference(&ClassBytes::new([
+                ClassBytesRange::new(b'\n', b'\n'),
+                ClassBytesRange::new(b'\r', b'\r'),
+            ]));
+            Hir::class(Class::Bytes(class))
+        }
+        HirKind::Repetition(repetition) => Hir::repetition(Repetition {
+            sub: Box::new(within_lines(&repetition.sub)),
+            ..repetition.clone()
+        }),
+        HirKind::Capture(capture) => Hir::capture(Capture {
+            sub: Box::new(within_lines(&capture.sub)),
+            ..capture.clone()
+        }),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(within_lines).collect()),
+        HirKind::Alternation(parts) => Hir::alternation(parts.iter().map(within_lines).collect()),
+    }
 }
 
 #[cfg(test)]

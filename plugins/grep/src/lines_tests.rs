@@ -43,13 +43,38 @@ fn the_fast_path_is_taken_only_for_line_local_patterns() {
         "(?m)^x",
         "a|b",
     ] {
-        assert!(line_local(pattern, false), "{pattern}");
+        assert!(whole_file(pattern, false).is_some(), "{pattern}");
     }
-    for pattern in [r"\Afn", r"end\z", "(?-m)^fn", "(?-m:x$)"] {
-        assert!(!line_local(pattern, false), "{pattern}");
+    for pattern in [
+        r"\Afn",
+        r"end\z",
+        "(?-m)^fn",
+        "(?-m:x$)",
+        "abc(?-R)$",
+        "(?-R:^)x",
+    ] {
+        assert!(whole_file(pattern, false).is_none(), "{pattern}");
     }
     // Bytes that are not UTF-8 parse as `regex::bytes` parses them.
-    assert!(line_local(r"(?-u:\xFF)", false));
+    assert!(whole_file(r"(?-u:\xFF)", false).is_some());
+}
+
+#[test]
+fn the_whole_file_regex_never_matches_across_a_line_end() {
+    for (pattern, text) in [
+        ("a[^;]*;", &b"a\n;"[..]),
+        (r"a\s*b", b"a\r\nb"),
+        (r"(?s)a.b", b"a\nb"),
+        (r"a\nb", b"a\nb"),
+        (r"\W+", b"\n\r\n"),
+        (r"(?i)A[^x]B", b"a\rb"),
+    ] {
+        let whole = whole_file(pattern, false).expect("line local");
+        assert_eq!(whole.find(text), None, "{pattern} over {text:?}");
+    }
+    // Yet what a line holds is found as before.
+    let whole = whole_file("a[^;]*;|b", false).expect("line local");
+    assert_eq!(whole.find(b"x\na ;").map(|m| m.start()), Some(2));
 }
 
 #[test]
@@ -137,6 +162,10 @@ fn random_patterns_over_random_texts_find_the_same_lines() {
         r"\b{start}",
         r"\b{end}",
         "(?-m)^",
+        "(?-R)$",
+        "(?-R:^)",
+        "[^;]",
+        r"[\s\S]",
         "(?-m:$)",
         r"\A",
         r"\z",
@@ -147,7 +176,7 @@ fn random_patterns_over_random_texts_find_the_same_lines() {
     const SUFFIXES: &[&str] = &["", "", "", "*", "+", "?", "{2}", "*?"];
     const TEXT: &[&str] = &["a", "b", "A", " ", "\n", "\r", "\r\n", "é", "_", "ab"];
     let mut random = Random(54);
-    for _ in 0..20_000 {
+    for _ in 0..10_000 {
         let mut pattern = String::new();
         for _ in 0..1 + random.below(4) {
             let atom = random.pick(ATOMS);

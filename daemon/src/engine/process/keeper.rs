@@ -289,7 +289,14 @@ impl Link {
         let timeout = Timespec::try_from(READY_TIMEOUT)
             .map_err(|_| io::Error::other("the ready timeout does not fit a timespec"))?;
         let mut poll = [PollFd::new(&self.socket, PollFlags::IN)];
-        if rustix::event::poll(&mut poll, Some(&timeout))? == 0 {
+        // A signal may end the wait early (the wasm engine's stall watch sends SIGURG to a
+        // runtime thread whose poll lasted long, and may reach this one as it moves on): wait
+        // again, for the whole timeout at most once more.
+        let ready = match rustix::event::poll(&mut poll, Some(&timeout)) {
+            Err(rustix::io::Errno::INTR) => rustix::event::poll(&mut poll, Some(&timeout))?,
+            other => other?,
+        };
+        if ready == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the deadline keeper did not start in time",

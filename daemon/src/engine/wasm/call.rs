@@ -40,11 +40,7 @@ pub(super) fn wasi_context(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
-        // Filesystem calls are served on the call's own thread: a read from the page cache
-        // costs less than the hop to tokio's blocking pool and back that each would take
-        // otherwise, and a tool makes dozens. The one call this mode would let block for as
-        // long as the guest asks, a preview 1 sleep, is served by a timer (`timer`).
-        .allow_blocking_current_thread(true);
+        .allow_blocking_current_thread(reads_only(launch));
     let grants = launch
         .profile
         .resolve_files(launch.workspace.as_deref())
@@ -93,6 +89,24 @@ pub(super) fn wasi_context(
         }
     }
     Ok(wasi)
+}
+
+/// Whether a call's file system calls may run on its own thread: when it can only read.
+///
+/// A read from the page cache costs less than the hop to tokio's blocking pool and back that
+/// each call takes otherwise, and a tool makes dozens. But a call that can write could hold
+/// the runtime's thread in the kernel for as long as the disk takes — writing its whole
+/// memory at once, `fsync`, an overlay copying a large file up at `open` — in system calls
+/// no signal interrupts (`stall`), so such a call keeps the pool. Reading stays bounded by
+/// what one read may fetch (at most the call's memory). The one call the mode would let
+/// block for as long as the guest asks, a preview 1 sleep, is served by a timer (`timer`).
+pub(super) fn reads_only(launch: &Launch) -> bool {
+    launch.overlay.is_none()
+        && launch
+            .profile
+            .files
+            .iter()
+            .all(|grant| grant.access == Access::ReadOnly)
 }
 
 pub(super) struct ModuleState {

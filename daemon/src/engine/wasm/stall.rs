@@ -1,18 +1,21 @@
 //! Calls stuck in a system call, and how they are freed.
 //!
-//! A call serves its filesystem calls on the thread that polls it (`call::wasi_context`), so
-//! a guest that opens a FIFO nobody writes to, or reads one, would hold that runtime thread
-//! in the kernel, where neither the epoch nor the call's deadline reaches: the runtime would
-//! have a worker fewer until someone wrote, and the call would never end. Preopens only
-//! reach what a person put in their workspace or what a profile grants from the host (no
-//! tool can make a FIFO there: change sets refuse them), but a hostile tool would look.
+//! A call that only reads serves its filesystem calls on the thread that polls it
+//! (`call::reads_only`), so a guest that opens a FIFO nobody writes to would hold that
+//! runtime thread in the kernel, where neither the epoch nor the call's deadline reaches:
+//! the runtime would have a worker fewer until someone wrote, and the call would never end.
+//! Preopens only reach what a person put in their workspace or what a profile grants from
+//! the host (no tool can make a FIFO there: change sets refuse them), but a hostile tool
+//! would look.
 //!
 //! So every call in flight is watched while it is polled: the epoch ticker looks each tick
 //! ([`Stalls::interrupt`]), and a poll that has lasted [`STALL_LIMIT`] — past anything guest
 //! code can do between two epoch yields — is in such a system call. Its thread is sent
 //! `SIGURG`, whose handler does nothing and does not restart system calls: the call returns
 //! `EINTR`, wasmtime-wasi answers the guest `intr`, and the guest yields at its next epoch
-//! check. A guest that tries again is stuck again for at most [`STALL_LIMIT`] at a time,
+//! check. A system call that restarts after the signal, or one no signal ends (a read of a
+//! regular file), goes on: its thread is signalled again a [`STALL_LIMIT`] later, no sooner.
+//! A guest that tries again is stuck again for at most [`STALL_LIMIT`] at a time,
 //! until its deadline: a watched call is never polled past its deadline, it ends there
 //! ([`Watched`] answers `None`). That does not wait for the runtime's timer, which a thread
 //! busy with such polls turns only every few dozen of them (tokio's event interval): seconds,
@@ -53,11 +56,13 @@ impl Default for Base {
     }
 }
 
-/// One call: the thread polling it (0 when none is), and when that poll began.
+/// One call: the thread polling it (0 when none is), when that poll began, and when its
+/// thread was last interrupted.
 #[derive(Default)]
 struct Watch {
     thread: AtomicI32,
     since_us: AtomicU64,
+    interrupted_us: AtomicU64,
 }
 
 impl Stalls {
@@ -86,7 +91,10 @@ impl Stalls {
         for watch in calls.iter() {
             let thread = watch.thread.load(Ordering::Acquire);
             let since = watch.since_us.load(Ordering::Acquire);
-            if thread == 0 || now.saturating_sub(since) < limit {
+            // A poll that went on after its interrupt (a system call that restarts, or one no
+            // signal ends) is interrupted again a limit later, not at every tick.
+            let last = watch.interrupted_us.load(Ordering::Acquire).max(since);
+            if thread == 0 || now.saturating_sub(last) < limit {
                 continue;
             }
             // Checked again as late as can be: a poll that ended meanwhile is left alone.
@@ -95,6 +103,7 @@ impl Stalls {
             {
                 continue;
             }
+            watch.interrupted_us.store(now, Ordering::Release);
             interrupt(thread);
             interrupted += 1;
         }

@@ -526,3 +526,19 @@ fn a_call_stuck_opening_a_fifo_ends_at_its_deadline() {
         started.elapsed()
     );
 }
+
+/// File calls run on the call's own thread only for a call that can do nothing but read: one
+/// that may write could hold the thread in system calls no signal ends (`call::reads_only`).
+#[test]
+fn only_a_call_that_reads_runs_its_file_calls_on_its_thread() {
+    let (profiles, _) =
+        Profiles::load_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox-profiles"));
+    for (name, on_its_thread) in [
+        ("strict", true),
+        ("readonly", true),
+        ("workspace-write", false),
+    ] {
+        let profile = profiles.get(name).expect("profile");
+        assert_eq!(call::reads_only(&launch(profile)), on_its_thread, "{name}");
+    }
+}

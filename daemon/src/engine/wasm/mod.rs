@@ -13,9 +13,10 @@
 //! Memory and tables are limited per store; the engine's epoch ticks make a running guest
 //! yield every few milliseconds, so deadlines and cancellation — which drop the call's
 //! future — stop even a spinning guest, including one stuck in its start function.
-//! A call's file system calls run on the thread that polls it, without a hop to a blocking
-//! pool for each; a module's sleep is a timer all the same (`timer`), and a call stuck in a
-//! system call is interrupted and ended at its deadline (`stall`).
+//! A call that can only read runs its file system calls on the thread that polls it, without
+//! a hop to a blocking pool for each (`call::reads_only`); a module's sleep is a timer all the
+//! same (`timer`), and a call stuck in a system call is interrupted and ended at its deadline
+//! (`stall`).
 //!
 //! The workspace and the folders granted below it are opened by the engine itself
 //! (`preopen`), never by path through a symlink, so a workspace swapped after its check or a

@@ -1,8 +1,8 @@
 //! A preview 1 module's sleep — `poll_oneoff` with one relative clock subscription — served
 //! by tokio's timer.
 //!
-//! Calls serve their filesystem calls on their own thread (wasmtime-wasi's
-//! `allow_blocking_current_thread`, set in `call::wasi_context`): reading a file from the page
+//! A call that can only read serves its filesystem calls on its own thread (wasmtime-wasi's
+//! `allow_blocking_current_thread`, see `call::reads_only`): reading a file from the page
 //! cache costs a few microseconds, handing it to tokio's blocking pool and back costs more,
 //! and a tool makes dozens of such calls. With that mode on, wasmtime-wasi 48 also serves a
 //! module's sleep with `std::thread::sleep`, on the runtime's worker, for as long as the guest

@@ -181,7 +181,7 @@ async fn in_process(bench: &Bench, cases: &[Case], report: &mut Report) -> anyho
             workspace: Some(workspace),
             expect: case.expect,
         };
-        let calls = case.calls * ROUNDS.min(bench.count(ROUNDS, 1));
+        let calls = case.calls * bench.count(ROUNDS, 1);
         let samples = call.measure(bench, calls, bench.count(20, 1)).await?;
         report.measured(
             SECTION,

@@ -75,6 +75,9 @@ export function useRoute() {
     const update = () => setHash(location.hash);
     window.addEventListener("hashchange", update);
     listeners.add(update);
+    // The hash may have changed between the render and this effect (effects run after the
+    // paint): that change's `hashchange` had no listener yet, so read it again now.
+    update();
     return () => {
       window.removeEventListener("hashchange", update);
       listeners.delete(update);

@@ -22,6 +22,12 @@ export function createStore(initial) {
 /** Re-renders the calling component whenever `store` changes; returns its value. */
 export function useStore(store) {
   const [, rerender] = useReducer((n) => n + 1, 0);
-  useEffect(() => store.subscribe(() => rerender(null)), [store]);
-  return store.get();
+  const rendered = store.get();
+  useEffect(() => {
+    const unsubscribe = store.subscribe(() => rerender(null));
+    // Effects run after the paint: a change made since this render had no listener yet.
+    if (store.get() !== rendered) rerender(null);
+    return unsubscribe;
+  }, [store]);
+  return rendered;
 }

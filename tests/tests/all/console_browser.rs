@@ -478,6 +478,53 @@ async fn a_wrong_token_is_refused_and_the_right_one_stays_out_of_urls() {
     browser.close().await;
 }
 
+/// A route taken while the signed-in console is still mounting is the page shown. The hash
+/// is changed the moment the nav is in the DOM — a mutation observer runs before the page's
+/// effects, which is when a `hashchange` used to find nobody listening (a CI run waited 90 s
+/// on `#/evals` that way).
+#[tokio::test]
+async fn a_route_taken_while_the_console_mounts_is_followed() {
+    let daemon = TestDaemon::start(Default::default()).await;
+    let browser = Browser::open(Viewport::DESKTOP).await;
+    browser
+        .goto(&format!("{}/", daemon.endpoint))
+        .await
+        .expect("the console loads");
+    browser.wait_for("#token").await;
+    browser
+        .eval(
+            "new MutationObserver((_, observer) => {
+               if (document.querySelector('[data-testid=approvals-count]')) {
+                 observer.disconnect();
+                 window.airlockMounting = document.querySelector('main#main')?.dataset.route;
+                 location.hash = '#/tools';
+               }
+             }).observe(document.body, { childList: true, subtree: true });
+             return true;",
+        )
+        .await;
+    browser
+        .find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(&daemon.token)
+        .await
+        .unwrap();
+    click(&browser, "[data-testid=login] button[type=submit]").await;
+    browser
+        .wait_until(
+            "the route #/tools",
+            "return document.querySelector('main#main')?.dataset.route === '#/tools';",
+        )
+        .await;
+    // The hash did change before the shell listened: it rendered the runs list first.
+    assert_eq!(
+        browser.eval("return window.airlockMounting;").await,
+        json!("#/runs")
+    );
+    browser.close().await;
+}
+
 #[tokio::test]
 async fn a_tenants_console_never_sees_another_tenants_runs_or_approvals() {
     let tenants = TwoTenants::start().await;

@@ -17,6 +17,7 @@ mod fixtures;
 mod fleet;
 mod idle;
 mod languages;
+mod long_run;
 mod mcp_call;
 mod peers;
 mod policy;
@@ -101,6 +102,9 @@ enum Section {
     Policy,
     /// 14: what metrics and the audit log cost a warm call and a loop step, on against off.
     Telemetry,
+    /// 15: a run of 1,000 steps: a late step against an early one, and what the store grows
+    /// by per step.
+    Long,
 }
 
 /// What every section gets.
@@ -222,6 +226,7 @@ async fn run(bench: &Bench, sections: &[Section]) -> anyhow::Result<Report> {
             (Section::Fleet, _) => fleet::run(bench, &mut report).await,
             (Section::Policy, _) => policy::run(bench, &mut report).await,
             (Section::Telemetry, _) => telemetry::run(bench, &mut report).await,
+            (Section::Long, _) => long_run::run(bench, &mut report).await,
         };
         if let Err(err) = outcome {
             let log = shared.as_ref().map(Airlockd::log_tail).unwrap_or_default();

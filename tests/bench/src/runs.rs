@@ -101,7 +101,8 @@ impl RunStream {
         })
     }
 
-    async fn next(&mut self) -> anyhow::Result<Option<pb::RunEvent>> {
+    /// The run's next event; none when the stream ended.
+    pub async fn next(&mut self) -> anyhow::Result<Option<pb::RunEvent>> {
         Ok(tokio::time::timeout(EVENT_TIMEOUT, self.events.message())
             .await
             .context("no event from the run for two minutes")??)

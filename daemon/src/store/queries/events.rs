@@ -84,6 +84,8 @@ pub(in crate::store) async fn spans<S: Sql>(c: &S, run_id: &RunId) -> StoreResul
     .collect()
 }
 
+/// Keeps a run's next exchange. Its ordinal is found from the key's last (not by counting the
+/// run's rows, which read every exchange kept so far: a step of a long run did that).
 pub(in crate::store) async fn record_exchange<S: Sql>(
     c: &S,
     run_id: &RunId,
@@ -91,7 +93,7 @@ pub(in crate::store) async fn record_exchange<S: Sql>(
 ) -> StoreResult<()> {
     c.execute(
         "INSERT INTO exchanges (run_id, ordinal, exchange)
-         VALUES ($1, (SELECT COUNT(*) FROM exchanges WHERE run_id = $1), $2)",
+         VALUES ($1, COALESCE((SELECT MAX(ordinal) + 1 FROM exchanges WHERE run_id = $1), 0), $2)",
         args![run_id.as_str(), exchange],
     )
     .await

@@ -24,6 +24,7 @@ pub mod provider;
 mod reads;
 mod recording;
 mod remote;
+mod request_delta;
 mod resume;
 mod run;
 mod runtime;

@@ -10,12 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::error::AgentError;
 use super::provider::{
     CASSETTE_VERSION, Cassette, CassetteEntry, Exchange, ModelProvider, ModelRequest,
-    ModelResponse, ProviderError, ProviderEvent, ProviderEvents, WireFormat,
+    ModelResponse, ProviderError, ProviderEvent, ProviderEvents, Purpose, WireFormat,
 };
+use super::request_delta::{self, Delta};
 use crate::ids::RunId;
 use crate::store::{RunRecord, Store};
 
@@ -26,7 +28,13 @@ struct Stored {
     /// The provider's own description (`openai:gpt-4o`).
     model: String,
     format: WireFormat,
+    /// Its request is null when `delta` stands for it.
     entry: CassetteEntry,
+    /// The request as its differences from the run's last exchange before it of the same
+    /// purpose (`request_delta`); absent from exchanges kept before requests were, and from
+    /// a run's first of each purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delta: Option<Delta>,
 }
 
 /// A run's provider, with each call's exchange stored as the run's.
@@ -34,6 +42,11 @@ pub(super) struct Recording {
     inner: Arc<dyn ModelProvider>,
     store: Arc<dyn Store>,
     run_id: RunId,
+    /// The request of the exchange of each purpose handed to the store last, which the next
+    /// of that purpose is stored against (a step's request shares little with a
+    /// compaction's). None before the first of this daemon's part of the run: a resumed
+    /// run's first exchange here is stored whole.
+    previous: Mutex<Vec<(Purpose, Value)>>,
 }
 
 impl Recording {
@@ -46,6 +59,7 @@ impl Recording {
             inner,
             store,
             run_id,
+            previous: Mutex::new(Vec::new()),
         })
     }
 }
@@ -75,21 +89,37 @@ impl ModelProvider for Recording {
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(exchange) = exchange {
-            let stored = Stored {
+            let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
+            let delta = previous
+                .iter()
+                .find(|(purpose, _)| *purpose == request.purpose)
+                .and_then(|(_, before)| request_delta::diff(before, &exchange.request));
+            let mut stored = Stored {
                 model: self.inner.describe(),
                 format: exchange.format,
                 entry: CassetteEntry {
                     purpose: request.purpose,
                     answers: request.answers,
-                    request: exchange.request,
+                    request: Value::Null,
                     reply: exchange.reply,
                 },
+                delta,
             };
             // Handed to the store's writer, which keeps the order of a run's writes, and not
             // waited for: the loop waits for the disk only before a call that must not run
             // twice, and a cassette is no reason to wait more. A run goes on without one;
             // GetCassette then refuses the run as incomplete.
-            match serde_json::to_string(&stored) {
+            if stored.delta.is_none() {
+                stored.entry.request = exchange.request.clone();
+            }
+            let encoded = serde_json::to_string(&stored);
+            // The next request is stored against this one only if this one is stored.
+            previous.retain(|(purpose, _)| *purpose != request.purpose);
+            if encoded.is_ok() {
+                previous.push((request.purpose, exchange.request));
+            }
+            drop(previous);
+            match encoded {
                 Ok(text) => {
                     let write = self.store.record_exchange(&self.run_id, &text);
                     let run_id = self.run_id.clone();
@@ -151,11 +181,34 @@ pub(super) fn cassette(
             started.history_messages
         )));
     }
-    let entries = stored
+    let mut entries = stored
         .iter()
         .map(|text| serde_json::from_str::<Stored>(text))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| refuse(format!("a stored exchange does not decode: {error}")))?;
+    // Each request stored as a delta follows from the last before it of the same purpose.
+    for ordinal in 0..entries.len() {
+        let (before, rest) = entries.split_at_mut(ordinal);
+        let Some(stored) = rest.first_mut() else {
+            break;
+        };
+        if let Some(delta) = stored.delta.take() {
+            let purpose = stored.entry.purpose;
+            let previous = before
+                .iter()
+                .rev()
+                .find(|earlier| earlier.entry.purpose == purpose)
+                .map(|earlier| &earlier.entry.request)
+                .ok_or_else(|| {
+                    refuse(format!(
+                        "its exchange {ordinal} is kept as changes to one before it of its purpose, \
+                         which it lacks"
+                    ))
+                })?;
+            stored.entry.request = request_delta::apply(previous, delta)
+                .map_err(|error| refuse(format!("its exchange {ordinal}: {error}")))?;
+        }
+    }
     let Some(first) = entries.first() else {
         return Err(refuse(
             "it recorded no model exchange (it ended before its first model call, or its \

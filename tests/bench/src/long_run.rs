@@ -1,22 +1,23 @@
 //! Section 15, long runs: a scripted run of 1,000 steps, each a `read_file` of a different
-//! small file (policy auto), under the daemon's default context budget, which compacts the
-//! conversation to hold the prompt's size. It measures the time per step over steps 10–60
-//! against steps 950–1,000 (from the `StepStarted` events the client reads: a window of fifty
-//! steps is long beside any burst of delivery), and what the store grew by per step, per
+//! small file (policy auto), under a context budget that holds the prompt's size (the
+//! conversation is compacted whenever it outgrows it). It measures the time per step over steps 10–60
+//! against steps 950–1,000 (from the starts of the run's step spans, the daemon's own
+//! clock), and what the store grew by per step, per
 //! table — SQLite's `dbstat` pages, what the file takes, not the payload — over the run's
 //! first tenth and over the rest. A step that rewrites or stores the whole conversation
 //! shows as the late window's time and the later steps' growth.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use airlock_proto::v1 as pb;
 use anyhow::{Context, bail};
+use pb::agent_client::AgentClient;
 use pb::run_event::Event;
 
 use crate::Bench;
-use crate::daemon::Airlockd;
+use crate::daemon::{Airlockd, AuthChannel};
 use crate::fixtures::READ_FILE;
 use crate::report::{Check, Report};
 use crate::runs::RunStream;
@@ -34,6 +35,13 @@ const FILES_DIR: &str = "long-run";
 /// Bytes of each file read: a small source file.
 const FILE_BYTES: usize = 1024;
 
+/// The runs' context budgets, in tokens, each with its name in the report: the daemon's
+/// default (100,000: the prompt grows to it over the first few hundred steps, then compaction
+/// holds it there), and about what ten steps' reads make (the prompt is held at one size from
+/// the early window on, so a late step differs from an early one only by the history behind
+/// it).
+const BUDGETS: [(u64, &str); 2] = [(0, "default"), (4_000, "4k")];
+
 /// How much slower a late step may be than an early one (issue 54).
 const MAX_LATE_SLOWDOWN: f64 = 1.5;
 
@@ -43,9 +51,28 @@ const MAX_GROWTH_RATIO: f64 = 1.5;
 
 pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     let steps = u32::try_from(bench.count(1000, 120))?;
-    let rounds = bench.count(3, 1);
     let workspace = bench.fixtures.workspace_root.join("long");
     write_files(&workspace, steps)?;
+    for (budget, name) in BUDGETS {
+        measure(bench, report, &workspace, steps, budget, name).await?;
+    }
+    Ok(())
+}
+
+/// The section's rows, targets and growth table for runs under one context budget.
+async fn measure(
+    bench: &Bench,
+    report: &mut Report,
+    workspace: &Path,
+    steps: u32,
+    budget: u64,
+    name: &str,
+) -> anyhow::Result<()> {
+    let rounds = bench.count(3, 1);
+    let budget_words = match budget {
+        0 => "the default context budget".to_owned(),
+        tokens => format!("a context budget of {tokens} tokens"),
+    };
 
     let early = (steps / 100, steps * 6 / 100);
     let late = (steps - steps / 20, steps);
@@ -53,27 +80,35 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     // The daemon keeps its store to itself (SQLite's exclusive locking), so its pages are
     // read once it stopped: of a store with no run, one with a run of a tenth of the steps,
     // and one with the whole run (the first round's).
-    let empty = measured_store(bench, &workspace, None).await?.1;
-    let short = measured_store(bench, &workspace, Some(tenth)).await?.1;
+    let empty = measured_store(bench, workspace, budget, None).await?.2;
+    let short = measured_store(bench, workspace, budget, Some(tenth))
+        .await?
+        .2;
     let (mut early_steps, mut late_steps) = (Samples::default(), Samples::default());
-    let mut whole = None;
+    let (mut whole, mut prompts) = (None, None);
     for round in 1..=rounds {
-        eprintln!("{SECTION}: run {round} of {rounds}, {steps} steps of `read_file`");
-        let (started, pages) = measured_store(bench, &workspace, Some(steps)).await?;
+        eprintln!(
+            "{SECTION}: run {round} of {rounds}, {steps} steps of `read_file` under {budget_words}"
+        );
+        let (started, prompt, pages) =
+            measured_store(bench, workspace, budget, Some(steps)).await?;
         early_steps.append(Samples::sequential(vec![per_step(&started, early)?]));
         late_steps.append(Samples::sequential(vec![per_step(&started, late)?]));
         whole.get_or_insert(pages);
+        prompts.get_or_insert((mean(&prompt, early), mean(&prompt, late)));
     }
+    let (early_prompt, late_prompt) = prompts.context("no run was measured")?;
     let whole = whole.context("no run was measured")?;
     let (first, rest) = (diff(&short, &empty), diff(&whole, &short));
 
-    let early_key = "long-early";
-    let late_key = "long-late";
+    let early_key = &format!("long-{name}-early");
+    let late_key = &format!("long-{name}-late");
     report.measured(
         SECTION,
         early_key,
         &format!(
-            "per step of a {steps}-step `read_file` run, steps {}–{} (median of {rounds} runs)",
+            "per step of a {steps}-step `read_file` run under {budget_words}, steps {}–{} \
+             (median of {rounds} runs)",
             early.0, early.1
         ),
         early_steps,
@@ -85,8 +120,16 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         late_steps,
     );
     report.compare(late_key, early_key);
+    report.note(
+        early_key,
+        &format!("prompt {early_prompt:.0} tokens on average"),
+    );
+    report.note(
+        late_key,
+        &format!("prompt {late_prompt:.0} tokens on average"),
+    );
     report.target(
-        &format!("a step late in a long run ≤ {MAX_LATE_SLOWDOWN}× an early one"),
+        &format!("a step late in a long run ≤ {MAX_LATE_SLOWDOWN}× an early one, {budget_words}"),
         Check::Ratio {
             ours: late_key.into(),
             peer: early_key.into(),
@@ -133,13 +176,13 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     eprintln!("{table}");
     report.table(&format!(
         "Section {SECTION}: what the store (SQLite, `dbstat` pages) grew by per step of a \
-         {steps}-step run\n\n{table}"
+         {steps}-step run under {budget_words}\n\n{table}"
     ));
     let ratio = rest_rate / first_rate.max(1.0);
     report.target(
         &format!(
-            "the store grows by a bounded amount per step: steps {tenth}–{steps} ≤ \
-             {MAX_GROWTH_RATIO}× steps 1–{tenth}"
+            "the store grows by a bounded amount per step, {budget_words}: steps \
+             {tenth}–{steps} ≤ {MAX_GROWTH_RATIO}× steps 1–{tenth}"
         ),
         Check::Verdict {
             met: ratio <= MAX_GROWTH_RATIO,
@@ -154,35 +197,42 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
 }
 
 /// A fresh daemon that ran a run of `steps` steps (none: no run) and stopped: when each of
-/// the run's steps started, as the client saw it, and its store's pages per table.
+/// the run's steps started, the prompt's tokens at each, and its store's pages per table.
 async fn measured_store(
     bench: &Bench,
     workspace: &Path,
+    budget: u64,
     steps: Option<u32>,
-) -> anyhow::Result<(Vec<Option<Instant>>, BTreeMap<String, i64>)> {
+) -> anyhow::Result<(Vec<Option<i64>>, Vec<u64>, BTreeMap<String, i64>)> {
     let mut spec = bench.daemon_spec("long-")?;
     spec.config_tables = LONG_RUNS.to_owned();
     let store = spec.state_dir.join("airlock.db");
     let daemon = Airlockd::start(&spec).await?;
-    let mut started = Vec::new();
+    let (mut started, mut prompt) = (Vec::new(), Vec::new());
     if let Some(steps) = steps {
-        started = vec![None; steps as usize + 1];
+        prompt = vec![0; steps as usize + 1];
+        let mut step_index = 0;
         let channel = daemon.channel().await?;
-        let mut stream = RunStream::open(channel, start(workspace, steps)).await?;
+        let mut stream = RunStream::open(channel.clone(), start(workspace, steps, budget)).await?;
         loop {
             let Some(event) = stream.next().await? else {
                 bail!("the run's stream ended before the run finished");
             };
             match event.event {
                 Some(Event::StepStarted(step)) => {
-                    if let Some(slot) = started.get_mut(usize::try_from(step.index)?) {
-                        *slot = Some(Instant::now());
+                    step_index = usize::try_from(step.index)?;
+                }
+                Some(Event::ContextBuilt(built)) => {
+                    if let Some(slot) = prompt.get_mut(step_index) {
+                        *slot = built.tokens;
                     }
                 }
                 Some(Event::RunFinished(finished)) => {
                     if finished.reason != pb::StopReason::Final as i32 || finished.steps != steps {
                         bail!("the run did not end as scripted after {steps} steps: {finished:?}");
                     }
+                    let run_id = event.run_id;
+                    started = step_starts(&channel, &run_id, steps).await?;
                     break;
                 }
                 _ => {}
@@ -190,11 +240,11 @@ async fn measured_store(
         }
     }
     daemon.stop().await?;
-    Ok((started, table_pages(&store)?))
+    Ok((started, prompt, table_pages(&store)?))
 }
 
 /// The run: `steps - 1` calls of `read_file`, each of its own file, then the answer.
-fn start(workspace: &Path, steps: u32) -> pb::StartRun {
+fn start(workspace: &Path, steps: u32, context_tokens: u64) -> pb::StartRun {
     let mut turns: Vec<serde_json::Value> = (1..steps)
         .map(|step| {
             serde_json::json!({"tool_calls": [{
@@ -219,6 +269,7 @@ fn start(workspace: &Path, steps: u32) -> pb::StartRun {
             max_tool_calls: steps,
             max_repeated_calls: steps,
             max_idle_steps: steps,
+            context_tokens,
             ..Default::default()
         }),
         ..Default::default()
@@ -243,16 +294,51 @@ fn write_files(workspace: &Path, steps: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// When each step of the run started, as its trace has it (index 0 unused): the daemon's
+/// own clock, not when the client read an event, which a burst of delivery would move.
+async fn step_starts(
+    channel: &AuthChannel,
+    run_id: &str,
+    steps: u32,
+) -> anyhow::Result<Vec<Option<i64>>> {
+    let trace = AgentClient::new(channel.clone())
+        .get_trace(pb::GetTraceRequest {
+            run_id: run_id.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let mut starts: Vec<i64> = trace
+        .spans
+        .iter()
+        .filter(|span| span.name == "step")
+        .map(|span| span.start_unix_nano)
+        .collect();
+    starts.sort_unstable();
+    if starts.len() != steps as usize {
+        bail!("the run's trace has {} steps, not {steps}", starts.len());
+    }
+    Ok(std::iter::once(None)
+        .chain(starts.into_iter().map(Some))
+        .collect())
+}
+
 /// The time per step from the start of step `from` to the start of step `to`.
-fn per_step(started: &[Option<Instant>], (from, to): (u32, u32)) -> anyhow::Result<Duration> {
+fn per_step(started: &[Option<i64>], (from, to): (u32, u32)) -> anyhow::Result<Duration> {
     let at = |step: u32| {
         started
             .get(step as usize)
             .copied()
             .flatten()
-            .with_context(|| format!("step {step} was never seen starting"))
+            .with_context(|| format!("step {step} has no start"))
     };
-    Ok(at(to)?.duration_since(at(from)?) / (to - from).max(1))
+    let nanos = u64::try_from(at(to)? - at(from)?)?;
+    Ok(Duration::from_nanos(nanos) / (to - from).max(1))
+}
+
+/// The mean of `values` over the steps of a window.
+fn mean(values: &[u64], (from, to): (u32, u32)) -> f64 {
+    let window = values.get(from as usize..=to as usize).unwrap_or_default();
+    window.iter().sum::<u64>() as f64 / window.len().max(1) as f64
 }
 
 /// Bytes of pages per table (its indexes counted with it), as a reader of the store sees it.
@@ -291,7 +377,7 @@ mod tests {
 
     #[test]
     fn each_step_reads_its_own_file_then_the_run_answers() {
-        let start = start(Path::new("/w"), 4);
+        let start = start(Path::new("/w"), 4, 0);
         let script: serde_json::Value =
             serde_json::from_str(&start.model.expect("a model").script).expect("JSON");
         let turns = script["turns"].as_array().expect("turns");

@@ -1,0 +1,219 @@
+//! A kept model request stored as its differences from the run's previous one.
+//!
+//! Every step sends the model the whole prompt, and a run keeps each exchange for its
+//! cassette: stored whole, a run of a thousand steps under a 100,000-token budget kept
+//! 290 MB of requests, and each step wrote its whole prompt again. Consecutive requests
+//! share almost everything — the same system text and tools, and messages that are the
+//! previous request's with a few added (or, after a compaction, a summary in front of the
+//! previous request's most recent ones) — so a request is stored as the members it shares
+//! with the previous one named, and each array member as runs copied from the previous
+//! request's array of that name, with the elements it does not share given whole.
+//!
+//! Written here rather than with a JSON-patch crate: RFC 6902 patches name single
+//! operations on paths, and finding a short one is the hard part those crates leave out;
+//! what a prompt needs is the one shape above (copies of runs, found by a fingerprint index).
+//!
+//! Decoding is strict: a delta that does not follow from the request before it (a copy out
+//! of range, a member the previous request lacks) is an error, never a guess.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// How many bytes of each end of a string a fingerprint reads: enough to tell messages apart
+/// in practice, with equality checked in full before anything is copied.
+const FINGERPRINT_BYTES: usize = 64;
+
+/// How many earlier elements with an element's fingerprint are compared with it in full. A
+/// tool's output is in the prompt, so a hostile tool can make many elements share one
+/// (same length, same ends); comparing with at most this many keeps the work linear in the
+/// prompt, at worst storing such an element whole.
+const MAX_CANDIDATES: usize = 4;
+
+/// A request as its differences from the previous one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delta {
+    /// Members equal to the previous request's, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    same: Vec<String>,
+    /// Array members built from the previous request's array of the same name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    arrays: BTreeMap<String, Vec<Piece>>,
+    /// Members given whole.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    whole: Map<String, Value>,
+}
+
+/// A stretch of an array.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Piece {
+    /// `len` elements of the previous request's array, from index `from`.
+    Copy { from: usize, len: usize },
+    /// Elements given whole.
+    New(Vec<Value>),
+}
+
+/// `request` as a delta from `previous`, when both are objects and it saves anything.
+pub fn diff(previous: &Value, request: &Value) -> Option<Delta> {
+    let (Value::Object(previous), Value::Object(request)) = (previous, request) else {
+        return None;
+    };
+    let mut delta = Delta {
+        same: Vec::new(),
+        arrays: BTreeMap::new(),
+        whole: Map::new(),
+    };
+    let mut shared = false;
+    for (name, value) in request {
+        match (previous.get(name), value) {
+            (Some(before), _) if before == value => {
+                delta.same.push(name.clone());
+                shared = true;
+            }
+            (Some(Value::Array(before)), Value::Array(elements)) => {
+                let pieces = pieces(before, elements);
+                if pieces
+                    .iter()
+                    .any(|piece| matches!(piece, Piece::Copy { .. }))
+                {
+                    delta.arrays.insert(name.clone(), pieces);
+                    shared = true;
+                } else {
+                    delta.whole.insert(name.clone(), value.clone());
+                }
+            }
+            _ => {
+                delta.whole.insert(name.clone(), value.clone());
+            }
+        }
+    }
+    shared.then_some(delta)
+}
+
+/// The request `delta` stands for, after `previous`.
+pub fn apply(previous: &Value, delta: Delta) -> Result<Value, String> {
+    let Value::Object(previous) = previous else {
+        return Err("the request before it is not an object".into());
+    };
+    let mut request = Map::new();
+    for name in delta.same {
+        let value = previous
+            .get(&name)
+            .ok_or_else(|| format!("it keeps `{name}`, which the request before it lacks"))?;
+        request.insert(name, value.clone());
+    }
+    for (name, pieces) in delta.arrays {
+        let Some(Value::Array(before)) = previous.get(&name) else {
+            return Err(format!(
+                "it copies from the array `{name}`, which the request before it lacks"
+            ));
+        };
+        let mut elements = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Copy { from, len } => {
+                    let run = from
+                        .checked_add(len)
+                        .and_then(|end| before.get(from..end))
+                        .ok_or_else(|| {
+                            format!(
+                                "it copies `{name}`[{from}..+{len}] of an array of {}",
+                                before.len()
+                            )
+                        })?;
+                    elements.extend_from_slice(run);
+                }
+                Piece::New(new) => elements.extend(new),
+            }
+        }
+        request.insert(name, Value::Array(elements));
+    }
+    for (name, value) in delta.whole {
+        request.insert(name, value);
+    }
+    Ok(Value::Object(request))
+}
+
+/// `elements` as runs of `before` and new elements: each element is looked up by its
+/// fingerprint, a run goes on while the next elements match in full.
+fn pieces(before: &[Value], elements: &[Value]) -> Vec<Piece> {
+    let mut index: HashMap<u64, Vec<usize>> = HashMap::with_capacity(before.len());
+    for (at, element) in before.iter().enumerate() {
+        index.entry(fingerprint(element)).or_default().push(at);
+    }
+    let mut pieces = Vec::new();
+    let mut new = Vec::new();
+    let mut at = 0;
+    while at < elements.len() {
+        let start = index
+            .get(&fingerprint(&elements[at]))
+            .and_then(|candidates| {
+                candidates
+                    .iter()
+                    .take(MAX_CANDIDATES)
+                    .copied()
+                    .find(|&from| before[from] == elements[at])
+            });
+        let Some(from) = start else {
+            new.push(elements[at].clone());
+            at += 1;
+            continue;
+        };
+        let len = before[from..]
+            .iter()
+            .zip(&elements[at..])
+            .take_while(|(a, b)| a == b)
+            .count();
+        if !new.is_empty() {
+            pieces.push(Piece::New(std::mem::take(&mut new)));
+        }
+        pieces.push(Piece::Copy { from, len });
+        at += len;
+    }
+    if !new.is_empty() {
+        pieces.push(Piece::New(new));
+    }
+    pieces
+}
+
+/// A hash of an element's shape and the ends of its strings: cheap whatever its size.
+fn fingerprint(value: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    feed(value, &mut hasher);
+    hasher.finish()
+}
+
+fn feed(value: &Value, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n.to_string()).hash(hasher),
+        Value::String(text) => {
+            let bytes = text.as_bytes();
+            let head = &bytes[..bytes.len().min(FINGERPRINT_BYTES)];
+            let tail = &bytes[bytes.len().saturating_sub(FINGERPRINT_BYTES)..];
+            (3u8, bytes.len(), head, tail).hash(hasher);
+        }
+        Value::Array(elements) => {
+            (4u8, elements.len()).hash(hasher);
+            for element in elements {
+                feed(element, hasher);
+            }
+        }
+        Value::Object(members) => {
+            (5u8, members.len()).hash(hasher);
+            for (name, member) in members {
+                name.hash(hasher);
+                feed(member, hasher);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "request_delta_tests.rs"]
+mod tests;

@@ -342,7 +342,8 @@ impl AgentRuntime {
                 field: "run_id",
                 reason: "the run has no checkpoint yet to fork from".into(),
             })?;
-        let state = LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?;
+        let state = LoopState::decode(&checkpoint.state, &checkpoint.entries)
+            .map_err(AgentError::Unresumable)?;
         // Where an entry came from: its step's 1-based index (0 for the run's input).
         let step_of = |source: &str| -> usize {
             let step_id = call_steps.get(source).map_or(source, String::as_str);

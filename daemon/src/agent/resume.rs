@@ -109,7 +109,8 @@ impl AgentRuntime {
         let (mut state, checkpoint_id, checkpoint_seq) =
             match store.latest_checkpoint(&record.run_id).await? {
                 Some(checkpoint) => (
-                    LoopState::decode(&checkpoint.state).map_err(AgentError::Unresumable)?,
+                    LoopState::decode(&checkpoint.state, &checkpoint.entries)
+                        .map_err(AgentError::Unresumable)?,
                     checkpoint.checkpoint_id,
                     checkpoint.seq,
                 ),

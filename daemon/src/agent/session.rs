@@ -136,7 +136,7 @@ impl AgentRuntime {
         };
         let conversation = match store.latest_checkpoint(&run.run_id).await? {
             Some(checkpoint) => {
-                LoopState::decode(&checkpoint.state)
+                LoopState::decode(&checkpoint.state, &checkpoint.entries)
                     .map_err(AgentError::Unresumable)?
                     .conversation
             }

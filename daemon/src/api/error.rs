@@ -181,8 +181,9 @@ fn store_code(store: &StoreError) -> Code {
         StoreError::OutOfOrder { .. } => Code::Internal,
         // Another daemon holds the run now; asking that one (or again) succeeds.
         StoreError::Fenced { .. } => Code::Aborted,
-        // The log failed first; the run is resumed from it, and asking again succeeds.
-        StoreError::Unlogged { .. } => Code::Unavailable,
+        // The log or an earlier checkpoint failed first; the run is resumed from what the
+        // store holds, and asking again succeeds.
+        StoreError::Unlogged { .. } | StoreError::ConversationGap { .. } => Code::Unavailable,
     }
 }
 
@@ -304,6 +305,14 @@ mod tests {
                 run_id: "r".into(),
                 seq: 9,
                 what: "end"
+            }),
+            Code::Unavailable
+        );
+        assert_eq!(
+            code(StoreError::ConversationGap {
+                run_id: "r".into(),
+                from: 9,
+                held: 4
             }),
             Code::Unavailable
         );

@@ -148,13 +148,22 @@ pub struct RunRecord {
 }
 
 /// A recoverable snapshot of a run's loop, covering its log up to `seq`.
+///
+/// The conversation is kept entry by entry beside the rest of the state, so that a step
+/// writes only the entries it added: saved, `entries` are the conversation's from entry
+/// `entries_from` on, and the entries before it are those the run's checkpoint already
+/// holds (the store refuses the checkpoint when it holds fewer); read, `entries_from` is 0
+/// and `entries` is the whole conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     pub checkpoint_id: String,
     pub seq: u64,
-    /// The loop's state, as the agent encodes it.
+    /// The loop's state but its conversation, as the agent encodes it.
     pub state: Vec<u8>,
     pub created_at_ms: i64,
+    pub entries_from: u64,
+    /// Each entry as the agent encodes it.
+    pub entries: Vec<Vec<u8>>,
 }
 
 /// The effect journal's entry for one tool call: its intent, written before it runs, and its
@@ -278,6 +287,18 @@ pub enum StoreError {
         run_id: String,
         seq: u64,
         what: &'static str,
+    },
+    /// A checkpoint was refused: it goes on from an entry of the conversation past those the
+    /// run's checkpoint holds (a write of an earlier checkpoint failed), so the run is
+    /// resumed from the checkpoint the store holds.
+    #[error(
+        "the checkpoint of run {run_id} is not recorded: it goes on from entry {from} of the \
+         conversation, and the store holds {held}"
+    )]
+    ConversationGap {
+        run_id: String,
+        from: u64,
+        held: u64,
     },
 }
 

@@ -144,6 +144,15 @@ pub(crate) const TABLES: &[Table] = &[
             col("seq", BigInt),
             col("state", Blob),
             col("created_at_ms", BigInt),
+            col("entries", BigInt),
+        ],
+    ),
+    table(
+        "checkpoint_entries",
+        &[
+            col("run_id", Text),
+            col("position", BigInt),
+            col("entry", Blob),
         ],
     ),
     table(

@@ -221,6 +221,7 @@ impl Dialect {
         match self {
             Dialect::Sqlite => &[
                 "events",
+                "checkpoint_entries",
                 "checkpoints",
                 "effects",
                 "approvals",
@@ -230,6 +231,7 @@ impl Dialect {
             ],
             Dialect::Postgres => &[
                 "events",
+                "checkpoint_entries",
                 "checkpoints",
                 "effects",
                 "approvals",

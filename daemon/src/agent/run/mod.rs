@@ -297,6 +297,8 @@ impl RunLoop {
                 span.set("input_tokens", response.usage.input_tokens);
                 span.set("output_tokens", response.usage.output_tokens);
                 let summary = response.text.unwrap_or_default();
+                let first = plan.covered.first().copied().unwrap_or(0);
+                self.recorder.conversation_changed_from(first);
                 context::compact::apply(
                     &mut self.conversation,
                     &plan.covered,

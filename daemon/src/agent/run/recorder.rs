@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
@@ -60,6 +61,11 @@ pub struct Recorder {
     /// Per-call events already in the log when the run was resumed.
     recorded: HashSet<(CallEvent, CallId)>,
     created_at_ms: i64,
+    /// How many of the conversation's first entries the checkpoints handed to the store hold
+    /// as they are now: the next checkpoint writes the entries from there. 0 when the run
+    /// starts or resumes here (its first checkpoint writes the whole conversation, in this
+    /// version's form), lowered when the conversation changes other than at its end.
+    saved_entries: Arc<AtomicUsize>,
 }
 
 impl Recorder {
@@ -77,6 +83,7 @@ impl Recorder {
             store,
             recorded,
             created_at_ms,
+            saved_entries: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -122,15 +129,41 @@ impl Recorder {
     /// daemon goes on from. Handed to the store after the events it covers; the store's
     /// answer is returned for the one caller that must wait for it (the run's last).
     pub fn checkpoint(&self, state: Snapshot<'_>) -> Pending<()> {
+        let from = self
+            .saved_entries
+            .swap(state.conversation.len(), Ordering::Relaxed)
+            .min(state.conversation.len());
+        let encoded = state.encode(from);
         let checkpoint = Checkpoint {
             checkpoint_id: CheckpointId::new().into_string(),
             seq: self.log.last_seq(),
-            state: state.encode(),
+            state: encoded.state,
             created_at_ms: ids::now_ms(),
+            entries_from: from as u64,
+            entries: encoded.entries,
         };
         // Otherwise its outcome shows at the next commit the loop waits for: a failed write
-        // fails the batch's others, or the log's next event.
-        self.store.save_checkpoint(&self.run_id, &checkpoint)
+        // fails the batch's others, or the log's next event. Watched here too, so that after
+        // a failed one the next checkpoint writes the whole conversation again rather than
+        // going on from entries the store never took (which it would refuse).
+        let saving = self.store.save_checkpoint(&self.run_id, &checkpoint);
+        let (answer, pending) = Pending::channel();
+        let saved_entries = Arc::clone(&self.saved_entries);
+        tokio::spawn(async move {
+            let outcome = saving.await;
+            if outcome.is_err() {
+                saved_entries.store(0, Ordering::Relaxed);
+            }
+            // The caller may not wait for the answer.
+            drop(answer.send(outcome));
+        });
+        pending
+    }
+
+    /// The conversation changed from entry `from` on, not only at its end (a compaction):
+    /// the next checkpoint writes it from there.
+    pub fn conversation_changed_from(&self, from: usize) {
+        self.saved_entries.fetch_min(from, Ordering::Relaxed);
     }
 
     /// The run's steps and usage, for its record.

@@ -78,7 +78,7 @@ async fn a_run_reads_as_its_steps_in_its_log_and_its_trace() {
         .await
         .expect("read")
         .expect("a checkpoint");
-    let state = LoopState::decode(&checkpoint.state).expect("decodes");
+    let state = LoopState::decode(&checkpoint.state, &checkpoint.entries).expect("decodes");
     assert_eq!(state.pending, None);
     assert_eq!(state.usage.model_calls, 2);
     assert!(matches!(
@@ -153,7 +153,7 @@ async fn a_compaction_is_checkpointed_in_place_of_what_it_summarises() {
         .await
         .expect("read")
         .expect("a checkpoint");
-    let state = LoopState::decode(&saved.state).expect("decodes");
+    let state = LoopState::decode(&saved.state, &saved.entries).expect("decodes");
     let summaries: Vec<&Entry> = state
         .conversation
         .iter()

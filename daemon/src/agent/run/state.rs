@@ -3,12 +3,14 @@
 //! effect journal, which holds each call's result, they let a resumed run continue exactly
 //! where it stopped, without running any call twice behind anyone's back.
 //!
-//! The saved form is versioned JSON: this daemon writes version 3 (version 2 with each entry's
-//! part of the conversation, the turn, the project instructions, the token calibration, the
-//! progress detector and the compaction state — all defaulted when absent, so version 2 reads
-//! as it is) and still reads the first form (parallel lists of messages and their sources,
-//! failures keyed by text), so a run checkpointed by an earlier release resumes after an
-//! upgrade.
+//! The saved form is versioned JSON: this daemon writes version 4 — version 3 with the
+//! conversation kept apart, entry by entry (the store's `Checkpoint::entries`), so a step
+//! writes the entries it added and not the whole conversation again. It still reads version 3
+//! (version 2 with each entry's part of the conversation, the turn, the project
+//! instructions, the token calibration, the progress detector and the compaction state — all
+//! defaulted when absent, so version 2 reads as it is) and the first form (parallel lists of
+//! messages and their sources, failures keyed by text), so a run checkpointed by an earlier
+//! release resumes after an upgrade.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -28,10 +30,11 @@ use crate::ids::{CallId, StepId, TurnId};
 static TEST_TURN: std::sync::LazyLock<TurnId> = std::sync::LazyLock::new(TurnId::new);
 
 /// The version of the form [`Snapshot::encode`] writes.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
-/// The earlier version whose form [`Saved`] reads too (its new fields defaulted).
-const VERSION_2: u32 = 2;
+/// The earlier versions whose form [`Saved`] reads too, the conversation inline (version 2's
+/// newer fields defaulted).
+const INLINE_VERSIONS: [u32; 2] = [2, 3];
 
 /// Everything the loop needs to go on.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,19 +74,36 @@ pub struct Snapshot<'a> {
     pub compaction_retry_step: Option<u32>,
 }
 
+/// A snapshot as the store keeps it: the state but the conversation, and the conversation's
+/// entries from the first one not already saved.
+pub struct Encoded {
+    pub state: Vec<u8>,
+    pub entries: Vec<Vec<u8>>,
+}
+
 impl Snapshot<'_> {
-    pub fn encode(&self) -> Vec<u8> {
-        let saved = Saved {
-            version: VERSION,
-            conversation: self
-                .conversation
-                .iter()
-                .map(|entry| SavedEntry {
+    /// The state, and the conversation's entries from entry `from` on (those before are the
+    /// ones the run's checkpoint holds already).
+    pub fn encode(&self, from: usize) -> Encoded {
+        let entries = self
+            .conversation
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .map(|entry| {
+                let saved = SavedEntry {
                     message: SavedMessage::from(&entry.message),
                     source: Cow::Borrowed(&entry.source),
                     part: entry.part,
-                })
-                .collect(),
+                };
+                // Serialising plain data to JSON cannot fail.
+                serde_json::to_vec(&saved).unwrap_or_default()
+            })
+            .collect();
+        let saved = Saved {
+            version: VERSION,
+            conversation: Vec::new(),
+            entries: Some(self.conversation.len() as u64),
             usage: SavedUsage::from(self.usage),
             steps: self.steps,
             failures: self
@@ -99,8 +119,11 @@ impl Snapshot<'_> {
             progress: Cow::Borrowed(self.progress),
             compaction_retry_step: self.compaction_retry_step,
         };
-        // Serialising plain data to JSON cannot fail.
-        serde_json::to_vec(&saved).unwrap_or_default()
+        Encoded {
+            // Serialising plain data to JSON cannot fail.
+            state: serde_json::to_vec(&saved).unwrap_or_default(),
+            entries,
+        }
     }
 }
 
@@ -171,12 +194,18 @@ struct SavedUsage {
     tool_calls: u32,
 }
 
-/// Version 3, as written; version 2 is the same without the fields marked as defaulted.
+/// Version 4, as written: version 3 with its conversation apart and `entries` counting it;
+/// version 2 is version 3 without the fields marked as defaulted.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Saved<'a> {
     version: u32,
+    /// Versions 2 and 3 only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     conversation: Vec<SavedEntry<'a>>,
+    /// Version 4: how many entries the conversation has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    entries: Option<u64>,
     usage: SavedUsage,
     steps: u32,
     failures: Vec<(Cow<'a, FailureKey>, u32)>,
@@ -341,9 +370,21 @@ impl LoopState {
         }
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<LoopState, String> {
-        let current = match serde_json::from_slice::<Saved>(bytes) {
-            Ok(saved) if saved.version == VERSION || saved.version == VERSION_2 => saved,
+    /// A state from its checkpoint: `bytes` the state, `entries` the conversation's (none for
+    /// a state of an earlier version, whose conversation is inline).
+    pub fn decode(bytes: &[u8], entries: &[Vec<u8>]) -> Result<LoopState, String> {
+        let mut current = match serde_json::from_slice::<Saved>(bytes) {
+            Ok(saved) if saved.version == VERSION => {
+                let count = saved.entries.unwrap_or(0);
+                if count != entries.len() as u64 {
+                    return Err(format!(
+                        "the checkpoint's conversation has {} of its {count} entries",
+                        entries.len()
+                    ));
+                }
+                saved
+            }
+            Ok(saved) if INLINE_VERSIONS.contains(&saved.version) => saved,
             Ok(saved) => {
                 return Err(format!(
                     "the checkpoint is of version {}, which this daemon does not know",
@@ -355,6 +396,17 @@ impl LoopState {
                 Err(_) => return Err(format!("the checkpoint cannot be read: {err}")),
             },
         };
+        if current.version == VERSION {
+            current.conversation = entries
+                .iter()
+                .enumerate()
+                .map(|(at, entry)| {
+                    serde_json::from_slice(entry).map_err(|err| {
+                        format!("entry {at} of the checkpoint cannot be read: {err}")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        }
         Ok(LoopState {
             conversation: current
                 .conversation

@@ -8,6 +8,85 @@ use crate::domain::{DecidedBy, Decision};
 use crate::ids::{ApprovalId, CallId, CheckpointId, RunId};
 use crate::store::{ApprovalResolution, Checkpoint, Effect, GrantRecord, Store, StoreError};
 
+/// A checkpoint's conversation is written from where the one before left it, read whole,
+/// and never goes on from entries the store does not hold.
+pub(super) async fn a_checkpoints_conversation_is_kept_entry_by_entry(
+    store: &dyn Store,
+    tenant: &str,
+) {
+    let run = recorded_run(store, tenant, 13).await;
+    let run_id = &run.run_id;
+    for seq in 2..=3 {
+        store
+            .append_event(&event(run_id, seq), &[])
+            .await
+            .expect("append");
+    }
+    let entry = |name: &str| name.as_bytes().to_vec();
+    let entries = |names: &[&str]| names.iter().map(|name| entry(name)).collect::<Vec<_>>();
+    let checkpoint = |seq, entries_from, entries| Checkpoint {
+        checkpoint_id: CheckpointId::new().into_string(),
+        seq,
+        state: vec![seq as u8],
+        created_at_ms: 5,
+        entries_from,
+        entries,
+    };
+    let held = async || {
+        let latest = store
+            .latest_checkpoint(run_id)
+            .await
+            .expect("read")
+            .expect("a checkpoint");
+        assert_eq!(latest.entries_from, 0);
+        latest.entries
+    };
+    let save = async |checkpoint: Checkpoint| store.save_checkpoint(run_id, &checkpoint).await;
+    save(checkpoint(1, 0, entries(&["goal", "a", "b"])))
+        .await
+        .expect("first");
+    save(checkpoint(2, 3, entries(&["c"])))
+        .await
+        .expect("appended");
+    assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
+    // Going on from past what is held (an earlier checkpoint's write failed) is refused, and
+    // nothing of it is kept.
+    assert!(matches!(
+        save(checkpoint(3, 6, entries(&["x"]))).await,
+        Err(StoreError::ConversationGap {
+            from: 6,
+            held: 4,
+            ..
+        })
+    ));
+    assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
+    // A checkpoint past the log is refused with its entries.
+    assert!(matches!(
+        save(checkpoint(9, 1, entries(&["y"]))).await,
+        Err(StoreError::Unlogged { seq: 9, .. })
+    ));
+    assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
+    // A compaction rewrites from its first entry: the ones after are gone from what is read.
+    save(checkpoint(3, 1, entries(&["summary"])))
+        .await
+        .expect("rewritten");
+    assert_eq!(held().await, entries(&["goal", "summary"]));
+    // Then it grows again over the left-over rows, in statements of every size.
+    let many: Vec<Vec<u8>> = (0..43).map(|i| format!("e{i}").into_bytes()).collect();
+    save(checkpoint(3, 2, many.clone())).await.expect("grown");
+    let mut expected = entries(&["goal", "summary"]);
+    expected.extend(many);
+    assert_eq!(held().await, expected);
+    assert_eq!(
+        store
+            .latest_checkpoint(run_id)
+            .await
+            .expect("read")
+            .map(|latest| latest.state),
+        Some(vec![3])
+    );
+}
+
 pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
     store: &dyn Store,
     tenant: &str,
@@ -20,6 +99,8 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
         seq,
         state: vec![1, 2, 3],
         created_at_ms: 5,
+        entries_from: 0,
+        entries: Vec::new(),
     };
     store
         .save_checkpoint(run_id, &checkpoint(1))

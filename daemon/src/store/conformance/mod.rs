@@ -24,6 +24,7 @@ pub async fn conformance(store: &dyn Store) {
     runs::writes_handed_over_together_land_in_order(store, &tenant).await;
     runs::runs_page_newest_first_with_filters(store, &tenant).await;
     journal::checkpoints_effects_approvals_and_grants_round_trip(store, &tenant).await;
+    journal::a_checkpoints_conversation_is_kept_entry_by_entry(store, &tenant).await;
     journal::spans_ride_with_their_event(store, &tenant).await;
     journal::exchanges_keep_their_order(store, &tenant).await;
     retention::outputs_and_owners_round_trip(store).await;

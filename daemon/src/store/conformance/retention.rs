@@ -3,8 +3,8 @@
 
 use super::fixtures::recorded_run;
 use crate::domain::StopReason;
-use crate::ids::{ExecutionId, RunId};
-use crate::store::{ExecutionOwner, GrantRecord, OutputRecord, RunEnd, Store};
+use crate::ids::{CheckpointId, ExecutionId, RunId};
+use crate::store::{Checkpoint, ExecutionOwner, GrantRecord, OutputRecord, RunEnd, Store};
 
 pub(super) async fn outputs_and_owners_round_trip(store: &dyn Store) {
     let digest = format!("digest-{}", uuid::Uuid::new_v4().simple());
@@ -157,11 +157,29 @@ pub(super) async fn old_finished_runs_are_deleted_and_nothing_else(
         .record_exchange(&old.run_id, "{}")
         .await
         .expect("exchange");
+    store
+        .save_checkpoint(
+            &old.run_id,
+            &Checkpoint {
+                checkpoint_id: CheckpointId::new().into_string(),
+                seq: 1,
+                state: vec![1],
+                created_at_ms: 1_000,
+                entries_from: 0,
+                entries: vec![vec![2], vec![3]],
+            },
+        )
+        .await
+        .expect("checkpoint");
     let live = recorded_run(store, &tenant, 1_000).await;
     let deleted = store.delete_finished_runs(2_000, 100).await.expect("sweep");
     assert!(store.exchanges(&old.run_id).await.expect("read").is_empty());
     assert!(deleted.runs >= 1, "{deleted:?}");
     assert_eq!(store.run(&old.run_id).await.expect("read"), None);
+    assert_eq!(
+        store.latest_checkpoint(&old.run_id).await.expect("read"),
+        None
+    );
     assert!(
         store
             .events_after(&old.run_id, 0, 10)

@@ -219,6 +219,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN input TEXT;
     CREATE INDEX runs_without_input ON runs(run_id) WHERE input IS NULL;
 "#,
+    // 8: a checkpoint's conversation entry by entry, so a step writes only what it added;
+    // `entries` names how many are the checkpoint's (0 for one written before, whose state
+    // holds its conversation).
+    r#"
+    ALTER TABLE checkpoints ADD COLUMN entries BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE checkpoint_entries (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        position BIGINT NOT NULL,
+        entry BYTEA NOT NULL,
+        PRIMARY KEY (run_id, position)
+    );
+"#,
 ];
 
 /// The advisory lock a migrating daemon holds (any constant the fleet agrees on: these are

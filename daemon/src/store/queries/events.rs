@@ -7,7 +7,7 @@ use super::{count_param, seq_param};
 use crate::ids::RunId;
 use crate::pause::{self, Point};
 use crate::store::rows::{EventRow, decode};
-use crate::store::sql::{Sql, args};
+use crate::store::sql::{Arg, Sql, args};
 use crate::store::{Checkpoint, StoreError, StoreResult};
 
 pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> StoreResult<()> {
@@ -111,36 +111,100 @@ pub(in crate::store) async fn exchanges<S: Sql>(c: &S, run_id: &RunId) -> StoreR
     .collect()
 }
 
+/// Rows of checkpoint entries one statement writes, largest first: a few fixed shapes, so
+/// the PostgreSQL connection's statement cache holds four statements for them; a step's two
+/// new entries are one statement, and a conversation written whole (a run's first
+/// checkpoint, one after a compaction) a statement per 32 entries.
+const ENTRY_ROWS: [usize; 4] = [32, 8, 2, 1];
+
+/// Saves a run's checkpoint: its entries from `entries_from` on, then the checkpoint itself,
+/// which names how many entries are its conversation. Entries past that count, left from a
+/// longer conversation before a compaction, are never read and are overwritten as the
+/// conversation grows again (deleting them would cost every step a statement).
 pub(in crate::store) async fn save_checkpoint<S: Sql>(
     c: &S,
     run_id: &RunId,
     checkpoint: &Checkpoint,
 ) -> StoreResult<()> {
-    // Only over a log that holds the event it covers: a checkpoint handed over after a
-    // failed write of the log (committed in a later batch) would resume the run past a gap.
+    let mut rest: &[Vec<u8>] = &checkpoint.entries;
+    let mut position = checkpoint.entries_from;
+    for rows in ENTRY_ROWS {
+        while rest.len() >= rows {
+            let (chunk, after) = rest.split_at(rows);
+            write_entries(c, run_id, position, chunk).await?;
+            position += rows as u64;
+            rest = after;
+        }
+    }
+    // Only over a log that holds the event it covers (a checkpoint handed over after a
+    // failed write of the log, committed in a later batch, would resume the run past a gap),
+    // and over a checkpoint that holds the entries this one goes on from (an earlier
+    // checkpoint's write may have failed). Refused, the entries above are undone with it.
     let saved = c
         .execute(
-            "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms)
-             SELECT $1, $2, $3, $4, $5
+            "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms, entries)
+             SELECT $1, $2, $3, $4, $5, $6
              WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $3)
+             AND COALESCE((SELECT entries FROM checkpoints WHERE run_id = $1), 0) >= $7::bigint
              ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = $2, seq = $3, state = $4,
-             created_at_ms = $5",
+             created_at_ms = $5, entries = $6",
             args![
                 run_id.as_str(),
                 &checkpoint.checkpoint_id,
                 seq_param(checkpoint.seq),
                 &checkpoint.state,
                 checkpoint.created_at_ms,
+                seq_param(position),
+                seq_param(checkpoint.entries_from),
             ],
         )
         .await?;
-    if saved == 0 {
-        return Err(StoreError::Unlogged {
+    if saved == 1 {
+        return Ok(());
+    }
+    let held: Option<i64> = c
+        .query_opt(
+            "SELECT COALESCE((SELECT entries FROM checkpoints WHERE run_id = $1), 0)
+             WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $2)",
+            args![run_id.as_str(), seq_param(checkpoint.seq)],
+        )
+        .await?
+        .map(|mut row| row.get(0))
+        .transpose()?;
+    Err(match held {
+        None => StoreError::Unlogged {
             run_id: run_id.to_string(),
             seq: checkpoint.seq,
             what: "checkpoint",
-        });
+        },
+        Some(held) => StoreError::ConversationGap {
+            run_id: run_id.to_string(),
+            from: checkpoint.entries_from,
+            held: u64::try_from(held).unwrap_or(0),
+        },
+    })
+}
+
+/// `entries` at `position` on, in one statement, over any left there.
+async fn write_entries<S: Sql>(
+    c: &S,
+    run_id: &RunId,
+    position: u64,
+    entries: &[Vec<u8>],
+) -> StoreResult<()> {
+    let mut sql = String::from("INSERT INTO checkpoint_entries (run_id, position, entry) VALUES ");
+    let mut params = vec![Arg::from(run_id.as_str())];
+    for (offset, entry) in entries.iter().enumerate() {
+        let at = params.len() + 1;
+        if offset > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("($1, ${at}::bigint, ${}::bytea)", at + 1));
+        params.push(Arg::from(seq_param(position + offset as u64)));
+        params.push(Arg::from(entry));
     }
+    sql.push_str(" ON CONFLICT (run_id, position) DO UPDATE SET entry = EXCLUDED.entry");
+    c.execute(&sql, &params).await?;
     Ok(())
 }
 
@@ -148,18 +212,39 @@ pub(in crate::store) async fn latest_checkpoint<S: Sql>(
     c: &S,
     run_id: &RunId,
 ) -> StoreResult<Option<Checkpoint>> {
-    c.query_opt(
-        "SELECT checkpoint_id, seq, state, created_at_ms FROM checkpoints WHERE run_id = $1",
-        args![run_id.as_str()],
-    )
-    .await?
-    .map(|mut row| {
-        Ok(Checkpoint {
-            checkpoint_id: row.get(0)?,
-            seq: row.get(1)?,
-            state: row.get(2)?,
-            created_at_ms: row.get(3)?,
-        })
-    })
-    .transpose()
+    let Some(mut row) = c
+        .query_opt(
+            "SELECT checkpoint_id, seq, state, created_at_ms, entries FROM checkpoints
+             WHERE run_id = $1",
+            args![run_id.as_str()],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let held: i64 = row.get(4)?;
+    let entries = c
+        .query(
+            "SELECT entry FROM checkpoint_entries WHERE run_id = $1 AND position < $2
+             ORDER BY position",
+            args![run_id.as_str(), held],
+        )
+        .await?
+        .iter_mut()
+        .map(|row| row.get(0))
+        .collect::<StoreResult<Vec<Vec<u8>>>>()?;
+    if entries.len() as u64 != u64::try_from(held).unwrap_or(0) {
+        return Err(StoreError::Corrupt(format!(
+            "the checkpoint of run {run_id} holds {} of its {held} conversation entries",
+            entries.len()
+        )));
+    }
+    Ok(Some(Checkpoint {
+        checkpoint_id: row.get(0)?,
+        seq: row.get(1)?,
+        state: row.get(2)?,
+        created_at_ms: row.get(3)?,
+        entries_from: 0,
+        entries,
+    }))
 }

@@ -17,7 +17,7 @@ use super::provider::{
     CASSETTE_VERSION, Cassette, CassetteEntry, Exchange, ModelProvider, ModelRequest,
     ModelResponse, ProviderError, ProviderEvent, ProviderEvents, Purpose, WireFormat,
 };
-use super::request_delta::{self, Delta};
+use super::request_delta::{self, Delta, Prints};
 use crate::ids::RunId;
 use crate::store::{RunRecord, Store};
 
@@ -46,7 +46,7 @@ pub(super) struct Recording {
     /// of that purpose is stored against (a step's request shares little with a
     /// compaction's). None before the first of this daemon's part of the run: a resumed
     /// run's first exchange here is stored whole.
-    previous: Mutex<Vec<(Purpose, Value)>>,
+    previous: Mutex<Vec<(Purpose, Value, Prints)>>,
 }
 
 impl Recording {
@@ -90,10 +90,15 @@ impl ModelProvider for Recording {
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(exchange) = exchange {
             let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
-            let delta = previous
+            let (delta, prints) = match previous
                 .iter()
-                .find(|(purpose, _)| *purpose == request.purpose)
-                .and_then(|(_, before)| request_delta::diff(before, &exchange.request));
+                .find(|(purpose, ..)| *purpose == request.purpose)
+            {
+                Some((_, before, printed)) => {
+                    request_delta::diff_printed(before, printed, &exchange.request)
+                }
+                None => (None, Prints::of(&exchange.request)),
+            };
             let mut stored = Stored {
                 model: self.inner.describe(),
                 format: exchange.format,
@@ -114,9 +119,9 @@ impl ModelProvider for Recording {
             }
             let encoded = serde_json::to_string(&stored);
             // The next request is stored against this one only if this one is stored.
-            previous.retain(|(purpose, _)| *purpose != request.purpose);
+            previous.retain(|(purpose, ..)| *purpose != request.purpose);
             if encoded.is_ok() {
-                previous.push((request.purpose, exchange.request));
+                previous.push((request.purpose, exchange.request, prints));
             }
             drop(previous);
             match encoded {

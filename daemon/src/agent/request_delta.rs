@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 
+use rustc_hash::FxHasher;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -57,11 +59,44 @@ enum Piece {
     New(Vec<Value>),
 }
 
+/// The fingerprints of the elements of a request's array members, by member: kept with the
+/// request, so the next one's delta need not read it again.
+#[derive(Debug, Clone, Default)]
+pub struct Prints(HashMap<String, Vec<u64>>);
+
+impl Prints {
+    /// The fingerprints of `request`'s arrays.
+    pub fn of(request: &Value) -> Prints {
+        let Value::Object(members) = request else {
+            return Prints::default();
+        };
+        Prints(
+            members
+                .iter()
+                .filter_map(|(name, value)| match value {
+                    Value::Array(elements) => {
+                        Some((name.clone(), elements.iter().map(fingerprint).collect()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+}
+
 /// `request` as a delta from `previous`, when both are objects and it saves anything.
+#[cfg(test)]
 pub fn diff(previous: &Value, request: &Value) -> Option<Delta> {
+    diff_printed(previous, &Prints::of(previous), request).0
+}
+
+/// `request` as a delta from `previous` (whose fingerprints are `before`), when both are
+/// objects and it saves anything; and `request`'s fingerprints, for the next.
+pub fn diff_printed(previous: &Value, before: &Prints, request: &Value) -> (Option<Delta>, Prints) {
     let (Value::Object(previous), Value::Object(request)) = (previous, request) else {
-        return None;
+        return (None, Prints::of(request));
     };
+    let mut prints = Prints::default();
     let mut delta = Delta {
         same: Vec::new(),
         arrays: BTreeMap::new(),
@@ -69,13 +104,27 @@ pub fn diff(previous: &Value, request: &Value) -> Option<Delta> {
     };
     let mut shared = false;
     for (name, value) in request {
+        let printed = before.0.get(name);
         match (previous.get(name), value) {
-            (Some(before), _) if before == value => {
+            (Some(earlier), _) if earlier == value => {
                 delta.same.push(name.clone());
                 shared = true;
+                if let Some(printed) = printed {
+                    prints.0.insert(name.clone(), printed.clone());
+                }
             }
-            (Some(Value::Array(before)), Value::Array(elements)) => {
-                let pieces = pieces(before, elements);
+            (Some(Value::Array(earlier)), Value::Array(elements)) => {
+                let element_prints: Vec<u64> = elements.iter().map(fingerprint).collect();
+                let fresh: Vec<u64>;
+                let earlier_prints = match printed {
+                    Some(printed) if printed.len() == earlier.len() => printed,
+                    _ => {
+                        fresh = earlier.iter().map(fingerprint).collect();
+                        &fresh
+                    }
+                };
+                let pieces = pieces(earlier, earlier_prints, elements, &element_prints);
+                prints.0.insert(name.clone(), element_prints);
                 if pieces
                     .iter()
                     .any(|piece| matches!(piece, Piece::Copy { .. }))
@@ -86,12 +135,17 @@ pub fn diff(previous: &Value, request: &Value) -> Option<Delta> {
                     delta.whole.insert(name.clone(), value.clone());
                 }
             }
+            (_, Value::Array(elements)) => {
+                let element_prints = elements.iter().map(fingerprint).collect();
+                prints.0.insert(name.clone(), element_prints);
+                delta.whole.insert(name.clone(), value.clone());
+            }
             _ => {
                 delta.whole.insert(name.clone(), value.clone());
             }
         }
     }
-    shared.then_some(delta)
+    (shared.then_some(delta), prints)
 }
 
 /// The request `delta` stands for, after `previous`.
@@ -139,25 +193,29 @@ pub fn apply(previous: &Value, delta: Delta) -> Result<Value, String> {
 }
 
 /// `elements` as runs of `before` and new elements: each element is looked up by its
-/// fingerprint, a run goes on while the next elements match in full.
-fn pieces(before: &[Value], elements: &[Value]) -> Vec<Piece> {
+/// fingerprint (`before_prints`, `element_prints`), a run goes on while the next elements
+/// match in full.
+fn pieces(
+    before: &[Value],
+    before_prints: &[u64],
+    elements: &[Value],
+    element_prints: &[u64],
+) -> Vec<Piece> {
     let mut index: HashMap<u64, Vec<usize>> = HashMap::with_capacity(before.len());
-    for (at, element) in before.iter().enumerate() {
-        index.entry(fingerprint(element)).or_default().push(at);
+    for (at, print) in before_prints.iter().enumerate() {
+        index.entry(*print).or_default().push(at);
     }
     let mut pieces = Vec::new();
     let mut new = Vec::new();
     let mut at = 0;
     while at < elements.len() {
-        let start = index
-            .get(&fingerprint(&elements[at]))
-            .and_then(|candidates| {
-                candidates
-                    .iter()
-                    .take(MAX_CANDIDATES)
-                    .copied()
-                    .find(|&from| before[from] == elements[at])
-            });
+        let start = index.get(&element_prints[at]).and_then(|candidates| {
+            candidates
+                .iter()
+                .take(MAX_CANDIDATES)
+                .copied()
+                .find(|&from| before[from] == elements[at])
+        });
         let Some(from) = start else {
             new.push(elements[at].clone());
             at += 1;
@@ -182,7 +240,7 @@ fn pieces(before: &[Value], elements: &[Value]) -> Vec<Piece> {
 
 /// A hash of an element's shape and the ends of its strings: cheap whatever its size.
 fn fingerprint(value: &Value) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut hasher = FxHasher::default();
     feed(value, &mut hasher);
     hasher.finish()
 }

@@ -191,6 +191,33 @@ fn every_request_comes_back_from_its_delta() {
     assert!(deltas > 10_000, "only {deltas} of the pairs made a delta");
 }
 
+/// A run's requests one after another, each stored against the one before with the
+/// fingerprints kept from its own delta (as `Recording` does): the kept fingerprints must
+/// always be the request's.
+#[test]
+fn a_chain_of_requests_comes_back_with_the_fingerprints_kept_between_them() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for _ in 0..200 {
+        let mut previous = request(&mut rng, None);
+        let mut prints = Prints::of(&previous);
+        for _ in 0..50 {
+            let next = request(&mut rng, Some(&previous));
+            let (delta, next_prints) = diff_printed(&previous, &prints, &next);
+            let back = match delta {
+                Some(delta) => apply(&previous, delta).expect("applies"),
+                None => next.clone(),
+            };
+            assert_eq!(back, next, "previous: {previous}\nnext: {next}");
+            assert_eq!(
+                next_prints.0,
+                Prints::of(&next).0,
+                "the fingerprints kept are the request's"
+            );
+            (previous, prints) = (next, next_prints);
+        }
+    }
+}
+
 /// Elements that all share a fingerprint (each compared with at most `MAX_CANDIDATES` of the
 /// earlier ones) still come back as they were.
 #[test]

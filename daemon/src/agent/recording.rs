@@ -42,11 +42,58 @@ pub(super) struct Recording {
     inner: Arc<dyn ModelProvider>,
     store: Arc<dyn Store>,
     run_id: RunId,
-    /// The request of the exchange of each purpose handed to the store last, which the next
-    /// of that purpose is stored against (a step's request shares little with a
-    /// compaction's). None before the first of this daemon's part of the run: a resumed
-    /// run's first exchange here is stored whole.
+    kept: Kept,
+}
+
+/// What a run's recording remembers between its exchanges: the request of the exchange of
+/// each purpose encoded last, which the next of that purpose is stored against (a step's
+/// request shares little with a compaction's). Empty before the first of this daemon's part
+/// of the run: a resumed run's first exchange here is stored whole.
+#[derive(Default)]
+struct Kept {
     previous: Mutex<Vec<(Purpose, Value, Prints)>>,
+}
+
+impl Kept {
+    /// `exchange` of a call for `request` as the store keeps it.
+    fn encode(
+        &self,
+        model: String,
+        request: &ModelRequest,
+        exchange: Exchange,
+    ) -> Result<String, serde_json::Error> {
+        let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
+        let (delta, prints) = match previous
+            .iter()
+            .find(|(purpose, ..)| *purpose == request.purpose)
+        {
+            Some((_, before, printed)) => {
+                request_delta::diff_printed(before, printed, &exchange.request)
+            }
+            None => (None, Prints::of(&exchange.request)),
+        };
+        let whole = match delta {
+            Some(_) => Value::Null,
+            None => exchange.request.clone(),
+        };
+        let encoded = serde_json::to_string(&Stored {
+            model,
+            format: exchange.format,
+            entry: CassetteEntry {
+                purpose: request.purpose,
+                answers: request.answers,
+                request: whole,
+                reply: exchange.reply,
+            },
+            delta,
+        });
+        // The next request is stored against this one only if this one is stored.
+        previous.retain(|(purpose, ..)| *purpose != request.purpose);
+        if encoded.is_ok() {
+            previous.push((request.purpose, exchange.request, prints));
+        }
+        encoded
+    }
 }
 
 impl Recording {
@@ -59,7 +106,7 @@ impl Recording {
             inner,
             store,
             run_id,
-            previous: Mutex::new(Vec::new()),
+            kept: Kept::default(),
         })
     }
 }
@@ -89,42 +136,11 @@ impl ModelProvider for Recording {
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(exchange) = exchange {
-            let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
-            let (delta, prints) = match previous
-                .iter()
-                .find(|(purpose, ..)| *purpose == request.purpose)
-            {
-                Some((_, before, printed)) => {
-                    request_delta::diff_printed(before, printed, &exchange.request)
-                }
-                None => (None, Prints::of(&exchange.request)),
-            };
-            let mut stored = Stored {
-                model: self.inner.describe(),
-                format: exchange.format,
-                entry: CassetteEntry {
-                    purpose: request.purpose,
-                    answers: request.answers,
-                    request: Value::Null,
-                    reply: exchange.reply,
-                },
-                delta,
-            };
             // Handed to the store's writer, which keeps the order of a run's writes, and not
             // waited for: the loop waits for the disk only before a call that must not run
             // twice, and a cassette is no reason to wait more. A run goes on without one;
             // GetCassette then refuses the run as incomplete.
-            if stored.delta.is_none() {
-                stored.entry.request = exchange.request.clone();
-            }
-            let encoded = serde_json::to_string(&stored);
-            // The next request is stored against this one only if this one is stored.
-            previous.retain(|(purpose, ..)| *purpose != request.purpose);
-            if encoded.is_ok() {
-                previous.push((request.purpose, exchange.request, prints));
-            }
-            drop(previous);
-            match encoded {
+            match self.kept.encode(self.inner.describe(), request, exchange) {
                 Ok(text) => {
                     let write = self.store.record_exchange(&self.run_id, &text);
                     let run_id = self.run_id.clone();
@@ -191,7 +207,23 @@ pub(super) fn cassette(
         .map(|text| serde_json::from_str::<Stored>(text))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| refuse(format!("a stored exchange does not decode: {error}")))?;
+    let Some(first) = entries.first() else {
+        return Err(refuse(
+            "it recorded no model exchange (it ended before its first model call, or its \
+             daemon kept none: [runs] keep_exchanges = false)"
+                .into(),
+        ));
+    };
+    let made = usize::try_from(run.usage.model_calls).unwrap_or(usize::MAX);
+    if entries.len() < made {
+        return Err(refuse(format!(
+            "it kept {} of its {made} model exchanges (the store failed to keep the others)",
+            entries.len()
+        )));
+    }
+    let (format, model) = (first.format, first.model.clone());
     // Each request stored as a delta follows from the last before it of the same purpose.
+    // (Once the exchanges are known complete: a missing one is named as such.)
     for ordinal in 0..entries.len() {
         let (before, rest) = entries.split_at_mut(ordinal);
         let Some(stored) = rest.first_mut() else {
@@ -214,21 +246,6 @@ pub(super) fn cassette(
                 .map_err(|error| refuse(format!("its exchange {ordinal}: {error}")))?;
         }
     }
-    let Some(first) = entries.first() else {
-        return Err(refuse(
-            "it recorded no model exchange (it ended before its first model call, or its \
-             daemon kept none: [runs] keep_exchanges = false)"
-                .into(),
-        ));
-    };
-    let made = usize::try_from(run.usage.model_calls).unwrap_or(usize::MAX);
-    if entries.len() < made {
-        return Err(refuse(format!(
-            "it kept {} of its {made} model exchanges (the store failed to keep the others)",
-            entries.len()
-        )));
-    }
-    let (format, model) = (first.format, first.model.clone());
     if entries.iter().any(|stored| stored.format != format) {
         return Err(refuse(
             "its exchanges are in more than one wire format".into(),
@@ -250,3 +267,7 @@ pub(super) fn encode(cassette: &Cassette, run: &RunRecord) -> Result<String, Age
         reason: format!("it does not encode: {error}"),
     })
 }
+
+#[cfg(test)]
+#[path = "recording_tests.rs"]
+mod tests;

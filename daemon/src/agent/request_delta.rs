@@ -38,6 +38,9 @@ const MAX_CANDIDATES: usize = 4;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Delta {
+    /// The digest of the request it was made from ([`Prints`]): applied to another, it is
+    /// refused rather than read into a request that was never sent.
+    base: u64,
     /// Members equal to the previous request's, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     same: Vec<String>,
@@ -61,26 +64,48 @@ enum Piece {
 
 /// The fingerprints of the elements of a request's array members, by member: kept with the
 /// request, so the next one's delta need not read it again.
-#[derive(Debug, Clone, Default)]
-pub struct Prints(HashMap<String, Vec<u64>>);
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prints {
+    arrays: HashMap<String, Vec<u64>>,
+    /// A digest of the whole request: its members' names and fingerprints.
+    digest: u64,
+}
 
 impl Prints {
-    /// The fingerprints of `request`'s arrays.
+    /// The fingerprints of `request`'s arrays, and its digest.
     pub fn of(request: &Value) -> Prints {
         let Value::Object(members) = request else {
-            return Prints::default();
+            return Prints {
+                arrays: HashMap::new(),
+                digest: fingerprint(request),
+            };
         };
-        Prints(
-            members
-                .iter()
-                .filter_map(|(name, value)| match value {
-                    Value::Array(elements) => {
-                        Some((name.clone(), elements.iter().map(fingerprint).collect()))
-                    }
-                    _ => None,
-                })
-                .collect(),
-        )
+        let arrays = members
+            .iter()
+            .filter_map(|(name, value)| match value {
+                Value::Array(elements) => {
+                    Some((name.clone(), elements.iter().map(fingerprint).collect()))
+                }
+                _ => None,
+            })
+            .collect();
+        Prints::digested(members, arrays)
+    }
+
+    /// `arrays` (the fingerprints of `members`' arrays) with the digest of `members`.
+    fn digested(members: &Map<String, Value>, arrays: HashMap<String, Vec<u64>>) -> Prints {
+        let mut hasher = FxHasher::default();
+        for (name, value) in members {
+            name.hash(&mut hasher);
+            match arrays.get(name) {
+                Some(prints) => prints.hash(&mut hasher),
+                None => fingerprint(value).hash(&mut hasher),
+            }
+        }
+        Prints {
+            arrays,
+            digest: hasher.finish(),
+        }
     }
 }
 
@@ -96,21 +121,26 @@ pub fn diff_printed(previous: &Value, before: &Prints, request: &Value) -> (Opti
     let (Value::Object(previous), Value::Object(request)) = (previous, request) else {
         return (None, Prints::of(request));
     };
-    let mut prints = Prints::default();
+    let mut prints = HashMap::new();
     let mut delta = Delta {
+        base: before.digest,
         same: Vec::new(),
         arrays: BTreeMap::new(),
         whole: Map::new(),
     };
     let mut shared = false;
     for (name, value) in request {
-        let printed = before.0.get(name);
+        let printed = before.arrays.get(name);
         match (previous.get(name), value) {
             (Some(earlier), _) if earlier == value => {
                 delta.same.push(name.clone());
                 shared = true;
-                if let Some(printed) = printed {
-                    prints.0.insert(name.clone(), printed.clone());
+                if let Value::Array(elements) = value {
+                    let printed = match printed {
+                        Some(printed) if printed.len() == elements.len() => printed.clone(),
+                        _ => elements.iter().map(fingerprint).collect(),
+                    };
+                    prints.insert(name.clone(), printed);
                 }
             }
             (Some(Value::Array(earlier)), Value::Array(elements)) => {
@@ -124,7 +154,7 @@ pub fn diff_printed(previous: &Value, before: &Prints, request: &Value) -> (Opti
                     }
                 };
                 let pieces = pieces(earlier, earlier_prints, elements, &element_prints);
-                prints.0.insert(name.clone(), element_prints);
+                prints.insert(name.clone(), element_prints);
                 if pieces
                     .iter()
                     .any(|piece| matches!(piece, Piece::Copy { .. }))
@@ -137,7 +167,7 @@ pub fn diff_printed(previous: &Value, before: &Prints, request: &Value) -> (Opti
             }
             (_, Value::Array(elements)) => {
                 let element_prints = elements.iter().map(fingerprint).collect();
-                prints.0.insert(name.clone(), element_prints);
+                prints.insert(name.clone(), element_prints);
                 delta.whole.insert(name.clone(), value.clone());
             }
             _ => {
@@ -145,11 +175,14 @@ pub fn diff_printed(previous: &Value, before: &Prints, request: &Value) -> (Opti
             }
         }
     }
-    (shared.then_some(delta), prints)
+    (shared.then_some(delta), Prints::digested(request, prints))
 }
 
 /// The request `delta` stands for, after `previous`.
 pub fn apply(previous: &Value, delta: Delta) -> Result<Value, String> {
+    if Prints::of(previous).digest != delta.base {
+        return Err("it was kept against another request than the one before it".into());
+    }
     let Value::Object(previous) = previous else {
         return Err("the request before it is not an object".into());
     };

@@ -84,6 +84,7 @@ fn nothing_shared_is_stored_whole() {
 fn a_delta_that_does_not_follow_from_the_request_before_is_refused() {
     let previous = json!({ "messages": [1, 2, 3] });
     let copy = |from: usize, len: usize| Delta {
+        base: Prints::of(&previous).digest,
         same: Vec::new(),
         arrays: BTreeMap::from([("messages".to_owned(), vec![Piece::Copy { from, len }])]),
         whole: Map::new(),
@@ -94,6 +95,7 @@ fn a_delta_that_does_not_follow_from_the_request_before_is_refused() {
         assert!(err.contains("copies `messages`"), "{err}");
     }
     let keeps = Delta {
+        base: Prints::of(&previous).digest,
         same: vec!["tools".into()],
         arrays: BTreeMap::new(),
         whole: Map::new(),
@@ -101,8 +103,8 @@ fn a_delta_that_does_not_follow_from_the_request_before_is_refused() {
     let err = apply(&previous, keeps).expect_err("no tools before");
     assert!(err.contains("keeps `tools`"), "{err}");
     let err = apply(&json!("text"), copy(0, 1)).expect_err("not an object");
-    assert!(err.contains("not an object"), "{err}");
-    let stored = r#"{"arrays":{"messages":[{"copy":{"from":0,"len":1,"extra":1}}]}}"#;
+    assert!(err.contains("another request"), "{err}");
+    let stored = r#"{"base":1,"arrays":{"messages":[{"copy":{"from":0,"len":1,"extra":1}}]}}"#;
     assert!(serde_json::from_str::<Delta>(stored).is_err());
 }
 
@@ -209,8 +211,8 @@ fn a_chain_of_requests_comes_back_with_the_fingerprints_kept_between_them() {
             };
             assert_eq!(back, next, "previous: {previous}\nnext: {next}");
             assert_eq!(
-                next_prints.0,
-                Prints::of(&next).0,
+                next_prints,
+                Prints::of(&next),
                 "the fingerprints kept are the request's"
             );
             (previous, prints) = (next, next_prints);
@@ -231,4 +233,23 @@ fn many_elements_sharing_a_fingerprint_still_come_back() {
     let previous = json!({ "messages": before });
     let request = json!({ "messages": after });
     assert_eq!(round_trip(&previous, &request), request);
+}
+
+/// A delta applied to a request other than the one it was made from — an older, longer one,
+/// where every copy would fit — is refused, not read into a request never sent.
+#[test]
+fn a_delta_applied_to_another_request_than_its_own_is_refused() {
+    let older: Vec<Value> = (0..30)
+        .map(|i| message("tool", &format!("old {i}")))
+        .collect();
+    let before: Vec<Value> = (0..5)
+        .map(|i| message("tool", &format!("new {i}")))
+        .collect();
+    let mut after = before.clone();
+    after.push(message("assistant", "next"));
+    let previous = json!({ "messages": before });
+    let delta = diff(&previous, &json!({ "messages": after })).expect("a delta");
+    let err = apply(&json!({ "messages": older }), delta.clone()).expect_err("another request");
+    assert!(err.contains("another request"), "{err}");
+    assert!(apply(&previous, delta).is_ok());
 }

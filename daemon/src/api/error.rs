@@ -311,8 +311,7 @@ mod tests {
         assert_eq!(
             code(StoreError::ConversationGap {
                 run_id: "r".into(),
-                from: 9,
-                held: 4
+                from: 9
             }),
             Code::Unavailable
         );

@@ -151,9 +151,9 @@ pub struct RunRecord {
 ///
 /// The conversation is kept entry by entry beside the rest of the state, so that a step
 /// writes only the entries it added: saved, `entries` are the conversation's from entry
-/// `entries_from` on, and the entries before it are those the run's checkpoint already
-/// holds (the store refuses the checkpoint when it holds fewer); read, `entries_from` is 0
-/// and `entries` is the whole conversation.
+/// `entries_from` on, and the entries before it are those of checkpoint `entries_base`,
+/// which must be the run's checkpoint the store holds (it refuses the checkpoint otherwise);
+/// read, `entries_from` is 0 and `entries` is the whole conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     pub checkpoint_id: String,
@@ -162,6 +162,9 @@ pub struct Checkpoint {
     pub state: Vec<u8>,
     pub created_at_ms: i64,
     pub entries_from: u64,
+    /// The checkpoint whose entries before `entries_from` this one keeps; none when
+    /// `entries_from` is 0.
+    pub entries_base: Option<String>,
     /// Each entry as the agent encodes it.
     pub entries: Vec<Vec<u8>>,
 }
@@ -288,18 +291,14 @@ pub enum StoreError {
         seq: u64,
         what: &'static str,
     },
-    /// A checkpoint was refused: it goes on from an entry of the conversation past those the
-    /// run's checkpoint holds (a write of an earlier checkpoint failed), so the run is
-    /// resumed from the checkpoint the store holds.
+    /// A checkpoint was refused: it keeps the first entries of a checkpoint that is not the
+    /// one the store holds for the run (a write of an earlier checkpoint failed), so the run
+    /// is resumed from the checkpoint the store holds.
     #[error(
-        "the checkpoint of run {run_id} is not recorded: it goes on from entry {from} of the \
-         conversation, and the store holds {held}"
+        "the checkpoint of run {run_id} is not recorded: it keeps the first {from} entries of \
+         the conversation of a checkpoint the store does not hold"
     )]
-    ConversationGap {
-        run_id: String,
-        from: u64,
-        held: u64,
-    },
+    ConversationGap { run_id: String, from: u64 },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;

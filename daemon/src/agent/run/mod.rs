@@ -48,6 +48,7 @@ pub(super) use assemble::{Parts, Resolved};
 pub use budget::RunLimits;
 pub(super) use budget::{Halt, Stop, stop};
 pub(super) use recorder::CallEvent;
+use recorder::Entries;
 pub(super) use run_loop::RunLoop;
 pub(super) use state::LoopState;
 
@@ -112,7 +113,7 @@ impl RunLoop {
         // Saved once the end is recorded, so that a resumed run never starts from it (a crash
         // in between costs the next run this step's observations, not the final answer,
         // which the run's record has).
-        if let Err(err) = self.checkpoint().await {
+        if let Err(err) = self.last_checkpoint().await {
             tracing::error!(run = %self.run.run_id, error = %err, "cannot save the run's last conversation");
         }
         Ending::Recorded
@@ -542,19 +543,32 @@ impl RunLoop {
     /// Saves the loop's state: where a restarted daemon goes on from. Its outcome shows at
     /// the next commit the loop waits for, or where the returned answer is awaited.
     pub fn checkpoint(&self) -> Pending<()> {
-        self.recorder.checkpoint(Snapshot {
-            conversation: &self.conversation,
-            usage: &self.budget.usage,
-            steps: self.budget.steps,
-            failures: &self.budget.failures,
-            elapsed_ms: u64::try_from(self.budget.elapsed().as_millis()).unwrap_or(u64::MAX),
-            pending: self.pending.as_ref(),
-            turn_id: &self.turn_id,
-            project_instructions: self.project.as_deref(),
-            calibration: self.counter.state(),
-            progress: &self.progress,
-            compaction_retry_step: self.compaction_retry_step,
-        })
+        self.save(Entries::Added)
+    }
+
+    /// The run's last checkpoint, its conversation written whole: what the session's next
+    /// run continues from must not hang on an earlier checkpoint having been kept.
+    fn last_checkpoint(&self) -> Pending<()> {
+        self.save(Entries::Whole)
+    }
+
+    fn save(&self, entries: Entries) -> Pending<()> {
+        self.recorder.checkpoint(
+            entries,
+            Snapshot {
+                conversation: &self.conversation,
+                usage: &self.budget.usage,
+                steps: self.budget.steps,
+                failures: &self.budget.failures,
+                elapsed_ms: u64::try_from(self.budget.elapsed().as_millis()).unwrap_or(u64::MAX),
+                pending: self.pending.as_ref(),
+                turn_id: &self.turn_id,
+                project_instructions: self.project.as_deref(),
+                calibration: self.counter.state(),
+                progress: &self.progress,
+                compaction_retry_step: self.compaction_retry_step,
+            },
+        )
     }
 }
 

@@ -7,8 +7,7 @@
 //! already in the log: those are recorded once ([`Recorder::emit_once`]).
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
@@ -61,11 +60,28 @@ pub struct Recorder {
     /// Per-call events already in the log when the run was resumed.
     recorded: HashSet<(CallEvent, CallId)>,
     created_at_ms: i64,
-    /// How many of the conversation's first entries the checkpoints handed to the store hold
-    /// as they are now: the next checkpoint writes the entries from there. 0 when the run
-    /// starts or resumes here (its first checkpoint writes the whole conversation, in this
-    /// version's form), lowered when the conversation changes other than at its end.
-    saved_entries: Arc<AtomicUsize>,
+    /// What the last checkpoint handed to the store holds of the conversation as it is now:
+    /// the next checkpoint keeps that one's first entries and writes the rest.
+    saved: Arc<Mutex<SavedConversation>>,
+}
+
+/// The checkpoint a run's next one goes on from, and how many of the conversation's first
+/// entries it holds as they are now. None when the run starts or resumes here (its first
+/// checkpoint writes the whole conversation, in this version's form) and after a checkpoint
+/// failed; the count is lowered when the conversation changes other than at its end.
+#[derive(Debug, Default)]
+struct SavedConversation {
+    checkpoint_id: Option<String>,
+    entries: usize,
+}
+
+/// Which of the conversation's entries a checkpoint writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entries {
+    /// Those after the entries the last checkpoint holds.
+    Added,
+    /// Every one.
+    Whole,
 }
 
 impl Recorder {
@@ -83,7 +99,7 @@ impl Recorder {
             store,
             recorded,
             created_at_ms,
-            saved_entries: Arc::new(AtomicUsize::new(0)),
+            saved: Arc::default(),
         }
     }
 
@@ -128,31 +144,43 @@ impl Recorder {
     /// Saves the loop's state, covering the log up to its last event: where a restarted
     /// daemon goes on from. Handed to the store after the events it covers; the store's
     /// answer is returned for the one caller that must wait for it (the run's last).
-    pub fn checkpoint(&self, state: Snapshot<'_>) -> Pending<()> {
-        let from = self
-            .saved_entries
-            .swap(state.conversation.len(), Ordering::Relaxed)
-            .min(state.conversation.len());
+    pub fn checkpoint(&self, entries: Entries, state: Snapshot<'_>) -> Pending<()> {
+        let checkpoint_id = CheckpointId::new().into_string();
+        let length = state.conversation.len();
+        let (from, base) = {
+            let mut saved = self.saved.lock().unwrap_or_else(PoisonError::into_inner);
+            let kept = match (entries, saved.checkpoint_id.take()) {
+                (Entries::Added, Some(base)) => (saved.entries.min(length), Some(base)),
+                _ => (0, None),
+            };
+            *saved = SavedConversation {
+                checkpoint_id: Some(checkpoint_id.clone()),
+                entries: length,
+            };
+            kept
+        };
         let encoded = state.encode(from);
         let checkpoint = Checkpoint {
-            checkpoint_id: CheckpointId::new().into_string(),
+            checkpoint_id,
             seq: self.log.last_seq(),
             state: encoded.state,
             created_at_ms: ids::now_ms(),
             entries_from: from as u64,
+            entries_base: base,
             entries: encoded.entries,
         };
         // Otherwise its outcome shows at the next commit the loop waits for: a failed write
         // fails the batch's others, or the log's next event. Watched here too, so that after
-        // a failed one the next checkpoint writes the whole conversation again rather than
-        // going on from entries the store never took (which it would refuse).
+        // a failed one the next checkpoint writes the whole conversation again (one going on
+        // from the failed one would be refused by the store).
         let saving = self.store.save_checkpoint(&self.run_id, &checkpoint);
         let (answer, pending) = Pending::channel();
-        let saved_entries = Arc::clone(&self.saved_entries);
+        let saved = Arc::clone(&self.saved);
         tokio::spawn(async move {
             let outcome = saving.await;
             if outcome.is_err() {
-                saved_entries.store(0, Ordering::Relaxed);
+                *saved.lock().unwrap_or_else(PoisonError::into_inner) =
+                    SavedConversation::default();
             }
             // The caller may not wait for the answer.
             drop(answer.send(outcome));
@@ -163,7 +191,8 @@ impl Recorder {
     /// The conversation changed from entry `from` on, not only at its end (a compaction):
     /// the next checkpoint writes it from there.
     pub fn conversation_changed_from(&self, from: usize) {
-        self.saved_entries.fetch_min(from, Ordering::Relaxed);
+        let mut saved = self.saved.lock().unwrap_or_else(PoisonError::into_inner);
+        saved.entries = saved.entries.min(from);
     }
 
     /// The run's steps and usage, for its record.

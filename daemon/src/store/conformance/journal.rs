@@ -9,7 +9,7 @@ use crate::ids::{ApprovalId, CallId, CheckpointId, RunId};
 use crate::store::{ApprovalResolution, Checkpoint, Effect, GrantRecord, Store, StoreError};
 
 /// A checkpoint's conversation is written from where the one before left it, read whole,
-/// and never goes on from entries the store does not hold.
+/// and never goes on from a checkpoint the store does not hold.
 pub(super) async fn a_checkpoints_conversation_is_kept_entry_by_entry(
     store: &dyn Store,
     tenant: &str,
@@ -22,14 +22,19 @@ pub(super) async fn a_checkpoints_conversation_is_kept_entry_by_entry(
             .await
             .expect("append");
     }
-    let entry = |name: &str| name.as_bytes().to_vec();
-    let entries = |names: &[&str]| names.iter().map(|name| entry(name)).collect::<Vec<_>>();
-    let checkpoint = |seq, entries_from, entries| Checkpoint {
+    let entries = |names: &[&str]| {
+        names
+            .iter()
+            .map(|name| name.as_bytes().to_vec())
+            .collect::<Vec<_>>()
+    };
+    let checkpoint = |seq: u64, base: Option<&Checkpoint>, entries_from, entries| Checkpoint {
         checkpoint_id: CheckpointId::new().into_string(),
         seq,
         state: vec![seq as u8],
         created_at_ms: 5,
         entries_from,
+        entries_base: base.map(|base| base.checkpoint_id.clone()),
         entries,
     };
     let held = async || {
@@ -41,50 +46,54 @@ pub(super) async fn a_checkpoints_conversation_is_kept_entry_by_entry(
         assert_eq!(latest.entries_from, 0);
         latest.entries
     };
-    let save = async |checkpoint: Checkpoint| store.save_checkpoint(run_id, &checkpoint).await;
-    save(checkpoint(1, 0, entries(&["goal", "a", "b"])))
-        .await
-        .expect("first");
-    save(checkpoint(2, 3, entries(&["c"])))
-        .await
-        .expect("appended");
+    let save = async |checkpoint: &Checkpoint| store.save_checkpoint(run_id, checkpoint).await;
+    let first = checkpoint(1, None, 0, entries(&["goal", "a", "b"]));
+    save(&first).await.expect("first");
+    let second = checkpoint(2, Some(&first), 3, entries(&["c"]));
+    save(&second).await.expect("appended");
     assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
-    // Going on from past what is held (an earlier checkpoint's write failed) is refused, and
-    // nothing of it is kept.
-    assert!(matches!(
-        save(checkpoint(3, 6, entries(&["x"]))).await,
-        Err(StoreError::ConversationGap {
-            from: 6,
-            held: 4,
-            ..
-        })
-    ));
-    assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
+    // Going on from a checkpoint the store does not hold — one whose write failed, or an
+    // older one — is refused, and what it wrote is undone: had it kept its entry, the third
+    // would read `x`.
+    let lost = checkpoint(3, None, 0, Vec::new());
+    for base in [&lost, &first] {
+        assert!(matches!(
+            save(&checkpoint(3, Some(base), 2, entries(&["x"]))).await,
+            Err(StoreError::ConversationGap { from: 2, .. })
+        ));
+        assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
+    }
     // A checkpoint past the log is refused with its entries.
     assert!(matches!(
-        save(checkpoint(9, 1, entries(&["y"]))).await,
+        save(&checkpoint(9, Some(&second), 1, entries(&["y"]))).await,
         Err(StoreError::Unlogged { seq: 9, .. })
     ));
     assert_eq!(held().await, entries(&["goal", "a", "b", "c"]));
     // A compaction rewrites from its first entry: the ones after are gone from what is read.
-    save(checkpoint(3, 1, entries(&["summary"])))
-        .await
-        .expect("rewritten");
+    let compacted = checkpoint(3, Some(&second), 1, entries(&["summary"]));
+    save(&compacted).await.expect("rewritten");
     assert_eq!(held().await, entries(&["goal", "summary"]));
     // Then it grows again over the left-over rows, in statements of every size.
     let many: Vec<Vec<u8>> = (0..43).map(|i| format!("e{i}").into_bytes()).collect();
-    save(checkpoint(3, 2, many.clone())).await.expect("grown");
+    let grown = checkpoint(3, Some(&compacted), 2, many.clone());
+    save(&grown).await.expect("grown");
     let mut expected = entries(&["goal", "summary"]);
     expected.extend(many);
     assert_eq!(held().await, expected);
+    let latest = store
+        .latest_checkpoint(run_id)
+        .await
+        .expect("read")
+        .expect("a checkpoint");
     assert_eq!(
-        store
-            .latest_checkpoint(run_id)
-            .await
-            .expect("read")
-            .map(|latest| latest.state),
-        Some(vec![3])
+        (latest.checkpoint_id, latest.state),
+        (grown.checkpoint_id, vec![3])
     );
+    // Written whole, it needs no checkpoint before it.
+    save(&checkpoint(3, None, 0, entries(&["z"])))
+        .await
+        .expect("whole");
+    assert_eq!(held().await, entries(&["z"]));
 }
 
 pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
@@ -100,6 +109,7 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
         state: vec![1, 2, 3],
         created_at_ms: 5,
         entries_from: 0,
+        entries_base: None,
         entries: Vec::new(),
     };
     store

@@ -166,6 +166,7 @@ pub(super) async fn old_finished_runs_are_deleted_and_nothing_else(
                 state: vec![1],
                 created_at_ms: 1_000,
                 entries_from: 0,
+                entries_base: None,
                 entries: vec![vec![2], vec![3]],
             },
         )

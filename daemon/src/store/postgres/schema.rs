@@ -221,11 +221,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
 "#,
     // 8: a checkpoint's conversation entry by entry, so a step writes only what it added;
     // `entries` names how many are the checkpoint's (0 for one written before, whose state
-    // holds its conversation).
+    // holds its conversation). Deleted with its run, so that a daemon of the release before,
+    // which does not know the table, still deletes runs in a fleet being upgraded.
     r#"
     ALTER TABLE checkpoints ADD COLUMN entries BIGINT NOT NULL DEFAULT 0;
     CREATE TABLE checkpoint_entries (
-        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
         position BIGINT NOT NULL,
         entry BYTEA NOT NULL,
         PRIMARY KEY (run_id, position)

@@ -138,14 +138,16 @@ pub(in crate::store) async fn save_checkpoint<S: Sql>(
     }
     // Only over a log that holds the event it covers (a checkpoint handed over after a
     // failed write of the log, committed in a later batch, would resume the run past a gap),
-    // and over a checkpoint that holds the entries this one goes on from (an earlier
-    // checkpoint's write may have failed). Refused, the entries above are undone with it.
+    // and over the checkpoint whose entries this one keeps (an earlier checkpoint's write
+    // may have failed, or been of a conversation since compacted). Refused, the entries
+    // above are undone with it.
     let saved = c
         .execute(
             "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms, entries)
              SELECT $1, $2, $3, $4, $5, $6
              WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $3)
-             AND COALESCE((SELECT entries FROM checkpoints WHERE run_id = $1), 0) >= $7::bigint
+             AND ($7::bigint = 0 OR EXISTS (SELECT 1 FROM checkpoints
+                  WHERE run_id = $1 AND checkpoint_id = $8 AND entries >= $7::bigint))
              ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = $2, seq = $3, state = $4,
              created_at_ms = $5, entries = $6",
             args![
@@ -156,31 +158,29 @@ pub(in crate::store) async fn save_checkpoint<S: Sql>(
                 checkpoint.created_at_ms,
                 seq_param(position),
                 seq_param(checkpoint.entries_from),
+                checkpoint.entries_base.as_deref().unwrap_or_default(),
             ],
         )
         .await?;
     if saved == 1 {
         return Ok(());
     }
-    let held: Option<i64> = c
+    let logged = c
         .query_opt(
-            "SELECT COALESCE((SELECT entries FROM checkpoints WHERE run_id = $1), 0)
-             WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $2)",
+            "SELECT 1 FROM events WHERE run_id = $1 AND seq = $2",
             args![run_id.as_str(), seq_param(checkpoint.seq)],
         )
         .await?
-        .map(|mut row| row.get(0))
-        .transpose()?;
-    Err(match held {
-        None => StoreError::Unlogged {
+        .is_some();
+    Err(match logged {
+        false => StoreError::Unlogged {
             run_id: run_id.to_string(),
             seq: checkpoint.seq,
             what: "checkpoint",
         },
-        Some(held) => StoreError::ConversationGap {
+        true => StoreError::ConversationGap {
             run_id: run_id.to_string(),
             from: checkpoint.entries_from,
-            held: u64::try_from(held).unwrap_or(0),
         },
     })
 }
@@ -208,43 +208,69 @@ async fn write_entries<S: Sql>(
     Ok(())
 }
 
+/// How many times a read of a checkpoint is tried while writes keep replacing it between its
+/// statements (on PostgreSQL another daemon, or this one's writer, may commit in between).
+const CHECKPOINT_READS: usize = 5;
+
+/// A run's checkpoint with its whole conversation. Read in two statements, so the
+/// checkpoint's id is read again after its entries: the same id means no save came between
+/// them (each save has an id of its own and writes its entries and its row in one
+/// transaction), so the entries read are its own.
 pub(in crate::store) async fn latest_checkpoint<S: Sql>(
     c: &S,
     run_id: &RunId,
 ) -> StoreResult<Option<Checkpoint>> {
-    let Some(mut row) = c
-        .query_opt(
-            "SELECT checkpoint_id, seq, state, created_at_ms, entries FROM checkpoints
-             WHERE run_id = $1",
-            args![run_id.as_str()],
-        )
-        .await?
-    else {
-        return Ok(None);
-    };
-    let held: i64 = row.get(4)?;
-    let entries = c
-        .query(
-            "SELECT entry FROM checkpoint_entries WHERE run_id = $1 AND position < $2
-             ORDER BY position",
-            args![run_id.as_str(), held],
-        )
-        .await?
-        .iter_mut()
-        .map(|row| row.get(0))
-        .collect::<StoreResult<Vec<Vec<u8>>>>()?;
-    if entries.len() as u64 != u64::try_from(held).unwrap_or(0) {
-        return Err(StoreError::Corrupt(format!(
-            "the checkpoint of run {run_id} holds {} of its {held} conversation entries",
-            entries.len()
-        )));
+    for _ in 0..CHECKPOINT_READS {
+        let Some(mut row) = c
+            .query_opt(
+                "SELECT checkpoint_id, seq, state, created_at_ms, entries FROM checkpoints
+                 WHERE run_id = $1",
+                args![run_id.as_str()],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let checkpoint_id: String = row.get(0)?;
+        let held: i64 = row.get(4)?;
+        let entries = c
+            .query(
+                "SELECT entry FROM checkpoint_entries WHERE run_id = $1 AND position < $2
+                 ORDER BY position",
+                args![run_id.as_str(), held],
+            )
+            .await?
+            .iter_mut()
+            .map(|row| row.get(0))
+            .collect::<StoreResult<Vec<Vec<u8>>>>()?;
+        let still: Option<String> = c
+            .query_opt(
+                "SELECT checkpoint_id FROM checkpoints WHERE run_id = $1",
+                args![run_id.as_str()],
+            )
+            .await?
+            .map(|mut row| row.get(0))
+            .transpose()?;
+        if still.as_deref() != Some(checkpoint_id.as_str()) {
+            continue;
+        }
+        if entries.len() as u64 != u64::try_from(held).unwrap_or(0) {
+            return Err(StoreError::Corrupt(format!(
+                "the checkpoint of run {run_id} holds {} of its {held} conversation entries",
+                entries.len()
+            )));
+        }
+        return Ok(Some(Checkpoint {
+            checkpoint_id,
+            seq: row.get(1)?,
+            state: row.get(2)?,
+            created_at_ms: row.get(3)?,
+            entries_from: 0,
+            entries_base: None,
+            entries,
+        }));
     }
-    Ok(Some(Checkpoint {
-        checkpoint_id: row.get(0)?,
-        seq: row.get(1)?,
-        state: row.get(2)?,
-        created_at_ms: row.get(3)?,
-        entries_from: 0,
-        entries,
-    }))
+    Err(StoreError::Io(format!(
+        "the checkpoint of run {run_id} was replaced while it was read, {CHECKPOINT_READS} times"
+    )))
 }

@@ -49,6 +49,8 @@ mod retention;
 mod secrets;
 mod store;
 mod telemetry;
+#[cfg(test)]
+mod test_random;
 mod tools;
 mod trace;
 mod wire;

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::test_random::Xorshift;
 
 fn message(role: &str, text: &str) -> Value {
     json!({ "role": role, "content": text })
@@ -108,25 +109,9 @@ fn a_delta_that_does_not_follow_from_the_request_before_is_refused() {
     assert!(serde_json::from_str::<Delta>(stored).is_err());
 }
 
-/// A small generator: the tests need no crate for it.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Elements from a small alphabet, among them strings that share a fingerprint (the same
 /// length and the same ends, a different middle) and repeated elements.
-fn element(rng: &mut Rng) -> Value {
+fn element(rng: &mut Xorshift) -> Value {
     let end = "e".repeat(FINGERPRINT_BYTES);
     match rng.below(6) {
         0 => json!(rng.below(3)),
@@ -141,7 +126,7 @@ fn element(rng: &mut Rng) -> Value {
     }
 }
 
-fn request(rng: &mut Rng, from: Option<&Value>) -> Value {
+fn request(rng: &mut Xorshift, from: Option<&Value>) -> Value {
     let mut members = Map::new();
     for name in ["system", "tools", "messages", "input", "model"] {
         if rng.below(5) == 0 {
@@ -178,7 +163,7 @@ fn request(rng: &mut Rng, from: Option<&Value>) -> Value {
 /// they were: any break of `diff` and `apply` shows as a request that does not.
 #[test]
 fn every_request_comes_back_from_its_delta() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15);
     let mut deltas = 0;
     for _ in 0..20_000 {
         let previous = request(&mut rng, None);
@@ -198,7 +183,7 @@ fn every_request_comes_back_from_its_delta() {
 /// always be the request's.
 #[test]
 fn a_chain_of_requests_comes_back_with_the_fingerprints_kept_between_them() {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Xorshift(0x2545_f491_4f6c_dd1d);
     for _ in 0..200 {
         let mut previous = request(&mut rng, None);
         let mut prints = Prints::of(&previous);

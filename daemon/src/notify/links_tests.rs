@@ -2,6 +2,7 @@
 //! and the key file's checks.
 
 use super::*;
+use crate::test_random::Xorshift;
 
 fn claims() -> Claims {
     Claims {
@@ -28,22 +29,6 @@ fn a_minted_link_verifies_until_it_expires() {
         LinkKey::from_bytes(&[8; 32]).verify(&token, 0),
         Err(LinkError::Forged)
     );
-}
-
-/// A small deterministic generator: the search below is the same on every run.
-struct Xorshift(u64);
-
-impl Xorshift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Searches for a changed token that still verifies: every single-character substitution

@@ -21,9 +21,9 @@
 //! 7. `changes`, `egress`, `policy`, `output`, `secrets`, `trace`, `telemetry`, `profile`,
 //!    `workspace`, `http_client` — what the engines and the loop are built from
 //! 8. `store` — the run store and its two backends
-//! 9. `domain`, `ids`, `cancel`, `pause`, `metrics`, `audit` — values every layer names, the
-//!    metrics registry every layer counts in, and the audit log's front door every layer
-//!    records acts through
+//! 9. `domain`, `ids`, `cancel`, `pause`, `metrics`, `audit`, `test_random` — values every
+//!    layer names, the metrics registry every layer counts in, the audit log's front door
+//!    every layer records acts through, and the unit tests' generator
 
 mod agent;
 mod api;

@@ -1,11 +1,11 @@
 //! Section 15, long runs: a scripted run of 1,000 steps, each a `read_file` of a different
-//! small file (policy auto), under a context budget that holds the prompt's size (the
-//! conversation is compacted whenever it outgrows it). It measures the time per step over steps 10–60
-//! against steps 950–1,000 (from the starts of the run's step spans, the daemon's own
-//! clock), and what the store grew by per step, per
-//! table — SQLite's `dbstat` pages, what the file takes, not the payload — over the run's
-//! first tenth and over the rest. A step that rewrites or stores the whole conversation
-//! shows as the late window's time and the later steps' growth.
+//! small file (policy auto), under two context budgets ([`BUDGETS`]), each compacting the
+//! conversation whenever it outgrows the budget. It measures the time per step over steps
+//! 10–60 against steps 950–1,000 (from the starts of the run's step spans, the daemon's own
+//! clock), the prompt's tokens in each window, and what the store grew by per step, per table
+//! — SQLite's `dbstat` pages, what the file takes, not the payload — over the run's first
+//! tenth and over the rest. A step that rewrites or stores the whole conversation shows as
+//! the late window's time and the later steps' growth.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -274,6 +274,9 @@ fn sqlite_parameters(sql: &str) -> String {
     out
 }
 
+/// A statement and its parameters.
+pub(crate) type Statement<'a> = (&'a str, &'a [Arg<'a>]);
+
 /// A connection a query runs on: inside the writer's transaction for a write.
 #[allow(async_fn_in_trait)]
 pub(crate) trait Sql {
@@ -284,6 +287,25 @@ pub(crate) trait Sql {
 
     /// Runs a statement that returns rows.
     async fn query(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>>;
+
+    /// Runs a write's last statements, in order: how many rows each changed, or the first
+    /// failing one's error. PostgreSQL sends them together, and lets the batch's next write
+    /// send its own right behind them, before their answers come back (see
+    /// `postgres::writer`): a write may run statements after these only on its way to an
+    /// error, which undoes the batch and runs each of its writes again, one after another.
+    async fn execute_last(&self, statements: &[Statement<'_>]) -> StoreResult<Vec<u64>> {
+        let mut changed = Vec::with_capacity(statements.len());
+        for (sql, args) in statements {
+            changed.push(self.execute(sql, args).await?);
+        }
+        Ok(changed)
+    }
+
+    /// [`Sql::execute_last`] of one statement: a write's only one, or its last.
+    async fn execute_last_one(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+        let changed = self.execute_last(&[(sql, args)]).await?;
+        Ok(changed.first().copied().unwrap_or_default())
+    }
 
     /// [`Sql::query`] for a statement that returns at most one row.
     async fn query_opt(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Option<Row>> {

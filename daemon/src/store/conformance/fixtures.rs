@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use airlock_proto::v1 as pb;
 
 use crate::domain::Usage;
-use crate::ids::{RunId, SessionId, TraceId};
-use crate::store::{RunRecord, RunState, SessionRecord, Store};
+use crate::ids::{CallId, CheckpointId, RunId, SessionId, TraceId};
+use crate::store::{Checkpoint, Effect, Pending, RunRecord, RunState, SessionRecord, Store};
 
 pub(in crate::store) fn session(tenant: &str, created_at_ms: i64) -> SessionRecord {
     SessionRecord {
@@ -49,7 +49,7 @@ pub(super) fn run(session: &SessionRecord, created_at_ms: i64) -> RunRecord {
     }
 }
 
-pub(super) fn event(run_id: &RunId, seq: u64) -> pb::RunEvent {
+pub(in crate::store) fn event(run_id: &RunId, seq: u64) -> pb::RunEvent {
     pb::RunEvent {
         run_id: run_id.to_string(),
         seq,
@@ -74,4 +74,88 @@ pub async fn recorded_run(store: &dyn Store, tenant: &str, created_at_ms: i64) -
         .await
         .expect("run");
     run
+}
+
+/// A run's steps, their writes handed over as the run loop hands them: each step's without
+/// waiting for any of them.
+pub(in crate::store) struct Steps {
+    run_id: RunId,
+    done: u64,
+    checkpoint: Option<String>,
+}
+
+impl Steps {
+    /// Steps of `run`, whose log holds its first event only.
+    pub(in crate::store) fn of(run: &RunRecord) -> Steps {
+        Steps {
+            run_id: run.run_id.clone(),
+            done: 0,
+            checkpoint: None,
+        }
+    }
+
+    /// The events a run of `steps` steps has logged: its first and two a step.
+    pub(in crate::store) fn events(steps: u64) -> u64 {
+        1 + 2 * steps
+    }
+
+    /// The call of step `step` (from 1).
+    pub(in crate::store) fn call(step: u64) -> CallId {
+        CallId::from_stored(format!("call_step{step:04}"))
+    }
+
+    /// Hands over the next step's writes: two events (the first with a span), its call's
+    /// intent and result, a kept exchange, the run's progress, and a checkpoint that keeps
+    /// the last one's entries and adds two.
+    pub(in crate::store) fn hand_over(&mut self, store: &dyn Store) -> Vec<Pending<()>> {
+        self.done += 1;
+        let step = self.done;
+        let (seq, run_id) = (Steps::events(step), &self.run_id);
+        let span = pb::Span {
+            span_id: format!("span{step}"),
+            start_unix_nano: i64::try_from(step).expect("small"),
+            ..Default::default()
+        };
+        let effect = Effect {
+            run_id: run_id.clone(),
+            call_id: Steps::call(step),
+            tool: "read_file".into(),
+            arguments: format!("{{\"path\":\"f{step}\"}}"),
+            idempotent: true,
+            intent_at_ms: 8,
+            timeout_ms: Some(1_000),
+            result: None,
+            pending_changes: None,
+        };
+        let checkpoint = Checkpoint {
+            checkpoint_id: CheckpointId::new().into_string(),
+            seq,
+            state: vec![1],
+            created_at_ms: 9,
+            entries_from: 2 * (step - 1),
+            entries_base: self.checkpoint.take(),
+            entries: vec![
+                format!("call {step}").into_bytes(),
+                format!("result {step}").into_bytes(),
+            ],
+        };
+        self.checkpoint = Some(checkpoint.checkpoint_id.clone());
+        let steps = u32::try_from(step).expect("small");
+        vec![
+            store.append_event(&event(run_id, seq - 1), &[span]),
+            store.record_intent(&effect),
+            store.record_effect_result(
+                run_id,
+                &effect.call_id,
+                &pb::ToolResult {
+                    content: format!("read {step}"),
+                    ..Default::default()
+                },
+            ),
+            store.record_exchange(run_id, &format!("exchange {step}")),
+            store.append_event(&event(run_id, seq), &[]),
+            store.update_progress(run_id, steps, &Usage::default()),
+            store.save_checkpoint(run_id, &checkpoint),
+        ]
+    }
 }

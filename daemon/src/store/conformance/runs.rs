@@ -1,6 +1,6 @@
 //! The suite's checks of sessions, runs and their event log: round trips, pages, order.
 
-use super::fixtures::{event, recorded_run, run, session};
+use super::fixtures::{Steps, event, recorded_run, run, session};
 use crate::domain::{StopReason, Usage};
 use crate::ids::{RunId, SessionId};
 use crate::store::{RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError};
@@ -210,6 +210,66 @@ pub(super) async fn writes_handed_over_together_land_in_order(store: &dyn Store,
         events.iter().map(|e| e.seq).collect::<Vec<_>>(),
         (1..=50).collect::<Vec<_>>()
     );
+}
+
+/// A step's writes handed over together (the run loop waits for none of them) commit in
+/// the order they were handed over — a checkpoint over the event handed before it, a result
+/// over its intent — and a write refused among them fails alone.
+pub(super) async fn a_steps_writes_commit_in_order_and_a_refused_one_alone(
+    store: &dyn Store,
+    tenant: &str,
+) {
+    let run = recorded_run(store, tenant, 16).await;
+    let mut steps = Steps::of(&run);
+    let mut pending = steps.hand_over(store);
+    pending.extend(steps.hand_over(store));
+    for answer in pending {
+        answer.await.expect("committed");
+    }
+    // A refused write between two steps handed over together: a duplicate of the first
+    // step's last event.
+    let mut pending = steps.hand_over(store);
+    let duplicate = store.append_event(&event(&run.run_id, Steps::events(1)), &[]);
+    pending.extend(steps.hand_over(store));
+    for answer in pending {
+        answer.await.expect("committed beside a refused write");
+    }
+    assert!(matches!(
+        duplicate.await,
+        Err(StoreError::OutOfOrder { seq: 3, last, .. }) if last >= 3
+    ));
+    let events = store.events_after(&run.run_id, 0, 100).await.expect("read");
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=Steps::events(4)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        events[2],
+        event(&run.run_id, 3),
+        "the first write of seq 3 is kept"
+    );
+    assert_eq!(store.spans(&run.run_id).await.expect("read").len(), 4);
+    assert_eq!(store.exchanges(&run.run_id).await.expect("read").len(), 4);
+    let checkpoint = store
+        .latest_checkpoint(&run.run_id)
+        .await
+        .expect("read")
+        .expect("a checkpoint");
+    assert_eq!(checkpoint.seq, Steps::events(4));
+    assert_eq!(checkpoint.entries.len(), 8);
+    assert_eq!(checkpoint.entries[6], b"call 4");
+    let effect = store
+        .effect(&run.run_id, &Steps::call(4))
+        .await
+        .expect("read")
+        .expect("an intent");
+    assert_eq!(effect.result.expect("a result").content, "read 4");
+    let record = store
+        .run(&run.run_id)
+        .await
+        .expect("read")
+        .expect("the run");
+    assert_eq!((record.steps, record.last_seq), (4, Steps::events(4)));
 }
 
 pub(super) async fn runs_page_newest_first_with_filters(store: &dyn Store, tenant: &str) {

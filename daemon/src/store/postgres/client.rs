@@ -3,12 +3,14 @@
 //! the few helpers the fleet's own statements (leases, the relay) use. Every statement goes
 //! through the connection's statement cache (preparing costs a round trip of its own).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use deadpool_postgres::{Object, Pool};
 use futures::future::BoxFuture;
+use tokio::sync::oneshot;
 use tokio_postgres::Row;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
@@ -125,8 +127,119 @@ pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult
     row.try_get(index).map_err(corrupt)
 }
 
+/// A write's place in its batch's flight (see `writer`): the statements of a batch's writes
+/// go to the server in the order the writes were handed over, each write's as soon as the
+/// one before it sent its last statements ([`Sql::execute_last`]) — or finished, when it
+/// had none. A write waits for its turn before its first statement and passes it on after
+/// its last; a dropped turn is passed on.
+#[derive(Default)]
+pub(super) struct Turn {
+    /// Answered (or dropped) when the write before this one has sent its last statements.
+    before: Mutex<Option<oneshot::Receiver<()>>>,
+    /// This write's word to the one after it.
+    after: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl Turn {
+    /// Turns for `count` writes in a row, the first of which need not wait.
+    pub(super) fn chain(count: usize) -> Vec<Turn> {
+        let turns: Vec<Turn> = (0..count).map(|_| Turn::default()).collect();
+        for pair in turns.windows(2) {
+            let (after, before) = oneshot::channel();
+            *pair[0].after.lock().unwrap_or_else(PoisonError::into_inner) = Some(after);
+            *pair[1]
+                .before
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(before);
+        }
+        turns
+    }
+
+    /// Waits until the write before this one has sent its last statements (at once when
+    /// there is none, or it already did).
+    async fn wait(&self) {
+        let before = self
+            .before
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(before) = before {
+            // Dropped (the write ended without a last statement) is passed on too.
+            let _ = before.await;
+        }
+    }
+
+    /// Lets the next write send its statements.
+    fn pass(&self) {
+        let after = self
+            .after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(after) = after {
+            let _ = after.send(());
+        }
+    }
+}
+
+/// A connection a request runs on, with the request's turn in its batch (none for a read,
+/// or a write run alone).
+pub(super) struct Lane {
+    pub(super) conn: Conn,
+    pub(super) turn: Turn,
+}
+
+impl Lane {
+    /// A connection with no batch to take turns in.
+    pub(super) fn alone(conn: Conn) -> Lane {
+        Lane {
+            conn,
+            turn: Turn::default(),
+        }
+    }
+}
+
+/// What the shared queries run on: a request's connection, as [`Pg`].
+pub(super) trait OnPg {
+    fn pg(&self) -> Pg<'_>;
+}
+
+impl OnPg for Lane {
+    fn pg(&self) -> Pg<'_> {
+        Pg {
+            conn: &self.conn,
+            turn: &self.turn,
+        }
+    }
+}
+
+impl OnPg for Conn {
+    fn pg(&self) -> Pg<'_> {
+        Pg::alone(self)
+    }
+}
+
 /// A connection of the store, as the shared queries see it.
-pub(super) struct Pg<'a>(pub(super) &'a Object);
+pub(super) struct Pg<'a> {
+    conn: &'a Object,
+    turn: &'a Turn,
+}
+
+/// The turn of a request with no batch to take turns in.
+static NO_TURN: Turn = Turn {
+    before: Mutex::new(None),
+    after: Mutex::new(None),
+};
+
+impl<'a> Pg<'a> {
+    /// A connection a request has to itself.
+    pub(super) fn alone(conn: &'a Object) -> Pg<'a> {
+        Pg {
+            conn,
+            turn: &NO_TURN,
+        }
+    }
+}
 
 type BoxError = Box<dyn std::error::Error + Sync + Send>;
 
@@ -196,14 +309,59 @@ impl Sql for Pg<'_> {
     const DIALECT: Dialect = Dialect::Postgres;
 
     async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
-        execute(self.0, sql, &params(args)).await
+        self.turn.wait().await;
+        execute(self.conn, sql, &params(args)).await
     }
 
     async fn query(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<sql::Row>> {
-        query(self.0, sql, &params(args))
+        self.turn.wait().await;
+        query(self.conn, sql, &params(args))
             .await?
             .iter()
             .map(row)
             .collect()
+    }
+
+    /// Prepares the statements (a round trip each the first time a connection sees one),
+    /// waits for the turn, sends them all, passes the turn on, then reads their answers.
+    async fn execute_last(&self, statements: &[sql::Statement<'_>]) -> StoreResult<Vec<u64>> {
+        let mut prepared = Vec::with_capacity(statements.len());
+        for (sql, _) in statements {
+            prepared.push(self.conn.prepare_cached(sql).await.map_err(io)?);
+        }
+        let bound: Vec<_> = statements.iter().map(|(_, args)| params(args)).collect();
+        self.turn.wait().await;
+        // tokio-postgres sends a statement when its future is first polled, and reads the
+        // answers in the order it sent them.
+        let mut flight: Vec<_> = prepared
+            .iter()
+            .zip(&bound)
+            .map(|(statement, params)| Box::pin(self.conn.execute(statement, params)))
+            .collect();
+        let mut sent = Vec::with_capacity(flight.len());
+        for statement in &mut flight {
+            sent.push(futures::poll!(statement.as_mut()));
+        }
+        self.turn.pass();
+        let mut changed = Vec::with_capacity(flight.len());
+        let mut failed = None;
+        for (statement, first) in flight.into_iter().zip(sent) {
+            let answer = match first {
+                Poll::Ready(answer) => answer,
+                Poll::Pending => statement.await,
+            };
+            match answer {
+                Ok(rows) => changed.push(rows),
+                // The server skips what follows a failed statement in a transaction; the
+                // first error is the one that says why.
+                Err(err) => {
+                    failed.get_or_insert(err);
+                }
+            }
+        }
+        match failed {
+            None => Ok(changed),
+            Some(err) => Err(io(err)),
+        }
     }
 }

@@ -182,7 +182,7 @@ impl PostgresStore {
                 path: shown.to_owned(),
                 message,
             })?;
-        super::queries::runs::copy_out_inputs(&client::Pg(&client)).await?;
+        super::queries::runs::copy_out_inputs(&client::Pg::alone(&client)).await?;
         drop(client);
         let listening = tokio_util::sync::CancellationToken::new();
         let notices = relay::listen(listener_config, tls, listening.clone()).await?;

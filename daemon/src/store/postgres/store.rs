@@ -8,7 +8,7 @@ use airlock_proto::v1 as pb;
 use futures::FutureExt as _;
 
 use super::PostgresStore;
-use super::client::Pg;
+use super::client::OnPg as _;
 use crate::domain::Usage;
 use crate::ids::{ApprovalId, CallId, ExecutionId, RunId, SessionId};
 use crate::store::audit::{AuditDraft, AuditRecord};
@@ -28,7 +28,7 @@ macro_rules! on_pg {
         let owned = ($($arg.clone(),)*);
         async move {
             let ($($arg,)*) = &owned;
-            let $c = &Pg(&$c);
+            let $c = &$c.pg();
             $query.await
         }
         .boxed()

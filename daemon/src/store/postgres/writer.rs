@@ -22,22 +22,29 @@ use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::types::ToSql;
 
-use super::client::{Conn, bounded, discard, io, no_answer_within, no_connection};
+use super::client::{Conn, Lane, Turn, bounded, discard, io, no_answer_within, no_connection};
 use crate::store::{Pending, StoreError, StoreResult, batched};
+
+/// Whether a fence's run is still its node's at its epoch; locks the run's row (shared) until
+/// the transaction ends.
+const STILL_OWNED: &str =
+    "SELECT 1 FROM runs WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE";
 
 /// The most requests one batch takes: a bound on how long the first of them waits for the
 /// others' statements, far above what a busy daemon queues in one commit's time.
 const MAX_BATCH: usize = 512;
 
 /// A write's statements, as a future made afresh each time they run (they may run twice).
-pub(super) type Work<T> = Box<dyn Fn(Conn) -> BoxFuture<'static, StoreResult<T>> + Send>;
+pub(super) type Work<T> = Box<dyn Fn(Lane) -> BoxFuture<'static, StoreResult<T>> + Send>;
 
 /// The claim a write for a run stands on: the run must still be this node's at this epoch.
 #[derive(Debug, Clone)]
@@ -53,9 +60,13 @@ type Checked = HashSet<String>;
 
 /// A write of a batch: its statements and its caller's answer once the batch is done.
 trait Write: Send {
-    /// Runs the statements inside the batch's transaction, after its fence's check when the
-    /// batch has not made it yet; whether they succeeded.
-    fn run<'a>(&'a mut self, connection: Conn, checked: &'a mut Checked) -> BoxFuture<'a, bool>;
+    /// The claim the write stands on, if any.
+    fn fence(&self) -> Option<&Fence>;
+    /// Runs the statements, taking its turn on `lane`; whether they succeeded. Its fence is
+    /// checked by the caller.
+    fn run(&mut self, lane: Lane) -> BoxFuture<'_, bool>;
+    /// The write's fence did not hold, or could not be checked.
+    fn refuse(&mut self, error: StoreError);
     /// Answers the caller: the last run's outcome, or `failed` when the batch did not commit.
     fn answer(self: Box<Self>, failed: Option<StoreError>);
 }
@@ -68,33 +79,22 @@ struct Request<T> {
 }
 
 impl<T: Send + 'static> Write for Request<T> {
-    fn run<'a>(&'a mut self, connection: Conn, checked: &'a mut Checked) -> BoxFuture<'a, bool> {
+    fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
+    fn run(&mut self, lane: Lane) -> BoxFuture<'_, bool> {
         async move {
-            if let Some(fence) = &self.fence
-                && !checked.contains(&fence.run_id)
-            {
-                match still_owned(&connection, fence).await {
-                    Ok(true) => {
-                        checked.insert(fence.run_id.clone());
-                    }
-                    Ok(false) => {
-                        self.outcome = Some(Err(StoreError::Fenced {
-                            run_id: fence.run_id.clone(),
-                        }));
-                        return false;
-                    }
-                    Err(error) => {
-                        self.outcome = Some(Err(error));
-                        return false;
-                    }
-                }
-            }
-            let outcome = guarded((self.work)(connection)).await;
+            let outcome = guarded((self.work)(lane)).await;
             let ok = outcome.is_ok();
             self.outcome = Some(outcome);
             ok
         }
         .boxed()
+    }
+
+    fn refuse(&mut self, error: StoreError) {
+        self.outcome = Some(Err(error));
     }
 
     fn answer(self: Box<Self>, failed: Option<StoreError>) {
@@ -144,7 +144,7 @@ impl Writer {
     pub(super) fn write<T: Send + 'static>(
         &self,
         fence: Option<Fence>,
-        work: impl Fn(Conn) -> BoxFuture<'static, StoreResult<T>> + Send + 'static,
+        work: impl Fn(Lane) -> BoxFuture<'static, StoreResult<T>> + Send + 'static,
     ) -> Pending<T> {
         let (answer, pending) = Pending::channel();
         let request = Box::new(Request {
@@ -280,17 +280,13 @@ async fn writer_connection(pool: &Pool, connection: &mut Option<Conn>) -> StoreR
 
 /// Commits the batch: all of it at once, or — when a write failed — the others without it.
 /// An error only when nothing of the batch was committed.
+///
+/// All at once is two round trips: `BEGIN`, each run's fence check and every write's
+/// statements go to the server together ([`fly`]), and `COMMIT` once their answers say it
+/// may. Without a failure that is the whole cost of a commit, however many writes and runs
+/// the batch holds.
 async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
-    statement(client, "BEGIN").await?;
-    let mut all = true;
-    let mut checked = Checked::new();
-    for write in writes.iter_mut() {
-        if !write.run(client.clone(), &mut checked).await {
-            all = false;
-            break;
-        }
-    }
-    if !all {
+    if !fly(client, writes).await? {
         statement(client, "ROLLBACK").await?;
         statement(client, "BEGIN").await?;
         if let Err(error) = run_apart(client, writes).await {
@@ -307,12 +303,85 @@ async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResu
     }
 }
 
-/// Runs each write in a savepoint of its own, undoing only those that fail.
+/// Opens the batch's transaction and runs it in one flight: `BEGIN`, then each run's fence
+/// check, then the writes' statements, each write's as soon as the one before it sent its
+/// last ([`Turn`]). Whether every fence held and every write succeeded; an error (the
+/// transaction then left to the caller's rollback) only when the server did not take the
+/// flight.
+///
+/// What could not be sent ahead still runs in order, a round trip at a time: a statement
+/// the connection has not prepared yet, or a write whose statements depend on earlier ones'
+/// answers (those hold their turn until they end).
+async fn fly(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<bool> {
+    let check = client.prepare_cached(STILL_OWNED).await.map_err(io)?;
+    let mut fences: Vec<Fence> = Vec::new();
+    for fence in writes.iter().filter_map(|write| write.fence()) {
+        if !fences.iter().any(|held| held.run_id == fence.run_id) {
+            fences.push(fence.clone());
+        }
+    }
+    // Each future sends its statement when first polled; they are polled in this order.
+    let mut begin = std::pin::pin!(statement(client, "BEGIN"));
+    let begun = futures::poll!(begin.as_mut());
+    let params: Vec<[&(dyn ToSql + Sync); 3]> = fences
+        .iter()
+        .map(|fence| [&fence.run_id as _, &fence.node as _, &fence.epoch as _])
+        .collect();
+    let mut checks: Vec<_> = params
+        .iter()
+        .map(|params| Box::pin(client.query_opt(&check, params)))
+        .collect();
+    let mut checked = Vec::with_capacity(checks.len());
+    for check in &mut checks {
+        checked.push(futures::poll!(check.as_mut()));
+    }
+    let turns = Turn::chain(writes.len());
+    let runs = futures::future::join_all(writes.iter_mut().zip(turns).map(|(write, turn)| {
+        write.run(Lane {
+            conn: client.clone(),
+            turn,
+        })
+    }))
+    .await;
+    match begun {
+        Poll::Ready(begun) => begun?,
+        Poll::Pending => begin.await?,
+    }
+    let mut held = Vec::with_capacity(fences.len());
+    for (check, first) in checks.into_iter().zip(checked) {
+        let answer = match first {
+            Poll::Ready(answer) => answer,
+            Poll::Pending => check.await,
+        };
+        held.push(answer.map(|row| row.is_some()).map_err(io));
+    }
+    let mut all = runs.into_iter().all(|ok| ok);
+    for write in writes.iter_mut() {
+        let Some(fence) = write.fence() else { continue };
+        let at = fences
+            .iter()
+            .position(|held| held.run_id == fence.run_id)
+            .unwrap_or_default();
+        let refused = match &held[at] {
+            Ok(true) => continue,
+            Ok(false) => StoreError::Fenced {
+                run_id: fence.run_id.clone(),
+            },
+            Err(error) => error.clone(),
+        };
+        write.refuse(refused);
+        all = false;
+    }
+    Ok(all)
+}
+
+/// Runs each write in a savepoint of its own, one after another, undoing only those that
+/// fail.
 async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
     let mut checked = Checked::new();
     for write in writes {
         statement(client, "SAVEPOINT job").await?;
-        if !write.run(client.clone(), &mut checked).await {
+        if !run_fenced(client, write.as_mut(), &mut checked).await {
             statement(client, "ROLLBACK TO SAVEPOINT job").await?;
             // The rollback released the row locks the undone write's checks took.
             checked.clear();
@@ -320,6 +389,30 @@ async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<
         statement(client, "RELEASE SAVEPOINT job").await?;
     }
     Ok(())
+}
+
+/// Runs a write alone, after its fence's check when this transaction has not made it yet;
+/// whether both succeeded.
+async fn run_fenced(client: &Conn, write: &mut dyn Write, checked: &mut Checked) -> bool {
+    if let Some(fence) = write.fence()
+        && !checked.contains(&fence.run_id)
+    {
+        let run_id = fence.run_id.clone();
+        match still_owned(client, fence).await {
+            Ok(true) => {
+                checked.insert(run_id);
+            }
+            Ok(false) => {
+                write.refuse(StoreError::Fenced { run_id });
+                return false;
+            }
+            Err(error) => {
+                write.refuse(error);
+                return false;
+            }
+        }
+    }
+    write.run(Lane::alone(client.clone())).await
 }
 
 /// One of the batch's own statements (no parameters: the simple protocol, one round trip).
@@ -330,15 +423,14 @@ async fn statement(client: &Conn, sql: &str) -> StoreResult<()> {
 /// Whether the fence's run is still its node's at its epoch; locks the run's row (shared)
 /// until the transaction ends, so no claim takes the run before the commit.
 async fn still_owned(client: &Conn, fence: &Fence) -> StoreResult<bool> {
-    let statement = client
-        .prepare_cached(
-            "SELECT 1 FROM runs WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE",
-        )
-        .await
-        .map_err(io)?;
+    let statement = client.prepare_cached(STILL_OWNED).await.map_err(io)?;
     let row = client
         .query_opt(&statement, &[&fence.run_id, &fence.node, &fence.epoch])
         .await
         .map_err(io)?;
     Ok(row.is_some())
 }
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

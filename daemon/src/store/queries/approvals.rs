@@ -19,7 +19,7 @@ pub(in crate::store) async fn record_intent<S: Sql>(c: &S, effect: &Effect) -> S
     if S::DIALECT.leases() {
         // The deadline a takeover waits for, on the server's clock.
         return c
-            .execute(
+            .execute_last_one(
                 "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms,
                                       timeout_ms, deadline_at_ms)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, airlock_now_ms() + $7 + $8)",
@@ -39,7 +39,7 @@ pub(in crate::store) async fn record_intent<S: Sql>(c: &S, effect: &Effect) -> S
             .await
             .map(|_| ());
     }
-    c.execute(
+    c.execute_last_one(
         "INSERT INTO effects (run_id, call_id, tool, arguments, idempotent, intent_at_ms,
                               timeout_ms)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -68,7 +68,7 @@ async fn update_effect<S: Sql>(
     value: &[u8],
 ) -> StoreResult<()> {
     let changed = c
-        .execute(sql, args![run_id.as_str(), call_id.as_str(), value])
+        .execute_last_one(sql, args![run_id.as_str(), call_id.as_str(), value])
         .await?;
     if changed == 0 {
         return Err(StoreError::Io(format!(

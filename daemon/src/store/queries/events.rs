@@ -7,19 +7,52 @@ use super::{count_param, seq_param};
 use crate::ids::RunId;
 use crate::pause::{self, Point};
 use crate::store::rows::{EventRow, decode};
-use crate::store::sql::{Arg, Sql, args};
+use crate::store::sql::{Arg, Sql, Statement, args};
 use crate::store::{Checkpoint, StoreError, StoreResult};
 
 pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> StoreResult<()> {
     // Takes the sequence number only if it is the next one: one statement for the check and
-    // the update, which every event pays.
-    let taken = c
-        .execute(
+    // the update, which every event pays. The event and its spans are written only over a
+    // taken number, so that none of them fails when it was not (a failed statement would end
+    // the transaction before the check below could say why).
+    let seq = seq_param(row.seq);
+    let taken = args![&row.run_id, seq];
+    let event = args![&row.run_id, seq, &row.event];
+    let spans: Vec<[Arg<'_>; 5]> = row
+        .spans
+        .iter()
+        .map(|span| {
+            [
+                Arg::from(&row.run_id),
+                Arg::from(&span.span_id),
+                Arg::from(span.start_unix_nano),
+                Arg::from(&span.span),
+                Arg::from(seq),
+            ]
+        })
+        .collect();
+    let mut statements: Vec<Statement<'_>> = vec![
+        (
             "UPDATE runs SET last_seq = $2::bigint WHERE run_id = $1 AND last_seq = $2::bigint - 1",
-            args![&row.run_id, seq_param(row.seq)],
+            &taken[..],
+        ),
+        (
+            "INSERT INTO events (run_id, seq, event) SELECT $1, $2, $3 FROM runs
+             WHERE run_id = $1 AND last_seq = $2 ON CONFLICT DO NOTHING",
+            &event[..],
+        ),
+    ];
+    statements.extend(spans.iter().map(|span| {
+        (
+            "INSERT INTO spans (run_id, span_id, start_unix_nano, span)
+             SELECT $1, $2, $3, $4 FROM runs WHERE run_id = $1 AND last_seq = $5
+             ON CONFLICT (run_id, span_id)
+             DO UPDATE SET start_unix_nano = EXCLUDED.start_unix_nano, span = EXCLUDED.span",
+            &span[..],
         )
-        .await?;
-    if taken == 0 {
+    }));
+    let changed = c.execute_last(&statements).await?;
+    if changed.first() == Some(&0) {
         let last: Option<i64> = c
             .query_opt(
                 "SELECT last_seq FROM runs WHERE run_id = $1",
@@ -36,20 +69,6 @@ pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> Sto
                 last: u64::try_from(last).unwrap_or(0),
             },
         });
-    }
-    c.execute(
-        "INSERT INTO events (run_id, seq, event) VALUES ($1, $2, $3)",
-        args![&row.run_id, seq_param(row.seq), &row.event],
-    )
-    .await?;
-    for span in &row.spans {
-        c.execute(
-            "INSERT INTO spans (run_id, span_id, start_unix_nano, span) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (run_id, span_id)
-             DO UPDATE SET start_unix_nano = EXCLUDED.start_unix_nano, span = EXCLUDED.span",
-            args![&row.run_id, &span.span_id, span.start_unix_nano, &span.span],
-        )
-        .await?;
     }
     // Inside the batch's transaction: a kill here loses the whole batch, which no client has
     // seen (events are published after their commit).
@@ -91,7 +110,7 @@ pub(in crate::store) async fn record_exchange<S: Sql>(
     run_id: &RunId,
     exchange: &str,
 ) -> StoreResult<()> {
-    c.execute(
+    c.execute_last_one(
         "INSERT INTO exchanges (run_id, ordinal, exchange)
          VALUES ($1, COALESCE((SELECT MAX(ordinal) + 1 FROM exchanges WHERE run_id = $1), 0), $2)",
         args![run_id.as_str(), exchange],
@@ -128,10 +147,11 @@ pub(in crate::store) async fn save_checkpoint<S: Sql>(
 ) -> StoreResult<()> {
     let mut rest: &[Vec<u8>] = &checkpoint.entries;
     let mut position = checkpoint.entries_from;
+    let mut writes = Vec::new();
     for rows in ENTRY_ROWS {
         while rest.len() >= rows {
             let (chunk, after) = rest.split_at(rows);
-            write_entries(c, run_id, position, chunk).await?;
+            writes.push(entries(run_id, position, chunk));
             position += rows as u64;
             rest = after;
         }
@@ -141,28 +161,32 @@ pub(in crate::store) async fn save_checkpoint<S: Sql>(
     // and over the checkpoint whose entries this one keeps (an earlier checkpoint's write
     // may have failed, or been of a conversation since compacted). Refused, the entries
     // above are undone with it.
-    let saved = c
-        .execute(
-            "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms, entries)
-             SELECT $1, $2, $3, $4, $5, $6
-             WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $3)
-             AND ($7::bigint = 0 OR EXISTS (SELECT 1 FROM checkpoints
-                  WHERE run_id = $1 AND checkpoint_id = $8 AND entries >= $7::bigint))
-             ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = $2, seq = $3, state = $4,
-             created_at_ms = $5, entries = $6",
-            args![
-                run_id.as_str(),
-                &checkpoint.checkpoint_id,
-                seq_param(checkpoint.seq),
-                &checkpoint.state,
-                checkpoint.created_at_ms,
-                seq_param(position),
-                seq_param(checkpoint.entries_from),
-                checkpoint.entries_base.as_deref().unwrap_or_default(),
-            ],
-        )
-        .await?;
-    if saved == 1 {
+    let row = args![
+        run_id.as_str(),
+        &checkpoint.checkpoint_id,
+        seq_param(checkpoint.seq),
+        &checkpoint.state,
+        checkpoint.created_at_ms,
+        seq_param(position),
+        seq_param(checkpoint.entries_from),
+        checkpoint.entries_base.as_deref().unwrap_or_default(),
+    ];
+    let mut statements: Vec<Statement<'_>> = writes
+        .iter()
+        .map(|(sql, params)| (sql.as_str(), &params[..]))
+        .collect();
+    statements.push((
+        "INSERT INTO checkpoints (run_id, checkpoint_id, seq, state, created_at_ms, entries)
+         SELECT $1, $2, $3, $4, $5, $6
+         WHERE EXISTS (SELECT 1 FROM events WHERE run_id = $1 AND seq = $3)
+         AND ($7::bigint = 0 OR EXISTS (SELECT 1 FROM checkpoints
+              WHERE run_id = $1 AND checkpoint_id = $8 AND entries >= $7::bigint))
+         ON CONFLICT (run_id) DO UPDATE SET checkpoint_id = $2, seq = $3, state = $4,
+         created_at_ms = $5, entries = $6",
+        &row[..],
+    ));
+    let saved = c.execute_last(&statements).await?.last().copied();
+    if saved == Some(1) {
         return Ok(());
     }
     let logged = c
@@ -185,13 +209,8 @@ pub(in crate::store) async fn save_checkpoint<S: Sql>(
     })
 }
 
-/// `entries` at `position` on, in one statement, over any left there.
-async fn write_entries<S: Sql>(
-    c: &S,
-    run_id: &RunId,
-    position: u64,
-    entries: &[Vec<u8>],
-) -> StoreResult<()> {
+/// The statement that writes `entries` at `position` on, over any left there.
+fn entries<'a>(run_id: &'a RunId, position: u64, entries: &'a [Vec<u8>]) -> (String, Vec<Arg<'a>>) {
     let mut sql = String::from("INSERT INTO checkpoint_entries (run_id, position, entry) VALUES ");
     let mut params = vec![Arg::from(run_id.as_str())];
     for (offset, entry) in entries.iter().enumerate() {
@@ -204,8 +223,7 @@ async fn write_entries<S: Sql>(
         params.push(Arg::from(entry));
     }
     sql.push_str(" ON CONFLICT (run_id, position) DO UPDATE SET entry = EXCLUDED.entry");
-    c.execute(&sql, &params).await?;
-    Ok(())
+    (sql, params)
 }
 
 /// How many times a read of a checkpoint is tried while writes keep replacing it between its

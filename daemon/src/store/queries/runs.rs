@@ -214,7 +214,7 @@ pub(in crate::store) async fn set_run_state<S: Sql>(
     state: RunState,
 ) -> StoreResult<()> {
     let changed = c
-        .execute(
+        .execute_last_one(
             "UPDATE runs SET state = $2 WHERE run_id = $1",
             args![run_id.as_str(), state.as_str()],
         )
@@ -231,7 +231,7 @@ pub(in crate::store) async fn update_progress<S: Sql>(
     steps: u32,
     usage: &Usage,
 ) -> StoreResult<()> {
-    c.execute(
+    c.execute_last_one(
         "UPDATE runs SET steps = $2, usage = $3 WHERE run_id = $1",
         args![
             run_id.as_str(),

@@ -1,0 +1,121 @@
+//! What the writer's flights cost, counted on the wire: a proxy between the store and the
+//! test server counts the round trips the store makes (each time it speaks again after the
+//! server answered).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::store::conformance::{Steps, recorded_run};
+use crate::store::postgres::{PostgresStore, testing};
+
+/// A proxy that counts round trips: flights of the client's bytes, each begun after the
+/// server last spoke, summed over every connection.
+struct Flights {
+    addr: SocketAddr,
+    count: Arc<AtomicU64>,
+}
+
+impl Flights {
+    async fn to(server: SocketAddr) -> Flights {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let addr = listener.local_addr().expect("an address");
+        let count = Arc::new(AtomicU64::new(0));
+        let counted = count.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = TcpStream::connect(server)
+                    .await
+                    .expect("reaches the server");
+                tokio::spawn(forward(client, server, counted.clone()));
+            }
+        });
+        Flights { addr, count }
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
+async fn forward(client: TcpStream, server: TcpStream, count: Arc<AtomicU64>) {
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    // Whether the server spoke since the client last did: the client's next bytes begin a
+    // flight.
+    let answered = Arc::new(AtomicBool::new(true));
+    let heard = answered.clone();
+    let up = async move {
+        let mut buffer = vec![0; 1 << 16];
+        while let Ok(read @ 1..) = from_client.read(&mut buffer).await {
+            if heard.swap(false, Ordering::SeqCst) {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+            if to_server.write_all(&buffer[..read]).await.is_err() {
+                break;
+            }
+        }
+    };
+    let down = async move {
+        let mut buffer = vec![0; 1 << 16];
+        while let Ok(read @ 1..) = from_server.read(&mut buffer).await {
+            // Marked before it is passed on: the client answers only once it has it.
+            answered.store(true, Ordering::SeqCst);
+            if to_client.write_all(&buffer[..read]).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::join!(up, down);
+}
+
+/// On one thread, so every write of a step is handed over before the writer takes a batch:
+/// the batch is the step.
+#[tokio::test(flavor = "current_thread")]
+async fn a_steps_writes_commit_in_two_round_trips() {
+    let url = testing::fresh_database().await;
+    let config: tokio_postgres::Config = url.parse().expect("a URL");
+    let tokio_postgres::config::Host::Tcp(host) = &config.get_hosts()[0] else {
+        panic!("the test server is on TCP");
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let server = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .expect("resolves")
+        .next()
+        .expect("an address");
+    let flights = Flights::to(server).await;
+    let (base, database) = url.rsplit_once('/').expect("a database");
+    let (scheme_user, _) = base.rsplit_once('@').expect("a user");
+    let proxied = format!("{scheme_user}@{}/{database}", flights.addr);
+    let store = PostgresStore::connect(&proxied, Duration::from_secs(5))
+        .await
+        .expect("connects through the proxy");
+    let run = recorded_run(&store, "flights", 1).await;
+    let mut steps = Steps::of(&run);
+    // The first two steps prepare the writer's statements (a round trip each, once a
+    // connection), a run's first checkpoint among them.
+    for _ in 0..2 {
+        for answer in steps.hand_over(&store) {
+            answer.await.expect("committed");
+        }
+    }
+    for _ in 0..3 {
+        let before = flights.count();
+        let pending = steps.hand_over(&store);
+        let writes = pending.len();
+        for answer in pending {
+            answer.await.expect("committed");
+        }
+        let trips = flights.count() - before;
+        // A statement at a time, as before the writer sent a flight, it took 14.
+        assert_eq!(
+            trips, 2,
+            "a step of {writes} writes took {trips} round trips"
+        );
+    }
+}

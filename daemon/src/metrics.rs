@@ -77,6 +77,9 @@ families! {
         "Bytes of full tool outputs kept for paging";
     STORE_COMMIT_DURATION = "airlock_store_commit_duration", "airlock.store.commit.duration", "s",
         "Time a run store transaction took to commit, by backend";
+    STORE_COMMIT_STATEMENTS = "airlock_store_commit_statements",
+        "airlock.store.commit.statements", "{statement}",
+        "Statements of the writes the run store committed (not BEGIN, COMMIT or savepoints), by backend";
     EGRESS_REQUESTS = "airlock_egress_requests", "airlock.egress.requests", "{request}",
         "Outgoing connections tools asked for, by tenant and decision (allowed, refused)";
     GEN_AI_OPERATION_DURATION = "gen_ai_client_operation_duration",
@@ -232,6 +235,7 @@ pub struct Metrics {
     blob_store_usage: Gauge,
     output_kept_usage: Gauge,
     store_commit: Family<BackendLabel, Histogram, fn() -> Histogram>,
+    store_commit_statements: Family<BackendLabel, Counter>,
     egress: Family<EgressLabels, Counter>,
     model_duration: Family<ModelLabels, Histogram, fn() -> Histogram>,
     token_usage: Family<TokenLabels, Histogram, fn() -> Histogram>,
@@ -283,6 +287,7 @@ impl Metrics {
             blob_store_usage: Gauge::default(),
             output_kept_usage: Gauge::default(),
             store_commit: Family::new_with_constructor(commit_buckets as fn() -> Histogram),
+            store_commit_statements: Family::default(),
             egress: Family::default(),
             model_duration: Family::new_with_constructor(call_buckets as fn() -> Histogram),
             token_usage: Family::new_with_constructor(token_buckets as fn() -> Histogram),
@@ -369,6 +374,11 @@ impl Metrics {
             &mut registry,
             STORE_COMMIT_DURATION,
             Box::new(metrics.store_commit.clone()),
+        );
+        register(
+            &mut registry,
+            STORE_COMMIT_STATEMENTS,
+            Box::new(metrics.store_commit_statements.clone()),
         );
         register(
             &mut registry,
@@ -495,6 +505,15 @@ impl Metrics {
             self.store_commit
                 .get_or_create(&BackendLabel { backend })
                 .observe(duration.as_secs_f64());
+        }
+    }
+
+    /// `count` statements of the writes of a commit of the run store on `backend`.
+    pub fn store_commit_statements(&self, backend: &'static str, count: usize) {
+        if self.on() {
+            self.store_commit_statements
+                .get_or_create(&BackendLabel { backend })
+                .inc_by(count as u64);
         }
     }
 

@@ -17,6 +17,7 @@ fn every_family_is_exposed_under_its_translated_name() {
     metrics.run_finished("FINAL");
     metrics.approval_decided("denied");
     metrics.store_commit("sqlite", Duration::from_micros(300));
+    metrics.store_commit_statements("sqlite", 3);
     metrics.egress(Some("acme"), false);
     metrics.model_call(&ModelCall {
         provider: "openai",
@@ -41,6 +42,7 @@ fn every_family_is_exposed_under_its_translated_name() {
         "airlock_sandboxes_ready 1",
         "airlock_blob_store_usage_bytes 0",
         "airlock_store_commit_duration_seconds_count{backend=\"sqlite\"} 1",
+        "airlock_store_commit_statements_total{backend=\"sqlite\"} 3",
         "airlock_egress_requests_total{tenant=\"acme\",decision=\"refused\"} 1",
         "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"gpt-4o\"} 1",
         "gen_ai_client_token_usage_sum{gen_ai_token_type=\"input\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"gpt-4o\"} 1200",

@@ -26,6 +26,10 @@ pub(crate) enum Arg<'a> {
     Blob(&'a [u8]),
     /// A list of texts, bound as one array (only where [`Dialect::binds_arrays`]).
     Texts(&'a [String]),
+    /// A list of integers, bound as one array (only where [`Dialect::binds_arrays`]).
+    Ints(&'a [i64]),
+    /// A list of byte strings, bound as one array (only where [`Dialect::binds_arrays`]).
+    Blobs(&'a [&'a [u8]]),
 }
 
 impl From<i64> for Arg<'_> {

@@ -92,7 +92,13 @@ async fn store_costs(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     let database = airlock_daemon::testing::fresh_postgres_database().await;
     for (backend, store) in [("sqlite", None), ("postgres", Some(database.as_str()))] {
         eprintln!("{SECTION}: the store on {backend}");
-        let daemon = daemon(bench, store, LEASE).await?;
+        let metrics = free_port()?;
+        let mut spec = bench.daemon_spec("fleet-")?;
+        spec.config_tables = format!(
+            "{}[metrics]\nlisten = \"127.0.0.1:{metrics}\"\n",
+            store_table(store, LEASE)
+        );
+        let daemon = Airlockd::start(&spec).await?;
         let channel = daemon.channel().await?;
         // One unmeasured run and call warm the store, its statements and the tool.
         let warm = runs::start(
@@ -106,6 +112,7 @@ async fn store_costs(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
             .follow(tool_steps + 1)
             .await?;
         let mut steps = Vec::new();
+        let before = StoreCounts::read(metrics, backend).await?;
         for _ in 0..runs {
             let start = runs::start(
                 &bench.fixtures.workspace,
@@ -119,11 +126,22 @@ async fn store_costs(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
                 .await?;
             steps.extend(std::iter::repeat_n(times.per_step(), times.steps as usize));
         }
+        let counts = StoreCounts::read(metrics, backend).await? - before;
+        let stepped = steps.len() as f64;
         report.measured(
             SECTION,
             &format!("fleet-step-{backend}"),
             &format!("agent loop step, store on {backend}"),
             Samples::sequential(steps),
+        );
+        report.note(
+            &format!("fleet-step-{backend}"),
+            &format!(
+                "{:.2} commits a step, {:.1} statements a commit (its writes'), a commit {:.0} µs on average",
+                counts.commits / stepped,
+                counts.statements / counts.commits.max(1.0),
+                counts.committing * 1e6 / counts.commits.max(1.0),
+            ),
         );
         let mut tools = ToolsClient::new(channel);
         client::execute(&mut tools, ECHO, "{}", None, "{}").await?;
@@ -144,6 +162,57 @@ async fn store_costs(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     report.compare("fleet-step-postgres", "fleet-step-sqlite");
     report.compare("fleet-call-postgres", "fleet-call-sqlite");
     Ok(())
+}
+
+/// A free loopback port, for a daemon's metrics endpoint (it logs no address of its own).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The run store's commits and their statements so far, from a daemon's metrics endpoint.
+#[derive(Debug, Clone, Copy)]
+struct StoreCounts {
+    commits: f64,
+    /// Seconds the commits took, in all.
+    committing: f64,
+    statements: f64,
+}
+
+impl StoreCounts {
+    async fn read(port: u16, backend: &str) -> anyhow::Result<StoreCounts> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).await?;
+        let value = |family: &str| -> anyhow::Result<f64> {
+            let series = format!("{family}{{backend=\"{backend}\"}} ");
+            text.lines()
+                .find_map(|line| line.strip_prefix(&series))
+                .map_or(Ok(0.0), |value| Ok(value.trim().parse()?))
+        };
+        Ok(StoreCounts {
+            commits: value("airlock_store_commit_duration_seconds_count")?,
+            committing: value("airlock_store_commit_duration_seconds_sum")?,
+            statements: value("airlock_store_commit_statements_total")?,
+        })
+    }
+}
+
+impl std::ops::Sub for StoreCounts {
+    type Output = StoreCounts;
+
+    fn sub(self, before: StoreCounts) -> StoreCounts {
+        StoreCounts {
+            commits: self.commits - before.commits,
+            committing: self.committing - before.committing,
+            statements: self.statements - before.statements,
+        }
+    }
 }
 
 /// From an event's making (its `time_ms`, on the run's daemon) to its arrival at a client of

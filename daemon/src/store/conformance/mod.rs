@@ -11,7 +11,7 @@ mod retention;
 mod runs;
 
 pub use fixtures::recorded_run;
-pub(super) use fixtures::{Steps, session};
+pub(super) use fixtures::{Steps, event, session};
 
 use super::Store;
 

@@ -3,6 +3,7 @@
 //! the few helpers the fleet's own statements (leases, the relay) use. Every statement goes
 //! through the connection's statement cache (preparing costs a round trip of its own).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -182,21 +183,12 @@ impl Turn {
     }
 }
 
-/// A connection a request runs on, with the request's turn in its batch (none for a read,
-/// or a write run alone).
+/// The connection a write of the writer's batch runs on, with the write's turn in its
+/// batch (none for a write run alone) and the batch's count of statements.
 pub(super) struct Lane {
     pub(super) conn: Conn,
     pub(super) turn: Turn,
-}
-
-impl Lane {
-    /// A connection with no batch to take turns in.
-    pub(super) fn alone(conn: Conn) -> Lane {
-        Lane {
-            conn,
-            turn: Turn::default(),
-        }
-    }
+    pub(super) statements: Arc<AtomicUsize>,
 }
 
 /// What the shared queries run on: a request's connection, as [`Pg`].
@@ -209,6 +201,7 @@ impl OnPg for Lane {
         Pg {
             conn: &self.conn,
             turn: &self.turn,
+            statements: Some(&self.statements),
         }
     }
 }
@@ -223,6 +216,16 @@ impl OnPg for Conn {
 pub(super) struct Pg<'a> {
     conn: &'a Object,
     turn: &'a Turn,
+    /// Where a write counts its statements (none for a read).
+    statements: Option<&'a AtomicUsize>,
+}
+
+impl Pg<'_> {
+    fn count(&self, statements: usize) {
+        if let Some(counted) = self.statements {
+            counted.fetch_add(statements, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The turn of a request with no batch to take turns in.
@@ -237,6 +240,7 @@ impl<'a> Pg<'a> {
         Pg {
             conn,
             turn: &NO_TURN,
+            statements: None,
         }
     }
 }
@@ -259,6 +263,8 @@ impl ToSql for Arg<'_> {
             Arg::Text(text) if <&str as ToSql>::accepts(ty) => text.to_sql(ty, out),
             Arg::Blob(bytes) if <&[u8] as ToSql>::accepts(ty) => bytes.to_sql(ty, out),
             Arg::Texts(texts) if <&[String] as ToSql>::accepts(ty) => texts.to_sql(ty, out),
+            Arg::Ints(ints) if <&[i64] as ToSql>::accepts(ty) => ints.to_sql(ty, out),
+            Arg::Blobs(blobs) if <&[&[u8]] as ToSql>::accepts(ty) => blobs.to_sql(ty, out),
             other => Err(format!("{other:?} where the server expects {ty}").into()),
         }
     }
@@ -309,11 +315,13 @@ impl Sql for Pg<'_> {
     const DIALECT: Dialect = Dialect::Postgres;
 
     async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+        self.count(1);
         self.turn.wait().await;
         execute(self.conn, sql, &params(args)).await
     }
 
     async fn query(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<sql::Row>> {
+        self.count(1);
         self.turn.wait().await;
         query(self.conn, sql, &params(args))
             .await?
@@ -325,6 +333,7 @@ impl Sql for Pg<'_> {
     /// Prepares the statements (a round trip each the first time a connection sees one),
     /// waits for the turn, sends them all, passes the turn on, then reads their answers.
     async fn execute_last(&self, statements: &[sql::Statement<'_>]) -> StoreResult<Vec<u64>> {
+        self.count(statements.len());
         let mut prepared = Vec::with_capacity(statements.len());
         for (sql, _) in statements {
             prepared.push(self.conn.prepare_cached(sql).await.map_err(io)?);

@@ -215,12 +215,25 @@ mod tests {
         assert_eq!(won.len(), 1, "{won:?}");
         let (winner, claimed) = &won[0];
         assert_eq!(claimed[0].run_id, run.run_id);
-        // The previous owner can no longer write for the run; the new one can.
-        let err = owner
-            .set_run_state(&run.run_id, RunState::WaitingForApproval)
-            .await
-            .expect_err("fenced");
+        // The previous owner can no longer write for the run; the new one can. Its fenced
+        // write fails alone: a write for a run it still holds, handed over in the same
+        // batch, commits.
+        let kept = started_run(&owner).await;
+        let fenced = owner.set_run_state(&run.run_id, RunState::WaitingForApproval);
+        let written = owner.append_event(&crate::store::conformance::event(&kept.run_id, 2), &[]);
+        let err = fenced.await.expect_err("fenced");
         assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+        written
+            .await
+            .expect("a write of a run still held commits beside a fenced one");
+        assert_eq!(
+            owner
+                .events_after(&kept.run_id, 1, 10)
+                .await
+                .expect("read")
+                .len(),
+            1
+        );
         claimers[*winner]
             .set_run_state(&run.run_id, RunState::Running)
             .await

@@ -4,12 +4,24 @@
 //! trip to the server is the commit's cost, so a busy daemon pays it per batch, not per write.
 //! A write is answered only after its transaction committed.
 //!
-//! Should one write of a batch fail, the transaction is rolled back and the batch run again
-//! with each write inside a savepoint of its own: the failing one is undone alone and
-//! answered with its error, and the others commit.
+//! A batch is one flight and a `COMMIT`: two round trips, however many writes it holds. Its
+//! `BEGIN`, its runs' fence checks and its writes' statements are sent together, without
+//! waiting for the answers in between (tokio-postgres pipelines what is sent before it is
+//! answered). Each write takes its turn ([`Turn`]): it sends its last statements together
+//! (`Sql::execute_last`) and lets the next write send right behind them; a write whose
+//! statements need an earlier one's answer sends them a round trip at a time and lets the
+//! next go only when it ends. So the server runs the statements in the order the writes were
+//! handed over — a checkpoint after the event it covers — and the contract each write keeps
+//! is that nothing but an error path follows its `execute_last`. The `COMMIT` is sent once
+//! every answer came back and said it may: a write that failed, or a fence that did not
+//! hold, rolls the flight back.
 //!
-//! A write for a run this daemon owns carries a [`Fence`]: before the batch's first write
-//! for that run, one statement checks that the run is still this daemon's by the epoch it
+//! Should one write of a batch fail, the transaction is rolled back and the batch run again
+//! with each write inside a savepoint of its own, one after another: the failing one is undone
+//! alone and answered with its error, and the others commit.
+//!
+//! A write for a run this daemon owns carries a [`Fence`]: in the batch's flight, before its
+//! writes, one statement per run checks that the run is still this daemon's by the epoch it
 //! claimed it at, and takes the row's share lock until the commit, so no claim can slip in
 //! between the check and the commit (a claim skips locked rows). A write whose run was taken
 //! over is answered [`StoreError::Fenced`], alone, like any failing write.
@@ -20,9 +32,8 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
@@ -234,14 +245,17 @@ async fn serve(
 ) {
     let mut connection: Option<Conn> = None;
     let mut batch = Vec::new();
+    let statements = Arc::new(AtomicUsize::new(0));
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let last = batch.last().map_or(0, |(ticket, _)| *ticket);
         let mut writes: Vec<Box<dyn Write>> = batch.drain(..).map(|(_, write)| write).collect();
         let committing = async {
             let client = writer_connection(&pool, &mut connection).await?;
             let started = std::time::Instant::now();
-            let committed = commit_batch(&client, &mut writes).await;
-            crate::metrics::global().store_commit("postgres", started.elapsed());
+            let committed = commit_batch(&client, &statements, &mut writes).await;
+            let metrics = crate::metrics::global();
+            metrics.store_commit("postgres", started.elapsed());
+            metrics.store_commit_statements("postgres", statements.swap(0, Ordering::Relaxed));
             committed
         };
         // A batch the server never answers is failed, and its connection closed: the
@@ -285,11 +299,15 @@ async fn writer_connection(pool: &Pool, connection: &mut Option<Conn>) -> StoreR
 /// statements go to the server together ([`fly`]), and `COMMIT` once their answers say it
 /// may. Without a failure that is the whole cost of a commit, however many writes and runs
 /// the batch holds.
-async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
-    if !fly(client, writes).await? {
+async fn commit_batch(
+    client: &Conn,
+    statements: &Arc<AtomicUsize>,
+    writes: &mut [Box<dyn Write>],
+) -> StoreResult<()> {
+    if !fly(client, statements, writes).await? {
         statement(client, "ROLLBACK").await?;
         statement(client, "BEGIN").await?;
-        if let Err(error) = run_apart(client, writes).await {
+        if let Err(error) = run_apart(client, statements, writes).await {
             let _ = statement(client, "ROLLBACK").await;
             return Err(error);
         }
@@ -312,7 +330,11 @@ async fn commit_batch(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResu
 /// What could not be sent ahead still runs in order, a round trip at a time: a statement
 /// the connection has not prepared yet, or a write whose statements depend on earlier ones'
 /// answers (those hold their turn until they end).
-async fn fly(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<bool> {
+async fn fly(
+    client: &Conn,
+    statements: &Arc<AtomicUsize>,
+    writes: &mut [Box<dyn Write>],
+) -> StoreResult<bool> {
     let check = client.prepare_cached(STILL_OWNED).await.map_err(io)?;
     let mut fences: Vec<Fence> = Vec::new();
     for fence in writes.iter().filter_map(|write| write.fence()) {
@@ -320,41 +342,31 @@ async fn fly(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<bool> 
             fences.push(fence.clone());
         }
     }
-    // Each future sends its statement when first polled; they are polled in this order.
-    let mut begin = std::pin::pin!(statement(client, "BEGIN"));
-    let begun = futures::poll!(begin.as_mut());
     let params: Vec<[&(dyn ToSql + Sync); 3]> = fences
         .iter()
         .map(|fence| [&fence.run_id as _, &fence.node as _, &fence.epoch as _])
         .collect();
-    let mut checks: Vec<_> = params
-        .iter()
-        .map(|params| Box::pin(client.query_opt(&check, params)))
-        .collect();
-    let mut checked = Vec::with_capacity(checks.len());
-    for check in &mut checks {
-        checked.push(futures::poll!(check.as_mut()));
-    }
+    let checks =
+        futures::future::join_all(params.iter().map(|params| client.query_opt(&check, params)));
     let turns = Turn::chain(writes.len());
     let runs = futures::future::join_all(writes.iter_mut().zip(turns).map(|(write, turn)| {
         write.run(Lane {
             conn: client.clone(),
             turn,
+            statements: statements.clone(),
         })
-    }))
-    .await;
-    match begun {
-        Poll::Ready(begun) => begun?,
-        Poll::Pending => begin.await?,
-    }
-    let mut held = Vec::with_capacity(fences.len());
-    for (check, first) in checks.into_iter().zip(checked) {
-        let answer = match first {
-            Poll::Ready(answer) => answer,
-            Poll::Pending => check.await,
-        };
-        held.push(answer.map(|row| row.is_some()).map_err(io));
-    }
+    }));
+    // A statement is sent when its future is first polled, and `join!` polls in this order:
+    // `BEGIN` first. All of them are polled until the last answer: the connection hands the
+    // answers over in the order it sent the statements, and waits for a slow taker.
+    let (begun, checked, runs) = futures::join!(statement(client, "BEGIN"), checks, runs);
+    // Should `BEGIN` fail while the server took the rest (it fails only with its connection,
+    // which the rest then fails with), the writes would have run without a transaction.
+    begun?;
+    let held: Vec<StoreResult<bool>> = checked
+        .into_iter()
+        .map(|answer| answer.map(|row| row.is_some()).map_err(io))
+        .collect();
     let mut all = runs.into_iter().all(|ok| ok);
     for write in writes.iter_mut() {
         let Some(fence) = write.fence() else { continue };
@@ -377,11 +389,20 @@ async fn fly(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<bool> 
 
 /// Runs each write in a savepoint of its own, one after another, undoing only those that
 /// fail.
-async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<()> {
+async fn run_apart(
+    client: &Conn,
+    statements: &Arc<AtomicUsize>,
+    writes: &mut [Box<dyn Write>],
+) -> StoreResult<()> {
     let mut checked = Checked::new();
     for write in writes {
         statement(client, "SAVEPOINT job").await?;
-        if !run_fenced(client, write.as_mut(), &mut checked).await {
+        let lane = Lane {
+            conn: client.clone(),
+            turn: Turn::default(),
+            statements: statements.clone(),
+        };
+        if !run_fenced(lane, write.as_mut(), &mut checked).await {
             statement(client, "ROLLBACK TO SAVEPOINT job").await?;
             // The rollback released the row locks the undone write's checks took.
             checked.clear();
@@ -393,12 +414,12 @@ async fn run_apart(client: &Conn, writes: &mut [Box<dyn Write>]) -> StoreResult<
 
 /// Runs a write alone, after its fence's check when this transaction has not made it yet;
 /// whether both succeeded.
-async fn run_fenced(client: &Conn, write: &mut dyn Write, checked: &mut Checked) -> bool {
+async fn run_fenced(lane: Lane, write: &mut dyn Write, checked: &mut Checked) -> bool {
     if let Some(fence) = write.fence()
         && !checked.contains(&fence.run_id)
     {
         let run_id = fence.run_id.clone();
-        match still_owned(client, fence).await {
+        match still_owned(&lane.conn, fence).await {
             Ok(true) => {
                 checked.insert(run_id);
             }
@@ -412,7 +433,7 @@ async fn run_fenced(client: &Conn, write: &mut dyn Write, checked: &mut Checked)
             }
         }
     }
-    write.run(Lane::alone(client.clone())).await
+    write.run(lane).await
 }
 
 /// One of the batch's own statements (no parameters: the simple protocol, one round trip).

@@ -11,10 +11,77 @@ use crate::store::sql::{Arg, Sql, Statement, args};
 use crate::store::{Checkpoint, StoreError, StoreResult};
 
 pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> StoreResult<()> {
+    let taken = match S::DIALECT.binds_arrays() {
+        true => take_and_write_together(c, row).await?,
+        false => take_then_write(c, row).await?,
+    };
+    if !taken {
+        let last: Option<i64> = c
+            .query_opt(
+                "SELECT last_seq FROM runs WHERE run_id = $1",
+                args![&row.run_id],
+            )
+            .await?
+            .map(|mut found| found.get(0))
+            .transpose()?;
+        return Err(match last {
+            None => StoreError::UnknownRun(row.run_id.clone()),
+            Some(last) => StoreError::OutOfOrder {
+                run_id: row.run_id.clone(),
+                seq: row.seq,
+                last: u64::try_from(last).unwrap_or(0),
+            },
+        });
+    }
+    // Inside the batch's transaction: a kill here loses the whole batch, which no client has
+    // seen (events are published after their commit).
+    pause::reached(Point::StoreCommit);
+    Ok(())
+}
+
+/// [`append_event`] in one statement, its spans bound as arrays (PostgreSQL, where each
+/// statement costs the server's time, and an event is the write a run makes most): whether
+/// the sequence number was the next one. The event and its spans are written from the
+/// number's update, so only over a number taken.
+async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
+    let ids: Vec<String> = row.spans.iter().map(|span| span.span_id.clone()).collect();
+    let starts: Vec<i64> = row.spans.iter().map(|span| span.start_unix_nano).collect();
+    let spans: Vec<&[u8]> = row.spans.iter().map(|span| &span.span[..]).collect();
+    let taken = c
+        .execute_last_one(
+            "WITH taken AS (
+                 UPDATE runs SET last_seq = $2::bigint
+                 WHERE run_id = $1 AND last_seq = $2::bigint - 1 RETURNING run_id
+             ), event AS (
+                 INSERT INTO events (run_id, seq, event) SELECT run_id, $2, $3 FROM taken
+             ), spans AS (
+                 INSERT INTO spans (run_id, span_id, start_unix_nano, span)
+                 SELECT run_id, id, start, span
+                 FROM taken, unnest($4::text[], $5::bigint[], $6::bytea[]) AS s (id, start, span)
+                 ON CONFLICT (run_id, span_id)
+                 DO UPDATE SET start_unix_nano = EXCLUDED.start_unix_nano, span = EXCLUDED.span
+             )
+             SELECT 1 FROM taken",
+            &[
+                Arg::from(&row.run_id),
+                Arg::from(seq_param(row.seq)),
+                Arg::from(&row.event),
+                Arg::Texts(&ids),
+                Arg::Ints(&starts),
+                Arg::Blobs(&spans),
+            ],
+        )
+        .await?;
+    Ok(taken == 1)
+}
+
+/// [`append_event`] a statement for the number, one for the event and one per span:
+/// whether the sequence number was the next one.
+async fn take_then_write<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
     // Takes the sequence number only if it is the next one: one statement for the check and
     // the update, which every event pays. The event and its spans are written only over a
     // taken number, so that none of them fails when it was not (a failed statement would end
-    // the transaction before the check below could say why).
+    // the transaction before the check could say why).
     let seq = seq_param(row.seq);
     let taken = args![&row.run_id, seq];
     let event = args![&row.run_id, seq, &row.event];
@@ -52,28 +119,7 @@ pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> Sto
         )
     }));
     let changed = c.execute_last(&statements).await?;
-    if changed.first() == Some(&0) {
-        let last: Option<i64> = c
-            .query_opt(
-                "SELECT last_seq FROM runs WHERE run_id = $1",
-                args![&row.run_id],
-            )
-            .await?
-            .map(|mut found| found.get(0))
-            .transpose()?;
-        return Err(match last {
-            None => StoreError::UnknownRun(row.run_id.clone()),
-            Some(last) => StoreError::OutOfOrder {
-                run_id: row.run_id.clone(),
-                seq: row.seq,
-                last: u64::try_from(last).unwrap_or(0),
-            },
-        });
-    }
-    // Inside the batch's transaction: a kill here loses the whole batch, which no client has
-    // seen (events are published after their commit).
-    pause::reached(Point::StoreCommit);
-    Ok(())
+    Ok(changed.first() != Some(&0))
 }
 
 pub(in crate::store) async fn events_after<S: Sql>(

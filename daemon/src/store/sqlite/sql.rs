@@ -6,6 +6,7 @@
 //! the writer's thread — no reactor, no executor, and the async runtime never waits on
 //! SQLite.
 
+use std::cell::Cell;
 use std::future::Future;
 
 use futures::FutureExt as _;
@@ -14,6 +15,21 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use crate::store::sql::{Arg, Dialect, Row, Sql, Value};
 use crate::store::{StoreError, StoreResult};
+
+thread_local! {
+    /// Statements run on this thread since [`statements_run`] last took the count.
+    static STATEMENTS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count_statement() {
+    STATEMENTS.with(|count| count.set(count.get() + 1));
+}
+
+/// The statements run on this thread since the last call (the writer's thread: a batch's,
+/// when taken before and after it).
+pub(super) fn statements_run() -> usize {
+    STATEMENTS.with(|count| count.replace(0))
+}
 
 /// The writer's connection, as the shared queries see it.
 pub(super) struct Lite<'a>(pub(super) &'a Connection);
@@ -39,7 +55,7 @@ impl rusqlite::ToSql for Arg<'_> {
             Arg::Bool(flag) => ToSqlOutput::Owned(rusqlite::types::Value::Integer(flag.into())),
             Arg::Text(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
             Arg::Blob(bytes) => ToSqlOutput::Borrowed(ValueRef::Blob(bytes)),
-            Arg::Texts(_) => {
+            Arg::Texts(_) | Arg::Ints(_) | Arg::Blobs(_) => {
                 return Err(rusqlite::Error::ToSqlConversionFailure(
                     "SQLite binds no arrays".into(),
                 ));
@@ -72,6 +88,7 @@ impl Sql for Lite<'_> {
     /// Every statement goes through the connection's statement cache: parsing and planning
     /// a statement cost more than the small writes the run loop makes for every event.
     async fn execute(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<u64> {
+        count_statement();
         let sql = Self::DIALECT.render(sql);
         let mut statement = self.0.prepare_cached(&sql).map_err(io)?;
         let changed = statement
@@ -81,6 +98,7 @@ impl Sql for Lite<'_> {
     }
 
     async fn query(&self, sql: &str, args: &[Arg<'_>]) -> StoreResult<Vec<Row>> {
+        count_statement();
         let sql = Self::DIALECT.render(sql);
         let mut statement = self.0.prepare_cached(&sql).map_err(io)?;
         let columns = statement.column_count();

@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::sql::statements_run;
 use crate::store::{Pending, StoreError, StoreResult, batched};
 
 /// Run on the store's thread before each commit: tests make it wait, standing for a slow
@@ -165,8 +166,11 @@ fn serve(connection: Connection, queue: Receiver<Job>, before_commit: Option<Bef
         }
         if !writes.is_empty() {
             let started = std::time::Instant::now();
+            statements_run();
             let failed = commit_batch(&connection, &mut writes, before_commit.as_ref()).err();
-            crate::metrics::global().store_commit("sqlite", started.elapsed());
+            let metrics = crate::metrics::global();
+            metrics.store_commit("sqlite", started.elapsed());
+            metrics.store_commit_statements("sqlite", statements_run());
             for write in writes {
                 write.answer(failed.clone());
             }

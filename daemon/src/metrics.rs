@@ -79,7 +79,7 @@ families! {
         "Time a run store transaction took to commit, by backend";
     STORE_COMMIT_STATEMENTS = "airlock_store_commit_statements",
         "airlock.store.commit.statements", "{statement}",
-        "Statements of the writes the run store committed (not BEGIN, COMMIT or savepoints), by backend";
+        "Statements the run store's writes ran in its commits, by backend (not BEGIN, COMMIT or savepoints; a batch run again after a failed write counts again)";
     EGRESS_REQUESTS = "airlock_egress_requests", "airlock.egress.requests", "{request}",
         "Outgoing connections tools asked for, by tenant and decision (allowed, refused)";
     GEN_AI_OPERATION_DURATION = "gen_ai_client_operation_duration",
@@ -508,7 +508,7 @@ impl Metrics {
         }
     }
 
-    /// `count` statements of the writes of a commit of the run store on `backend`.
+    /// `count` statements the writes of a commit of the run store on `backend` ran.
     pub fn store_commit_statements(&self, backend: &'static str, count: usize) {
         if self.on() {
             self.store_commit_statements

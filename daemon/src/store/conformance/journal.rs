@@ -347,6 +347,23 @@ pub(super) async fn spans_ride_with_their_event(store: &dyn Store, tenant: &str)
             .is_err()
     );
     assert_eq!(store.spans(&run.run_id).await.expect("read").len(), 3);
+    // Two spans of one id with an event: the last is kept, as two writes of it would keep
+    // it, and the others ride along.
+    store
+        .append_event(
+            &event(&run.run_id, 4),
+            &[span("e", 5), span("f", 6), span("e", 7)],
+        )
+        .await
+        .expect("event with a repeated span");
+    let spans = store.spans(&run.run_id).await.expect("read");
+    assert_eq!(
+        spans
+            .iter()
+            .map(|s| (s.span_id.as_str(), s.start_unix_nano))
+            .collect::<Vec<_>>(),
+        [("a", 1), ("b", 2), ("c", 3), ("f", 6), ("e", 7)]
+    );
 }
 
 pub(super) async fn exchanges_keep_their_order(store: &dyn Store, tenant: &str) {

@@ -3,7 +3,9 @@
 use super::fixtures::{Steps, event, recorded_run, run, session};
 use crate::domain::{StopReason, Usage};
 use crate::ids::{RunId, SessionId};
-use crate::store::{RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError};
+use crate::store::{
+    Effect, RunEnd, RunFilter, RunRecord, RunState, SessionRecord, Store, StoreError,
+};
 
 pub(super) async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenant: &str) {
     let session = session(tenant, 1);
@@ -226,18 +228,31 @@ pub(super) async fn a_steps_writes_commit_in_order_and_a_refused_one_alone(
     for answer in pending {
         answer.await.expect("committed");
     }
-    // A refused write between two steps handed over together: a duplicate of the first
-    // step's last event.
+    // Refused writes between two steps handed over together: a duplicate of the first
+    // step's last event (which the store's check refuses) and of its call's intent (which
+    // the database's key refuses, failing every statement after it in the transaction).
     let mut pending = steps.hand_over(store);
     let duplicate = store.append_event(&event(&run.run_id, Steps::events(1)), &[]);
+    let intent = store.record_intent(&Effect {
+        run_id: run.run_id.clone(),
+        call_id: Steps::call(1),
+        tool: "read_file".into(),
+        arguments: "{}".into(),
+        idempotent: true,
+        intent_at_ms: 8,
+        timeout_ms: None,
+        result: None,
+        pending_changes: None,
+    });
     pending.extend(steps.hand_over(store));
     for answer in pending {
-        answer.await.expect("committed beside a refused write");
+        answer.await.expect("committed beside refused writes");
     }
     assert!(matches!(
         duplicate.await,
         Err(StoreError::OutOfOrder { seq: 3, last, .. }) if last >= 3
     ));
+    assert!(intent.await.is_err(), "a second intent for one call");
     let events = store.events_after(&run.run_id, 0, 100).await.expect("read");
     assert_eq!(
         events.iter().map(|e| e.seq).collect::<Vec<_>>(),

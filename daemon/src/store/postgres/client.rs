@@ -3,7 +3,7 @@
 //! the few helpers the fleet's own statements (leases, the relay) use. Every statement goes
 //! through the connection's statement cache (preparing costs a round trip of its own).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -133,18 +133,33 @@ pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult
 /// one before it sent its last statements ([`Sql::execute_last`]) — or finished, when it
 /// had none. A write waits for its turn before its first statement and passes it on after
 /// its last; a dropped turn is passed on.
+///
+/// A statement after a write's last ones could reach the server behind the next write's: it
+/// marks the turn [`late`](Turn::late), and the batch runs again one write at a time. A write
+/// on its way to an error (the only one that may do so) fails the flight anyway.
 #[derive(Default)]
 pub(super) struct Turn {
     /// Answered (or dropped) when the write before this one has sent its last statements.
     before: Mutex<Option<oneshot::Receiver<()>>>,
     /// This write's word to the one after it.
     after: Mutex<Option<oneshot::Sender<()>>>,
+    /// Whether the write passed its turn on, and then whether it ran a statement after
+    /// that; none for a request with no batch to take turns in.
+    late: Option<(AtomicBool, Arc<AtomicBool>)>,
 }
 
 impl Turn {
-    /// Turns for `count` writes in a row, the first of which need not wait.
-    pub(super) fn chain(count: usize) -> Vec<Turn> {
-        let turns: Vec<Turn> = (0..count).map(|_| Turn::default()).collect();
+    /// Turns for `count` writes in a row, the first of which need not wait, and for each
+    /// whether it turned out late.
+    pub(super) fn chain(count: usize) -> (Vec<Turn>, Vec<Arc<AtomicBool>>) {
+        let lates: Vec<Arc<AtomicBool>> = (0..count).map(|_| Arc::default()).collect();
+        let turns: Vec<Turn> = lates
+            .iter()
+            .map(|late| Turn {
+                late: Some((AtomicBool::new(false), late.clone())),
+                ..Turn::default()
+            })
+            .collect();
         for pair in turns.windows(2) {
             let (after, before) = oneshot::channel();
             *pair[0].after.lock().unwrap_or_else(PoisonError::into_inner) = Some(after);
@@ -153,12 +168,17 @@ impl Turn {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Some(before);
         }
-        turns
+        (turns, lates)
     }
 
     /// Waits until the write before this one has sent its last statements (at once when
-    /// there is none, or it already did).
+    /// there is none, or it already did); a statement after the write's last marks it late.
     async fn wait(&self) {
+        if let Some((passed, late)) = &self.late
+            && passed.load(Ordering::Relaxed)
+        {
+            late.store(true, Ordering::Relaxed);
+        }
         let before = self
             .before
             .lock()
@@ -172,6 +192,9 @@ impl Turn {
 
     /// Lets the next write send its statements.
     fn pass(&self) {
+        if let Some((passed, _)) = &self.late {
+            passed.store(true, Ordering::Relaxed);
+        }
         let after = self
             .after
             .lock()
@@ -232,6 +255,7 @@ impl Pg<'_> {
 static NO_TURN: Turn = Turn {
     before: Mutex::new(None),
     after: Mutex::new(None),
+    late: None,
 };
 
 impl<'a> Pg<'a> {

@@ -252,6 +252,7 @@ async fn serve(
         let committing = async {
             let client = writer_connection(&pool, &mut connection).await?;
             let started = std::time::Instant::now();
+            statements.store(0, Ordering::Relaxed);
             let committed = commit_batch(&client, &statements, &mut writes).await;
             let metrics = crate::metrics::global();
             metrics.store_commit("postgres", started.elapsed());
@@ -264,7 +265,16 @@ async fn serve(
         // lost. Either way the batch's runs are given back, and resumed from what the store
         // holds.
         let failed = match tokio::time::timeout(deadline, committing).await {
-            Ok(outcome) => outcome.err(),
+            Ok(Ok(())) => None,
+            // Nothing of the batch committed, and its connection may still be inside the
+            // batch's transaction (a `ROLLBACK` that failed), which the next batch's `BEGIN`
+            // would join: a new connection is taken instead.
+            Ok(Err(error)) => {
+                if let Some(spent) = connection.take() {
+                    discard(spent);
+                }
+                Some(error)
+            }
             Err(_) => {
                 if let Some(stuck) = connection.take() {
                     discard(stuck);
@@ -348,7 +358,7 @@ async fn fly(
         .collect();
     let checks =
         futures::future::join_all(params.iter().map(|params| client.query_opt(&check, params)));
-    let turns = Turn::chain(writes.len());
+    let (turns, lates) = Turn::chain(writes.len());
     let runs = futures::future::join_all(writes.iter_mut().zip(turns).map(|(write, turn)| {
         write.run(Lane {
             conn: client.clone(),
@@ -367,7 +377,11 @@ async fn fly(
         .into_iter()
         .map(|answer| answer.map(|row| row.is_some()).map_err(io))
         .collect();
-    let mut all = runs.into_iter().all(|ok| ok);
+    // A write that ran a statement after its last ones (one on its way to an error, or one
+    // that broke `execute_last`'s contract) may have run it behind the next write's: all of
+    // them run again, one at a time.
+    let mut all =
+        runs.into_iter().all(|ok| ok) && !lates.iter().any(|late| late.load(Ordering::Relaxed));
     for write in writes.iter_mut() {
         let Some(fence) = write.fence() else { continue };
         let at = fences

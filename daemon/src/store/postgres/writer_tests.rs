@@ -119,3 +119,89 @@ async fn a_steps_writes_commit_in_two_round_trips() {
         );
     }
 }
+
+/// A write of the test's own on `store`'s writer: `statements` run one after another, each
+/// waiting for the one before it (holding the batch's next write back), then `last` by
+/// `execute_last`, then `after`, which breaks `execute_last`'s contract.
+fn write(
+    store: &PostgresStore,
+    statements: &'static [&'static str],
+    last: Option<&'static str>,
+    after: Option<&'static str>,
+) -> crate::store::Pending<()> {
+    use futures::FutureExt as _;
+
+    use crate::store::postgres::client::OnPg as _;
+    use crate::store::sql::Sql as _;
+    store.writer.write(None, move |lane| {
+        async move {
+            let c = lane.pg();
+            for sql in statements {
+                c.execute(sql, &[]).await?;
+            }
+            if let Some(sql) = last {
+                c.execute_last_one(sql, &[]).await?;
+            }
+            if let Some(sql) = after {
+                c.execute(sql, &[]).await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    })
+}
+
+/// The server runs a batch's statements in the order their writes were handed over, even
+/// where a write sends them a round trip at a time, or sends one after its last.
+#[tokio::test(flavor = "current_thread")]
+async fn a_batchs_statements_run_in_the_order_of_its_writes() {
+    let url = testing::fresh_database().await;
+    let store = PostgresStore::connect(&url, Duration::from_secs(5))
+        .await
+        .expect("connects");
+    write(&store, &["CREATE TABLE turns (x bigint)"], None, None)
+        .await
+        .expect("a table");
+    let read = || async {
+        use crate::store::postgres::client::query_opt;
+        store
+            .writer
+            .read(|c| {
+                use futures::FutureExt as _;
+                async move {
+                    let row = query_opt(&c, "SELECT x FROM turns", &[]).await?;
+                    Ok(row.map(|row| row.get::<_, i64>(0)))
+                }
+                .boxed()
+            })
+            .await
+            .expect("read")
+    };
+    // A write that waits for its insert's answer before its update: the next write's
+    // update, ready at once, must not slip in between (it would make 11).
+    let first = write(
+        &store,
+        &["INSERT INTO turns VALUES (1)", "UPDATE turns SET x = x + 1"],
+        None,
+        None,
+    );
+    let second = write(&store, &[], Some("UPDATE turns SET x = x * 10"), None);
+    first.await.expect("first");
+    second.await.expect("second");
+    assert_eq!(read().await, Some(20));
+    // A write that runs a statement after its last ones: the next write's may have gone
+    // first, so the batch runs again a write at a time (11 otherwise).
+    write(&store, &["DELETE FROM turns"], None, None)
+        .await
+        .expect("emptied");
+    let first = write(
+        &store,
+        &[],
+        Some("INSERT INTO turns VALUES (1)"),
+        Some("UPDATE turns SET x = x + 1"),
+    );
+    let second = write(&store, &[], Some("UPDATE turns SET x = x * 10"), None);
+    first.await.expect("first");
+    second.await.expect("second");
+    assert_eq!(read().await, Some(20));
+}

@@ -1,12 +1,14 @@
 //! A run's log: its events (each with the spans that ended before it), the model exchanges
 //! of its cassette, and its checkpoint.
 
+use std::collections::HashSet;
+
 use airlock_proto::v1 as pb;
 
 use super::{count_param, seq_param};
 use crate::ids::RunId;
 use crate::pause::{self, Point};
-use crate::store::rows::{EventRow, decode};
+use crate::store::rows::{EventRow, SpanRow, decode};
 use crate::store::sql::{Arg, Sql, Statement, args};
 use crate::store::{Checkpoint, StoreError, StoreResult};
 
@@ -44,9 +46,19 @@ pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> Sto
 /// the sequence number was the next one. The event and its spans are written from the
 /// number's update, so only over a number taken.
 async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
-    let ids: Vec<String> = row.spans.iter().map(|span| span.span_id.clone()).collect();
-    let starts: Vec<i64> = row.spans.iter().map(|span| span.start_unix_nano).collect();
-    let spans: Vec<&[u8]> = row.spans.iter().map(|span| &span.span[..]).collect();
+    // One statement may not write a row twice: of spans with one id, the last is kept, as a
+    // statement for each would keep it.
+    let mut seen = HashSet::new();
+    let mut kept: Vec<&SpanRow> = row
+        .spans
+        .iter()
+        .rev()
+        .filter(|span| seen.insert(span.span_id.as_str()))
+        .collect();
+    kept.reverse();
+    let ids: Vec<String> = kept.iter().map(|span| span.span_id.clone()).collect();
+    let starts: Vec<i64> = kept.iter().map(|span| span.start_unix_nano).collect();
+    let spans: Vec<&[u8]> = kept.iter().map(|span| &span.span[..]).collect();
     let taken = c
         .execute_last_one(
             "WITH taken AS (
@@ -80,8 +92,8 @@ async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<b
 async fn take_then_write<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
     // Takes the sequence number only if it is the next one: one statement for the check and
     // the update, which every event pays. The event and its spans are written only over a
-    // taken number, so that none of them fails when it was not (a failed statement would end
-    // the transaction before the check could say why).
+    // taken number, so that none of them fails when it was not (a duplicate's key would,
+    // before the check could say why).
     let seq = seq_param(row.seq);
     let taken = args![&row.run_id, seq];
     let event = args![&row.run_id, seq, &row.event];

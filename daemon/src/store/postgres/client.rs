@@ -135,7 +135,7 @@ pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult
 /// its last; a dropped turn is passed on.
 ///
 /// A statement after a write's last ones could reach the server behind the next write's: it
-/// marks the turn [`late`](Turn::late), and the batch runs again one write at a time. A write
+/// marks the turn late, and the batch runs again one write at a time. A write
 /// on its way to an error (the only one that may do so) fails the flight anyway.
 #[derive(Default)]
 pub(super) struct Turn {
@@ -243,14 +243,6 @@ pub(super) struct Pg<'a> {
     statements: Option<&'a AtomicUsize>,
 }
 
-impl Pg<'_> {
-    fn count(&self, statements: usize) {
-        if let Some(counted) = self.statements {
-            counted.fetch_add(statements, Ordering::Relaxed);
-        }
-    }
-}
-
 /// The turn of a request with no batch to take turns in.
 static NO_TURN: Turn = Turn {
     before: Mutex::new(None),
@@ -265,6 +257,13 @@ impl<'a> Pg<'a> {
             conn,
             turn: &NO_TURN,
             statements: None,
+        }
+    }
+
+    /// Counts `statements` toward the batch's, for a write.
+    fn count(&self, statements: usize) {
+        if let Some(counted) = self.statements {
+            counted.fetch_add(statements, Ordering::Relaxed);
         }
     }
 }

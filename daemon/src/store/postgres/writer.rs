@@ -65,9 +65,16 @@ pub(super) struct Fence {
     pub(super) epoch: i64,
 }
 
-/// The runs of a batch whose fence was checked (and whose row is share-locked) in its
-/// transaction so far.
-type Checked = HashSet<String>;
+impl Fence {
+    /// Whether `other` is the same claim: one check answers for both.
+    fn is(&self, other: &Fence) -> bool {
+        self.run_id == other.run_id && self.node == other.node && self.epoch == other.epoch
+    }
+}
+
+/// The claims of a batch whose fence was checked (and whose run's row is share-locked) in
+/// its transaction so far: run, node and epoch.
+type Checked = HashSet<(String, String, i64)>;
 
 /// A write of a batch: its statements and its caller's answer once the batch is done.
 trait Write: Send {
@@ -333,9 +340,8 @@ async fn commit_batch(
 
 /// Opens the batch's transaction and runs it in one flight: `BEGIN`, then each run's fence
 /// check, then the writes' statements, each write's as soon as the one before it sent its
-/// last ([`Turn`]). Whether every fence held and every write succeeded; an error (the
-/// transaction then left to the caller's rollback) only when the server did not take the
-/// flight.
+/// last ([`Turn`]). Whether every fence held and every write succeeded; an error only when
+/// the server did not take the flight (whose connection [`serve`] then gives up).
 ///
 /// What could not be sent ahead still runs in order, a round trip at a time: a statement
 /// the connection has not prepared yet, or a write whose statements depend on earlier ones'
@@ -348,7 +354,7 @@ async fn fly(
     let check = client.prepare_cached(STILL_OWNED).await.map_err(io)?;
     let mut fences: Vec<Fence> = Vec::new();
     for fence in writes.iter().filter_map(|write| write.fence()) {
-        if !fences.iter().any(|held| held.run_id == fence.run_id) {
+        if !fences.iter().any(|held| held.is(fence)) {
             fences.push(fence.clone());
         }
     }
@@ -386,7 +392,7 @@ async fn fly(
         let Some(fence) = write.fence() else { continue };
         let at = fences
             .iter()
-            .position(|held| held.run_id == fence.run_id)
+            .position(|held| held.is(fence))
             .unwrap_or_default();
         let refused = match &held[at] {
             Ok(true) => continue,
@@ -429,16 +435,17 @@ async fn run_apart(
 /// Runs a write alone, after its fence's check when this transaction has not made it yet;
 /// whether both succeeded.
 async fn run_fenced(lane: Lane, write: &mut dyn Write, checked: &mut Checked) -> bool {
-    if let Some(fence) = write.fence()
-        && !checked.contains(&fence.run_id)
-    {
-        let run_id = fence.run_id.clone();
+    if let Some(fence) = write.fence() {
+        let claim = (fence.run_id.clone(), fence.node.clone(), fence.epoch);
+        if checked.contains(&claim) {
+            return write.run(lane).await;
+        }
         match still_owned(&lane.conn, fence).await {
             Ok(true) => {
-                checked.insert(run_id);
+                checked.insert(claim);
             }
             Ok(false) => {
-                write.refuse(StoreError::Fenced { run_id });
+                write.refuse(StoreError::Fenced { run_id: claim.0 });
                 return false;
             }
             Err(error) => {

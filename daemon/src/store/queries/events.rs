@@ -87,8 +87,8 @@ async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<b
     Ok(taken == 1)
 }
 
-/// [`append_event`] a statement for the number, one for the event and one per span:
-/// whether the sequence number was the next one.
+/// [`append_event`] a statement for the number, one for the event and one per span (SQLite,
+/// where a statement costs a few µs): whether the sequence number was the next one.
 async fn take_then_write<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
     // Takes the sequence number only if it is the next one: one statement for the check and
     // the update, which every event pays. The event and its spans are written only over a

@@ -1,6 +1,7 @@
-//! What the writer's flights cost, counted on the wire: a proxy between the store and the
-//! test server counts the round trips the store makes (each time it speaks again after the
-//! server answered).
+//! What the writer's flights cost, counted on the wire (a proxy between the store and the
+//! test server counts the round trips the store makes: each time it speaks again after the
+//! server answered), and the order they keep: a batch's statements run in the order of its
+//! writes, whichever way each write sends them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

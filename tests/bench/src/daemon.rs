@@ -183,6 +183,13 @@ impl Airlockd {
         rss_of(&format!("/proc/{}/status", self.pid))
     }
 
+    /// The processes the daemon started and their proportional memory (each shared page
+    /// split among its sharers, so a hundred copies of one interpreter are not counted as a
+    /// hundred interpreters).
+    pub fn descendants(&self) -> anyhow::Result<Descendants> {
+        descendants_of(self.pid)
+    }
+
     /// The last lines the daemon logged.
     pub fn log_tail(&self) -> String {
         tail(&self.log)
@@ -190,6 +197,7 @@ impl Airlockd {
 
     /// Kills the daemon and waits until it is gone.
     pub async fn stop(mut self) -> anyhow::Result<()> {
+        crate::idle::before_killing(self.pid)?;
         self.child.start_kill().context("cannot kill airlockd")?;
         self.child
             .wait()
@@ -212,6 +220,35 @@ fn serving_address(line: &str) -> Option<&str> {
     line.split("listen=Some(").nth(1)?.split(')').next()
 }
 
+/// What [`Airlockd::descendants`] found.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Descendants {
+    pub processes: usize,
+    /// Their summed `Pss`, in bytes.
+    pub pss_bytes: u64,
+}
+
+fn descendants_of(root: u32) -> anyhow::Result<Descendants> {
+    let pids = crate::idle::descendants(root)?;
+    // A process may end between the listing and the read: it is counted without memory.
+    let pss_bytes = pids
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .filter_map(|rollup| kib_field(&rollup, "Pss:"))
+        .sum();
+    Ok(Descendants {
+        processes: pids.len(),
+        pss_bytes,
+    })
+}
+
+/// A `Name:   N kB` field of a `/proc` file, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(name))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// `VmRSS` of a `/proc/<pid>/status` file, in bytes.
 pub fn rss_of(status: &str) -> anyhow::Result<u64> {
     let text = std::fs::read_to_string(status).with_context(|| format!("cannot read {status}"))?;
@@ -219,9 +256,7 @@ pub fn rss_of(status: &str) -> anyhow::Result<u64> {
 }
 
 fn parse_vm_rss(status: &str) -> Option<u64> {
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    kib_field(status, "VmRSS:")
 }
 
 fn config_toml(spec: &DaemonSpec) -> anyhow::Result<String> {
@@ -268,6 +303,33 @@ mod tests {
         assert_eq!(parse_vm_rss(status), Some(12345 * 1024));
         assert_eq!(parse_vm_rss("Name:\tx\n"), None);
         assert!(rss_of("/proc/self/status").is_ok_and(|rss| rss > 0));
+    }
+
+    #[test]
+    fn finds_a_processs_descendants_and_their_memory() {
+        // A shell with a child of its own (not its last command, so not exec'd).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5; :"])
+            .spawn()
+            .expect("sh runs");
+        let pid = child.id();
+        let mut found = descendants_of(pid).expect("/proc is readable");
+        for _ in 0..100 {
+            if found.processes > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = descendants_of(pid).expect("/proc is readable");
+        }
+        let mine = descendants_of(std::process::id()).expect("/proc is readable");
+        child.kill().expect("sh is killed");
+        child.wait().expect("sh is reaped");
+        assert_eq!(found.processes, 1, "the sleep under sh: {found:?}");
+        assert!(found.pss_bytes > 0, "{found:?}");
+        assert!(
+            mine.processes >= 2,
+            "sh and its sleep under this test: {mine:?}"
+        );
     }
 
     #[test]

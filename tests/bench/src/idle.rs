@@ -13,6 +13,7 @@
 //! what happened.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use procfs::process::{Stat, all_processes};
@@ -106,41 +107,76 @@ impl Others {
     }
 }
 
-/// Ticks used by this process, its descendants (with their reaped children) and the peer
-/// servers.
+/// Ticks of this benchmark's processes that ended out of its sight: a daemon's sandboxed
+/// processes, killed with it and reaped by init, whose CPU would otherwise count as others'
+/// (see [`before_killing`]).
+static ORPHANED: AtomicU64 = AtomicU64::new(0);
+
+/// Ticks used by this process, its descendants (with their reaped children), the peer
+/// servers, and the descendants killed with a daemon.
 fn ours() -> anyhow::Result<u64> {
+    let stats = processes()?;
     let me = std::process::id() as i32;
-    let mut stats: HashMap<i32, Stat> = HashMap::new();
-    for process in all_processes()? {
-        // A process that ends while the list is read is simply not counted.
-        if let Ok(stat) = process.and_then(|process| process.stat()) {
-            stats.insert(stat.pid, stat);
-        }
-    }
-    let mut mine = HashSet::from([me]);
-    // Parents come before children in no particular order: spread until nothing changes.
-    loop {
-        let before = mine.len();
-        for stat in stats.values() {
-            if mine.contains(&stat.ppid) {
-                mine.insert(stat.pid);
-            }
-        }
-        if mine.len() == before {
-            break;
-        }
-    }
-    let ticks = |stat: &Stat| {
-        stat.utime
-            + stat.stime
-            + u64::try_from(stat.cutime).unwrap_or(0)
-            + u64::try_from(stat.cstime).unwrap_or(0)
-    };
+    let mut mine = under(&stats, me);
+    mine.insert(me);
     Ok(stats
         .values()
         .filter(|stat| mine.contains(&stat.pid) || PEER_SERVERS.contains(&stat.comm.as_str()))
         .map(ticks)
-        .sum())
+        .sum::<u64>()
+        + ORPHANED.load(Ordering::Relaxed))
+}
+
+/// Counts as this benchmark's the CPU of every process under `pid` (not `pid` itself, whose
+/// parent reaps it): called just before `pid` is killed, which leaves them to init.
+pub fn before_killing(pid: u32) -> anyhow::Result<()> {
+    let stats = processes()?;
+    let orphans: u64 = under(&stats, pid as i32)
+        .iter()
+        .filter_map(|pid| stats.get(pid))
+        .map(ticks)
+        .sum();
+    ORPHANED.fetch_add(orphans, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The pids under `root` (not itself), as /proc lists them now.
+pub fn descendants(root: u32) -> anyhow::Result<HashSet<i32>> {
+    Ok(under(&processes()?, root as i32))
+}
+
+/// Every process's stat; one that ends while the list is read is simply not there.
+fn processes() -> anyhow::Result<HashMap<i32, Stat>> {
+    Ok(all_processes()?
+        .filter_map(|process| process.and_then(|process| process.stat()).ok())
+        .map(|stat| (stat.pid, stat))
+        .collect())
+}
+
+fn under(stats: &HashMap<i32, Stat>, root: i32) -> HashSet<i32> {
+    let mut found = HashSet::from([root]);
+    // Parents come before children in no particular order: spread until nothing changes.
+    loop {
+        let before = found.len();
+        for stat in stats.values() {
+            if found.contains(&stat.ppid) {
+                found.insert(stat.pid);
+            }
+        }
+        if found.len() == before {
+            break;
+        }
+    }
+    found.remove(&root);
+    found
+}
+
+/// A process's ticks with its reaped children's.
+fn ticks(stat: &Stat) -> u64 {
+    stat.utime
+        + stat.stime
+        + u64::try_from(stat.cutime).unwrap_or(0)
+        + u64::try_from(stat.cstime).unwrap_or(0)
 }
 
 /// What the machine was doing around one section.

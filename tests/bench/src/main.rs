@@ -19,6 +19,7 @@ mod idle;
 mod languages;
 mod long_run;
 mod mcp_call;
+mod mcp_instances;
 mod peers;
 mod policy;
 mod report;

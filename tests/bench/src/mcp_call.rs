@@ -51,8 +51,13 @@ profile = "mcp-python"
 idempotent = true
 [mcp]
 transport = "stdio"
+# Section 4 keeps a hundred instances alive while it measures: none may be reaped meanwhile.
+idle_timeout_ms = 600000
 command = ["/usr/bin/python3", "/tool/echo_server.py"]
 "#;
+
+/// Why the cases that host the echo server are skipped on a machine without it.
+pub const NOT_INSTALLED: &str = "the MCP Python SDK is not installed (tests/mcp/install.sh)";
 
 /// The SDK's virtualenv, when tests/mcp/install.sh made it.
 fn peers(repo: &Path) -> Option<(PathBuf, PathBuf)> {
@@ -65,19 +70,25 @@ fn peers(repo: &Path) -> Option<(PathBuf, PathBuf)> {
     Some((venv.join("bin/python"), site))
 }
 
-pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
+/// The echo server installed as a hosted tool, beside the bench's own tools and profiles.
+pub struct EchoServer {
+    /// Holds `echo/` (its manifest and program) and nothing else.
+    pub tools_dir: PathBuf,
+    /// The bench's profiles and `mcp-python`.
+    pub profiles_dir: PathBuf,
+    /// The SDK's Python, for the direct peer.
+    pub python: PathBuf,
+}
+
+/// Installs the echo server in fresh directories; `None` when tests/mcp/install.sh has not
+/// made the SDK's virtualenv.
+pub fn install(bench: &Bench) -> anyhow::Result<Option<EchoServer>> {
     let repo = &bench.fixtures.repo;
-    let hosted = "hosted: echo through ExecuteTool, the server in airlock's sandbox";
-    let direct = "direct: echo by the Python SDK's client over stdio, no sandbox";
     let Some((python, site)) = peers(repo) else {
-        let why = "the MCP Python SDK is not installed (tests/mcp/install.sh)";
-        report.skipped(SECTION, "mcp-hosted", hosted, why);
-        report.skipped(SECTION, "mcp-direct", direct, why);
-        return Ok(());
+        return Ok(None);
     };
-    eprintln!("{SECTION}: echo");
-    let tools = bench.fixtures.fresh_dir("mcp-tools-")?;
-    let folder = tools.join("echo");
+    let tools_dir = bench.fixtures.fresh_dir("mcp-tools-")?;
+    let folder = tools_dir.join("echo");
     std::fs::create_dir_all(&folder)?;
     std::fs::write(folder.join("tool.toml"), MANIFEST)?;
     std::fs::copy(
@@ -85,12 +96,36 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         folder.join("echo_server.py"),
     )
     .context("cannot copy the echo server")?;
-    let profiles = bench.fixtures.fresh_dir("mcp-profiles-")?;
-    std::fs::write(profiles.join("mcp-python.toml"), python_profile(&site))?;
+    let profiles_dir = bench.fixtures.fresh_dir("mcp-profiles-")?;
+    for entry in std::fs::read_dir(&bench.fixtures.profiles_dir)? {
+        let path = entry?.path();
+        if let Some(name) = path.file_name().filter(|_| path.is_file()) {
+            std::fs::copy(&path, profiles_dir.join(name))
+                .with_context(|| format!("cannot copy {}", path.display()))?;
+        }
+    }
+    std::fs::write(profiles_dir.join("mcp-python.toml"), python_profile(&site))?;
+    Ok(Some(EchoServer {
+        tools_dir,
+        profiles_dir,
+        python,
+    }))
+}
+
+pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
+    let repo = &bench.fixtures.repo;
+    let hosted = "hosted: echo through ExecuteTool, the server in airlock's sandbox";
+    let direct = "direct: echo by the Python SDK's client over stdio, no sandbox";
+    let Some(server) = install(bench)? else {
+        report.skipped(SECTION, "mcp-hosted", hosted, NOT_INSTALLED);
+        report.skipped(SECTION, "mcp-direct", direct, NOT_INSTALLED);
+        return Ok(());
+    };
+    eprintln!("{SECTION}: echo");
     let daemon = Airlockd::start(&DaemonSpec {
         binary: bench.airlockd.clone(),
-        tools_dirs: vec![tools],
-        profiles_dir: profiles,
+        tools_dirs: vec![server.tools_dir],
+        profiles_dir: server.profiles_dir,
         workspace_root: bench.fixtures.workspace_root.clone(),
         state_dir: bench.fixtures.fresh_dir("mcp-state-")?,
         module_cache_dir: bench.fixtures.fresh_dir("modules-")?,
@@ -114,13 +149,13 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     report.measured(SECTION, "mcp-hosted", hosted, samples);
     daemon.stop().await?;
 
-    let output = tokio::process::Command::new(&python)
+    let output = tokio::process::Command::new(&server.python)
         .arg(repo.join("tests/mcp/bench_direct.py"))
         .arg(warmup.to_string())
         .arg(runs.to_string())
         .output()
         .await
-        .with_context(|| format!("cannot run {}", python.display()))?;
+        .with_context(|| format!("cannot run {}", server.python.display()))?;
     anyhow::ensure!(
         output.status.success(),
         "bench_direct.py failed: {}",

@@ -3,6 +3,8 @@
 //! memory is not counted) and the per-step latency of another run, which must go on while
 //! they wait. Then every waiting run is approved and must finish as scripted.
 //!
+//! Then it does the same with a hundred hosted MCP instances alive (`mcp_instances.rs`).
+//!
 //! A fresh daemon serves this section alone, so its memory is not that of earlier sections.
 //! A second one, as fresh, serves nothing else: the other run's steps are measured on both
 //! in alternating rounds, so that the ratio with and without the load does not follow the
@@ -22,11 +24,11 @@ use crate::report::{Check, Report};
 use crate::runs::{self, RunStream};
 use crate::stats::Samples;
 
-const SECTION: &str = "4 scale";
+pub(crate) const SECTION: &str = "4 scale";
 
 /// Runs sharing one HTTP/2 connection: clients spread over connections as separate
 /// clients would, and well under servers' default stream limits (hyper's is 200).
-const RUNS_PER_CONNECTION: usize = 50;
+pub(crate) const RUNS_PER_CONNECTION: usize = 50;
 
 /// What a run waiting on an approval may cost in the daemon's resident memory.
 const MAX_BYTES_PER_WAITING_RUN: u64 = 100 * 1024;
@@ -36,7 +38,7 @@ const MAX_BYTES_PER_WAITING_RUN: u64 = 100 * 1024;
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// Rounds of the probe, alternating between the loaded daemon and the idle one.
-const ROUNDS: usize = 6;
+pub(crate) const ROUNDS: usize = 6;
 
 /// How much slower another run's step may be with the most runs waiting (issue 54), on the
 /// medians of the alternating rounds.
@@ -168,11 +170,12 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         Check::Verdict { met, measured },
     );
     idle_daemon.stop().await?;
-    daemon.stop().await
+    daemon.stop().await?;
+    crate::mcp_instances::run(bench, report).await
 }
 
 /// Per-step latencies of `runs` runs of the no-op tool under policy auto, one at a time.
-async fn probe(
+pub(crate) async fn probe(
     bench: &Bench,
     channel: &AuthChannel,
     steps: u32,
@@ -197,6 +200,6 @@ async fn probe(
     Ok(Samples::new(latencies, wall))
 }
 
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }

@@ -113,6 +113,7 @@ impl AgentRuntime {
         let run_loop = RunLoop::new(Parts {
             shared: self.shared.clone(),
             run: live.clone(),
+            registry: self.live.clone(),
             input,
             record,
             session,
@@ -123,10 +124,7 @@ impl AgentRuntime {
             recorded,
         });
         drop(run_loop.checkpoint());
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(record.run_id.clone(), live.clone());
+        self.live.insert(live.clone());
         self.drive(record.run_id.clone(), run_loop);
         Ok(live)
     }
@@ -159,10 +157,7 @@ impl AgentRuntime {
         let abandoned = self.abandoned.clone();
         tokio::spawn(async move {
             let ending = run_loop.drive().await;
-            let left = registry
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&run_id);
+            let left = registry.remove(&run_id);
             if let Some(left) = left {
                 left.gone.send_replace(true);
             }

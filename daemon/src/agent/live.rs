@@ -80,7 +80,8 @@ pub struct LiveRun {
     pub(super) cancel: Arc<CancelSwitch>,
     pub(super) rejections: AtomicU32,
     /// Set as the loop starts recording the run's end: a client may already hold the
-    /// `RunFinished` event, and the run does no more work.
+    /// `RunFinished` event, and the run does no more work. Set only by the registry
+    /// (`LiveRuns::finishing`), which stops counting the run against its tenant's cap.
     pub(super) finishing: AtomicBool,
     /// Turns true once the run has left the live registry, its end and its last
     /// conversation committed.

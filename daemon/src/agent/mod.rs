@@ -23,6 +23,7 @@ mod prompt;
 pub mod provider;
 mod reads;
 mod recording;
+mod registry;
 mod remote;
 mod request_delta;
 mod resume;

@@ -4,7 +4,6 @@
 //! resolving and launching their loops (`launch`), resuming them (`resume`), steering live
 //! ones (`steer`), reading recorded ones (`reads`), sessions, changes and the fleet.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tokio::sync::mpsc;
@@ -12,6 +11,7 @@ use tokio::sync::mpsc;
 use super::error::AgentError;
 use super::live::{LiveRun, Shared};
 use super::log::RunChanges;
+use super::registry::LiveRuns;
 use super::settings::AgentSettings;
 use crate::ids::RunId;
 use crate::policy::{ApprovalBroker, PolicyBook};
@@ -22,7 +22,7 @@ use crate::trace::Tracer;
 /// The agent runtime: the runs going on in this daemon, and the access to those recorded.
 pub struct AgentRuntime {
     pub(super) shared: Arc<Shared>,
-    pub(super) live: Arc<Mutex<HashMap<RunId, Arc<LiveRun>>>>,
+    pub(super) live: LiveRuns,
     /// Where runs whose loop gave up unfinished are announced (see [`Ending::Abandoned`]),
     /// once a fleet listens; a daemon on a store of its own resumes them at its next start.
     pub(super) abandoned: Arc<Mutex<Option<mpsc::UnboundedSender<RunId>>>>,
@@ -47,7 +47,7 @@ impl AgentRuntime {
                 run_changes: RunChanges::default(),
                 remote: OnceLock::new(),
             }),
-            live: Arc::default(),
+            live: LiveRuns::default(),
             abandoned: Arc::default(),
         }
     }
@@ -94,30 +94,16 @@ impl AgentRuntime {
 
     /// The runs going on now.
     pub fn live_run_ids(&self) -> Vec<RunId> {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+        self.live.ids()
     }
 
     pub(super) fn live_run(&self, run_id: &RunId) -> Option<Arc<LiveRun>> {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(run_id)
-            .cloned()
+        self.live.get(run_id)
     }
 
     /// How many runs of `tenant` are going on.
     pub fn live_runs_of(&self, tenant: &str) -> usize {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .filter(|run| run.tenant == tenant && !run.is_finishing())
-            .count()
+        self.live.at_work(tenant)
     }
 
     /// The tenant that owns run `run_id`.
@@ -130,14 +116,7 @@ impl AgentRuntime {
 
     /// Cancels every live run (at shutdown).
     pub fn cancel_all(&self, reason: &str) {
-        let runs: Vec<Arc<LiveRun>> = self
-            .live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        for live in runs {
+        for live in self.live.all() {
             live.cancel.pull(reason.to_owned());
         }
     }

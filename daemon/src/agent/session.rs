@@ -112,12 +112,7 @@ impl AgentRuntime {
 
     /// The run of `session` that is going on, if one is.
     pub(super) fn live_run_in(&self, session: &SessionId) -> Option<Arc<LiveRun>> {
-        self.live
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .find(|run| run.session_id == *session)
-            .cloned()
+        self.live.in_session(session)
     }
 
     /// The conversation a new run of `session` continues: its latest run's, and that run.

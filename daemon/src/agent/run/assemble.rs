@@ -15,6 +15,7 @@ use super::super::log::RunLog;
 use super::super::prompt;
 use super::super::provider::ModelProvider;
 use super::super::recording::Recording;
+use super::super::registry::LiveRuns;
 use super::super::tokens::Tokenizer;
 use super::approvals::Approvals;
 use super::budget::{Budget, RunLimits};
@@ -47,6 +48,8 @@ pub(in crate::agent) struct Parts<'a> {
     pub shared: Arc<Shared>,
     /// The run's live handles, and the input sent to it.
     pub run: Arc<LiveRun>,
+    /// Where the run is live, told when it starts recording its end.
+    pub registry: LiveRuns,
     pub input: mpsc::UnboundedReceiver<String>,
     pub record: &'a RunRecord,
     pub session: SessionRecord,
@@ -65,6 +68,7 @@ impl RunLoop {
         let Parts {
             shared,
             run,
+            registry,
             input,
             record,
             session,
@@ -120,6 +124,7 @@ impl RunLoop {
         RunLoop {
             shared,
             run,
+            registry,
             provider,
             tool_set: tool_set(&resolved.tools, &tokenizer),
             counter: Counter::new(tokenizer, state.calibration),

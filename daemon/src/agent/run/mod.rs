@@ -102,9 +102,7 @@ impl RunLoop {
         let (steps, usage) = (self.budget.steps, self.budget.usage);
         // From here on a client may hold the run's end; a next run of its session waits for
         // the end to be committed rather than finding the session busy.
-        self.run
-            .finishing
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.registry.finishing(&self.run);
         if let Err(err) = self.recorder.finish(&stop, steps, &usage).await {
             tracing::error!(run = %self.run.run_id, error = %err, "cannot record the end of the run");
             return Ending::Abandoned;

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use super::super::context::{self, Counter, Entry, ToolSet};
 use super::super::live::{LiveRun, Shared};
 use super::super::provider::{ModelProvider, ToolDefinition};
+use super::super::registry::LiveRuns;
 use super::super::tokens::Tokenizer;
 use super::approvals::Approvals;
 use super::budget::Budget;
@@ -28,6 +29,8 @@ use crate::trace::Span;
 pub(in crate::agent) struct RunLoop {
     pub(super) shared: Arc<Shared>,
     pub(super) run: Arc<LiveRun>,
+    /// Where the run is live (see `registry.rs`).
+    pub(super) registry: LiveRuns,
     pub(super) session: SessionRecord,
     pub(super) provider: Arc<dyn ModelProvider>,
     pub(super) tools: BTreeMap<String, Arc<Tool>>,

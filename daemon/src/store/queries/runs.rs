@@ -7,7 +7,7 @@ use prost::Message as _;
 use super::{count_param, seq_param};
 use crate::domain;
 use crate::domain::Usage;
-use crate::ids::{NodeId, RunId, SessionId};
+use crate::ids::{NodeId, RunId};
 use crate::store::rows::{self, RUN_COLUMNS, page, workspace_column};
 use crate::store::sql::{Arg, Sql, args};
 use crate::store::{
@@ -175,29 +175,9 @@ pub(in crate::store) async fn list_runs<S: Sql>(
     after: Option<&RunCursor>,
 ) -> StoreResult<(Vec<RunRecord>, Option<RunCursor>)> {
     let pattern = filter.like_pattern();
+    let (sql, params) = listing(filter, pattern.as_deref(), limit, after);
     let runs = c
-        .query(
-            &format!(
-                "SELECT {RUN_COLUMNS} FROM runs
-                 WHERE ($1::text IS NULL OR session_id = $1)
-                   AND ($2::text IS NULL OR state = $2)
-                   AND ($3::bigint IS NULL OR created_at_ms < $3
-                        OR (created_at_ms = $3 AND run_id < $4))
-                   AND ($6::text IS NULL OR tenant = $6)
-                   AND ($7::text IS NULL OR lower(input) LIKE lower($7) ESCAPE '!')
-                 ORDER BY created_at_ms DESC, run_id DESC
-                 LIMIT $5"
-            ),
-            args![
-                filter.session_id.as_ref().map(SessionId::as_str),
-                filter.state.map(RunState::as_str),
-                after.map(|cursor| cursor.created_at_ms),
-                after.map(|cursor| cursor.run_id.as_str()),
-                count_param(limit.saturating_add(1)),
-                filter.tenant.as_ref(),
-                pattern.as_deref(),
-            ],
-        )
+        .query(&sql, &params)
         .await?
         .iter_mut()
         .map(rows::run)
@@ -206,6 +186,62 @@ pub(in crate::store) async fn list_runs<S: Sql>(
         created_at_ms: run.created_at_ms,
         run_id: run.run_id.clone(),
     }))
+}
+
+/// The statement [`list_runs`] runs, and its parameters.
+///
+/// Only the filters given are in it, so each combination is a statement, and a plan, of its
+/// own. One statement for all (`$1 IS NULL OR session_id = $1`, ...) had one plan, which
+/// could use no filter's index: a session's latest run, which every start reads, was a walk
+/// over every run in the store.
+pub(in crate::store) fn listing<'a>(
+    filter: &'a RunFilter,
+    pattern: Option<&'a str>,
+    limit: usize,
+    after: Option<&'a RunCursor>,
+) -> (String, Vec<Arg<'a>>) {
+    let mut conditions: Vec<String> = Vec::new();
+    let mut params: Vec<Arg<'a>> = Vec::new();
+    if let Some(session) = &filter.session_id {
+        let at = bind(&mut params, Arg::from(session.as_str()));
+        conditions.push(format!("session_id = {at}"));
+    }
+    if let Some(state) = filter.state {
+        let at = bind(&mut params, Arg::from(state.as_str()));
+        conditions.push(format!("state = {at}"));
+    }
+    if let Some(tenant) = &filter.tenant {
+        let at = bind(&mut params, Arg::from(tenant));
+        conditions.push(format!("tenant = {at}"));
+    }
+    if let Some(pattern) = pattern {
+        let at = bind(&mut params, Arg::from(pattern));
+        conditions.push(format!("lower(input) LIKE lower({at}) ESCAPE '!'"));
+    }
+    if let Some(cursor) = after {
+        let time = bind(&mut params, Arg::from(cursor.created_at_ms));
+        let id = bind(&mut params, Arg::from(cursor.run_id.as_str()));
+        conditions.push(format!(
+            "(created_at_ms < {time}::bigint OR (created_at_ms = {time}::bigint AND run_id < {id}))"
+        ));
+    }
+    let most = bind(&mut params, Arg::from(count_param(limit.saturating_add(1))));
+    let clause = match conditions.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", conditions.join(" AND ")),
+    };
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs {clause}
+         ORDER BY created_at_ms DESC, run_id DESC
+         LIMIT {most}"
+    );
+    (sql, params)
+}
+
+/// Adds `value` to a statement's `params` and names it as the statement does.
+fn bind<'a>(params: &mut Vec<Arg<'a>>, value: Arg<'a>) -> String {
+    params.push(value);
+    format!("${}", params.len())
 }
 
 pub(in crate::store) async fn set_run_state<S: Sql>(

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use airlock_proto::v1 as pb;
 use rusqlite::Connection;
+use rusqlite::config::DbConfig;
 
 use super::{
     ApprovalResolution, Checkpoint, Deleted, Effect, ExecutionOwner, GrantRecord, OutputRecord,
@@ -146,6 +147,14 @@ fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connectio
             _ => open_error(err),
         })?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    // A kept statement keeps its plan. Without the planner's stability guarantee SQLite
+    // (built with STAT4, as rusqlite bundles it) marks a statement whose plan looked at a
+    // bound value to be prepared again whenever that value is bound anew: the exchange's
+    // insert (its `MAX(ordinal)` for the run) was parsed and planned again on every model
+    // call. The store's statements are point lookups by key, whose plan no value changes.
+    connection
+        .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(open_error)?;
     Ok(connection)
 }
 
@@ -632,5 +641,91 @@ mod tests {
             panic!("the file was opened twice");
         };
         assert!(error.to_string().contains("another process"), "{error}");
+    }
+
+    #[test]
+    fn a_kept_statement_is_not_prepared_again_for_each_binding() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let connection = open_connection(&dir.path().join("airlock.db"), &StoreOptions::default())
+            .expect("opens");
+        // The exchange's insert reads the run's last ordinal so: a plan that once looked at
+        // the bound run id.
+        let sql = "SELECT COALESCE((SELECT MAX(ordinal) + 1 FROM exchanges WHERE run_id = ?1), 0)";
+        for run in 0..20 {
+            let mut statement = connection.prepare_cached(sql).expect("prepares");
+            let next: i64 = statement
+                .query_row([format!("run_{run}")], |row| row.get(0))
+                .expect("reads");
+            assert_eq!(next, 0);
+        }
+        let statement = connection.prepare_cached(sql).expect("prepares");
+        assert_eq!(
+            statement.get_status(rusqlite::StatementStatus::RePrepare),
+            0,
+            "prepared again on a binding"
+        );
+    }
+
+    #[test]
+    fn a_runs_listing_by_session_or_tenant_reads_that_ones_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let connection = open_connection(&dir.path().join("airlock.db"), &StoreOptions::default())
+            .expect("opens");
+        let session = Some(SessionId::new());
+        let tenant = Some("tenant".to_owned());
+        let cases = [
+            (
+                RunFilter {
+                    session_id: session.clone(),
+                    ..RunFilter::default()
+                },
+                "runs_by_session",
+            ),
+            (
+                RunFilter {
+                    tenant: tenant.clone(),
+                    ..RunFilter::default()
+                },
+                "runs_by_tenant",
+            ),
+            (
+                RunFilter {
+                    session_id: session,
+                    tenant,
+                    text: Some("fix".into()),
+                    ..RunFilter::default()
+                },
+                "runs_by_",
+            ),
+            (RunFilter::default(), "runs_by_time"),
+        ];
+        let cursor = RunCursor {
+            created_at_ms: 7,
+            run_id: RunId::new(),
+        };
+        for (filter, index) in cases {
+            for after in [None, Some(&cursor)] {
+                let pattern = filter.like_pattern();
+                let (sql, _) =
+                    crate::store::queries::runs::listing(&filter, pattern.as_deref(), 10, after);
+                let explain = format!(
+                    "EXPLAIN QUERY PLAN {}",
+                    crate::store::sql::Dialect::Sqlite.render(&sql)
+                );
+                let mut statement = connection.prepare(&explain).expect("explains");
+                // Unbound: the plan is made before any value is seen (the guarantee above).
+                let unbound =
+                    std::iter::repeat_n(rusqlite::types::Null, statement.parameter_count());
+                let plan: Vec<String> = statement
+                    .query_map(rusqlite::params_from_iter(unbound), |row| row.get(3))
+                    .expect("a plan")
+                    .collect::<Result<_, _>>()
+                    .expect("a plan");
+                assert!(
+                    plan.iter().any(|step| step.contains(index)),
+                    "{filter:?}, after {after:?}: {plan:?}"
+                );
+            }
+        }
     }
 }

@@ -13,6 +13,7 @@ use super::judge::{run_rules, session_rules};
 use super::live::LiveRun;
 use super::log::RunLog;
 use super::provider::{self, ModelSpec};
+use super::registry::Slot;
 use super::run::{CallEvent, Ending, LoopState, Parts, Resolved, RunLimits, RunLoop};
 use super::runtime::AgentRuntime;
 use super::tokens;
@@ -29,6 +30,14 @@ pub(super) enum Missing {
     Refuse,
     /// A resumed run goes on without it: the model is told so if it proposes it.
     Skip,
+}
+
+/// Where a run's loop goes on from: its state, its log, and the events the log holds past
+/// the state (not to be recorded twice).
+pub(super) struct Point {
+    pub state: LoopState,
+    pub log: Arc<RunLog>,
+    pub recorded: HashSet<(CallEvent, ids::CallId)>,
 }
 
 impl AgentRuntime {
@@ -97,16 +106,21 @@ impl AgentRuntime {
         })
     }
 
-    /// Starts the loop of a recorded run, from `state`.
+    /// Starts the loop of a recorded run, from `point`, in the place `slot` holds for it
+    /// among its tenant's runs (a new run's; a resumed run holds none).
     pub(super) fn launch(
         &self,
         record: &RunRecord,
         session: SessionRecord,
         resolved: Resolved,
-        state: LoopState,
-        log: Arc<RunLog>,
-        recorded: HashSet<(CallEvent, ids::CallId)>,
+        point: Point,
+        slot: Option<Slot>,
     ) -> Result<Arc<LiveRun>, AgentError> {
+        let Point {
+            state,
+            log,
+            recorded,
+        } = point;
         let rules = self.rules_of(&record.tenant, &session, &resolved)?;
         let (live, input) = LiveRun::new(record, &session.session_id, log.clone());
         let live = Arc::new(live);
@@ -124,7 +138,7 @@ impl AgentRuntime {
             recorded,
         });
         drop(run_loop.checkpoint());
-        self.live.insert(live.clone());
+        self.live.insert(live.clone(), slot);
         self.drive(record.run_id.clone(), run_loop);
         Ok(live)
     }

@@ -6,8 +6,10 @@
 //!
 //! A run is at work from its launch until its loop starts recording its end
 //! ([`LiveRuns::finishing`]); it stays in the registry, finishing, until its end is committed
-//! ([`LiveRuns::remove`]). Every change is made under the one lock, so the counts are those a
-//! scan would give at any moment.
+//! ([`LiveRuns::remove`]). A start holds its place among its tenant's runs at work from its
+//! check to its launch ([`Slot`]): between them it awaits the store for a while, and starts
+//! made at once would otherwise all pass a cap only some of them fit under. Every change is
+//! made under the one lock, so the counts are those a scan would give at any moment.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -23,7 +25,8 @@ pub(super) struct LiveRuns(Arc<Mutex<Registry>>);
 #[derive(Default)]
 struct Registry {
     runs: HashMap<RunId, Arc<LiveRun>>,
-    /// Each tenant's runs in `runs` that are not finishing; no entry for none.
+    /// Each tenant's runs in `runs` that are not finishing, and the places its starts hold
+    /// ([`Slot`]); no entry for none.
     at_work: HashMap<String, usize>,
     /// Each session's runs in `runs`, finishing ones included, in the order they came; no
     /// entry for none.
@@ -35,12 +38,38 @@ impl LiveRuns {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds a run just launched (in place of one of the same id, which should not be).
-    pub(super) fn insert(&self, run: Arc<LiveRun>) {
+    /// Holds a place for a run of `tenant` if fewer than `max` of its runs are at work or
+    /// held; `None` if its cap is reached.
+    pub(super) fn hold(&self, tenant: &str, max: usize) -> Option<Slot> {
+        let mut registry = self.lock();
+        if registry.at_work.get(tenant).copied().unwrap_or(0) >= max {
+            return None;
+        }
+        *registry.at_work.entry(tenant.to_owned()).or_default() += 1;
+        Some(Slot {
+            registry: self.clone(),
+            tenant: Some(tenant.to_owned()),
+        })
+    }
+
+    /// Adds a run just launched (in place of one of the same id, which should not be), in
+    /// the place its start held, if it held one (a resumed run holds none: it is counted as
+    /// it comes back, whatever its tenant's cap).
+    pub(super) fn insert(&self, run: Arc<LiveRun>, slot: Option<Slot>) {
         let mut registry = self.lock();
         registry.take(&run.run_id);
-        if !run.is_finishing() {
-            *registry.at_work.entry(run.tenant.clone()).or_default() += 1;
+        // Taken out of the slot under this lock, so the slot's drop gives back nothing.
+        let held = slot.and_then(|mut slot| slot.tenant.take());
+        match held {
+            Some(tenant) if tenant == run.tenant && !run.is_finishing() => {}
+            held => {
+                if let Some(tenant) = held {
+                    registry.stop_counting(&tenant);
+                }
+                if !run.is_finishing() {
+                    *registry.at_work.entry(run.tenant.clone()).or_default() += 1;
+                }
+            }
         }
         registry
             .by_session
@@ -83,7 +112,9 @@ impl LiveRuns {
         self.lock().runs.values().cloned().collect()
     }
 
-    /// How many runs of `tenant` are at work (not finishing).
+    /// How many runs of `tenant` are at work (not finishing), places held included (what
+    /// [`LiveRuns::hold`] checks its cap against).
+    #[cfg(test)]
     pub(super) fn at_work(&self, tenant: &str) -> usize {
         self.lock().at_work.get(tenant).copied().unwrap_or(0)
     }
@@ -95,6 +126,22 @@ impl LiveRuns {
             .get(session)
             .and_then(|runs| runs.first())
             .cloned()
+    }
+}
+
+/// A place among its tenant's runs at work, held by a start from its check to its launch
+/// ([`LiveRuns::hold`]); given back when dropped unless a launched run took it.
+pub(super) struct Slot {
+    registry: LiveRuns,
+    /// The tenant whose place it is; none once a run took it.
+    tenant: Option<String>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(tenant) = self.tenant.take() {
+            self.registry.lock().stop_counting(&tenant);
+        }
     }
 }
 

@@ -1,13 +1,14 @@
-//! The registry's counts against a scan of its runs, over long random sequences of what the
-//! runtime does to it: launches, runs finishing (twice, or before their launch), removals
-//! (of runs gone or never there), a run launched again under its id.
+//! The registry's counts against a scan of its runs and held places, over long random
+//! sequences of what the runtime does to it: starts holding places under caps, launching in
+//! them or giving them back, runs resumed, runs finishing (twice, or before their launch),
+//! removals (of runs gone), a run launched again under its id.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use airlock_proto::v1 as pb;
 
-use super::LiveRuns;
+use super::{LiveRuns, Slot};
 use crate::agent::live::LiveRun;
 use crate::agent::log::{RunChanges, RunLog};
 use crate::domain::Usage;
@@ -51,13 +52,21 @@ impl Dice {
     }
 }
 
-/// What a scan of `held` (the runs the registry should hold) says, against the registry.
-fn check(registry: &LiveRuns, held: &[Arc<LiveRun>], sessions: &[SessionId], step: usize) {
+/// What a scan of `held` (the runs the registry should hold) and `slots` (the places held)
+/// says, against the registry.
+fn check(
+    registry: &LiveRuns,
+    held: &[Arc<LiveRun>],
+    slots: &[(String, Slot)],
+    sessions: &[SessionId],
+    step: usize,
+) {
     for tenant in TENANTS {
         let scanned = held
             .iter()
             .filter(|run| run.tenant == tenant && !run.is_finishing())
-            .count();
+            .count()
+            + slots.iter().filter(|(of, _)| of == tenant).count();
         assert_eq!(registry.at_work(tenant), scanned, "{tenant} at step {step}");
     }
     let ids: BTreeSet<String> = registry.ids().iter().map(ToString::to_string).collect();
@@ -100,29 +109,64 @@ async fn its_counts_are_a_scans_after_any_sequence_of_changes() {
     let mut held: Vec<Arc<LiveRun>> = Vec::new();
     let mut made: Vec<Arc<LiveRun>> = Vec::new();
     let mut dice = Dice(0x9E37_79B9_7F4A_7C15);
+    let mut slots: Vec<(String, Slot)> = Vec::new();
     let mut seen = HashSet::new();
-    for step in 0..20_000 {
-        let op = dice.below(10);
-        match op {
-            // Launch a new run.
-            0..=3 => {
-                let run = live_run(
-                    &log,
-                    RunId::new(),
-                    TENANTS[dice.below(TENANTS.len())],
-                    &sessions[dice.below(sessions.len())],
-                );
+    for step in 0..30_000 {
+        let op = dice.below(12);
+        let tenant = TENANTS[dice.below(TENANTS.len())];
+        let session = &sessions[dice.below(sessions.len())];
+        let tried = match op {
+            // A resumed run comes back, holding no place.
+            0..=2 => {
+                let run = live_run(&log, RunId::new(), tenant, session);
                 made.push(run.clone());
-                registry.insert(run.clone());
+                registry.insert(run.clone(), None);
                 held.push(run);
+                true
             }
-            // A run starts recording its end: held, gone, or not launched yet.
-            4..=6 if !made.is_empty() => {
-                let run = made[dice.below(made.len())].clone();
+            // A start checks its tenant's cap, holding a place if it fits.
+            3 => {
+                let max = dice.below(5);
+                let before = registry.at_work(tenant);
+                match registry.hold(tenant, max) {
+                    Some(slot) => {
+                        assert!(before < max, "held over the cap at step {step}");
+                        slots.push((tenant.to_owned(), slot));
+                    }
+                    None => assert!(before >= max, "refused under the cap at step {step}"),
+                }
+                true
+            }
+            // A start launches its run in the place it held.
+            4 if !slots.is_empty() => {
+                let (of, slot) = slots.swap_remove(dice.below(slots.len()));
+                let run = live_run(&log, RunId::new(), &of, session);
+                made.push(run.clone());
+                registry.insert(run.clone(), Some(slot));
+                held.push(run);
+                true
+            }
+            // A start fails before its launch, giving its place back.
+            5 if !slots.is_empty() => {
+                drop(slots.swap_remove(dice.below(slots.len())));
+                true
+            }
+            // A run starts recording its end: held, or gone.
+            6 | 7 if !made.is_empty() => {
+                registry.finishing(&made[dice.below(made.len())]);
+                true
+            }
+            // A run marked finishing before it is launched.
+            8 => {
+                let run = live_run(&log, RunId::new(), tenant, session);
                 registry.finishing(&run);
+                made.push(run.clone());
+                registry.insert(run.clone(), None);
+                held.push(run);
+                true
             }
-            // A run leaves (or one that has left, or never came, is taken out again).
-            7 | 8 if !made.is_empty() => {
+            // A run leaves (or one that has left is taken out again).
+            9 | 10 if !made.is_empty() => {
                 let run = made[dice.below(made.len())].clone();
                 let removed = registry.remove(&run.run_id);
                 // By id: a run launched again under it is the one taken out.
@@ -131,27 +175,35 @@ async fn its_counts_are_a_scans_after_any_sequence_of_changes() {
                 if let Some(at) = was {
                     held.swap_remove(at);
                 }
+                true
             }
             // A run of the same id launched again, in place of the one held.
-            _ if !held.is_empty() => {
+            11 if !held.is_empty() => {
                 let old = held.swap_remove(dice.below(held.len()));
                 let again = live_run(&log, old.run_id.clone(), &old.tenant, &old.session_id);
-                registry.insert(again.clone());
+                registry.insert(again.clone(), None);
                 made.push(again.clone());
                 held.push(again);
+                true
             }
-            _ => {}
+            _ => false,
+        };
+        if tried {
+            seen.insert(op);
         }
-        seen.insert(op);
-        check(&registry, &held, &sessions, step);
+        check(&registry, &held, &slots, &sessions, step);
         // Keep the registry from growing without bound, so that it empties now and then.
-        if held.len() > 40 {
+        if held.len() + slots.len() > 40 {
+            slots.clear();
             for run in std::mem::take(&mut held) {
                 registry.finishing(&run);
                 assert!(registry.remove(&run.run_id).is_some(), "step {step}");
             }
-            check(&registry, &held, &sessions, step);
+            check(&registry, &held, &slots, &sessions, step);
+            for tenant in TENANTS {
+                assert_eq!(registry.at_work(tenant), 0, "emptied at step {step}");
+            }
         }
     }
-    assert_eq!(seen.len(), 10, "every kind of change was tried");
+    assert_eq!(seen.len(), 12, "every kind of change was tried");
 }

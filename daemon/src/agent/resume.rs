@@ -9,7 +9,7 @@ use airlock_proto::v1 as pb;
 
 use super::context;
 use super::error::AgentError;
-use super::launch::Missing;
+use super::launch::{Missing, Point};
 use super::log::RunLog;
 use super::provider;
 use super::run::{CallEvent, LoopState};
@@ -151,7 +151,12 @@ impl AgentRuntime {
         );
         log.committed().await?;
         tracing::info!(run = %record.run_id, pending_calls, "resuming run");
-        self.launch(record, session, resolved, state, log, past.recorded)?;
+        let point = Point {
+            state,
+            log,
+            recorded: past.recorded,
+        };
+        self.launch(record, session, resolved, point, None)?;
         Ok(true)
     }
 

@@ -101,11 +101,6 @@ impl AgentRuntime {
         self.live.get(run_id)
     }
 
-    /// How many runs of `tenant` are going on.
-    pub fn live_runs_of(&self, tenant: &str) -> usize {
-        self.live.at_work(tenant)
-    }
-
     /// The tenant that owns run `run_id`.
     pub async fn run_owner(&self, run_id: &RunId) -> Result<String, AgentError> {
         if let Some(live) = self.live_run(run_id) {

@@ -10,7 +10,7 @@ use airlock_proto::v1 as pb;
 
 use super::context;
 use super::error::AgentError;
-use super::launch::Missing;
+use super::launch::{Missing, Point};
 use super::live::Started;
 use super::log::RunLog;
 use super::run::{LoopState, Resolved};
@@ -86,12 +86,14 @@ impl AgentRuntime {
         owner: &RunOwner,
         carried: Option<Carried>,
     ) -> Result<Started, AgentError> {
-        if self.live_runs_of(&owner.tenant) >= owner.max_live_runs as usize {
-            return Err(AgentError::TooManyRuns {
+        // Held until the run is launched, or given back on any way out before.
+        let slot = self
+            .live
+            .hold(&owner.tenant, owner.max_live_runs as usize)
+            .ok_or_else(|| AgentError::TooManyRuns {
                 tenant: owner.tenant.clone(),
                 max: owner.max_live_runs,
-            });
-        }
+            })?;
         check_input(&start.input, "input")?;
         let existing = self.existing_session(&start, owner).await?;
         let mut start = match &existing {
@@ -135,7 +137,12 @@ impl AgentRuntime {
         // Subscribed before the loop runs: a streamed piece reaches only those listening as
         // it goes, and the client that starts a run must not miss its first answer's.
         let events = log.follow(0, self.notices());
-        let live = self.launch(&record, session, resolved, state, log, HashSet::new())?;
+        let point = Point {
+            state,
+            log,
+            recorded: HashSet::new(),
+        };
+        let live = self.launch(&record, session, resolved, point, Some(slot))?;
         Ok(Started { live, events })
     }
 

@@ -287,3 +287,59 @@ async fn a_stalled_disk_delays_acknowledgments_and_blocks_no_other_run() {
     let b_log = b.rest().await;
     assert_eq!(finished(&b_log).final_text, "done");
 }
+
+/// Starts of one tenant made at once cannot all pass its cap: each waits on the store (here a
+/// stalled disk) between its check and its launch, and the place it holds meanwhile counts
+/// as a run at work. Before, all five passed a cap of two.
+#[tokio::test(flavor = "current_thread")]
+async fn starts_made_at_once_do_not_pass_their_tenants_cap_together() {
+    const CAP: u32 = 2;
+    const STARTS: usize = 5;
+    let disk = Arc::new(StalledDisk::default());
+    let harness = Harness::build(disk.options(), crate::agent::AgentSettings::default());
+    /// Opens the disk again however the test ends: the store's thread, waiting on it, is
+    /// joined when the harness is dropped.
+    struct Reopen(Arc<StalledDisk>);
+    impl Drop for Reopen {
+        fn drop(&mut self) {
+            self.0.set_closed(false);
+        }
+    }
+    let _reopen = Reopen(disk.clone());
+    disk.set_closed(true);
+    let owner = crate::agent::RunOwner {
+        tenant: "default".into(),
+        max_live_runs: CAP,
+        allowed_tools: None,
+    };
+    let starts: Vec<_> = (0..STARTS)
+        .map(|_| {
+            let runtime = harness.runtime.clone();
+            let start = harness.scripted(&json!({"turns": [{"final": "x"}]}), &[]);
+            let owner = owner.clone();
+            tokio::spawn(async move {
+                runtime
+                    .start(start, &owner)
+                    .await
+                    .map(|started| started.live.run_id.clone())
+            })
+        })
+        .collect();
+    // The refusals come at once, while the disk holds the starts that fit.
+    let mut waited = 0;
+    while starts.iter().filter(|start| start.is_finished()).count() < STARTS - CAP as usize {
+        assert!(waited < 2000, "the starts over the cap were not refused");
+        waited += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    disk.set_closed(false);
+    let mut started = 0;
+    for start in starts {
+        match start.await.expect("join") {
+            Ok(_) => started += 1,
+            Err(crate::agent::AgentError::TooManyRuns { max, .. }) => assert_eq!(max, CAP),
+            Err(other) => panic!("a start failed otherwise: {other}"),
+        }
+    }
+    assert_eq!(started, CAP as usize);
+}

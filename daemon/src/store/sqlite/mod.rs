@@ -148,10 +148,12 @@ fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connectio
         })?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     // A kept statement keeps its plan. Without the planner's stability guarantee SQLite
-    // (built with STAT4, as rusqlite bundles it) marks a statement whose plan looked at a
-    // bound value to be prepared again whenever that value is bound anew: the exchange's
+    // (built with STAT4, as rusqlite bundles it) marks a statement whose planning looked at
+    // a bound value to be prepared again whenever that value is bound anew: the exchange's
     // insert (its `MAX(ordinal)` for the run) was parsed and planned again on every model
-    // call. The store's statements are point lookups by key, whose plan no value changes.
+    // call. The store's statements are written for the indexes they use; the listings'
+    // plans, which could otherwise have read their bound `LIMIT`, are checked by
+    // `a_runs_listing_by_session_or_tenant_reads_that_ones_index`.
     connection
         .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(open_error)?;
@@ -679,14 +681,14 @@ mod tests {
                     session_id: session.clone(),
                     ..RunFilter::default()
                 },
-                "runs_by_session",
+                &["runs_by_session"][..],
             ),
             (
                 RunFilter {
                     tenant: tenant.clone(),
                     ..RunFilter::default()
                 },
-                "runs_by_tenant",
+                &["runs_by_tenant"],
             ),
             (
                 RunFilter {
@@ -695,15 +697,31 @@ mod tests {
                     text: Some("fix".into()),
                     ..RunFilter::default()
                 },
-                "runs_by_",
+                &["runs_by_session", "runs_by_tenant"],
             ),
-            (RunFilter::default(), "runs_by_time"),
+            // No index of their own: the walk in order that stops at the page's end, not a
+            // sort of every run.
+            (
+                RunFilter {
+                    state: Some(RunState::Finished),
+                    ..RunFilter::default()
+                },
+                &["runs_by_time"],
+            ),
+            (
+                RunFilter {
+                    text: Some("fix".into()),
+                    ..RunFilter::default()
+                },
+                &["runs_by_time"],
+            ),
+            (RunFilter::default(), &["runs_by_time"]),
         ];
         let cursor = RunCursor {
             created_at_ms: 7,
             run_id: RunId::new(),
         };
-        for (filter, index) in cases {
+        for (filter, indexes) in cases {
             for after in [None, Some(&cursor)] {
                 let pattern = filter.like_pattern();
                 let (sql, _) =
@@ -722,7 +740,12 @@ mod tests {
                     .collect::<Result<_, _>>()
                     .expect("a plan");
                 assert!(
-                    plan.iter().any(|step| step.contains(index)),
+                    plan.iter().any(|step| {
+                        indexes.iter().any(|index| {
+                            step.contains(&format!("USING INDEX {index} "))
+                                || step.ends_with(&format!("USING INDEX {index}"))
+                        })
+                    }),
                     "{filter:?}, after {after:?}: {plan:?}"
                 );
             }

@@ -221,23 +221,38 @@ fn serving_address(line: &str) -> Option<&str> {
 }
 
 /// What [`Airlockd::descendants`] found.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Descendants {
-    pub processes: usize,
-    /// Their summed `Pss`, in bytes.
+    /// Every process under the daemon.
+    pub pids: std::collections::BTreeSet<i32>,
+    /// The summed `Pss` of those running another program than the daemon's, in bytes: the
+    /// daemon's own helpers (its deadline keeper shares its memory) are the daemon's.
     pub pss_bytes: u64,
 }
 
 fn descendants_of(root: u32) -> anyhow::Result<Descendants> {
     let pids = crate::idle::descendants(root)?;
-    // A process may end between the listing and the read: it is counted without memory.
-    let pss_bytes = pids
-        .iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
-        .filter_map(|rollup| kib_field(&rollup, "Pss:"))
-        .sum();
+    let daemon = std::fs::read_link(format!("/proc/{root}/exe"))
+        .with_context(|| format!("cannot read the program of process {root}"))?;
+    let mut pss_bytes = 0;
+    for pid in &pids {
+        let read = std::fs::read_link(format!("/proc/{pid}/exe")).and_then(|program| {
+            let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+            Ok((program, rollup))
+        });
+        match read {
+            Ok((program, _)) if program == daemon => {}
+            Ok((_, rollup)) => {
+                pss_bytes += kib_field(&rollup, "Pss:")
+                    .with_context(|| format!("process {pid}'s smaps_rollup has no Pss"))?;
+            }
+            // It ended between the listing and the read.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(err).with_context(|| format!("cannot read process {pid}")),
+        }
+    }
     Ok(Descendants {
-        processes: pids.len(),
+        pids: pids.into_iter().collect(),
         pss_bytes,
     })
 }
@@ -315,7 +330,7 @@ mod tests {
         let pid = child.id();
         let mut found = descendants_of(pid).expect("/proc is readable");
         for _ in 0..100 {
-            if found.processes > 0 {
+            if !found.pids.is_empty() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -324,10 +339,10 @@ mod tests {
         let mine = descendants_of(std::process::id()).expect("/proc is readable");
         child.kill().expect("sh is killed");
         child.wait().expect("sh is reaped");
-        assert_eq!(found.processes, 1, "the sleep under sh: {found:?}");
+        assert_eq!(found.pids.len(), 1, "the sleep under sh: {found:?}");
         assert!(found.pss_bytes > 0, "{found:?}");
         assert!(
-            mine.processes >= 2,
+            mine.pids.len() >= 2,
             "sh and its sleep under this test: {mine:?}"
         );
     }

@@ -6,9 +6,9 @@
 //! in alternating rounds, as the waiting runs' levels do.
 //!
 //! Alive means started and idle: a hundred servers busy at once on two cores would measure
-//! the cores, not the daemon. Every instance is called again after the rounds, and the
-//! daemon's processes counted, so that an instance reaped or restarted meanwhile fails the
-//! case rather than flattering it.
+//! the cores, not the daemon. The daemon's processes are listed after the rounds and again
+//! after every instance is called once more, so that an instance reaped or restarted
+//! meanwhile fails the case rather than flattering it.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -96,14 +96,18 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         loaded.append(scale::probe(bench, &channel, probe_steps, probe_runs).await?);
         unloaded.append(scale::probe(bench, &idle_channel, probe_steps, probe_runs).await?);
     }
+    // The same processes after the rounds (none reaped), and after a call in each
+    // workspace again (each served by the instance it had, none started anew).
+    let after_rounds = daemon.descendants()?.pids;
     call_each(&daemon, &workspaces, instances).await?;
-    let still = daemon.descendants()?;
+    let after_calls = daemon.descendants()?.pids;
     anyhow::ensure!(
-        still.processes == alive.processes,
-        "the instances did not stay alive while measured: the daemon had {} processes under \
-         it then and {} now",
-        alive.processes,
-        still.processes
+        after_rounds == alive.pids && after_calls == alive.pids,
+        "the instances did not stay alive while measured: of the {} processes under the \
+         daemon, {} were gone after the rounds and {} after the calls",
+        alive.pids.len(),
+        alive.pids.difference(&after_rounds).count(),
+        alive.pids.difference(&after_calls).count()
     );
 
     report.measured(SECTION, key, &case, loaded);
@@ -122,7 +126,7 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
             per_instance(daemon_growth),
             scale::mib(servers),
             per_instance(servers) / 1024.0,
-            alive.processes.saturating_sub(before.processes),
+            alive.pids.len().saturating_sub(before.pids.len()),
             ramp.as_secs_f64()
         ),
     );

@@ -22,6 +22,7 @@ pub async fn conformance(store: &dyn Store) {
     runs::sessions_page_by_activity_within_their_tenant(store).await;
     runs::the_log_refuses_gaps_and_duplicates(store, &tenant).await;
     runs::writes_handed_over_together_land_in_order(store, &tenant).await;
+    runs::interleaved_events_are_each_answered_as_if_alone(store, &tenant).await;
     runs::a_steps_writes_commit_in_order_and_a_refused_one_alone(store, &tenant).await;
     runs::runs_page_newest_first_with_filters(store, &tenant).await;
     journal::checkpoints_effects_approvals_and_grants_round_trip(store, &tenant).await;

@@ -1,5 +1,7 @@
 //! The suite's checks of sessions, runs and their event log: round trips, pages, order.
 
+use airlock_proto::v1 as pb;
+
 use super::fixtures::{Steps, event, recorded_run, run, session};
 use crate::domain::{StopReason, Usage};
 use crate::ids::{RunId, SessionId};
@@ -212,6 +214,78 @@ pub(super) async fn writes_handed_over_together_land_in_order(store: &dyn Store,
         events.iter().map(|e| e.seq).collect::<Vec<_>>(),
         (1..=50).collect::<Vec<_>>()
     );
+}
+
+/// Two runs' events handed over together, interleaved with each other and with other
+/// writes (a backend may write a run's events of one commit together), are each answered as
+/// if written alone: a duplicate and one past a gap fail, the events around them commit,
+/// and of two spans with one id the later is kept.
+pub(super) async fn interleaved_events_are_each_answered_as_if_alone(
+    store: &dyn Store,
+    tenant: &str,
+) {
+    let first = recorded_run(store, tenant, 14).await;
+    let second = recorded_run(store, tenant, 15).await;
+    let (a, b) = (&first.run_id, &second.run_id);
+    let span = |id: &str, start: i64| pb::Span {
+        span_id: id.into(),
+        start_unix_nano: start,
+        ..Default::default()
+    };
+    let pending = vec![
+        (a, 2, store.append_event(&event(a, 2), &[span("s", 1)])),
+        (b, 2, store.append_event(&event(b, 2), &[])),
+        (a, 3, store.append_event(&event(a, 3), &[span("t", 2)])),
+        (b, 0, store.update_progress(b, 1, &Usage::default())),
+        (a, 4, store.append_event(&event(a, 4), &[span("s", 3)])),
+        // A duplicate of a number just taken, and one past a gap: refused.
+        (a, 3, store.append_event(&event(a, 3), &[span("u", 4)])),
+        (a, 6, store.append_event(&event(a, 6), &[])),
+        (b, 3, store.append_event(&event(b, 3), &[])),
+        (a, 5, store.append_event(&event(a, 5), &[span("t", 5)])),
+        (a, 6, store.append_event(&event(a, 6), &[])),
+    ];
+    let mut answered = Vec::new();
+    for (run_id, seq, answer) in pending {
+        answered.push((run_id == a, seq, answer.await));
+    }
+    for (on_a, seq, outcome) in &answered {
+        match (on_a, seq, outcome) {
+            (
+                true,
+                3,
+                Err(StoreError::OutOfOrder {
+                    seq: 3, last: 4, ..
+                }),
+            ) => {}
+            (
+                true,
+                6,
+                Err(StoreError::OutOfOrder {
+                    seq: 6, last: 4, ..
+                }),
+            ) => {}
+            (_, _, Ok(())) => {}
+            other => panic!("an unexpected answer: {other:?}"),
+        }
+    }
+    let refused = answered.iter().filter(|(_, _, outcome)| outcome.is_err());
+    assert_eq!(refused.count(), 2, "{answered:?}");
+    let seqs = |run_id| async move {
+        let events = store.events_after(run_id, 0, 100).await.expect("read");
+        events.iter().map(|e| e.seq).collect::<Vec<_>>()
+    };
+    assert_eq!(seqs(a).await, (1..=6).collect::<Vec<_>>());
+    assert_eq!(seqs(b).await, vec![1, 2, 3]);
+    let mut spans: Vec<(String, i64)> = store
+        .spans(a)
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|span| (span.span_id, span.start_unix_nano))
+        .collect();
+    spans.sort();
+    assert_eq!(spans, vec![("s".into(), 3), ("t".into(), 5)]);
 }
 
 /// A step's writes handed over together (the run loop waits for none of them) commit in

@@ -132,7 +132,7 @@ pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> StoreResult
 /// go to the server in the order the writes were handed over, each write's as soon as the
 /// one before it sent its last statements ([`Sql::execute_last`]) — or finished, when it
 /// had none. A write waits for its turn before its first statement and passes it on after
-/// its last; a dropped turn is passed on.
+/// its last; a dropped turn is passed on once the turn before it was.
 ///
 /// A statement after a write's last ones could reach the server behind the next write's: it
 /// marks the turn late, and the batch runs again one write at a time. A write
@@ -156,8 +156,9 @@ impl Turn {
         let turns: Vec<Turn> = lates
             .iter()
             .map(|late| Turn {
+                before: Mutex::default(),
+                after: Mutex::default(),
                 late: Some((AtomicBool::new(false), late.clone())),
-                ..Turn::default()
             })
             .collect();
         for pair in turns.windows(2) {
@@ -203,6 +204,43 @@ impl Turn {
         if let Some(after) = after {
             let _ = after.send(());
         }
+    }
+}
+
+impl Drop for Turn {
+    /// A write that ends without passing its turn on (one with no statements of its own, or
+    /// one that failed before its last) passes it on once the write before it did: at once,
+    /// the next write could send its statements ahead of that one's.
+    fn drop(&mut self) {
+        let before = self
+            .before
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let after = self
+            .after
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // Without a write after it, or once the one before it passed, dropping `after` is
+        // the word; outside a runtime there is no flight to keep in order.
+        if let (Some(before), Some(after)) = (before, after)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                let _ = before.await;
+                let _ = after.send(());
+            });
+        }
+    }
+}
+
+impl Lane {
+    /// Takes the write's turn and passes it on, sending nothing: for a write whose statement
+    /// an earlier write of its batch sends.
+    pub(super) async fn pass(&self) {
+        self.turn.wait().await;
+        self.turn.pass();
     }
 }
 

@@ -12,6 +12,8 @@
 //!
 //! The connection is TCP or a Unix socket, with TLS as the URL's `sslmode` asks ([`tls`]).
 
+mod appends;
+mod batch;
 mod client;
 mod leases;
 mod relay;
@@ -41,8 +43,9 @@ use super::relay::{
 };
 use super::{Leases, Pending, RunRecord, StoreError, StoreResult};
 use crate::ids::{NodeId, RunId};
+use batch::Fence;
 use client::Conn;
-use writer::{Fence, Writer};
+use writer::Writer;
 
 /// The epoch of a run this daemon gave up: runs are created at epoch 1 and claims only raise
 /// it, so a fence at this epoch never holds.

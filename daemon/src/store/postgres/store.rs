@@ -136,10 +136,7 @@ impl Store for PostgresStore {
 
     fn append_event(&self, event: &pb::RunEvent, spans: &[pb::Span]) -> Pending<()> {
         let row = Arc::new(EventRow::new(event, spans));
-        self.writer.write(
-            self.fence_of(&event.run_id),
-            move |c| on_pg!(c, (row) => queries::events::append_event(c, row)),
-        )
+        self.writer.append(self.fence_of(&event.run_id), row)
     }
 
     fn events_after(

@@ -16,6 +16,10 @@
 //! every answer came back and said it may: a write that failed, or a fence that did not
 //! hold, rolls the flight back.
 //!
+//! A run's events in one batch go as one statement, sent in the place of the first of them
+//! ([`appends`]): events are the writes a run makes most, and one at a time each would
+//! update the run's row once more.
+//!
 //! Should one write of a batch fail, the transaction is rolled back and the batch run again
 //! with each write inside a savepoint of its own, one after another: the failing one is undone
 //! alone and answered with its error, and the others commit.
@@ -42,7 +46,10 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_postgres::types::ToSql;
 
+use super::appends;
+use super::batch::{Append, Fence, Write};
 use super::client::{Conn, Lane, Turn, bounded, discard, io, no_answer_within, no_connection};
+use crate::store::rows::EventRow;
 use crate::store::{Pending, StoreError, StoreResult, batched};
 
 /// Whether a fence's run is still its node's at its epoch; locks the run's row (shared) until
@@ -57,37 +64,9 @@ const MAX_BATCH: usize = 512;
 /// A write's statements, as a future made afresh each time they run (they may run twice).
 pub(super) type Work<T> = Box<dyn Fn(Lane) -> BoxFuture<'static, StoreResult<T>> + Send>;
 
-/// The claim a write for a run stands on: the run must still be this node's at this epoch.
-#[derive(Debug, Clone)]
-pub(super) struct Fence {
-    pub(super) run_id: String,
-    pub(super) node: String,
-    pub(super) epoch: i64,
-}
-
-impl Fence {
-    /// Whether `other` is the same claim: one check answers for both.
-    fn is(&self, other: &Fence) -> bool {
-        self.run_id == other.run_id && self.node == other.node && self.epoch == other.epoch
-    }
-}
-
 /// The claims of a batch whose fence was checked (and whose run's row is share-locked) in
 /// its transaction so far: run, node and epoch.
 type Checked = HashSet<(String, String, i64)>;
-
-/// A write of a batch: its statements and its caller's answer once the batch is done.
-trait Write: Send {
-    /// The claim the write stands on, if any.
-    fn fence(&self) -> Option<&Fence>;
-    /// Runs the statements, taking its turn on `lane`; whether they succeeded. Its fence is
-    /// checked by the caller.
-    fn run(&mut self, lane: Lane) -> BoxFuture<'_, bool>;
-    /// The write's fence did not hold, or could not be checked.
-    fn refuse(&mut self, error: StoreError);
-    /// Answers the caller: the last run's outcome, or `failed` when the batch did not commit.
-    fn answer(self: Box<Self>, failed: Option<StoreError>);
-}
 
 struct Request<T> {
     fence: Option<Fence>,
@@ -171,9 +150,21 @@ impl Writer {
             outcome: None,
             answer,
         });
+        self.hand_over(request, pending)
+    }
+
+    /// Appends `row` in the next batch's transaction, if `fence` holds, together with the
+    /// run's other events in that batch ([`appends`]); answers after the commit.
+    pub(super) fn append(&self, fence: Option<Fence>, row: Arc<EventRow>) -> Pending<()> {
+        let (answer, pending) = Pending::channel();
+        self.hand_over(Box::new(Append::new(fence, row, answer)), pending)
+    }
+
+    /// Queues `write` with the next ticket; `pending` is its caller's answer.
+    fn hand_over<T>(&self, write: Box<dyn Write>, pending: Pending<T>) -> Pending<T> {
         let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         let ticket = self.tickets.handed.fetch_add(1, Ordering::SeqCst) + 1;
-        match jobs.send((ticket, request)) {
+        match jobs.send((ticket, write)) {
             Ok(()) => pending,
             Err(_) => Pending::ready(Err(StoreError::Io("the store has stopped".into()))),
         }
@@ -352,6 +343,7 @@ async fn fly(
     writes: &mut [Box<dyn Write>],
 ) -> StoreResult<bool> {
     let check = client.prepare_cached(STILL_OWNED).await.map_err(io)?;
+    appends::merge(writes);
     let mut fences: Vec<Fence> = Vec::new();
     for fence in writes.iter().filter_map(|write| write.fence()) {
         if !fences.iter().any(|held| held.is(fence)) {
@@ -414,6 +406,7 @@ async fn run_apart(
     statements: &Arc<AtomicUsize>,
     writes: &mut [Box<dyn Write>],
 ) -> StoreResult<()> {
+    appends::unmerge(writes);
     let mut checked = Checked::new();
     for write in writes {
         statement(client, "SAVEPOINT job").await?;

@@ -206,3 +206,79 @@ async fn a_batchs_statements_run_in_the_order_of_its_writes() {
     second.await.expect("second");
     assert_eq!(read().await, Some(20));
 }
+
+/// A write that sends no statement (one with nothing to write, or an event another write
+/// of its run writes) passes its turn on only after the write before it sent its own: the
+/// next write's statements never overtake that one's.
+#[tokio::test(flavor = "current_thread")]
+async fn a_write_without_statements_keeps_its_place_in_the_flight() {
+    let url = testing::fresh_database().await;
+    let store = PostgresStore::connect(&url, Duration::from_secs(5))
+        .await
+        .expect("connects");
+    write(&store, &["CREATE TABLE turns (x bigint)"], None, None)
+        .await
+        .expect("a table");
+    let run = recorded_run(&store, "turns", 1).await;
+    let read = |sql: &'static str| {
+        let store = &store;
+        async move {
+            use crate::store::postgres::client::query_opt;
+            store
+                .writer
+                .read(move |c| {
+                    use futures::FutureExt as _;
+                    async move {
+                        let row = query_opt(&c, sql, &[]).await?;
+                        Ok(row.map(|row| row.get::<_, i64>(0)))
+                    }
+                    .boxed()
+                })
+                .await
+                .expect("read")
+        }
+    };
+    // A write that waits for its insert's answer before its update, then one with no
+    // statements: the third's update must wait for the first's (it would make 11).
+    let first = write(
+        &store,
+        &["INSERT INTO turns VALUES (1)", "UPDATE turns SET x = x + 1"],
+        None,
+        None,
+    );
+    let empty = write(&store, &[], None, None);
+    let third = write(&store, &[], Some("UPDATE turns SET x = x * 10"), None);
+    for answer in [first, empty, third] {
+        answer.await.expect("committed");
+    }
+    assert_eq!(read("SELECT x FROM turns").await, Some(20));
+    // Behind a slow write, a run's second event is written by its first's statement: what
+    // follows it in the flight finds it written (the count would be 1, or 0).
+    let count: &'static str = Box::leak(
+        format!(
+            "INSERT INTO turns SELECT count(*) FROM events WHERE run_id = '{}' AND seq > 1",
+            run.run_id
+        )
+        .into_boxed_str(),
+    );
+    let slow = write(
+        &store,
+        &["DELETE FROM turns", "SELECT pg_sleep(0.05)"],
+        None,
+        None,
+    );
+    let events = [2, 3].map(|seq| {
+        crate::store::Store::append_event(
+            &store,
+            &crate::store::conformance::event(&run.run_id, seq),
+            &[],
+        )
+    });
+    let counted = write(&store, &[], Some(count), None);
+    slow.await.expect("slow");
+    for answer in events {
+        answer.await.expect("appended");
+    }
+    counted.await.expect("counted");
+    assert_eq!(read("SELECT x FROM turns").await, Some(2));
+}

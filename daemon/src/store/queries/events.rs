@@ -13,11 +13,40 @@ use crate::store::sql::{Arg, Sql, Statement, args};
 use crate::store::{Checkpoint, StoreError, StoreResult};
 
 pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> StoreResult<()> {
-    let taken = match S::DIALECT.binds_arrays() {
-        true => take_and_write_together(c, row).await?,
-        false => take_then_write(c, row).await?,
+    append_events(c, &[row]).await
+}
+
+/// Appends `rows`: events of one run, in order, their sequence numbers each the next. On
+/// PostgreSQL they are one statement (the PostgreSQL writer hands a run's events of one
+/// batch over together), elsewhere a few each. Either all of them are taken or none; the
+/// error, should the first not be the next number, says why.
+pub(in crate::store) async fn append_events<S: Sql>(c: &S, rows: &[&EventRow]) -> StoreResult<()> {
+    let Some(first) = rows.first() else {
+        return Ok(());
     };
-    if !taken {
+    if rows.windows(2).any(|pair| {
+        pair[1].run_id != first.run_id || pair[0].seq.checked_add(1) != Some(pair[1].seq)
+    }) {
+        return Err(StoreError::Io(format!(
+            "the events appended together for run {} are not one run's, in order",
+            first.run_id
+        )));
+    }
+    // The event whose number was not the next one (the others after it would not be either).
+    let refused = match S::DIALECT.binds_arrays() {
+        true => (!take_and_write_together(c, rows).await?).then_some(*first),
+        false => {
+            let mut refused = None;
+            for row in rows {
+                if !take_then_write(c, row).await? {
+                    refused = Some(*row);
+                    break;
+                }
+            }
+            refused
+        }
+    };
+    if let Some(row) = refused {
         let last: Option<i64> = c
             .query_opt(
                 "SELECT last_seq FROM runs WHERE run_id = $1",
@@ -41,17 +70,21 @@ pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> Sto
     Ok(())
 }
 
-/// [`append_event`] in one statement, its spans bound as arrays (PostgreSQL, where each
-/// statement costs the server's time, and an event is the write a run makes most): whether
-/// the sequence number was the next one. The event and its spans are written from the
-/// number's update, so only over a number taken.
-async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
+/// [`append_events`] in one statement, their spans bound as arrays (PostgreSQL, where each
+/// statement costs the server's time, and events are the writes a run makes most — and
+/// where each update of the run's row in a transaction adds a version of it the next one
+/// steps over): whether the sequence numbers were the next ones. The events and their spans
+/// are written from the numbers' update, so only over numbers taken.
+async fn take_and_write_together<S: Sql>(c: &S, rows: &[&EventRow]) -> StoreResult<bool> {
+    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+        return Ok(true);
+    };
     // One statement may not write a row twice: of spans with one id, the last is kept, as a
     // statement for each would keep it.
     let mut seen = HashSet::new();
-    let mut kept: Vec<&SpanRow> = row
-        .spans
+    let mut kept: Vec<&SpanRow> = rows
         .iter()
+        .flat_map(|row| &row.spans)
         .rev()
         .filter(|span| seen.insert(span.span_id.as_str()))
         .collect();
@@ -59,25 +92,31 @@ async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<b
     let ids: Vec<String> = kept.iter().map(|span| span.span_id.clone()).collect();
     let starts: Vec<i64> = kept.iter().map(|span| span.start_unix_nano).collect();
     let spans: Vec<&[u8]> = kept.iter().map(|span| &span.span[..]).collect();
+    let seqs: Vec<i64> = rows.iter().map(|row| seq_param(row.seq)).collect();
+    let events: Vec<&[u8]> = rows.iter().map(|row| &row.event[..]).collect();
     let taken = c
         .execute_last_one(
             "WITH taken AS (
-                 UPDATE runs SET last_seq = $2::bigint
+                 UPDATE runs SET last_seq = $3::bigint
                  WHERE run_id = $1 AND last_seq = $2::bigint - 1 RETURNING run_id
              ), event AS (
-                 INSERT INTO events (run_id, seq, event) SELECT run_id, $2, $3 FROM taken
+                 INSERT INTO events (run_id, seq, event)
+                 SELECT run_id, seq, event
+                 FROM taken, unnest($4::bigint[], $5::bytea[]) AS e (seq, event)
              ), spans AS (
                  INSERT INTO spans (run_id, span_id, start_unix_nano, span)
                  SELECT run_id, id, start, span
-                 FROM taken, unnest($4::text[], $5::bigint[], $6::bytea[]) AS s (id, start, span)
+                 FROM taken, unnest($6::text[], $7::bigint[], $8::bytea[]) AS s (id, start, span)
                  ON CONFLICT (run_id, span_id)
                  DO UPDATE SET start_unix_nano = EXCLUDED.start_unix_nano, span = EXCLUDED.span
              )
              SELECT 1 FROM taken",
             &[
-                Arg::from(&row.run_id),
-                Arg::from(seq_param(row.seq)),
-                Arg::from(&row.event),
+                Arg::from(&first.run_id),
+                Arg::from(seq_param(first.seq)),
+                Arg::from(seq_param(last.seq)),
+                Arg::Ints(&seqs),
+                Arg::Blobs(&events),
                 Arg::Texts(&ids),
                 Arg::Ints(&starts),
                 Arg::Blobs(&spans),
@@ -87,7 +126,7 @@ async fn take_and_write_together<S: Sql>(c: &S, row: &EventRow) -> StoreResult<b
     Ok(taken == 1)
 }
 
-/// [`append_event`] a statement for the number, one for the event and one per span (SQLite,
+/// [`append_events`] for one event: a statement for the number, one for the event and one per span (SQLite,
 /// where a statement costs a few µs): whether the sequence number was the next one.
 async fn take_then_write<S: Sql>(c: &S, row: &EventRow) -> StoreResult<bool> {
     // Takes the sequence number only if it is the next one: one statement for the check and

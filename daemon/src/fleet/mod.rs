@@ -6,11 +6,13 @@
 //!
 //! Who owns a run is the store's to decide ([`Leases`]): a claim is one transaction, and a
 //! daemon that lost a run finds its next write for it refused. This module keeps the lease
-//! fresh and, on a timer, gives back the runs it cannot go on with, stops the runs it lost
-//! (a loop waiting for a person or a model writes nothing that would tell it), and asks for
-//! runs; [`commands`] applies what clients of other daemons ask of the runs executed here.
+//! fresh ([`lease`]) and, on a timer, gives back the runs it cannot go on with, stops the
+//! runs it lost (a loop waiting for a person or a model writes nothing that would tell it),
+//! and asks for runs; [`commands`] applies what clients of other daemons ask of the runs
+//! executed here.
 
 mod commands;
+mod lease;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,16 +26,7 @@ use crate::agent::{AgentError, AgentRuntime};
 use crate::cancel::or_cancel;
 use crate::ids::RunId;
 use crate::store::{Leases, Relay, RunRecord};
-
-/// Renewals per lease: two may fail or come late and the lease still holds.
-const RENEWALS_PER_LEASE: u32 = 3;
-
-/// How soon a renewal that failed is tried again. The next tick would come a third of a
-/// lease later: a store back within the lease could find the lease lapsed and the runs
-/// taken over before then (a 1 s outage under a 2 s lease did, one time in eight). Often
-/// enough that a store back with time left finds the lease renewed; rarely enough that a
-/// daemon does not hammer a store that is down.
-const RENEWAL_RETRY: Duration = Duration::from_millis(100);
+use lease::RENEWALS_PER_LEASE;
 
 /// Runs claimed per round: a daemon that comes up beside a dead one takes its runs over in
 /// rounds of this many, so one daemon does not take all of them while the others idle.
@@ -80,44 +73,6 @@ impl Fleet {
         }
     }
 
-    /// Renews the lease every `period` until `stop`; one that failed is tried again every
-    /// [`RENEWAL_RETRY`] until one succeeds.
-    async fn keep_lease(self: Arc<Self>, period: Duration, stop: CancellationToken) {
-        let mut failed = 0_u32;
-        let mut wait = period;
-        while or_cancel(&stop, tokio::time::sleep(wait)).await.is_ok() {
-            // Should the lease lapse while renewals fail, another daemon may claim this
-            // one's runs, and this one's writes for them are refused from then on. A stop
-            // does not wait for a renewal the store is slow to answer: should it still commit
-            // after the lease was given up (a frozen server that wakes), the node looks live
-            // for one more lease, and its runs move that much later.
-            match or_cancel(&stop, self.leases.renew(self.lease)).await {
-                Err(_) => break,
-                Ok(Ok(())) => {
-                    if failed > 0 {
-                        tracing::info!(failed, "renewed this daemon's lease again");
-                    }
-                    failed = 0;
-                    wait = period;
-                }
-                Ok(Err(err)) => {
-                    // The first of a streak is worth a warning; a store that stays down
-                    // would otherwise fill the log.
-                    match failed {
-                        0 => {
-                            tracing::warn!(error = %err, "cannot renew this daemon's lease; trying again")
-                        }
-                        _ => {
-                            tracing::debug!(error = %err, failed, "cannot renew this daemon's lease")
-                        }
-                    }
-                    failed = failed.saturating_add(1);
-                    wait = RENEWAL_RETRY.min(period);
-                }
-            }
-        }
-    }
-
     /// Joins the fleet: takes the lease, then the runs waiting for a daemon. How many it
     /// took over.
     pub async fn join(&self) -> Result<usize, AgentError> {
@@ -130,7 +85,7 @@ impl Fleet {
     /// fleet takes this daemon's unfinished runs over at once.
     pub async fn serve(self: Arc<Self>, stop: CancellationToken) {
         let period = self.lease / RENEWALS_PER_LEASE;
-        let renewing = tokio::spawn(self.clone().keep_lease(period, stop.clone()));
+        let renewing = tokio::spawn(lease::keep(self.leases.clone(), self.lease, stop.clone()));
         let commanded = tokio::spawn(commands::serve(
             self.relay.clone(),
             self.agents.clone(),

@@ -218,8 +218,9 @@ pub(super) async fn writes_handed_over_together_land_in_order(store: &dyn Store,
 
 /// Two runs' events handed over together, interleaved with each other and with other
 /// writes (a backend may write a run's events of one commit together), are each answered as
-/// if written alone: a duplicate and one past a gap fail, the events around them commit,
-/// and of two spans with one id the later is kept.
+/// if written alone: all of them kept as they were handed over, of two spans with one id
+/// the later; and among them, a duplicate and one past a gap refused, the events around
+/// them kept.
 pub(super) async fn interleaved_events_are_each_answered_as_if_alone(
     store: &dyn Store,
     tenant: &str,
@@ -232,18 +233,48 @@ pub(super) async fn interleaved_events_are_each_answered_as_if_alone(
         start_unix_nano: start,
         ..Default::default()
     };
+    let spans = async |run_id| {
+        let mut spans: Vec<(String, i64)> = store
+            .spans(run_id)
+            .await
+            .expect("read")
+            .into_iter()
+            .map(|span| (span.span_id, span.start_unix_nano))
+            .collect();
+        spans.sort();
+        spans
+    };
+    let events = async |run_id| store.events_after(run_id, 0, 100).await.expect("read");
+    // Nothing refused: the batch commits as it is.
     let pending = vec![
-        (a, 2, store.append_event(&event(a, 2), &[span("s", 1)])),
-        (b, 2, store.append_event(&event(b, 2), &[])),
-        (a, 3, store.append_event(&event(a, 3), &[span("t", 2)])),
-        (b, 0, store.update_progress(b, 1, &Usage::default())),
-        (a, 4, store.append_event(&event(a, 4), &[span("s", 3)])),
-        // A duplicate of a number just taken, and one past a gap: refused.
-        (a, 3, store.append_event(&event(a, 3), &[span("u", 4)])),
-        (a, 6, store.append_event(&event(a, 6), &[])),
-        (b, 3, store.append_event(&event(b, 3), &[])),
-        (a, 5, store.append_event(&event(a, 5), &[span("t", 5)])),
-        (a, 6, store.append_event(&event(a, 6), &[])),
+        store.append_event(&event(a, 2), &[span("s", 1)]),
+        store.append_event(&event(b, 2), &[]),
+        store.append_event(&event(a, 3), &[span("t", 2)]),
+        store.update_progress(b, 1, &Usage::default()),
+        store.append_event(&event(a, 4), &[span("s", 3), span("u", 4)]),
+        store.append_event(&event(b, 3), &[span("s", 5)]),
+    ];
+    for answer in pending {
+        answer.await.expect("committed");
+    }
+    let expected = |run_id, last| (1..=last).map(|seq| event(run_id, seq)).collect::<Vec<_>>();
+    assert_eq!(events(a).await, expected(a, 4));
+    assert_eq!(events(b).await, expected(b, 3));
+    assert_eq!(
+        spans(a).await,
+        [("s".into(), 3), ("t".into(), 2), ("u".into(), 4)]
+    );
+    assert_eq!(spans(b).await, [("s".into(), 5)]);
+    // A duplicate of a number just taken, and one past a gap, among others: refused alone.
+    let pending = vec![
+        (a, 5, store.append_event(&event(a, 5), &[span("s", 6)])),
+        (b, 4, store.append_event(&event(b, 4), &[])),
+        (a, 6, store.append_event(&event(a, 6), &[span("v", 7)])),
+        (a, 5, store.append_event(&event(a, 5), &[span("w", 8)])),
+        (a, 8, store.append_event(&event(a, 8), &[])),
+        (b, 5, store.append_event(&event(b, 5), &[])),
+        (a, 7, store.append_event(&event(a, 7), &[span("v", 9)])),
+        (a, 8, store.append_event(&event(a, 8), &[])),
     ];
     let mut answered = Vec::new();
     for (run_id, seq, answer) in pending {
@@ -253,16 +284,16 @@ pub(super) async fn interleaved_events_are_each_answered_as_if_alone(
         match (on_a, seq, outcome) {
             (
                 true,
-                3,
+                5,
                 Err(StoreError::OutOfOrder {
-                    seq: 3, last: 4, ..
+                    seq: 5, last: 6, ..
                 }),
             ) => {}
             (
                 true,
-                6,
+                8,
                 Err(StoreError::OutOfOrder {
-                    seq: 6, last: 4, ..
+                    seq: 8, last: 6, ..
                 }),
             ) => {}
             (_, _, Ok(())) => {}
@@ -271,21 +302,17 @@ pub(super) async fn interleaved_events_are_each_answered_as_if_alone(
     }
     let refused = answered.iter().filter(|(_, _, outcome)| outcome.is_err());
     assert_eq!(refused.count(), 2, "{answered:?}");
-    let seqs = |run_id| async move {
-        let events = store.events_after(run_id, 0, 100).await.expect("read");
-        events.iter().map(|e| e.seq).collect::<Vec<_>>()
-    };
-    assert_eq!(seqs(a).await, (1..=6).collect::<Vec<_>>());
-    assert_eq!(seqs(b).await, vec![1, 2, 3]);
-    let mut spans: Vec<(String, i64)> = store
-        .spans(a)
-        .await
-        .expect("read")
-        .into_iter()
-        .map(|span| (span.span_id, span.start_unix_nano))
-        .collect();
-    spans.sort();
-    assert_eq!(spans, vec![("s".into(), 3), ("t".into(), 5)]);
+    assert_eq!(events(a).await, expected(a, 8));
+    assert_eq!(events(b).await, expected(b, 5));
+    assert_eq!(
+        spans(a).await,
+        [
+            ("s".into(), 6),
+            ("t".into(), 2),
+            ("u".into(), 4),
+            ("v".into(), 9)
+        ]
+    );
 }
 
 /// A step's writes handed over together (the run loop waits for none of them) commit in

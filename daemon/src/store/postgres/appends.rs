@@ -13,10 +13,14 @@
 //! the writes between them. That never makes a write fail that would have succeeded: what
 //! the store's writes check of a run's log is that an event exists (a checkpoint's, a run
 //! end's), never that one is missing, and an event's own check — that its number is the
-//! next — holds as well at the earlier place, its predecessors being written with it. Only
-//! events of one run, under one fence, with numbers each the next, are merged, up to a
-//! bound on the statement's size: another write appending between two of them (a number
-//! in the gap) keeps them apart.
+//! next — holds as well at the earlier place, its predecessors being written with it. The
+//! other way round, a write that names an event handed over after it in the same batch
+//! (which the run loop never does: it records an event before what stands on it) finds
+//! that event written, and succeeds where, alone, it would have been refused; the
+//! transaction commits both or neither, so the log stays whole. Only events of one run,
+//! under one fence, with numbers each the next (and within the database's range), are
+//! merged, up to a bound on the statement's size: another write appending between two of
+//! them (a number in the gap) keeps them apart.
 //!
 //! Should the flight fail, the batch runs again one write at a time (`writer`),
 //! and there each append writes its own event, so each failure is its own write's.
@@ -103,7 +107,8 @@ fn size(row: &EventRow) -> usize {
 
 impl Group {
     /// Whether the group's statement may write `next`'s event too: the same claim, its
-    /// number the next, and room left under [`MAX_MERGED_BYTES`].
+    /// number the next (one the database's `bigint` holds: past it, numbers are clamped,
+    /// and two would be one), and room left under [`MAX_MERGED_BYTES`].
     fn takes(&self, next: &Append) -> bool {
         let same_claim = match (&self.fence, &next.fence) {
             (None, None) => true,
@@ -112,6 +117,7 @@ impl Group {
         };
         same_claim
             && self.last_seq.checked_add(1) == Some(next.row.seq)
+            && i64::try_from(next.row.seq).is_ok()
             && self.bytes.saturating_add(size(&next.row)) <= MAX_MERGED_BYTES
     }
 }

@@ -127,10 +127,26 @@ fn a_number_out_of_turn_or_another_claim_starts_a_group_of_its_own() {
 }
 
 #[test]
-fn the_last_number_a_run_can_have_ends_its_group() {
-    let mut writes = vec![append("a", u64::MAX, None), append("a", 0, None)];
+fn numbers_past_the_databases_range_are_never_merged() {
+    let max = i64::MAX as u64;
+    let mut writes = vec![
+        append("a", max - 1, None),
+        append("a", max, None),
+        append("a", max + 1, None),
+        append("a", u64::MAX, None),
+        append("a", 0, None),
+    ];
     merge(&mut writes);
-    assert_eq!(parts(&mut writes), ["alone", "alone"]);
+    assert_eq!(
+        parts(&mut writes),
+        [
+            "leads 9223372036854775807",
+            "carried",
+            "alone",
+            "alone",
+            "alone"
+        ]
+    );
 }
 
 #[test]

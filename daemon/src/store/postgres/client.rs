@@ -235,6 +235,14 @@ impl Drop for Turn {
     }
 }
 
+/// The connection a write of the writer's batch runs on, with the write's turn in its
+/// batch (none for a write run alone) and the batch's count of statements.
+pub(super) struct Lane {
+    pub(super) conn: Conn,
+    pub(super) turn: Turn,
+    pub(super) statements: Arc<AtomicUsize>,
+}
+
 impl Lane {
     /// Takes the write's turn and passes it on, sending nothing: for a write whose statement
     /// an earlier write of its batch sends.
@@ -242,14 +250,6 @@ impl Lane {
         self.turn.wait().await;
         self.turn.pass();
     }
-}
-
-/// The connection a write of the writer's batch runs on, with the write's turn in its
-/// batch (none for a write run alone) and the batch's count of statements.
-pub(super) struct Lane {
-    pub(super) conn: Conn,
-    pub(super) turn: Turn,
-    pub(super) statements: Arc<AtomicUsize>,
 }
 
 /// What the shared queries run on: a request's connection, as [`Pg`].

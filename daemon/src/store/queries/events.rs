@@ -18,8 +18,9 @@ pub(in crate::store) async fn append_event<S: Sql>(c: &S, row: &EventRow) -> Sto
 
 /// Appends `rows`: events of one run, in order, their sequence numbers each the next. On
 /// PostgreSQL they are one statement (the PostgreSQL writer hands a run's events of one
-/// batch over together), elsewhere a few each. Either all of them are taken or none; the
-/// error, should the first not be the next number, says why.
+/// batch over together), all of them taken or none; elsewhere a few statements each, one
+/// event after another, up to one whose number is not the next. The error says which
+/// event was refused, and why.
 pub(in crate::store) async fn append_events<S: Sql>(c: &S, rows: &[&EventRow]) -> StoreResult<()> {
     let Some(first) = rows.first() else {
         return Ok(());

@@ -33,9 +33,9 @@ use futures::future::BoxFuture;
 
 use super::batch::{Append, Fence, Part, Write};
 use super::client::{Lane, OnPg as _};
+use crate::store::StoreError;
 use crate::store::queries;
 use crate::store::rows::EventRow;
-use crate::store::{StoreError, batched};
 
 impl Write for Append {
     fn fence(&self) -> Option<&Fence> {
@@ -43,33 +43,33 @@ impl Write for Append {
     }
 
     fn run(&mut self, lane: Lane) -> BoxFuture<'_, bool> {
-        async move {
-            let outcome = match &self.part {
+        let Append {
+            row, part, reply, ..
+        } = self;
+        let run = async move {
+            match part {
                 Part::Carried => {
                     lane.pass().await;
                     Ok(())
                 }
-                Part::Alone => queries::events::append_event(&lane.pg(), &self.row).await,
+                Part::Alone => queries::events::append_event(&lane.pg(), row).await,
                 Part::Leads(after) => {
-                    let rows: Vec<&EventRow> = std::iter::once(&*self.row)
+                    let rows: Vec<&EventRow> = std::iter::once(&**row)
                         .chain(after.iter().map(|row| &**row))
                         .collect();
                     queries::events::append_events(&lane.pg(), &rows).await
                 }
-            };
-            let ok = outcome.is_ok();
-            self.outcome = Some(outcome);
-            ok
-        }
-        .boxed()
+            }
+        };
+        reply.keep(run.boxed()).boxed()
     }
 
     fn refuse(&mut self, error: StoreError) {
-        self.outcome = Some(Err(error));
+        self.reply.refuse(error);
     }
 
     fn answer(self: Box<Self>, failed: Option<StoreError>) {
-        let _ = self.answer.send(batched(failed, self.outcome));
+        self.reply.send(failed);
     }
 
     fn append(&mut self) -> Option<&mut Append> {

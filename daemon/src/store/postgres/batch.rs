@@ -2,14 +2,16 @@
 //! run's claim ([`Fence`]) — the requests of the store's methods (`writer`) and its event
 //! appends (`appends`), which a flight writes a run's of together.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::client::Lane;
 use crate::store::rows::EventRow;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, batched};
 
 /// The claim a write for a run stands on: the run must still be this node's at this epoch.
 #[derive(Debug, Clone)]
@@ -44,6 +46,48 @@ pub(super) trait Write: Send {
     }
 }
 
+/// A write's caller, waiting for its answer, and the outcome of the write's last run.
+pub(super) struct Reply<T> {
+    outcome: Option<StoreResult<T>>,
+    answer: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T> Reply<T> {
+    pub(super) fn new(answer: oneshot::Sender<StoreResult<T>>) -> Reply<T> {
+        Reply {
+            outcome: None,
+            answer,
+        }
+    }
+
+    /// Keeps the outcome of a run of the write (a panic in it is its error, not the end of
+    /// the store); whether it succeeded.
+    pub(super) async fn keep(&mut self, run: BoxFuture<'_, StoreResult<T>>) -> bool {
+        let outcome = AssertUnwindSafe(run)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(panicked()));
+        let ok = outcome.is_ok();
+        self.outcome = Some(outcome);
+        ok
+    }
+
+    /// The write's fence did not hold, or could not be checked.
+    pub(super) fn refuse(&mut self, error: StoreError) {
+        self.outcome = Some(Err(error));
+    }
+
+    /// Answers the caller: the last run's outcome, or `failed` when the batch did not commit.
+    pub(super) fn send(self, failed: Option<StoreError>) {
+        let _ = self.answer.send(batched(failed, self.outcome));
+    }
+}
+
+/// The error of a request whose work panicked.
+pub(super) fn panicked() -> StoreError {
+    StoreError::Io("a store request panicked; the store goes on".into())
+}
+
 /// What an append writes in the flight under way.
 #[derive(Default)]
 pub(super) enum Part {
@@ -61,8 +105,7 @@ pub(super) struct Append {
     pub(super) fence: Option<Fence>,
     pub(super) row: Arc<EventRow>,
     pub(super) part: Part,
-    pub(super) outcome: Option<StoreResult<()>>,
-    pub(super) answer: oneshot::Sender<StoreResult<()>>,
+    pub(super) reply: Reply<()>,
 }
 
 impl Append {
@@ -75,8 +118,7 @@ impl Append {
             fence,
             row,
             part: Part::Alone,
-            outcome: None,
-            answer,
+            reply: Reply::new(answer),
         }
     }
 }

@@ -43,14 +43,14 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_postgres::types::ToSql;
 
 use super::appends;
-use super::batch::{Append, Fence, Write};
+use super::batch::{Append, Fence, Reply, Write, panicked};
 use super::client::{Conn, Lane, Turn, bounded, discard, io, no_answer_within, no_connection};
 use crate::store::rows::EventRow;
-use crate::store::{Pending, StoreError, StoreResult, batched};
+use crate::store::{Pending, StoreError, StoreResult};
 
 /// Whether a fence's run is still its node's at its epoch; locks the run's row (shared) until
 /// the transaction ends.
@@ -71,8 +71,7 @@ type Checked = HashSet<(String, String, i64)>;
 struct Request<T> {
     fence: Option<Fence>,
     work: Work<T>,
-    outcome: Option<StoreResult<T>>,
-    answer: oneshot::Sender<StoreResult<T>>,
+    reply: Reply<T>,
 }
 
 impl<T: Send + 'static> Write for Request<T> {
@@ -81,21 +80,16 @@ impl<T: Send + 'static> Write for Request<T> {
     }
 
     fn run(&mut self, lane: Lane) -> BoxFuture<'_, bool> {
-        async move {
-            let outcome = guarded((self.work)(lane)).await;
-            let ok = outcome.is_ok();
-            self.outcome = Some(outcome);
-            ok
-        }
-        .boxed()
+        let run = (self.work)(lane);
+        self.reply.keep(run).boxed()
     }
 
     fn refuse(&mut self, error: StoreError) {
-        self.outcome = Some(Err(error));
+        self.reply.refuse(error);
     }
 
     fn answer(self: Box<Self>, failed: Option<StoreError>) {
-        let _ = self.answer.send(batched(failed, self.outcome));
+        self.reply.send(failed);
     }
 }
 
@@ -147,8 +141,7 @@ impl Writer {
         let request = Box::new(Request {
             fence,
             work: Box::new(work),
-            outcome: None,
-            answer,
+            reply: Reply::new(answer),
         });
         self.hand_over(request, pending)
     }
@@ -223,16 +216,12 @@ impl Writer {
     }
 }
 
-/// A panic inside a request's work is that request's error, not the end of the store.
+/// A panic inside a read's work is that read's error, not the end of the store.
 async fn guarded<T>(work: BoxFuture<'static, StoreResult<T>>) -> StoreResult<T> {
     AssertUnwindSafe(work)
         .catch_unwind()
         .await
-        .unwrap_or_else(|_| {
-            Err(StoreError::Io(
-                "a store request panicked; the store goes on".into(),
-            ))
-        })
+        .unwrap_or_else(|_| Err(panicked()))
 }
 
 async fn serve(

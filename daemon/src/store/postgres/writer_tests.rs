@@ -152,10 +152,8 @@ fn write(
     })
 }
 
-/// The server runs a batch's statements in the order their writes were handed over, even
-/// where a write sends them a round trip at a time, or sends one after its last.
-#[tokio::test(flavor = "current_thread")]
-async fn a_batchs_statements_run_in_the_order_of_its_writes() {
+/// A store on a fresh database with a table `turns` of one number column.
+async fn with_turns() -> PostgresStore {
     let url = testing::fresh_database().await;
     let store = PostgresStore::connect(&url, Duration::from_secs(5))
         .await
@@ -163,21 +161,33 @@ async fn a_batchs_statements_run_in_the_order_of_its_writes() {
     write(&store, &["CREATE TABLE turns (x bigint)"], None, None)
         .await
         .expect("a table");
-    let read = || async {
-        use crate::store::postgres::client::query_opt;
-        store
-            .writer
-            .read(|c| {
-                use futures::FutureExt as _;
-                async move {
-                    let row = query_opt(&c, "SELECT x FROM turns", &[]).await?;
-                    Ok(row.map(|row| row.get::<_, i64>(0)))
-                }
-                .boxed()
-            })
-            .await
-            .expect("read")
-    };
+    store
+}
+
+/// The number `sql` reads, if a row, through `store`'s reads (after its writes).
+async fn read_number(store: &PostgresStore, sql: &'static str) -> Option<i64> {
+    use futures::FutureExt as _;
+
+    use crate::store::postgres::client::query_opt;
+    store
+        .writer
+        .read(move |c| {
+            async move {
+                let row = query_opt(&c, sql, &[]).await?;
+                Ok(row.map(|row| row.get::<_, i64>(0)))
+            }
+            .boxed()
+        })
+        .await
+        .expect("read")
+}
+
+/// The server runs a batch's statements in the order their writes were handed over, even
+/// where a write sends them a round trip at a time, or sends one after its last.
+#[tokio::test(flavor = "current_thread")]
+async fn a_batchs_statements_run_in_the_order_of_its_writes() {
+    let store = with_turns().await;
+    let read = || read_number(&store, "SELECT x FROM turns");
     // A write that waits for its insert's answer before its update: the next write's
     // update, ready at once, must not slip in between (it would make 11).
     let first = write(
@@ -212,32 +222,8 @@ async fn a_batchs_statements_run_in_the_order_of_its_writes() {
 /// next write's statements never overtake that one's.
 #[tokio::test(flavor = "current_thread")]
 async fn a_write_without_statements_keeps_its_place_in_the_flight() {
-    let url = testing::fresh_database().await;
-    let store = PostgresStore::connect(&url, Duration::from_secs(5))
-        .await
-        .expect("connects");
-    write(&store, &["CREATE TABLE turns (x bigint)"], None, None)
-        .await
-        .expect("a table");
+    let store = with_turns().await;
     let run = recorded_run(&store, "turns", 1).await;
-    let read = |sql: &'static str| {
-        let store = &store;
-        async move {
-            use crate::store::postgres::client::query_opt;
-            store
-                .writer
-                .read(move |c| {
-                    use futures::FutureExt as _;
-                    async move {
-                        let row = query_opt(&c, sql, &[]).await?;
-                        Ok(row.map(|row| row.get::<_, i64>(0)))
-                    }
-                    .boxed()
-                })
-                .await
-                .expect("read")
-        }
-    };
     // A write that waits for its insert's answer before its update, then one with no
     // statements: the third's update must wait for the first's (it would make 11).
     let first = write(
@@ -251,7 +237,7 @@ async fn a_write_without_statements_keeps_its_place_in_the_flight() {
     for answer in [first, empty, third] {
         answer.await.expect("committed");
     }
-    assert_eq!(read("SELECT x FROM turns").await, Some(20));
+    assert_eq!(read_number(&store, "SELECT x FROM turns").await, Some(20));
     // Behind a slow write, a run's second event is written by its first's statement: what
     // follows it in the flight finds it written (the count would be 1, or 0).
     let count: &'static str = Box::leak(
@@ -280,5 +266,5 @@ async fn a_write_without_statements_keeps_its_place_in_the_flight() {
         answer.await.expect("appended");
     }
     counted.await.expect("counted");
-    assert_eq!(read("SELECT x FROM turns").await, Some(2));
+    assert_eq!(read_number(&store, "SELECT x FROM turns").await, Some(2));
 }

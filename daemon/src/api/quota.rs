@@ -1,13 +1,13 @@
 //! Per-tenant counts of things in progress, so that one tenant cannot take every slot.
 //!
 //! A cap holds only if "count, compare, take" is one step: two requests that both count
-//! before either takes would both see the last free slot. [`Quota`] counts under one lock;
-//! runs are counted by the agent runtime, so their starts take [`Turns`] per tenant.
+//! before either takes would both see the last free slot. [`Quota`] counts under one lock.
+//! Runs are counted by the agent runtime, whose start holds its place among its tenant's
+//! runs from its check to its launch (`agent::registry::LiveRuns::hold`), so the edges need
+//! nothing of their own for them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-
-use tokio::sync::OwnedMutexGuard;
 
 use super::error::ApiError;
 
@@ -57,35 +57,8 @@ impl Drop for Slot {
     }
 }
 
-/// One turn per tenant at a time. The agent runtime counts a tenant's live runs when a run
-/// starts and adds the new one before `start` returns; a start made while holding its
-/// tenant's turn therefore counts every run that an earlier start added. Other tenants' starts
-/// do not wait. The map holds one entry per tenant that ever started a run: tenants are the
-/// daemon's configured ones, so it stays as small as its configuration.
-#[derive(Debug, Default)]
-pub struct Turns {
-    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-impl Turns {
-    /// Waits for `tenant`'s turn; the turn passes on when the guard drops.
-    pub async fn take(&self, tenant: &str) -> OwnedMutexGuard<()> {
-        let turn = self
-            .turns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(tenant.to_owned())
-            .or_default()
-            .clone();
-        turn.lock_owned().await
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::Duration;
-
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -107,40 +80,6 @@ mod tests {
             task.await.expect("task");
         }
         assert_eq!(held.lock().expect("not poisoned").len(), 5);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_tenants_turns_never_overlap_and_other_tenants_do_not_wait() {
-        let turns = Arc::new(Turns::default());
-        let inside = Arc::new(AtomicU32::new(0));
-        let most = Arc::new(AtomicU32::new(0));
-        let tasks: Vec<_> = (0..32)
-            .map(|_| {
-                let (turns, inside, most) = (turns.clone(), inside.clone(), most.clone());
-                tokio::spawn(async move {
-                    let _turn = turns.take("a").await;
-                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                })
-            })
-            .collect();
-        for task in tasks {
-            task.await.expect("task");
-        }
-        assert_eq!(most.load(Ordering::SeqCst), 1);
-
-        let _held = turns.take("a").await;
-        tokio::time::timeout(Duration::from_secs(5), turns.take("b"))
-            .await
-            .expect("b's turn does not wait for a's");
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), turns.take("a"))
-                .await
-                .is_err(),
-            "a second turn of a while the first is held"
-        );
     }
 
     #[test]

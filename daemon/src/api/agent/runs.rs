@@ -1,6 +1,7 @@
 //! Runs: `Run` (start or attach, then steer on the same stream), `StartRun`, `WatchRun`,
-//! `CancelRun`, `GetRun`, `ListRuns`, `WatchRuns` and `ForkRun`. A tenant's run starts take
-//! turns, so that its cap on live runs holds under concurrent starts.
+//! `CancelRun`, `GetRun`, `ListRuns`, `WatchRuns` and `ForkRun`. A tenant's cap on live runs
+//! is the runtime's to hold, under concurrent starts too: a start waiting on its session's
+//! previous run, or on the store, holds up none of the tenant's others.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,7 +16,6 @@ use super::access::{CONSOLE_BUFFER, EventStream, check_start, owned_run, run_own
 use crate::agent::{AgentError, AgentRuntime};
 use crate::api::auth::caller;
 use crate::api::error::ApiError;
-use crate::api::quota::Turns;
 use crate::api::request::{parse_id, run_page_token, runs_query, verdict};
 use crate::api::tenants::Tenant;
 use crate::audit::Act;
@@ -32,17 +32,11 @@ const WATCH_RUNS_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 /// The run calls of the `Agent` service.
 pub(super) struct Runs {
     runtime: Arc<AgentRuntime>,
-    /// A tenant's run starts take turns, so that its cap on live runs holds under
-    /// concurrent starts (see [`Turns`]).
-    starts: Turns,
 }
 
 impl Runs {
     pub(super) fn new(runtime: Arc<AgentRuntime>) -> Runs {
-        Runs {
-            runtime,
-            starts: Turns::default(),
-        }
+        Runs { runtime }
     }
 
     /// A run of `tenant`'s events after `attach.after_seq`, then its live ones; errors name
@@ -73,7 +67,7 @@ impl Runs {
         Ok((run_id, events))
     }
 
-    /// Starts a run of `tenant`'s, in its turn; errors name fields of the `StartRun`.
+    /// Starts a run of `tenant`'s; errors name fields of the `StartRun`.
     async fn start(
         &self,
         tenant: &Tenant,
@@ -81,7 +75,6 @@ impl Runs {
     ) -> Result<(RunId, mpsc::Receiver<Result<pb::RunEvent, StoreError>>), ApiError> {
         check_start(&self.runtime, tenant, &mut start)?;
         let owner = run_owner(tenant);
-        let _turn = self.starts.take(&tenant.name).await;
         let started = self
             .runtime
             .start(start, &owner)
@@ -345,13 +338,11 @@ impl Runs {
                     .map_err(|err| format!("the copy {} is refused: {err}", copy.display()))
             }
         };
-        let live = {
-            let _turn = self.starts.take(&tenant.name).await;
-            self.runtime
-                .start_fork(fork, &owner, check)
-                .await
-                .map_err(ApiError::from)?
-        };
+        let live = self
+            .runtime
+            .start_fork(fork, &owner, check)
+            .await
+            .map_err(ApiError::from)?;
         self.runtime.auditor().record(
             Act::new(&tenant.name, "run.forked")
                 .actor(&tenant.name)
@@ -407,3 +398,7 @@ fn run_info(run: RunRecord) -> pb::RunInfo {
         stop_detail: run.stop_detail,
     }
 }
+
+#[cfg(test)]
+#[path = "runs_tests.rs"]
+mod tests;

@@ -421,6 +421,8 @@ impl AgentRuntime {
         owner: &RunOwner,
         allowed: impl FnOnce(&Path) -> Result<(), String> + Send + 'static,
     ) -> Result<Arc<LiveRun>, AgentError> {
+        // Before the copy: a fork over its tenant's cap is refused without copying anything.
+        let slot = self.hold(owner)?;
         if let Some(copy) = fork.copy {
             let blobs = self
                 .shared
@@ -460,7 +462,7 @@ impl AgentRuntime {
             fork.start.workspace = to.to_string_lossy().into_owned();
         }
         Ok(self
-            .start_from(fork.start, owner, Some(fork.carried))
+            .start_from(fork.start, owner, Some(fork.carried), Some(slot))
             .await?
             .live)
     }

@@ -13,6 +13,7 @@ use super::error::AgentError;
 use super::launch::{Missing, Point};
 use super::live::Started;
 use super::log::RunLog;
+use super::registry::Slot;
 use super::run::{LoopState, Resolved};
 use super::runtime::AgentRuntime;
 use super::session;
@@ -74,26 +75,36 @@ impl AgentRuntime {
         start: pb::StartRun,
         owner: &RunOwner,
     ) -> Result<Started, AgentError> {
-        self.start_from(start, owner, None).await
+        self.start_from(start, owner, None, None).await
     }
 
-    /// Starts a run whose conversation begins with what it carries from another run (a
-    /// fork's), then `start.input`; without, a run in an existing session continues its
-    /// conversation.
-    pub(crate) async fn start_from(
-        &self,
-        start: pb::StartRun,
-        owner: &RunOwner,
-        carried: Option<Carried>,
-    ) -> Result<Started, AgentError> {
-        // Held until the run is launched, or given back on any way out before.
-        let slot = self
-            .live
+    /// A place among `owner`'s runs at work, held until the run it is for is launched (or
+    /// given back on any way out before): refused when the tenant's runs fill its cap.
+    pub(super) fn hold(&self, owner: &RunOwner) -> Result<Slot, AgentError> {
+        self.live
             .hold(&owner.tenant, owner.max_live_runs as usize)
             .ok_or_else(|| AgentError::TooManyRuns {
                 tenant: owner.tenant.clone(),
                 max: owner.max_live_runs,
-            })?;
+            })
+    }
+
+    /// Starts a run whose conversation begins with what it carries from another run (a
+    /// fork's), then `start.input`; without, a run in an existing session continues its
+    /// conversation. Its place under the tenant's cap is `held` (taken before the caller's
+    /// own work, a fork's copy) or taken here.
+    pub(super) async fn start_from(
+        &self,
+        start: pb::StartRun,
+        owner: &RunOwner,
+        carried: Option<Carried>,
+        held: Option<Slot>,
+    ) -> Result<Started, AgentError> {
+        // Held until the run is launched, or given back on any way out before.
+        let slot = match held {
+            Some(slot) => slot,
+            None => self.hold(owner)?,
+        };
         check_input(&start.input, "input")?;
         let existing = self.existing_session(&start, owner).await?;
         let mut start = match &existing {

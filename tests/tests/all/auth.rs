@@ -785,6 +785,29 @@ async fn concurrent_requests_never_pass_a_tenants_caps() {
         .into_inner()
         .runs;
     assert_eq!(listed.len(), CAP, "a refused start left a run behind");
+    // A fork over the cap is refused before its workspace is copied: nothing of it is left.
+    let mut runs = runs;
+    let waiting = runs[0].approval().await.run_id;
+    let parent = workspace.parent().unwrap().to_owned();
+    let forks = || {
+        std::fs::read_dir(&parent)
+            .unwrap()
+            .filter(|entry| {
+                let name = entry.as_ref().unwrap().file_name();
+                name.to_string_lossy().contains("-fork-")
+            })
+            .count()
+    };
+    let refused = pb::agent_client::AgentClient::new(daemon.channel_with_token(CAPPED).await)
+        .fork_run(pb::ForkRunRequest {
+            run_id: waiting,
+            copy_workspace: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(forks(), 0, "a refused fork left its copy behind");
 
     // Direct calls: each spins until cancelled.
     let calls = (0..ATTEMPTS).map(|_| {

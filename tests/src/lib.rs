@@ -163,6 +163,17 @@ pub fn read_token(state_dir: &Path) -> String {
         .to_owned()
 }
 
+/// How many fork copies (`<name>-fork-<id>`, as `ForkRun` names them) `dir` holds.
+pub fn fork_copies_in(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|entry| {
+            let name = entry.as_ref().unwrap().file_name();
+            name.to_string_lossy().contains("-fork-")
+        })
+        .count()
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -789,15 +789,7 @@ async fn concurrent_requests_never_pass_a_tenants_caps() {
     let mut runs = runs;
     let waiting = runs[0].approval().await.run_id;
     let parent = workspace.parent().unwrap().to_owned();
-    let forks = || {
-        std::fs::read_dir(&parent)
-            .unwrap()
-            .filter(|entry| {
-                let name = entry.as_ref().unwrap().file_name();
-                name.to_string_lossy().contains("-fork-")
-            })
-            .count()
-    };
+
     let refused = pb::agent_client::AgentClient::new(daemon.channel_with_token(CAPPED).await)
         .fork_run(pb::ForkRunRequest {
             run_id: waiting,
@@ -807,7 +799,11 @@ async fn concurrent_requests_never_pass_a_tenants_caps() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    assert_eq!(forks(), 0, "a refused fork left its copy behind");
+    assert_eq!(
+        airlock_tests::fork_copies_in(&parent),
+        0,
+        "a refused fork left its copy behind"
+    );
 
     // Direct calls: each spins until cancelled.
     let calls = (0..ATTEMPTS).map(|_| {

@@ -291,15 +291,7 @@ async fn a_fork_copy_of_a_root_goes_where_the_caller_may_work_or_nowhere() {
     let root = daemon.workspace_root.path().to_owned();
     let run_id = write_a_file(&daemon.agent().await, &root).await;
     let beside = root.parent().unwrap().to_owned();
-    let forks_beside = || {
-        std::fs::read_dir(&beside)
-            .unwrap()
-            .filter(|entry| {
-                let name = entry.as_ref().unwrap().file_name();
-                name.to_string_lossy().contains("-fork-")
-            })
-            .count()
-    };
+    let forks_beside = || airlock_tests::fork_copies_in(&beside);
     let before = forks_beside();
     let mut agent = daemon.agent().await;
     let refused = agent

@@ -12,8 +12,10 @@ readonly AIRLOCK_RUST_TARGETS=(wasm32-wasip1 wasm32-wasip2)
 # certificates of the client packages' TLS tests.
 # python3, nodejs, gcc, make and git are also the toolchains the `toolchains` profile mounts for run_command.
 # prometheus (with promtool) and curl run deploy/test.sh: the alert rules, the dashboard's
-# queries against a Prometheus that scrapes a daemon.
-readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl prometheus curl)
+# queries against a Prometheus that scrapes a daemon. systemd gives the tests
+# systemd-socket-activate (airlockd started as its socket unit starts it) and deploy/'s
+# checks systemd-analyze; the machines here do not boot it.
+readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl prometheus curl systemd)
 
 die() {
     echo "${0##*/}: $*" >&2

@@ -391,11 +391,13 @@ async fn run_examples(
         registry,
         WorkspaceRoots::new(&roots).map_err(CheckError::Workspace)?,
     );
+    let redactor = executor.registry().redactor().clone();
     let mut passed = true;
     for example in examples {
         let (events, _) = mpsc::unbounded_channel();
         let call = Call {
             tool: tool.clone(),
+            redactor: redactor.clone(),
             profile: tool.profile.clone(),
             arguments_json: example.arguments.to_string(),
             workspace: workspace.clone(),

@@ -252,7 +252,7 @@ fn unknown_keys_are_refused() {
 }
 
 #[test]
-fn listen_addresses_are_tcp_or_an_absolute_unix_socket() {
+fn listen_addresses_are_tcp_an_absolute_unix_socket_or_systemds() {
     assert_eq!(
         "unix:/run/airlock.sock".parse::<ListenAddr>(),
         Ok(ListenAddr::Unix(PathBuf::from("/run/airlock.sock")))
@@ -265,6 +265,9 @@ fn listen_addresses_are_tcp_or_an_absolute_unix_socket() {
     assert!("localhost".parse::<ListenAddr>().is_err());
     let tcp: ListenAddr = "127.0.0.1:1".parse().expect("tcp");
     assert_eq!(tcp.to_string(), "127.0.0.1:1");
+    assert_eq!("systemd".parse::<ListenAddr>(), Ok(ListenAddr::Systemd));
+    assert_eq!(ListenAddr::Systemd.to_string(), "systemd");
+    assert!("systemd:".parse::<ListenAddr>().is_err());
 }
 
 #[test]

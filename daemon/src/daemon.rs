@@ -22,6 +22,7 @@ use crate::fleet::Fleet;
 use crate::output::{KeptLimits, KeptOutputs};
 use crate::policy::PolicyBook;
 use crate::profile::Profiles;
+use crate::reload::Reloader;
 use crate::retention::Retention;
 use crate::store::{Leases, PostgresStore, Relay, SqliteStore, Store, StoreError, StoreOptions};
 use crate::telemetry::audit_log::AuditLog;
@@ -111,6 +112,8 @@ pub struct Daemon {
     /// The Prometheus endpoint's socket and token, bound by [`Daemon::bind`].
     metrics_listener:
         std::sync::Mutex<Option<(tokio::net::TcpListener, api::metrics_http::ScrapeToken)>>,
+    /// Reloads the tools and profiles (SIGHUP).
+    reloader: Arc<Reloader>,
     /// Approval webhooks and the key of their links, when `[approvals]` has a public URL.
     approvals: Option<(
         crate::notify::NotifySettings,
@@ -277,7 +280,15 @@ impl Daemon {
                 fleet.lease,
             ))
         });
+        let reloader = Arc::new(Reloader::new(
+            config.tools_dirs.clone(),
+            config.profiles_dir.clone(),
+            engines,
+            executor.clone(),
+            auditor.clone(),
+        ));
         Ok(Daemon {
+            reloader,
             config,
             mcp_listener: std::sync::Mutex::new(None),
             executor,
@@ -305,6 +316,12 @@ impl Daemon {
         &self.agents
     }
 
+    /// What reloads this daemon's tools and profiles while it serves (its `airlockd` does
+    /// on SIGHUP).
+    pub fn reloader(&self) -> Arc<Reloader> {
+        self.reloader.clone()
+    }
+
     /// The tools that were refused at load, with why.
     pub fn refused_tools(&self) -> &[ToolLoadError] {
         &self.refused
@@ -319,6 +336,10 @@ impl Daemon {
     /// metrics address off loopback without a token file is refused here).
     pub async fn bind(&self) -> Result<api::Listener, StartError> {
         let listener = api::Listener::bind(&self.config.listen).await?;
+        // The daemon's own socket is made 0600; one a socket unit bound is checked.
+        if self.config.auth.unix_socket_trust && listener.unix_open_to_others() {
+            return Err(api::ListenError::TrustedSocketOpen(listener.describe()).into());
+        }
         if let Some(addr) = self.config.metrics.listen {
             let token = api::metrics_http::ScrapeToken::load(
                 addr,
@@ -413,12 +434,18 @@ impl Daemon {
             roots = ?self.config.workspace_roots,
             "airlockd serving"
         );
+        crate::systemd::ready(&format!(
+            "serving {} tools on {}",
+            self.executor.registry().len(),
+            listener.describe()
+        ));
         let grace = self.config.shutdown_grace;
         let executor = self.executor.clone();
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             shutdown.await;
             tracing::info!("shutting down: no new calls");
+            crate::systemd::stopping();
             let _ = stopping_tx.send(());
         };
         let access = api::Access {

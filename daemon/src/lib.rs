@@ -11,7 +11,8 @@
 //! The modules stand in layers; a module imports its own layer's and those below, never one
 //! above (`scripts/imports.py` checks it in CI, and that no two files import each other):
 //!
-//! 1. `daemon`, `check` — assembling the daemon; the `check-tool` entry point
+//! 1. `daemon`, `check`, `reload`, `systemd` — assembling the daemon; the `check-tool`
+//!    entry point; reloading tools on SIGHUP; telling systemd what the daemon does
 //! 2. `api` — the gRPC, gRPC-Web, MCP and HTTP edges, translation only
 //! 3. `config`, `fleet`, `retention`, `notify` — the config file; work shared by a fleet;
 //!    clean-up; approval requests posted to people's webhooks
@@ -45,9 +46,11 @@ mod output;
 mod pause;
 mod policy;
 mod profile;
+mod reload;
 mod retention;
 mod secrets;
 mod store;
+mod systemd;
 mod telemetry;
 #[cfg(test)]
 mod test_random;
@@ -59,6 +62,7 @@ mod workspace;
 pub use check::{CheckError, CheckOptions, check_tool};
 pub use daemon::{Daemon, StartError};
 pub use engine::wasm::on_worker_park;
+pub use reload::{ReloadError, Reloaded, Reloader};
 
 /// Where the access token of the `default` tenant is kept, in the state dir.
 pub use api::token_file::TOKEN_FILE;

@@ -173,6 +173,10 @@ fn main() -> anyhow::Result<()> {
         // rather than killing it with the default action.
         let mut shutdown =
             Box::pin(shutdown_signal().context("cannot install the signal handlers")?);
+        // SIGHUP's default is to end the process: handled from the start too. One that
+        // arrives while the daemon starts is kept, and reloads once it serves.
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("cannot install the SIGHUP handler")?;
         // Building waits on the store, which may take long to answer (or never answer):
         // a signal meanwhile stops the daemon before it served anything.
         let daemon = tokio::select! {
@@ -183,6 +187,15 @@ fn main() -> anyhow::Result<()> {
             }
         };
         let listener = daemon.bind().await?;
+        let reloader = daemon.reloader();
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP received: reloading the tools and profiles");
+                if let Err(error) = reloader.reload().await {
+                    tracing::error!(%error, "the tools were not reloaded");
+                }
+            }
+        });
         daemon.serve(listener, shutdown).await?;
         tracing::info!("airlockd stopped");
         anyhow::Ok(())

@@ -39,7 +39,7 @@ pub struct SecretSource {
 }
 
 /// One secret, resolved.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Secret {
     pub env: String,
     pub value: String,
@@ -52,7 +52,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// The secrets of one tool.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Secrets(Arc<[Secret]>);
 
 impl Secrets {

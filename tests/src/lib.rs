@@ -385,6 +385,7 @@ pub struct TestDaemon {
     /// Where the Prometheus endpoint listens, when `metrics.listen` was set.
     pub metrics_addr: Option<std::net::SocketAddr>,
     refused: Vec<String>,
+    reloader: std::sync::Arc<airlock_daemon::Reloader>,
     _state: Option<TempDir>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
@@ -438,6 +439,7 @@ impl TestDaemon {
             .map(|error| error.to_string())
             .collect();
         let token = read_token(&state_dir);
+        let reloader = daemon.reloader();
         let listener = daemon.bind().await.expect("bind loopback");
         let mcp_addr = daemon.mcp_addr();
         let metrics_addr = daemon.metrics_addr();
@@ -467,6 +469,7 @@ impl TestDaemon {
             mcp_addr,
             metrics_addr,
             refused,
+            reloader,
             _state: state,
             shutdown: Some(shutdown),
             server: Some(server),
@@ -483,6 +486,11 @@ impl TestDaemon {
     }
 
     /// Why each refused tool was refused.
+    /// Reloads the tools and profiles, as SIGHUP does.
+    pub async fn reload(&self) -> airlock_daemon::Reloaded {
+        self.reloader.reload().await.expect("the reload runs")
+    }
+
     pub fn refused(&self) -> &[String] {
         &self.refused
     }
@@ -1014,6 +1022,59 @@ impl DaemonProcess {
             .and_then(|rest| rest.split(')').next())
             .unwrap_or_else(|| panic!("airlockd serves no TCP address: {serving}"));
         let endpoint = format!("http://{addr}");
+        tokens()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(endpoint.clone(), token.clone());
+        DaemonProcess {
+            child,
+            endpoint,
+            token,
+            log,
+        }
+    }
+
+    /// Starts `airlockd --listen systemd ARGS` in `cwd` as a systemd socket unit would:
+    /// `systemd-socket-activate` binds `socket` and execs the daemon with it (`LISTEN_FDS`)
+    /// at the first connection, which this makes; `env` is set for the daemon too (e.g.
+    /// `NOTIFY_SOCKET`). Waits until it serves.
+    pub async fn socket_activated(
+        args: &[&str],
+        cwd: &Path,
+        socket: &Path,
+        env: &[(&str, &str)],
+    ) -> DaemonProcess {
+        let mut command = tokio::process::Command::new("systemd-socket-activate");
+        command.arg(format!("--listen={}", socket.display()));
+        for (name, value) in env {
+            command.arg(format!("--setenv={name}={value}"));
+        }
+        let mut child = command
+            .arg(cargo_bin("airlockd"))
+            .args(["--listen", "systemd"])
+            .args(args)
+            .current_dir(cwd)
+            .env_remove("AIRLOCK_LOG")
+            .env("NO_COLOR", "1")
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("systemd-socket-activate starts (Debian's systemd package)");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        // The activator binds the socket, then waits for a first connection to exec.
+        let _first = loop {
+            if let Ok(stream) = std::os::unix::net::UnixStream::connect(socket) {
+                break stream;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "systemd-socket-activate did not bind {}",
+                socket.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let Startup { token, log, .. } = await_serving(&mut child).await;
+        let endpoint = format!("unix:{}", socket.display());
         tokens()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

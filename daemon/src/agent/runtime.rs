@@ -68,8 +68,8 @@ impl AgentRuntime {
         receiver
     }
 
-    /// The tools runs may be given.
-    pub fn registry(&self) -> &Arc<crate::tools::Registry> {
+    /// The tools runs may be given now (see [`crate::tools::Executor::registry`]).
+    pub fn registry(&self) -> Arc<crate::tools::Registry> {
         self.shared.executor.registry()
     }
 

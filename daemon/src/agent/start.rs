@@ -111,7 +111,7 @@ impl AgentRuntime {
             Some(session) => self.continue_session(session, start).await?,
             None => start,
         };
-        owner.restrict_tools(&mut start.tools, self.registry())?;
+        owner.restrict_tools(&mut start.tools, &self.registry())?;
         let resolved = self.resolve(&start, Missing::Refuse)?;
         self.check_workspace(existing.as_ref(), &start, &resolved)?;
         let session = match existing {

@@ -68,11 +68,13 @@ impl DirectCalls {
     }
 
     /// The tools `tenant` sees, in the registry's order.
-    pub fn visible<'a>(&'a self, tenant: &'a Tenant) -> impl Iterator<Item = &'a Arc<Tool>> {
+    pub fn visible(&self, tenant: &Tenant) -> Vec<Arc<Tool>> {
         self.executor
             .registry()
             .tools()
             .filter(|tool| tenant.may_use_tool(tool.name()))
+            .cloned()
+            .collect()
     }
 
     /// Whether `tenant` sees a tool named `tool`: one it may not use is, to it, no tool.

@@ -1,9 +1,17 @@
-//! The sockets the daemon serves on: a TCP address, or a Unix socket private to the daemon's
-//! user.
+//! The sockets the daemon serves on: a TCP address, a Unix socket private to the daemon's
+//! user, or the one socket a systemd socket unit bound for it (socket activation).
+//!
+//! The inherited socket is taken by hand from `LISTEN_FDS` (through `sd-notify`, which
+//! reads the variables) rather than with a crate that wraps it as a listener: the daemon
+//! must check the descriptor is a listening stream socket before owning it, and own it at
+//! most once.
 
 use std::net::SocketAddr;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::unix::ffi::OsStringExt as _;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt as _, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::{TcpListener, UnixListener};
 
@@ -15,7 +23,11 @@ pub enum Listener {
     Tcp(TcpListener),
     Unix {
         listener: UnixListener,
-        path: PathBuf,
+        /// Its file; none for an abstract socket (only an inherited one can be).
+        path: Option<PathBuf>,
+        /// Whether the daemon made the file and removes it when serving ends (an inherited
+        /// socket's file is its socket unit's).
+        owned: bool,
     },
 }
 
@@ -28,7 +40,18 @@ pub enum ListenError {
     },
     #[error("{0} exists and is not a socket; refusing to replace it")]
     NotASocket(PathBuf),
+    #[error("--listen systemd: {0}")]
+    Inherited(String),
+    #[error(
+        "--unix-socket-trust on {0}, which users other than the daemon's may connect to \
+         (others may write its file, or it is abstract): they would act as the default tenant \
+         without a token; give the socket unit SocketMode=0600 (or 0660 with a SocketGroup)"
+    )]
+    TrustedSocketOpen(String),
 }
+
+/// Whether the socket systemd handed over was taken: a descriptor is owned once.
+static INHERITED_TAKEN: AtomicBool = AtomicBool::new(false);
 
 impl Listener {
     pub async fn bind(addr: &ListenAddr) -> Result<Listener, ListenError> {
@@ -45,6 +68,20 @@ impl Listener {
                 UnixBindError::Io(source) => error(source),
                 UnixBindError::NotASocket => ListenError::NotASocket(path.clone()),
             }),
+            ListenAddr::Systemd => inherited(),
+        }
+    }
+
+    /// Whether a user other than the daemon's (and its socket's group) may connect to this
+    /// Unix socket: its file lets others write, or it is abstract, with no file to ask.
+    /// False for TCP, which has no such thing.
+    pub fn unix_open_to_others(&self) -> bool {
+        match self {
+            Listener::Tcp(_) => false,
+            Listener::Unix { path: None, .. } => true,
+            Listener::Unix {
+                path: Some(path), ..
+            } => std::fs::metadata(path).map_or(true, |meta| meta.mode() & 0o002 != 0),
         }
     }
 
@@ -62,8 +99,83 @@ impl Listener {
             Listener::Tcp(listener) => listener
                 .local_addr()
                 .map_or_else(|_| "?".to_owned(), |addr| addr.to_string()),
-            Listener::Unix { path, .. } => format!("unix:{}", path.display()),
+            Listener::Unix {
+                path: Some(path), ..
+            } => format!("unix:{}", path.display()),
+            Listener::Unix { path: None, .. } => "an abstract Unix socket".to_owned(),
         }
+    }
+}
+
+/// The one listening socket systemd bound for this process: a stream socket, TCP or Unix.
+fn inherited() -> Result<Listener, ListenError> {
+    let failed = |why: String| ListenError::Inherited(why);
+    // Not unset: the variables name this process alone (LISTEN_PID), and changing the
+    // environment of a process whose threads are running is not sound.
+    let fds: Vec<(i32, String)> = sd_notify::listen_fds_with_names(false)
+        .map_err(|err| failed(format!("cannot read LISTEN_FDS: {err}")))?
+        .collect();
+    let fd = match fds.as_slice() {
+        [] => {
+            return Err(failed(
+                "no socket was handed over (LISTEN_FDS and LISTEN_PID unset or another \
+                 process's): start airlockd from its socket unit"
+                    .into(),
+            ));
+        }
+        [(fd, _)] => *fd,
+        more => {
+            return Err(failed(format!(
+                "{} sockets were handed over; the socket unit must bind exactly one",
+                more.len()
+            )));
+        }
+    };
+    if INHERITED_TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(failed("the socket handed over is already served".into()));
+    }
+    // SAFETY: systemd passed this descriptor to this process (LISTEN_PID names it) for it to
+    // own; nothing else in the daemon takes descriptors from LISTEN_FDS, and the flag above
+    // lets this line run once, so no other owner of it exists or will.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    use rustix::net::{AddressFamily, SocketType, sockopt};
+    let io = |what: &str, err: rustix::io::Errno| failed(format!("{what}: {err}"));
+    if sockopt::socket_type(&owned).map_err(|err| io("its type", err))? != SocketType::STREAM
+        || !sockopt::socket_acceptconn(&owned).map_err(|err| io("whether it listens", err))?
+    {
+        return Err(failed(
+            "the socket handed over is not a listening stream socket (ListenStream=)".into(),
+        ));
+    }
+    let domain = sockopt::socket_domain(&owned).map_err(|err| io("its family", err))?;
+    if domain == AddressFamily::UNIX {
+        let address = rustix::net::getsockname(&owned).map_err(|err| io("its address", err))?;
+        let path = rustix::net::SocketAddrUnix::try_from(address)
+            .ok()
+            .and_then(|unix| unix.path_bytes().map(|bytes| bytes.to_vec()))
+            .filter(|bytes| !bytes.is_empty())
+            .map(|bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes)));
+        let listener = std::os::unix::net::UnixListener::from(owned);
+        listener
+            .set_nonblocking(true)
+            .and_then(|()| UnixListener::from_std(listener))
+            .map(|listener| Listener::Unix {
+                listener,
+                path,
+                owned: false,
+            })
+            .map_err(|err| failed(err.to_string()))
+    } else if domain == AddressFamily::INET || domain == AddressFamily::INET6 {
+        let listener = std::net::TcpListener::from(owned);
+        listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+            .map(Listener::Tcp)
+            .map_err(|err| failed(err.to_string()))
+    } else {
+        Err(failed(
+            "the socket handed over is neither TCP nor Unix".into(),
+        ))
     }
 }
 
@@ -108,7 +220,8 @@ fn bind_private_unix(path: &Path) -> Result<Listener, UnixBindError> {
     let listener = bound.map_err(UnixBindError::Io)?;
     Ok(Listener::Unix {
         listener,
-        path: path.to_owned(),
+        path: Some(path.to_owned()),
+        owned: true,
     })
 }
 

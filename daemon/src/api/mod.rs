@@ -209,8 +209,12 @@ pub async fn serve(
                 .serve_with_incoming_shutdown(incoming, stopped)
                 .await?;
         }
-        Listener::Unix { listener, path } => {
-            let _remove = listen::RemoveOnDrop(path);
+        Listener::Unix {
+            listener,
+            path,
+            owned,
+        } => {
+            let _remove = path.filter(|_| owned).map(listen::RemoveOnDrop);
             // Every client's authority is accepted there (see `unix_authority`).
             let incoming = UnixListenerStream::new(listener).map(|stream| {
                 stream.map(|stream| BatchedWrites::new(unix_authority::AnyAuthority::new(stream)))

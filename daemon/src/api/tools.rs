@@ -82,6 +82,7 @@ impl pb::tools_server::Tools for ToolsService {
         let tools = self
             .calls
             .visible(&tenant)
+            .iter()
             .map(|tool| convert::tool_info(tool))
             .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))

@@ -14,12 +14,18 @@ use serde::Deserialize;
 pub enum ListenAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// The one socket systemd's socket unit bound and handed over (`LISTEN_FDS`): written
+    /// `systemd`.
+    Systemd,
 }
 
 impl FromStr for ListenAddr {
     type Err = String;
 
     fn from_str(text: &str) -> Result<ListenAddr, String> {
+        if text == "systemd" {
+            return Ok(ListenAddr::Systemd);
+        }
         if let Some(path) = text.strip_prefix("unix:") {
             let path = path.strip_prefix("//").unwrap_or(path);
             if !path.starts_with('/') {
@@ -29,7 +35,7 @@ impl FromStr for ListenAddr {
         }
         text.parse()
             .map(ListenAddr::Tcp)
-            .map_err(|_| format!("`{text}` is neither host:port nor unix:/path"))
+            .map_err(|_| format!("`{text}` is neither host:port, unix:/path nor systemd"))
     }
 }
 
@@ -46,6 +52,7 @@ impl fmt::Display for ListenAddr {
         match self {
             ListenAddr::Tcp(addr) => write!(f, "{addr}"),
             ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
+            ListenAddr::Systemd => f.write_str("systemd"),
         }
     }
 }

@@ -70,6 +70,9 @@ pub enum CallError {
 #[derive(Clone)]
 pub struct Call {
     pub tool: Arc<Tool>,
+    /// Every secret a tool of the tool's registry receives, kept out of what the call
+    /// reports.
+    pub redactor: Redactor,
     /// The tool's profile, or its read-only view.
     pub profile: Arc<Profile>,
     pub arguments_json: String,
@@ -152,14 +155,13 @@ pub enum ExecutionEvent {
 }
 
 pub struct Executor {
-    registry: Arc<Registry>,
+    /// The tools served now: replaced whole by a reload ([`Executor::replace_registry`]).
+    registry: std::sync::RwLock<Arc<Registry>>,
     workspaces: WorkspaceRoots,
     executions: Executions,
     kept: Option<Arc<KeptOutputs>>,
     /// Resolves the hosts of every call's egress, with the operator's overrides.
     resolver: Arc<Resolver>,
-    /// Every secret any tool receives, kept out of what calls report.
-    redactor: Redactor,
     /// Where writing calls' overlays and change sets are made; none where this host cannot
     /// (then such calls are refused, naming the layer).
     changes: Result<Changes, Arc<str>>,
@@ -178,12 +180,8 @@ enum Stopped {
 
 impl Executor {
     pub fn new(registry: Arc<Registry>, workspaces: WorkspaceRoots) -> Executor {
-        // Withheld tools too: one trusted later is served without a restart, and its
-        // secrets must already be redacted then.
-        let redactor = Redactor::new(registry.loaded().map(|tool| &tool.manifest.image.secrets));
         Executor {
-            redactor,
-            registry,
+            registry: std::sync::RwLock::new(registry),
             workspaces,
             executions: Executions::default(),
             kept: None,
@@ -232,8 +230,25 @@ impl Executor {
         self.kept.as_ref()
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
+    /// The tools served now. A reload may replace them the next moment: what is taken from
+    /// this one registry stays consistent (a call keeps the tool it was prepared with).
+    pub fn registry(&self) -> Arc<Registry> {
+        // A panic while the lock was held cannot leave a half-made registry behind: the
+        // write is one assignment.
+        self.registry
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves `registry` in place of the tools served now, which are returned. Calls
+    /// already prepared keep their tools (and those tools' redactions).
+    pub fn replace_registry(&self, registry: Arc<Registry>) -> Arc<Registry> {
+        let mut served = self
+            .registry
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::replace(&mut *served, registry)
     }
 
     pub fn workspaces(&self) -> &WorkspaceRoots {
@@ -242,8 +257,8 @@ impl Executor {
 
     /// Checks that the tool exists and the workspace is allowed.
     pub fn prepare(&self, request: CallRequest) -> Result<Call, CallError> {
-        let tool = self
-            .registry
+        let registry = self.registry();
+        let tool = registry
             .get(&request.tool)
             .ok_or_else(|| CallError::UnknownTool(request.tool.clone()))?;
         let workspace = self.workspaces.resolve(request.workspace.as_deref())?;
@@ -264,6 +279,7 @@ impl Executor {
         };
         Ok(Call {
             tool,
+            redactor: registry.redactor().clone(),
             profile,
             arguments_json: request.arguments_json,
             workspace,
@@ -307,6 +323,7 @@ impl Executor {
         cancel: CancellationToken,
     ) -> ToolResult {
         let tool = call.tool;
+        let redactor = call.redactor;
         let arguments = match tool.arguments.validate(&call.arguments_json) {
             Ok(arguments) => arguments,
             Err(err) => {
@@ -335,8 +352,8 @@ impl Executor {
 
         let output_events = events.clone();
         let profile = call.profile;
-        let streamed = Arc::new(StreamRedactor::new(self.redactor.clone()));
-        let redacting = !self.redactor.is_empty();
+        let streamed = Arc::new(StreamRedactor::new(redactor.clone()));
+        let redacting = !redactor.is_empty();
         let stream_redactor = streamed.clone();
         let capture = OutputCapture::new(
             profile.limits.output_bytes,
@@ -451,9 +468,9 @@ impl Executor {
                 data: Bytes::from(data),
             }));
         }
-        if !self.redactor.is_empty() {
-            summary.stdout = self.redactor.redact_bytes(&summary.stdout);
-            summary.stderr_tail = self.redactor.redact_bytes(&summary.stderr_tail);
+        if !redactor.is_empty() {
+            summary.stdout = redactor.redact_bytes(&summary.stdout);
+            summary.stderr_tail = redactor.redact_bytes(&summary.stderr_tail);
         }
         let (mut result, whole) = shape_result(
             &tool,
@@ -463,8 +480,8 @@ impl Executor {
             outcome,
             &summary,
         );
-        if !self.redactor.is_empty() {
-            result.error_message = self.redactor.redact(&result.error_message);
+        if !redactor.is_empty() {
+            result.error_message = redactor.redact(&result.error_message);
         }
         // The whole output, exactly what the shown part was cut from, so that reading it from
         // where the shown part ends continues it. Its owner is recorded with it: the one

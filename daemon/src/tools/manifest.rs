@@ -339,6 +339,12 @@ impl Manifest {
 
     /// Reads and checks the manifest at `path`.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        Manifest::load_with_text(path).map(|(manifest, _)| manifest)
+    }
+
+    /// As [`Manifest::load`], with the text it was read from: what a reload compares to
+    /// tell a manifest unchanged.
+    pub fn load_with_text(path: &Path) -> Result<(Manifest, String), ManifestError> {
         let fail = |message: String| ManifestError {
             path: path.to_owned(),
             message,
@@ -346,7 +352,8 @@ impl Manifest {
         let text = read_capped(path, MAX_MANIFEST_BYTES).map_err(fail)?;
         let file: ManifestFile = toml::from_str(&text).map_err(|err| fail(err.to_string()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        Manifest::check(file, dir, path).map_err(fail)
+        let manifest = Manifest::check(file, dir, path).map_err(fail)?;
+        Ok((manifest, text))
     }
 
     fn check(file: ManifestFile, dir: &Path, path: &Path) -> Result<Manifest, String> {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::engine::{Code, Engines, LoadedTool, ToolKind};
 use crate::profile::{Profile, Profiles};
+use crate::secrets::{Redactor, Secrets};
 
 use super::arguments::ArgumentSchema;
 use super::manifest::Manifest;
@@ -65,6 +66,30 @@ pub struct ToolLoadError {
 #[derive(Debug, Default)]
 pub struct Registry {
     tools: BTreeMap<String, Arc<Tool>>,
+    /// Every secret a loaded tool receives, withheld tools' too: one trusted later is
+    /// served at once, and its secrets must already be redacted then.
+    redactor: Redactor,
+    /// Each hosted server's manifest as it was read, by its path: what a reload compares.
+    servers: BTreeMap<PathBuf, Server>,
+}
+
+/// A hosted server as loaded: what it was loaded from and what it gave.
+#[derive(Debug)]
+struct Server {
+    text: String,
+    secrets: Secrets,
+    profile: Arc<Profile>,
+    tools: Vec<Arc<Tool>>,
+    refused: Vec<String>,
+}
+
+impl Server {
+    /// Whether `manifest`, read as `text` under `profile`, is the manifest this was
+    /// loaded from: the same text, secrets (a secret's file may change under the same
+    /// manifest) and profile.
+    fn loaded_from(&self, text: &str, manifest: &Manifest, profile: &Profile) -> bool {
+        self.text == text && self.secrets == manifest.image.secrets && *self.profile == *profile
+    }
 }
 
 impl Registry {
@@ -73,6 +98,26 @@ impl Registry {
         dirs: &[PathBuf],
         profiles: &Profiles,
         engines: &Engines,
+    ) -> (Registry, Vec<ToolLoadError>) {
+        Registry::load_over(dirs, profiles, engines, None)
+    }
+
+    /// Loads every tool found in `dirs` again, as [`Registry::load`] does, carrying over
+    /// this registry's hosted servers whose manifests did not change (see the module doc).
+    pub fn reload(
+        &self,
+        dirs: &[PathBuf],
+        profiles: &Profiles,
+        engines: &Engines,
+    ) -> (Registry, Vec<ToolLoadError>) {
+        Registry::load_over(dirs, profiles, engines, Some(self))
+    }
+
+    fn load_over(
+        dirs: &[PathBuf],
+        profiles: &Profiles,
+        engines: &Engines,
+        previous: Option<&Registry>,
     ) -> (Registry, Vec<ToolLoadError>) {
         let mut registry = Registry::default();
         let mut errors = Vec::new();
@@ -83,12 +128,20 @@ impl Registry {
             .collect();
         let mut loaded = Vec::new();
         for manifest_path in manifests {
-            let tools = match load_tools(&manifest_path, profiles, engines) {
-                Ok((tools, refusals)) => {
-                    errors.extend(refusals.into_iter().map(|message| ToolLoadError {
+            let carried = previous.and_then(|previous| previous.servers.get(&manifest_path));
+            let tools = match load_tools(&manifest_path, profiles, engines, carried) {
+                Ok(Loaded {
+                    tools,
+                    refused,
+                    server,
+                }) => {
+                    errors.extend(refused.into_iter().map(|message| ToolLoadError {
                         path: manifest_path.clone(),
                         message,
                     }));
+                    if let Some(server) = server {
+                        registry.servers.insert(manifest_path.clone(), server);
+                    }
                     tools
                 }
                 Err(message) => {
@@ -123,11 +176,20 @@ impl Registry {
                 continue;
             }
             origins.insert(tool.name().to_owned(), manifest_path.clone());
+            registry.tools.insert(tool.name().to_owned(), tool);
+        }
+        registry.redactor = Redactor::new(
             registry
                 .tools
-                .insert(tool.name().to_owned(), Arc::new(tool));
-        }
+                .values()
+                .map(|tool| &tool.manifest.image.secrets),
+        );
         (registry, errors)
+    }
+
+    /// What every call of this registry's tools has redacted from what it reports.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// The tool named `name`, unless it is withheld (see [`Registry::tools`]).
@@ -186,14 +248,23 @@ fn find_manifests(dir: &Path, errors: &mut Vec<ToolLoadError>) -> Vec<PathBuf> {
     manifests
 }
 
-/// The tools of one manifest (one, or a server's), with the refusals of single tools of a
-/// server that are not served.
+/// What one manifest gave: its tools, the refusals of single tools of a server that are not
+/// served, and the server as loaded (for the next reload).
+struct Loaded {
+    tools: Vec<Arc<Tool>>,
+    refused: Vec<String>,
+    server: Option<Server>,
+}
+
+/// The tools of one manifest (one, or a server's); `carried`, the server this path held
+/// before a reload, is kept when its manifest did not change.
 fn load_tools(
     path: &Path,
     profiles: &Profiles,
     engines: &Engines,
-) -> Result<(Vec<Tool>, Vec<String>), String> {
-    let manifest = Manifest::load(path).map_err(|err| err.message)?;
+    carried: Option<&Server>,
+) -> Result<Loaded, String> {
+    let (manifest, text) = Manifest::load_with_text(path).map_err(|err| err.message)?;
     let profile = profiles
         .get(&manifest.profile)
         .map_err(|err| err.to_string())?;
@@ -214,8 +285,29 @@ fn load_tools(
             profile,
             loaded,
         };
-        return Ok((vec![tool], Vec::new()));
+        return Ok(Loaded {
+            tools: vec![Arc::new(tool)],
+            refused: Vec::new(),
+            server: None,
+        });
     };
+    if let Some(server) = carried.filter(|server| server.loaded_from(&text, &manifest, &profile)) {
+        tracing::info!(
+            server = manifest.name(),
+            "unchanged: its tools and instances are kept"
+        );
+        return Ok(Loaded {
+            tools: server.tools.clone(),
+            refused: server.refused.clone(),
+            server: Some(Server {
+                text,
+                secrets: server.secrets.clone(),
+                profile: server.profile.clone(),
+                tools: server.tools.clone(),
+                refused: server.refused.clone(),
+            }),
+        });
+    }
     let imports = engine
         .import(&manifest.image, &profile)
         .map_err(|err| err.to_string())?;
@@ -238,12 +330,23 @@ fn load_tools(
                 continue;
             }
         };
-        tools.push(Tool {
+        tools.push(Arc::new(Tool {
             manifest: tool_manifest,
             arguments,
             profile: profile.clone(),
             loaded: imported.loaded,
-        });
+        }));
     }
-    Ok((tools, refused))
+    let server = Server {
+        text,
+        secrets: manifest.image.secrets.clone(),
+        profile,
+        tools: tools.clone(),
+        refused: refused.clone(),
+    };
+    Ok(Loaded {
+        tools,
+        refused,
+        server: Some(server),
+    })
 }

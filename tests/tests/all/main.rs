@@ -62,6 +62,7 @@ mod run_reattach;
 mod sessions;
 mod store_failures;
 mod streaming;
+mod systemd_service;
 mod telemetry;
 mod trace_export;
 mod typed_components;

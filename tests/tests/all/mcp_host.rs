@@ -542,6 +542,52 @@ async fn idle_instances_stop_and_none_outlives_the_daemon() {
     .await;
 }
 
+/// A reload keeps a hosted server whose manifest did not change, with its running instance;
+/// a server whose manifest changed is imported afresh, and its old instance stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_an_unchanged_servers_instance_and_replaces_a_changed_ones() {
+    let marker = "reload-test";
+    let hosted = host(marker, "").await;
+    hosted
+        .call("hostile__whoami", json!({}))
+        .await
+        .assert_status(ToolStatus::Ok);
+    let before = servers_running(marker);
+    assert!(!before.is_empty(), "an instance runs after a call");
+
+    let reloaded = hosted.reload().await;
+    assert!(reloaded.refused.is_empty(), "{reloaded:?}");
+    assert_eq!(servers_running(marker), before, "the instance was kept");
+    hosted
+        .call("hostile__whoami", json!({}))
+        .await
+        .assert_status(ToolStatus::Ok);
+    assert_eq!(servers_running(marker), before, "and it took the call");
+
+    let manifest = hosted._tools.path().join("hostile/tool.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, format!("{text}\n# edited\n")).unwrap();
+    let reloaded = hosted.reload().await;
+    assert!(reloaded.refused.is_empty(), "{reloaded:?}");
+    wait_until(
+        || {
+            let running = servers_running(marker);
+            before.iter().all(|pid| !running.contains(pid))
+        },
+        "the changed server's old instance to stop",
+    )
+    .await;
+    hosted
+        .call("hostile__whoami", json!({}))
+        .await
+        .assert_status(ToolStatus::Ok);
+    let after = servers_running(marker);
+    assert!(
+        !after.is_empty() && after.iter().all(|pid| !before.contains(pid)),
+        "a new instance: {before:?} then {after:?}"
+    );
+}
+
 /// A writing server that goes on writing after its call returned (a background thread) is
 /// bounded between calls too: past its profile's `[changes]` bounds it is stopped, nothing of
 /// what it wrote is applied, and the next call starts it afresh.

@@ -278,3 +278,70 @@ async fn a_restart_loads_modules_from_the_cache_instead_of_compiling() {
         "the damaged entry was kept"
     );
 }
+
+/// A reload (SIGHUP) serves what the folders hold now: a tool added is served, one changed
+/// is served changed, one removed is not, and a broken manifest or a profile gone refuses
+/// its tools alone, each named; the daemon served throughout.
+#[tokio::test]
+async fn a_reload_serves_what_the_folders_hold_now_and_refuses_the_broken_alone() {
+    let tools = ToolsDir::new();
+    tools.add("kept", &echo(), "");
+    tools.add("broken_later", &echo(), "");
+    tools.add("removed_later", &echo(), "");
+    tools.add("on_doomed", &echo(), "profile = \"doomed\"");
+    let profiles = ProfilesDir::new();
+    let strict = std::fs::read_to_string(profiles.path().join("strict.toml")).unwrap();
+    profiles.add("doomed", &strict);
+    let (daemon, names) = serve(&tools, Some(&profiles)).await;
+    assert_eq!(
+        names,
+        ["broken_later", "kept", "on_doomed", "removed_later"],
+        "{:?}",
+        daemon.refused()
+    );
+
+    tools.add("added", &echo(), "");
+    tools.add("kept", &echo(), "description = \"kept, described anew\"");
+    tools.write_manifest("broken_later", "name = \"broken_later\"\nversion = ");
+    std::fs::remove_dir_all(tools.path().join("removed_later")).unwrap();
+    std::fs::remove_file(profiles.path().join("doomed.toml")).unwrap();
+    let reloaded = daemon.reload().await;
+
+    assert_eq!(reloaded.served, 2, "{reloaded:?}");
+    let refused: Vec<String> = reloaded.refused.iter().map(ToString::to_string).collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .any(|why| why.contains("/broken_later/tool.toml")),
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|why| why.contains("/on_doomed/tool.toml") && why.contains("doomed")),
+        "{refused:?}"
+    );
+    let listed = list_tools(&daemon).await;
+    let names: Vec<&str> = listed.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(names, ["added", "kept"]);
+    assert_eq!(listed[1].description, "kept, described anew");
+    daemon
+        .exec("kept", json!({"said": "after the reload"}), None)
+        .await
+        .assert_status(pb::ToolStatus::Ok);
+    let gone = daemon
+        .exec_request(pb::ExecuteToolRequest {
+            tool: "removed_later".into(),
+            arguments_json: "{}".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::NotFound, "{gone:?}");
+
+    // Put right, the broken one is served by the next reload.
+    tools.add("broken_later", &echo(), "");
+    let again = daemon.reload().await;
+    assert_eq!(again.served, 3, "{again:?}");
+}

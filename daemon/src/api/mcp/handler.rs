@@ -182,6 +182,7 @@ impl ServerHandler for ToolServer {
         Ok(ListToolsResult::with_all_items(
             self.calls
                 .visible(&tenant)
+                .iter()
                 .filter_map(|tool| mcp_tool(tool))
                 .collect(),
         ))

@@ -96,7 +96,7 @@ pub async fn connect(endpoint: &str) -> Result<AuthedChannel, tonic::transport::
 }
 
 /// Connects to `endpoint` (`http://…` or `unix:/path`), sending `token` with every call.
-pub(crate) async fn connect_with_token(endpoint: &str, token: &str) -> AuthedChannel {
+pub async fn connect_with_token(endpoint: &str, token: &str) -> AuthedChannel {
     // `Endpoint` (unlike `Channel::from_shared`) also takes `unix:/path`.
     let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
         .unwrap()

@@ -49,13 +49,21 @@ impl IdMap {
         let ready_fd = ready_write.as_raw_fd();
         let go_fd = go_read.as_raw_fd();
         // SAFETY: the child of a multi-threaded process may only make async-signal-safe
-        // calls; it makes four raw system calls (unshare, write, read, _exit) on descriptors
-        // it inherited, touches no lock and no allocator, and never returns.
+        // calls; it makes five raw system calls (unshare, prctl, write, read, _exit) on
+        // descriptors it inherited, touches no lock and no allocator, and never returns.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             // SAFETY: see above; the buffers are on this stack.
             unsafe {
-                let ok: u8 = u8::from(libc::unshare(libc::CLONE_NEWUSER) == 0);
+                // Entering the namespace gains capabilities there, which makes the child
+                // undumpable: its /proc files then belong to root, and a daemon that is not
+                // root (the packaged service's user, holding only the capabilities it needs)
+                // could not write its maps. The child runs nothing but this wait, as the
+                // daemon's own user, which may trace it anyway.
+                let ok: u8 = u8::from(
+                    libc::unshare(libc::CLONE_NEWUSER) == 0
+                        && libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) == 0,
+                );
                 libc::write(ready_fd, (&ok as *const u8).cast(), 1);
                 let mut byte = 0u8;
                 libc::read(go_fd, (&mut byte as *mut u8).cast(), 1);

@@ -61,6 +61,11 @@ const CALLS_DIR: &str = "calls";
 /// The content-addressed store of before and after contents.
 const BLOBS_DIR: &str = "blobs";
 
+/// The overlay mounted once at start to find whether this daemon can (see `probe`): its
+/// empty lower directory and its layers, in the calls' directory (removed with it).
+const PROBE_LOWER: &str = ".probe-lower";
+const PROBE_UPPER: &str = ".probe";
+
 /// How one call's changes are recorded and applied: the paths kept by digest only, whether
 /// the tool could set modes, the profile's bounds, and the call's deadline.
 #[derive(Debug, Clone)]
@@ -82,6 +87,59 @@ pub struct Changes {
     views: Arc<Views>,
 }
 
+/// Mounts one overlay over an empty directory of the state dir and lets it go, as the daemon
+/// starts: a host, or a daemon's privileges, that cannot is found then, and every writing
+/// call is refused with why, rather than each failing in its own way.
+fn probe(calls: &Path, idmap: &IdMap) -> Result<(), ChangeError> {
+    let lower = calls.join(PROBE_LOWER);
+    std::fs::create_dir_all(&lower)?;
+    let mounted = Overlay::mount(&lower, calls.join(PROBE_UPPER), idmap);
+    let removed = std::fs::remove_dir(&lower);
+    match mounted {
+        Ok(overlay) => {
+            drop(overlay);
+            removed.map_err(ChangeError::from)
+        }
+        Err(ChangeError::Overlay(why)) => {
+            Err(ChangeError::Overlay(format!("{why}{}", privileges_hint())))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// What a daemon that is not root must hold for overlays and their id mapping, named when it
+/// lacks any: overlayfs works in the directories it makes with the mounter's rights, which
+/// only `CAP_DAC_OVERRIDE` lets past their modes; mounting needs `CAP_SYS_ADMIN`, the id
+/// mapping `CAP_SETUID` and `CAP_SETGID`.
+fn privileges_hint() -> String {
+    use rustix::thread::CapabilitySet;
+    if rustix::process::geteuid().is_root() {
+        return String::new();
+    }
+    let needed = [
+        (CapabilitySet::SYS_ADMIN, "CAP_SYS_ADMIN"),
+        (CapabilitySet::DAC_OVERRIDE, "CAP_DAC_OVERRIDE"),
+        (CapabilitySet::SETUID, "CAP_SETUID"),
+        (CapabilitySet::SETGID, "CAP_SETGID"),
+    ];
+    let effective = rustix::thread::capabilities(None)
+        .map(|sets| sets.effective)
+        .unwrap_or(CapabilitySet::empty());
+    let missing: Vec<&str> = needed
+        .iter()
+        .filter(|(capability, _)| !effective.contains(*capability))
+        .map(|(_, name)| *name)
+        .collect();
+    if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (the daemon is not root and lacks {}, which recording a call's writes needs)",
+            missing.join(", ")
+        )
+    }
+}
+
 impl Changes {
     /// Opens the service under `state_dir`, removing the upper layers of calls a previous
     /// daemon did not finish (they never reached the workspace).
@@ -95,7 +153,7 @@ impl Changes {
     ) -> Result<Changes, ChangeError> {
         let calls = state_dir.join(CHANGES_DIR).join(CALLS_DIR);
         if calls.exists() {
-            std::fs::remove_dir_all(&calls)?;
+            overlay::remove_tree(&calls)?;
         }
         std::fs::create_dir_all(&calls)?;
         let blobs = Arc::new(Blobs::open(
@@ -104,9 +162,11 @@ impl Changes {
         )?);
         let idmap = Arc::new(IdMap::create().map_err(|err| {
             ChangeError::Overlay(format!(
-                "cannot create the id mapping for the workspace: {err}"
+                "cannot create the id mapping for the workspace: {err}{}",
+                privileges_hint()
             ))
         })?);
+        probe(&calls, &idmap)?;
         Ok(Changes {
             calls,
             blobs,

@@ -83,10 +83,51 @@ impl Upper {
 
 impl Drop for Upper {
     fn drop(&mut self) {
-        if let Err(err) = std::fs::remove_dir_all(&self.dir)
+        if let Err(err) = remove_tree(&self.dir)
             && err.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(dir = %self.dir.display(), error = %err, "cannot remove a call's upper layer");
+        }
+    }
+}
+
+/// Removes `dir` and all below it. overlayfs leaves its work directory's own `work` with no
+/// permission bits: a daemon that is root removes it all the same, one that is not (holding
+/// `CAP_DAC_OVERRIDE` or, lacking it, failing to mount at all) opens the directories it owns
+/// to itself first.
+pub(super) fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+            open_to_owner(dir, OPEN_TO_OWNER_DEPTH);
+            std::fs::remove_dir_all(dir)
+        }
+        other => other,
+    }
+}
+
+/// How deep [`open_to_owner`] goes: overlayfs's closed directory is two levels below a
+/// call's directory (`work/work`), and what a tool made in its upper layer is never the
+/// daemon's to open (its own rights decide): a bound keeps a deep tree from costing more.
+const OPEN_TO_OWNER_DEPTH: u32 = 4;
+
+/// Gives the owner every right on the directories below `dir` it owns, `depth` levels down;
+/// what it cannot change is left for the removal to report.
+fn open_to_owner(dir: &Path, depth: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    if !meta.is_dir() {
+        return;
+    }
+    let mode = meta.permissions().mode();
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o700));
+    if depth == 0 {
+        return;
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            open_to_owner(&entry.path(), depth - 1);
         }
     }
 }

@@ -180,3 +180,229 @@ async fn without_a_socket_handed_over_or_with_trust_on_an_open_one_it_refuses_to
         "{said}"
     );
 }
+
+/// The ids the next test runs the daemon as: no user of the host's, as a system user of its
+/// own would be.
+const UNPRIVILEGED: u32 = 64_123;
+
+/// `airlockd` run as [`UNPRIVILEGED`], serving the shipped tools, until dropped.
+struct Unprivileged {
+    /// What it logged until it served.
+    log: String,
+    endpoint: String,
+    token: String,
+    /// Its workspace root, which that user owns.
+    root: std::path::PathBuf,
+    _daemon: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts `airlockd` as [`UNPRIVILEGED`] with `capabilities` (as `setpriv` names them:
+/// `+sys_admin,…`; empty for none) ambient and as the bounding set, and no new privileges,
+/// as the unit's `AmbientCapabilities=`, `CapabilityBoundingSet=` and `NoNewPrivileges=`
+/// make it; waits until it serves.
+async fn start_unprivileged(capabilities: &str) -> Unprivileged {
+    use std::os::unix::fs::{PermissionsExt as _, chown};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Its own copies: the checkout may lie where that user cannot look.
+    let airlockd = dir.path().join("airlockd");
+    std::fs::copy(airlock_tests::cargo_bin("airlockd"), &airlockd).unwrap();
+    let profiles = dir.path().join("profiles");
+    std::fs::create_dir(&profiles).unwrap();
+    for entry in std::fs::read_dir(repo_root().join("sandbox-profiles")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, profiles.join(path.file_name().unwrap())).unwrap();
+    }
+    let tools = ToolsDir::new();
+    std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for tool in ["write_file", "workspace_grep"] {
+        let from = repo_root().join("plugins").join(tool);
+        let to = tools.path().join(tool);
+        std::fs::create_dir(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    let tools_dir = dir.path().join("tools");
+    std::fs::rename(tools.path(), &tools_dir).unwrap();
+    let (state, root) = (dir.path().join("state"), dir.path().join("root"));
+    for owned in [&state, &root] {
+        std::fs::create_dir(owned).unwrap();
+        chown(owned, Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
+    }
+    let bounding = if capabilities.is_empty() {
+        "-all".to_owned()
+    } else {
+        format!("-all,{capabilities}")
+    };
+    let mut setpriv = tokio::process::Command::new("setpriv");
+    setpriv.args([
+        "--reuid",
+        &UNPRIVILEGED.to_string(),
+        "--regid",
+        &UNPRIVILEGED.to_string(),
+        "--clear-groups",
+        "--no-new-privs",
+        "--bounding-set",
+        &bounding,
+    ]);
+    if !capabilities.is_empty() {
+        setpriv.args(["--inh-caps", capabilities, "--ambient-caps", capabilities]);
+    }
+    let mut daemon = setpriv
+        .arg(&airlockd)
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(&state)
+        .arg("--profiles-dir")
+        .arg(&profiles)
+        .arg("--tools-dir")
+        .arg(&tools_dir)
+        .arg("--workspace-root")
+        .arg(&root)
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("setpriv (util-linux) starts");
+    use tokio::io::AsyncBufReadExt as _;
+    let mut lines = tokio::io::BufReader::new(daemon.stderr.take().unwrap()).lines();
+    let mut log = String::new();
+    let serving = loop {
+        let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("airlockd serves within two minutes")
+            .unwrap()
+            .unwrap_or_else(|| panic!("airlockd exited before serving:\n{log}"));
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains("airlockd serving") {
+            break line;
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let addr = serving
+        .split("listen=Some(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("a TCP address");
+    let token = std::fs::read_to_string(state.join("token"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    Unprivileged {
+        log,
+        endpoint: format!("http://{addr}"),
+        token,
+        root,
+        _daemon: daemon,
+        _dir: dir,
+    }
+}
+
+impl Unprivileged {
+    async fn exec(
+        &self,
+        tool: &str,
+        arguments: serde_json::Value,
+        workspace: &Path,
+    ) -> pb::ToolResult {
+        let channel = airlock_tests::connect_with_token(&self.endpoint, &self.token).await;
+        let mut events = pb::tools_client::ToolsClient::new(channel)
+            .execute_tool(pb::ExecuteToolRequest {
+                tool: tool.into(),
+                arguments_json: arguments.to_string(),
+                workspace: workspace.to_str().unwrap().into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        while let Some(event) = events.message().await.unwrap() {
+            if let Some(pb::execute_tool_event::Event::Finished(result)) = event.event {
+                return result;
+            }
+        }
+        panic!("no result")
+    }
+}
+
+/// Run as a user of its own, the daemon needs exactly the capabilities the packaged unit
+/// grants (deploy/debian/test.sh runs a write and a command with them); with fewer, it serves
+/// what it can and names what it lacks for the rest.
+#[tokio::test]
+async fn as_a_user_of_its_own_it_names_each_capability_it_lacks() {
+    let unit = std::fs::read_to_string(repo_root().join("deploy/debian/airlockd.service"))
+        .expect("the unit");
+    let granted: Vec<String> = unit
+        .lines()
+        .find_map(|line| line.strip_prefix("AmbientCapabilities="))
+        .expect("the unit grants capabilities")
+        .split_whitespace()
+        .map(|name| format!("+{}", name.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    assert_eq!(
+        granted,
+        ["+sys_admin", "+setuid", "+setgid", "+dac_override"],
+        "the unit's capabilities changed: this test and SECURITY.md say why each is needed"
+    );
+
+    let all = start_unprivileged(&granted.join(",")).await;
+    assert!(
+        !all.log.contains("will be refused") && !all.log.contains("unavailable"),
+        "with the unit's capabilities nothing is refused:\n{}",
+        all.log
+    );
+    // A write through the overlay, then sandbox after sandbox: each one's first process
+    // clears the daemon's dumpable flag as it takes its ids, which the next one's id maps
+    // need set (engine/process/sys.rs).
+    let workspace = all.root.join("w");
+    std::fs::create_dir(&workspace).unwrap();
+    std::os::unix::fs::chown(&workspace, Some(UNPRIVILEGED), Some(UNPRIVILEGED)).unwrap();
+    let wrote = all
+        .exec(
+            "write_file",
+            serde_json::json!({"path": "a.txt", "content": "needle\n"}),
+            &workspace,
+        )
+        .await;
+    assert_eq!(wrote.status(), pb::ToolStatus::Ok, "{wrote:?}");
+    for _ in 0..4 {
+        let found = all
+            .exec(
+                "workspace_grep",
+                serde_json::json!({"pattern": "needle"}),
+                &workspace,
+            )
+            .await;
+        assert_eq!(found.status(), pb::ToolStatus::Ok, "{found:?}");
+        assert!(found.content.contains("a.txt"), "{found:?}");
+    }
+
+    let without_dac = start_unprivileged(&granted[..3].join(",")).await.log;
+    assert!(
+        without_dac.contains("tools that write the workspace will be refused")
+            && without_dac.contains("lacks CAP_DAC_OVERRIDE"),
+        "{without_dac}"
+    );
+    assert!(
+        !without_dac.contains("process tools are unavailable"),
+        "{without_dac}"
+    );
+
+    let none = start_unprivileged("").await.log;
+    assert!(
+        none.contains("process tools are unavailable")
+            && none.contains("the daemon lacks CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID"),
+        "{none}"
+    );
+    assert!(
+        none.contains("tools that write the workspace will be refused")
+            && none.contains("CAP_SETUID"),
+        "{none}"
+    );
+}

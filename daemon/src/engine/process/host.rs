@@ -31,6 +31,7 @@ pub struct Host {
 
 impl Host {
     pub fn probe() -> Result<Host, String> {
+        super::sys::note_dumpable();
         if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
             return Err(format!(
                 "the seccomp filter is written for x86_64 and aarch64, not {}",
@@ -51,7 +52,8 @@ impl Host {
             .collect();
         if !missing.is_empty() {
             return Err(format!(
-                "the daemon lacks {} (run airlockd as root to use process tools)",
+                "the daemon lacks {} (run airlockd as root, or grant it CAP_SYS_ADMIN, CAP_SETUID \
+                 and CAP_SETGID as the packaged airlockd.service does, to use process tools)",
                 missing.join(", ")
             ));
         }

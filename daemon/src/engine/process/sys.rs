@@ -7,6 +7,41 @@
 //! instruction that returns `-errno` instead of touching any memory.
 
 use std::ffi::c_long;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the daemon's memory was dumpable when the engine started (see [`note_dumpable`]).
+static DUMPABLE: AtomicBool = AtomicBool::new(false);
+
+/// Records whether the daemon is dumpable, as the engine starts.
+///
+/// A sandbox's first process shares the daemon's memory (`CLONE_VM`), and the kernel keeps
+/// the dumpable flag with the memory: when that process takes the sandbox's ids, the daemon
+/// itself turns undumpable, and its children's `/proc` files then belong to root. A daemon
+/// that is root does not notice; one that is not (the packaged service's user, holding the
+/// capabilities the engine needs and no others) can then no longer write the next sandbox's
+/// id maps. So the first process restores the flag once it has its ids
+/// ([`restore_dumpable`]), and the launcher, which may find it cleared by another sandbox
+/// in between, restores it before it tries again. Only a flag that was set at start is
+/// restored: a daemon made undumpable on purpose stays so.
+pub fn note_dumpable() {
+    // SAFETY: PR_GET_DUMPABLE takes no pointer; it only reads the flag.
+    let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) } == 1;
+    DUMPABLE.store(dumpable, Ordering::Relaxed);
+}
+
+/// Sets the daemon's dumpable flag again if it was set at start (see [`note_dumpable`]).
+/// Callable from the first process: one atomic load and one raw system call.
+pub fn restore_dumpable() {
+    if DUMPABLE.load(Ordering::Relaxed) {
+        // SAFETY: PR_SET_DUMPABLE takes an integer, no pointer.
+        unsafe {
+            syscall(
+                libc::SYS_prctl,
+                [libc::PR_SET_DUMPABLE as usize, 1, 0, 0, 0, 0],
+            );
+        }
+    }
+}
 
 /// An errno value, positive.
 pub type Errno = i32;

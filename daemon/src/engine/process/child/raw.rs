@@ -100,7 +100,10 @@ pub(super) fn become_sandbox_ids(uid: usize, gid: usize) -> Outcome {
     check(
         Stage::Identity,
         integer_call(libc::SYS_setresuid, [uid, uid, uid]),
-    )
+    )?;
+    // The id change made the memory this process shares with the daemon undumpable.
+    super::super::sys::restore_dumpable();
+    Ok(())
 }
 
 /// Names the waiting process `airlock-spare` (its name was the launcher thread's), so that

@@ -245,8 +245,26 @@ pub(super) fn id_map(id: u32) -> String {
     format!("{id} {id} 1\n")
 }
 
+/// How many times a map is written again when another sandbox's first process made the
+/// daemon undumpable just before (see `sys::note_dumpable`): that lasts the few system calls
+/// between its id change and its restoring the flag, so a second try almost always does.
+const UNDUMPABLE_RETRIES: u32 = 100;
+
 pub(super) fn write_proc(pid: i32, file: &str, text: &str) -> io::Result<()> {
-    std::fs::write(format!("/proc/{pid}/{file}"), text)
+    let path = format!("/proc/{pid}/{file}");
+    let mut tries = 0;
+    loop {
+        match std::fs::write(&path, text) {
+            Err(err)
+                if err.kind() == io::ErrorKind::PermissionDenied && tries < UNDUMPABLE_RETRIES =>
+            {
+                tries += 1;
+                super::super::sys::restore_dumpable();
+                std::thread::yield_now();
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Turns a failure the first process reported into a message naming the layer.

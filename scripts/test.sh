@@ -5,7 +5,8 @@
 # daemon (scripts/languages.sh), the web console rebuilt and checked against the committed
 # build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon,
 # the Python and TypeScript client packages against real daemons, the deploy/ dashboards and
-# alert rules against a Debian Prometheus scraping a daemon (deploy/test.sh), and
+# alert rules against a Debian Prometheus scraping a daemon (deploy/test.sh), the Debian
+# package and its systemd units in a debootstrap root (deploy/debian/test.sh), and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
 # Debian's, started by scripts/postgres.sh in a directory under /tmp on a free loopback port (its
@@ -97,6 +98,7 @@ step "downloads and the WebAssembly modules, in the background: Debian packages 
     scripts/languages.sh --install-only
     scripts/console.sh --install-only
     scripts/postgres.sh --install-only
+    deploy/debian/build.sh --install-only
 ) >"$installs_log" 2>&1 &
 installs=$!
 
@@ -148,6 +150,9 @@ scripts/languages.sh
 
 step "deploy/: the alert rules and their unit tests, the Grafana dashboard, and Prometheus scraping a daemon's metrics (deploy/test.sh)"
 deploy/test.sh
+
+step "Debian package and systemd units (deploy/debian/test.sh --dev): packaged from this build, installed into a debootstrap root, run as the service runs it, upgraded, purged"
+deploy/debian/test.sh --dev
 
 step "Python gRPC client"
 tests/python/run.sh

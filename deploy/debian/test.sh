@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
 # Tests the Debian package and its systemd units on this machine, as root:
 #
-# 1. in a Debian 12 root made by debootstrap (minbase, with systemd's files as a server
-#    has them), the package installs with apt (its dependencies from Debian's mirror): the
-#    airlock system user, /var/lib/airlock (0700), /srv/airlock, the conffiles, the units
-#    enabled;
+# 1. in a Debian 12 root made by debootstrap (minbase, with systemd), the package installs
+#    with apt: the airlock system user, /var/lib/airlock (0700), /srv/airlock, the
+#    conffiles, the units enabled;
 # 2. the installed units pass `systemd-analyze verify`, and `systemd-analyze security`
 #    scores the service at the exposure SECURITY.md records (a unit change that moves the
 #    score must update it);
-# 3. airlockd runs there as the service would: as the airlock user with exactly the unit's
-#    capabilities (AmbientCapabilities=, read from the installed unit) and no new
-#    privileges, on a socket handed over as airlockd.socket hands it (systemd's
-#    systemd-socket-activate): the CLI lists the tools, a WebAssembly tool writes a file and
-#    run_command builds one in a workspace, through the process engine's sandbox;
-# 4. an upgrade to the next revision keeps the state (token and store unchanged), the
-#    operator's edit of airlockd.toml and the workspace; the daemon serves again with them;
+# 3. that root boots in systemd-nspawn, systemd and all: airlockd.socket starts the daemon
+#    with every protection of its unit (its user and capabilities, the system call filter,
+#    the file system read-only but for its own), and a check unit drives it through the
+#    socket: the tools listed, a WebAssembly tool writes a file, run_command builds one
+#    through the process engine's sandbox, `systemctl reload` reloads the tools (the daemon
+#    reports reloading and ready) and a command runs after it; the daemon's journal must
+#    show nothing refused;
+# 4. an upgrade to the next revision keeps the state (token and store unchanged), an edited
+#    conffile and the workspace, and the daemon boots with them again;
 # 5. remove keeps the configuration and the state; purge removes both and every file of
 #    the package, and leaves the workspaces and the airlock user (postrm says why).
 #
 #   deploy/debian/test.sh [--dev]     (--dev: package the dev build, as CI does)
 #
-# Needs debootstrap and systemd's tools (scripts/common.sh's packages) and the WebAssembly
-# tools built (scripts/build-wasm.sh). Works in a directory under /tmp, unmounted and
-# removed when it exits (AIRLOCK_DEB_TEST_KEEP=1 keeps it, unmounted).
+# nspawn's own seccomp filter refuses Landlock, which the host's kernel offers and the
+# daemon's sandboxes use: the boot allows it (--system-call-filter). Nothing of the host is
+# mounted into the root (nspawn gives it /proc, /sys and /dev in a namespace of its own), so
+# removing it cannot reach the host. Needs debootstrap and systemd-container
+# (scripts/common.sh's packages) and the WebAssembly tools built (scripts/build-wasm.sh).
+# Works in a directory under /tmp, removed when it exits (AIRLOCK_DEB_TEST_KEEP=1 keeps it).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,24 +41,15 @@ case "${1:-}" in
     "") ;;
     *) die "usage: deploy/debian/test.sh [--dev]" ;;
 esac
-((EUID == 0)) || die "run as root: it installs packages into a chroot"
-ensure_apt_packages debootstrap systemd
+((EUID == 0)) || die "run as root: it installs packages into a root of its own and boots it"
+ensure_apt_packages debootstrap systemd systemd-container
 
 step() { printf "\n== %s\n" "$*"; }
 fail() { die "FAILED: $*"; }
 
 work="$(mktemp -d /tmp/airlock-deb.XXXXXX)"
 root="$work/root"
-daemon_pid=""
 cleanup() {
-    if [[ -n $daemon_pid ]]; then
-        kill "$daemon_pid" 2>/dev/null || true
-        wait "$daemon_pid" 2>/dev/null || true
-    fi
-    # The root holds binds of the host's /proc, /sys and /dev: every mount below it goes
-    # (lazily, so that a busy one cannot stop the rest) before anything is removed, and the
-    # removal never crosses into a mount that is left.
-    umount -R -l "$root" 2>/dev/null || true
     if grep -q " $work/" /proc/mounts; then
         echo "${0##*/}: mounts are left under $work; not removing it" >&2
     elif [[ -z ${AIRLOCK_DEB_TEST_KEEP:-} ]]; then
@@ -63,30 +58,38 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# nspawn, registered with no machine manager (the host runs none) and in the caller's
+# cgroup; its note about the propagation directory of a root that is no image is dropped.
+nspawn() {
+    local status=0
+    systemd-nspawn --quiet --directory="$root" --register=no --keep-unit "$@" 2>"$work/nspawn.err" ||
+        status=$?
+    grep -v 'Attempted to remove disk file system' "$work/nspawn.err" >&2 || true
+    return "$status"
+}
+# A command in the root, its output piped.
+in_root() { nspawn --pipe "$@"; }
+
 step "the package, twice (revisions 1 and 2)"
 deb1="$(deploy/debian/build.sh "${build_flags[@]}" --revision 1 --output "$work/debs")"
 deb2="$(deploy/debian/build.sh "${build_flags[@]}" --revision 2 --output "$work/debs")"
 dpkg-deb -f "$deb1" Depends Recommends
 
-step "a Debian 12 root (debootstrap --variant=minbase)"
-debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
+step "a Debian 12 root (debootstrap --variant=minbase, with systemd)"
+debootstrap --variant=minbase --include=systemd,dbus,procps bookworm "$root" \
+    http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
     { tail -20 "$work/debootstrap.log"; fail "debootstrap"; }
-# The root is a mount of its own: a sandbox's pivot_root needs the root it leaves to be one.
-mount --bind "$root" "$root"
-mount -t proc proc "$root/proc"
-mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
-mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-in_root() { chroot "$root" "$@"; }
 
-step "install (revision 1), on a root with systemd's files as a server has them"
-cp "$deb1" "$deb2" "$root/tmp/"
-in_root apt-get install -y -qq --no-install-recommends systemd procps >"$work/apt0.log" 2>&1 ||
-    { tail -20 "$work/apt0.log"; fail "apt-get install systemd"; }
-in_root apt-get install -y -qq --no-install-recommends "/tmp/${deb1##*/}" >"$work/apt1.log" 2>&1 ||
+step "install (revision 1)"
+# Not /tmp: nspawn gives the root a fresh one.
+mkdir -p "$root/var/tmp/debs"
+cp "$deb1" "$deb2" "$root/var/tmp/debs/"
+in_root apt-get install -y -qq --no-install-recommends "/var/tmp/debs/${deb1##*/}" >"$work/apt1.log" 2>&1 ||
     { tail -20 "$work/apt1.log"; fail "apt-get install"; }
 in_root getent passwd airlock | grep -q ':/var/lib/airlock:' || fail "no airlock user"
 uid="$(in_root id -u airlock)"
+gid="$(in_root id -g airlock)"
 ((uid < 1000)) || fail "airlock is not a system user (uid $uid)"
 [[ "$(in_root stat -c '%a %U' /var/lib/airlock)" == "700 airlock" ]] || fail "/var/lib/airlock"
 [[ "$(in_root stat -c '%a %U' /srv/airlock)" == "750 airlock" ]] || fail "/srv/airlock"
@@ -107,79 +110,74 @@ echo "exposure level: $score"
 grep -q "exposure level of \*\*$score\*\*" SECURITY.md ||
     fail "SECURITY.md does not record the service's exposure level $score"
 
-# The capabilities the installed unit grants, as setpriv takes them: +sys_admin,+setuid,…
-unit_caps="$(sed -n 's/^AmbientCapabilities=//p' "$root/usr/lib/systemd/system/airlockd.service" |
-    tr ' ' '\n' | sed -n 's/^CAP_\(.*\)/+\L\1/p' | paste -sd, -)"
-[[ -n $unit_caps ]] || fail "the unit grants no capabilities?"
-echo "the unit's capabilities: $unit_caps"
+# The check that runs in the booted root: airlock-check.service, after the socket, runs
+# /root/check (the commands each boot gives it), writes what they print and the daemon's
+# journal to /root/result, and powers the container off whatever happened.
+cat >"$root/etc/systemd/system/airlock-check.service" <<'UNIT'
+[Unit]
+Description=drives airlockd through its socket, then powers off
+Wants=airlockd.socket
+After=airlockd.socket multi-user.target
+SuccessAction=poweroff
+FailureAction=poweroff
 
-# Runs airlockd in the root as airlockd.service runs it, on a socket made as airlockd.socket
-# makes it; waits until the CLI gets an answer. Not through chroot: a chrooted process may
-# not make user namespaces. A mount namespace pivoted into the root is a root of its own,
-# as the service's is; systemd-socket-activate (systemd's, in the root) binds the socket
-# there and execs setpriv, which execs airlockd: one process throughout, as LISTEN_PID says.
-start_daemon() {
-    local socket="$root/run/airlock/airlockd.sock"
-    mkdir -p "$root/run/airlock" "$root/.oldroot"
-    rm -f "$socket"
-    unshare --mount --propagation private /bin/sh -c \
-        'cd "$1" && pivot_root . .oldroot && cd / && umount -l /.oldroot && shift && exec "$@"' \
-        sh "$root" \
-        systemd-socket-activate --listen=/run/airlock/airlockd.sock \
-        setpriv --reuid airlock --regid airlock --init-groups --no-new-privs \
-        --inh-caps "$unit_caps" --ambient-caps "$unit_caps" --bounding-set "-all,$unit_caps" \
-        /usr/bin/airlockd --config /etc/airlock/airlockd.toml 2>>"$work/airlockd.log" &
-    daemon_pid=$!
-    for _ in $(seq 300); do [[ -S $socket ]] && break; sleep 0.1; done
-    # As airlockd.socket makes it: SocketUser=, SocketGroup=, SocketMode=.
-    chown "$uid:$uid" "$socket" && chmod 0660 "$socket"
-    for _ in $(seq 600); do
-        in_root airlock --server unix:/run/airlock/airlockd.sock tools list >"$work/tools" 2>/dev/null && return 0
-        kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/airlockd.log"; fail "airlockd exited"; }
-        sleep 0.1
-    done
-    cat "$work/airlockd.log"
-    fail "airlockd did not answer within a minute"
-}
-stop_daemon() {
-    kill -TERM "$daemon_pid"
-    wait "$daemon_pid" || { cat "$work/airlockd.log"; fail "airlockd did not stop cleanly"; }
-    daemon_pid=""
-}
-cli() { in_root airlock --server unix:/run/airlock/airlockd.sock "$@"; }
+[Service]
+Type=oneshot
+ExecStart=/bin/bash -c '/root/check >/root/result 2>&1; echo "check: $?" >>/root/result; journalctl --no-pager -o cat -u airlockd >/root/journal'
+UNIT
+ln -sf /etc/systemd/system/airlock-check.service \
+    "$root/etc/systemd/system/multi-user.target.wants/airlock-check.service"
+install -d -o "$uid" -g "$gid" "$root/srv/airlock/demo"
 
-step "airlockd as the service runs it: the airlock user, the unit's capabilities, the socket"
-start_daemon
-for tool in read_file write_file run_command workspace_grep; do
-    grep -q "$tool" "$work/tools" || { cat "$work/tools" "$work/airlockd.log"; fail "$tool is not served"; }
-done
-in_root install -d -o airlock -g airlock /srv/airlock/demo
-cli tools exec write_file --workspace /srv/airlock/demo \
-    --args '{"path": "notes.txt", "content": "written by a wasm tool\n"}'
-cli tools exec run_command --workspace /srv/airlock/demo \
-    --args '{"command": "cat notes.txt > built.txt && echo built >> built.txt", "workdir": "."}'
+# Boots the root with `check` (a bash script) as /root/check; fails unless it exits 0 and
+# the daemon's journal shows nothing refused.
+boot_with() {
+    printf '#!/bin/bash\nset -euo pipefail\nairlock() { command airlock --server unix:/run/airlock/airlockd.sock "$@"; }\n%s\n' \
+        "$1" >"$root/root/check"
+    chmod 755 "$root/root/check"
+    rm -f "$root/root/result" "$root/root/journal"
+    timeout 300 systemd-nspawn --quiet --directory="$root" --register=no --keep-unit --boot \
+        --system-call-filter="landlock_create_ruleset landlock_add_rule landlock_restrict_self" \
+        >"$work/boot.log" 2>&1 || { tail -30 "$work/boot.log"; fail "the boot"; }
+    cat "$root/root/result" 2>/dev/null || { tail -30 "$work/boot.log"; fail "the check did not run"; }
+    grep -qx "check: 0" "$root/root/result" || { cat "$root/root/journal"; fail "the check failed"; }
+    if grep -E "will be refused|unavailable|tool refused" "$root/root/journal" | grep -v py_outline; then
+        fail "the daemon refused something under its unit"
+    fi
+}
+
+step "boot: airlockd started by its socket under every protection of its unit"
+boot_with '
+airlock tools list
+airlock tools exec write_file --workspace /srv/airlock/demo \
+    --args "{\"path\": \"notes.txt\", \"content\": \"written by a wasm tool\\n\"}"
+airlock tools exec run_command --workspace /srv/airlock/demo \
+    --args "{\"command\": \"cat notes.txt > built.txt && echo built >> built.txt\", \"workdir\": \".\"}"
+systemctl show airlockd --property=ActiveState --property=SubState --property=User
+systemctl reload airlockd
+airlock tools exec run_command --workspace /srv/airlock/demo \
+    --args "{\"command\": \"id -un > who.txt\", \"workdir\": \".\"}"'
 [[ "$(cat "$root/srv/airlock/demo/built.txt")" == $'written by a wasm tool\nbuilt' ]] ||
     fail "the workspace does not hold what the tools wrote"
-[[ "$(in_root stat -c %U /srv/airlock/demo/built.txt)" == airlock ]] || fail "owner of built.txt"
-stop_daemon
-grep -q "tools that write the workspace will be refused" "$work/airlockd.log" &&
-    { cat "$work/airlockd.log"; fail "the overlay was refused"; }
+[[ "$(cat "$root/srv/airlock/demo/who.txt")" == airlock ]] ||
+    fail "the sandbox did not run as the workspace's owner"
+grep -q "ActiveState=active" "$root/root/result" || fail "the service was not active"
+grep -q "tools reloaded" "$root/root/journal" || fail "the reload did not reload"
+# The journal names the socket handed over and the capabilities' result.
+grep -q "socket=unix:/run/airlock/airlockd.sock" "$root/root/journal" || fail "not socket-activated"
 
 step "upgrade to revision 2: state, configuration and workspace kept"
 token="$(sha256sum <"$root/var/lib/airlock/token")"
 store="$(sha256sum <"$root/var/lib/airlock/airlock.db")"
 echo "# an operator's note" >>"$root/etc/airlock/airlockd.toml"
-in_root apt-get install -y -qq --no-install-recommends "/tmp/${deb2##*/}" >"$work/apt2.log" 2>&1 ||
+in_root apt-get install -y -qq --no-install-recommends "/var/tmp/debs/${deb2##*/}" >"$work/apt2.log" 2>&1 ||
     { tail -20 "$work/apt2.log"; fail "the upgrade"; }
 [[ "$(in_root dpkg-query -W -f '${Version}' airlock)" == *-2 ]] || fail "not upgraded"
 [[ "$(sha256sum <"$root/var/lib/airlock/token")" == "$token" ]] || fail "the token changed"
 [[ "$(sha256sum <"$root/var/lib/airlock/airlock.db")" == "$store" ]] || fail "the store changed"
 grep -q "an operator's note" "$root/etc/airlock/airlockd.toml" || fail "the operator's edit was lost"
-[[ -f $root/srv/airlock/demo/built.txt ]] || fail "the workspace lost a file"
-start_daemon
-cli tools exec read_file --workspace /srv/airlock/demo --args '{"path": "built.txt"}' |
-    grep -q built || fail "the upgraded daemon cannot read the workspace"
-stop_daemon
+boot_with '
+airlock tools exec read_file --workspace /srv/airlock/demo --args "{\"path\": \"built.txt\"}" | grep built'
 
 step "remove: configuration and state stay"
 in_root apt-get remove -y -qq airlock >"$work/apt3.log" 2>&1 || { tail -20 "$work/apt3.log"; fail "remove"; }
@@ -201,4 +199,4 @@ done <"$work/files"
 in_root getent passwd airlock >/dev/null || fail "purge removed the user"
 [[ ! -e $root/etc/systemd/system/sockets.target.wants/airlockd.socket ]] || fail "the socket stays enabled"
 
-echo "deploy/debian/test.sh: the package installs, serves, upgrades and purges cleanly"
+echo "deploy/debian/test.sh: the package installs, boots, serves, upgrades and purges cleanly"

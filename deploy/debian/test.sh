@@ -187,7 +187,7 @@ in_root apt-get remove -y -qq airlock >"$work/apt3.log" 2>&1 || { tail -20 "$wor
 
 step "purge: nothing of the package left; workspaces and the user stay"
 in_root apt-get purge -y -qq airlock >"$work/apt4.log" 2>&1 || { tail -20 "$work/apt4.log"; fail "purge"; }
-in_root dpkg-query -W -f '${db:Status-Status}' airlock 2>/dev/null | grep -q installed &&
+in_root dpkg-query -W -f '${db:Status-Status}' airlock 2>/dev/null | grep -qx installed &&
     fail "still installed"
 left=()
 while read -r path; do

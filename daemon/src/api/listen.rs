@@ -7,7 +7,7 @@
 //! most once.
 
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::fd::{BorrowedFd, FromRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStringExt as _;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt as _, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -110,6 +110,9 @@ impl Listener {
 /// The one listening socket systemd bound for this process: a stream socket, TCP or Unix.
 fn inherited() -> Result<Listener, ListenError> {
     let failed = |why: String| ListenError::Inherited(why);
+    if INHERITED_TAKEN.swap(true, Ordering::SeqCst) {
+        return Err(failed("the socket handed over is already served".into()));
+    }
     // Not unset: the variables name this process alone (LISTEN_PID), and changing the
     // environment of a process whose threads are running is not sound.
     let fds: Vec<(i32, String)> = sd_notify::listen_fds_with_names(false)
@@ -131,30 +134,43 @@ fn inherited() -> Result<Listener, ListenError> {
             )));
         }
     };
-    if INHERITED_TAKEN.swap(true, Ordering::SeqCst) {
-        return Err(failed("the socket handed over is already served".into()));
-    }
-    // SAFETY: systemd passed this descriptor to this process (LISTEN_PID names it) for it to
-    // own; nothing else in the daemon takes descriptors from LISTEN_FDS, and the flag above
-    // lets this line run once, so no other owner of it exists or will.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Checked before it is owned: a descriptor that is not what systemd hands over is left
+    // open, whatever it is.
+    // SAFETY: LISTEN_FDS names the descriptor open in this process; it is only borrowed
+    // here, for the checks below, while nothing closes it.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     use rustix::net::{AddressFamily, SocketType, sockopt};
     let io = |what: &str, err: rustix::io::Errno| failed(format!("{what}: {err}"));
-    if sockopt::socket_type(&owned).map_err(|err| io("its type", err))? != SocketType::STREAM
-        || !sockopt::socket_acceptconn(&owned).map_err(|err| io("whether it listens", err))?
+    if sockopt::socket_type(borrowed).map_err(|err| io("its type", err))? != SocketType::STREAM
+        || !sockopt::socket_acceptconn(borrowed).map_err(|err| io("whether it listens", err))?
     {
         return Err(failed(
             "the socket handed over is not a listening stream socket (ListenStream=)".into(),
         ));
     }
-    let domain = sockopt::socket_domain(&owned).map_err(|err| io("its family", err))?;
-    if domain == AddressFamily::UNIX {
-        let address = rustix::net::getsockname(&owned).map_err(|err| io("its address", err))?;
-        let path = rustix::net::SocketAddrUnix::try_from(address)
+    let domain = sockopt::socket_domain(borrowed).map_err(|err| io("its family", err))?;
+    let unix = domain == AddressFamily::UNIX;
+    if !unix && domain != AddressFamily::INET && domain != AddressFamily::INET6 {
+        return Err(failed(
+            "the socket handed over is neither TCP nor Unix".into(),
+        ));
+    }
+    let path = if unix {
+        let address = rustix::net::getsockname(borrowed).map_err(|err| io("its address", err))?;
+        rustix::net::SocketAddrUnix::try_from(address)
             .ok()
             .and_then(|unix| unix.path_bytes().map(|bytes| bytes.to_vec()))
             .filter(|bytes| !bytes.is_empty())
-            .map(|bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes)));
+            .map(|bytes| PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+    } else {
+        None
+    };
+    // SAFETY: systemd passed this descriptor to this process (LISTEN_PID names it) for it to
+    // own, and it is a listening socket; nothing else in the daemon takes descriptors from
+    // LISTEN_FDS, and the flag above lets this line run once, so no other owner of it exists
+    // or will.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    if unix {
         let listener = std::os::unix::net::UnixListener::from(owned);
         listener
             .set_nonblocking(true)
@@ -165,17 +181,13 @@ fn inherited() -> Result<Listener, ListenError> {
                 owned: false,
             })
             .map_err(|err| failed(err.to_string()))
-    } else if domain == AddressFamily::INET || domain == AddressFamily::INET6 {
+    } else {
         let listener = std::net::TcpListener::from(owned);
         listener
             .set_nonblocking(true)
             .and_then(|()| TcpListener::from_std(listener))
             .map(Listener::Tcp)
             .map_err(|err| failed(err.to_string()))
-    } else {
-        Err(failed(
-            "the socket handed over is neither TCP nor Unix".into(),
-        ))
     }
 }
 

@@ -41,6 +41,15 @@ pub trait Engine: Send + Sync {
             message: format!("the {} engine loads one tool per manifest", self.kind()),
         })
     }
+
+    /// Checks again, without starting anything, what an import checked of the files
+    /// `image` names (a hosted server's program and its pinned digest): a reload that keeps
+    /// an imported image's tools asks this first, since its manifest alone cannot tell that
+    /// a program beside it was replaced.
+    fn recheck(&self, image: &ToolImage, profile: &Profile) -> Result<(), LoadError> {
+        let _ = (image, profile);
+        Ok(())
+    }
 }
 
 /// What a tool's code is, and so how it is called (sdk/ABI.md); `ListTools` reports it.

@@ -69,13 +69,13 @@ pub struct Registry {
     /// Every secret a loaded tool receives, withheld tools' too: one trusted later is
     /// served at once, and its secrets must already be redacted then.
     redactor: Redactor,
-    /// Each hosted server's manifest as it was read, by its path: what a reload compares.
-    servers: BTreeMap<PathBuf, Server>,
+    /// Each manifest as it was read, by its path, with what it gave: what a reload compares.
+    sources: BTreeMap<PathBuf, Source>,
 }
 
-/// A hosted server as loaded: what it was loaded from and what it gave.
+/// A manifest as loaded: what it was loaded from and what it gave.
 #[derive(Debug)]
-struct Server {
+struct Source {
     text: String,
     secrets: Secrets,
     profile: Arc<Profile>,
@@ -83,7 +83,7 @@ struct Server {
     refused: Vec<String>,
 }
 
-impl Server {
+impl Source {
     /// Whether `manifest`, read as `text` under `profile`, is the manifest this was
     /// loaded from: the same text, secrets (a secret's file may change under the same
     /// manifest) and profile.
@@ -128,20 +128,15 @@ impl Registry {
             .collect();
         let mut loaded = Vec::new();
         for manifest_path in manifests {
-            let carried = previous.and_then(|previous| previous.servers.get(&manifest_path));
+            let carried = previous.and_then(|previous| previous.sources.get(&manifest_path));
             let tools = match load_tools(&manifest_path, profiles, engines, carried) {
-                Ok(Loaded {
-                    tools,
-                    refused,
-                    server,
-                }) => {
-                    errors.extend(refused.into_iter().map(|message| ToolLoadError {
+                Ok(source) => {
+                    errors.extend(source.refused.iter().map(|message| ToolLoadError {
                         path: manifest_path.clone(),
-                        message,
+                        message: message.clone(),
                     }));
-                    if let Some(server) = server {
-                        registry.servers.insert(manifest_path.clone(), server);
-                    }
+                    let tools = source.tools.clone();
+                    registry.sources.insert(manifest_path.clone(), source);
                     tools
                 }
                 Err(message) => {
@@ -248,22 +243,15 @@ fn find_manifests(dir: &Path, errors: &mut Vec<ToolLoadError>) -> Vec<PathBuf> {
     manifests
 }
 
-/// What one manifest gave: its tools, the refusals of single tools of a server that are not
-/// served, and the server as loaded (for the next reload).
-struct Loaded {
-    tools: Vec<Arc<Tool>>,
-    refused: Vec<String>,
-    server: Option<Server>,
-}
-
-/// The tools of one manifest (one, or a server's); `carried`, the server this path held
-/// before a reload, is kept when its manifest did not change.
+/// The tools of one manifest (one, or a server's) and the refusals of single tools of a
+/// server that are not served; `carried`, what this path gave before a reload, is kept when
+/// nothing it was loaded from changed (see the module doc).
 fn load_tools(
     path: &Path,
     profiles: &Profiles,
     engines: &Engines,
-    carried: Option<&Server>,
-) -> Result<Loaded, String> {
+    carried: Option<&Source>,
+) -> Result<Source, String> {
     let (manifest, text) = Manifest::load_with_text(path).map_err(|err| err.message)?;
     let profile = profiles
         .get(&manifest.profile)
@@ -274,39 +262,46 @@ fn load_tools(
             manifest.engine()
         )
     })?;
+    let carried = carried.filter(|source| source.loaded_from(&text, &manifest, &profile));
+    let source = |tools: Vec<Arc<Tool>>, refused: Vec<String>, profile: Arc<Profile>| Source {
+        text: text.clone(),
+        secrets: manifest.image.secrets.clone(),
+        profile,
+        tools,
+        refused,
+    };
     let Some(policy) = manifest.mcp.clone() else {
         let arguments = ArgumentSchema::compile(manifest.input_schema().clone())?;
         let loaded = engine
             .load(&manifest.image, &profile)
             .map_err(|err| err.to_string())?;
-        let tool = Tool {
-            manifest,
-            arguments,
-            profile,
-            loaded,
-        };
-        return Ok(Loaded {
-            tools: vec![Arc::new(tool)],
-            refused: Vec::new(),
-            server: None,
+        let kept = carried
+            .and_then(|source| source.tools.first())
+            .filter(|tool| tool.digest() == loaded.digest())
+            .cloned();
+        let tool = kept.unwrap_or_else(|| {
+            Arc::new(Tool {
+                manifest: manifest.clone(),
+                arguments,
+                profile: profile.clone(),
+                loaded,
+            })
         });
+        return Ok(source(vec![tool], Vec::new(), profile));
     };
-    if let Some(server) = carried.filter(|server| server.loaded_from(&text, &manifest, &profile)) {
+    if let Some(kept) = carried {
+        engine
+            .recheck(&manifest.image, &profile)
+            .map_err(|err| err.to_string())?;
         tracing::info!(
             server = manifest.name(),
             "unchanged: its tools and instances are kept"
         );
-        return Ok(Loaded {
-            tools: server.tools.clone(),
-            refused: server.refused.clone(),
-            server: Some(Server {
-                text,
-                secrets: server.secrets.clone(),
-                profile: server.profile.clone(),
-                tools: server.tools.clone(),
-                refused: server.refused.clone(),
-            }),
-        });
+        return Ok(source(
+            kept.tools.clone(),
+            kept.refused.clone(),
+            kept.profile.clone(),
+        ));
     }
     let imports = engine
         .import(&manifest.image, &profile)
@@ -337,16 +332,5 @@ fn load_tools(
             loaded: imported.loaded,
         }));
     }
-    let server = Server {
-        text,
-        secrets: manifest.image.secrets.clone(),
-        profile,
-        tools: tools.clone(),
-        refused: refused.clone(),
-    };
-    Ok(Loaded {
-        tools,
-        refused,
-        server: Some(server),
-    })
+    Ok(source(tools, refused, profile))
 }

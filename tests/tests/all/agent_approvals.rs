@@ -636,3 +636,60 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
     assert_eq!(last.stop_reason, pb::StopReason::Final as i32);
     assert_eq!(run.finished().await.final_text, "written");
 }
+
+/// A reload (SIGHUP) while a call waits for its approval: the call runs if its tool is
+/// unchanged (the same tool, across the reload), and is refused, never made, if the tool of
+/// that name changed since the run judged it — the approval was for the tool as it was.
+#[tokio::test]
+async fn a_reload_while_a_call_waits_runs_it_only_if_its_tool_is_unchanged() {
+    let tools = airlock_tests::ToolsDir::new();
+    let folder = tools.path().join("write_file");
+    std::fs::create_dir(&folder).unwrap();
+    for entry in std::fs::read_dir(repo_root().join("plugins/write_file")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, folder.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let daemon = TestDaemon::start(DaemonOptions {
+        tools_dirs: vec![tools.path().to_owned()],
+        ..DaemonOptions::default()
+    })
+    .await;
+    assert!(daemon.refused().is_empty(), "{:?}", daemon.refused());
+
+    let unchanged = workspace(&daemon, "unchanged");
+    let (mut run, request) = waiting_write(&daemon, &unchanged).await;
+    assert_eq!(daemon.reload().await.served, 1);
+    run.decide(&request.approval_id, pb::Decision::ApproveOnce, "");
+    assert_eq!(run.finished().await.final_text, "written");
+    assert_eq!(
+        std::fs::read_to_string(unchanged.join("calc.py")).unwrap(),
+        FIXED
+    );
+
+    let changed = workspace(&daemon, "changed");
+    let (mut run, request) = waiting_write(&daemon, &changed).await;
+    let manifest = folder.join("tool.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("timeout_ms = ", "timeout_ms = 1")).unwrap();
+    assert_eq!(daemon.reload().await.served, 1);
+    run.decide(&request.approval_id, pb::Decision::ApproveOnce, "");
+    run.finished().await;
+    let results = run.of(|e| match e {
+        Event::ToolFinished(finished) => finished.result.clone(),
+        _ => None,
+    });
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].status, pb::ToolStatus::SandboxError as i32);
+    assert!(
+        results[0].error_message.contains("was reloaded"),
+        "{results:?}"
+    );
+    assert!(
+        std::fs::read_to_string(changed.join("calc.py"))
+            .unwrap()
+            .contains("len(v) - 1"),
+        "the changed tool wrote"
+    );
+}

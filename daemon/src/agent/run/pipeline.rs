@@ -460,6 +460,17 @@ impl RunLoop {
             ignores: self.ignores.clone(),
         };
         let result = match self.shared.executor.prepare(request) {
+            // The run judged (and a person may have approved) the tool it was started with;
+            // a reload since then that changed the tool of that name makes this another
+            // tool, which nobody judged. An unchanged tool is the same one across a reload.
+            Ok(call) if !Arc::ptr_eq(&call.tool, &valid.tool) => ToolResult::refused(
+                ToolStatus::SandboxError,
+                format!(
+                    "`{}` was reloaded (changed) after this run started, so the call was not \
+                     made: the run judged the tool as it was; a new run gets the tool as it is now",
+                    valid.tool.name()
+                ),
+            ),
             Ok(call) => {
                 // Only a profile that asks about unlisted hosts needs an approver: other calls
                 // (nearly all) make none.

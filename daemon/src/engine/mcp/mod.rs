@@ -351,6 +351,23 @@ impl Engine for McpEngine {
     fn import(&self, image: &ToolImage, profile: &Arc<Profile>) -> Result<Imports, LoadError> {
         self.import_server(image, profile)
     }
+
+    /// A stdio server's program is found and its pinned digest checked again, as an import
+    /// does; a remote server names no file.
+    fn recheck(&self, image: &ToolImage, profile: &Profile) -> Result<(), LoadError> {
+        if let Code::Mcp(spec) = &image.code
+            && let McpTransport::Stdio { command } = &spec.transport
+        {
+            self.process.prepare_server(
+                &image.name,
+                &image.source,
+                command,
+                image.sha256.as_deref(),
+                profile,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The arguments the conformance client calls `tool` with: two numbers for `add_numbers`;

@@ -6,7 +6,8 @@
 # build (its pages are tested in Chromium by the Rust tests), a gRPC client written in Python against a real daemon,
 # the Python and TypeScript client packages against real daemons, the deploy/ dashboards and
 # alert rules against a Debian Prometheus scraping a daemon (deploy/test.sh), the Debian
-# package and its systemd units in a debootstrap root (deploy/debian/test.sh), and
+# package and its systemd units in a debootstrap root (deploy/debian/test.sh), the container
+# image in podman (deploy/container/test.sh), and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
 # Debian's, started by scripts/postgres.sh in a directory under /tmp on a free loopback port (its
@@ -153,6 +154,9 @@ deploy/test.sh
 
 step "Debian package and systemd units (deploy/debian/test.sh --dev): packaged from this build, installed into a debootstrap root, run as the service runs it, upgraded, purged"
 deploy/debian/test.sh --dev
+
+step "container image (deploy/container/test.sh --dev): built from the package, run in podman with the supported invocation and with less"
+deploy/container/test.sh --dev
 
 step "Python gRPC client"
 tests/python/run.sh

@@ -102,8 +102,9 @@ impl Registry {
         Registry::load_over(dirs, profiles, engines, None)
     }
 
-    /// Loads every tool found in `dirs` again, as [`Registry::load`] does, carrying over
-    /// this registry's hosted servers whose manifests did not change (see the module doc).
+    /// Loads every tool found in `dirs` again, as [`Registry::load`] does, keeping this
+    /// registry's tools (and hosted servers, with their instances) whose manifests and code
+    /// did not change (see the module doc).
     pub fn reload(
         &self,
         dirs: &[PathBuf],

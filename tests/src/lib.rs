@@ -255,6 +255,20 @@ impl ToolsDir {
         self.add(name, &std::fs::read(module).unwrap(), extra)
     }
 
+    /// Copies the first-party plugin `name` (its folder's files: manifest, schema, module)
+    /// in, where a test may change it.
+    pub fn add_plugin(&self, name: &str) -> PathBuf {
+        let folder = self.dir.path().join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        for entry in std::fs::read_dir(repo_root().join("plugins").join(name)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                std::fs::copy(&path, folder.join(path.file_name().unwrap())).unwrap();
+            }
+        }
+        folder
+    }
+
     /// Writes `tool.toml` of folder `name` verbatim.
     pub fn write_manifest(&self, name: &str, manifest: &str) -> PathBuf {
         let folder = self.dir.path().join(name);
@@ -1021,7 +1035,16 @@ impl DaemonProcess {
             .nth(1)
             .and_then(|rest| rest.split(')').next())
             .unwrap_or_else(|| panic!("airlockd serves no TCP address: {serving}"));
-        let endpoint = format!("http://{addr}");
+        DaemonProcess::serving(child, format!("http://{addr}"), token, log)
+    }
+
+    /// A daemon that serves at `endpoint`, its token known to [`connect`].
+    fn serving(
+        child: tokio::process::Child,
+        endpoint: String,
+        token: String,
+        log: Arc<Mutex<String>>,
+    ) -> DaemonProcess {
         tokens()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -1074,17 +1097,7 @@ impl DaemonProcess {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let Startup { token, log, .. } = await_serving(&mut child).await;
-        let endpoint = format!("unix:{}", socket.display());
-        tokens()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(endpoint.clone(), token.clone());
-        DaemonProcess {
-            child,
-            endpoint,
-            token,
-            log,
-        }
+        DaemonProcess::serving(child, format!("unix:{}", socket.display()), token, log)
     }
 
     /// What the daemon logged so far.
@@ -1135,6 +1148,19 @@ impl DaemonProcess {
 
     pub async fn agent(&self) -> pb::agent_client::AgentClient<AuthedChannel> {
         pb::agent_client::AgentClient::new(self.channel().await)
+    }
+
+    /// The names of the tools `ListTools` says the daemon serves.
+    pub async fn tool_names(&self) -> Vec<String> {
+        pb::tools_client::ToolsClient::new(self.channel().await)
+            .list_tools(pb::ListToolsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .tools
+            .into_iter()
+            .map(|tool| tool.name)
+            .collect()
     }
 }
 

@@ -643,14 +643,7 @@ async fn a_live_list_of_runs_follows_a_run_through_its_states() {
 #[tokio::test]
 async fn a_reload_while_a_call_waits_runs_it_only_if_its_tool_is_unchanged() {
     let tools = airlock_tests::ToolsDir::new();
-    let folder = tools.path().join("write_file");
-    std::fs::create_dir(&folder).unwrap();
-    for entry in std::fs::read_dir(repo_root().join("plugins/write_file")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, folder.join(path.file_name().unwrap())).unwrap();
-        }
-    }
+    let folder = tools.add_plugin("write_file");
     let daemon = TestDaemon::start(DaemonOptions {
         tools_dirs: vec![tools.path().to_owned()],
         ..DaemonOptions::default()

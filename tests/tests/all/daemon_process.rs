@@ -25,16 +25,7 @@ async fn serves_from_flags_and_stops_cleanly_on_sigterm() {
         &repo_root(),
     )
     .await;
-    let mut client = pb::tools_client::ToolsClient::new(daemon.channel().await);
-    let names: Vec<String> = client
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .tools
-        .into_iter()
-        .map(|tool| tool.name)
-        .collect();
+    let names = daemon.tool_names().await;
     // Started from the repository root with no profile or plugin flags, it also serves the
     // first-party plugins (once built) and the shipped profiles.
     for expected in ["echo", "read_file", "write_file", "wc"] {

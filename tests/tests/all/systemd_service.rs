@@ -37,18 +37,6 @@ impl Notifications {
     }
 }
 
-async fn served_names(daemon: &DaemonProcess) -> Vec<String> {
-    pb::tools_client::ToolsClient::new(daemon.channel().await)
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .tools
-        .into_iter()
-        .map(|tool| tool.name)
-        .collect()
-}
-
 #[tokio::test]
 async fn socket_activated_it_notifies_systemd_and_reloads_its_tools_on_sighup() {
     let dir = tempfile::tempdir().unwrap();
@@ -82,7 +70,7 @@ async fn socket_activated_it_notifies_systemd_and_reloads_its_tools_on_sighup() 
             .any(|line| line.starts_with("STATUS=serving ") && line.contains("airlockd.sock")),
         "{ready:?}"
     );
-    assert!(served_names(&daemon).await.contains(&"echo".to_owned()));
+    assert!(daemon.tool_names().await.contains(&"echo".to_owned()));
 
     tools.add_file("added", &test_module("echo"), "");
     daemon.signal(libc::SIGHUP);
@@ -99,7 +87,7 @@ async fn socket_activated_it_notifies_systemd_and_reloads_its_tools_on_sighup() 
     );
     let reloaded = notifications.next();
     assert!(reloaded.contains(&"READY=1".to_owned()), "{reloaded:?}");
-    let names = served_names(&daemon).await;
+    let names = daemon.tool_names().await;
     assert!(
         names.contains(&"added".to_owned()) && names.contains(&"echo".to_owned()),
         "{names:?}\n{}",
@@ -217,15 +205,7 @@ async fn start_unprivileged(capabilities: &str) -> Unprivileged {
     let tools = ToolsDir::new();
     std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     for tool in ["write_file", "workspace_grep"] {
-        let from = repo_root().join("plugins").join(tool);
-        let to = tools.path().join(tool);
-        std::fs::create_dir(&to).unwrap();
-        for entry in std::fs::read_dir(&from).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_file() {
-                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
-            }
-        }
+        tools.add_plugin(tool);
     }
     let tools_dir = dir.path().join("tools");
     std::fs::rename(tools.path(), &tools_dir).unwrap();

@@ -62,6 +62,28 @@ ensure_apt_packages() {
         "${missing[@]}" >/dev/null
 }
 
+# What `cargo clippy -- -D warnings` sets, for every build of scripts/test.sh and the scripts
+# that reuse its build: the same settings keep cargo from building a crate again.
+use_lint_build() {
+    RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)"
+    export RUSTC_WORKSPACE_WRAPPER
+    export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+}
+
+# The path of the integration tests' binary (tests/tests/all), built as scripts/test.sh
+# builds it (a no-op after that build).
+integration_tests_binary() {
+    use_lint_build
+    cargo test -p airlock-tests --test all --no-run --message-format=json 2>/dev/null |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message["target"]["name"] == "all" and message.get("executable"):
+        print(message["executable"])
+'
+}
+
 # The directory cargo builds into (inside the repo, or CARGO_TARGET_DIR).
 target_dir() {
     cargo metadata --no-deps --format-version 1 |

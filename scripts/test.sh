@@ -79,9 +79,7 @@ ensure_apt_packages libseccomp-dev
 # What `cargo clippy -- -D warnings` sets, here for every build of this script, the
 # WebAssembly modules' included (they are linted for the target they run on): the same
 # settings keep cargo from building a crate again (scripts/bench.sh builds them once more).
-RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)"
-export RUSTC_WORKSPACE_WRAPPER
-export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+use_lint_build
 
 step "downloads and the WebAssembly modules, in the background: Debian packages (Chromium and PostgreSQL among them), Rust targets, the modules the tests run, Python and npm packages, each language's toolchain"
 # The WebAssembly build runs here, beside the host build rather than as a step after it: both
@@ -155,7 +153,7 @@ deploy/test.sh
 step "Debian package and systemd units (deploy/debian/test.sh --dev): packaged from this build, installed into a debootstrap root, run as the service runs it, upgraded, purged"
 deploy/debian/test.sh --dev
 
-step "container image (deploy/container/test.sh --dev): built from the package, run in podman with the supported invocation and with less"
+step "container image (deploy/container/test.sh --dev): built from the package, run in podman with the supported invocation, as Kubernetes starts it, in a user namespace, and with less; the escape corpus inside it"
 deploy/container/test.sh --dev
 
 step "Python gRPC client"

@@ -22,9 +22,10 @@
 //! 7. `changes`, `egress`, `policy`, `output`, `secrets`, `trace`, `telemetry`, `profile`,
 //!    `workspace`, `http_client` — what the engines and the loop are built from
 //! 8. `store` — the run store and its two backends
-//! 9. `domain`, `ids`, `cancel`, `pause`, `metrics`, `audit`, `test_random` — values every
-//!    layer names, the metrics registry every layer counts in, the audit log's front door
-//!    every layer records acts through, and the unit tests' generator
+//! 9. `domain`, `ids`, `cancel`, `pause`, `metrics`, `audit`, `privileges`, `test_random` —
+//!    values every layer names, the metrics registry every layer counts in, the audit log's
+//!    front door every layer records acts through, the capabilities the engines need (which
+//!    `main` takes up before any thread starts), and the unit tests' generator
 
 mod agent;
 mod api;
@@ -45,6 +46,7 @@ mod notify;
 mod output;
 mod pause;
 mod policy;
+pub mod privileges;
 mod profile;
 mod reload;
 mod retention;

@@ -125,8 +125,22 @@ fn main() -> anyhow::Result<()> {
         // environment concurrently.
         unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
+    // Before any thread starts: each thread the daemon makes inherits the main thread's
+    // capabilities.
+    let taken_up = airlock_daemon::privileges::take_up();
     let args = Args::parse();
     init_logging(args.log_format);
+    match taken_up {
+        Ok(taken_up) if taken_up.raised.is_empty() => {}
+        Ok(taken_up) => tracing::info!(
+            "took up {}, permitted by the executable's file capabilities",
+            taken_up.raised.join(", ")
+        ),
+        Err(err) => tracing::warn!(
+            "cannot take up the capabilities the process engine needs: {err}; it will name \
+             those it lacks"
+        ),
+    }
     let file = match &args.config {
         Some(path) => ConfigFile::load(path)?,
         None => ConfigFile::default(),

@@ -3,10 +3,13 @@
 # project's build alone: a Debian 12 root from debootstrap (minbase), the Debian package
 # (deploy/debian/build.sh) installed into it with apt, imported into Debian's podman.
 #
-#   deploy/container/build.sh [--dev] [--tag TAG]
+#   deploy/container/build.sh [--dev] [--tag TAG] [--with 'PACKAGE...']
 #
-# --dev packages the dev build (as CI does; see deploy/debian/build.sh). The image runs
-# airlockd as the airlock user on 0.0.0.0:7411, its state and workspaces in the volumes
+# --dev packages the dev build (as CI does; see deploy/debian/build.sh). --with installs more
+# Debian packages into the image: what the operator's process tools run, such as the
+# toolchains profile's (python3 nodejs gcc make git), which the image leaves out. The image
+# runs airlockd as the airlock user (uid and gid 7411) on 0.0.0.0:7411, its state and
+# workspaces in the volumes
 # /var/lib/airlock and /srv/airlock; deploy/README.md gives the invocation it needs and why.
 # Prints the image's name last.
 set -euo pipefail
@@ -16,18 +19,24 @@ cd "$repo"
 # shellcheck source=scripts/common.sh
 source scripts/common.sh
 
+# The airlock user's uid and gid in the image.
+readonly AIRLOCK_UID=7411
+
 build_flags=()
 tag=""
+extra_packages=()
 while (($#)); do
     case "$1" in
         --dev) build_flags=(--dev) ;;
         --tag) tag="$2"; shift ;;
-        *) die "usage: deploy/container/build.sh [--dev] [--tag TAG]" ;;
+        --with) read -ra extra_packages <<<"$2"; shift ;;
+        *) die "usage: deploy/container/build.sh [--dev] [--tag TAG] [--with 'PACKAGE...']" ;;
     esac
     shift
 done
 ((EUID == 0)) || die "run as root: debootstrap and the import need it"
-ensure_apt_packages debootstrap systemd-container podman runc
+# shellcheck source=deploy/container/rootfs.sh
+source deploy/container/rootfs.sh
 
 work="$(mktemp -d /tmp/airlock-image.XXXXXX)"
 trap 'rm -rf --one-file-system -- "$work"' EXIT
@@ -35,29 +44,28 @@ deb="$(deploy/debian/build.sh "${build_flags[@]}" --output "$work")"
 version="$(dpkg-deb -f "$deb" Version)"
 tag="${tag:-localhost/airlock:$version}"
 
-echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase)" >&2
 root="$work/root"
-debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
-    { tail -20 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-mkdir -p "$root/var/tmp/debs"
-cp "$deb" "$root/var/tmp/debs/"
-echo "${0##*/}: installing ${deb##*/} into it" >&2
-# In a namespace of nspawn's own: nothing of the host is mounted into the root.
-systemd-nspawn --quiet --directory="$root" --register=no --keep-unit --pipe \
-    apt-get install -y -qq --no-install-recommends "/var/tmp/debs/${deb##*/}" >"$work/apt.log" 2>&1 ||
-    { tail -20 "$work/apt.log" >&2; die "installing the package failed"; }
-# What an image does not need: the package files, apt's lists and caches, the host's resolver.
-rm -rf "$root/var/tmp/debs" "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
-    "$root"/var/cache/apt/archives/*.deb "$root/etc/resolv.conf"
-: >"$root/etc/resolv.conf"
+make_root "$root"
+# The airlock user with fixed ids, made before the package (whose postinst then keeps it):
+# an orchestrator's runAsUser, runAsGroup and fsGroup must name numbers
+# (deploy/kubernetes/airlockd.yaml).
+in_root "$root" groupadd --system --gid "$AIRLOCK_UID" airlock
+in_root "$root" useradd --system --uid "$AIRLOCK_UID" --gid airlock --home-dir /var/lib/airlock \
+    --no-create-home --shell /usr/sbin/nologin --comment "airlock daemon" airlock
+install_into_root "$root" "$deb" "${extra_packages[@]}"
+# The four capabilities as the file's permitted set, without its effective bit: a runtime
+# that does not make an added capability ambient for a user that is not root (Kubernetes'
+# CRI runtimes, Docker) still hands them over at exec when its bounding set holds them, and
+# airlockd raises them itself (daemon/src/privileges.rs). Without the effective bit, a
+# bounding set that lacks them is no error at exec: the daemon starts and names what it
+# lacks. Processes in sandboxes gain nothing from it: they run with no_new_privs and an
+# empty bounding set.
+setcap cap_sys_admin,cap_setuid,cap_setgid,cap_dac_override=p "$root/usr/bin/airlockd"
 
-echo "${0##*/}: importing it as $tag" >&2
-tar -C "$root" -c . | podman import --quiet \
-    --change 'USER airlock' \
-    --change 'WORKDIR /srv/airlock' \
-    --change 'EXPOSE 7411' \
-    --change 'VOLUME ["/var/lib/airlock", "/srv/airlock"]' \
-    --change 'ENTRYPOINT ["/usr/bin/airlockd", "--config", "/etc/airlock/airlockd.toml", "--listen", "0.0.0.0:7411"]' \
-    - "$tag" >/dev/null
+import_root "$root" "$tag" \
+    "USER $AIRLOCK_UID:$AIRLOCK_UID" \
+    'WORKDIR /srv/airlock' \
+    'EXPOSE 7411' \
+    'VOLUME ["/var/lib/airlock", "/srv/airlock"]' \
+    'ENTRYPOINT ["/usr/bin/airlockd", "--config", "/etc/airlock/airlockd.toml", "--listen", "0.0.0.0:7411"]'
 echo "$tag"

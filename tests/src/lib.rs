@@ -310,8 +310,12 @@ pub fn standard_manifest(name: &str, extra: &str) -> String {
 }
 
 /// The module cache shared by the tests of one target directory (and by the daemons they
-/// start as processes).
+/// start as processes), or `AIRLOCK_TEST_MODULE_CACHE`: deploy/container/test.sh runs the
+/// escape corpus inside the image with the checkout mounted read-only.
 pub fn shared_module_cache() -> PathBuf {
+    if let Some(dir) = std::env::var_os("AIRLOCK_TEST_MODULE_CACHE") {
+        return PathBuf::from(dir);
+    }
     let exe = std::env::current_exe().expect("the test binary's path");
     exe.parent()
         .and_then(Path::parent)

@@ -238,7 +238,7 @@ fn fill_upper(u: &mut Unstructured<'_>, upper: &Path) {
                 if u.arbitrary::<bool>().unwrap_or(false) {
                     rustix::fs::setxattr(
                         &path,
-                        "trusted.overlay.opaque",
+                        super::overlay::private_xattrs().opaque,
                         b"y",
                         rustix::fs::XattrFlags::empty(),
                     )

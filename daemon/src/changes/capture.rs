@@ -2,7 +2,7 @@
 //!
 //! With `redirect_dir`, `metacopy` and `index` off (see `overlay.rs`), the upper layer holds
 //! exactly: every file and symlink the call created or changed (whole), every directory on
-//! the way to one (`trusted.overlay.opaque` set when the call replaced a directory of the
+//! the way to one (overlayfs's opaque mark set when the call replaced a directory of the
 //! workspace with a new one), and a whiteout — a character device 0:0 — for everything it
 //! removed. Each entry is compared with the workspace (the lower layer), so a file copied up
 //! and left as it was is no change. Contents before and after go to the blob store, except
@@ -18,13 +18,10 @@ use super::blobs::{self, Blobs};
 use super::bounds::{self, ChangeRules, Deadline, Tally};
 use super::exclude::Exclusions;
 use super::lower::{lower_stat, open_lower, read_names};
-use super::overlay::Upper;
+use super::overlay::{Upper, private_xattrs};
 use super::rel::RelPath;
 use super::sparse;
 use super::types::{Change, ChangeError, ChangeSet, Kind, Node, State};
-
-/// The xattr overlayfs sets on a directory that hides the lower directory's entries.
-const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
 
 /// What a capture reads a call's changes with.
 pub struct Capture<'a> {
@@ -204,7 +201,8 @@ impl Walk<'_> {
             return false;
         };
         let mut value = [0u8; 4];
-        rustix::fs::fgetxattr(&dir, OPAQUE_XATTR, &mut value).is_ok_and(|n| value[..n] == *b"y")
+        rustix::fs::fgetxattr(&dir, private_xattrs().opaque, &mut value)
+            .is_ok_and(|n| value[..n] == *b"y")
     }
 
     /// Records `path` of the workspace, and everything beneath it, as deleted.

@@ -19,20 +19,79 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 /// idmapped workspace, on-disk root appears as this id.
 pub const NOBODY: u32 = 65534;
 
+/// An id range of a `uid_map` or `gid_map`: `count` ids from `inside` in the namespace, from
+/// `outside` in its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Extent {
+    inside: u64,
+    outside: u64,
+    count: u64,
+}
+
 /// The mapping, as `inside outside count` lines of `uid_map`: on-disk root is shown as
 /// `nobody`; every other id but `nobody`'s own is shown as itself (files of other users in
 /// the workspace keep their owners, and their permission bits still apply to the sandbox);
 /// on-disk `nobody` is not mapped, so no file owned by it can pass as root's.
-fn map_lines() -> String {
+///
+/// Only ids that exist in the daemon's own namespace can be mapped (`existing`, that
+/// namespace's map): a daemon in a container's user namespace (Kubernetes' `hostUsers:
+/// false` gives 65,536 ids) maps those, and the ids it does not have stay unmapped, so files
+/// of theirs can be neither shown as another's nor written.
+fn map_lines(existing: &[Extent]) -> String {
     const TOP: u64 = u32::MAX as u64; // (uid_t)-1 is never a valid id
     let nobody = u64::from(NOBODY);
-    format!(
-        "0 {nobody} 1\n1 1 {}\n{} {} {}\n",
-        nobody - 1,
-        nobody + 1,
-        nobody + 1,
-        TOP - (nobody + 1)
-    )
+    let wanted = [
+        Extent {
+            inside: 0,
+            outside: nobody,
+            count: 1,
+        },
+        Extent {
+            inside: 1,
+            outside: 1,
+            count: nobody - 1,
+        },
+        Extent {
+            inside: nobody + 1,
+            outside: nobody + 1,
+            count: TOP - (nobody + 1),
+        },
+    ];
+    let mut lines = String::new();
+    for line in wanted {
+        for ours in existing {
+            let start = line.outside.max(ours.inside);
+            let end = (line.outside + line.count).min(ours.inside + ours.count);
+            if start < end {
+                let inside = line.inside + (start - line.outside);
+                lines.push_str(&format!("{inside} {start} {}\n", end - start));
+            }
+        }
+    }
+    lines
+}
+
+/// The ids of the daemon's own namespace, from its `uid_map` or `gid_map` text.
+fn existing_ids(map: &str) -> std::io::Result<Vec<Extent>> {
+    map.lines()
+        .map(|line| {
+            let fields: Vec<u64> = line
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(|_| std::io::Error::other(format!("an id map line reads {line:?}")))?;
+            match fields[..] {
+                [inside, outside, count] => Ok(Extent {
+                    inside,
+                    outside,
+                    count,
+                }),
+                _ => Err(std::io::Error::other(format!(
+                    "an id map line reads {line:?}"
+                ))),
+            }
+        })
+        .collect()
 }
 
 /// A user namespace holding the workspace id mapping.
@@ -83,9 +142,10 @@ impl IdMap {
                     "cannot create a user namespace (unshare CLONE_NEWUSER)",
                 ));
             }
-            let lines = map_lines();
-            std::fs::write(format!("/proc/{pid}/uid_map"), &lines)?;
-            std::fs::write(format!("/proc/{pid}/gid_map"), &lines)?;
+            for map in ["uid_map", "gid_map"] {
+                let ours = existing_ids(&std::fs::read_to_string(format!("/proc/self/{map}"))?)?;
+                std::fs::write(format!("/proc/{pid}/{map}"), map_lines(&ours))?;
+            }
             let userns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
             Ok(OwnedFd::from(userns))
         })();
@@ -106,12 +166,44 @@ impl IdMap {
 mod tests {
     use super::*;
 
+    const EVERY_ID: Extent = Extent {
+        inside: 0,
+        outside: 0,
+        count: 4294967295,
+    };
+
     #[test]
     fn the_map_covers_every_id_once_but_nobody() {
         assert_eq!(
-            map_lines(),
+            map_lines(&[EVERY_ID]),
             "0 65534 1\n1 1 65533\n65535 65535 4294901760\n"
         );
+    }
+
+    #[test]
+    fn in_a_containers_namespace_only_its_ids_are_mapped() {
+        // Kubernetes' hostUsers: false, podman's --userns: 65,536 ids from 0.
+        let container = existing_ids("         0     300000      65536\n").unwrap();
+        assert_eq!(
+            map_lines(&container),
+            "0 65534 1\n1 1 65533\n65535 65535 1\n"
+        );
+        // Without nobody, on-disk root stays unmapped rather than shown as anyone.
+        let few = existing_ids("0 1000 1\n1 100000 1000\n").unwrap();
+        assert_eq!(map_lines(&few), "1 1 1000\n");
+        // Two ranges, one across nobody.
+        let split = existing_ids("0 0 10\n65530 1065530 100\n").unwrap();
+        assert_eq!(
+            map_lines(&split),
+            "0 65534 1\n1 1 9\n65530 65530 4\n65535 65535 95\n"
+        );
+    }
+
+    #[test]
+    fn a_map_that_does_not_parse_is_an_error() {
+        for text in ["0 0\n", "0 0 x\n", "0 0 1 1\n"] {
+            assert!(existing_ids(text).is_err(), "{text:?}");
+        }
     }
 
     #[test]

@@ -112,24 +112,10 @@ fn probe(calls: &Path, idmap: &IdMap) -> Result<(), ChangeError> {
 /// only `CAP_DAC_OVERRIDE` lets past their modes; mounting needs `CAP_SYS_ADMIN`, the id
 /// mapping `CAP_SETUID` and `CAP_SETGID`.
 fn privileges_hint() -> String {
-    use rustix::thread::CapabilitySet;
     if rustix::process::geteuid().is_root() {
         return String::new();
     }
-    let needed = [
-        (CapabilitySet::SYS_ADMIN, "CAP_SYS_ADMIN"),
-        (CapabilitySet::DAC_OVERRIDE, "CAP_DAC_OVERRIDE"),
-        (CapabilitySet::SETUID, "CAP_SETUID"),
-        (CapabilitySet::SETGID, "CAP_SETGID"),
-    ];
-    let effective = rustix::thread::capabilities(None)
-        .map(|sets| sets.effective)
-        .unwrap_or(CapabilitySet::empty());
-    let missing: Vec<&str> = needed
-        .iter()
-        .filter(|(capability, _)| !effective.contains(*capability))
-        .map(|(_, name)| *name)
-        .collect();
+    let missing = crate::privileges::missing();
     if missing.is_empty() {
         String::new()
     } else {

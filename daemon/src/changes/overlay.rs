@@ -9,10 +9,16 @@
 //! directories are the call's own, in the daemon's state directory.
 //!
 //! The mount is made by the daemon, in its own user namespace, so that copying a file up
-//! works whoever owns it. `redirect_dir`, `metacopy` and `index` are off: every change is
-//! then a plain file, directory, symlink or whiteout in the upper layer, which is what
-//! `capture.rs` reads (renaming a directory fails with EXDEV, and programs fall back to
-//! copying, as they do across filesystems).
+//! works whoever owns it. `redirect_dir` (neither made nor followed), `metacopy` and `index`
+//! are off: every change is then a plain file, directory, symlink or whiteout in the upper
+//! layer, which is what `capture.rs` reads (renaming a directory fails with EXDEV, and
+//! programs fall back to copying, as they do across filesystems).
+//!
+//! overlayfs keeps its own marks on the upper layer in extended attributes
+//! ([`private_xattrs`]): `trusted.overlay.*`, which only the initial user namespace may use,
+//! or, for a daemon in a container's user namespace (Kubernetes' `hostUsers: false`), the
+//! `user.overlay.*` of the `userxattr` option. overlayfs refuses both to anything that
+//! writes through the merged view, so a call cannot forge its own marks.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -20,7 +26,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::mount::{
     FsMountFlags, FsOpenFlags, MountAttrFlags, OpenTreeFlags, fsconfig_create, fsconfig_set_fd,
-    fsconfig_set_string, fsmount, fsopen, open_tree,
+    fsconfig_set_flag, fsconfig_set_string, fsmount, fsopen, open_tree,
 };
 
 use super::idmap::{IdMap, NOBODY};
@@ -29,6 +35,47 @@ use super::types::ChangeError;
 /// `MOUNT_ATTR_RDONLY` and `MOUNT_ATTR_IDMAP` of `linux/mount.h`.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// `PROC_USER_INIT_INO` of `linux/proc_ns.h`: the inode number of the initial user
+/// namespace's `/proc/<pid>/ns/user`, the same on every boot.
+const PROC_USER_INIT_INO: u64 = 0xEFFF_FFFD;
+
+/// The names of overlayfs's own extended attributes on the layers, as the daemon's overlays
+/// are mounted (see the module docs).
+#[derive(Debug)]
+pub struct PrivateXattrs {
+    /// On a directory that hides the lower directory's entries.
+    pub opaque: &'static str,
+    /// On a file copied up from a lower file that was still linked.
+    pub origin: &'static str,
+    /// Whether the overlays are mounted with `userxattr`.
+    user: bool,
+}
+
+/// The daemon's user namespace is fixed for its life, so this is decided once. A daemon
+/// that cannot tell uses `userxattr`, which works in any namespace.
+static PRIVATE_XATTRS: std::sync::LazyLock<PrivateXattrs> = std::sync::LazyLock::new(|| {
+    let initial =
+        rustix::fs::stat("/proc/self/ns/user").is_ok_and(|stat| stat.st_ino == PROC_USER_INIT_INO);
+    if initial {
+        PrivateXattrs {
+            opaque: "trusted.overlay.opaque",
+            origin: "trusted.overlay.origin",
+            user: false,
+        }
+    } else {
+        PrivateXattrs {
+            opaque: "user.overlay.opaque",
+            origin: "user.overlay.origin",
+            user: true,
+        }
+    }
+});
+
+/// Where overlayfs keeps its marks on this daemon's upper layers.
+pub fn private_xattrs() -> &'static PrivateXattrs {
+    &PRIVATE_XATTRS
+}
 
 /// A call's overlay, mounted and detached.
 #[derive(Debug)]
@@ -223,8 +270,11 @@ impl Overlay {
             fsconfig_set_fd(&fs, "lowerdir+", lower.as_fd())?;
             fsconfig_set_fd(&fs, "upperdir", upper_fd.as_fd())?;
             fsconfig_set_fd(&fs, "workdir", work_fd.as_fd())?;
+            if private_xattrs().user {
+                fsconfig_set_flag(&fs, "userxattr")?;
+            }
             for (key, value) in [
-                ("redirect_dir", "off"),
+                ("redirect_dir", "nofollow"),
                 ("metacopy", "off"),
                 ("index", "off"),
             ] {

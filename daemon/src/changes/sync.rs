@@ -55,7 +55,7 @@ use rustix::fs::{FileType, OFlags};
 
 use super::bounds::{ChangeRules, Deadline, Tally, survey};
 use super::lower::{lower_stat, open_lower, read_names};
-use super::overlay::{Overlay, Upper};
+use super::overlay::{Overlay, Upper, private_xattrs};
 use super::rel::RelPath;
 use super::revert::{self, current_within};
 use super::show::View;
@@ -369,9 +369,6 @@ fn changed_since(
     ctime > since || (at_too && ctime == since)
 }
 
-/// The xattr overlayfs sets on a file it copied up from a lower file that was still linked.
-const ORIGIN_XATTR: &str = "trusted.overlay.origin";
-
 /// Whether the upper layer's file at `path` is a copy of a workspace file.
 fn has_origin(upper: BorrowedFd<'_>, path: &RelPath) -> bool {
     open_lower(
@@ -379,7 +376,9 @@ fn has_origin(upper: BorrowedFd<'_>, path: &RelPath) -> bool {
         path.as_bytes(),
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
     )
-    .is_some_and(|file| rustix::fs::fgetxattr(&file, ORIGIN_XATTR, &mut [0u8; 256][..]).is_ok())
+    .is_some_and(|file| {
+        rustix::fs::fgetxattr(&file, private_xattrs().origin, &mut [0u8; 256][..]).is_ok()
+    })
 }
 
 /// Whether the server's copy and the workspace hold the same thing.

@@ -199,8 +199,16 @@ fn attempts(report: &Value) -> BTreeMap<String, Value> {
 }
 
 /// Changes the owner of `path` and everything below it (not following symlinks): a process
-/// sandbox runs as its workspace's owner.
+/// sandbox runs as its workspace's owner. As root (CI on the host), each test's workspace
+/// gets an owner of its own. As any other user it stays the test's own, as it is when the
+/// corpus runs inside the container image (deploy/container/test.sh): there the test is the
+/// image's airlock user, holding the daemon's capabilities and not `CAP_CHOWN`, and its
+/// sandboxes run as the daemon's own uid, as the image's do.
 fn chown_tree(path: &Path, uid: u32) {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
     std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
     if path.is_dir() && !path.is_symlink() {
         for entry in std::fs::read_dir(path).unwrap() {

@@ -1,0 +1,58 @@
+# Sourced by the image builds (deploy/container/build.sh, deploy/kubernetes/postgres-image.sh):
+# a Debian 12 root from debootstrap with Debian packages installed by apt, imported into
+# Debian's podman. Nothing else goes into an image, and nothing of the host is mounted into
+# the root while it is built: apt runs in a namespace of systemd-nspawn's own.
+#
+# The caller has sourced scripts/common.sh and runs as root.
+
+# Makes a Debian 12 minbase root in ROOT (its log in ROOT.log).
+make_root() {
+    local root=$1
+    ensure_apt_packages debootstrap systemd-container podman runc
+    echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase)" >&2
+    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$root.log" 2>&1 ||
+        { tail -20 "$root.log" >&2; die "debootstrap failed"; }
+    cp /etc/resolv.conf "$root/etc/resolv.conf"
+}
+
+# Runs a command in ROOT, in a namespace of nspawn's own (its output in ROOT.log).
+in_root() {
+    local root=$1
+    shift
+    systemd-nspawn --quiet --directory="$root" --register=no --keep-unit --pipe "$@" \
+        >>"$root.log" 2>&1 ||
+        { tail -20 "$root.log" >&2; die "in the image's root, failed: $*"; }
+}
+
+# Installs Debian packages into ROOT with apt: names, or paths of .deb files outside the root
+# (copied in for the install, then removed).
+install_into_root() {
+    local root=$1 packages=() package
+    shift
+    mkdir -p "$root/var/tmp/debs"
+    for package in "$@"; do
+        if [[ $package == *.deb ]]; then
+            cp "$package" "$root/var/tmp/debs/"
+            packages+=("/var/tmp/debs/${package##*/}")
+        else
+            packages+=("$package")
+        fi
+    done
+    echo "${0##*/}: installing ${*##*/} into it" >&2
+    in_root "$root" apt-get install -y -qq --no-install-recommends "${packages[@]}"
+    rm -rf "$root/var/tmp/debs"
+}
+
+# Imports ROOT into podman as TAG, with the given `--change` instructions (each an argument:
+# `'USER airlock'`, ...). What an image does not need goes first: apt's lists and caches, the
+# host's resolver. Extended attributes go with the files (an executable's capabilities).
+import_root() {
+    local root=$1 tag=$2 changes=() change
+    shift 2
+    for change in "$@"; do changes+=(--change "$change"); done
+    rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
+    : >"$root/etc/resolv.conf"
+    echo "${0##*/}: importing it as $tag" >&2
+    tar -C "$root" --xattrs --xattrs-include='security.capability' -c . |
+        podman import --quiet "${changes[@]}" - "$tag" >/dev/null
+}

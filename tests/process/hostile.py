@@ -127,6 +127,20 @@ def attack_write(args):
     return [attempt(path, lambda path=path: write(path)) for path in args["paths"]]
 
 
+def attack_forge_overlay_marks(args):
+    """Sets overlayfs's own attributes (an opaque mark hides a lower directory's entries) on
+    directories of the workspace, through the overlay the call writes in; then writes
+    `marker`, so that the test knows the call's writes were taken."""
+    report = [
+        attempt(f"{name} on {path}", lambda name=name, path=path: os.setxattr(path, name, b"y"))
+        for path in args["dirs"]
+        for name in args["names"]
+    ]
+    with open(args["marker"], "w") as file:
+        file.write("the call's own write")
+    return report
+
+
 def attack_hardlink(args):
     return [
         attempt(f"{source} -> {dest}", lambda source=source, dest=dest: os.link(source, dest))
@@ -699,6 +713,7 @@ ATTACKS = {
     "modify": attack_modify,
     "write": attack_write,
     "hardlink": attack_hardlink,
+    "forge_overlay_marks": attack_forge_overlay_marks,
     "identity": attack_identity,
     "environ": attack_environ,
     "pids": attack_pids,

@@ -1113,6 +1113,80 @@ async fn process_hard_links_cannot_reach_outside_the_workspace() {
     assert_serves(&fixture).await;
 }
 
+/// `PROC_USER_INIT_INO`: the initial user namespace's inode number.
+const INITIAL_USER_NAMESPACE: u64 = 0xEFFF_FFFD;
+
+#[tokio::test]
+async fn process_overlayfs_marks_cannot_be_forged_to_delete_the_workspace() {
+    // An opaque mark on a directory the workspace has would make the capture record
+    // everything below it as deleted, and applying the call would delete it. overlayfs keeps
+    // its marks as trusted.overlay.* in the initial user namespace and as user.overlay.* in
+    // any other (userxattr: inside the container image in a user namespace, as
+    // deploy/container/test.sh runs this corpus). Through the merged view it refuses a name
+    // of its own namespace (older kernels), or stores it escaped as *.overlay.overlay.*
+    // (Linux 6.7 on, for nested overlays): either way never as the mark the capture reads.
+    // A trusted.* name needs CAP_SYS_ADMIN in the initial namespace, which no sandbox has.
+    let fixture = start(Setup {
+        process: vec![hostile_process("hostile", "p", "write")],
+        profiles: vec![("p", process_profile(&[], &["$WORKSPACE"]))],
+        ..Setup::default()
+    })
+    .await;
+    let workspace = fixture.workspace("project");
+    std::fs::create_dir_all(workspace.join("keep/deeper")).unwrap();
+    std::fs::write(workspace.join("keep/a.txt"), "kept").unwrap();
+    std::fs::write(workspace.join("keep/deeper/b.txt"), "kept too").unwrap();
+    chown_tree(&workspace, 42108);
+    let before = snapshot(&workspace);
+    let initial = std::fs::metadata("/proc/self/ns/user").unwrap().ino() == INITIAL_USER_NAMESPACE;
+    let report = ok(&fixture
+        .exec(
+            "hostile",
+            json!({
+                "attack": "forge_overlay_marks",
+                "dirs": ["/workspace/keep", "/workspace/keep/deeper"],
+                "names": ["trusted.overlay.opaque", "user.overlay.opaque"],
+                "marker": "/workspace/marker.txt",
+            }),
+            Some(&workspace),
+        )
+        .await);
+    let attempts = attempts(&report);
+    assert_eq!(attempts.len(), 4, "{report}");
+    if initial {
+        for (name, attempt) in &attempts {
+            if name.starts_with("trusted.") {
+                assert_eq!(attempt["succeeded"], false, "{name} succeeded: {attempt}");
+            }
+        }
+    }
+    // The call's own write landed, so its changes were applied; nothing of the workspace
+    // went with them.
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("marker.txt")).unwrap(),
+        "the call's own write"
+    );
+    let mut after = snapshot(&workspace);
+    after.retain(|path, _| !path.ends_with("marker.txt"));
+    let kept = |files: &BTreeMap<PathBuf, _>| {
+        files
+            .keys()
+            .filter(|path| path.starts_with(workspace.join("keep")))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kept(&after),
+        kept(&before),
+        "a forged mark deleted the workspace's files"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("keep/deeper/b.txt")).unwrap(),
+        "kept too"
+    );
+    assert_serves(&fixture).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // /proc/self/root and /proc/self/fd.
 // ---------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ readonly AIRLOCK_RUST_TARGETS=(wasm32-wasip1 wasm32-wasip2)
 # checks systemd-analyze; the machines here do not boot it. debootstrap makes the Debian root
 # deploy/debian/test.sh installs the package into; dpkg-dev and binutils are what cargo-deb
 # packages with (dpkg-shlibdeps, strip); podman and runc run the container image
-# (deploy/container/test.sh).
-readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl prometheus curl systemd systemd-container debootstrap dpkg-dev binutils podman runc)
+# (deploy/container/test.sh), and catatonit the infra containers of the pods
+# deploy/kubernetes/test.sh plays.
+readonly AIRLOCK_APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32 libseccomp-dev python3 python3-venv nodejs gcc make git openssl prometheus curl systemd systemd-container debootstrap dpkg-dev binutils podman runc catatonit)
 
 die() {
     echo "${0##*/}: $*" >&2

@@ -7,7 +7,8 @@
 # the Python and TypeScript client packages against real daemons, the deploy/ dashboards and
 # alert rules against a Debian Prometheus scraping a daemon (deploy/test.sh), the Debian
 # package and its systemd units in a debootstrap root (deploy/debian/test.sh), the container
-# image in podman (deploy/container/test.sh), and
+# image in podman with the escape corpus inside it (deploy/container/test.sh), the Kubernetes
+# manifests validated and played as a fleet (deploy/kubernetes/test.sh), and
 # the benchmarks in smoke mode (seconds; nothing judged). Also checks formatting and lints, so what passes
 # here passes CI (.ci/run calls this script). The store's tests get a real PostgreSQL server:
 # Debian's, started by scripts/postgres.sh in a directory under /tmp on a free loopback port (its
@@ -98,6 +99,7 @@ step "downloads and the WebAssembly modules, in the background: Debian packages 
     scripts/console.sh --install-only
     scripts/postgres.sh --install-only
     deploy/debian/build.sh --install-only
+    deploy/kubernetes/test.sh --install-only
 ) >"$installs_log" 2>&1 &
 installs=$!
 
@@ -155,6 +157,9 @@ deploy/debian/test.sh --dev
 
 step "container image (deploy/container/test.sh --dev): built from the package, run in podman with the supported invocation, as Kubernetes starts it, in a user namespace, and with less; the escape corpus inside it"
 deploy/container/test.sh --dev
+
+step "Kubernetes manifests (deploy/kubernetes/test.sh --dev): validated against Kubernetes' schemas, then played in podman as three daemons over a PostgreSQL pod, one killed mid-run"
+deploy/kubernetes/test.sh --dev
 
 step "Python gRPC client"
 tests/python/run.sh

@@ -6,12 +6,27 @@
 # The caller has sourced scripts/common.sh and runs as root.
 
 # Makes a Debian 12 minbase root in ROOT (its log in ROOT.log).
+#
+# With AIRLOCK_ROOTFS_CACHE set (the tests set it; a build for use never does, so that its
+# packages are the archive's newest), the root debootstrap made is kept there as a tarball,
+# and unpacked instead of made again by the images that follow.
 make_root() {
-    local root=$1
+    local root=$1 cache=${AIRLOCK_ROOTFS_CACHE:-}
     ensure_apt_packages debootstrap systemd-container podman runc
-    echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase)" >&2
-    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$root.log" 2>&1 ||
-        { tail -20 "$root.log" >&2; die "debootstrap failed"; }
+    if [[ -n $cache && -f $cache/bookworm-minbase.tar ]]; then
+        echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase, kept in $cache)" >&2
+        mkdir -p "$root"
+        tar -C "$root" --xattrs --numeric-owner -xpf "$cache/bookworm-minbase.tar"
+    else
+        echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase)" >&2
+        debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$root.log" 2>&1 ||
+            { tail -20 "$root.log" >&2; die "debootstrap failed"; }
+        if [[ -n $cache ]]; then
+            mkdir -p "$cache"
+            tar -C "$root" --xattrs --numeric-owner -cf "$cache/bookworm-minbase.tar.part" .
+            mv "$cache/bookworm-minbase.tar.part" "$cache/bookworm-minbase.tar"
+        fi
+    fi
     cp /etc/resolv.conf "$root/etc/resolv.conf"
 }
 
@@ -44,10 +59,11 @@ install_into_root() {
 }
 
 # Imports ROOT into podman as TAG, with the given `--change` instructions (each an argument:
-# `'USER airlock'`, ...). What an image does not need goes first: apt's lists and caches, the
-# host's resolver. Extended attributes go with the files (an executable's capabilities).
+# `'USER airlock'`, ...) after a PATH (which `podman kube play`, unlike `podman run`, does
+# not supply). What an image does not need goes first: apt's lists and caches, the host's
+# resolver. Extended attributes go with the files (an executable's capabilities).
 import_root() {
-    local root=$1 tag=$2 changes=() change
+    local root=$1 tag=$2 changes=(--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin') change
     shift 2
     for change in "$@"; do changes+=(--change "$change"); done
     rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb

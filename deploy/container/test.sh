@@ -65,6 +65,8 @@ readonly PODMAN_BASE=(--runtime runc --ulimit nofile=1024:4096 --ulimit nproc=40
 # the container's is covered).
 readonly PRIVILEGES=(--cap-drop=all --cap-add=SYS_ADMIN,SETUID,SETGID,DAC_OVERRIDE
     --security-opt 'unmask=/proc/*')
+# One debootstrap for the images of the tests (deploy/container/rootfs.sh).
+export AIRLOCK_ROOTFS_CACHE="${AIRLOCK_ROOTFS_CACHE:-$(target_dir)/rootfs-cache}"
 readonly VOLUMES=(-v "$state:/var/lib/airlock" -v "$work:/srv/airlock")
 # A user namespace of the container's own, as Kubernetes' `hostUsers: false` gives a pod:
 # 65,536 ids from an unprivileged range of the host.
@@ -75,13 +77,23 @@ readonly NO_AMBIENT=(--entrypoint setpriv)
 readonly NO_AMBIENT_ARGS=(--ambient-caps=-all --inh-caps=-all /usr/bin/airlockd
     --config /etc/airlock/airlockd.toml --listen 0.0.0.0:7411)
 
+# Removes a container. Right after a container in a user namespace stops, removing it can
+# find its /dev/shm still busy while the kernel tears its mount namespaces down: try again.
+remove() {
+    for _ in 1 2 3 4 5; do
+        podman rm -f -v "$1" >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    podman rm -f -v "$1" >/dev/null
+}
+
 # Starts a container of the image with the given options, as `container` (removing the one
 # before); waits until the daemon serves, and leaves its log so far in `log`.
 container=""
 log=""
 start() {
     # One daemon at a time: the next uses the same volumes, and a state dir is one daemon's.
-    [[ -z $container ]] || podman rm -f -v "$container" >/dev/null
+    [[ -z $container ]] || remove "$container"
     container="airlock-test-$suffix-${#containers[@]}"
     containers+=("$container")
     # Options, then `--` and the arguments for the entrypoint, if any.
@@ -144,12 +156,12 @@ both_engines "capabilities from the file"
 
 step "in a user namespace of its own (hostUsers: false), capabilities from the file"
 # Volumes of its own: the ids of the other containers' files are not mapped here.
-podman rm -f -v "$container" >/dev/null
+remove "$container"
 container=""
 podman volume rm -f "$state" "$work" >/dev/null
 start "${PRIVILEGES[@]}" "${VOLUMES[@]}" "${USERNS[@]}" "${NO_AMBIENT[@]}" -- "${NO_AMBIENT_ARGS[@]}"
 both_engines "in a user namespace"
-podman rm -f -v "$container" >/dev/null
+remove "$container"
 container=""
 podman volume rm -f "$state" "$work" >/dev/null
 

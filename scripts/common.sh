@@ -72,10 +72,10 @@ use_lint_build() {
 }
 
 # The path of the integration tests' binary (tests/tests/all), built as scripts/test.sh
-# builds it (a no-op after that build).
+# builds it (a no-op after that build); cargo's messages go to stderr.
 integration_tests_binary() {
     use_lint_build
-    cargo test -p airlock-tests --test all --no-run --message-format=json 2>/dev/null |
+    cargo test -p airlock-tests --test all --no-run --message-format=json |
         python3 -c '
 import json, sys
 for line in sys.stdin:

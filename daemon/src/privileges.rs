@@ -9,6 +9,10 @@
 //! those the container's bounding set holds, and never refuses the exec for those it does
 //! not (a file with the effective bit would not start at all with less, where this one starts
 //! and names what it lacks). [`take_up`] makes them effective.
+//!
+//! Gaining capabilities at exec leaves the daemon dumpable (the kernel decides that on the
+//! ids alone), so its sandboxes' `/proc` files stay its own; it does make the exec secure,
+//! and glibc then ignores variables such as `TMPDIR` and `LD_PRELOAD`.
 
 use rustix::thread::{CapabilitySet, CapabilitySets};
 

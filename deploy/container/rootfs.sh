@@ -7,24 +7,27 @@
 
 # Makes a Debian 12 minbase root in ROOT (its log in ROOT.log).
 #
-# With AIRLOCK_ROOTFS_CACHE set (the tests set it; a build for use never does, so that its
-# packages are the archive's newest), the root debootstrap made is kept there as a tarball,
-# and unpacked instead of made again by the images that follow.
+# With AIRLOCK_ROOTFS_CACHE set (the tests set it; a build for use does not, so that its
+# packages are the archive's newest), the root debootstrap made is kept there for the day
+# as a tarball, and unpacked instead of made again by the images that follow: its package
+# lists are a day old at most, which apt's installs into it rely on.
 make_root() {
-    local root=$1 cache=${AIRLOCK_ROOTFS_CACHE:-}
+    local root=$1 cache=${AIRLOCK_ROOTFS_CACHE:-} tarball
     ensure_apt_packages debootstrap systemd-container podman runc
-    if [[ -n $cache && -f $cache/bookworm-minbase.tar ]]; then
+    tarball="${cache:+$cache/bookworm-minbase-$(date -u +%Y%m%d).tar}"
+    if [[ -n $cache && -f $tarball ]]; then
         echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase, kept in $cache)" >&2
         mkdir -p "$root"
-        tar -C "$root" --xattrs --numeric-owner -xpf "$cache/bookworm-minbase.tar"
+        tar -C "$root" --xattrs --numeric-owner -xpf "$tarball"
     else
         echo "${0##*/}: a Debian 12 root (debootstrap --variant=minbase)" >&2
         debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$root.log" 2>&1 ||
             { tail -20 "$root.log" >&2; die "debootstrap failed"; }
         if [[ -n $cache ]]; then
             mkdir -p "$cache"
-            tar -C "$root" --xattrs --numeric-owner -cf "$cache/bookworm-minbase.tar.part" .
-            mv "$cache/bookworm-minbase.tar.part" "$cache/bookworm-minbase.tar"
+            rm -f "$cache"/bookworm-minbase-*.tar
+            tar -C "$root" --xattrs --numeric-owner -cf "$tarball.part" .
+            mv "$tarball.part" "$tarball"
         fi
     fi
     cp /etc/resolv.conf "$root/etc/resolv.conf"

@@ -65,8 +65,6 @@ readonly PODMAN_BASE=(--runtime runc --ulimit nofile=1024:4096 --ulimit nproc=40
 # the container's is covered).
 readonly PRIVILEGES=(--cap-drop=all --cap-add=SYS_ADMIN,SETUID,SETGID,DAC_OVERRIDE
     --security-opt 'unmask=/proc/*')
-# One debootstrap for the images of the tests (deploy/container/rootfs.sh).
-export AIRLOCK_ROOTFS_CACHE="${AIRLOCK_ROOTFS_CACHE:-$(target_dir)/rootfs-cache}"
 readonly VOLUMES=(-v "$state:/var/lib/airlock" -v "$work:/srv/airlock")
 # A user namespace of the container's own, as Kubernetes' `hostUsers: false` gives a pod:
 # 65,536 ids from an unprivileged range of the host.
@@ -111,6 +109,12 @@ start() {
     echo "$log"
     fail "the daemon did not serve within a minute"
 }
+
+# One debootstrap a day for the images of the tests (deploy/container/rootfs.sh).
+if [[ -z ${AIRLOCK_ROOTFS_CACHE:-} ]]; then
+    AIRLOCK_ROOTFS_CACHE="$(target_dir)/rootfs-cache"
+fi
+export AIRLOCK_ROOTFS_CACHE
 
 step "the image (with python3, for the escape corpus's hostile process tool)"
 deploy/container/build.sh "${build_flags[@]}" --with python3 --tag "$image" >/dev/null
@@ -166,7 +170,7 @@ container=""
 podman volume rm -f "$state" "$work" >/dev/null
 
 step "the escape corpus inside the image, as its airlock user: the supported invocation, then in a user namespace"
-binary="$(integration_tests_binary)"
+binary="$(integration_tests_binary)" || fail "cannot build the integration tests' binary"
 [[ -x $binary ]] || fail "no integration tests' binary (cargo test -p airlock-tests --test all --no-run)"
 for userns in no yes; do
     podman volume rm -f "$corpus" >/dev/null 2>&1 || true
@@ -175,7 +179,7 @@ for userns in no yes; do
     # Its temporary directories and module cache in a volume (overlayfs will not stack a
     # call's layer on the image's own overlay); the checkout read-only.
     podman run --rm "${PODMAN_BASE[@]}" "${PRIVILEGES[@]}" "${extra[@]}" \
-        -v "$corpus:/srv/airlock" -v "$repo:$repo:ro" \
+        -v "$corpus:/srv/airlock" -v "$repo:$repo:ro" -v "$binary:$binary:ro" \
         -e TMPDIR=/srv/airlock -e AIRLOCK_TEST_MODULE_CACHE=/srv/airlock/modules \
         --entrypoint "$binary" "$image" escape_corpus --quiet >"$work_log" 2>&1 ||
         { cat "$work_log"; fail "the escape corpus failed inside the image (user namespace: $userns)"; }

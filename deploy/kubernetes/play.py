@@ -7,8 +7,6 @@ so this does by hand what the cluster's controllers would:
 
 - the StatefulSet becomes its replicas' Pods, `airlockd-0` … , each with the claim its
   volumeClaimTemplates would make (`state-airlockd-0` …);
-- the claims the daemons mount are made the airlock user's, as `fsGroup` makes them on
-  Kubernetes (podman's `volume.podman.io/uid` and `gid` annotations);
 - the Secret's value is written into the env var that names it (podman 4.3 reads Secrets
   only from its own store);
 - the image becomes the one under test;
@@ -24,7 +22,9 @@ so this does by hand what the cluster's controllers would:
 
 Services, the NetworkPolicy and the PodDisruptionBudget have no podman counterpart: they
 are validated (kubernetes-validate), not played. Everything else, the security context
-first, is played as written.
+first, is played as written. (podman makes a new volume its container user's on first
+mount, where Kubernetes leaves a fresh one root's and `fsGroup` lets the daemon's group
+write it: either way the daemon makes its own directories inside.)
 
     play.py fleet MANIFEST --image IMAGE --store URL --out DIR
         (DIR/fleet.yaml, DIR/configmap.yaml, and DIR/volumes.txt: the volumes podman makes)
@@ -43,12 +43,6 @@ PLAYED_KINDS = {"ConfigMap", "PersistentVolumeClaim", "StatefulSet"}
 def load(path):
     with open(path) as file:
         return [doc for doc in yaml.safe_load_all(file) if doc]
-
-
-def owned_by(claim, uid, gid):
-    annotations = claim["metadata"].setdefault("annotations", {})
-    annotations["volume.podman.io/uid"] = str(uid)
-    annotations["volume.podman.io/gid"] = str(gid)
 
 
 def strip_namespace(doc):
@@ -75,10 +69,6 @@ def fleet(args):
     claims = [strip_namespace(doc) for doc in docs if doc["kind"] == "PersistentVolumeClaim"]
     (statefulset,) = [doc for doc in docs if doc["kind"] == "StatefulSet"]
     template = statefulset["spec"]["template"]
-    security = template["spec"].get("securityContext", {})
-    uid, gid = security["runAsUser"], security.get("fsGroup", security["runAsGroup"])
-    for claim in claims:
-        owned_by(claim, uid, gid)
 
     pods = []
     name = statefulset["metadata"]["name"]
@@ -102,7 +92,6 @@ def fleet(args):
                 "metadata": {"name": f"{volume}-{pod_name}"},
                 "spec": copy.deepcopy(claim_template["spec"]),
             }
-            owned_by(claim, uid, gid)
             claims.append(claim)
             spec.setdefault("volumes", []).append(
                 {"name": volume, "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}

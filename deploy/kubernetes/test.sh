@@ -54,14 +54,17 @@ work="$(mktemp -d /tmp/airlock-kubernetes.XXXXXX)"
 suffix="$$-$RANDOM"
 airlock_image="localhost/airlock-kubernetes-test:$suffix"
 postgres_image="localhost/airlock-kubernetes-postgres:$suffix"
+# The pods and volumes take the manifests' names: the test refuses to start where any of
+# them exists already, and removes only what it made.
+readonly PODS=(airlockd-0 airlockd-1 airlockd-2 airlock-test-postgres)
+playing=""
 cleanup() {
-    for pod in airlockd-0 airlockd-1 airlockd-2 airlock-test-postgres; do
-        podman pod rm -f "$pod" >/dev/null 2>&1 || true
-    done
-    if [[ -f $work/volumes.txt ]]; then
-        while read -r volume; do podman volume rm -f "$volume" >/dev/null 2>&1 || true; done <"$work/volumes.txt"
+    if [[ -n $playing ]]; then
+        for pod in "${PODS[@]}"; do podman pod rm -f "$pod" >/dev/null 2>&1 || true; done
+        while read -r volume; do
+            podman volume rm -f "$volume" >/dev/null 2>&1 || true
+        done <"$work/volumes.txt"
     fi
-    podman volume rm -f airlock-test-postgres-data >/dev/null 2>&1 || true
     podman rmi -f "$airlock_image" "$postgres_image" >/dev/null 2>&1 || true
     rm -rf --one-file-system -- "$work"
 }
@@ -95,8 +98,11 @@ print(json.dumps({
 }))
 EOF
 export CONTAINERS_CONF="$work/containers.conf"
-# One debootstrap for the images of the tests (deploy/container/rootfs.sh).
-export AIRLOCK_ROOTFS_CACHE="${AIRLOCK_ROOTFS_CACHE:-$(target_dir)/rootfs-cache}"
+# One debootstrap a day for the images of the tests (deploy/container/rootfs.sh).
+if [[ -z ${AIRLOCK_ROOTFS_CACHE:-} ]]; then
+    AIRLOCK_ROOTFS_CACHE="$(target_dir)/rootfs-cache"
+fi
+export AIRLOCK_ROOTFS_CACHE
 # The pods' infra containers run catatonit.
 ensure_apt_packages catatonit
 
@@ -130,6 +136,16 @@ wait_for_log() {
 }
 
 step "PostgreSQL, the fleet's external database"
+"$venv/bin/python" "$here/play.py" fleet "$here/airlockd.yaml" --image "$airlock_image" \
+    --store postgres://unused --out "$work"
+echo airlock-test-postgres-data >>"$work/volumes.txt"
+for pod in "${PODS[@]}"; do
+    ! podman pod exists "$pod" || die "a pod $pod exists already: remove it, or run this elsewhere"
+done
+while read -r volume; do
+    ! podman volume exists "$volume" || die "a volume $volume exists already: remove it, or run this elsewhere"
+done <"$work/volumes.txt"
+playing=yes
 password="$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
 "$venv/bin/python" "$here/play.py" postgres "$here/testdata/postgres.yaml" \
     --image "$postgres_image" --password "$password" >"$work/postgres.yaml"
@@ -140,6 +156,7 @@ store="postgres://airlock:$password@$(address airlock-test-postgres):5432/postgr
 step "three daemons from the StatefulSet"
 "$venv/bin/python" "$here/play.py" fleet "$here/airlockd.yaml" --image "$airlock_image" \
     --store "$store" --out "$work"
+echo airlock-test-postgres-data >>"$work/volumes.txt"
 podman kube play --configmap "$work/configmap.yaml" "$work/fleet.yaml" >/dev/null
 for pod in airlockd-0 airlockd-1 airlockd-2; do
     wait_for_log "$pod-airlockd" "airlockd serving"
@@ -154,7 +171,13 @@ for pod in airlockd-0 airlockd-1 airlockd-2; do
     [[ "$(podman inspect -f '{{.HostConfig.ReadonlyRootfs}}' "$pod-airlockd")" == true ]] ||
         fail "$pod: the root filesystem is writable"
 done
-token="$(podman exec airlockd-0-airlockd /bin/cat /var/lib/airlock-shared/token)"
+# The daemons made their directories inside the volumes, private, and left the roots' modes
+# as podman made them (the kubelet's fsGroup handling owns them on Kubernetes).
+modes="$(podman exec airlockd-0-airlockd /usr/bin/stat -c '%a %n' /var/lib/airlock-shared \
+    /var/lib/airlock-shared/fleet /var/lib/airlock/state)"
+[[ $modes == $'755 /var/lib/airlock-shared\n700 /var/lib/airlock-shared/fleet\n700 /var/lib/airlock/state' ]] ||
+    { echo "$modes"; fail "the daemon changed a volume's root, or left its own directories open"; }
+token="$(podman exec airlockd-0-airlockd /bin/cat /var/lib/airlock-shared/fleet/token)"
 for pod in airlockd-0 airlockd-1 airlockd-2; do
     on "$pod" info >/dev/null || fail "$pod does not accept the shared token"
 done

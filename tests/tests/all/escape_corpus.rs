@@ -1154,10 +1154,12 @@ async fn process_overlayfs_marks_cannot_be_forged_to_delete_the_workspace() {
     let attempts = attempts(&report);
     assert_eq!(attempts.len(), 4, "{report}");
     if initial {
+        // Here a user.* mark lands in the upper layer as it is (overlayfs's own are
+        // trusted.*): the capture must be reading a layer that holds attributes, or the
+        // test would prove nothing.
         for (name, attempt) in &attempts {
-            if name.starts_with("trusted.") {
-                assert_eq!(attempt["succeeded"], false, "{name} succeeded: {attempt}");
-            }
+            let landed = !name.starts_with("trusted.");
+            assert_eq!(attempt["succeeded"], landed, "{name}: {attempt}");
         }
     }
     // The call's own write landed, so its changes were applied; nothing of the workspace

@@ -37,6 +37,8 @@ step_name=""
 step_start=$SECONDS
 # Where the tests' PostgreSQL server runs once started (summary stops it).
 postgres_dir=""
+# The container image the deploy/ tests share, once built (summary removes it).
+image=""
 
 # Ends the step in progress (recording its time) and starts the next one.
 step() {
@@ -62,6 +64,7 @@ summary() {
     rm -f "$installs_log"
     # The PostgreSQL server of the tests, once started, whether they passed or not. Not
     # fatal here: the tests' own status is what this script exits with.
+    [[ -z $image ]] || podman rmi -f "$image" >/dev/null 2>&1 || true
     if [[ -n $postgres_dir ]]; then
         scripts/postgres.sh stop "$postgres_dir" || echo "${0##*/}: could not stop PostgreSQL in $postgres_dir" >&2
         rm -rf -- "$postgres_dir"
@@ -155,11 +158,18 @@ deploy/test.sh
 step "Debian package and systemd units (deploy/debian/test.sh --dev): packaged from this build, installed into a debootstrap root, run as the service runs it, upgraded, purged"
 deploy/debian/test.sh --dev
 
-step "container image (deploy/container/test.sh --dev): built from the package, run in podman with the supported invocation, as Kubernetes starts it, in a user namespace, and with less; the escape corpus inside it"
-deploy/container/test.sh --dev
+step "container image (deploy/container/test.sh): built from the package (dev build, with python3), run in podman with the supported invocation, as Kubernetes starts it, in a user namespace, and with less; the escape corpus inside it"
+# One image for this test and the next, from one debootstrap root a day.
+AIRLOCK_ROOTFS_CACHE="$(target_dir)/rootfs-cache"
+export AIRLOCK_ROOTFS_CACHE
+image="localhost/airlock-ci:$$"
+deploy/container/build.sh --dev --with python3 --tag "$image" >/dev/null
+deploy/container/test.sh --image "$image"
 
-step "Kubernetes manifests (deploy/kubernetes/test.sh --dev): validated against Kubernetes' schemas, then played in podman as three daemons over a PostgreSQL pod, one killed mid-run"
-deploy/kubernetes/test.sh --dev
+step "Kubernetes manifests (deploy/kubernetes/test.sh): validated against Kubernetes' schemas, then played in podman as three daemons over a PostgreSQL pod, one killed mid-run"
+deploy/kubernetes/test.sh --image "$image"
+podman rmi -f "$image" >/dev/null
+image=""
 
 step "Python gRPC client"
 tests/python/run.sh

@@ -20,7 +20,11 @@
 # layer on it): the image declares /var/lib/airlock and /srv/airlock volumes, so podman
 # gives it volumes even when the invocation names none.
 #
-#   deploy/container/test.sh [--dev]     (--dev: the image of the dev build, as CI does)
+#   deploy/container/test.sh [--dev | --image TAG]
+#
+# --dev tests the image of the dev build; --image tests an image already built with
+# `deploy/container/build.sh --with python3` (scripts/test.sh builds one for this test and
+# deploy/kubernetes/test.sh), and leaves it.
 #
 # Everything it makes (the image, containers, volumes) is removed when it exits.
 set -euo pipefail
@@ -32,10 +36,12 @@ source scripts/common.sh
 exec 1>&2
 
 build_flags=()
+given_image=""
 case "${1:-}" in
     --dev) build_flags=(--dev) ;;
+    --image) given_image="${2:?usage: deploy/container/test.sh --image TAG}" ;;
     "") ;;
-    *) die "usage: deploy/container/test.sh [--dev]" ;;
+    *) die "usage: deploy/container/test.sh [--dev | --image TAG]" ;;
 esac
 ((EUID == 0)) || die "run as root: rootful podman"
 
@@ -43,7 +49,7 @@ step() { printf "\n== %s\n" "$*"; }
 fail() { die "FAILED: $*"; }
 
 suffix="$$-$RANDOM"
-image="localhost/airlock-test:$suffix"
+image="${given_image:-localhost/airlock-test:$suffix}"
 state="airlock-test-state-$suffix"
 work="airlock-test-work-$suffix"
 corpus="airlock-test-corpus-$suffix"
@@ -53,7 +59,7 @@ cleanup() {
     rm -f "$work_log"
     for container in "${containers[@]}"; do podman rm -f -v "$container" >/dev/null 2>&1 || true; done
     podman volume rm -f "$state" "$work" "$corpus" >/dev/null 2>&1 || true
-    podman rmi -f "$image" >/dev/null 2>&1 || true
+    [[ -n $given_image ]] || podman rmi -f "$image" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -117,7 +123,11 @@ fi
 export AIRLOCK_ROOTFS_CACHE
 
 step "the image (with python3, for the escape corpus's hostile process tool)"
-deploy/container/build.sh "${build_flags[@]}" --with python3 --tag "$image" >/dev/null
+if [[ -z $given_image ]]; then
+    deploy/container/build.sh "${build_flags[@]}" --with python3 --tag "$image" >/dev/null
+fi
+podman run --rm "${PODMAN_BASE[@]}" --entrypoint /usr/bin/python3 "$image" -c '' ||
+    fail "$image has no python3 (deploy/container/build.sh --with python3)"
 
 cli() {
     podman exec -e AIRLOCK_TOKEN="$token" -e AIRLOCK_SERVER=http://127.0.0.1:7411 "$container" \
@@ -165,6 +175,16 @@ container=""
 podman volume rm -f "$state" "$work" >/dev/null
 start "${PRIVILEGES[@]}" "${VOLUMES[@]}" "${USERNS[@]}" "${NO_AMBIENT[@]}" -- "${NO_AMBIENT_ARGS[@]}"
 both_engines "in a user namespace"
+# A workspace that root owns is another user's: refused, saying what to do (it would take
+# CAP_CHOWN and CAP_FOWNER, and then an idmapped mount, which a daemon in a user namespace
+# cannot make on a volume mounted outside it).
+podman exec --user 0 "$container" mkdir /srv/airlock/root-owned
+if refusal="$(cli tools exec write_file --workspace /srv/airlock/root-owned \
+    --args '{"path": "x.txt", "content": "x"}' 2>&1)"; then
+    fail "in a user namespace: a root-owned workspace was written"
+fi
+grep -q "give the workspace to the daemon's user" <<<"$refusal" ||
+    { echo "$refusal"; fail "in a user namespace: the refusal does not say what to do"; }
 remove "$container"
 container=""
 podman volume rm -f "$state" "$work" >/dev/null

@@ -13,8 +13,11 @@
 #    engines; its pod is killed while the model thinks, and another daemon finishes the run
 #    with each of its writes made exactly once.
 #
-#   deploy/kubernetes/test.sh [--dev]    (--dev: the image of the dev build, as CI does)
+#   deploy/kubernetes/test.sh [--dev | --image TAG]
 #   deploy/kubernetes/test.sh --install-only    (kubernetes-validate, into a venv)
+#
+# --dev tests the image of the dev build; --image an image deploy/container/build.sh built
+# (scripts/test.sh builds one for this test and the container test), which it leaves.
 #
 # Everything it makes (images, pods, volumes) is removed when it exits.
 set -euo pipefail
@@ -32,11 +35,13 @@ if [[ ! -x $venv/bin/kubernetes-validate ]]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
 build_flags=()
+given_image=""
 case "${1:-}" in
     --install-only) echo "kubernetes-validate: installed" && exit 0 ;;
     --dev) build_flags=(--dev) ;;
+    --image) given_image="${2:?usage: deploy/kubernetes/test.sh --image TAG}" ;;
     "") ;;
-    *) die "usage: deploy/kubernetes/test.sh [--dev | --install-only]" ;;
+    *) die "usage: deploy/kubernetes/test.sh [--dev | --image TAG | --install-only]" ;;
 esac
 ((EUID == 0)) || die "run as root: rootful podman"
 
@@ -52,7 +57,7 @@ step "the manifests against Kubernetes' schemas ($OLDEST and the newest bundled)
 "$venv/bin/kubernetes-validate" --strict --quiet "${manifests[@]}"
 work="$(mktemp -d /tmp/airlock-kubernetes.XXXXXX)"
 suffix="$$-$RANDOM"
-airlock_image="localhost/airlock-kubernetes-test:$suffix"
+airlock_image="${given_image:-localhost/airlock-kubernetes-test:$suffix}"
 postgres_image="localhost/airlock-kubernetes-postgres:$suffix"
 # The pods and volumes take the manifests' names: the test refuses to start where any of
 # them exists already, and removes only what it made.
@@ -65,7 +70,8 @@ cleanup() {
             podman volume rm -f "$volume" >/dev/null 2>&1 || true
         done <"$work/volumes.txt"
     fi
-    podman rmi -f "$airlock_image" "$postgres_image" >/dev/null 2>&1 || true
+    [[ -n $given_image ]] || podman rmi -f "$airlock_image" >/dev/null 2>&1 || true
+    podman rmi -f "$postgres_image" >/dev/null 2>&1 || true
     rm -rf --one-file-system -- "$work"
 }
 trap cleanup EXIT
@@ -107,7 +113,7 @@ export AIRLOCK_ROOTFS_CACHE
 ensure_apt_packages catatonit
 
 step "the images: airlock's (deploy/container/build.sh) and PostgreSQL's, built the same way"
-deploy/container/build.sh "${build_flags[@]}" --tag "$airlock_image" >/dev/null
+[[ -n $given_image ]] || deploy/container/build.sh "${build_flags[@]}" --tag "$airlock_image" >/dev/null
 "$here/postgres-image.sh" --tag "$postgres_image" >/dev/null
 
 # Runs `airlock` in a daemon's container, with the fleet's token.
@@ -179,7 +185,13 @@ modes="$(podman exec airlockd-0-airlockd /usr/bin/stat -c '%a %n' /var/lib/airlo
     { echo "$modes"; fail "the daemon changed a volume's root, or left its own directories open"; }
 token="$(podman exec airlockd-0-airlockd /bin/cat /var/lib/airlock-shared/fleet/token)"
 for pod in airlockd-0 airlockd-1 airlockd-2; do
-    on "$pod" info >/dev/null || fail "$pod does not accept the shared token"
+    on "$pod" info >/dev/null || {
+        for other in airlockd-0 airlockd-1 airlockd-2; do
+            podman logs "$other-airlockd" 2>&1 | grep -E "access token|shared_dir|fleet"
+        done
+        podman exec "$pod-airlockd" /bin/ls -la --time-style=full-iso /var/lib/airlock-shared/fleet
+        fail "$pod does not accept the shared token"
+    }
 done
 
 step "a run on airlockd-0, its pod killed while the model thinks, finished by another daemon"
@@ -192,7 +204,7 @@ turns:
         arguments: {path: notes.txt, content: "written by a wasm tool\n"}
       - name: run_command
         arguments: {command: "echo started >> log.txt", workdir: "."}
-  - delay_ms: 5000
+  - delay_ms: 10000
     text: "Thought it over; noting the effect."
     tool_calls:
       - name: run_command
@@ -209,6 +221,9 @@ done
 podman exec airlockd-1-airlockd /bin/grep -qx started /srv/airlock/demo/log.txt ||
     { cat "$work/run.txt"; fail "the run did not start"; }
 run_id="$(on airlockd-1 runs list --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["run_id"])')"
+# The kill must come while the model thinks (ten seconds), before its second call.
+! podman exec airlockd-1-airlockd /bin/grep -q effect /srv/airlock/demo/log.txt ||
+    fail "the run went on past the model's delay before the kill: this machine is too slow for the test"
 podman pod kill airlockd-0 >/dev/null
 wait "$client" 2>/dev/null || true
 state=""
@@ -222,7 +237,13 @@ taker=""
 for pod in airlockd-1 airlockd-2; do
     podman logs "$pod-airlockd" 2>&1 | grep -q "taking the run over" && taker=$pod
 done
-[[ -n $taker ]] || fail "no daemon took run $run_id over"
+[[ -n $taker ]] || {
+    for pod in airlockd-0 airlockd-1 airlockd-2; do
+        podman logs "$pod-airlockd" 2>&1 | grep -E "run|lease|fleet" | grep -v "serving tool" | tail -15
+    done
+    cat "$work/run.txt"
+    fail "no daemon took run $run_id over"
+}
 lines="$(podman exec airlockd-2-airlockd /bin/cat /srv/airlock/demo/log.txt /srv/airlock/demo/notes.txt)"
 [[ $lines == $'started\neffect\nwritten by a wasm tool' ]] ||
     { echo "$lines"; fail "the workspace does not hold each write exactly once"; }

@@ -211,7 +211,16 @@ impl Overlay {
         std::fs::create_dir_all(&work)?;
         // The merged root is the upper directory: it must look like the workspace root, to
         // the sandbox, or the call could not create files at the top.
-        std::os::unix::fs::chown(&upper, Some(seen(owner.0)), Some(seen(owner.1)))?;
+        std::os::unix::fs::chown(&upper, Some(seen(owner.0)), Some(seen(owner.1))).map_err(
+            |err| {
+                ChangeError::Overlay(format!(
+                    "cannot give the call's layer the owner of the workspace {} ({}:{}): a workspace of another user than the daemon's needs CAP_CHOWN and CAP_FOWNER: give the workspace to the daemon's user, or grant those: {err}",
+                    workspace.display(),
+                    owner.0,
+                    owner.1
+                ))
+            },
+        )?;
         std::fs::set_permissions(
             &upper,
             std::os::unix::fs::PermissionsExt::from_mode(meta.st_mode & 0o7777),
@@ -237,7 +246,12 @@ impl Overlay {
             flags |= MOUNT_ATTR_IDMAP;
         }
         set_attributes(lower.as_fd(), flags, idmapped.then(|| idmap.userns())).map_err(|err| {
-            ChangeError::Overlay(if idmapped {
+            ChangeError::Overlay(if idmapped && private_xattrs().user {
+                format!(
+                    "cannot idmap the workspace {} (root owns it, and the sandbox may only write it through an idmapped mount, which a daemon in a user namespace of its own cannot make on a filesystem mounted outside it: give the workspace to the daemon's user): {err}",
+                    workspace.display()
+                )
+            } else if idmapped {
                 format!(
                     "cannot idmap the workspace {} (root owns it, and the sandbox may only write it through an idmapped mount; does its filesystem support idmapped mounts?): {err}",
                     workspace.display()

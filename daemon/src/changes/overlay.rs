@@ -17,8 +17,9 @@
 //! overlayfs keeps its own marks on the upper layer in extended attributes
 //! ([`private_xattrs`]): `trusted.overlay.*`, which only the initial user namespace may use,
 //! or, for a daemon in a container's user namespace (Kubernetes' `hostUsers: false`), the
-//! `user.overlay.*` of the `userxattr` option. overlayfs refuses both to anything that
-//! writes through the merged view, so a call cannot forge its own marks.
+//! `user.overlay.*` of the `userxattr` option. A name of the namespace in use written
+//! through the merged view is refused, or stored escaped (`*.overlay.overlay.*`, Linux 6.7
+//! on), so a call cannot forge the marks the capture reads.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};

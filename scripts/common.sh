@@ -72,10 +72,11 @@ use_lint_build() {
 }
 
 # The path of the integration tests' binary (tests/tests/all), built as scripts/test.sh
-# builds it (a no-op after that build); cargo's messages go to stderr.
+# builds it: for the whole workspace, whose features a build of the one package would not
+# unify alike (it would compile the dependencies again). cargo's messages go to stderr.
 integration_tests_binary() {
     use_lint_build
-    cargo test -p airlock-tests --test all --no-run --message-format=json |
+    cargo test --workspace --no-run --message-format=json |
         python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -131,8 +131,10 @@ address() {
 # Waits until a container's log holds a line matching a pattern.
 wait_for_log() {
     local container=$1 pattern=$2
+    # Each read whole before it is searched: `podman logs | grep -q` fails under pipefail
+    # when grep stops reading at its match.
     for _ in $(seq 300); do
-        podman logs "$container" 2>&1 | grep -qE "$pattern" && return 0
+        grep -qE "$pattern" <<<"$(podman logs "$container" 2>&1)" && return 0
         [[ "$(podman inspect -f '{{.State.Running}}' "$container")" == true ]] ||
             { podman logs "$container"; fail "$container exited"; }
         sleep 0.2
@@ -235,7 +237,7 @@ done
 [[ $state == *FINISHED* || $state == finished ]] || fail "run $run_id did not finish after its daemon was killed (state $state)"
 taker=""
 for pod in airlockd-1 airlockd-2; do
-    podman logs "$pod-airlockd" 2>&1 | grep -q "taking the run over" && taker=$pod
+    ! grep -q "taking the run over" <<<"$(podman logs "$pod-airlockd" 2>&1)" || taker=$pod
 done
 [[ -n $taker ]] || {
     for pod in airlockd-0 airlockd-1 airlockd-2; do

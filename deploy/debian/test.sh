@@ -155,6 +155,11 @@ airlock tools exec run_command --workspace /srv/airlock/demo \
     --args "{\"command\": \"cat notes.txt > built.txt && echo built >> built.txt\", \"workdir\": \".\"}"
 systemctl show airlockd --property=ActiveState --property=SubState --property=User
 systemctl reload airlockd
+# systemd 252 returns once the signal is sent (Type=notify-reload, which waits, came in 253).
+for _ in $(seq 600); do
+    [[ "$(journalctl --no-pager -o cat -u airlockd)" == *"tools reloaded"* ]] && break
+    sleep 0.1
+done
 airlock tools exec run_command --workspace /srv/airlock/demo \
     --args "{\"command\": \"id -un > who.txt\", \"workdir\": \".\"}"'
 [[ "$(cat "$root/srv/airlock/demo/built.txt")" == $'written by a wasm tool\nbuilt' ]] ||

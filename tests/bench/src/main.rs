@@ -140,6 +140,11 @@ impl Bench {
     }
 }
 
+/// The daemon's allocator (daemon/src/main.rs), so that what this process measures in-process
+/// allocates as the daemon does.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // Peers run in directories of their own: a relative path given here must not change

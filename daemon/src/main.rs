@@ -11,7 +11,8 @@ use tracing_subscriber::EnvFilter;
 
 /// jemalloc rather than glibc's malloc: a loop step allocates and frees many small objects
 /// (JSON, protobuf, the shell parser's tokens), and with jemalloc a step takes about a third
-/// less time for 8% more memory per waiting run (BENCHMARKS.md, finding 17).
+/// less time for 8% more memory per waiting run (BENCHMARKS.md, finding 17). Built without
+/// its background threads: `privileges::take_up` must run while the daemon is one thread.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -180,7 +180,8 @@ struct Child {
     size: Option<u64>,
 }
 
-/// Reads `dir`'s entries, sorted by name, with the size of the first `sized` files.
+/// Reads `dir`'s entries, sorted by name, with the size of each file among the first `sized`
+/// entries: those the listing can still show.
 fn read_sorted(dir: &Path, sized: usize) -> std::io::Result<Vec<Child>> {
     let mut children = fs::read_dir(dir)?
         .map(|entry| {
@@ -197,7 +198,7 @@ fn read_sorted(dir: &Path, sized: usize) -> std::io::Result<Vec<Child>> {
     children.sort_by(|a, b| a.name.cmp(&b.name));
     // Sizes are best effort (see `describe`): a directory that cannot be opened again
     // leaves them to `describe`.
-    if let Ok(opened) = File::open(dir) {
+    if let Some(opened) = (sized > 0).then(|| File::open(dir).ok()).flatten() {
         for child in children.iter_mut().take(sized) {
             if child.kind == Kind::File {
                 child.size = size_at(&opened, &child.name);
@@ -419,6 +420,17 @@ mod tests {
         );
         let short = fixture.list(".", true, 7)?;
         assert_eq!(sizes(&short), expected[..7]);
+        // Every size of a directory read whole comes from its open directory, the name that
+        // is not UTF-8 included; a symlink's is its own (the length of its target), never
+        // that of what it points to.
+        let sub = read_sorted(&root.join("sub"), usize::MAX)?;
+        assert_eq!(
+            sub.iter().map(|child| child.size).collect::<Vec<_>>(),
+            [Some(2), None, Some(3)]
+        );
+        let top = File::open(root)?;
+        assert_eq!(size_at(&top, OsStr::new("link")), Some(3));
+        assert_eq!(size_at(&top, OsStr::new("missing")), None);
         Ok(())
     }
 

@@ -10,6 +10,7 @@ import json
 import pathlib
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from concurrent import futures
@@ -30,6 +31,22 @@ from .test_runs import kind, write_script
 def client(daemon: Daemon) -> Iterator[airlock_client.Client]:
     with airlock_client.connect(daemon.endpoint, token=daemon.token) as c:
         yield c
+
+
+def until_reachable(client: airlock_client.Client, within_s: float = 10.0) -> None:
+    """Waits until ``client`` reaches its daemon again. After a drop the channel tries again
+    on grpc's reconnect backoff (up to 2 s, see ``connection.py``), and until then a call
+    fails at once with the last attempt's error, by design: a daemon that has just come back
+    is not reached before the channel's next try."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            client.daemon_info()
+            return
+        except airlock_client.UnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def until_asked(run: airlock_client.RunHandle) -> approval_pb2.ApprovalRequest:
@@ -65,6 +82,7 @@ def test_an_auto_approver_outlives_a_daemon_restart(scratch: pathlib.Path) -> No
             with client.auto_approve(lambda request: True) as approver:
                 crashing.kill()
                 crashing.restart()
+                until_reachable(client)
                 # A run asked after the restart is answered by the console opened again.
                 run = client.start_run("write", workspace=crashing.workspace, script=write_script("a.txt", "a\n"))
                 assert run.wait().final_text == "written"

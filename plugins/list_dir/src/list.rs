@@ -198,7 +198,9 @@ fn read_sorted(dir: &Path, sized: usize) -> std::io::Result<Vec<Child>> {
     children.sort_by(|a, b| a.name.cmp(&b.name));
     // Sizes are best effort (see `describe`): a directory that cannot be opened again
     // leaves them to `describe`.
-    if let Some(opened) = (sized > 0).then(|| File::open(dir).ok()).flatten() {
+    if sized > 0
+        && let Ok(opened) = File::open(dir)
+    {
         for child in children.iter_mut().take(sized) {
             if child.kind == Kind::File {
                 child.size = size_at(&opened, &child.name);

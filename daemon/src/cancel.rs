@@ -2,6 +2,7 @@
 
 use std::future::Future;
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 /// The wait was cut short by its cancellation token.
@@ -9,11 +10,17 @@ use tokio_util::sync::CancellationToken;
 pub struct Cancelled;
 
 /// `work`'s outcome, or [`Cancelled`] if `token` is cancelled first (also when it already is).
-pub async fn or_cancel<F: Future>(
+///
+/// A function returning tokio-util's future rather than an `async fn`: an `async fn` keeps
+/// its argument and the future it awaits side by side, so every such layer doubled what it
+/// wrapped, and a run waiting for an approval kept four copies of the wait's state.
+pub fn or_cancel<F: Future>(
     token: &CancellationToken,
     work: F,
-) -> Result<F::Output, Cancelled> {
-    token.run_until_cancelled(work).await.ok_or(Cancelled)
+) -> impl Future<Output = Result<F::Output, Cancelled>> {
+    token
+        .run_until_cancelled(work)
+        .map(|outcome| outcome.ok_or(Cancelled))
 }
 
 #[cfg(test)]

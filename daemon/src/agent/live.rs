@@ -6,16 +6,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use airlock_proto::v1 as pb;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::log::{RunChanges, RunLog};
+use super::log::{Events, RunChanges, RunLog};
 use super::remote::Remote;
 use super::settings::AgentSettings;
 use crate::ids::{RunId, SessionId};
 use crate::policy::{ApprovalBroker, PolicyBook};
-use crate::store::{RunRecord, Store, StoreError};
+use crate::store::{RunRecord, Store};
 use crate::tools::Executor;
 use crate::trace::Tracer;
 
@@ -131,5 +130,5 @@ impl LiveRun {
 /// A run just started, and its events from the first on.
 pub struct Started {
     pub live: Arc<LiveRun>,
-    pub events: mpsc::Receiver<Result<pb::RunEvent, StoreError>>,
+    pub events: Events,
 }

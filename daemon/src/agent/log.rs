@@ -51,6 +51,12 @@ const CATCH_UP_BATCH: usize = 512;
 /// Events queued for a subscriber's connection.
 const SUBSCRIBER_BUFFER: usize = 64;
 
+/// A subscriber's events, in order, each in a box of its own: a channel keeps its values
+/// inline in blocks of 32, allocated as the channel is made, and a `RunEvent` takes 712
+/// bytes (its largest kind inline), so unboxed every follower's channel took 22 KiB before
+/// its first event, a waiting run's included.
+pub type Events = mpsc::Receiver<Result<Box<pb::RunEvent>, StoreError>>;
+
 /// How soon a follower of a fleet's run first asks a store that failed it again, and the
 /// longest it waits between two tries: soon enough that a client sees the run go on within
 /// moments of the store's return, rarely enough that a daemon of many followers does not
@@ -80,7 +86,7 @@ pub struct RunLog {
     store: Arc<dyn Store>,
     appending: Mutex<Appending>,
     /// Each handed-over event and the store's answer, in order, for the publisher.
-    published: mpsc::UnboundedSender<(pb::RunEvent, Publish)>,
+    published: mpsc::UnboundedSender<(Arc<pb::RunEvent>, Publish)>,
     progress: watch::Receiver<Progress>,
     live: broadcast::Sender<Arc<pb::RunEvent>>,
 }
@@ -214,8 +220,10 @@ impl RunLog {
         }
     }
 
+    /// Queues `event` for the publisher, shared: a queue of events inline would take 23 KiB
+    /// a run before its first (see [`Events`]), and the live subscribers share it anyway.
     fn publish(&self, event: pb::RunEvent, publish: Publish) {
-        if self.published.send((event, publish)).is_err() {
+        if self.published.send((Arc::new(event), publish)).is_err() {
             tracing::error!(run = %self.run_id, "the run log's publisher is gone");
         }
     }
@@ -246,7 +254,7 @@ impl RunLog {
         self: &Arc<Self>,
         after_seq: u64,
         notices: Option<broadcast::Receiver<Notice>>,
-    ) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
+    ) -> Events {
         let live = self.live.subscribe();
         // What was committed before the subscription is read from the store; everything after
         // comes live — streamed pieces included, which the store never has. (An event
@@ -292,7 +300,7 @@ enum Publish {
 /// for [`RunLog::committed`] and for the subscribers.
 async fn publish(
     run_id: RunId,
-    mut queue: mpsc::UnboundedReceiver<(pb::RunEvent, Publish)>,
+    mut queue: mpsc::UnboundedReceiver<(Arc<pb::RunEvent>, Publish)>,
     progress: watch::Sender<Progress>,
     live: broadcast::Sender<Arc<pb::RunEvent>>,
     changes: RunChanges,
@@ -303,7 +311,7 @@ async fn publish(
             Publish::Committed(answer) => answer,
             Publish::Delta => {
                 if !failed && live.receiver_count() > 0 {
-                    let _ = live.send(Arc::new(event));
+                    let _ = live.send(event);
                 }
                 continue;
             }
@@ -317,7 +325,7 @@ async fn publish(
                 let seq = event.seq;
                 // Nobody listening is fine: the event is in the store.
                 if live.receiver_count() > 0 {
-                    let _ = live.send(Arc::new(event));
+                    let _ = live.send(event);
                 }
                 progress.send_replace(Progress::Committed(seq));
                 changes.changed(&run_id);
@@ -342,7 +350,7 @@ pub fn replay(
     run_id: RunId,
     after_seq: u64,
     notices: Option<broadcast::Receiver<Notice>>,
-) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
+) -> Events {
     follow(store, run_id, after_seq, None, notices)
 }
 
@@ -363,7 +371,7 @@ fn follow(
     after_seq: u64,
     mut live: Option<Live>,
     notices: Option<broadcast::Receiver<Notice>>,
-) -> mpsc::Receiver<Result<pb::RunEvent, StoreError>> {
+) -> Events {
     let (sender, receiver) = mpsc::channel(SUBSCRIBER_BUFFER);
     tokio::spawn(async move {
         let mut cursor = after_seq;
@@ -409,7 +417,7 @@ fn follow(
                     {
                         at = event.seq;
                         finished |= is_finish(&event);
-                        if sender.send(Ok(event)).await.is_err() {
+                        if sender.send(Ok(Box::new(event))).await.is_err() {
                             return (at, false, finished);
                         }
                     }
@@ -433,7 +441,10 @@ fn follow(
                     // repeats it).
                     Ok(event) if event.delta => {
                         if event.seq == cursor + 1
-                            && sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err()
+                            && sender
+                                .send(Ok(Box::new(Arc::unwrap_or_clone(event))))
+                                .await
+                                .is_err()
                         {
                             return;
                         }
@@ -442,7 +453,11 @@ fn follow(
                     Ok(event) if event.seq == cursor + 1 => {
                         cursor = event.seq;
                         finished |= is_finish(&event);
-                        if sender.send(Ok(Arc::unwrap_or_clone(event))).await.is_err() {
+                        if sender
+                            .send(Ok(Box::new(Arc::unwrap_or_clone(event))))
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                     }

@@ -39,6 +39,7 @@ mod tokens;
 
 pub use changes::changes_page;
 pub use error::AgentError;
+pub use log::Events;
 pub(crate) use preview::preview;
 pub use provider::{ProviderSettings, RetryPolicy};
 pub use runtime::AgentRuntime;

@@ -5,7 +5,6 @@
 use std::sync::atomic::Ordering;
 
 use airlock_proto::v1 as pb;
-use tokio::sync::mpsc;
 
 use super::error::AgentError;
 use super::log;
@@ -13,7 +12,7 @@ use super::runtime::AgentRuntime;
 use super::start::check_input;
 use crate::ids::RunId;
 use crate::policy::{Approver, Verdict};
-use crate::store::{RunCommand, StoreError};
+use crate::store::RunCommand;
 
 /// A run's own stream may send this many refused decisions before they stop being recorded:
 /// enough to debug a client, too few to flood the log.
@@ -21,11 +20,7 @@ const MAX_RECORDED_REJECTIONS: u32 = 100;
 
 impl AgentRuntime {
     /// Every event of a run after `after_seq`, then live ones until the run finishes.
-    pub async fn follow(
-        &self,
-        run_id: &RunId,
-        after_seq: u64,
-    ) -> Result<mpsc::Receiver<Result<pb::RunEvent, StoreError>>, AgentError> {
+    pub async fn follow(&self, run_id: &RunId, after_seq: u64) -> Result<log::Events, AgentError> {
         if let Some(live) = self.live_run(run_id) {
             return Ok(live.log.follow(after_seq, self.notices()));
         }

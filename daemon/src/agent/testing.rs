@@ -12,15 +12,14 @@ use std::time::Duration;
 use airlock_proto::v1 as pb;
 use pb::run_event::Event;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
-use super::{AgentRuntime, AgentSettings, RunOwner};
+use super::{AgentRuntime, AgentSettings, Events, RunOwner};
 use crate::engine::Engines;
 use crate::engine::process::{ProcessConfig, ProcessEngine};
 use crate::engine::wasm::{WasmConfig, WasmEngine};
 use crate::ids::RunId;
 use crate::profile::Profiles;
-use crate::store::{SqliteStore, Store, StoreError, StoreOptions};
+use crate::store::{SqliteStore, Store, StoreOptions};
 use crate::tools::{Executor, Registry};
 use crate::trace::Tracer;
 use crate::workspace::WorkspaceRoots;
@@ -207,11 +206,11 @@ impl Harness {
 
 /// A run's events as a client receives them.
 pub(crate) struct Follower {
-    events: mpsc::Receiver<Result<pb::RunEvent, StoreError>>,
+    events: Events,
 }
 
 impl Follower {
-    pub fn of(events: mpsc::Receiver<Result<pb::RunEvent, StoreError>>) -> Follower {
+    pub fn of(events: Events) -> Follower {
         Follower { events }
     }
 
@@ -219,7 +218,7 @@ impl Follower {
         tokio::time::timeout(EVENT_WAIT, self.events.recv())
             .await
             .expect("the run's next event comes")
-            .map(|event| event.expect("the log reads"))
+            .map(|event| *event.expect("the log reads"))
     }
 
     /// Events up to and including the first that `matches`.

@@ -8,11 +8,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::super::live::CancelSwitch;
-use crate::cancel::or_cancel;
+use crate::cancel::{Cancelled, or_cancel};
 use crate::domain::{StopReason, Usage};
 use crate::store::StoreError;
 
@@ -229,12 +230,16 @@ impl Budget {
     }
 
     /// Waits for `work` unless the run is cancelled or its wall time ends first; the one way
-    /// the loop waits for anything.
-    pub async fn guard<F: Future>(&self, work: F) -> Result<F::Output, Halt> {
-        tokio::select! {
-            outcome = or_cancel(self.cancel.token(), work) => outcome.map_err(|_| self.cancelled()),
-            () = tokio::time::sleep_until(self.deadline) => Err(self.wall_time_exhausted()),
-        }
+    /// the loop waits for anything. Built of futures that hold `work` once, not an `async fn`
+    /// (see [`or_cancel`]): a run waits for an approval inside it.
+    pub fn guard<F: Future>(&self, work: F) -> impl Future<Output = Result<F::Output, Halt>> {
+        tokio::time::timeout_at(self.deadline, or_cancel(self.cancel.token(), work)).map(
+            |outcome| match outcome {
+                Ok(Ok(output)) => Ok(output),
+                Ok(Err(Cancelled)) => Err(self.cancelled()),
+                Err(_elapsed) => Err(self.wall_time_exhausted()),
+            },
+        )
     }
 }
 

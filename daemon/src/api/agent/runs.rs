@@ -13,7 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::access::{CONSOLE_BUFFER, EventStream, check_start, owned_run, run_owner};
-use crate::agent::{AgentError, AgentRuntime};
+use crate::agent::{AgentError, AgentRuntime, Events};
 use crate::api::auth::caller;
 use crate::api::error::ApiError;
 use crate::api::request::{parse_id, run_page_token, runs_query, verdict};
@@ -21,7 +21,7 @@ use crate::api::tenants::Tenant;
 use crate::audit::Act;
 use crate::config::ApprovalRights;
 use crate::ids::RunId;
-use crate::store::{RunRecord, RunState, StoreError};
+use crate::store::{RunRecord, RunState};
 use crate::wire;
 use crate::workspace::WorkspaceError;
 
@@ -45,7 +45,7 @@ impl Runs {
         &self,
         tenant: &Tenant,
         attach: &pb::AttachRun,
-    ) -> Result<(RunId, mpsc::Receiver<Result<pb::RunEvent, StoreError>>), ApiError> {
+    ) -> Result<(RunId, Events), ApiError> {
         let run_id = owned_run(&self.runtime, tenant, &attach.run_id, "run_id").await?;
         let last_seq = self
             .runtime
@@ -72,7 +72,7 @@ impl Runs {
         &self,
         tenant: &Tenant,
         mut start: pb::StartRun,
-    ) -> Result<(RunId, mpsc::Receiver<Result<pb::RunEvent, StoreError>>), ApiError> {
+    ) -> Result<(RunId, Events), ApiError> {
         check_start(&self.runtime, tenant, &mut start)?;
         let owner = run_owner(tenant);
         let started = self
@@ -91,8 +91,11 @@ impl Runs {
     ) -> Result<Response<EventStream<pb::RunEvent>>, Status> {
         let tenant = caller(&request)?;
         let (_, events) = self.start(&tenant, request.into_inner()).await?;
-        let stream = ReceiverStream::new(events)
-            .map(|event| event.map_err(|err| Status::from(ApiError::from(err))));
+        let stream = ReceiverStream::new(events).map(|event| {
+            event
+                .map(|event| *event)
+                .map_err(|err| Status::from(ApiError::from(err)))
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -169,8 +172,11 @@ impl Runs {
                 }
             }
         });
-        let stream = ReceiverStream::new(events)
-            .map(|event| event.map_err(|err| Status::from(ApiError::from(err))));
+        let stream = ReceiverStream::new(events).map(|event| {
+            event
+                .map(|event| *event)
+                .map_err(|err| Status::from(ApiError::from(err)))
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -180,8 +186,11 @@ impl Runs {
     ) -> Result<Response<EventStream<pb::RunEvent>>, Status> {
         let tenant = caller(&request)?;
         let (_, events) = self.attach(&tenant, request.get_ref()).await?;
-        let stream = ReceiverStream::new(events)
-            .map(|event| event.map_err(|err| Status::from(ApiError::from(err))));
+        let stream = ReceiverStream::new(events).map(|event| {
+            event
+                .map(|event| *event)
+                .map_err(|err| Status::from(ApiError::from(err)))
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 

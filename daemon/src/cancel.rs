@@ -3,23 +3,26 @@
 use std::future::Future;
 
 use futures::FutureExt;
+use tokio_util::future::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 
 /// The wait was cut short by its cancellation token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
-/// `work`'s outcome, or [`Cancelled`] if `token` is cancelled first (also when it already is).
+/// `work`'s outcome, or [`Cancelled`] if `token` is cancelled first (also when it already is:
+/// checked as the future is made, and `work` is then dropped unpolled). When both are ready
+/// at once, `work`'s outcome wins.
 ///
-/// A function returning tokio-util's future rather than an `async fn`: an `async fn` keeps
-/// its argument and the future it awaits side by side, so every such layer doubled what it
+/// A function returning tokio-util's future, which holds `work` once, rather than an `async
+/// fn` (or `CancellationToken::run_until_cancelled`, itself one): an `async fn` keeps its
+/// argument and the future it awaits side by side, so every such layer doubled what it
 /// wrapped, and a run waiting for an approval kept four copies of the wait's state.
 pub fn or_cancel<F: Future>(
     token: &CancellationToken,
     work: F,
 ) -> impl Future<Output = Result<F::Output, Cancelled>> {
-    token
-        .run_until_cancelled(work)
+    work.with_cancellation_token(token)
         .map(|outcome| outcome.ok_or(Cancelled))
 }
 

@@ -51,11 +51,11 @@ const CATCH_UP_BATCH: usize = 512;
 /// Events queued for a subscriber's connection.
 const SUBSCRIBER_BUFFER: usize = 64;
 
-/// A subscriber's events, in order, each in a box of its own: a channel keeps its values
-/// inline in blocks of 32, allocated as the channel is made, and a `RunEvent` takes 712
-/// bytes (its largest kind inline), so unboxed every follower's channel took 22 KiB before
-/// its first event, a waiting run's included.
-pub type Events = mpsc::Receiver<Result<Box<pb::RunEvent>, StoreError>>;
+/// A subscriber's events, in order, each behind a pointer — the live ones shared with the
+/// run's other subscribers: a channel keeps its values inline in blocks of 32, allocated as
+/// the channel is made, and a `RunEvent` takes 712 bytes (its largest kind inline), so inline
+/// every follower's channel took 22 KiB before its first event, a waiting run's included.
+pub type Events = mpsc::Receiver<Result<Arc<pb::RunEvent>, StoreError>>;
 
 /// How soon a follower of a fleet's run first asks a store that failed it again, and the
 /// longest it waits between two tries: soon enough that a client sees the run go on within
@@ -417,7 +417,7 @@ fn follow(
                     {
                         at = event.seq;
                         finished |= is_finish(&event);
-                        if sender.send(Ok(Box::new(event))).await.is_err() {
+                        if sender.send(Ok(Arc::new(event))).await.is_err() {
                             return (at, false, finished);
                         }
                     }
@@ -440,12 +440,7 @@ fn follow(
                     // while the subscriber is caught up, and moves no cursor (that event
                     // repeats it).
                     Ok(event) if event.delta => {
-                        if event.seq == cursor + 1
-                            && sender
-                                .send(Ok(Box::new(Arc::unwrap_or_clone(event))))
-                                .await
-                                .is_err()
-                        {
+                        if event.seq == cursor + 1 && sender.send(Ok(event)).await.is_err() {
                             return;
                         }
                     }
@@ -453,11 +448,7 @@ fn follow(
                     Ok(event) if event.seq == cursor + 1 => {
                         cursor = event.seq;
                         finished |= is_finish(&event);
-                        if sender
-                            .send(Ok(Box::new(Arc::unwrap_or_clone(event))))
-                            .await
-                            .is_err()
-                        {
+                        if sender.send(Ok(event)).await.is_err() {
                             return;
                         }
                     }

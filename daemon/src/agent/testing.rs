@@ -218,7 +218,7 @@ impl Follower {
         tokio::time::timeout(EVENT_WAIT, self.events.recv())
             .await
             .expect("the run's next event comes")
-            .map(|event| *event.expect("the log reads"))
+            .map(|event| std::sync::Arc::unwrap_or_clone(event.expect("the log reads")))
     }
 
     /// Events up to and including the first that `matches`.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use futures::future::Either;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -232,13 +233,22 @@ impl Budget {
     /// Waits for `work` unless the run is cancelled or its wall time ends first; the one way
     /// the loop waits for anything. Built of futures that hold `work` once, not an `async fn`
     /// (see [`or_cancel`]): a run waits for an approval inside it.
+    ///
+    /// A cancel reads as one whatever else is ready; then `work`'s outcome wins over the
+    /// deadline. Past the deadline `work` is not started at all, since its first poll may
+    /// already act (an approval's question is registered and recorded before it waits).
     pub fn guard<F: Future>(&self, work: F) -> impl Future<Output = Result<F::Output, Halt>> {
-        tokio::time::timeout_at(self.deadline, or_cancel(self.cancel.token(), work)).map(
-            |outcome| match outcome {
-                Ok(Ok(output)) => Ok(output),
-                Ok(Err(Cancelled)) => Err(self.cancelled()),
-                Err(_elapsed) => Err(self.wall_time_exhausted()),
-            },
+        if Instant::now() >= self.deadline && !self.cancel.token().is_cancelled() {
+            return Either::Left(std::future::ready(Err(self.wall_time_exhausted())));
+        }
+        Either::Right(
+            tokio::time::timeout_at(self.deadline, or_cancel(self.cancel.token(), work)).map(
+                move |outcome| match outcome {
+                    Ok(Ok(output)) => Ok(output),
+                    Ok(Err(Cancelled)) => Err(self.cancelled()),
+                    Err(_elapsed) => Err(self.wall_time_exhausted()),
+                },
+            ),
         )
     }
 }
@@ -347,6 +357,49 @@ mod tests {
             waited,
             Err(Halt::Stop(Stop {
                 reason: StopReason::BudgetExhausted,
+                ..
+            }))
+        ));
+    }
+
+    /// Past the deadline the work is never polled (its first poll may ask a question), and a
+    /// cancel still reads as a cancel.
+    #[tokio::test]
+    async fn past_its_deadline_a_guarded_wait_starts_nothing() {
+        let mut spent = limits();
+        spent.wall_time = Duration::ZERO;
+        let budget = || {
+            Budget::new(
+                spent.clone(),
+                Usage::default(),
+                0,
+                BTreeMap::new(),
+                Duration::ZERO,
+                Arc::default(),
+            )
+        };
+        let polled = std::sync::atomic::AtomicBool::new(false);
+        let work = async {
+            polled.store(true, std::sync::atomic::Ordering::SeqCst);
+            7
+        };
+        let waited = budget().guard(work).await;
+        assert!(matches!(
+            waited,
+            Err(Halt::Stop(Stop {
+                reason: StopReason::BudgetExhausted,
+                ..
+            }))
+        ));
+        assert!(!polled.load(std::sync::atomic::Ordering::SeqCst));
+
+        let cancelled = budget();
+        cancelled.cancel.pull("stop".into());
+        let waited = cancelled.guard(async { 7 }).await;
+        assert!(matches!(
+            waited,
+            Err(Halt::Stop(Stop {
+                reason: StopReason::Cancelled,
                 ..
             }))
         ));

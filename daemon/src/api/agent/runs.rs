@@ -91,12 +91,7 @@ impl Runs {
     ) -> Result<Response<EventStream<pb::RunEvent>>, Status> {
         let tenant = caller(&request)?;
         let (_, events) = self.start(&tenant, request.into_inner()).await?;
-        let stream = ReceiverStream::new(events).map(|event| {
-            event
-                .map(|event| *event)
-                .map_err(|err| Status::from(ApiError::from(err)))
-        });
-        Ok(Response::new(Box::pin(stream)))
+        Ok(Response::new(event_stream(events)))
     }
 
     pub(super) async fn run(
@@ -172,12 +167,7 @@ impl Runs {
                 }
             }
         });
-        let stream = ReceiverStream::new(events).map(|event| {
-            event
-                .map(|event| *event)
-                .map_err(|err| Status::from(ApiError::from(err)))
-        });
-        Ok(Response::new(Box::pin(stream)))
+        Ok(Response::new(event_stream(events)))
     }
 
     pub(super) async fn watch(
@@ -186,12 +176,7 @@ impl Runs {
     ) -> Result<Response<EventStream<pb::RunEvent>>, Status> {
         let tenant = caller(&request)?;
         let (_, events) = self.attach(&tenant, request.get_ref()).await?;
-        let stream = ReceiverStream::new(events).map(|event| {
-            event
-                .map(|event| *event)
-                .map_err(|err| Status::from(ApiError::from(err)))
-        });
-        Ok(Response::new(Box::pin(stream)))
+        Ok(Response::new(event_stream(events)))
     }
 
     pub(super) async fn cancel(
@@ -368,6 +353,16 @@ impl Runs {
             .map_err(ApiError::from)?;
         Ok(Response::new(run_info(run)))
     }
+}
+
+/// A run's events as the client's stream: each event copied out of the pointer the run's
+/// subscribers share (moved when this subscriber holds it alone), a store error mapped once.
+fn event_stream(events: Events) -> EventStream<pb::RunEvent> {
+    Box::pin(ReceiverStream::new(events).map(|event| {
+        event
+            .map(Arc::unwrap_or_clone)
+            .map_err(|err| Status::from(ApiError::from(err)))
+    }))
 }
 
 /// Whether `tenant` may use `path` as a workspace: inside the daemon's roots and its own,

@@ -184,6 +184,11 @@ pub enum DecisionError {
         approval_id: String,
         prefix: Vec<String>,
     },
+    #[error(
+        "the reason given for approval `{approval_id}` {why}: a reason is a sentence or two of \
+         text for the run's log, the audit log and the people notified"
+    )]
+    BadReason { approval_id: String, why: String },
 }
 
 /// A call's full output, kept when the caller saw only part.

@@ -153,9 +153,9 @@ fn decision_code(decision: &DecisionError) -> Code {
         | DecisionError::DigestMismatch(_)
         | DecisionError::PastDeadline(_)
         | DecisionError::NotGrantable(_) => Code::FailedPrecondition,
-        DecisionError::NoDecision(_) | DecisionError::BadGrantPrefix { .. } => {
-            Code::InvalidArgument
-        }
+        DecisionError::NoDecision(_)
+        | DecisionError::BadGrantPrefix { .. }
+        | DecisionError::BadReason { .. } => Code::InvalidArgument,
     }
 }
 
@@ -245,6 +245,7 @@ impl From<DecisionError> for ApiError {
                 ApiError::Decision(err).at("decision")
             }
             DecisionError::BadGrantPrefix { .. } => ApiError::Decision(err).at("grant_prefix"),
+            DecisionError::BadReason { .. } => ApiError::Decision(err).at("reason"),
             DecisionError::PastDeadline(_) => ApiError::Decision(err),
         }
     }

@@ -22,6 +22,11 @@ use crate::ids::RunId;
 /// Updates queued for a slow approver before it is told to catch up.
 const UPDATE_BUFFER: usize = 1024;
 
+/// The longest reason an approver may give, in bytes: a sentence or two. It is copied into the
+/// run's log, the call's observation, the audit log and notifications, so an answer must not
+/// be a way to put megabytes into each.
+const MAX_REASON_BYTES: usize = 4096;
+
 /// Who sent a decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Approver {
@@ -149,6 +154,7 @@ impl ApprovalBroker {
             let Some(decision) = verdict.decision else {
                 return Err(DecisionError::NoDecision(id.clone()));
             };
+            check_reason(id, &verdict.reason)?;
             check_grant(&pending.request, decision, &verdict.grant_prefix)?;
             let Some(pending) = state.pending.remove(id) else {
                 return Err(DecisionError::NotPending(id.clone()));
@@ -260,6 +266,25 @@ impl ApprovalBroker {
             let _ = self.updates.send(update);
         }
     }
+}
+
+/// A reason an approver may give: at most [`MAX_REASON_BYTES`], and no NUL (which no text
+/// column of PostgreSQL holds, and no person types).
+fn check_reason(approval_id: &str, reason: &str) -> Result<(), DecisionError> {
+    let why = if reason.len() > MAX_REASON_BYTES {
+        format!(
+            "is {} bytes, over the {MAX_REASON_BYTES} allowed",
+            reason.len()
+        )
+    } else if reason.contains('\0') {
+        "holds a NUL character".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(DecisionError::BadReason {
+        approval_id: approval_id.to_owned(),
+        why,
+    })
 }
 
 /// What approvers are told of a request answered with `decision`.
@@ -459,7 +484,17 @@ mod tests {
             ),
             Err(DecisionError::OtherRun { .. })
         ));
+        // A reason no text column holds, or one of megabytes, is refused and changes nothing.
+        for reason in ["fine\0".to_owned(), "x".repeat(MAX_REASON_BYTES + 1)] {
+            let mut bad = decision("a1", Some(Decision::ApproveOnce));
+            bad.reason = reason;
+            assert!(matches!(
+                broker.decide(&bad, &Approver::Console),
+                Err(DecisionError::BadReason { .. })
+            ));
+        }
         let mut right = decision("a1", Some(Decision::ApproveOnce));
+        right.reason = "y".repeat(MAX_REASON_BYTES);
         right.digest = "digest-a1".into();
         broker
             .decide(

@@ -241,9 +241,11 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
         port: 443,
     }));
     store.save_approval(&connection).await.expect("save");
+    // A reason the daemon records is stored whatever it holds: NUL, which PostgreSQL's text
+    // refuses, reads back as U+FFFD from every backend.
     let resolution = ApprovalResolution {
         decision: Decision::ApproveSession,
-        reason: "fine".into(),
+        reason: "fine\0".into(),
         decided_by: DecidedBy::Console,
         resolved_at_ms: 9,
     };
@@ -273,7 +275,13 @@ pub(super) async fn checkpoints_effects_approvals_and_grants_round_trip(
             .approval_for_call(run_id, &call_id)
             .await
             .expect("read"),
-        Some((asked, Some(resolution)))
+        Some((
+            asked,
+            Some(ApprovalResolution {
+                reason: "fine\u{fffd}".into(),
+                ..resolution
+            })
+        ))
     );
 
     let exact = GrantRecord {

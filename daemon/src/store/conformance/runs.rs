@@ -64,10 +64,12 @@ pub(super) async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenan
             .any(|r| r.run_id == run_id && r.state == RunState::WaitingForApproval)
     );
     // An end whose event the log does not hold (its write failed) leaves the run unfinished.
+    // A model's answer and a provider's error may hold NUL, which PostgreSQL's text refuses:
+    // every backend keeps it as U+FFFD (the run's events keep the text exactly).
     let end = RunEnd {
         stop_reason: StopReason::Final,
-        stop_detail: String::new(),
-        final_text: "done".into(),
+        stop_detail: "detail\0".into(),
+        final_text: "done\0 at last".into(),
         finished_at_ms: 20,
         last_seq: 4,
     };
@@ -95,7 +97,8 @@ pub(super) async fn sessions_runs_and_events_round_trip(store: &dyn Store, tenan
     let read = store.run(&run_id).await.expect("read").expect("exists");
     assert_eq!(read.state, RunState::Finished);
     assert_eq!(read.stop_reason, Some(StopReason::Final));
-    assert_eq!(read.final_text, "done");
+    assert_eq!(read.final_text, "done\u{fffd} at last");
+    assert_eq!(read.stop_detail, "detail\u{fffd}");
     assert_eq!(read.usage, usage);
     assert_eq!(read.steps, 2);
     assert!(

@@ -4,6 +4,7 @@
 use airlock_proto::v1 as pb;
 use prost::Message as _;
 
+use super::text_column;
 use crate::domain;
 use crate::ids::{ApprovalId, CallId, RunId};
 use crate::store::rows::{corrupt, decode, resolution};
@@ -176,6 +177,7 @@ pub(in crate::store) async fn resolve_approval<S: Sql>(
     approval_id: &ApprovalId,
     resolution: &ApprovalResolution,
 ) -> StoreResult<()> {
+    let reason = text_column(&resolution.reason);
     c.execute(
         // The first resolution stands: a daemon that lost the run (frozen while it waited)
         // must not overwrite how the daemon that took it over had it answered.
@@ -184,7 +186,7 @@ pub(in crate::store) async fn resolve_approval<S: Sql>(
         args![
             approval_id.as_str(),
             domain::decision(resolution.decision) as i32,
-            &resolution.reason,
+            reason.as_ref(),
             resolution.decided_by.as_str(),
             resolution.resolved_at_ms,
         ],

@@ -12,6 +12,19 @@ pub(super) mod outputs;
 pub(super) mod runs;
 pub(super) mod sessions;
 
+/// Text as a text column keeps it: as it is, but for NUL (which PostgreSQL's `text` refuses),
+/// made U+FFFD — on every backend, so a record reads back the same from either. For what
+/// the daemon records from untrusted text (a model's final answer, an error a provider or a
+/// tool wrote): the run's events, stored as bytes, keep such text exactly. A run's input is
+/// checked for NUL as the run starts; runs recorded before that check may hold one.
+fn text_column(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{fffd}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// A sequence number as a column holds it.
 fn seq_param(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)

@@ -4,7 +4,7 @@
 use airlock_proto::v1 as pb;
 use prost::Message as _;
 
-use super::{count_param, seq_param};
+use super::{count_param, seq_param, text_column};
 use crate::domain;
 use crate::domain::Usage;
 use crate::ids::{NodeId, RunId};
@@ -36,7 +36,8 @@ pub(in crate::store) async fn create_run<S: Sql>(
         run.start.encode_to_vec(),
         domain::usage(&run.usage).encode_to_vec(),
     );
-    let input = searchable(&run.start.input);
+    let input = text_column(&run.start.input);
+    let (stop_detail, final_text) = (text_column(&run.stop_detail), text_column(&run.final_text));
     let columns: [Arg<'_>; 16] = [
         run.run_id.as_str().into(),
         run.session_id.as_str().into(),
@@ -50,8 +51,8 @@ pub(in crate::store) async fn create_run<S: Sql>(
         run.stop_reason
             .map(|r| domain::stop_reason(r) as i32)
             .into(),
-        (&run.stop_detail).into(),
-        (&run.final_text).into(),
+        stop_detail.as_ref().into(),
+        final_text.as_ref().into(),
         (&usage).into(),
         i64::from(run.steps).into(),
         seq_param(first.seq).into(),
@@ -62,7 +63,7 @@ pub(in crate::store) async fn create_run<S: Sql>(
         Some(owner) if S::DIALECT.leases() => {
             let mut owned = columns.to_vec();
             owned.push(owner.as_str().into());
-            owned.push(input.as_str().into());
+            owned.push(input.as_ref().into());
             c.execute(
                 &format!(
                     "INSERT INTO runs ({RUN_COLUMNS}, owner, epoch, input)
@@ -74,7 +75,7 @@ pub(in crate::store) async fn create_run<S: Sql>(
         }
         _ => {
             let mut with_input = columns.to_vec();
-            with_input.push(input.as_str().into());
+            with_input.push(input.as_ref().into());
             c.execute(
                 &format!("INSERT INTO runs ({RUN_COLUMNS}, input) VALUES ({values}, $17)"),
                 &with_input,
@@ -88,13 +89,6 @@ pub(in crate::store) async fn create_run<S: Sql>(
     )
     .await
     .map(|_| ())
-}
-
-/// A run's input as the `input` column keeps it, for searches: text as it is, but for NUL
-/// (which PostgreSQL's text refuses), made U+FFFD. Inputs are checked for NUL as runs start;
-/// runs recorded before that check may hold one.
-fn searchable(input: &str) -> String {
-    input.replace('\0', "\u{fffd}")
 }
 
 /// Copies each run's input out of its `start` into the `input` column searches read, for
@@ -128,7 +122,7 @@ pub(in crate::store) async fn copy_out_inputs<S: Sql>(c: &S) -> StoreResult<u64>
             for mut row in rows {
                 let run_id: String = row.get(0)?;
                 let input = match pb::StartRun::decode(row.get::<Vec<u8>>(1)?.as_slice()) {
-                    Ok(start) => searchable(&start.input),
+                    Ok(start) => text_column(&start.input).into_owned(),
                     Err(err) => {
                         tracing::warn!(run = %run_id, error = %err, "a run's start does not decode: it cannot be searched by its input");
                         String::new()
@@ -285,6 +279,7 @@ pub(in crate::store) async fn finish_run<S: Sql>(
     end: &RunEnd,
 ) -> StoreResult<()> {
     let last_seq = super::seq_param(end.last_seq);
+    let (stop_detail, final_text) = (text_column(&end.stop_detail), text_column(&end.final_text));
     let updated = c
         .execute(
             "UPDATE runs SET state = 'finished', stop_reason = $2, stop_detail = $3,
@@ -293,8 +288,8 @@ pub(in crate::store) async fn finish_run<S: Sql>(
             args![
                 run_id.as_str(),
                 domain::stop_reason(end.stop_reason) as i32,
-                &end.stop_detail,
-                &end.final_text,
+                stop_detail.as_ref(),
+                final_text.as_ref(),
                 end.finished_at_ms,
                 last_seq,
             ],

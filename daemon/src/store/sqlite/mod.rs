@@ -7,6 +7,7 @@
 //! failure; `StoreOptions::fsync_every_commit` trades speed for that too. Group commit makes
 //! either setting cost one commit per batch of writes, not per write.
 
+mod pcache;
 mod schema;
 mod sql;
 mod writer;
@@ -39,7 +40,8 @@ const STATEMENT_CACHE_CAPACITY: usize = 64;
 /// pages of a few hundred runs: with ten thousand waiting, every step of another run read
 /// its index and table pages back from the kernel (a `pread` each), half the daemon's CPU
 /// in the scale benchmark. 64 MiB holds the working set of that many runs; it is a ceiling,
-/// filled only as pages are read.
+/// filled only as pages are read. A cache this size is what [`pcache`] keeps commits from
+/// walking.
 const CACHE_KIB: u32 = 64 * 1024;
 
 /// How the store is opened.
@@ -95,6 +97,11 @@ fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connectio
         path: display.clone(),
         message: "another process (another airlockd on the same state dir?) holds it".into(),
     };
+    if let Err(err) = pcache::install() {
+        tracing::warn!(
+            "the store keeps SQLite's own page cache, which walks itself whole on some commits: {err}"
+        );
+    }
     let connection = Connection::open(path).map_err(open_error)?;
     // The daemon is the file's only user. Holding its lock for the daemon's lifetime spares
     // every commit the shared-memory index and its file locks, and it keeps a second daemon

@@ -65,6 +65,7 @@ pub use check::{CheckError, CheckOptions, check_tool};
 pub use daemon::{Daemon, StartError};
 pub use engine::wasm::on_worker_park;
 pub use reload::{ReloadError, Reloaded, Reloader};
+pub use store::install_page_cache;
 
 /// Where the access token of the `default` tenant is kept, in the state dir.
 pub use api::token_file::TOKEN_FILE;

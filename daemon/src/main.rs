@@ -135,6 +135,9 @@ fn main() -> anyhow::Result<()> {
     // Before any thread starts: each thread the daemon makes inherits the main thread's
     // capabilities.
     let taken_up = airlock_daemon::privileges::take_up();
+    // Before any thread starts too, as SQLite asks of its configuration; an error is
+    // reported when the store opens.
+    let _ = airlock_daemon::install_page_cache();
     let args = Args::parse();
     init_logging(args.log_format);
     match taken_up {

@@ -45,7 +45,7 @@ pub use postgres::testing::fresh_database as fresh_postgres_database;
 pub use relay::{
     CommandId, CommandOutcome, CommandState, Notice, Relay, RunCommand, StoredApproval,
 };
-pub use sqlite::{SqliteStore, StoreOptions};
+pub use sqlite::{SqliteStore, StoreOptions, install_page_cache};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRecord {

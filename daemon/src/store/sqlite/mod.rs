@@ -83,6 +83,14 @@ impl SqliteStore {
     }
 }
 
+/// Installs the store's page cache ([`pcache`]) for the process. SQLite takes its
+/// configuration only before its first connection and not while another thread opens one:
+/// the daemon calls this before it starts a thread; the store's open calls it too, and
+/// reports an error.
+pub fn install_page_cache() -> Result<(), String> {
+    pcache::install()
+}
+
 fn open_connection(path: &Path, options: &StoreOptions) -> StoreResult<Connection> {
     let display = path.display().to_string();
     let open_error = |err: rusqlite::Error| StoreError::Open {
@@ -626,6 +634,7 @@ mod tests {
     async fn a_database_newer_than_the_daemon_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("airlock.db");
+        pcache::install().expect("page cache");
         let connection = Connection::open(&path).expect("create");
         connection
             .execute_batch("PRAGMA user_version = 99")

@@ -15,7 +15,11 @@
 //! fetch created a page at or a rekey moved one to, the temporary key apart while no page
 //! sits on it — and passes a truncation on only when a page at or past the limit may be
 //! there. Pages also leave the cache unseen (evicted, discarded), which leaves the bound
-//! loose, never wrong; a truncation that is passed on is SQLite's own, full walk included.
+//! loose, never wrong. A truncation that is passed on (a transaction that grew the file
+//! rolled back, a vacuum that shrank it) is SQLite's own, and still walks the whole cache:
+//! `pcache1` keeps the temporary key as its largest until then. The wrapper's state is a
+//! `Box` per cache, so running out of memory while a connection opens aborts, as
+//! everywhere in the daemon, rather than returning `SQLITE_NOMEM`.
 //!
 //! Written here because no crate offers it: the methods are SQLite's
 //! `sqlite3_pcache_methods2`, installed once per process before its first connection opens
@@ -29,7 +33,8 @@ use rusqlite::ffi;
 
 /// The byte SQLite locks files at (`sqlite3PendingByte`): the page that holds it is never
 /// used for data, which is what makes its number free for `balance_nonroot`'s swaps. Only
-/// SQLite's test builds move it.
+/// `SQLITE_TESTCTRL_PENDING_BYTE` moves it, which the daemon never calls; if it did, the
+/// real temporary key would count in the bound: slower, never wrong.
 const PENDING_BYTE: u32 = 0x4000_0000;
 
 /// Installs the wrapper for the process. Idempotent; an error (SQLite was initialised

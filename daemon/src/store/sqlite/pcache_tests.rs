@@ -16,6 +16,7 @@ fn take_counts() -> [u64; 4] {
 /// A connection as the store opens one (the wrapper installed, WAL, the store's cache), on
 /// this thread so that `COUNTS` sees its caches.
 fn open(dir: &Path) -> Connection {
+    super::install().expect("the page cache is installed before any connection opens");
     let connection =
         open_connection(&dir.join("pcache.db"), &StoreOptions::default()).expect("opens");
     connection

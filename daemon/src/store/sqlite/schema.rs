@@ -263,6 +263,8 @@ mod tests {
 
     #[test]
     fn the_migrations_reach_the_shared_table_list_from_nothing_and_from_an_old_release() {
+        // As the daemon does before its first connection.
+        crate::store::install_page_cache().expect("page cache");
         let fresh = Connection::open_in_memory().expect("memory");
         migrate(&fresh).expect("migrates");
         assert_eq!(catalog(&fresh), expected(Dialect::Sqlite));

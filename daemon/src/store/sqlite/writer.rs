@@ -231,6 +231,8 @@ mod tests {
     use super::*;
 
     fn writer() -> Writer {
+        // As the daemon does before its first connection.
+        crate::store::install_page_cache().expect("page cache");
         let connection = Connection::open_in_memory().expect("memory");
         connection
             .execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY)")

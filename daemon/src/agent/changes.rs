@@ -391,7 +391,9 @@ impl AgentRuntime {
                         ),
                     });
                 }
-                let to = parent.join(format!("{name}-fork-{}", &RunId::new().into_string()[..12]));
+                // An id's last eight digits are random (its first are the time it was made).
+                let id = RunId::new().into_string();
+                let to = parent.join(format!("{name}-fork-run_{}", &id[id.len() - 8..]));
                 start.session_id = String::new();
                 let undo = steps
                     .iter()

@@ -254,27 +254,37 @@ impl Dialect {
 }
 
 /// `$n` as `?n`, and the casts PostgreSQL needs after a parameter (`$2::bigint`) left out.
+///
+/// Runs for every statement on SQLite's one thread (before the statement cache, whose key is
+/// the rendered text), so it copies the text between parameters whole, finding each `$`
+/// with `str::find` (a `memchr`): a character at a time, it was 3% of a busy store thread's
+/// time (`perf`, section 3).
+/// `$`, digits, `:` and the cast's letters are ASCII, so every index it slices at is a
+/// character boundary.
 fn sqlite_parameters(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '$' || !chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push(c);
+    let mut rest = sql;
+    while let Some(dollar) = rest.find('$') {
+        let after = &rest[dollar + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            out.push_str(&rest[..=dollar]);
+            rest = after;
             continue;
         }
+        out.push_str(&rest[..dollar]);
         out.push('?');
-        while let Some(digit) = chars.next_if(char::is_ascii_digit) {
-            out.push(digit);
-        }
-        let mut ahead = chars.clone();
-        if ahead.next() == Some(':') && ahead.next() == Some(':') {
-            chars = ahead;
-            while chars
-                .next_if(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .is_some()
-            {}
+        out.push_str(&after[..digits]);
+        rest = &after[digits..];
+        if let Some(cast) = rest.strip_prefix("::") {
+            let name = cast
+                .bytes()
+                .take_while(|byte| byte.is_ascii_alphanumeric() || *byte == b'_')
+                .count();
+            rest = &cast[name..];
         }
     }
+    out.push_str(rest);
     out
 }
 
@@ -336,6 +346,72 @@ mod tests {
         assert_eq!(Dialect::Sqlite.render("SELECT 1"), "SELECT 1");
         let sql = "SELECT $1::text";
         assert_eq!(Dialect::Postgres.render(sql), sql);
+    }
+
+    /// The rewrite `sqlite_parameters` replaced, a character at a time: the oracle the search
+    /// below holds the faster one to.
+    fn char_by_char(sql: &str) -> String {
+        let mut out = String::with_capacity(sql.len());
+        let mut chars = sql.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '$' || !chars.peek().is_some_and(char::is_ascii_digit) {
+                out.push(c);
+                continue;
+            }
+            out.push('?');
+            while let Some(digit) = chars.next_if(char::is_ascii_digit) {
+                out.push(digit);
+            }
+            let mut ahead = chars.clone();
+            if ahead.next() == Some(':') && ahead.next() == Some(':') {
+                chars = ahead;
+                while chars
+                    .next_if(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .is_some()
+                {}
+            }
+        }
+        out
+    }
+
+    /// Texts drawn from the pieces a parameter's rewrite turns on — `$`, digits, `:`, cast
+    /// names, multi-byte characters (which the faster rewrite must never slice into) — agree
+    /// with the character-at-a-time rewrite.
+    #[test]
+    fn the_rewrite_agrees_with_a_character_at_a_time_one() {
+        const PIECES: &[&str] = &[
+            "$",
+            "$1",
+            "$12",
+            "$3::bigint",
+            "::",
+            ":",
+            "::text[]",
+            "$9::",
+            "$$",
+            "1",
+            "_x",
+            "bigint",
+            " ",
+            "é",
+            "€$",
+            "日本",
+            "'$2'",
+            "--",
+            "(",
+            ")",
+            ",",
+        ];
+        let mut random = crate::test_random::Xorshift(0x5EED_5A1E);
+        for _ in 0..20_000 {
+            let sql: String = (0..random.below(12))
+                .map(|_| PIECES[random.below(PIECES.len())])
+                .collect();
+            assert_eq!(sqlite_parameters(&sql), char_by_char(&sql), "for {sql:?}");
+        }
+        for sql in ["", "$", "x$", "$1", "$1::", "$1::int8 ", "a $10::text[] b"] {
+            assert_eq!(sqlite_parameters(sql), char_by_char(sql), "for {sql:?}");
+        }
     }
 
     #[test]

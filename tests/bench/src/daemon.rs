@@ -183,6 +183,25 @@ impl Airlockd {
         rss_of(&format!("/proc/{}/status", self.pid))
     }
 
+    /// Waits until the daemon has been nearly idle (under 5% of a core) for a tenth of a
+    /// second, or `longest` has passed: work a section's last answer left behind (a finished
+    /// run's last checkpoint is written after its end is told) is done before the next
+    /// measurement. Whether it settled.
+    pub async fn settle(&self, longest: Duration) -> anyhow::Result<bool> {
+        const QUIET: Duration = Duration::from_millis(100);
+        let started = Instant::now();
+        let mut before = cpu_time_of(self.pid)?;
+        while started.elapsed() < longest {
+            tokio::time::sleep(QUIET).await;
+            let now = cpu_time_of(self.pid)?;
+            if now.saturating_sub(before) < QUIET / 20 {
+                return Ok(true);
+            }
+            before = now;
+        }
+        Ok(false)
+    }
+
     /// The processes the daemon started and their proportional memory (each shared page
     /// split among its sharers, so a hundred copies of one interpreter are not counted as a
     /// hundred interpreters).
@@ -265,6 +284,34 @@ fn kib_field(text: &str, name: &str) -> Option<u64> {
 }
 
 /// `VmRSS` of a `/proc/<pid>/status` file, in bytes.
+/// The CPU time process `pid` has used, its threads' together (`/proc/<pid>/stat`'s utime
+/// and stime, in the kernel's clock ticks).
+fn cpu_time_of(pid: u32) -> anyhow::Result<Duration> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // The command name, in parentheses, may hold spaces: the fields are counted after it.
+    let fields: Vec<&str> = text
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let tick = |index: usize| -> anyhow::Result<u64> {
+        fields
+            .get(index)
+            .and_then(|field| field.parse().ok())
+            .with_context(|| format!("{path} has no field {}", index + 3))
+    };
+    // utime and stime are the stat file's 14th and 15th fields, the 12th and 13th after the name.
+    // SAFETY: sysconf reads a constant of the system and has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let per_second = u64::try_from(per_second)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or(100);
+    Ok(Duration::from_millis(
+        (tick(11)? + tick(12)?) * 1000 / per_second,
+    ))
+}
+
 pub fn rss_of(status: &str) -> anyhow::Result<u64> {
     let text = std::fs::read_to_string(status).with_context(|| format!("cannot read {status}"))?;
     parse_vm_rss(&text).with_context(|| format!("{status} has no VmRSS line"))

@@ -3,6 +3,10 @@
 //! memory is not counted) and the per-step latency of another run, which must go on while
 //! they wait. Then every waiting run is approved and must finish as scripted.
 //!
+//! Once they have finished, the other run's steps are measured again the same way: the
+//! store still holds every run, the daemon waits on none, which separates what the waiting
+//! runs cost another run from what a store that many runs larger does.
+//!
 //! Then it does the same with a hundred hosted MCP instances alive (`mcp_instances.rs`).
 //!
 //! A fresh daemon serves this section alone, so its memory is not that of earlier sections.
@@ -36,6 +40,10 @@ const MAX_BYTES_PER_WAITING_RUN: u64 = 100 * 1024;
 /// How long the daemon is given to settle after the last run starts waiting, before its
 /// memory is read: the last events are being written.
 const SETTLE: Duration = Duration::from_millis(300);
+
+/// How long the daemon may take to finish what the approved runs left behind before the
+/// rounds after them start anyway (and say so).
+const SETTLE_LONGEST: Duration = Duration::from_secs(60);
 
 /// Rounds of the probe, alternating between the loaded daemon and the idle one.
 pub(crate) const ROUNDS: usize = 6;
@@ -140,6 +148,40 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         }))
         .await
         .with_context(|| format!("finishing {waiting} approved runs"))?;
+        // The same rounds once the load has finished: the store still holds its runs, the
+        // daemon no longer waits on them. What is left of the slowdown here is the store's
+        // size; what went with the runs was theirs.
+        let after_key = format!("probe-after-{waiting}");
+        let idle_after_key = format!("probe-idle-after-{waiting}");
+        // Each finished run's last checkpoint is written after its end is told.
+        let settled = daemon.settle(SETTLE_LONGEST).await?;
+        let (mut loaded, mut unloaded) = (Samples::default(), Samples::default());
+        for _ in 0..bench.count(ROUNDS, 1) {
+            loaded.append(probe(bench, &channel, probe_steps, probe_runs).await?);
+            unloaded.append(probe(bench, &idle_channel, probe_steps, probe_runs).await?);
+        }
+        report.measured(
+            SECTION,
+            &after_key,
+            &format!("per step of another run, the {waiting} runs finished (the store keeps them)"),
+            loaded,
+        );
+        report.measured(
+            SECTION,
+            &idle_after_key,
+            "… the same run's step on the idle daemon, in rounds alternating with it",
+            unloaded,
+        );
+        if !settled {
+            report.note(
+                &after_key,
+                &format!(
+                    "the daemon was still busy after {} s",
+                    SETTLE_LONGEST.as_secs()
+                ),
+            );
+        }
+        report.compare(&after_key, &idle_after_key);
         largest = Some((waiting, per_run));
     }
     if let Some((waiting, _)) = largest {

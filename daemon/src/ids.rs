@@ -1,6 +1,8 @@
 //! Identifiers, one type per kind. Each kind has a prefix so an id in a log says what it
 //! names; the rest is the time it was made, then 80 random bits, so ids cannot be guessed or
-//! enumerated, and ids made later sort after (see [`new_id`]).
+//! enumerated, and a store takes a new one's rows at the end of its indexes (see
+//! [`new_id`]). Nothing may read a time or an order out of an id: ids made before this are
+//! random throughout, and a clock may step back or differ between a fleet's daemons.
 //!
 //! An id a client sends is checked for its shape when it is parsed ([`RunId::parse`]), so a
 //! typo is told apart from an id that names nothing; an id the daemon made, or read back from
@@ -233,7 +235,7 @@ mod tests {
         let time = |id: &RunId| u64::from_str_radix(&id.as_str()[4..4 + 12], 16).expect("hex");
         let now = u64::try_from(now_ms()).expect("after 1970");
         assert!(
-            now - time(&later[0]) < 60_000,
+            now.abs_diff(time(&later[0])) < 60_000,
             "{} is the time it was made",
             later[0]
         );

@@ -183,10 +183,10 @@ impl Airlockd {
         rss_of(&format!("/proc/{}/status", self.pid))
     }
 
-    /// Waits until the daemon has been nearly idle (under 5% of a core) for a tenth of a
-    /// second, or `longest` has passed: work a section's last answer left behind (a finished
-    /// run's last checkpoint is written after its end is told) is done before the next
-    /// measurement. Whether it settled.
+    /// Waits until the daemon has used no tick of CPU time (the kernel counts it in ticks of
+    /// 10 ms here) for a tenth of a second, or `longest` has passed: work a section's last
+    /// answer left behind (a finished run's last checkpoint is written after its end is told)
+    /// is done before the next measurement. Whether it settled.
     pub async fn settle(&self, longest: Duration) -> anyhow::Result<bool> {
         const QUIET: Duration = Duration::from_millis(100);
         let started = Instant::now();
@@ -194,7 +194,7 @@ impl Airlockd {
         while started.elapsed() < longest {
             tokio::time::sleep(QUIET).await;
             let now = cpu_time_of(self.pid)?;
-            if now.saturating_sub(before) < QUIET / 20 {
+            if now == before {
                 return Ok(true);
             }
             before = now;
@@ -284,37 +284,19 @@ fn kib_field(text: &str, name: &str) -> Option<u64> {
 }
 
 /// `VmRSS` of a `/proc/<pid>/status` file, in bytes.
-/// The CPU time process `pid` has used, its threads' together (`/proc/<pid>/stat`'s utime
-/// and stime, in the kernel's clock ticks).
-fn cpu_time_of(pid: u32) -> anyhow::Result<Duration> {
-    let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
-    // The command name, in parentheses, may hold spaces: the fields are counted after it.
-    let fields: Vec<&str> = text
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let tick = |index: usize| -> anyhow::Result<u64> {
-        fields
-            .get(index)
-            .and_then(|field| field.parse().ok())
-            .with_context(|| format!("{path} has no field {}", index + 3))
-    };
-    // utime and stime are the stat file's 14th and 15th fields, the 12th and 13th after the name.
-    // SAFETY: sysconf reads a constant of the system and has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let per_second = u64::try_from(per_second)
-        .ok()
-        .filter(|&n| n > 0)
-        .unwrap_or(100);
-    Ok(Duration::from_millis(
-        (tick(11)? + tick(12)?) * 1000 / per_second,
-    ))
-}
-
 pub fn rss_of(status: &str) -> anyhow::Result<u64> {
     let text = std::fs::read_to_string(status).with_context(|| format!("cannot read {status}"))?;
     parse_vm_rss(&text).with_context(|| format!("{status} has no VmRSS line"))
+}
+
+/// The CPU time process `pid` has used, its threads' together (utime and stime, which the
+/// kernel counts in ticks of its clock, 10 ms here).
+fn cpu_time_of(pid: u32) -> anyhow::Result<Duration> {
+    let stat = procfs::process::Process::new(i32::try_from(pid)?)?.stat()?;
+    let ticks = stat.utime + stat.stime;
+    Ok(Duration::from_millis(
+        ticks * 1000 / procfs::ticks_per_second().max(1),
+    ))
 }
 
 fn parse_vm_rss(status: &str) -> Option<u64> {

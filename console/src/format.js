@@ -119,6 +119,17 @@ export function shortDigest(digest, keep = 12) {
   return digest.length > keep + 1 ? `${digest.slice(0, keep)}…` : digest;
 }
 
+/**
+ * An id as a list shows it when its column is narrow: its prefix and its last `keep` digits
+ * (`run_…1f0c9a2b7e44`). A daemon writes the time it made an id first and random digits
+ * last, so the end is what tells two ids apart; the whole id goes in a title beside it.
+ */
+export function shortId(id, keep = 12) {
+  const s = String(id ?? "");
+  const cut = s.indexOf("_") + 1;
+  return s.length - cut > keep + 1 ? `${s.slice(0, cut)}…${s.slice(-keep)}` : s;
+}
+
 /** The first line of a text, cut to `max` characters. */
 export function firstLine(text, max = 200) {
   const s = String(text ?? "");

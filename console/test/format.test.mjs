@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   enumShortName, enumWords, capitalise, formatDuration, formatCountdown, formatInt, formatBytes,
-  relativeTime, prettyJson, shortDigest, num,
+  relativeTime, prettyJson, shortDigest, shortId, num,
 } from "../src/format.js";
 
 // The shape of a protobuf-es DescEnum, as the registry builds it from the descriptor set.
@@ -71,4 +71,7 @@ test("JSON pretty-printing and digests", () => {
   assert.equal(prettyJson('{"a":1,"b":[2]}'), '{\n  "a": 1,\n  "b": [\n    2\n  ]\n}');
   assert.equal(prettyJson("not json"), "not json");
   assert.equal(shortDigest("0123456789abcdef0123"), "0123456789ab…");
+  assert.equal(shortId("run_019af3c2b1d4aaaabbbbccccddddeeee"), "run_…ccccddddeeee");
+  assert.equal(shortId("ses_0123456789abc"), "ses_0123456789abc");
+  assert.equal(shortId(""), "");
 });

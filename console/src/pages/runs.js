@@ -9,7 +9,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enumName, enumLabel, enumNumber, isAbort, isFinalError } from "../api.js";
 import { ErrorAlert, Loading, StateBadge, Time, sleep, useBatchedRender, useMedia, useNow, useTitle } from "../components.js";
-import { formatInt, num } from "../format.js";
+import { formatInt, num, shortId } from "../format.js";
 import { html } from "../html.js";
 import { navigate, runHref, runsHref, sessionHref } from "../router.js";
 import { MAX_QUERY_BYTES, lastPathComponent, matchesQuery, oneLine, utf8Length } from "../start-form.js";
@@ -206,7 +206,7 @@ function RunsTable({ session, state, query }) {
     return html`
       <div role="row" class="run-row" key=${info.runId} aria-rowindex=${i + 2} style=${rowStyle(pos)}
         data-testid="run-row" data-run-id=${info.runId} data-state=${stateName}>
-        <div role="cell" class="c-id"><a class="mono" href=${runHref(info.runId)}>${info.runId}</a></div>
+        <div role="cell" class="c-id"><a class="mono" href=${runHref(info.runId)} title=${info.runId}>${shortId(info.runId)}</a></div>
         <div role="cell" class="c-state"><${StateBadge} state=${info.state} stopReason=${info.stopReason} /></div>
         <div role="cell" class="c-task" title=${info.input} data-testid="run-task">${task || "—"}</div>
         <div role="cell" class="c-model" title=${info.model} data-testid="run-model">${info.model || "—"}</div>
@@ -215,7 +215,7 @@ function RunsTable({ session, state, query }) {
         <div role="cell" class="c-steps c-num" data-label="steps">${formatInt(info.steps)}</div>
         <div role="cell" class="c-session">
           ${info.sessionId
-            ? html`<a class="mono subtle" href=${sessionHref(info.sessionId)} title="The session's page">${info.sessionId}</a>`
+            ? html`<a class="mono subtle" href=${sessionHref(info.sessionId)} title=${`The session's page: ${info.sessionId}`}>${shortId(info.sessionId)}</a>`
             : "—"}
         </div>
         <div role="cell" class="c-started"><${Time} ms=${info.createdAtMs} now=${now} /></div>

@@ -17,13 +17,14 @@ use uuid::Uuid;
 /// until the year 10889), then 80 random bits (20 digits: a UUID's bits that are random in
 /// every version 4 one).
 ///
-/// Time first, so that an id made later sorts after: a run's rows are keyed by its id in
-/// every table of its log (its events, spans, checkpoint entries, effects, exchanges, its own
-/// row), and a B-tree takes a key past its last one by appending to its right edge, where a
-/// key at a random place lands on a page that splits into two half-empty ones as the run
-/// writes. With random ids, another run's step on a daemon whose store held 10,000 finished
-/// runs was 1.19× its step on an empty store (BENCHMARKS.md, finding 20). Ids that sorted
-/// randomly before this are kept as they are: both shapes are the same to [`check`].
+/// Time first, so that an id made later sorts after, as a rule: a run's rows are keyed by its
+/// id in every table of its log (its events, spans, checkpoint entries, effects, exchanges,
+/// its own row), and a B-tree takes a key past its last one by appending to its right edge,
+/// where a key at a random place lands on a page that splits into two half-empty ones as the
+/// run writes. With random ids, 10,000 runs took 9–11 s to start and wait on approvals, and
+/// another run's step meanwhile was 1.15× its step on an idle daemon; in time order, 6 s and
+/// 1.02× (BENCHMARKS.md, finding 20). Ids made before this are kept as they are: both shapes
+/// are the same to [`check`].
 fn new_id(prefix: &str) -> String {
     const TIME_BITS: u32 = 48;
     let random = Uuid::new_v4();

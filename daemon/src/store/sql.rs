@@ -258,9 +258,8 @@ impl Dialect {
 /// Runs for every statement on SQLite's one thread (before the statement cache, whose key is
 /// the rendered text), so it copies the text between parameters whole, finding each `$`
 /// with `str::find` (a `memchr`): a character at a time, it was 3% of a busy store thread's
-/// time (`perf`, section 3).
-/// `$`, digits, `:` and the cast's letters are ASCII, so every index it slices at is a
-/// character boundary.
+/// time (`perf`, section 3). `$`, digits, `:` and the cast's letters are ASCII, so every
+/// index it slices at is a character boundary.
 fn sqlite_parameters(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut rest = sql;

@@ -111,11 +111,8 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         let per_run = after.saturating_sub(before) / waiting as u64;
 
         let key = format!("probe-{waiting}");
-        let (mut loaded, mut unloaded) = (Samples::default(), Samples::default());
-        for _ in 0..bench.count(ROUNDS, 1) {
-            loaded.append(probe(bench, &channel, probe_steps, probe_runs).await?);
-            unloaded.append(probe(bench, &idle_channel, probe_steps, probe_runs).await?);
-        }
+        let (loaded, unloaded) =
+            alternating(bench, &channel, &idle_channel, probe_steps, probe_runs).await?;
         report.measured(
             SECTION,
             &key,
@@ -155,11 +152,8 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
         let idle_after_key = format!("probe-idle-after-{waiting}");
         // Each finished run's last checkpoint is written after its end is told.
         let settled = daemon.settle(SETTLE_LONGEST).await?;
-        let (mut loaded, mut unloaded) = (Samples::default(), Samples::default());
-        for _ in 0..bench.count(ROUNDS, 1) {
-            loaded.append(probe(bench, &channel, probe_steps, probe_runs).await?);
-            unloaded.append(probe(bench, &idle_channel, probe_steps, probe_runs).await?);
-        }
+        let (loaded, unloaded) =
+            alternating(bench, &channel, &idle_channel, probe_steps, probe_runs).await?;
         report.measured(
             SECTION,
             &after_key,
@@ -214,6 +208,23 @@ pub async fn run(bench: &Bench, report: &mut Report) -> anyhow::Result<()> {
     idle_daemon.stop().await?;
     daemon.stop().await?;
     crate::mcp_instances::run(bench, report).await
+}
+
+/// The probe's rounds, alternating between the loaded daemon's `channel` and the idle one's:
+/// each side's per-step latencies.
+async fn alternating(
+    bench: &Bench,
+    channel: &AuthChannel,
+    idle_channel: &AuthChannel,
+    steps: u32,
+    runs: usize,
+) -> anyhow::Result<(Samples, Samples)> {
+    let (mut loaded, mut unloaded) = (Samples::default(), Samples::default());
+    for _ in 0..bench.count(ROUNDS, 1) {
+        loaded.append(probe(bench, channel, steps, runs).await?);
+        unloaded.append(probe(bench, idle_channel, steps, runs).await?);
+    }
+    Ok((loaded, unloaded))
 }
 
 /// Per-step latencies of `runs` runs of the no-op tool under policy auto, one at a time.

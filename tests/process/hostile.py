@@ -171,6 +171,7 @@ def attack_identity(args):
         "dev": sorted(os.listdir("/dev")),
         "mounts": read_all("/proc/self/mountinfo"),
         "limits": read_all("/proc/self/limits"),
+        "oom_score_adj": read("/proc/self/oom_score_adj").strip(),
         "cgroup": read_all("/proc/self/cgroup"),
         "interfaces": [name for _, name in socket.if_nameindex()],
         "tmp": sorted(os.listdir("/tmp")),

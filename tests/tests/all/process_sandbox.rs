@@ -1560,3 +1560,41 @@ async fn a_call_in_a_sandbox_built_ahead_finds_nothing_of_the_call_before() {
     );
     assert_no_processes_left(42020).await;
 }
+
+/// `/proc/<pid>/oom_score_adj`, as written there.
+fn oom_score_adj(pid: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_host_running_out_of_memory_kills_a_tool_before_the_daemon() {
+    let fixture = start(
+        &[hostile("hostile", "p")],
+        &[("p", profile(&["$WORKSPACE"], &[], &[]))],
+    )
+    .await;
+    let ws = workspace(&fixture, "ws", 42021, &[]);
+    let identity = json!({"attack": "identity"});
+    let built_now = report(&attack(&fixture, "hostile", identity.clone(), Some(&ws)).await);
+    parked_spare(42021).await;
+    let built_ahead = report(&attack(&fixture, "hostile", identity, Some(&ws)).await);
+    for call in [&built_now, &built_ahead] {
+        assert_eq!(call["oom_score_adj"], "1000", "{call}");
+    }
+    // The daemon runs in this process, which was started with its parent's score: until a
+    // sandbox's program starts, its first process shares the daemon's memory, and a score
+    // given to one process of a memory is given to all of them.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let (_, after_name) = stat.rsplit_once(") ").unwrap();
+    let parent = after_name.split(' ').nth(1).unwrap();
+    assert_eq!(
+        oom_score_adj("self"),
+        oom_score_adj(parent),
+        "the daemon's own OOM score changed"
+    );
+    assert_ne!(oom_score_adj("self"), "1000");
+    assert_no_processes_left(42021).await;
+}

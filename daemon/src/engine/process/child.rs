@@ -46,7 +46,7 @@ use raw::{
     Outcome, ROOT, SELF, TMPFS, add_inside_rule, become_sandbox_ids, chdir, check, check_at,
     clear_capabilities, drop_capability_bounds, execute, exit_group, install_filter, integer_call,
     make_mounts_private, make_read_only, name_spare, pivot_into_working_directory, ptr, raw,
-    reset_signal_handlers, run_step, set_hostname, set_oom_score, set_rlimit, unblock_signals,
+    reset_signal_handlers, run_step, set_hostname, set_rlimit, unblock_signals,
 };
 pub use shared::{
     Args, Failure, GO, HANDSHAKE, InsideRule, PARKED, Pause, PauseAt, Plan, Report, Stage, Step,
@@ -92,7 +92,6 @@ fn build(plan: &Plan) -> Outcome {
         integer_call(libc::SYS_unshare, [libc::CLONE_NEWCGROUP as usize, 0, 0]),
     )?;
     check(Stage::Session, integer_call(libc::SYS_setsid, [0; 3]))?;
-    set_oom_score()?;
     make_mounts_private()?;
     mount_root(plan)?;
     check(Stage::RootMount, chdir(&plan.root))?;

@@ -51,7 +51,10 @@ use crate::pause;
 mod clone;
 mod pool;
 
-use clone::{Until, arm_test_pause, await_status, check_report, clone_first_process, start};
+use clone::{
+    Until, arm_test_pause, await_status, check_report, clone_first_process, mark_first_to_kill,
+    start,
+};
 use pool::{HomeNamespaces, Namespaces, Pool, make_namespace};
 
 /// Where a launch's result goes.
@@ -387,7 +390,14 @@ fn launch(
         None => Ok(None),
         Some(deadline) => arm(&shared.keeper, pidfd.as_fd(), deadline).map(Some),
     };
-    match armed.and_then(|armed| start(pid, &prepared, go, Until::Exec).map(|_| armed)) {
+    let started = armed.and_then(|armed| {
+        start(pid, &prepared, go, Until::Exec)?;
+        if prepared.plan.exec {
+            mark_first_to_kill(pid)?;
+        }
+        Ok(armed)
+    });
+    match started {
         Ok(armed) => {
             let held = Held {
                 cgroup,
@@ -499,7 +509,8 @@ fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunSta
         .write_all(&[child::GO])
         .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
         .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
-        .and_then(|()| check_report(&spare.prepared, Stage::Exec));
+        .and_then(|()| check_report(&spare.prepared, Stage::Exec))
+        .and_then(|()| mark_first_to_kill(spare.pid));
     match released {
         Ok(()) => {
             let (mut sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), stats);

@@ -17,11 +17,6 @@ pub(super) const EMPTY: &[u8] = b"\0";
 /// Written to a cgroup's `tasks` or `cgroup.procs`: the writing process.
 pub(super) const SELF: &[u8] = b"0";
 
-pub(super) const PROC_OOM_SCORE: &[u8] = b"/proc/self/oom_score_adj\0";
-
-/// The sandbox is the first thing the kernel should kill when the host runs out of memory.
-pub(super) const OOM_SCORE_MAX: &[u8] = b"1000";
-
 pub(super) const TMPFS: &[u8] = b"tmpfs\0";
 
 pub(super) const SPARE_NAME: &[u8] = b"airlock-spare\0";
@@ -335,30 +330,6 @@ pub(super) fn reset_signal_handlers() {
                 ],
             );
         }
-    }
-}
-
-pub(super) fn set_oom_score() -> Outcome {
-    // SAFETY: constant path and buffer; the descriptor is closed before returning.
-    unsafe {
-        let fd = raw(
-            libc::SYS_openat,
-            [
-                libc::AT_FDCWD as usize,
-                ptr(PROC_OOM_SCORE),
-                (libc::O_WRONLY | libc::O_CLOEXEC) as usize,
-                0,
-                0,
-                0,
-            ],
-        );
-        let fd = sys::result(fd).map_err(|errno| (Stage::OomScore, 0, errno))?;
-        let written = raw(
-            libc::SYS_write,
-            [fd, ptr(OOM_SCORE_MAX), OOM_SCORE_MAX.len(), 0, 0, 0],
-        );
-        raw(libc::SYS_close, [fd, 0, 0, 0, 0, 0]);
-        check(Stage::OomScore, written)
     }
 }
 

@@ -21,7 +21,6 @@ pub enum Stage {
     Cgroup,
     CgroupNamespace,
     Session,
-    OomScore,
     PrivateMounts,
     RootMount,
     Identity,
@@ -46,7 +45,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub(super) const ALL: [Stage; 27] = [
+    pub(super) const ALL: [Stage; 26] = [
         Stage::Started,
         Stage::ParentDeathSignal,
         Stage::Descriptors,
@@ -54,7 +53,6 @@ impl Stage {
         Stage::Cgroup,
         Stage::CgroupNamespace,
         Stage::Session,
-        Stage::OomScore,
         Stage::PrivateMounts,
         Stage::RootMount,
         Stage::Identity,
@@ -93,7 +91,6 @@ impl Stage {
             Stage::Cgroup => "joining the sandbox's cgroup",
             Stage::CgroupNamespace => "entering a new cgroup namespace",
             Stage::Session => "starting a new session (setsid)",
-            Stage::OomScore => "setting the OOM score",
             Stage::PrivateMounts => "making the mount namespace private",
             Stage::RootMount => "mounting the sandbox's root tmpfs",
             Stage::Identity => "switching to the sandbox's unprivileged uid and gid",

@@ -267,6 +267,28 @@ pub(super) fn write_proc(pid: i32, file: &str, text: &str) -> io::Result<()> {
     }
 }
 
+/// A sandbox's program's OOM score adjustment: the most there is, so that when the host runs
+/// out of memory the kernel kills a tool before the daemon or anything else of the host.
+const OOM_SCORE_ADJ: &str = "1000";
+
+/// Makes the program of the sandbox `pid` the first thing the kernel kills when the host runs
+/// out of memory. Called once the program has started (see `start`), never before.
+///
+/// Until its `execve` the first process shares the daemon's memory, and the kernel holds every
+/// process sharing a memory at one score: killing one of them would free nothing, so a score
+/// one of them sets is given to all. Set by the first process for itself, this made the
+/// daemon the host's first victim. The program runs at the daemon's score for the
+/// microseconds before this; what it forks in that time keeps that score, except that where
+/// the sandbox has a memory cgroup of version 2 (`memory.oom.group`), the kernel kills the
+/// whole group with the process it picks. The daemon may write the file: the program runs
+/// as an id the daemon mapped, and the daemon is root or holds `CAP_DAC_OVERRIDE`.
+pub(super) fn mark_first_to_kill(pid: i32) -> Result<(), String> {
+    // The pid cannot be another process's: the first process is the daemon's child and is
+    // reaped only after the sandbox is handed on.
+    std::fs::write(format!("/proc/{pid}/oom_score_adj"), OOM_SCORE_ADJ)
+        .map_err(|err| format!("cannot set the sandbox's OOM score: {err}"))
+}
+
 /// Turns a failure the first process reported into a message naming the layer.
 pub(super) fn describe_failure(failure: Failure, prepared: &Prepared) -> String {
     let detail = match failure.stage {

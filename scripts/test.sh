@@ -140,7 +140,10 @@ step "Rust tests"
 # The change-set boundary's search (daemon/src/changes/boundary.rs): random hostile upper
 # layers and workspaces per run, a new seed each time (a failure prints it).
 export AIRLOCK_BOUNDARY_CASES=500
-cargo test --workspace --quiet
+# Four tests at a time on two cores: the integration tests mostly wait (on daemons, browsers,
+# the database, servers from npm and PyPI), and two at a time left the machine half idle.
+# Their sum over a run is what fills it; unset, libtest runs one per core.
+cargo test --workspace --quiet -- --test-threads="${AIRLOCK_TEST_THREADS:-4}"
 
 step "C plugin"
 plugins/wc/test.sh

@@ -1386,6 +1386,67 @@ async fn process_a_sandbox_holds_only_stdin_stdout_and_stderr() {
     assert_serves(&fixture).await;
 }
 
+/// `/proc/<pid>/oom_score_adj`, as written there.
+fn oom_score_adj(pid: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// A tool that drives the host out of memory must be what the kernel kills, never the
+/// daemon. Until it executes its program, a sandbox's first process shares the daemon's
+/// memory, and the kernel gives one score to every process of a memory: a score meant for
+/// the tool, set then, was the daemon's too. Checked for a sandbox built for its call and
+/// one built ahead, and (in the container's test) as a daemon that is not root, in a user
+/// namespace, where the tool's `/proc` files are not always the daemon's to open.
+#[tokio::test]
+async fn process_the_host_out_of_memory_kills_a_tool_before_the_daemon() {
+    let fixture = start(Setup {
+        process: vec![hostile_process("hostile", "p", "read_only")],
+        profiles: vec![("p", process_profile(&["$WORKSPACE"], &[]))],
+        ..Setup::default()
+    })
+    .await;
+    let workspace = fixture.workspace("project");
+    chown_tree(&workspace, 42111);
+    let identity = json!({"attack": "identity"});
+    let exec = || fixture.exec("hostile", identity.clone(), Some(&workspace));
+    let mut calls = vec![ok(&exec().await)];
+    // Each launcher keeps a spare, and the next call goes to whichever launcher waits for it:
+    // a few calls, until one has run in the spare seen parked.
+    let spare = crate::process_sandbox::parked_spare(42111).await;
+    let parked = || {
+        std::fs::read_to_string(format!("/proc/{spare}/status"))
+            .is_ok_and(|status| status.starts_with("Name:\tairlock-spare"))
+    };
+    while parked() && calls.len() < 8 {
+        calls.push(ok(&exec().await));
+    }
+    assert!(!parked(), "no call ran in the sandbox built ahead");
+    for call in &calls {
+        assert_eq!(call["oom_score_adj"], "1000", "{call}");
+    }
+    // The daemon runs in this process, which keeps the score it started with: its parent's,
+    // where it has one (in the container's test it is the container's first process).
+    let own = oom_score_adj("self");
+    assert_ne!(
+        own, "1000",
+        "the daemon's own OOM score was raised to its tools'"
+    );
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let (_, after_name) = stat.rsplit_once(") ").unwrap();
+    let parent = after_name.split(' ').nth(1).unwrap();
+    if parent != "0" {
+        assert_eq!(
+            own,
+            oom_score_adj(parent),
+            "the daemon's own OOM score changed"
+        );
+    }
+    assert_serves(&fixture).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Sockets: abstract unix sockets, the daemon's own port, AF_VSOCK, io_uring.
 // ---------------------------------------------------------------------------------------

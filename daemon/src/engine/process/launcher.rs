@@ -52,8 +52,8 @@ mod clone;
 mod pool;
 
 use clone::{
-    Until, arm_test_pause, await_status, check_report, clone_first_process, mark_first_to_kill,
-    start,
+    Started, Until, arm_test_pause, await_status, check_report, clone_first_process,
+    mark_first_to_kill, start,
 };
 use pool::{HomeNamespaces, Namespaces, Pool, make_namespace};
 
@@ -391,9 +391,9 @@ fn launch(
         Some(deadline) => arm(&shared.keeper, pidfd.as_fd(), deadline).map(Some),
     };
     let started = armed.and_then(|armed| {
-        start(pid, &prepared, go, Until::Exec)?;
+        let started = start(pid, &prepared, go, Until::Exec)?;
         if prepared.plan.exec {
-            mark_first_to_kill(pid)?;
+            mark_first_to_kill(&started.oom_score);
         }
         Ok(armed)
     });
@@ -454,7 +454,7 @@ fn build_spare(
         mount: sandbox::hold_mount(pid),
     };
     match start(pid, &prepared, go, Until::Parked) {
-        Ok(go) => Ok({
+        Ok(Started { go, oom_score }) => Ok({
             crate::metrics::global().sandboxes_ready(1);
             Spare {
                 parked: spare::Parked {
@@ -467,6 +467,7 @@ fn build_spare(
                 pidfd,
                 held,
                 go,
+                oom_score,
                 stack,
             }
         }),
@@ -509,10 +510,10 @@ fn release(shared: &Shared, mut spare: Spare, call: &CallSpec, stats: Arc<RunSta
         .write_all(&[child::GO])
         .map_err(|err| format!("cannot let the sandbox's first process go: {err}"))
         .and_then(|()| await_status(&spare.prepared.status, &mut spare.go, Until::Exec))
-        .and_then(|()| check_report(&spare.prepared, Stage::Exec))
-        .and_then(|()| mark_first_to_kill(spare.pid));
+        .and_then(|()| check_report(&spare.prepared, Stage::Exec));
     match released {
         Ok(()) => {
+            mark_first_to_kill(&spare.oom_score);
             let (mut sandbox, stack) = spare.into_sandbox(shared.reaper.clone(), stats);
             if let Some(armed) = armed {
                 sandbox.set_deadline(armed);

@@ -117,6 +117,9 @@ pub struct Spare {
     pub held: Held,
     /// The write end of the go-ahead pipe.
     pub go: std::fs::File,
+    /// The process's `oom_score_adj`, written once it executes the program (see
+    /// `launcher::clone::mark_first_to_kill`).
+    pub oom_score: std::fs::File,
     /// What the first process runs on until it executes the program; dropped after it has.
     pub stack: Stack,
 }

@@ -113,19 +113,29 @@ pub(super) fn enter_network(network: Option<Network>, home: &HomeNamespaces) -> 
     Some(network.fd)
 }
 
+/// What [`start`] hands back once the first process has gone as far as it was to go.
+pub(super) struct Started {
+    /// The go-ahead pipe, which a spare's release writes to again.
+    pub go: std::fs::File,
+    /// The process's `oom_score_adj`, opened before it took the sandbox's ids; written once
+    /// its program runs ([`mark_first_to_kill`]).
+    pub oom_score: std::fs::File,
+}
+
 /// Maps the ids, lets the process go, answers its handshake, and waits until it has
 /// executed the program (or failed to), or, for a spare, until it waits for its call.
-/// Returns the go-ahead pipe, which a spare's release writes to again.
 pub(super) fn start(
     pid: i32,
     prepared: &Prepared,
     go: Option<OwnedFd>,
     until: Until,
-) -> Result<std::fs::File, String> {
+) -> Result<Started, String> {
     write_proc(pid, "uid_map", &id_map(prepared.uid))
         .map_err(|err| format!("cannot map the sandbox's uid (user namespace): {err}"))?;
     write_proc(pid, "gid_map", &id_map(prepared.gid))
         .map_err(|err| format!("cannot map the sandbox's gid (user namespace): {err}"))?;
+    let oom_score =
+        open_oom_score(pid).map_err(|err| format!("cannot open the sandbox's OOM score: {err}"))?;
     if prepared.plan.exec && until == Until::Exec {
         pause::reached(Point::ProcessUidMap);
     }
@@ -139,7 +149,7 @@ pub(super) fn start(
         Until::Exec => Stage::Ready,
     };
     check_report(prepared, expected)?;
-    Ok(go)
+    Ok(Started { go, oom_score })
 }
 
 /// The first process's report: a failure it wrote, or death before `expected`.
@@ -245,16 +255,23 @@ pub(super) fn id_map(id: u32) -> String {
     format!("{id} {id} 1\n")
 }
 
-/// How many times a map is written again when another sandbox's first process made the
-/// daemon undumpable just before (see `sys::note_dumpable`): that lasts the few system calls
-/// between its id change and its restoring the flag, so a second try almost always does.
+/// How many times a map is written (or a file of the process opened) again when another
+/// sandbox's first process made the daemon undumpable just before: a second try almost
+/// always does.
 const UNDUMPABLE_RETRIES: u32 = 100;
 
 pub(super) fn write_proc(pid: i32, file: &str, text: &str) -> io::Result<()> {
     let path = format!("/proc/{pid}/{file}");
+    past_undumpable(|| std::fs::write(&path, text))
+}
+
+/// Runs `open`, again while it is refused because another sandbox's first process made the
+/// daemon undumpable just before (see `sys::note_dumpable`): that lasts the few system calls
+/// between its id change and its restoring the flag.
+fn past_undumpable<T>(mut open: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     let mut tries = 0;
     loop {
-        match std::fs::write(&path, text) {
+        match open() {
             Err(err)
                 if err.kind() == io::ErrorKind::PermissionDenied && tries < UNDUMPABLE_RETRIES =>
             {
@@ -271,22 +288,36 @@ pub(super) fn write_proc(pid: i32, file: &str, text: &str) -> io::Result<()> {
 /// out of memory the kernel kills a tool before the daemon or anything else of the host.
 const OOM_SCORE_ADJ: &str = "1000";
 
-/// Makes the program of the sandbox `pid` the first thing the kernel kills when the host runs
-/// out of memory. Called once the program has started (see `start`), never before.
+/// Opens the `oom_score_adj` of the first process `pid` for [`mark_first_to_kill`], while
+/// the process still has the daemon's ids (the maps are written, the go-ahead not given).
 ///
-/// Until its `execve` the first process shares the daemon's memory, and the kernel holds every
-/// process sharing a memory at one score: killing one of them would free nothing, so a score
-/// one of them sets is given to all. Set by the first process for itself, this made the
-/// daemon the host's first victim. The program runs at the daemon's score for the
-/// microseconds before this; what it forks in that time keeps that score, except that where
-/// the sandbox has a memory cgroup of version 2 (`memory.oom.group`), the kernel kills the
-/// whole group with the process it picks. The daemon may write the file: the program runs
-/// as an id the daemon mapped, and the daemon is root or holds `CAP_DAC_OVERRIDE`.
-pub(super) fn mark_first_to_kill(pid: i32) -> Result<(), String> {
-    // The pid cannot be another process's: the first process is the daemon's child and is
-    // reaped only after the sandbox is handed on.
-    std::fs::write(format!("/proc/{pid}/oom_score_adj"), OOM_SCORE_ADJ)
-        .map_err(|err| format!("cannot set the sandbox's OOM score: {err}"))
+/// The kernel checks who may write the file when it is opened, and its owner follows the
+/// process: the process's own ids while it is dumpable, root's otherwise, and root's once it
+/// has exited. After `execve` the program may be neither the daemon's nor alive; now it is
+/// both, so a daemon that is not root may open it whatever its program turns out to be.
+fn open_oom_score(pid: i32) -> io::Result<std::fs::File> {
+    let path = format!("/proc/{pid}/oom_score_adj");
+    past_undumpable(|| std::fs::OpenOptions::new().write(true).open(&path))
+}
+
+/// Makes a sandbox's program, once it runs, the first thing the kernel kills when the host
+/// runs out of memory, through the file [`start`] opened.
+///
+/// Not before: until its `execve` the first process shares the daemon's memory, and the
+/// kernel holds every process sharing a memory at one score (killing one of them would free
+/// nothing), so a score set for one of them is given to all. Set by the first process for
+/// itself, it made the daemon the host's first victim. The program runs at the daemon's score
+/// for the microseconds before this, and what it forks in that time keeps that score; but the
+/// program is pid 1 of its namespace, so when the kernel kills it, at 1000 its first choice,
+/// everything of the sandbox dies with it.
+///
+/// The write asks for no permission (the open did); it fails only if the process is gone,
+/// which cannot be while the launcher has not reaped it. Should it fail anyway, the program
+/// has already run: the call goes on, with a warning, rather than be reported as not run.
+pub(super) fn mark_first_to_kill(oom_score: &std::fs::File) {
+    if let Err(err) = (&*oom_score).write_all(OOM_SCORE_ADJ.as_bytes()) {
+        tracing::warn!(%err, "cannot set a sandbox's OOM score; its program keeps the daemon's");
+    }
 }
 
 /// Turns a failure the first process reported into a message naming the layer.

@@ -141,8 +141,9 @@ step "Rust tests"
 # layers and workspaces per run, a new seed each time (a failure prints it).
 export AIRLOCK_BOUNDARY_CASES=500
 # Four tests at a time on two cores: the integration tests mostly wait (on daemons, browsers,
-# the database, servers from npm and PyPI), and two at a time left the machine half idle.
-# Their sum over a run is what fills it; unset, libtest runs one per core.
+# the database, servers from npm and PyPI), so at libtest's default of one per core the
+# machine was half idle, and at four it is full (their binary took 8:30, then 6:47).
+# AIRLOCK_TEST_THREADS sets another count.
 cargo test --workspace --quiet -- --test-threads="${AIRLOCK_TEST_THREADS:-4}"
 
 step "C plugin"

@@ -1397,9 +1397,9 @@ fn oom_score_adj(pid: &str) -> String {
 /// A tool that drives the host out of memory must be what the kernel kills, never the
 /// daemon. Until it executes its program, a sandbox's first process shares the daemon's
 /// memory, and the kernel gives one score to every process of a memory: a score meant for
-/// the tool, set then, was the daemon's too. Checked for a sandbox built for its call and
-/// one built ahead, and (in the container's test) as a daemon that is not root, in a user
-/// namespace, where the tool's `/proc` files are not always the daemon's to open.
+/// the tool, set then, was the daemon's too. Checked for a sandbox built for its call and,
+/// by a root daemon, one built ahead; in the container's test also as a daemon that is not
+/// root, in a user namespace, where a tool's `/proc` files are not always the daemon's to open.
 #[tokio::test]
 async fn process_the_host_out_of_memory_kills_a_tool_before_the_daemon() {
     let fixture = start(Setup {
